@@ -1,0 +1,339 @@
+//! `linerate agent --stdio`: the process that owns a data plane.
+//!
+//! It reads control frames on stdin and writes them on stdout (logs go to
+//! stderr), opens no control port, and exits as soon as its controller goes
+//! away: EOF on stdin, a failed write, or silence past the peer timeout.
+
+use crate::engine::{self, tcp, udp, JobCtx};
+use crate::proto::{self, Job, Liveness, Request, Response, PROTO_VERSION};
+use crate::{kernel, netops, sys};
+use std::collections::HashMap;
+use std::io::{BufReader, BufWriter};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Where the agent's data plane lives.
+#[derive(Debug, Clone)]
+pub enum Netns {
+    /// The namespace the agent was started in.
+    Current,
+    /// A fresh anonymous namespace that dies with the agent.
+    New,
+    /// An existing named namespace (/run/netns/NAME).
+    Named(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_duration: Duration,
+    pub max_rate_pps: Option<f64>,
+}
+
+struct Running {
+    ctx: JobCtx,
+}
+
+pub fn run(netns: Netns, limits: Limits) -> anyhow::Result<()> {
+    match &netns {
+        Netns::Current => {}
+        Netns::New => {
+            sys::unshare_netns()
+                .map_err(|e| anyhow::anyhow!("creating a network namespace: {e} (needs root)"))?;
+            netops::apply(&proto::NetOp::LinkUp { dev: "lo".into() })?;
+        }
+        Netns::Named(name) => {
+            let path = PathBuf::from("/run/netns").join(name);
+            sys::enter_netns(&path).map_err(|e| {
+                anyhow::anyhow!(
+                    "entering network namespace {name} ({}): {e}; list them with `ip netns list`",
+                    path.display()
+                )
+            })?;
+        }
+    }
+
+    let (req_tx, req_rx) = mpsc::channel::<Request>();
+    let (resp_tx, resp_rx) = mpsc::channel::<Response>();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(std::io::stdin().lock());
+        loop {
+            match proto::read_message::<Request>(&mut r) {
+                Ok(Some(m)) => {
+                    if req_tx.send(m).is_err() {
+                        break;
+                    }
+                }
+                Ok(None) => std::process::exit(0),
+                Err(e) => {
+                    eprintln!("agent: {e}; exiting");
+                    std::process::exit(1);
+                }
+            }
+        }
+    });
+    std::thread::spawn(move || {
+        let mut w = BufWriter::new(std::io::stdout().lock());
+        for m in resp_rx {
+            if proto::write_frame(&mut w, &m).is_err() {
+                std::process::exit(0);
+            }
+        }
+    });
+
+    let mut live = Liveness::new(Instant::now());
+    let mut greeted = false;
+    let mut jobs: HashMap<u32, Running> = HashMap::new();
+    let mut beat = 0u64;
+    loop {
+        let msg = match req_rx.recv_timeout(Duration::from_millis(250)) {
+            Ok(m) => Some(m),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+        };
+        let now = Instant::now();
+        if live.heartbeat_due(now) && greeted {
+            beat += 1;
+            let _ = resp_tx.send(Response::Heartbeat { seq: beat });
+            live.sent(now);
+        }
+        let Some(msg) = msg else {
+            if live.peer_gone(now) {
+                eprintln!(
+                    "agent: controller silent for {:?}; exiting",
+                    proto::PEER_TIMEOUT
+                );
+                return Ok(());
+            }
+            continue;
+        };
+        live.heard(now);
+        let reply = match msg {
+            Request::Hello { proto_version, .. } => match proto::check_version(proto_version) {
+                Ok(()) => {
+                    greeted = true;
+                    Response::HelloAck {
+                        proto_version: PROTO_VERSION,
+                        linerate_version: env!("CARGO_PKG_VERSION").into(),
+                        pid: std::process::id(),
+                        hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                            .unwrap_or_default()
+                            .trim()
+                            .to_string(),
+                    }
+                }
+                Err(message) => {
+                    let _ = resp_tx.send(Response::Error {
+                        test: None,
+                        message,
+                    });
+                    std::thread::sleep(Duration::from_millis(100));
+                    return Ok(());
+                }
+            },
+            _ if !greeted => Response::Error {
+                test: None,
+                message: "the first control message must be hello".into(),
+            },
+            Request::Heartbeat { .. } => continue,
+            Request::Shutdown => {
+                for j in jobs.values() {
+                    j.ctx.stop.store(true, Ordering::Relaxed);
+                }
+                return Ok(());
+            }
+            Request::Configure { ops } => match ops.iter().try_for_each(netops::apply) {
+                Ok(()) => Response::Configured,
+                Err(e) => Response::Error {
+                    test: None,
+                    message: format!("{e:#}"),
+                },
+            },
+            Request::Snapshot => match kernel::snapshot() {
+                Ok(snapshot) => Response::Snapshot { snapshot },
+                Err(e) => Response::Error {
+                    test: None,
+                    message: format!("reading kernel counters: {e}"),
+                },
+            },
+            Request::Stop {
+                test,
+                sender_totals,
+            } => {
+                if let Some(j) = jobs.get(&test) {
+                    if let Ok(mut g) = j.ctx.sender_totals.lock() {
+                        *g = Some(sender_totals);
+                    }
+                    j.ctx.stop.store(true, Ordering::Relaxed);
+                }
+                continue;
+            }
+            Request::Start { test, job } => {
+                let ctx = JobCtx {
+                    test,
+                    stop: Arc::new(AtomicBool::new(false)),
+                    out: resp_tx.clone(),
+                    interval: Duration::from_millis(job_interval(&job).max(10)),
+                    sender_totals: Arc::new(Mutex::new(None)),
+                };
+                match start(&ctx, job, &limits) {
+                    Ok(port) => {
+                        jobs.retain(|_, j| !j.ctx.stopped());
+                        jobs.insert(test, Running { ctx });
+                        Response::Started { test, port }
+                    }
+                    Err(message) => Response::Error {
+                        test: Some(test),
+                        message,
+                    },
+                }
+            }
+        };
+        if resp_tx.send(reply).is_err() {
+            return Ok(());
+        }
+        live.sent(Instant::now());
+    }
+}
+
+fn job_interval(job: &Job) -> u64 {
+    match job {
+        Job::TcpListen { interval_ms, .. }
+        | Job::TcpConnect { interval_ms, .. }
+        | Job::UdpReceive { interval_ms, .. }
+        | Job::UdpSend { interval_ms, .. } => *interval_ms,
+    }
+}
+
+fn capped(duration_ms: u64, limits: &Limits) -> Result<Duration, String> {
+    let d = Duration::from_millis(duration_ms);
+    if d > limits.max_duration {
+        return Err(format!(
+            "a {:?} test exceeds this agent's cap of {:?}; start the agent with a larger --max-duration",
+            d, limits.max_duration
+        ));
+    }
+    Ok(d)
+}
+
+/// Opens what a job needs synchronously (so the controller learns the port and
+/// any set-up error at once), then runs the job on its own thread.
+fn start(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Option<u16>, String> {
+    let spawn =
+        |ctx: JobCtx,
+         f: Box<dyn FnOnce(&JobCtx) -> Result<proto::EndpointSummary, String> + Send>| {
+            std::thread::spawn(move || {
+                let msg = match f(&ctx) {
+                    Ok(summary) => Response::Finished {
+                        test: ctx.test,
+                        summary,
+                    },
+                    Err(message) => Response::Error {
+                        test: Some(ctx.test),
+                        message,
+                    },
+                };
+                ctx.stop.store(true, Ordering::Relaxed);
+                let _ = ctx.out.send(msg);
+            });
+        };
+    match job {
+        Job::TcpListen {
+            bind,
+            expect_streams,
+            duration_ms,
+            cpus,
+            congestion,
+            ..
+        } => {
+            let d = capped(duration_ms, limits)?;
+            let l = tcp::listen(bind).map_err(|e| format!("listening on {bind}: {e}"))?;
+            let port = l.local_addr().map_err(|e| e.to_string())?.port();
+            spawn(
+                ctx.clone(),
+                Box::new(move |c| {
+                    tcp::serve(c, l, expect_streams, d, &cpus, congestion.as_deref())
+                }),
+            );
+            Ok(Some(port))
+        }
+        Job::TcpConnect {
+            target,
+            streams,
+            direction,
+            duration_ms,
+            cpus,
+            congestion,
+            buffer_len,
+            allow,
+            ..
+        } => {
+            let d = capped(duration_ms, limits)?;
+            engine::check_destination(target.ip(), &allow)?;
+            spawn(
+                ctx.clone(),
+                Box::new(move |c| {
+                    tcp::connect(
+                        c,
+                        target,
+                        streams,
+                        direction,
+                        d,
+                        &cpus,
+                        congestion.as_deref(),
+                        buffer_len as usize,
+                    )
+                }),
+            );
+            Ok(None)
+        }
+        Job::UdpReceive {
+            bind, flows, cpus, ..
+        } => {
+            let sock = udp::bind_receiver(bind)
+                .map_err(|e| format!("binding UDP receiver on {bind}: {e}"))?;
+            let port = sock.local_addr().map_err(|e| e.to_string())?.port();
+            spawn(
+                ctx.clone(),
+                Box::new(move |c| udp::receive(c, sock, flows, &cpus)),
+            );
+            Ok(Some(port))
+        }
+        Job::UdpSend {
+            flows,
+            frame,
+            rate_pps,
+            duration_ms,
+            batch,
+            cpus,
+            allow,
+            ..
+        } => {
+            let d = capped(duration_ms, limits)?;
+            if let (Some(cap), r) = (limits.max_rate_pps, rate_pps) {
+                if r.is_none_or(|r| r > cap) {
+                    return Err(format!(
+                        "this agent caps UDP senders at {cap} pps; ask for a rate at or below it"
+                    ));
+                }
+            }
+            for f in &flows {
+                engine::check_destination(f.dst.ip(), &allow)?;
+            }
+            udp::check_frames(frame, flows.first().is_some_and(|f| f.dst.is_ipv6()))?;
+            let spec = udp::SendSpec {
+                flows,
+                frame,
+                rate_pps,
+                duration: d,
+                batch: usize::from(batch),
+                cpus,
+                allow,
+            };
+            spawn(ctx.clone(), Box::new(move |c| udp::send(c, spec)));
+            Ok(None)
+        }
+    }
+}

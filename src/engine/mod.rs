@@ -1,0 +1,145 @@
+//! Data planes. Each job runs on its own thread inside an agent, reports one
+//! [`IntervalSample`] per interval and ends with an [`EndpointSummary`].
+//! Data-plane errors are counted, not propagated per packet; only set-up
+//! failures end a job with an error.
+
+pub mod tcp;
+pub mod udp;
+
+use crate::proto::{Cidr, FlowTotal, IntervalSample, Response};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What a running job shares with the agent that started it.
+#[derive(Clone)]
+pub struct JobCtx {
+    pub test: u32,
+    pub stop: Arc<AtomicBool>,
+    pub out: Sender<Response>,
+    pub interval: Duration,
+    /// Filled by the controller's Stop for receivers (tail-loss accounting).
+    pub sender_totals: Arc<Mutex<Option<Vec<FlowTotal>>>>,
+}
+
+impl JobCtx {
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+    pub fn emit(&self, sample: IntervalSample) {
+        // A gone controller means the agent is about to exit anyway.
+        let _ = self.out.send(Response::Interval {
+            test: self.test,
+            sample,
+        });
+    }
+}
+
+/// Cuts a job's time into reporting intervals.
+pub struct IntervalClock {
+    start: Instant,
+    every: Duration,
+    last_end: f64,
+    next_due: Duration,
+}
+
+impl IntervalClock {
+    pub fn new(start: Instant, every: Duration) -> Self {
+        let every = every.max(Duration::from_millis(10));
+        IntervalClock {
+            start,
+            every,
+            last_end: 0.0,
+            next_due: every,
+        }
+    }
+    /// When an interval has ended at `now`, its (start, end) in seconds.
+    pub fn due(&mut self, now: Instant) -> Option<(f64, f64)> {
+        let e = now.saturating_duration_since(self.start);
+        if e < self.next_due {
+            return None;
+        }
+        while self.next_due <= e {
+            self.next_due += self.every;
+        }
+        Some(self.close(now))
+    }
+    /// Closes the current (possibly short) interval at `now`.
+    pub fn close(&mut self, now: Instant) -> (f64, f64) {
+        let end = now.saturating_duration_since(self.start).as_secs_f64();
+        let span = (self.last_end, end);
+        self.last_end = end;
+        span
+    }
+    pub fn elapsed(&self, now: Instant) -> f64 {
+        now.saturating_duration_since(self.start).as_secs_f64()
+    }
+}
+
+/// Destinations a generator may send to without being told otherwise:
+/// loopback and the benchmarking ranges (RFC 2544 App. C.2.2, RFC 5180).
+pub fn benchmark_ranges() -> [Cidr; 2] {
+    [
+        Cidr {
+            addr: IpAddr::from([198, 18, 0, 0]),
+            prefix: 15,
+        },
+        Cidr {
+            addr: IpAddr::from([0x2001, 2, 0, 0, 0, 0, 0, 0]),
+            prefix: 48,
+        },
+    ]
+}
+
+/// The generator's safety rule (RFC 6815: isolated test networks only).
+pub fn check_destination(ip: IpAddr, allow: &[Cidr]) -> Result<(), String> {
+    if ip.is_loopback()
+        || benchmark_ranges().iter().any(|c| c.contains(ip))
+        || allow.iter().any(|c| c.contains(ip))
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "refusing to send test traffic to {ip}: it is outside loopback, 198.18.0.0/15 and \
+             2001:2::/48. Load tests belong on isolated test networks (RFC 6815); if {ip} is \
+             one, pass --allow-target {ip}/32 (or its prefix) to say so"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn safety_rule() {
+        let ok = |s: &str| check_destination(s.parse().unwrap(), &[]).is_ok();
+        assert!(ok("198.18.0.1"));
+        assert!(ok("198.19.255.254"));
+        assert!(ok("127.0.0.1"));
+        assert!(ok("::1"));
+        assert!(ok("2001:2::5"));
+        assert!(!ok("198.20.0.1"));
+        assert!(!ok("8.8.8.8"));
+        assert!(!ok("10.0.0.1"));
+        assert!(!ok("2001:3::1"));
+        let allow = ["10.1.0.0/16".parse().unwrap()];
+        assert!(check_destination("10.1.2.3".parse().unwrap(), &allow).is_ok());
+        let e = check_destination("10.2.0.1".parse().unwrap(), &allow).unwrap_err();
+        assert!(e.contains("--allow-target"), "{e}");
+    }
+
+    #[test]
+    fn interval_clock() {
+        let t0 = Instant::now();
+        let mut c = IntervalClock::new(t0, Duration::from_secs(1));
+        assert_eq!(c.due(t0 + Duration::from_millis(999)), None);
+        let (a, b) = c.due(t0 + Duration::from_millis(1000)).unwrap();
+        assert_eq!((a, b), (0.0, 1.0));
+        assert_eq!(c.due(t0 + Duration::from_millis(1500)), None);
+        let (a, b) = c.close(t0 + Duration::from_millis(1500));
+        assert_eq!((a, b), (1.0, 1.5));
+    }
+}

@@ -1,0 +1,340 @@
+//! TCP bulk streams: N connections, each one thread, sending from one
+//! preallocated buffer or discarding what arrives without copying it
+//! (MSG_TRUNC). A reporter samples bytes and TCP_INFO once per interval.
+//!
+//! A connection opens with an 8-byte hello from the connecting side:
+//! `'LRT1' | stream id (u16) | 1 if the connecting side sends | 0`.
+
+use super::{IntervalClock, JobCtx};
+use crate::proto::{Direction, EndpointSummary, IntervalSample, StreamSample};
+use crate::sys;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const MAGIC: [u8; 4] = *b"LRT1";
+const IO_TIMEOUT: Duration = Duration::from_millis(200);
+
+pub fn listen(bind: IpAddr) -> io::Result<TcpListener> {
+    let l = TcpListener::bind(SocketAddr::new(bind, 0))?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+struct Stream {
+    id: u16,
+    sender: bool,
+    conn: TcpStream,
+}
+
+struct Shared {
+    bytes: AtomicU64,
+    done: AtomicBool,
+}
+
+fn hello(id: u16, client_sends: bool) -> [u8; 8] {
+    let i = id.to_be_bytes();
+    [
+        MAGIC[0],
+        MAGIC[1],
+        MAGIC[2],
+        MAGIC[3],
+        i[0],
+        i[1],
+        u8::from(client_sends),
+        0,
+    ]
+}
+
+fn parse_hello(b: &[u8; 8]) -> Option<(u16, bool)> {
+    (b[0..4] == MAGIC && b[6] <= 1).then(|| (u16::from_be_bytes([b[4], b[5]]), b[6] == 1))
+}
+
+/// Server side: accepts `expect` connections, then runs them.
+pub fn serve(
+    ctx: &JobCtx,
+    listener: TcpListener,
+    expect: u16,
+    duration: Duration,
+    cpus: &[usize],
+    congestion: Option<&str>,
+) -> Result<EndpointSummary, String> {
+    let accept_deadline = Instant::now() + Duration::from_secs(10);
+    let mut streams = Vec::new();
+    while streams.len() < usize::from(expect) {
+        if ctx.stopped() {
+            return Err("stopped before all TCP streams connected".into());
+        }
+        match listener.accept() {
+            Ok((conn, _)) => {
+                conn.set_nonblocking(false).map_err(|e| e.to_string())?;
+                conn.set_read_timeout(Some(Duration::from_secs(5)))
+                    .map_err(|e| e.to_string())?;
+                let mut h = [0u8; 8];
+                (&conn)
+                    .read_exact(&mut h)
+                    .map_err(|e| format!("reading a TCP stream hello: {e}"))?;
+                let (id, client_sends) = parse_hello(&h)
+                    .ok_or("a TCP connection on the test port did not speak linerate")?;
+                if let Some(cc) = congestion {
+                    sys::set_congestion(conn.as_raw_fd(), cc)
+                        .map_err(|e| format!("congestion control '{cc}': {e}"))?;
+                }
+                streams.push(Stream {
+                    id,
+                    sender: !client_sends,
+                    conn,
+                });
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if Instant::now() > accept_deadline {
+                    return Err(format!(
+                        "only {} of {expect} TCP streams connected within 10 s",
+                        streams.len()
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => return Err(format!("accepting TCP streams: {e}")),
+        }
+    }
+    run_streams(ctx, streams, duration, cpus, 128 * 1024)
+}
+
+/// Client side: opens the streams a direction needs and runs them.
+#[allow(clippy::too_many_arguments)]
+pub fn connect(
+    ctx: &JobCtx,
+    target: SocketAddr,
+    streams: u16,
+    direction: Direction,
+    duration: Duration,
+    cpus: &[usize],
+    congestion: Option<&str>,
+    buffer_len: usize,
+) -> Result<EndpointSummary, String> {
+    let mut roles = Vec::new();
+    for i in 0..streams {
+        match direction {
+            Direction::Forward => roles.push((i, true)),
+            Direction::Reverse => roles.push((i, false)),
+            Direction::Both => {
+                roles.push((i, true));
+                roles.push((i + streams, false));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (id, client_sends) in roles {
+        let conn = TcpStream::connect_timeout(&target, Duration::from_secs(5))
+            .map_err(|e| format!("connecting TCP stream {id} to {target}: {e}"))?;
+        if let Some(cc) = congestion {
+            sys::set_congestion(conn.as_raw_fd(), cc).map_err(|e| {
+                format!("congestion control '{cc}': {e} (see /proc/sys/net/ipv4/tcp_available_congestion_control)")
+            })?;
+        }
+        (&conn)
+            .write_all(&hello(id, client_sends))
+            .map_err(|e| format!("starting TCP stream {id}: {e}"))?;
+        out.push(Stream {
+            id,
+            sender: client_sends,
+            conn,
+        });
+    }
+    run_streams(ctx, out, duration, cpus, buffer_len)
+}
+
+fn run_streams(
+    ctx: &JobCtx,
+    streams: Vec<Stream>,
+    duration: Duration,
+    cpus: &[usize],
+    buffer_len: usize,
+) -> Result<EndpointSummary, String> {
+    let cpu0 = sys::process_cpu_seconds();
+    let start = Instant::now();
+    let deadline = start + duration;
+    let mut handles = Vec::new();
+    let mut meta = Vec::new();
+    for (k, s) in streams.into_iter().enumerate() {
+        let shared = Arc::new(Shared {
+            bytes: AtomicU64::new(0),
+            done: AtomicBool::new(false),
+        });
+        let fd = s.conn.as_raw_fd();
+        let conn = s.conn.try_clone().map_err(|e| e.to_string())?;
+        meta.push((s.id, s.sender, fd, Arc::clone(&shared), conn));
+        let pin: Vec<usize> = if cpus.is_empty() {
+            vec![]
+        } else {
+            vec![cpus[k % cpus.len()]]
+        };
+        let stop = Arc::clone(&ctx.stop);
+        let buffer_len = buffer_len.clamp(1024, 16 << 20);
+        handles.push(std::thread::spawn(move || {
+            // Pinning is best effort per stream; a bad CPU was checked by the controller.
+            let _ = sys::pin_thread(&pin);
+            let _ = s.conn.set_read_timeout(Some(IO_TIMEOUT));
+            let _ = s.conn.set_write_timeout(Some(IO_TIMEOUT));
+            if s.sender {
+                send_loop(&s.conn, &shared, &stop, deadline, buffer_len);
+            } else {
+                recv_loop(&s.conn, &shared, &stop);
+            }
+            shared.done.store(true, Ordering::Release);
+        }));
+    }
+    let mut clock = IntervalClock::new(start, ctx.interval);
+    let mut last: Vec<(u64, u32)> = vec![(0, 0); meta.len()];
+    let mut base_retrans: Vec<u32> = meta
+        .iter()
+        .map(|m| sys::tcp_info(m.2).map(|t| t.total_retrans).unwrap_or(0))
+        .collect();
+    let mut total = EndpointSummary::default();
+    let sample = |clock_span: (f64, f64), last: &mut Vec<(u64, u32)>, base: &mut Vec<u32>| {
+        let mut iv = IntervalSample {
+            t_start: clock_span.0,
+            t_end: clock_span.1,
+            ..Default::default()
+        };
+        for (k, (id, sender, fd, shared, _)) in meta.iter().enumerate() {
+            let bytes = shared.bytes.load(Ordering::Relaxed);
+            let info = sys::tcp_info(*fd).unwrap_or_default();
+            let retrans = info.total_retrans.saturating_sub(base[k]);
+            let d_bytes = bytes - last[k].0;
+            let d_retr = retrans.saturating_sub(last[k].1);
+            last[k] = (bytes, retrans);
+            if *sender {
+                iv.tx_bytes += d_bytes;
+            } else {
+                iv.rx_bytes += d_bytes;
+            }
+            iv.streams.push(StreamSample {
+                id: *id,
+                sender: *sender,
+                bytes: d_bytes,
+                retransmits: u64::from(d_retr),
+                cwnd: info.snd_cwnd,
+                rtt_us: info.rtt_us,
+            });
+        }
+        iv
+    };
+    let mut all: Vec<IntervalSample> = Vec::new();
+    loop {
+        let all_done = meta.iter().all(|m| m.3.done.load(Ordering::Acquire));
+        let now = Instant::now();
+        if all_done {
+            break;
+        }
+        if let Some(span) = clock.due(now) {
+            let iv = sample(span, &mut last, &mut base_retrans);
+            all.push(iv.clone());
+            ctx.emit(iv);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let span = clock.close(Instant::now());
+    let iv = sample(span, &mut last, &mut base_retrans);
+    all.push(iv.clone());
+    ctx.emit(iv);
+    for h in handles {
+        let _ = h.join();
+    }
+    total.elapsed_s = span.1;
+    total.cpu_s = sys::process_cpu_seconds() - cpu0;
+    for iv in &all {
+        total.tx_bytes += iv.tx_bytes;
+        total.rx_bytes += iv.rx_bytes;
+    }
+    total.streams = meta
+        .iter()
+        .enumerate()
+        .map(|(k, (id, sender, _, _, _))| {
+            let last_info = all
+                .last()
+                .and_then(|iv| iv.streams.get(k))
+                .cloned()
+                .unwrap_or_default();
+            StreamSample {
+                id: *id,
+                sender: *sender,
+                bytes: all
+                    .iter()
+                    .filter_map(|iv| iv.streams.get(k))
+                    .map(|s| s.bytes)
+                    .sum(),
+                retransmits: all
+                    .iter()
+                    .filter_map(|iv| iv.streams.get(k))
+                    .map(|s| s.retransmits)
+                    .sum(),
+                cwnd: last_info.cwnd,
+                rtt_us: last_info.rtt_us,
+            }
+        })
+        .collect();
+    drop(meta);
+    Ok(total)
+}
+
+fn send_loop(conn: &TcpStream, shared: &Shared, stop: &AtomicBool, deadline: Instant, len: usize) {
+    let buf = vec![0x5au8; len];
+    let mut w = conn;
+    while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
+        match w.write(&buf) {
+            Ok(n) => {
+                shared.bytes.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => break,
+        }
+    }
+    let _ = conn.shutdown(Shutdown::Write);
+}
+
+fn recv_loop(conn: &TcpStream, shared: &Shared, stop: &AtomicBool) {
+    let mut buf = vec![0u8; 1 << 20];
+    let fd = conn.as_raw_fd();
+    loop {
+        match sys::recv_discard(fd, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                shared.bytes.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hello_round_trip() {
+        assert_eq!(parse_hello(&hello(7, true)), Some((7, true)));
+        assert_eq!(parse_hello(&hello(65535, false)), Some((65535, false)));
+        assert_eq!(parse_hello(b"GET / HT"), None);
+    }
+}

@@ -1,0 +1,672 @@
+//! UDP packet streams: a sender that paces batches of datagrams with
+//! sendmmsg, and a receiver that counts them per flow with recvmmsg.
+//!
+//! Every datagram is one packet at the DUT: the sender never uses UDP GSO and
+//! the receiver never enables UDP GRO. Each payload starts with an 18-byte
+//! header (it fits the smallest IPv4 frame, 64 B):
+//!
+//! ```text
+//! 0      2        4                10                18
+//! | 'LR' | flow id | sequence (u48) | send time (ns)  |
+//! ```
+
+use super::{check_destination, IntervalClock, JobCtx};
+use crate::proto::{Cidr, EndpointSummary, FlowCounters, FlowSpec, FrameSpec, IntervalSample};
+use crate::sys::{self, Cmsg, Recvmmsg, Sendmmsg, SockAddr};
+use crate::units;
+use std::collections::BTreeMap;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+pub const HEADER_LEN: usize = 18;
+const MAGIC: [u8; 2] = *b"LR";
+const SEQ_MASK: u64 = (1 << 48) - 1;
+
+/// The linerate payload header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub flow: u16,
+    pub seq: u64,
+    pub sent_ns: u64,
+}
+
+impl Header {
+    pub fn emit(&self, buf: &mut [u8]) {
+        buf[0..2].copy_from_slice(&MAGIC);
+        buf[2..4].copy_from_slice(&self.flow.to_be_bytes());
+        buf[4..10].copy_from_slice(&(self.seq & SEQ_MASK).to_be_bytes()[2..8]);
+        buf[10..18].copy_from_slice(&self.sent_ns.to_be_bytes());
+    }
+
+    /// `None` for datagrams that are too short or not ours.
+    pub fn parse(buf: &[u8]) -> Option<Header> {
+        if buf.len() < HEADER_LEN || buf[0..2] != MAGIC {
+            return None;
+        }
+        let mut seq = [0u8; 8];
+        seq[2..8].copy_from_slice(&buf[4..10]);
+        Some(Header {
+            flow: u16::from_be_bytes([buf[2], buf[3]]),
+            seq: u64::from_be_bytes(seq),
+            sent_ns: u64::from_be_bytes(buf[10..18].try_into().ok()?),
+        })
+    }
+}
+
+/// Frame sizes a sender cycles through. The imix interleaves its 7:4:1 mix
+/// over 12 frames rather than sending runs of one size.
+pub fn frame_sequence(spec: FrameSpec) -> Vec<u32> {
+    match spec {
+        FrameSpec::Fixed(n) => vec![n],
+        FrameSpec::Imix => vec![64, 594, 64, 64, 594, 64, 1518, 64, 594, 64, 64, 594],
+    }
+}
+
+/// Average frame size of a spec, in bytes with FCS.
+pub fn average_frame(spec: FrameSpec) -> f64 {
+    match spec {
+        FrameSpec::Fixed(n) => f64::from(n),
+        FrameSpec::Imix => units::imix_average(),
+    }
+}
+
+/// Checks a frame spec against the IP version: the frame must hold Ethernet,
+/// IP and UDP headers plus the linerate header.
+pub fn check_frames(spec: FrameSpec, ipv6: bool) -> Result<(), String> {
+    for size in frame_sequence(spec) {
+        if !(units::MIN_FRAME..=units::MAX_FRAME).contains(&size) {
+            return Err(format!(
+                "frame size {size} B is outside {}..={} B (sizes include the 4-byte FCS)",
+                units::MIN_FRAME,
+                units::MAX_FRAME
+            ));
+        }
+        let payload = units::udp_payload_for_frame(size, ipv6).unwrap_or(0);
+        if (payload as usize) < HEADER_LEN {
+            let min = units::FCS
+                + units::ETH_HEADER
+                + if ipv6 {
+                    units::IPV6_HEADER
+                } else {
+                    units::IPV4_HEADER
+                }
+                + units::UDP_HEADER
+                + HEADER_LEN as u32;
+            return Err(format!(
+                "a {size} B frame cannot carry {} + UDP + the 18-byte linerate header; the smallest {} frame is {min} B",
+                if ipv6 { "IPv6" } else { "IPv4" },
+                if ipv6 { "IPv6" } else { "IPv4" },
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Bytes on the L2 wire (FCS included) of a datagram with `payload` bytes.
+fn frame_of_payload(payload: usize, ipv6: bool) -> u64 {
+    let ip = if ipv6 {
+        units::IPV6_HEADER
+    } else {
+        units::IPV4_HEADER
+    };
+    payload as u64 + u64::from(units::UDP_HEADER + ip + units::ETH_HEADER + units::FCS)
+}
+
+/// Parameters of a sending job (from `Job::UdpSend`).
+pub struct SendSpec {
+    pub flows: Vec<FlowSpec>,
+    pub frame: FrameSpec,
+    pub rate_pps: Option<f64>,
+    pub duration: Duration,
+    pub batch: usize,
+    pub cpus: Vec<usize>,
+    pub allow: Vec<Cidr>,
+}
+
+struct TxSocket {
+    sock: UdpSocket,
+    connected: bool,
+    flows: Vec<usize>,
+}
+
+fn unspecified(ipv6: bool, port: u16) -> SocketAddr {
+    if ipv6 {
+        SocketAddr::from((Ipv6Addr::UNSPECIFIED, port))
+    } else {
+        SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))
+    }
+}
+
+fn open_tx_sockets(spec: &SendSpec, ipv6: bool) -> io::Result<Vec<TxSocket>> {
+    // One socket per distinct source port; flows that vary only addresses share one.
+    let mut by_port: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+    for (i, f) in spec.flows.iter().enumerate() {
+        by_port.entry(f.src_port).or_default().push(i);
+    }
+    let mut out = Vec::new();
+    for (port, flows) in by_port {
+        let sock = UdpSocket::bind(unspecified(ipv6, port))?;
+        let fd = sock.as_raw_fd();
+        sys::set_buffer(fd, false, 4 << 20)?;
+        if flows.iter().any(|&i| spec.flows[i].src.is_some()) {
+            sys::set_transparent(fd, ipv6)?;
+        }
+        // A single plain flow goes through a connected socket: the route is
+        // looked up once instead of per datagram.
+        let connected = flows.len() == 1 && spec.flows[flows[0]].src.is_none();
+        if connected {
+            sock.connect(spec.flows[flows[0]].dst)?;
+        }
+        out.push(TxSocket {
+            sock,
+            connected,
+            flows,
+        });
+    }
+    Ok(out)
+}
+
+/// Sends until the duration ends or the controller stops the job.
+pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, String> {
+    if spec.flows.is_empty() {
+        return Err("a UDP send job needs at least one flow".into());
+    }
+    let ipv6 = spec.flows[0].dst.is_ipv6();
+    if spec.flows.iter().any(|f| f.dst.is_ipv6() != ipv6) {
+        return Err("all flows of one job must use the same IP version".into());
+    }
+    for f in &spec.flows {
+        check_destination(f.dst.ip(), &spec.allow)?;
+    }
+    check_frames(spec.frame, ipv6)?;
+    sys::pin_thread(&spec.cpus)
+        .map_err(|e| format!("pinning the sender to CPUs {:?}: {e}", spec.cpus))?;
+    let sockets = open_tx_sockets(&spec, ipv6).map_err(|e| {
+        format!("opening UDP sender sockets: {e} (varying source addresses needs root for IP_TRANSPARENT)")
+    })?;
+    let dsts: Vec<SockAddr> = spec.flows.iter().map(|f| SockAddr::new(f.dst)).collect();
+    let cmsgs: Vec<Option<Cmsg>> = spec
+        .flows
+        .iter()
+        .map(|f| f.src.map(Cmsg::source_address))
+        .collect();
+    let sizes = frame_sequence(spec.frame);
+    let payloads: Vec<usize> = sizes
+        .iter()
+        .map(|&s| units::udp_payload_for_frame(s, ipv6).unwrap_or(HEADER_LEN as u32) as usize)
+        .collect();
+    let max_payload = payloads.iter().copied().max().unwrap_or(HEADER_LEN);
+    let batch = spec.batch.clamp(1, 1024);
+    // Preallocated payloads; only the header is rewritten per datagram.
+    let mut bufs = vec![0x78u8; batch * max_payload];
+    let mut mm = Sendmmsg::new(batch);
+    let mut seq = vec![0u64; spec.flows.len()];
+    let mut msg_flow = vec![0usize; batch];
+    let mut msg_size = vec![0usize; batch];
+    let mut rr = vec![0usize; sockets.len()];
+    let mut size_idx = 0usize;
+    let mut group = 0usize;
+
+    let cpu0 = sys::process_cpu_seconds();
+    let start = Instant::now();
+    let deadline = start + spec.duration;
+    let mut clock = IntervalClock::new(start, ctx.interval);
+    let mut total = IntervalSample::default();
+    let mut cur = IntervalSample::default();
+    let mut hard_errors = 0u32;
+
+    loop {
+        let now = Instant::now();
+        if now >= deadline || ctx.stopped() {
+            break;
+        }
+        if let Some((a, b)) = clock.due(now) {
+            emit(ctx, &mut cur, &mut total, a, b);
+        }
+        let mut n = batch;
+        if let Some(rate) = spec.rate_pps {
+            let due = (rate * clock.elapsed(now)) as u64;
+            let sent = total.tx_packets + cur.tx_packets;
+            if due <= sent {
+                let wait = Duration::from_secs_f64(
+                    ((sent + 1) as f64 / rate - clock.elapsed(now)).max(0.0),
+                );
+                if wait > Duration::from_micros(100) {
+                    std::thread::sleep(wait.min(Duration::from_millis(5)));
+                } else {
+                    std::hint::spin_loop();
+                }
+                continue;
+            }
+            n = n.min((due - sent) as usize);
+        }
+        let g = group % sockets.len();
+        group = group.wrapping_add(1);
+        let s = &sockets[g];
+        let now_ns = sys::monotonic_ns();
+        for j in 0..n {
+            let fi = s.flows[rr[g] % s.flows.len()];
+            rr[g] = rr[g].wrapping_add(1);
+            let sz = size_idx % sizes.len();
+            size_idx = size_idx.wrapping_add(1);
+            msg_flow[j] = fi;
+            msg_size[j] = sz;
+            let buf = &mut bufs[j * max_payload..j * max_payload + HEADER_LEN];
+            Header {
+                flow: spec.flows[fi].id,
+                seq: seq[fi],
+                sent_ns: now_ns,
+            }
+            .emit(buf);
+            seq[fi] += 1;
+        }
+        let res = mm.send(s.sock.as_raw_fd(), n, |j| {
+            let off = j * max_payload;
+            let payload = &bufs[off..off + payloads[msg_size[j]]];
+            let fi = msg_flow[j];
+            let dst = if s.connected { None } else { Some(&dsts[fi]) };
+            (payload, dst, cmsgs[fi].as_ref())
+        });
+        let sent = match res {
+            Ok(k) => {
+                hard_errors = 0;
+                k
+            }
+            Err(e) => {
+                cur.tx_errors += 1;
+                match e.raw_os_error() {
+                    Some(libc::ENOBUFS) | Some(libc::EAGAIN) => {}
+                    // ICMP errors reported on a connected socket, a filter's reject.
+                    Some(libc::ECONNREFUSED) | Some(libc::EPERM) | Some(libc::EHOSTUNREACH) => {}
+                    _ => {
+                        hard_errors += 1;
+                        if hard_errors > 1000 {
+                            return Err(format!("sending UDP datagrams keeps failing: {e}"));
+                        }
+                    }
+                }
+                0
+            }
+        };
+        for j in sent..n {
+            // Unsent datagrams keep their sequence numbers for the next batch.
+            seq[msg_flow[j]] -= 1;
+        }
+        let unsent = n - sent;
+        rr[g] = rr[g].wrapping_sub(unsent);
+        size_idx = size_idx.wrapping_sub(unsent);
+        for &sz in &msg_size[..sent] {
+            cur.tx_packets += 1;
+            cur.tx_bytes += frame_of_payload(payloads[sz], ipv6);
+        }
+    }
+    let (a, b) = clock.close(Instant::now());
+    emit(ctx, &mut cur, &mut total, a, b);
+    Ok(EndpointSummary {
+        elapsed_s: b,
+        cpu_s: sys::process_cpu_seconds() - cpu0,
+        tx_packets: total.tx_packets,
+        tx_bytes: total.tx_bytes,
+        tx_errors: total.tx_errors,
+        flows: spec
+            .flows
+            .iter()
+            .zip(&seq)
+            .map(|(f, &n)| FlowCounters {
+                id: f.id,
+                tx_packets: n,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    })
+}
+
+fn emit(ctx: &JobCtx, cur: &mut IntervalSample, total: &mut IntervalSample, a: f64, b: f64) {
+    cur.t_start = a;
+    cur.t_end = b;
+    total.tx_packets += cur.tx_packets;
+    total.tx_bytes += cur.tx_bytes;
+    total.tx_errors += cur.tx_errors;
+    total.rx_packets += cur.rx_packets;
+    total.rx_bytes += cur.rx_bytes;
+    total.lost += cur.lost;
+    total.reordered += cur.reordered;
+    total.duplicates += cur.duplicates;
+    ctx.emit(std::mem::take(cur));
+}
+
+const WINDOW: u64 = 4096;
+
+/// Sequence accounting of one flow: unique, reordered and duplicate packets.
+/// A bitmap of the last [`WINDOW`] sequence numbers tells a late packet (fills
+/// a gap: reordered, not lost) from a duplicate.
+#[derive(Clone)]
+pub struct FlowTracker {
+    next: u64,
+    unique: u64,
+    reordered: u64,
+    duplicates: u64,
+    bits: Box<[u64]>,
+}
+
+impl Default for FlowTracker {
+    fn default() -> Self {
+        FlowTracker {
+            next: 0,
+            unique: 0,
+            reordered: 0,
+            duplicates: 0,
+            bits: vec![0u64; (WINDOW / 64) as usize].into_boxed_slice(),
+        }
+    }
+}
+
+impl FlowTracker {
+    fn bit(s: u64) -> (usize, u64) {
+        (((s % WINDOW) / 64) as usize, 1u64 << (s % 64))
+    }
+    fn set(&mut self, s: u64) {
+        let (w, m) = Self::bit(s);
+        self.bits[w] |= m;
+    }
+    fn clear(&mut self, s: u64) {
+        let (w, m) = Self::bit(s);
+        self.bits[w] &= !m;
+    }
+    fn get(&self, s: u64) -> bool {
+        let (w, m) = Self::bit(s);
+        self.bits[w] & m != 0
+    }
+
+    pub fn on_seq(&mut self, s: u64) {
+        if s >= self.next {
+            if s - self.next >= WINDOW {
+                self.bits.fill(0);
+            } else {
+                for p in self.next..s {
+                    self.clear(p);
+                }
+            }
+            self.set(s);
+            self.next = s + 1;
+            self.unique += 1;
+        } else if self.next - s > WINDOW {
+            // Too old to tell a duplicate from a very late packet.
+            self.unique += 1;
+            self.reordered += 1;
+        } else if self.get(s) {
+            self.duplicates += 1;
+        } else {
+            self.set(s);
+            self.unique += 1;
+            self.reordered += 1;
+        }
+    }
+
+    /// Sequence numbers below the highest seen that never arrived.
+    pub fn missing(&self) -> u64 {
+        self.next.saturating_sub(self.unique)
+    }
+    pub fn unique(&self) -> u64 {
+        self.unique
+    }
+    pub fn reordered(&self) -> u64 {
+        self.reordered
+    }
+    pub fn duplicates(&self) -> u64 {
+        self.duplicates
+    }
+}
+
+/// Opens the receiving socket on an ephemeral port of `bind`.
+pub fn bind_receiver(bind: IpAddr) -> io::Result<UdpSocket> {
+    let sock = UdpSocket::bind(SocketAddr::new(bind, 0))?;
+    sys::set_buffer(sock.as_raw_fd(), true, 32 << 20)?;
+    sock.set_read_timeout(Some(Duration::from_millis(20)))?;
+    Ok(sock)
+}
+
+/// Counts datagrams per flow until the controller stops the job.
+pub fn receive(
+    ctx: &JobCtx,
+    sock: UdpSocket,
+    flows: u16,
+    cpus: &[usize],
+) -> Result<EndpointSummary, String> {
+    sys::pin_thread(cpus).map_err(|e| format!("pinning the receiver to CPUs {cpus:?}: {e}"))?;
+    let ipv6 = sock.local_addr().map(|a| a.is_ipv6()).unwrap_or(false);
+    let fd = sock.as_raw_fd();
+    let mut mm = Recvmmsg::new(64, HEADER_LEN);
+    let mut trackers: Vec<FlowTracker> = vec![FlowTracker::default(); usize::from(flows.max(1))];
+    let cpu0 = sys::process_cpu_seconds();
+    let mut clock: Option<IntervalClock> = None;
+    let mut cur = IntervalSample::default();
+    let mut total = IntervalSample::default();
+    let mut foreign = 0u64;
+    // Loss per interval is the growth of missing sequence numbers; a late
+    // packet that fills an earlier interval's gap is not negative loss, so the
+    // excess is carried until new loss absorbs it.
+    let mut missing_reported = 0u64;
+    let mut stop_seen: Option<Instant> = None;
+    loop {
+        if stop_seen.is_none() && ctx.stopped() {
+            stop_seen = Some(Instant::now());
+        }
+        let n = match mm.recv(fd) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                0
+            }
+            Err(e) => return Err(format!("receiving UDP datagrams: {e}")),
+        };
+        let now = Instant::now();
+        for i in 0..n {
+            let (head, full) = mm.datagram(i);
+            match Header::parse(head) {
+                Some(h) if usize::from(h.flow) < trackers.len() => {
+                    if clock.is_none() {
+                        clock = Some(IntervalClock::new(now, ctx.interval));
+                    }
+                    let t = &mut trackers[usize::from(h.flow)];
+                    let (r0, d0) = (t.reordered, t.duplicates);
+                    t.on_seq(h.seq);
+                    cur.reordered += t.reordered - r0;
+                    cur.duplicates += t.duplicates - d0;
+                    if t.duplicates == d0 {
+                        cur.rx_packets += 1;
+                        cur.rx_bytes += frame_of_payload(full, ipv6);
+                    }
+                }
+                _ => foreign += 1,
+            }
+        }
+        if let Some(c) = clock.as_mut() {
+            if let Some((a, b)) = c.due(now) {
+                cur.lost = take_loss(&trackers, &mut missing_reported);
+                emit(ctx, &mut cur, &mut total, a, b);
+            }
+        }
+        // After Stop, drain what is still queued, then finish.
+        if let Some(t) = stop_seen {
+            if n == 0 || now.duration_since(t) > Duration::from_millis(500) {
+                break;
+            }
+        }
+    }
+    // Tail loss: what the senders sent beyond the highest sequence seen.
+    let totals = ctx
+        .sender_totals
+        .lock()
+        .map(|g| g.clone())
+        .unwrap_or_default()
+        .unwrap_or_default();
+    let mut flows_out = Vec::new();
+    let mut lost_total = 0u64;
+    for (id, t) in trackers.iter().enumerate() {
+        let sent = totals
+            .iter()
+            .find(|f| usize::from(f.id) == id)
+            .map(|f| f.tx_packets);
+        let lost = match sent {
+            Some(s) => s.saturating_sub(t.unique),
+            None => t.missing(),
+        };
+        lost_total += lost;
+        if t.unique > 0 || sent.unwrap_or(0) > 0 {
+            flows_out.push(FlowCounters {
+                id: id as u16,
+                tx_packets: sent.unwrap_or(0),
+                rx_packets: t.unique,
+                lost,
+                reordered: t.reordered,
+                duplicates: t.duplicates,
+            });
+        }
+    }
+    let end = Instant::now();
+    let (a, b) = match clock.as_mut() {
+        Some(c) => c.close(end),
+        None => (0.0, 0.0),
+    };
+    cur.lost = take_loss(&trackers, &mut missing_reported);
+    // The last interval also carries the tail loss the sequence numbers could not see.
+    let seen = total.lost + cur.lost;
+    cur.lost += lost_total.saturating_sub(seen);
+    emit(ctx, &mut cur, &mut total, a, b);
+    Ok(EndpointSummary {
+        elapsed_s: b,
+        cpu_s: sys::process_cpu_seconds() - cpu0,
+        rx_packets: total.rx_packets,
+        rx_bytes: total.rx_bytes,
+        lost: lost_total,
+        reordered: total.reordered,
+        duplicates: total.duplicates,
+        foreign,
+        flows: flows_out,
+        ..Default::default()
+    })
+}
+
+fn take_loss(trackers: &[FlowTracker], reported: &mut u64) -> u64 {
+    let missing: u64 = trackers.iter().map(|t| t.missing()).sum();
+    let new = missing.saturating_sub(*reported);
+    *reported = (*reported).max(missing);
+    new
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip() {
+        let h = Header {
+            flow: 513,
+            seq: (1 << 47) + 5,
+            sent_ns: 123_456_789_012,
+        };
+        let mut buf = [0u8; 18];
+        h.emit(&mut buf);
+        assert_eq!(Header::parse(&buf), Some(h));
+        assert_eq!(Header::parse(&buf[..17]), None);
+        buf[0] = b'X';
+        assert_eq!(Header::parse(&buf), None);
+    }
+
+    #[test]
+    fn in_order_no_loss() {
+        let mut t = FlowTracker::default();
+        for s in 0..10_000 {
+            t.on_seq(s);
+        }
+        assert_eq!(
+            (t.unique(), t.missing(), t.reordered(), t.duplicates()),
+            (10_000, 0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn gaps_are_loss() {
+        let mut t = FlowTracker::default();
+        for s in (0..100).filter(|s| s % 10 != 3) {
+            t.on_seq(s);
+        }
+        assert_eq!(t.missing(), 10);
+        assert_eq!(t.reordered(), 0);
+    }
+
+    #[test]
+    fn reordered_is_not_loss_and_duplicates_are_counted_apart() {
+        let mut t = FlowTracker::default();
+        for s in [0, 1, 3, 2, 4, 4, 5, 1] {
+            t.on_seq(s);
+        }
+        assert_eq!(t.unique(), 6);
+        assert_eq!(t.missing(), 0);
+        assert_eq!(t.reordered(), 1);
+        assert_eq!(t.duplicates(), 2);
+    }
+
+    #[test]
+    fn big_jump_then_late_packets() {
+        let mut t = FlowTracker::default();
+        t.on_seq(0);
+        t.on_seq(10 * WINDOW);
+        assert_eq!(t.missing(), 10 * WINDOW - 1);
+        t.on_seq(10 * WINDOW - 1); // late, inside the window
+        assert_eq!(t.reordered(), 1);
+        t.on_seq(10 * WINDOW - 1);
+        assert_eq!(t.duplicates(), 1);
+        t.on_seq(5); // very late, outside the window
+        assert_eq!(t.missing(), 10 * WINDOW - 3);
+    }
+
+    #[test]
+    fn loss_per_interval_carries_late_fills() {
+        let mut ts = vec![FlowTracker::default()];
+        let mut rep = 0;
+        ts[0].on_seq(0);
+        ts[0].on_seq(2);
+        assert_eq!(take_loss(&ts, &mut rep), 1);
+        ts[0].on_seq(1); // fills the gap of the previous interval
+        ts[0].on_seq(3);
+        assert_eq!(take_loss(&ts, &mut rep), 0);
+        ts[0].on_seq(6);
+        // Two new gaps, one absorbed by the earlier late fill.
+        assert_eq!(take_loss(&ts, &mut rep), 1);
+    }
+
+    #[test]
+    fn frame_checks() {
+        assert!(check_frames(FrameSpec::Fixed(64), false).is_ok());
+        let e = check_frames(FrameSpec::Fixed(64), true).unwrap_err();
+        assert!(e.contains("84 B"), "{e}");
+        assert!(check_frames(FrameSpec::Fixed(63), false).is_err());
+        assert!(check_frames(FrameSpec::Fixed(9001), false).is_err());
+        assert!(check_frames(FrameSpec::Imix, false).is_ok());
+        assert!(check_frames(FrameSpec::Imix, true).is_err());
+    }
+
+    #[test]
+    fn imix_sequence_matches_ratio() {
+        let seq = frame_sequence(FrameSpec::Imix);
+        let count = |n| seq.iter().filter(|&&s| s == n).count();
+        assert_eq!((count(64), count(594), count(1518)), (7, 4, 1));
+        let avg = seq.iter().map(|&s| f64::from(s)).sum::<f64>() / seq.len() as f64;
+        assert!((avg - average_frame(FrameSpec::Imix)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn frame_bytes() {
+        assert_eq!(frame_of_payload(18, false), 64);
+        assert_eq!(frame_of_payload(18, true), 84);
+    }
+}

@@ -1,0 +1,419 @@
+//! The throwaway lab: generator, DUT and sink network namespaces joined by
+//! veth pairs, addressed from the benchmarking ranges, the DUT forwarding as a
+//! router, bridge, NAT or firewall.
+//!
+//! Each namespace is anonymous and held only by its agent process, so the lab
+//! cannot outlive its agents: when they exit (clean stop, Ctrl-C, or the
+//! controller killed with SIGKILL) the kernel removes the namespaces and every
+//! veth in them. Nothing is ever created in the caller's own namespace.
+
+pub mod rules;
+
+use crate::agent::Netns;
+use crate::controller::Fleet;
+use crate::netops::{self, mac_string};
+use crate::proto::{NetOp, Request, Response};
+use crate::results::{LabInterface, LabLink, LabNode, LabTopology};
+use anyhow::{bail, Context, Result};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::Path;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DutMode {
+    /// Linux routes between two subnets.
+    Route,
+    /// Linux bridges the two links.
+    Bridge,
+    /// Routes and masquerades (nftables) towards the sink.
+    Nat,
+    /// Routes through an nftables forward chain of N rules, the last matching.
+    Fw,
+}
+
+impl DutMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            DutMode::Route => "route",
+            DutMode::Bridge => "bridge",
+            DutMode::Nat => "nat",
+            DutMode::Fw => "fw",
+        }
+    }
+}
+
+/// What to build: `dut: None` is the back-to-back tester self-test.
+#[derive(Debug, Clone, Copy)]
+pub struct LabSpec {
+    pub dut: Option<DutMode>,
+    pub fw_rules: u32,
+    pub mtu: u32,
+}
+
+/// Addresses one endpoint offers to tests.
+#[derive(Debug, Clone, Default)]
+pub struct Addressing {
+    pub v4: Option<IpAddr>,
+    pub v6: Option<IpAddr>,
+    /// First address of a /24 (v4) or /64 (v6) accepted locally (AnyIP) and
+    /// usable as varying source addresses: flows vary addresses within it.
+    pub flow_v4: Option<Ipv4Addr>,
+    pub flow_v6: Option<Ipv6Addr>,
+}
+
+impl Addressing {
+    pub fn main(&self, v6: bool) -> Option<IpAddr> {
+        if v6 {
+            self.v6
+        } else {
+            self.v4
+        }
+    }
+    /// The i-th varying address (1-based host part), if this side has a flow prefix.
+    pub fn flow(&self, v6: bool, i: u16) -> Option<IpAddr> {
+        if v6 {
+            self.flow_v6
+                .map(|b| IpAddr::V6(Ipv6Addr::from(u128::from(b) + u128::from(i) + 1)))
+        } else {
+            self.flow_v4
+                .map(|b| IpAddr::V4(Ipv4Addr::from(u32::from(b) + u32::from(i % 254) + 1)))
+        }
+    }
+}
+
+pub struct Lab {
+    pub fleet: Fleet,
+    pub gen: usize,
+    pub sink: usize,
+    pub dut: Option<usize>,
+    pub gen_addr: Addressing,
+    pub sink_addr: Addressing,
+    pub topology: LabTopology,
+}
+
+const MAC_GEN0: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x01];
+const MAC_DUT0: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x02];
+const MAC_DUT1: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x03];
+const MAC_SINK0: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x04];
+
+fn v4(a: u8, b: u8, c: u8, d: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(a, b, c, d))
+}
+fn v6(s: u16, h: u16) -> IpAddr {
+    IpAddr::V6(Ipv6Addr::new(0x2001, 2, 0, s, 0, 0, 0, h))
+}
+
+struct Node {
+    ops: Vec<NetOp>,
+    ifaces: Vec<LabInterface>,
+}
+
+impl Node {
+    fn new() -> Self {
+        Node {
+            ops: Vec::new(),
+            ifaces: Vec::new(),
+        }
+    }
+    fn iface(&mut self, name: &str, mac: [u8; 6], mtu: u32, addrs: &[(IpAddr, u8)]) {
+        self.ops.push(NetOp::Mtu {
+            dev: name.into(),
+            mtu,
+        });
+        for &(addr, prefix) in addrs {
+            self.ops.push(NetOp::Addr {
+                dev: name.into(),
+                addr,
+                prefix,
+            });
+        }
+        self.ops.push(NetOp::LinkUp { dev: name.into() });
+        self.ifaces.push(LabInterface {
+            name: name.into(),
+            mac: mac_string(&mac),
+            mtu,
+            addresses: addrs.iter().map(|(a, p)| format!("{a}/{p}")).collect(),
+        });
+    }
+    fn route(&mut self, dst: IpAddr, prefix: u8, via: IpAddr) {
+        self.ops.push(NetOp::Route { dst, prefix, via });
+    }
+    fn neigh(&mut self, dev: &str, addr: IpAddr, mac: [u8; 6]) {
+        self.ops.push(NetOp::Neigh {
+            dev: dev.into(),
+            addr,
+            mac,
+        });
+    }
+    fn local(&mut self, dst: IpAddr, prefix: u8) {
+        self.ops.push(NetOp::LocalRoute { dst, prefix });
+    }
+    fn sysctl(&mut self, key: &str, value: &str) {
+        self.ops.push(NetOp::Sysctl {
+            key: key.into(),
+            value: value.into(),
+        });
+    }
+}
+
+/// Checks what building a lab needs before anything is started.
+pub fn preflight(spec: &LabSpec) -> Result<()> {
+    if !crate::sys::is_root() {
+        bail!(
+            "the lab needs root: it creates network namespaces and veth links.\n\
+             Run it as root, e.g. `sudo linerate lab`, or run tests between existing \
+             endpoints with `linerate tcp`/`linerate udp`"
+        );
+    }
+    if !netops::tool_exists("ip") {
+        bail!("`ip` (iproute2) is not installed; install it with: apt-get install iproute2");
+    }
+    if matches!(spec.dut, Some(DutMode::Nat | DutMode::Fw)) && !netops::tool_exists("nft") {
+        bail!(
+            "DUT mode {} needs nftables, which is not installed; install it with: apt-get install nftables",
+            spec.dut.map(|d| d.name()).unwrap_or_default()
+        );
+    }
+    if !(576..=9000).contains(&spec.mtu) {
+        bail!("MTU {} is outside 576..=9000", spec.mtu);
+    }
+    Ok(())
+}
+
+/// Builds a lab. Agent logs go to `log_dir` when given.
+pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
+    preflight(&spec)?;
+    let mut fleet = Fleet::new();
+    let log = |role: &str| log_dir.map(|d| d.join(format!("{role}.log")));
+    let gen = fleet.spawn_local("gen", &Netns::New, log("gen").as_deref())?;
+    let dut = match spec.dut {
+        Some(_) => Some(fleet.spawn_local("dut", &Netns::New, log("dut").as_deref())?),
+        None => None,
+    };
+    let sink = fleet.spawn_local("sink", &Netns::New, log("sink").as_deref())?;
+    let pid = |i: usize| fleet.agent(i).pid;
+    let mtu = spec.mtu;
+
+    let mut g = Node::new();
+    let mut s = Node::new();
+    let mut d = Node::new();
+    let mut links = Vec::new();
+    // Flow prefixes: generator side 198.18.1.0/24, sink side 198.19.1.0/24.
+    let gen_flow4 = v4(198, 18, 1, 0);
+    let sink_flow4 = v4(198, 19, 1, 0);
+    let gen_flow6 = v6(0x11, 0);
+    let sink_flow6 = v6(0x21, 0);
+    let (gen4, gen6, sink4, sink6);
+    match (spec.dut, dut) {
+        (Some(mode), Some(dut_idx)) if mode != DutMode::Bridge => {
+            netops::create_veth("gen0", MAC_GEN0, pid(gen), "dut0", MAC_DUT0, pid(dut_idx))?;
+            netops::create_veth(
+                "dut1",
+                MAC_DUT1,
+                pid(dut_idx),
+                "sink0",
+                MAC_SINK0,
+                pid(sink),
+            )?;
+            links.push(link("gen/gen0", "dut/dut0"));
+            links.push(link("dut/dut1", "sink/sink0"));
+            (gen4, gen6, sink4, sink6) = (
+                v4(198, 18, 0, 1),
+                v6(0x10, 1),
+                v4(198, 19, 0, 1),
+                v6(0x20, 1),
+            );
+            let (d0_4, d0_6, d1_4, d1_6) = (
+                v4(198, 18, 0, 254),
+                v6(0x10, 0xfe),
+                v4(198, 19, 0, 254),
+                v6(0x20, 0xfe),
+            );
+            g.iface("gen0", MAC_GEN0, mtu, &[(gen4, 24), (gen6, 64)]);
+            d.iface("dut0", MAC_DUT0, mtu, &[(d0_4, 24), (d0_6, 64)]);
+            d.iface("dut1", MAC_DUT1, mtu, &[(d1_4, 24), (d1_6, 64)]);
+            s.iface("sink0", MAC_SINK0, mtu, &[(sink4, 24), (sink6, 64)]);
+            g.route(v4(198, 19, 0, 0), 16, d0_4);
+            g.route(v6(0x20, 0), 60, d0_6);
+            s.route(v4(198, 18, 0, 0), 16, d1_4);
+            s.route(v6(0x10, 0), 60, d1_6);
+            d.route(sink_flow4, 24, sink4);
+            d.route(sink_flow6, 64, sink6);
+            d.route(gen_flow4, 24, gen4);
+            d.route(gen_flow6, 64, gen6);
+            // Static neighbours: no ARP/ND during a test, no first-packet loss.
+            g.neigh("gen0", d0_4, MAC_DUT0);
+            g.neigh("gen0", d0_6, MAC_DUT0);
+            d.neigh("dut0", gen4, MAC_GEN0);
+            d.neigh("dut0", gen6, MAC_GEN0);
+            d.neigh("dut1", sink4, MAC_SINK0);
+            d.neigh("dut1", sink6, MAC_SINK0);
+            s.neigh("sink0", d1_4, MAC_DUT1);
+            s.neigh("sink0", d1_6, MAC_DUT1);
+            d.sysctl("net.ipv4.ip_forward", "1");
+            d.sysctl("net.ipv6.conf.all.forwarding", "1");
+            d.sysctl("net.ipv4.conf.all.rp_filter", "0");
+            match mode {
+                DutMode::Nat => d.ops.push(NetOp::Nft {
+                    ruleset: rules::nat("dut1"),
+                }),
+                DutMode::Fw => d.ops.push(NetOp::Nft {
+                    ruleset: rules::firewall(spec.fw_rules),
+                }),
+                _ => {}
+            }
+        }
+        (dut_mode, dut_idx) => {
+            // Back to back, or through a bridge: one subnet, gen .1 and sink .2.
+            (gen4, gen6, sink4, sink6) = (
+                v4(198, 18, 0, 1),
+                v6(0x10, 1),
+                v4(198, 18, 0, 2),
+                v6(0x10, 2),
+            );
+            match (dut_mode, dut_idx) {
+                (Some(_), Some(di)) => {
+                    netops::create_veth("gen0", MAC_GEN0, pid(gen), "dut0", MAC_DUT0, pid(di))?;
+                    netops::create_veth("dut1", MAC_DUT1, pid(di), "sink0", MAC_SINK0, pid(sink))?;
+                    links.push(link("gen/gen0", "dut/dut0"));
+                    links.push(link("dut/dut1", "sink/sink0"));
+                    d.iface("dut0", MAC_DUT0, mtu, &[]);
+                    d.iface("dut1", MAC_DUT1, mtu, &[]);
+                    d.ops.push(NetOp::Bridge {
+                        name: "br0".into(),
+                        ports: vec!["dut0".into(), "dut1".into()],
+                    });
+                    d.ifaces.push(LabInterface {
+                        name: "br0".into(),
+                        mac: String::new(),
+                        mtu,
+                        addresses: vec![],
+                    });
+                }
+                _ => {
+                    netops::create_veth("gen0", MAC_GEN0, pid(gen), "sink0", MAC_SINK0, pid(sink))?;
+                    links.push(link("gen/gen0", "sink/sink0"));
+                }
+            }
+            g.iface("gen0", MAC_GEN0, mtu, &[(gen4, 24), (gen6, 64)]);
+            s.iface("sink0", MAC_SINK0, mtu, &[(sink4, 24), (sink6, 64)]);
+            g.route(v4(198, 19, 0, 0), 16, sink4);
+            g.route(v6(0x20, 0), 60, sink6);
+            s.route(gen_flow4, 24, gen4);
+            s.route(gen_flow6, 64, gen6);
+            g.neigh("gen0", sink4, MAC_SINK0);
+            g.neigh("gen0", sink6, MAC_SINK0);
+            s.neigh("sink0", gen4, MAC_GEN0);
+            s.neigh("sink0", gen6, MAC_GEN0);
+        }
+    }
+    // Both ends accept their whole flow prefix locally (AnyIP), so flows can
+    // vary source and destination addresses in either direction.
+    g.local(gen_flow4, 24);
+    g.local(gen_flow6, 64);
+    s.local(sink_flow4, 24);
+    s.local(sink_flow6, 64);
+    for n in [&mut g, &mut s] {
+        n.sysctl("net.ipv4.conf.all.rp_filter", "0");
+    }
+
+    let mut nodes = Vec::new();
+    for (idx, node, role) in [
+        (Some(gen), g, "gen"),
+        (dut, d, "dut"),
+        (Some(sink), s, "sink"),
+    ] {
+        let Some(idx) = idx else { continue };
+        match fleet.call(
+            idx,
+            &Request::Configure { ops: node.ops },
+            Duration::from_secs(30),
+        )? {
+            Response::Configured => {}
+            other => bail!("configuring the {role} namespace: unexpected answer {other:?}"),
+        }
+        nodes.push(LabNode {
+            role: role.into(),
+            pid: fleet.agent(idx).pid,
+            interfaces: node.ifaces,
+        });
+    }
+    let topology = LabTopology {
+        kind: if spec.dut.is_some() { "dut" } else { "back_to_back" }.into(),
+        dut_mode: spec.dut.map(|m| m.name().to_string()),
+        fw_rules: (spec.dut == Some(DutMode::Fw)).then_some(spec.fw_rules),
+        nodes,
+        links,
+        offloads: "UDP: one datagram per sendmmsg message (no UDP_SEGMENT), receiver without \
+                   UDP_GRO, veth GRO at its kernel default (off without XDP): every datagram is one \
+                   packet at the DUT, checked against interface counters. TCP: TSO/GRO on (bytes count)."
+            .into(),
+    };
+    Ok(Lab {
+        fleet,
+        gen,
+        sink,
+        dut,
+        gen_addr: Addressing {
+            v4: Some(gen4),
+            v6: Some(gen6),
+            flow_v4: Some(Ipv4Addr::new(198, 18, 1, 0)),
+            flow_v6: Some(Ipv6Addr::new(0x2001, 2, 0, 0x11, 0, 0, 0, 0)),
+        },
+        sink_addr: Addressing {
+            v4: Some(sink4),
+            v6: Some(sink6),
+            flow_v4: Some(Ipv4Addr::new(198, 19, 1, 0)),
+            flow_v6: Some(Ipv6Addr::new(0x2001, 2, 0, 0x21, 0, 0, 0, 0)),
+        },
+        topology,
+    })
+}
+
+fn link(a: &str, b: &str) -> LabLink {
+    LabLink {
+        a: a.into(),
+        b: b.into(),
+        kind: "veth".into(),
+    }
+}
+
+/// Removes what older linerate versions or interrupted manual set-ups may
+/// have left: named namespaces with the `lr-` prefix. Labs of this version
+/// leave nothing (their namespaces die with their agents), so this finds
+/// nothing unless something outside linerate made such names.
+pub fn cleanup() -> Result<Vec<String>> {
+    let mut removed = Vec::new();
+    let dir = Path::new("/run/netns");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(removed);
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.starts_with("lr-") {
+            netops::run("ip", &["netns", "delete", &name], None)
+                .with_context(|| format!("removing leftover namespace {name}"))?;
+            removed.push(name);
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flow_addresses() {
+        let a = Addressing {
+            flow_v4: Some(Ipv4Addr::new(198, 19, 1, 0)),
+            flow_v6: Some(Ipv6Addr::new(0x2001, 2, 0, 0x21, 0, 0, 0, 0)),
+            ..Default::default()
+        };
+        assert_eq!(a.flow(false, 0), Some("198.19.1.1".parse().unwrap()));
+        assert_eq!(a.flow(false, 253), Some("198.19.1.254".parse().unwrap()));
+        assert_eq!(a.flow(false, 254), Some("198.19.1.1".parse().unwrap()));
+        assert_eq!(a.flow(true, 15), Some("2001:2:0:21::10".parse().unwrap()));
+        assert_eq!(Addressing::default().flow(false, 0), None);
+    }
+}

@@ -1,0 +1,294 @@
+//! Network configuration steps, applied inside the current network
+//! namespace with iproute2, nft and ethtool.
+//!
+//! Why tools and not netlink: iproute2 is on every host the lab runs on and
+//! its error messages are the ones network engineers already read. Every
+//! argument comes from typed fields (addresses, MACs, checked names), never a
+//! shell string, and a missing tool is reported with the package to install.
+
+use crate::proto::NetOp;
+use anyhow::{bail, Context, Result};
+use std::net::IpAddr;
+use std::process::Command;
+
+/// Tool → Debian package that provides it.
+const PACKAGES: &[(&str, &str)] = &[
+    ("ip", "iproute2"),
+    ("nft", "nftables"),
+    ("ethtool", "ethtool"),
+];
+
+pub fn tool_exists(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false)
+        || ["/usr/sbin", "/sbin", "/usr/bin"]
+            .iter()
+            .any(|d| std::path::Path::new(d).join(tool).is_file())
+}
+
+fn require(tool: &str) -> Result<()> {
+    if tool_exists(tool) {
+        return Ok(());
+    }
+    let pkg = PACKAGES
+        .iter()
+        .find(|(t, _)| *t == tool)
+        .map(|p| p.1)
+        .unwrap_or(tool);
+    bail!("`{tool}` is not installed; it is needed to configure the lab. Install it with: apt-get install {pkg}")
+}
+
+/// Runs a tool, turning a failure into an error with its stderr.
+pub fn run(tool: &str, args: &[&str], stdin: Option<&str>) -> Result<()> {
+    require(tool)?;
+    let mut cmd = Command::new(tool);
+    cmd.args(args);
+    let out = if let Some(input) = stdin {
+        use std::io::Write;
+        let mut child = cmd
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {tool}"))?;
+        if let Some(mut s) = child.stdin.take() {
+            s.write_all(input.as_bytes())
+                .with_context(|| format!("writing to {tool}"))?;
+        }
+        child.wait_with_output()?
+    } else {
+        cmd.output().with_context(|| format!("starting {tool}"))?
+    };
+    if !out.status.success() {
+        bail!(
+            "`{tool} {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// Interface names: what the kernel accepts (1..=15 bytes, no '/', ':' or space).
+pub fn check_ifname(name: &str) -> Result<()> {
+    if name.is_empty()
+        || name.len() > 15
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    {
+        bail!(
+            "'{name}' is not a valid interface name (1-15 characters of a-z, 0-9, '-', '_', '.')"
+        );
+    }
+    Ok(())
+}
+
+pub fn mac_string(mac: &[u8; 6]) -> String {
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn family(a: &IpAddr) -> &'static str {
+    if a.is_ipv4() {
+        "-4"
+    } else {
+        "-6"
+    }
+}
+
+pub fn apply(op: &NetOp) -> Result<()> {
+    match op {
+        NetOp::LinkUp { dev } => {
+            check_ifname(dev)?;
+            run("ip", &["link", "set", "dev", dev, "up"], None)
+        }
+        NetOp::Mtu { dev, mtu } => {
+            check_ifname(dev)?;
+            run(
+                "ip",
+                &["link", "set", "dev", dev, "mtu", &mtu.to_string()],
+                None,
+            )
+        }
+        NetOp::Bridge { name, ports } => {
+            check_ifname(name)?;
+            run(
+                "ip",
+                &[
+                    "link",
+                    "add",
+                    name,
+                    "type",
+                    "bridge",
+                    "stp_state",
+                    "0",
+                    "forward_delay",
+                    "0",
+                ],
+                None,
+            )?;
+            for p in ports {
+                check_ifname(p)?;
+                run("ip", &["link", "set", "dev", p, "master", name], None)?;
+            }
+            run("ip", &["link", "set", "dev", name, "up"], None)
+        }
+        NetOp::Addr { dev, addr, prefix } => {
+            check_ifname(dev)?;
+            let cidr = format!("{addr}/{prefix}");
+            let mut args = vec![family(addr), "addr", "add", &cidr, "dev", dev];
+            if addr.is_ipv6() {
+                // No duplicate address detection: the address is usable at once.
+                args.push("nodad");
+            }
+            run("ip", &args, None)
+        }
+        NetOp::Route { dst, prefix, via } => {
+            let cidr = format!("{dst}/{prefix}");
+            run(
+                "ip",
+                &[
+                    family(dst),
+                    "route",
+                    "replace",
+                    &cidr,
+                    "via",
+                    &via.to_string(),
+                ],
+                None,
+            )
+        }
+        NetOp::LocalRoute { dst, prefix } => {
+            let cidr = format!("{dst}/{prefix}");
+            run(
+                "ip",
+                &[family(dst), "route", "replace", "local", &cidr, "dev", "lo"],
+                None,
+            )
+        }
+        NetOp::Neigh { dev, addr, mac } => {
+            check_ifname(dev)?;
+            run(
+                "ip",
+                &[
+                    family(addr),
+                    "neigh",
+                    "replace",
+                    &addr.to_string(),
+                    "lladdr",
+                    &mac_string(mac),
+                    "dev",
+                    dev,
+                    "nud",
+                    "permanent",
+                ],
+                None,
+            )
+        }
+        NetOp::Sysctl { key, value } => {
+            if !key.starts_with("net.")
+                || !key
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+                || key.contains("..")
+            {
+                bail!("refusing sysctl '{key}': only net.* keys are set by linerate");
+            }
+            let path = format!("/proc/sys/{}", key.replace('.', "/"));
+            std::fs::write(&path, value).with_context(|| format!("setting {key}={value} ({path})"))
+        }
+        NetOp::Offload { dev, feature, on } => {
+            check_ifname(dev)?;
+            if !feature
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            {
+                bail!("'{feature}' is not an offload name");
+            }
+            run(
+                "ethtool",
+                &["-K", dev, feature, if *on { "on" } else { "off" }],
+                None,
+            )
+        }
+        NetOp::Nft { ruleset } => run("nft", &["-f", "-"], Some(ruleset)),
+    }
+}
+
+/// Creates a veth pair whose ends are born inside two namespaces, named by the
+/// pids of the agents that hold them; nothing ever appears in the caller's.
+pub fn create_veth(
+    a: &str,
+    mac_a: [u8; 6],
+    pid_a: u32,
+    b: &str,
+    mac_b: [u8; 6],
+    pid_b: u32,
+) -> Result<()> {
+    check_ifname(a)?;
+    check_ifname(b)?;
+    run(
+        "ip",
+        &[
+            "link",
+            "add",
+            a,
+            "address",
+            &mac_string(&mac_a),
+            "netns",
+            &pid_a.to_string(),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            b,
+            "address",
+            &mac_string(&mac_b),
+            "netns",
+            &pid_b.to_string(),
+        ],
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_macs() {
+        assert!(check_ifname("gen0").is_ok());
+        assert!(check_ifname("br-dut.10").is_ok());
+        assert!(check_ifname("").is_err());
+        assert!(check_ifname("a23456789012345x").is_err());
+        assert!(check_ifname("x; rm -rf /").is_err());
+        assert_eq!(
+            mac_string(&[2, 0x4c, 0x52, 0, 1, 0xff]),
+            "02:4c:52:00:01:ff"
+        );
+    }
+
+    #[test]
+    fn sysctl_keys_are_confined() {
+        let bad = NetOp::Sysctl {
+            key: "kernel.core_pattern".into(),
+            value: "x".into(),
+        };
+        assert!(apply(&bad).unwrap_err().to_string().contains("only net.*"));
+        let sneaky = NetOp::Sysctl {
+            key: "net/../../kernel".into(),
+            value: "x".into(),
+        };
+        assert!(apply(&sneaky).is_err());
+    }
+
+    #[test]
+    fn missing_tool_says_what_to_install() {
+        let e = require("linerate-no-such-tool").unwrap_err().to_string();
+        assert!(e.contains("apt-get install"), "{e}");
+    }
+}

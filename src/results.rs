@@ -1,0 +1,467 @@
+//! The results schema (serde types; the JSON Schema in `schema/` is generated
+//! from them) and the results directory: `results.json` written atomically,
+//! `intervals.ndjson` appended while a run goes, agent logs beside them.
+//!
+//! Bump [`SCHEMA_VERSION`]'s major number on an incompatible change.
+
+use crate::proto::{
+    Direction, EndpointSummary, FrameSpec, IfCounters, IntervalSample, UdpCounters,
+};
+use anyhow::{Context, Result};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub const SCHEMA_VERSION: &str = "1.0.0";
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct RunResults {
+    /// Semantic version of this document's schema.
+    pub schema_version: String,
+    pub linerate_version: String,
+    /// `complete`, `partial` (still running, or ended early by an error) or
+    /// `interrupted` (Ctrl-C / SIGTERM).
+    pub status: RunStatus,
+    pub name: String,
+    pub command_line: Vec<String>,
+    /// RFC 3339 UTC.
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub host: HostFacts,
+    /// L1 line rate the "% of line rate" figures refer to, bit/s.
+    pub line_rate_bps: f64,
+    pub labs: Vec<LabTopology>,
+    pub tests: Vec<TestResult>,
+    /// Findings of `linerate doctor` for each host the run used.
+    #[serde(default)]
+    pub doctor: Vec<DoctorEntry>,
+    /// Error that ended the run early, if any.
+    pub error: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Complete,
+    Partial,
+    Interrupted,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct DoctorEntry {
+    pub host: String,
+    pub report: linerate_doctor::Report,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
+pub struct HostFacts {
+    pub hostname: String,
+    pub kernel: String,
+    pub cpu_model: String,
+    pub cpus: usize,
+    pub memory_bytes: u64,
+    /// Sysctls that shape results: congestion control, socket buffers, backlog.
+    pub sysctls: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct LabTopology {
+    /// `back_to_back` or `dut`.
+    pub kind: String,
+    /// DUT mode: route, bridge, nat, fw (absent back to back).
+    pub dut_mode: Option<String>,
+    /// Rules in the DUT's forward chain in fw mode.
+    pub fw_rules: Option<u32>,
+    pub nodes: Vec<LabNode>,
+    pub links: Vec<LabLink>,
+    /// How GSO/GRO were handled so that each datagram is one packet.
+    pub offloads: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct LabNode {
+    /// gen, dut or sink.
+    pub role: String,
+    /// Pid of the agent holding the namespace (`nsenter -t PID -n` enters it).
+    pub pid: u32,
+    pub interfaces: Vec<LabInterface>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct LabInterface {
+    pub name: String,
+    pub mac: String,
+    pub mtu: u32,
+    pub addresses: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct LabLink {
+    pub a: String,
+    pub b: String,
+    pub kind: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    Tcp,
+    Udp,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowMode {
+    /// One flow: fixed addresses and ports.
+    One,
+    /// Source address varies per flow.
+    Var1,
+    /// Source and destination addresses vary per flow.
+    Var2,
+    /// Source port varies per flow.
+    Ports,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct TestParams {
+    pub protocol: Protocol,
+    pub ip_version: u8,
+    pub direction: Direction,
+    pub duration_s: f64,
+    /// UDP frame sizes (FCS included).
+    pub frame: Option<FrameSpec>,
+    pub average_frame_bytes: Option<f64>,
+    pub flow_mode: Option<FlowMode>,
+    pub flows: Option<u16>,
+    /// Target rate in pps; absent = as fast as possible.
+    pub rate_pps: Option<f64>,
+    pub streams: Option<u16>,
+    pub congestion: Option<String>,
+    pub cpus: Vec<usize>,
+    /// Which lab topology the test ran in (index into `labs`), if any.
+    pub lab: Option<usize>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TestStatus {
+    Ok,
+    Failed,
+    Interrupted,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct TestResult {
+    pub name: String,
+    pub status: TestStatus,
+    pub error: Option<String>,
+    pub started_at: String,
+    pub params: TestParams,
+    /// One entry per direction traffic flowed in.
+    pub directions: Vec<DirectionResult>,
+    /// CPU use of each endpoint, in % of one core over the test.
+    pub cpu: Vec<CpuUse>,
+    /// Kernel interface counters on every lab interface, before → after.
+    pub kernel_counters: Vec<KernelCounters>,
+    /// Application counters against kernel counters; over 1 % is flagged.
+    pub cross_checks: Vec<CrossCheck>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
+pub struct DirectionResult {
+    /// e.g. `gen_to_sink`.
+    pub direction: String,
+    pub sender: String,
+    pub receiver: String,
+    /// Seconds the sender ran.
+    pub duration_s: f64,
+    pub tx_packets: u64,
+    pub rx_packets: u64,
+    /// Missing by sequence number, including what the tester itself dropped.
+    pub lost: u64,
+    pub reordered: u64,
+    pub duplicates: u64,
+    /// lost / tx_packets, 0..1.
+    pub loss_ratio: f64,
+    pub tx_pps: f64,
+    pub rx_pps: f64,
+    /// Received L2 bit/s (frames with FCS; TCP: payload goodput).
+    pub rx_l2_bps: f64,
+    /// Received L1 bit/s (+20 B per frame); TCP: absent.
+    pub rx_l1_bps: Option<f64>,
+    /// Received L1 rate as % of the line rate (TCP: goodput as %).
+    pub line_rate_pct: f64,
+    /// Send calls that failed (ENOBUFS, EAGAIN): the tester could not keep up.
+    pub tx_errors: u64,
+    /// Packets the tester dropped itself (socket overruns, drops on its own
+    /// interfaces), not the DUT.
+    pub tester_drops: u64,
+    /// Loss left after the tester's own drops: what the DUT dropped.
+    pub dut_lost: u64,
+    /// TCP only: retransmitted segments.
+    pub retransmits: Option<u64>,
+    pub sender_summary: EndpointSummary,
+    pub receiver_summary: EndpointSummary,
+    /// Sender and receiver interval samples, paired by index.
+    pub intervals: Vec<IntervalPair>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
+pub struct IntervalPair {
+    pub sender: IntervalSample,
+    pub receiver: Option<IntervalSample>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct CpuUse {
+    pub role: String,
+    /// % of one core used by the agent process (user + system).
+    pub process_pct: f64,
+    /// % of all cores spent in softirq system-wide (packet processing,
+    /// including the DUT's forwarding, which runs there on veth).
+    pub softirq_pct: f64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct KernelCounters {
+    pub role: String,
+    pub interface: String,
+    pub before: IfCounters,
+    pub after: IfCounters,
+    /// UDP counters of the namespace (same for each interface in it).
+    pub udp_delta: UdpCounters,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct CrossCheck {
+    pub what: String,
+    pub application: u64,
+    pub kernel: u64,
+    /// |kernel - application| / max(application, 1).
+    pub difference_ratio: f64,
+    pub flagged: bool,
+}
+
+impl CrossCheck {
+    pub fn new(what: impl Into<String>, application: u64, kernel: u64) -> Self {
+        let diff = (kernel as f64 - application as f64).abs() / (application.max(1) as f64);
+        CrossCheck {
+            what: what.into(),
+            application,
+            kernel,
+            difference_ratio: diff,
+            flagged: diff > 0.01,
+        }
+    }
+}
+
+/// The JSON Schema of [`RunResults`], as committed in `schema/`.
+pub fn json_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(RunResults)).unwrap_or_default()
+}
+
+/// Writes `bytes` to `path` atomically: temp file, fsync, rename, fsync dir.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("out"),
+        std::process::id()
+    ));
+    {
+        let mut f = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// One run's directory on disk.
+pub struct RunDir {
+    pub path: PathBuf,
+    ndjson: File,
+}
+
+impl RunDir {
+    pub fn create(base: &Path, name: &str) -> Result<Self> {
+        let stamp = time_stamp_compact();
+        let path = base.join(format!("{stamp}-{name}"));
+        fs::create_dir_all(path.join("agents")).with_context(|| {
+            format!(
+                "creating the results directory {} (choose another with --results-dir)",
+                path.display()
+            )
+        })?;
+        let ndjson = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path.join("intervals.ndjson"))
+            .context("creating intervals.ndjson")?;
+        Ok(RunDir { path, ndjson })
+    }
+
+    pub fn agent_log(&self, role: &str) -> PathBuf {
+        self.path.join("agents").join(format!("{role}.log"))
+    }
+
+    /// Appends one complete line; a SIGKILL leaves every earlier line intact.
+    pub fn log_interval(&mut self, test: &str, role: &str, sample: &IntervalSample) {
+        let line = serde_json::json!({"test": test, "endpoint": role, "sample": sample});
+        let mut s = line.to_string();
+        s.push('\n');
+        // A full disk must not stop the measurement; results.json reports the run.
+        let _ = self.ndjson.write_all(s.as_bytes());
+    }
+
+    pub fn write_results(&self, r: &RunResults) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(r)?;
+        write_atomic(&self.path.join("results.json"), &bytes)
+    }
+}
+
+/// Seconds since the Unix epoch → RFC 3339 UTC (no time-zone database needed).
+pub fn rfc3339(unix: u64) -> String {
+    let (days, secs) = (unix / 86_400, unix % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
+pub fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+pub fn now_rfc3339() -> String {
+    rfc3339(now_unix())
+}
+
+fn time_stamp_compact() -> String {
+    rfc3339(now_unix())
+        .replace([':', '-'], "")
+        .replace('T', "-")
+        .trim_end_matches('Z')
+        .to_string()
+}
+
+/// Days since 1970-01-01 → (year, month, day), Howard Hinnant's algorithm.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Facts about this host that every result carries.
+pub fn host_facts() -> HostFacts {
+    let read = |p: &str| {
+        fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    let cpuinfo = read("/proc/cpuinfo");
+    let cpu_model = cpuinfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .and_then(|r| r.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    let memory_bytes = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .unwrap_or(0);
+    let mut sysctls = std::collections::BTreeMap::new();
+    for key in [
+        "net.ipv4.tcp_congestion_control",
+        "net.ipv4.tcp_rmem",
+        "net.ipv4.tcp_wmem",
+        "net.core.rmem_max",
+        "net.core.wmem_max",
+        "net.core.netdev_max_backlog",
+        "net.core.default_qdisc",
+    ] {
+        let v = read(&format!("/proc/sys/{}", key.replace('.', "/")));
+        if !v.is_empty() {
+            sysctls.insert(
+                key.to_string(),
+                v.split_whitespace().collect::<Vec<_>>().join(" "),
+            );
+        }
+    }
+    HostFacts {
+        hostname: read("/proc/sys/kernel/hostname"),
+        kernel: read("/proc/sys/kernel/osrelease"),
+        cpu_model,
+        cpus: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        memory_bytes,
+        sysctls,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1_795_000_000), "2026-11-18T11:06:40Z");
+    }
+
+    #[test]
+    fn cross_check_flags_over_one_percent() {
+        assert!(!CrossCheck::new("x", 1000, 1010).flagged);
+        assert!(CrossCheck::new("x", 1000, 1011).flagged);
+        assert!(CrossCheck::new("x", 1000, 980).flagged);
+        assert!(!CrossCheck::new("x", 0, 0).flagged);
+    }
+
+    #[test]
+    fn atomic_write_replaces_whole_file() {
+        let dir = std::env::temp_dir().join(format!("lr-atomic-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("results.json");
+        write_atomic(&p, b"{\"a\":1}").unwrap();
+        write_atomic(&p, b"{\"a\":2}").unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "{\"a\":2}");
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "no temp file left");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn committed_schema_is_current() {
+        let committed = include_str!("../schema/results.schema.json");
+        let committed: serde_json::Value = serde_json::from_str(committed).unwrap();
+        assert_eq!(
+            committed,
+            json_schema(),
+            "schema/results.schema.json is stale: run `linerate schema > schema/results.schema.json`"
+        );
+    }
+}

@@ -1,0 +1,141 @@
+//! One run from start to finish: the results document, its directory, the
+//! progress line, and what happens on Ctrl-C. Shared by `lab`, `tcp`, `udp`.
+
+use crate::cli::Common;
+use crate::controller::interrupted;
+use crate::report::{self, ProgressLine};
+use crate::results::{self, RunDir, RunResults, RunStatus, TestResult, SCHEMA_VERSION};
+use crate::runner;
+use anyhow::Result;
+use std::io::Write;
+
+pub struct Run {
+    pub results: RunResults,
+    pub dir: Option<RunDir>,
+    pub progress: ProgressLine,
+    json: bool,
+}
+
+impl Run {
+    pub fn start(common: &Common, name: &str, write_dir: bool) -> Result<Self> {
+        let dir = if write_dir {
+            Some(RunDir::create(&common.results_dir, name)?)
+        } else {
+            None
+        };
+        let doctor = linerate_doctor::inspect(&linerate_doctor::Options::default())
+            .map(|report| {
+                vec![results::DoctorEntry {
+                    host: "local".into(),
+                    report,
+                }]
+            })
+            .unwrap_or_default();
+        let results = RunResults {
+            schema_version: SCHEMA_VERSION.into(),
+            linerate_version: env!("CARGO_PKG_VERSION").into(),
+            status: RunStatus::Partial,
+            name: name.into(),
+            command_line: std::env::args().collect(),
+            started_at: results::now_rfc3339(),
+            finished_at: None,
+            host: results::host_facts(),
+            line_rate_bps: common.line_rate,
+            labs: vec![],
+            tests: vec![],
+            doctor,
+            error: None,
+        };
+        let run = Run {
+            results,
+            dir,
+            progress: ProgressLine::new(!common.no_progress),
+            json: common.json,
+        };
+        run.save();
+        if !common.allow_target.is_empty() {
+            let list: Vec<String> = common.allow_target.iter().map(|c| c.to_string()).collect();
+            eprintln!(
+                "WARNING: --allow-target lets linerate send load-test traffic to {} in addition to \
+                 loopback and the benchmarking ranges. Only do this on an isolated test network.",
+                list.join(", ")
+            );
+        }
+        Ok(run)
+    }
+
+    /// Writes results.json (atomically) if this run has a directory.
+    pub fn save(&self) {
+        if let Some(d) = &self.dir {
+            if let Err(e) = d.write_results(&self.results) {
+                eprintln!("warning: could not write results.json: {e:#}");
+            }
+        }
+    }
+
+    pub fn add_test(&mut self, mut t: TestResult) {
+        runner::apply_line_rate(&mut t, self.results.line_rate_bps);
+        self.progress.clear();
+        self.results.tests.push(t);
+        self.save();
+    }
+
+    pub fn udp(&mut self, ends: &mut runner::Ends, t: &runner::UdpTest) {
+        let progress = &self.progress;
+        let mut cb = |p: &runner::Progress| progress.update(p);
+        let r = runner::run_udp(ends, t, self.dir.as_mut(), &mut cb);
+        self.add_test(r);
+    }
+
+    pub fn tcp(&mut self, ends: &mut runner::Ends, t: &runner::TcpTest) {
+        let progress = &self.progress;
+        let mut cb = |p: &runner::Progress| progress.update(p);
+        let r = runner::run_tcp(ends, t, self.dir.as_mut(), &mut cb);
+        self.add_test(r);
+    }
+
+    /// Marks the run done, writes the final files and prints the table.
+    /// Returns the process exit status.
+    pub fn finish(mut self, error: Option<anyhow::Error>) -> i32 {
+        self.progress.clear();
+        self.results.finished_at = Some(results::now_rfc3339());
+        self.results.status = if interrupted() {
+            RunStatus::Interrupted
+        } else if error.is_some() {
+            RunStatus::Partial
+        } else {
+            RunStatus::Complete
+        };
+        self.results.error = error.as_ref().map(|e| format!("{e:#}"));
+        self.save();
+        let table = report::table(&self.results);
+        if self.json {
+            eprint!("{table}");
+            let mut out = std::io::stdout().lock();
+            let _ = serde_json::to_writer_pretty(&mut out, &self.results);
+            let _ = writeln!(out);
+        } else {
+            print!("{table}");
+        }
+        if let Some(d) = &self.dir {
+            eprintln!("results: {}", d.path.display());
+        }
+        let failed = self
+            .results
+            .tests
+            .iter()
+            .any(|t| t.status != results::TestStatus::Ok);
+        match (&error, interrupted()) {
+            (_, true) => {
+                eprintln!("interrupted: the lab was torn down and partial results were kept");
+                130
+            }
+            (Some(e), _) => {
+                eprintln!("error: {e:#}");
+                1
+            }
+            (None, _) if failed => 1,
+            _ => 0,
+        }
+    }
+}

@@ -1,0 +1,453 @@
+//! Every system call linerate makes that Rust's standard library does not
+//! wrap: namespaces, thread pinning, batched UDP I/O, socket options, TCP_INFO.
+//!
+//! This is the only module allowed `unsafe`. Each function hands back
+//! `io::Result` so callers add their own context; nothing here panics or logs.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
+
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Moves the calling process into a new, anonymous network namespace. The
+/// namespace lives exactly as long as processes are in it: when the agent
+/// exits, its namespace and every interface in it are gone.
+pub fn unshare_netns() -> io::Result<()> {
+    // SAFETY: unshare takes a flag word and touches no memory of ours.
+    cvt(unsafe { libc::unshare(libc::CLONE_NEWNET) }).map(drop)
+}
+
+/// Joins the network namespace that `path` (e.g. /run/netns/NAME) refers to.
+pub fn enter_netns(path: &Path) -> io::Result<()> {
+    let f = File::open(path)?;
+    // SAFETY: the fd is valid for the duration of the call (owned by `f`).
+    cvt(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
+}
+
+/// Makes the child get SIGKILL when the spawning thread dies, so an agent
+/// never outlives a killed controller even if it misses EOF on stdin.
+pub fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: prctl is async-signal-safe, which is all pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| cvt(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0)).map(drop));
+    }
+}
+
+/// Pins the calling thread to the given CPUs.
+pub fn pin_thread(cpus: &[usize]) -> io::Result<()> {
+    if cpus.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { zeroed() };
+    for &c in cpus {
+        if c >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("CPU {c} is beyond the kernel's CPU set size"),
+            ));
+        }
+        // SAFETY: c is below CPU_SETSIZE, checked above.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: pid 0 is the calling thread; `set` outlives the call.
+    cvt(unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) }).map(drop)
+}
+
+/// User + system CPU seconds of the whole process so far.
+pub fn process_cpu_seconds() -> f64 {
+    // SAFETY: rusage is plain data, getrusage fills it.
+    let mut ru: libc::rusage = unsafe { zeroed() };
+    // SAFETY: valid pointer to a rusage we own.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the same clock in every namespace of a
+/// host, so send timestamps can be compared at the receiver.
+pub fn monotonic_ns() -> u64 {
+    // SAFETY: timespec is plain data, clock_gettime fills it.
+    let mut ts: libc::timespec = unsafe { zeroed() };
+    // SAFETY: valid pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, val: &T) -> io::Result<()> {
+    // SAFETY: `val` points to a live T of the size we pass.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (val as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// Lets a socket send from addresses that are not local (varying source
+/// addresses per flow). Needs CAP_NET_ADMIN.
+pub fn set_transparent(fd: RawFd, ipv6: bool) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    if ipv6 {
+        setsockopt(fd, libc::SOL_IPV6, libc::IPV6_TRANSPARENT, &one)
+    } else {
+        setsockopt(fd, libc::SOL_IP, libc::IP_TRANSPARENT, &one)
+    }
+}
+
+/// Sets a socket buffer size past the rmem_max/wmem_max sysctls (root only),
+/// falling back to the ordinary option, which the kernel caps silently.
+pub fn set_buffer(fd: RawFd, receive: bool, bytes: usize) -> io::Result<()> {
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    let (force, plain) = if receive {
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF)
+    } else {
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)
+    };
+    setsockopt(fd, libc::SOL_SOCKET, force, &v)
+        .or_else(|_| setsockopt(fd, libc::SOL_SOCKET, plain, &v))
+}
+
+/// Chooses the TCP congestion control of one socket (e.g. "bbr").
+pub fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
+    let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let bytes = c.as_bytes();
+    // SAFETY: pointer and length describe the bytes of `c`, alive for the call.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            bytes.as_ptr().cast(),
+            bytes.len() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// The TCP_INFO fields linerate reports.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TcpInfo {
+    pub total_retrans: u32,
+    pub snd_cwnd: u32,
+    pub rtt_us: u32,
+    pub rttvar_us: u32,
+}
+
+pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
+    // SAFETY: tcp_info is plain data; the kernel fills at most `len` bytes.
+    let mut ti: libc::tcp_info = unsafe { zeroed() };
+    let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: pointer and length describe `ti`, which we own.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut ti as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(TcpInfo {
+        total_retrans: ti.tcpi_total_retrans,
+        snd_cwnd: ti.tcpi_snd_cwnd,
+        rtt_us: ti.tcpi_rtt,
+        rttvar_us: ti.tcpi_rttvar,
+    })
+}
+
+/// Receives and discards up to `buf.len()` bytes of a TCP stream without
+/// copying them to user space (MSG_TRUNC). Returns 0 at end of stream.
+pub fn recv_discard(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: buf is valid for buf.len() bytes; with MSG_TRUNC the kernel
+        // writes nothing into it for TCP, but the region is ours either way.
+        let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_TRUNC) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// A socket address in the kernel's own layout, built once per flow.
+#[derive(Clone)]
+pub struct SockAddr {
+    storage: libc::sockaddr_storage,
+    len: libc::socklen_t,
+}
+
+impl SockAddr {
+    pub fn new(addr: SocketAddr) -> Self {
+        // SAFETY: sockaddr_storage is plain data; zero is a valid start.
+        let mut storage: libc::sockaddr_storage = unsafe { zeroed() };
+        let len = match addr {
+            SocketAddr::V4(a) => {
+                let sin = libc::sockaddr_in {
+                    sin_family: libc::AF_INET as libc::sa_family_t,
+                    sin_port: a.port().to_be(),
+                    sin_addr: libc::in_addr {
+                        s_addr: u32::from(*a.ip()).to_be(),
+                    },
+                    sin_zero: [0; 8],
+                };
+                // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+                unsafe {
+                    std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin)
+                };
+                size_of::<libc::sockaddr_in>()
+            }
+            SocketAddr::V6(a) => {
+                let sin6 = libc::sockaddr_in6 {
+                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                    sin6_port: a.port().to_be(),
+                    sin6_flowinfo: a.flowinfo(),
+                    sin6_addr: libc::in6_addr {
+                        s6_addr: a.ip().octets(),
+                    },
+                    sin6_scope_id: a.scope_id(),
+                };
+                // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+                unsafe {
+                    std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6)
+                };
+                size_of::<libc::sockaddr_in6>()
+            }
+        };
+        SockAddr {
+            storage,
+            len: len as libc::socklen_t,
+        }
+    }
+}
+
+/// Ancillary data for one datagram, 8-byte aligned as cmsghdr requires.
+#[derive(Clone, Default)]
+pub struct Cmsg {
+    buf: Vec<u64>,
+    len: usize,
+}
+
+impl Cmsg {
+    /// IP_PKTINFO / IPV6_PKTINFO choosing the datagram's source address.
+    pub fn source_address(src: IpAddr) -> Self {
+        let (level, kind, data): (libc::c_int, libc::c_int, Vec<u8>) = match src {
+            IpAddr::V4(a) => {
+                let info = libc::in_pktinfo {
+                    ipi_ifindex: 0,
+                    ipi_spec_dst: libc::in_addr {
+                        s_addr: u32::from(a).to_be(),
+                    },
+                    ipi_addr: libc::in_addr { s_addr: 0 },
+                };
+                (libc::IPPROTO_IP, libc::IP_PKTINFO, as_bytes(&info))
+            }
+            IpAddr::V6(a) => {
+                let info = libc::in6_pktinfo {
+                    ipi6_addr: libc::in6_addr {
+                        s6_addr: a.octets(),
+                    },
+                    ipi6_ifindex: 0,
+                };
+                (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, as_bytes(&info))
+            }
+        };
+        // SAFETY: CMSG_SPACE/CMSG_LEN are pure arithmetic on the length.
+        let (space, cmsg_len) = unsafe {
+            (
+                libc::CMSG_SPACE(data.len() as u32) as usize,
+                libc::CMSG_LEN(data.len() as u32) as usize,
+            )
+        };
+        let mut buf = vec![0u64; space.div_ceil(8)];
+        let hdr = libc::cmsghdr {
+            cmsg_len: cmsg_len as _,
+            cmsg_level: level,
+            cmsg_type: kind,
+        };
+        let bytes = as_bytes(&hdr);
+        let dst = buf.as_mut_ptr().cast::<u8>();
+        // SAFETY: `buf` holds `space` bytes: the header, padding to its
+        // alignment, and the data; CMSG_DATA offset equals the aligned header size.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len());
+            let data_off = cmsg_len - data.len();
+            std::ptr::copy_nonoverlapping(data.as_ptr(), dst.add(data_off), data.len());
+        }
+        Cmsg { buf, len: space }
+    }
+}
+
+fn as_bytes<T>(v: &T) -> Vec<u8> {
+    // SAFETY: reads size_of::<T>() initialised bytes of a plain C struct.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
+}
+
+/// Reusable header arrays for sendmmsg; pointers are filled in per call.
+pub struct Sendmmsg {
+    hdrs: Vec<libc::mmsghdr>,
+    iovs: Vec<libc::iovec>,
+}
+
+impl Sendmmsg {
+    pub fn new(batch: usize) -> Self {
+        // SAFETY: mmsghdr and iovec are plain data; zeroed is a valid value.
+        Sendmmsg {
+            hdrs: (0..batch).map(|_| unsafe { zeroed() }).collect(),
+            iovs: (0..batch).map(|_| unsafe { zeroed() }).collect(),
+        }
+    }
+
+    /// Sends up to `n` datagrams; `msg(i)` gives the payload, destination and
+    /// ancillary data of datagram `i`. Returns how many the kernel took.
+    pub fn send<'a>(
+        &mut self,
+        fd: RawFd,
+        n: usize,
+        mut msg: impl FnMut(usize) -> (&'a [u8], Option<&'a SockAddr>, Option<&'a Cmsg>),
+    ) -> io::Result<usize> {
+        let n = n.min(self.hdrs.len());
+        for i in 0..n {
+            let (payload, dst, cmsg) = msg(i);
+            self.iovs[i] = libc::iovec {
+                iov_base: payload.as_ptr() as *mut libc::c_void,
+                iov_len: payload.len(),
+            };
+            let h = &mut self.hdrs[i].msg_hdr;
+            h.msg_iov = &mut self.iovs[i];
+            h.msg_iovlen = 1;
+            match dst {
+                Some(d) => {
+                    h.msg_name = (&d.storage as *const libc::sockaddr_storage) as *mut libc::c_void;
+                    h.msg_namelen = d.len;
+                }
+                None => {
+                    h.msg_name = std::ptr::null_mut();
+                    h.msg_namelen = 0;
+                }
+            }
+            match cmsg {
+                Some(c) => {
+                    h.msg_control = c.buf.as_ptr() as *mut libc::c_void;
+                    h.msg_controllen = c.len as _;
+                }
+                None => {
+                    h.msg_control = std::ptr::null_mut();
+                    h.msg_controllen = 0;
+                }
+            }
+            h.msg_flags = 0;
+        }
+        // SAFETY: the first n headers point to payloads, addresses and control
+        // buffers borrowed for 'a, which outlives this call; the kernel only reads them.
+        let ret = unsafe { libc::sendmmsg(fd, self.hdrs.as_mut_ptr(), n as libc::c_uint, 0) };
+        if ret < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(ret as usize)
+        }
+    }
+}
+
+/// Reusable buffers for recvmmsg. Each slot keeps only the first `slot` bytes
+/// of a datagram (the linerate header); the kernel reports the full length.
+pub struct Recvmmsg {
+    hdrs: Vec<libc::mmsghdr>,
+    iovs: Vec<libc::iovec>,
+    bufs: Vec<u8>,
+    slot: usize,
+}
+
+// SAFETY: the raw pointers in hdrs/iovs only ever point into `bufs`, which
+// moves with the struct (heap storage does not move).
+unsafe impl Send for Recvmmsg {}
+// SAFETY: as above; Sendmmsg's pointers are rewritten before every use.
+unsafe impl Send for Sendmmsg {}
+
+impl Recvmmsg {
+    pub fn new(batch: usize, slot: usize) -> Self {
+        let mut r = Recvmmsg {
+            // SAFETY: plain data, zero is valid.
+            hdrs: (0..batch).map(|_| unsafe { zeroed() }).collect(),
+            // SAFETY: plain data, zero is valid.
+            iovs: (0..batch).map(|_| unsafe { zeroed() }).collect(),
+            bufs: vec![0u8; batch * slot],
+            slot,
+        };
+        for i in 0..batch {
+            r.iovs[i] = libc::iovec {
+                // SAFETY: i * slot is within bufs (batch * slot bytes).
+                iov_base: unsafe { r.bufs.as_mut_ptr().add(i * slot) }.cast(),
+                iov_len: slot,
+            };
+        }
+        r
+    }
+
+    /// Waits for at least one datagram (up to the socket's receive timeout)
+    /// and takes as many as are queued, up to the batch size.
+    pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+        for i in 0..self.hdrs.len() {
+            let h = &mut self.hdrs[i].msg_hdr;
+            h.msg_iov = &mut self.iovs[i];
+            h.msg_iovlen = 1;
+            h.msg_name = std::ptr::null_mut();
+            h.msg_namelen = 0;
+            h.msg_control = std::ptr::null_mut();
+            h.msg_controllen = 0;
+            self.hdrs[i].msg_len = 0;
+        }
+        // SAFETY: every header points to its own iovec, which points into
+        // `bufs`; all live as long as `self`, borrowed mutably for the call.
+        let ret = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.hdrs.as_mut_ptr(),
+                self.hdrs.len() as libc::c_uint,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        if ret < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(ret as usize)
+        }
+    }
+
+    /// The kept bytes of datagram `i` and its full length.
+    pub fn datagram(&self, i: usize) -> (&[u8], usize) {
+        let full = self.hdrs[i].msg_len as usize;
+        let kept = full.min(self.slot);
+        (&self.bufs[i * self.slot..i * self.slot + kept], full)
+    }
+}
+
+/// True when running as root (needed for namespaces and the lab).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}

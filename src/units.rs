@@ -1,0 +1,155 @@
+//! Line-rate arithmetic: frame sizes, L1/L2 bit rates, packets per second.
+//!
+//! Frame sizes are Ethernet frames *including* the 4-byte FCS, as RFC 2544 and
+//! every vendor datasheet count them. On the wire each frame also costs 20 B of
+//! preamble, start-of-frame delimiter and inter-frame gap, which is what L1
+//! figures add. Nothing here does I/O.
+
+/// Ethernet header (dst, src, ethertype) without VLAN tags.
+pub const ETH_HEADER: u32 = 14;
+/// Frame check sequence, counted in the frame size but not seen by the kernel.
+pub const FCS: u32 = 4;
+/// Preamble (7) + SFD (1) + inter-frame gap (12): the L1 cost of each frame.
+pub const L1_OVERHEAD: u32 = 20;
+pub const IPV4_HEADER: u32 = 20;
+pub const IPV6_HEADER: u32 = 40;
+pub const UDP_HEADER: u32 = 8;
+/// Smallest and largest frame the UDP engine sends.
+pub const MIN_FRAME: u32 = 64;
+pub const MAX_FRAME: u32 = 9000;
+
+/// The simple imix of the seed write-ups: 64, 594 and 1518 B frames at 7:4:1.
+pub const IMIX: [(u32, u32); 3] = [(64, 7), (594, 4), (1518, 1)];
+
+/// Average frame size of the imix, in bytes (361.83 B).
+pub fn imix_average() -> f64 {
+    let (bytes, count) = IMIX.iter().fold((0u64, 0u64), |(b, c), &(size, weight)| {
+        (
+            b + u64::from(size) * u64::from(weight),
+            c + u64::from(weight),
+        )
+    });
+    bytes as f64 / count as f64
+}
+
+/// Frames per second that fill `line_rate_bps` (an L1 rate) with frames of
+/// `avg_frame` bytes.
+pub fn line_rate_pps(line_rate_bps: f64, avg_frame: f64) -> f64 {
+    line_rate_bps / ((avg_frame + f64::from(L1_OVERHEAD)) * 8.0)
+}
+
+/// L2 bit/s (frames including FCS) for `pps` frames of `avg_frame` bytes.
+pub fn l2_bps(pps: f64, avg_frame: f64) -> f64 {
+    pps * avg_frame * 8.0
+}
+
+/// L1 bit/s: L2 plus 20 B per frame.
+pub fn l1_bps(pps: f64, avg_frame: f64) -> f64 {
+    pps * (avg_frame + f64::from(L1_OVERHEAD)) * 8.0
+}
+
+/// UDP payload that makes an Ethernet frame of `frame_size` (FCS included),
+/// or `None` when the frame is too small to carry the headers.
+pub fn udp_payload_for_frame(frame_size: u32, ipv6: bool) -> Option<u32> {
+    let ip = if ipv6 { IPV6_HEADER } else { IPV4_HEADER };
+    frame_size.checked_sub(FCS + ETH_HEADER + ip + UDP_HEADER)
+}
+
+/// Parses a rate such as `10G`, `2.5g`, `100M`, `1e9` or `25000000000` into bit/s.
+pub fn parse_bps(s: &str) -> Result<f64, String> {
+    parse_si(s.trim_end_matches("bps").trim_end_matches("bit/s"))
+        .ok_or_else(|| format!("'{s}' is not a bit rate: use a number with an optional k/M/G/T suffix, e.g. 10G or 2.5G"))
+}
+
+/// Parses a packet rate such as `1.5Mpps`, `800k` or `14880952`.
+pub fn parse_pps(s: &str) -> Result<f64, String> {
+    parse_si(s.trim_end_matches("pps"))
+        .ok_or_else(|| format!("'{s}' is not a packet rate: use a number with an optional k/M/G suffix, e.g. 1.5M or 800kpps"))
+}
+
+fn parse_si(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last()? {
+        (i, 'k' | 'K') => (&s[..i], 1e3),
+        (i, 'm' | 'M') => (&s[..i], 1e6),
+        (i, 'g' | 'G') => (&s[..i], 1e9),
+        (i, 't' | 'T') => (&s[..i], 1e12),
+        _ => (s, 1.0),
+    };
+    let v: f64 = num.trim().parse().ok()?;
+    (v.is_finite() && v > 0.0).then_some(v * mult)
+}
+
+/// Formats a rate with an SI prefix: `14.88 M`.
+pub fn si(v: f64) -> String {
+    let (d, p) = if v >= 1e12 {
+        (1e12, "T")
+    } else if v >= 1e9 {
+        (1e9, "G")
+    } else if v >= 1e6 {
+        (1e6, "M")
+    } else if v >= 1e3 {
+        (1e3, "k")
+    } else {
+        (1.0, "")
+    };
+    format!("{:.2} {p}", v / d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reference table every loadtester agrees on (10 GbE).
+    #[test]
+    fn ten_gig_line_rate_table() {
+        let ten_g = 10e9;
+        let table = [
+            (64.0, 14_880_952),
+            (128.0, 8_445_946),
+            (256.0, 4_528_986),
+            (512.0, 2_349_624),
+            (1024.0, 1_197_318),
+            (1280.0, 961_538),
+            (1518.0, 812_744),
+        ];
+        for (frame, pps) in table {
+            assert_eq!(line_rate_pps(ten_g, frame).round() as u64, pps, "{frame} B");
+        }
+    }
+
+    #[test]
+    fn imix_average_and_rate() {
+        assert!((imix_average() - 361.833).abs() < 0.001);
+        let pps = line_rate_pps(10e9, imix_average());
+        assert_eq!((pps / 1e3).round() as u64, 3_274, "3.274 Mpps");
+    }
+
+    #[test]
+    fn l1_adds_twenty_bytes_per_frame() {
+        let pps = line_rate_pps(10e9, 64.0);
+        assert!((l1_bps(pps, 64.0) - 10e9).abs() < 1.0);
+        // 64/84 of line rate is what the frames themselves carry.
+        assert!((l2_bps(pps, 64.0) - 10e9 * 64.0 / 84.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn payload_sizes() {
+        assert_eq!(udp_payload_for_frame(64, false), Some(18));
+        assert_eq!(udp_payload_for_frame(1518, false), Some(1472));
+        assert_eq!(udp_payload_for_frame(64, true), None);
+        assert_eq!(udp_payload_for_frame(84, true), Some(18));
+    }
+
+    #[test]
+    fn parse_rates() {
+        assert_eq!(parse_bps("10G"), Ok(10e9));
+        assert_eq!(parse_bps("2.5G"), Ok(2.5e9));
+        assert_eq!(parse_bps("100Mbps"), Ok(100e6));
+        assert_eq!(parse_pps("1.5Mpps"), Ok(1.5e6));
+        assert_eq!(parse_pps("800k"), Ok(800e3));
+        assert!(parse_bps("fast").is_err());
+        assert!(parse_bps("-1G").is_err());
+        assert!(parse_pps("").is_err());
+    }
+}
