@@ -13,7 +13,7 @@ use crate::parse::{parse_cpu_list, parse_duration, parse_rate};
 use crate::{capture, exit_code, inspect, render_text, Error, Options, Report};
 
 /// Exit status when doctor could not run at all.
-pub const EXIT_USAGE: i32 = 2;
+const EXIT_USAGE: i32 = 2;
 
 /// Flags of `linerate doctor`.
 #[derive(Debug, Clone, PartialEq, clap::Args)]

@@ -66,7 +66,13 @@ impl Host {
 
     /// Raw bytes of a file, at most `MAX_FILE_BYTES`.
     pub(crate) fn read_bytes(&self, rel: &str) -> io::Result<Vec<u8>> {
-        let file = fs::File::open(self.full(rel))?;
+        let path = self.full(rel);
+        // sysfs and procfs attributes are regular files; a FIFO in an odd
+        // root would block `open` forever and a device node never ends.
+        if !fs::metadata(&path)?.is_file() {
+            return Err(io::Error::other("not a regular file"));
+        }
+        let file = fs::File::open(path)?;
         let mut bytes = Vec::new();
         file.take(MAX_FILE_BYTES).read_to_end(&mut bytes)?;
         self.record(rel, Recorded::File(bytes.clone()));
@@ -157,5 +163,25 @@ mod tests {
         let mut v = vec!["rx-10", "rx-9", "rx-1", "tx-0"];
         v.sort_by(|a, b| natural_cmp(a, b));
         assert_eq!(v, ["rx-1", "rx-9", "rx-10", "tx-0"]);
+    }
+
+    #[test]
+    fn fifos_and_directories_are_not_read() {
+        let dir = std::env::temp_dir().join(format!("linerate-doctor-host-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("sub")).unwrap();
+        let host = Host::new(&dir, true);
+        assert!(host.read_bytes("sub").is_err());
+        assert!(host.read_bytes("missing").is_err());
+        // mkfifo is coreutils; without it the FIFO half is not testable here.
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.join("fifo"))
+            .status()
+            .is_ok_and(|s| s.success());
+        if made {
+            assert!(host.read_bytes("fifo").is_err());
+        }
+        assert!(host.take_recorded().is_empty());
+        let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -130,11 +130,19 @@ pub(crate) fn check(ctx: &mut Ctx) {
             }
         }
         if irqs.is_empty() {
+            // virtio-net names its IRQs after the virtio device (virtio2-input.0),
+            // which only the `device` symlink reveals; captures keep no symlinks.
+            let virtio = ctx.facts.nics[i].driver.as_deref() == Some("virtio_net");
             ctx.skip(format!(
-                "irq placement {nic}: no queue IRQs named after {nic}{} in /proc/interrupts",
+                "irq placement {nic}: no queue IRQs named after {nic}{} in /proc/interrupts{}",
                 pci.as_deref()
                     .map(|p| format!(" or {p}"))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                if virtio {
+                    " (virtio-net names them after its virtio device)"
+                } else {
+                    ""
+                }
             ));
             continue;
         }
@@ -189,12 +197,12 @@ fn check_spread(ctx: &mut Ctx, nic: &str, irqs: &[IrqFacts], ev: &[Evidence]) {
         .filter_map(|d| ctx.facts.l3_domains.get(*d))
         .map(|cpus| format_cpu_list(cpus))
         .collect();
-    let mut evidence = ev.to_vec();
-    evidence.extend(
-        domains
-            .iter()
-            .filter_map(|d| ctx.topo.l3_evidence.get(*d).cloned()),
-    );
+    // The domains first: with many queues the IRQ list is long.
+    let mut evidence: Vec<Evidence> = domains
+        .iter()
+        .filter_map(|d| ctx.topo.l3_evidence.get(*d).cloned())
+        .collect();
+    evidence.extend_from_slice(ev);
     ctx.add(Finding {
         id: "irq_spread_across_l3".into(),
         severity: Severity::Warning,
@@ -234,40 +242,14 @@ fn check_test_cpus(ctx: &mut Ctx, nic: &str, irqs: &[IrqFacts], ev: &[Evidence])
         .map(|(n, _)| n)
         .collect();
     let test_domains = ctx.topo.l3_domains_of(&test_cpus);
+    let target = irq_target(ctx, &test_cpus, &test_domains);
     if !on_test.is_empty() {
-        // Good places for the IRQs: same L3 as the test, not a test core and
-        // not a hyperthread sibling of one.
-        let busy: BTreeSet<usize> = test_cpus
-            .iter()
-            .flat_map(|c| {
-                ctx.topo
-                    .siblings
-                    .get(c)
-                    .map(|(s, _)| s.clone())
-                    .unwrap_or_else(|| vec![*c])
-            })
-            .collect();
-        let candidates: Vec<usize> = ctx
-            .topo
-            .l3_of
-            .iter()
-            .filter(|(c, d)| test_domains.contains(d) && !busy.contains(c))
-            .map(|(c, _)| *c)
-            .collect();
-        let target = if candidates.is_empty() {
-            "other cores".to_string()
-        } else {
-            format!(
-                "cores {} (same L3, not test cores)",
-                format_cpu_list(&candidates)
-            )
-        };
         let numbers: Vec<String> = on_test.iter().map(|&n| irqs[n].irq.to_string()).collect();
         ctx.add(Finding {
             id: "irq_on_test_cpu".into(),
             severity: Severity::Warning,
             title: format!(
-                "{nic}: {} {} on the test {} {list}",
+                "{nic}: {} {} {} on the test {} {list}",
                 if numbers.len() == 1 { "IRQ" } else { "IRQs" },
                 numbers.join(", "),
                 if numbers.len() == 1 { "runs" } else { "run" },
@@ -298,6 +280,12 @@ fn check_test_cpus(ctx: &mut Ctx, nic: &str, irqs: &[IrqFacts], ev: &[Evidence])
     if all_remote {
         let irq_cpus: BTreeSet<usize> = irqs.iter().flat_map(|i| i.cpus().to_vec()).collect();
         let irq_cpus: Vec<usize> = irq_cpus.into_iter().collect();
+        // The test's own L3 domain first, then where the IRQs are.
+        let mut evidence: Vec<Evidence> = test_domains
+            .iter()
+            .filter_map(|d| ctx.topo.l3_evidence.get(*d).cloned())
+            .collect();
+        evidence.extend_from_slice(ev);
         ctx.add(Finding {
             id: "irq_not_in_test_l3".into(),
             severity: Severity::Warning,
@@ -306,17 +294,47 @@ fn check_test_cpus(ctx: &mut Ctx, nic: &str, irqs: &[IrqFacts], ev: &[Evidence])
                  CPUs {}",
                 format_cpu_list(&irq_cpus)
             ),
-            evidence: ev.to_vec(),
+            evidence,
             impact: "Every received packet is processed in one L3 domain and consumed in \
                      another; the data crosses the fabric between CCDs or sockets (the middle, \
                      83 Gbit/s bucket in users' single-core measurements)."
                 .into(),
             fix: format!(
-                "Pin {nic}'s queue IRQs to cores sharing L3 with the test cores (but not the \
-                 test cores themselves), or run the test next to the IRQs."
+                "Pin {nic}'s queue IRQs to {target} with irqbalance stopped, or run the test \
+                 on cores of the L3 domain the IRQs are in."
             ),
             subject: Some(nic.to_string()),
         });
+    }
+}
+
+/// Where the IRQs serving the test belong: the test's L3 domains, minus the
+/// test cores and their hyperthread siblings (the 99 Gbit/s placement).
+fn irq_target(ctx: &Ctx, test_cpus: &[usize], test_domains: &BTreeSet<usize>) -> String {
+    let busy: BTreeSet<usize> = test_cpus
+        .iter()
+        .flat_map(|c| {
+            ctx.topo
+                .siblings
+                .get(c)
+                .map(|(s, _)| s.clone())
+                .unwrap_or_else(|| vec![*c])
+        })
+        .collect();
+    let candidates: Vec<usize> = ctx
+        .topo
+        .l3_of
+        .iter()
+        .filter(|(c, d)| test_domains.contains(d) && !busy.contains(c))
+        .map(|(c, _)| *c)
+        .collect();
+    if candidates.is_empty() {
+        "other cores sharing L3 with the test cores".to_string()
+    } else {
+        format!(
+            "cores {} (same L3 as the test, not test cores)",
+            format_cpu_list(&candidates)
+        )
     }
 }
 

@@ -11,6 +11,8 @@ use crate::report::{Facts, Finding, NicFacts, Report, Severity};
 /// Text wraps at this column; evidence lines do not (paths stay whole).
 const WIDTH: usize = 88;
 const INDENT: &str = "            ";
+/// Evidence lines shown per finding before the rest is summarised.
+const MAX_EVIDENCE_LINES: usize = 16;
 
 /// Renders the report as text; `color` adds ANSI colours to severities.
 pub fn render_text(report: &Report, color: bool) -> String {
@@ -122,9 +124,25 @@ fn finding(out: &mut String, f: &Finding, color: bool) {
         (true, Severity::Info) => ("\x1b[36m", "\x1b[0m"),
     };
     let _ = writeln!(out, "{on}{label:<8}{off} {} [{}]", f.title, f.id);
-    for (i, e) in f.evidence.iter().enumerate() {
+    // A 64-queue NIC has 64 IRQ lines; the text shows enough to read and
+    // the JSON keeps them all.
+    let shown = if f.evidence.len() > MAX_EVIDENCE_LINES {
+        MAX_EVIDENCE_LINES - 1
+    } else {
+        f.evidence.len()
+    };
+    for (i, e) in f.evidence.iter().take(shown).enumerate() {
         let head = if i == 0 { "  evidence: " } else { INDENT };
-        let _ = writeln!(out, "{head}{} = {}", e.path, e.value);
+        // Tabs (tcp_rmem) would break the alignment; the JSON keeps them.
+        let value = e.value.replace('\t', " ");
+        let _ = writeln!(out, "{head}{} = {value}", e.path);
+    }
+    if shown < f.evidence.len() {
+        let _ = writeln!(
+            out,
+            "{INDENT}... and {} more (--json lists all)",
+            f.evidence.len() - shown
+        );
     }
     wrap(out, "  impact:   ", &f.impact);
     wrap(out, "  fix:      ", &f.fix);

@@ -114,6 +114,12 @@ fn check_buffers(ctx: &mut Ctx) {
         return;
     }
     let names: Vec<&str> = short.iter().map(|(n, _)| *n).collect();
+    let smallest = short
+        .iter()
+        .filter_map(|(_, e)| e.value.split_whitespace().last().and_then(int::<u64>))
+        .min()
+        .unwrap_or(0);
+    let single_flow_bps = smallest as f64 * 8.0 / rtt.as_secs_f64();
     let want = (2.0 * bdp).ceil() as u64;
     ctx.add(Finding {
         id: "socket_buffer_below_bdp".into(),
@@ -126,10 +132,12 @@ fn check_buffers(ctx: &mut Ctx) {
         ),
         evidence: short.into_iter().map(|(_, e)| e).collect(),
         impact: format!(
-            "A TCP flow can have at most one buffer of data in flight per RTT, so a single \
-             flow tops out below {} over this RTT ({} limited).",
-            format_bps(rate),
-            names.join(", ")
+            "A TCP flow has at most one buffer of data in flight per round trip: with {} \
+             ({}) a single flow tops out near {} over {rtt:?}, below the {} target.",
+            format_bytes(smallest as f64),
+            names.join(", "),
+            format_bps(single_flow_bps),
+            format_bps(rate)
         ),
         fix: format!(
             "Raise the limits to about twice the BDP (the kernel keeps part of the buffer \

@@ -160,9 +160,10 @@ pub(crate) fn check_test_cpus(ctx: &mut Ctx) {
             id: "test_cpu_offline".into(),
             severity: Severity::Warning,
             title: format!(
-                "test {} {} not online (online: {online_list})",
+                "test {} {} {} not online (online: {online_list})",
                 if offline.len() == 1 { "core" } else { "cores" },
-                format_cpu_list(&offline)
+                format_cpu_list(&offline),
+                if offline.len() == 1 { "is" } else { "are" }
             ),
             evidence: vec![evidence(&format!("{CPU_DIR}/online"), online_list)],
             impact: "Threads pinned there cannot run; the test fails or runs unpinned.".into(),
@@ -246,9 +247,10 @@ fn check_numa(ctx: &mut Ctx, test_cpus: &[usize], list: &str) {
             id: "nic_numa_remote".into(),
             severity: Severity::Warning,
             title: format!(
-                "{nic} is on NUMA node {node} (CPUs {local}) but test {} {} not",
+                "{nic} is on NUMA node {node} (CPUs {local}) but test {} {} {} not",
                 if remote.len() == 1 { "core" } else { "cores" },
-                format_cpu_list(&remote)
+                format_cpu_list(&remote),
+                if remote.len() == 1 { "is" } else { "are" }
             ),
             evidence: ev,
             impact: format!(

@@ -55,7 +55,7 @@ impl TempDir {
             std::process::id()
         ));
         let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
+        fs::create_dir_all(&dir).expect("creating a temp dir");
         TempDir(dir)
     }
 }
@@ -74,7 +74,7 @@ fn parse_args(argv: &[&str]) -> DoctorArgs {
     }
     let mut full = vec!["doctor"];
     full.extend_from_slice(argv);
-    Cli::try_parse_from(full).unwrap().doctor
+    Cli::try_parse_from(full).expect("test flags parse").doctor
 }
 
 #[test]
@@ -123,24 +123,24 @@ fn two_ccd_irqs_spread_over_both_l3_domains() {
     let f = finding(&report, "irq_spread_across_l3");
     assert_eq!(f.severity, Severity::Warning);
     let ev = evidence(f);
-    // One line per queue IRQ (97..=108 on CPUs 0..=11), then each L3 domain.
-    assert_eq!(ev.len(), 12 + 2);
-    assert_eq!(ev[0], ("/proc/irq/97/effective_affinity_list", "0"));
-    assert_eq!(ev[11], ("/proc/irq/108/effective_affinity_list", "11"));
+    // Each L3 domain, then one line per queue IRQ (97..=108 on CPUs 0..=11).
+    assert_eq!(ev.len(), 2 + 12);
     assert_eq!(
-        ev[12],
+        ev[0],
         (
             "/sys/devices/system/cpu/cpu0/cache/index3/shared_cpu_list",
             "0-5"
         )
     );
     assert_eq!(
-        ev[13],
+        ev[1],
         (
             "/sys/devices/system/cpu/cpu6/cache/index3/shared_cpu_list",
             "6-11"
         )
     );
+    assert_eq!(ev[2], ("/proc/irq/97/effective_affinity_list", "0"));
+    assert_eq!(ev[13], ("/proc/irq/108/effective_affinity_list", "11"));
     assert!(
         f.title.contains("2 L3 domains (CPUs 0-5 | 6-11)"),
         "{}",
@@ -186,7 +186,14 @@ fn dual_socket_nic_on_the_other_numa_node() {
     );
     assert!(f.fix.contains("--cpus 8-15"), "{}", f.fix);
     let irq = finding(&report, "irq_not_in_test_l3");
-    assert_eq!(irq.evidence.len(), 16);
+    assert_eq!(irq.evidence.len(), 1 + 16);
+    assert_eq!(
+        evidence(irq)[0],
+        (
+            "/sys/devices/system/cpu/cpu0/cache/index3/shared_cpu_list",
+            "0-7"
+        )
+    );
     // Without --cpus the host itself is fine: IRQs local to the NIC's node.
     let plain = inspect(&opts("dual-socket")).unwrap();
     assert_eq!(ids(&plain), Vec::<&str>::new());
@@ -303,7 +310,7 @@ fn text_report_is_sorted_and_complete() {
     })
     .unwrap();
     let text = render_text(&report, false);
-    assert!(text.contains("WARNING  eth0: IRQ 99 runs on the test cores 2 [irq_on_test_cpu]"));
+    assert!(text.contains("WARNING  eth0: IRQ 99 runs on the test core 2 [irq_on_test_cpu]"));
     assert!(text.contains("evidence: /proc/irq/99/effective_affinity_list = 2"));
     assert!(text.contains("impact:"));
     assert!(text.contains("fix:"));
@@ -330,31 +337,31 @@ fn live_host_inspects_without_error() {
 }
 
 fn extract(archive: &Path, into: &Path) {
-    let file = fs::File::open(archive).unwrap();
+    let file = fs::File::open(archive).expect("opening the capture");
     let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
-    tar.unpack(into).unwrap();
+    tar.unpack(into).expect("extracting the capture");
 }
 
 fn assert_round_trip(o: &Options, name: &str) {
     let dir = TempDir::new(name);
     let archive = dir.0.join("host.tar.gz");
-    let summary = capture(o, &archive).unwrap();
+    let summary = capture(o, &archive).expect("capture");
     assert!(summary.files > 0);
     // Atomic write: only the archive is left, no temporary file.
     let names: Vec<_> = fs::read_dir(&dir.0)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
+        .expect("listing the temp dir")
+        .map(|e| e.expect("dir entry").file_name())
         .collect();
     assert_eq!(names, ["host.tar.gz"]);
 
     let root = dir.0.join("root");
-    fs::create_dir(&root).unwrap();
+    fs::create_dir(&root).expect("creating the extraction dir");
     extract(&archive, &root);
     let replay = inspect(&Options {
         root: root.clone(),
         ..o.clone()
     })
-    .unwrap();
+    .expect("inspecting the extracted capture");
     assert_eq!(replay.findings, summary.report.findings, "{name}");
     assert_eq!(replay.facts, summary.report.facts, "{name}");
     assert_eq!(replay.skipped, summary.report.skipped, "{name}");
