@@ -102,7 +102,7 @@ pub fn tcp(a: &TcpArgs) -> i32 {
         streams: a.streams.max(1),
         direction: direction(&a.ends),
         duration: Duration::from_secs_f64(a.ends.duration),
-        cpus: a.common.cpus.clone().unwrap_or_default(),
+        cpus: a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
         congestion: a.cc.clone(),
         buffer_len: a.buffer,
         allow: a.common.allow_target.clone(),
@@ -168,7 +168,7 @@ pub fn udp(a: &UdpArgs) -> i32 {
         duration: Duration::from_secs_f64(a.ends.duration),
         rate_pps: rate,
         batch: a.batch.clamp(1, 1024),
-        cpus: a.common.cpus.clone().unwrap_or_default(),
+        cpus: a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
         allow: a.common.allow_target.clone(),
     };
     let mut ends = Ends {

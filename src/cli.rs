@@ -58,8 +58,8 @@ pub struct Common {
     #[arg(long = "allow-target", value_name = "CIDR")]
     pub allow_target: Vec<Cidr>,
     /// CPUs to pin to: the first for senders, the second for receivers (e.g. 0,1).
-    #[arg(long, value_parser = parse_cpus)]
-    pub cpus: Option<Vec<usize>>,
+    #[arg(long, value_parser = parse_cpu_list)]
+    pub cpus: Option<CpuList>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -234,6 +234,14 @@ pub fn parse_frame(s: &str) -> Result<FrameSpec, String> {
         ));
     }
     Ok(FrameSpec::Fixed(n))
+}
+
+/// A validated CPU list (a newtype so clap treats it as one value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+pub fn parse_cpu_list(s: &str) -> Result<CpuList, String> {
+    parse_cpus(s).map(CpuList)
 }
 
 /// Parses `0-3,8,10-11` into CPU numbers.

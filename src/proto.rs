@@ -313,6 +313,9 @@ pub struct EndpointSummary {
     pub elapsed_s: f64,
     /// CPU seconds (user + system) of the agent process during the job.
     pub cpu_s: f64,
+    /// Peak resident memory of the agent process (VmHWM), bytes.
+    #[serde(default)]
+    pub max_rss_bytes: u64,
     pub tx_packets: u64,
     pub tx_bytes: u64,
     pub tx_errors: u64,

@@ -58,7 +58,7 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
     let secs = args.duration.unwrap_or(if args.quick { 2.0 } else { 6.0 });
     let d = Duration::from_secs_f64(secs.clamp(0.5, 3600.0));
     let direction: Direction = args.direction.into();
-    let cpus = args.common.cpus.clone().unwrap_or_default();
+    let cpus = args.common.cpus.clone().map(|c| c.0).unwrap_or_default();
     let allow = args.common.allow_target.clone();
     let udp = |name: &str, frame: FrameSpec, mode: FlowMode, ipv6: bool| UdpTest {
         name: name.into(),

@@ -407,9 +407,10 @@ impl Recvmmsg {
         r
     }
 
-    /// Waits for at least one datagram (up to the socket's receive timeout)
-    /// and takes as many as are queued, up to the batch size.
-    pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+    /// Takes as many queued datagrams as fit the batch. With `wait`, blocks
+    /// for the first one (up to the socket's receive timeout); without, returns
+    /// WouldBlock at once when nothing is queued (busy polling).
+    pub fn recv(&mut self, fd: RawFd, wait: bool) -> io::Result<usize> {
         for i in 0..self.hdrs.len() {
             let h = &mut self.hdrs[i].msg_hdr;
             h.msg_iov = &mut self.iovs[i];
@@ -427,7 +428,11 @@ impl Recvmmsg {
                 fd,
                 self.hdrs.as_mut_ptr(),
                 self.hdrs.len() as libc::c_uint,
-                libc::MSG_WAITFORONE,
+                if wait {
+                    libc::MSG_WAITFORONE
+                } else {
+                    libc::MSG_DONTWAIT
+                },
                 std::ptr::null_mut(),
             )
         };
@@ -450,4 +455,46 @@ impl Recvmmsg {
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// An anonymous in-memory file holding `data`, for zero-copy sending.
+pub fn memfd_with(data: &[u8]) -> io::Result<File> {
+    let name = CString::new("linerate-payload")
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: name is a valid NUL-terminated string for the call.
+    let fd = cvt(unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) })?;
+    // SAFETY: memfd_create returned a new fd that nothing else owns.
+    let mut f = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    std::io::Write::write_all(&mut f, data)?;
+    Ok(f)
+}
+
+/// sendfile(2): hands pages of `file` to the socket without copying them
+/// through user space. Returns bytes queued; advances `offset`.
+pub fn sendfile(sock: RawFd, file: &File, offset: &mut i64, count: usize) -> io::Result<usize> {
+    let mut off: libc::off_t = *offset;
+    // SAFETY: both fds are open for the call; `off` is a valid pointer.
+    let n = unsafe { libc::sendfile(sock, file.as_raw_fd(), &mut off, count) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    *offset = off;
+    Ok(n as usize)
+}
+
+/// Peak resident set size of this process (VmHWM), in bytes.
+pub fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+/// SO_RCVLOWAT: how many bytes must be queued before a read wakes up.
+pub fn set_rcvlowat(fd: RawFd, bytes: i32) -> io::Result<()> {
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, &bytes)
 }
