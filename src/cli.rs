@@ -88,6 +88,14 @@ pub struct LabArgs {
     /// Remove leftovers of earlier runs (namespaces named lr-*) and exit.
     #[arg(long)]
     pub cleanup: bool,
+    /// Make the DUT drop this % of forwarded packets at random (nftables numgen),
+    /// e.g. to check that the tester reports loss right.
+    #[arg(long, value_name = "PERCENT")]
+    pub dut_loss: Option<f64>,
+    /// Run only the suite's tests whose names contain this text (case-insensitive; repeatable),
+    /// e.g. --only "udp 64B" --only "tcp 1".
+    #[arg(long, value_name = "TEXT")]
+    pub only: Vec<String>,
     #[command(flatten)]
     pub common: Common,
 }

@@ -31,6 +31,7 @@ pub fn lab(args: &LabArgs) -> i32 {
         dut: Some(args.dut),
         fw_rules: args.fw_rules,
         mtu: args.mtu,
+        dut_loss_pct: args.dut_loss,
     };
     if let Err(e) = lab::preflight(&spec) {
         eprintln!("error: {e:#}");
@@ -86,8 +87,21 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
     };
     let log_dir = run.dir.as_ref().map(|r| r.path.join("agents"));
 
+    let wanted = |name: &str| {
+        args.only.is_empty()
+            || args
+                .only
+                .iter()
+                .any(|o| name.to_lowercase().contains(&o.to_lowercase()))
+    };
+    let self_test = udp(
+        "self-test udp 64B var2",
+        FrameSpec::Fixed(64),
+        FlowMode::Var2,
+        false,
+    );
     // 1. The tester measured against itself: what any DUT result is capped by.
-    {
+    if wanted(&self_test.name) {
         let mut b2b = lab::build(
             LabSpec { dut: None, ..spec },
             log_dir
@@ -111,13 +125,7 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
             through_dut: false,
             lab: Some(lab_idx),
         };
-        let t = udp(
-            "self-test udp 64B var2",
-            FrameSpec::Fixed(64),
-            FlowMode::Var2,
-            false,
-        );
-        run.udp(&mut ends, &t);
+        run.udp(&mut ends, &self_test);
         b2b.fleet.shutdown();
     }
     if interrupted() {
@@ -125,19 +133,6 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
     }
 
     // 2. Through the DUT.
-    let mut l = lab::build(spec, log_dir.as_deref())?;
-    run.results.labs.push(l.topology.clone());
-    let lab_idx = run.results.labs.len() - 1;
-    let mut ends = Ends {
-        fleet: &mut l.fleet,
-        gen: l.gen,
-        sink: l.sink,
-        observers: l.dut.into_iter().collect(),
-        gen_addr: l.gen_addr.clone(),
-        sink_addr: l.sink_addr.clone(),
-        through_dut: true,
-        lab: Some(lab_idx),
-    };
     let mut tcp_tests = vec![
         tcp("tcp 1 stream", 1, false),
         tcp("tcp 4 streams", 4, false),
@@ -180,6 +175,27 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
             true,
         ));
     }
+    tcp_tests.retain(|t| wanted(&t.name));
+    udp_tests.retain(|t| wanted(&t.name));
+    if tcp_tests.is_empty() && udp_tests.is_empty() {
+        if run.results.tests.is_empty() {
+            anyhow::bail!("--only {:?} matches no test of the suite", args.only);
+        }
+        return Ok(());
+    }
+    let mut l = lab::build(spec, log_dir.as_deref())?;
+    run.results.labs.push(l.topology.clone());
+    let lab_idx = run.results.labs.len() - 1;
+    let mut ends = Ends {
+        fleet: &mut l.fleet,
+        gen: l.gen,
+        sink: l.sink,
+        observers: l.dut.into_iter().collect(),
+        gen_addr: l.gen_addr.clone(),
+        sink_addr: l.sink_addr.clone(),
+        through_dut: true,
+        lab: Some(lab_idx),
+    };
     for t in &tcp_tests {
         if interrupted() {
             return Ok(());

@@ -48,6 +48,8 @@ pub struct LabSpec {
     pub dut: Option<DutMode>,
     pub fw_rules: u32,
     pub mtu: u32,
+    /// Random loss the DUT applies to forwarded packets, in %.
+    pub dut_loss_pct: Option<f64>,
 }
 
 /// Addresses one endpoint offers to tests.
@@ -174,6 +176,14 @@ pub fn preflight(spec: &LabSpec) -> Result<()> {
             spec.dut.map(|d| d.name()).unwrap_or_default()
         );
     }
+    if let Some(p) = spec.dut_loss_pct {
+        if !(p > 0.0 && p < 100.0) {
+            bail!("--dut-loss {p} must be a percentage between 0 and 100 (exclusive)");
+        }
+        if !netops::tool_exists("nft") {
+            bail!("--dut-loss needs nftables, which is not installed; install it with: apt-get install nftables");
+        }
+    }
     if !(576..=9000).contains(&spec.mtu) {
         bail!("MTU {} is outside 576..=9000", spec.mtu);
     }
@@ -262,6 +272,11 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
                 }),
                 _ => {}
             }
+            if let Some(pct) = spec.dut_loss_pct {
+                d.ops.push(NetOp::Nft {
+                    ruleset: rules::random_loss(pct, false),
+                });
+            }
         }
         (dut_mode, dut_idx) => {
             // Back to back, or through a bridge: one subnet, gen .1 and sink .2.
@@ -283,6 +298,11 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
                         name: "br0".into(),
                         ports: vec!["dut0".into(), "dut1".into()],
                     });
+                    if let Some(pct) = spec.dut_loss_pct {
+                        d.ops.push(NetOp::Nft {
+                            ruleset: rules::random_loss(pct, true),
+                        });
+                    }
                     d.ifaces.push(LabInterface {
                         name: "br0".into(),
                         mac: String::new(),

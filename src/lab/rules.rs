@@ -15,7 +15,7 @@ pub fn nat(out_dev: &str) -> String {
 pub fn firewall(rules: u32) -> String {
     let rules = rules.max(1);
     let mut s = String::from(
-        "table inet linerate_fw {\n  chain fwd {\n    type filter hook forward priority filter; policy drop;\n",
+        "table inet linerate_fw {\n  chain lr_forward {\n    type filter hook forward priority filter; policy drop;\n",
     );
     for i in 0..rules - 1 {
         s.push_str(&format!(
@@ -30,6 +30,16 @@ pub fn firewall(rules: u32) -> String {
     s
 }
 
+/// Drops `pct` % of forwarded packets at random, in steps of 0.01 %. The
+/// bridge family's forward hook sees bridged frames; inet's sees routed ones.
+pub fn random_loss(pct: f64, bridge: bool) -> String {
+    let per_10k = (pct * 100.0).round().clamp(1.0, 9999.0) as u32;
+    let family = if bridge { "bridge" } else { "inet" };
+    format!(
+        "table {family} linerate_loss {{\n  chain lr_forward {{\n    type filter hook forward priority -10; policy accept;\n    numgen random mod 10000 < {per_10k} counter drop\n  }}\n}}\n"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -41,5 +51,7 @@ mod tests {
             .unwrap();
         assert!(accept > r.rfind(" drop\n").unwrap());
         assert!(super::nat("dut1").contains("oifname \"dut1\" masquerade"));
+        assert!(super::random_loss(5.0, false).contains("table inet"));
+        assert!(super::random_loss(5.0, true).contains("mod 10000 < 500 counter drop"));
     }
 }
