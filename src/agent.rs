@@ -218,27 +218,27 @@ fn capped(duration_ms: u64, limits: &Limits) -> Result<Duration, String> {
     Ok(d)
 }
 
+type JobFn = Box<dyn FnOnce(&JobCtx) -> Result<proto::EndpointSummary, String> + Send>;
+
 /// Opens what a job needs synchronously (so the controller learns the port and
 /// any set-up error at once), then runs the job on its own thread.
 fn start(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Option<u16>, String> {
-    let spawn =
-        |ctx: JobCtx,
-         f: Box<dyn FnOnce(&JobCtx) -> Result<proto::EndpointSummary, String> + Send>| {
-            std::thread::spawn(move || {
-                let msg = match f(&ctx) {
-                    Ok(summary) => Response::Finished {
-                        test: ctx.test,
-                        summary,
-                    },
-                    Err(message) => Response::Error {
-                        test: Some(ctx.test),
-                        message,
-                    },
-                };
-                ctx.stop.store(true, Ordering::Relaxed);
-                let _ = ctx.out.send(msg);
-            });
-        };
+    let spawn = |ctx: JobCtx, f: JobFn| {
+        std::thread::spawn(move || {
+            let msg = match f(&ctx) {
+                Ok(summary) => Response::Finished {
+                    test: ctx.test,
+                    summary,
+                },
+                Err(message) => Response::Error {
+                    test: Some(ctx.test),
+                    message,
+                },
+            };
+            ctx.stop.store(true, Ordering::Relaxed);
+            let _ = ctx.out.send(msg);
+        });
+    };
     match job {
         Job::TcpListen {
             bind,

@@ -88,14 +88,6 @@ impl Fleet {
         &self.agents[idx]
     }
 
-    pub fn len(&self) -> usize {
-        self.agents.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.agents.is_empty()
-    }
-
     /// Starts a local agent and completes the handshake with it.
     pub fn spawn_local(&mut self, role: &str, netns: &Netns, log: Option<&Path>) -> Result<usize> {
         let exe =

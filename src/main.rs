@@ -1,23 +1,7 @@
-//! linerate: a network loadtest lab in one binary. See DESIGN.md for the
-//! architecture: controller → agents (this same binary) → data planes.
+//! The `linerate` binary: parses the command line and hands over to the library.
 #![deny(unsafe_code)]
 
-mod adhoc;
-mod agent;
-mod cli;
-mod controller;
-mod engine;
-mod kernel;
-mod lab;
-mod netops;
-mod proto;
-mod report;
-mod results;
-mod run;
-mod runner;
-mod suite;
-mod sys;
-mod units;
+use linerate::{adhoc, agent, cli, controller, results, suite};
 
 use clap::Parser;
 use std::process::ExitCode;

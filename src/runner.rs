@@ -11,8 +11,8 @@ use crate::proto::{
     Response, Snapshot,
 };
 use crate::results::{
-    CpuUse, CrossCheck, DirectionResult, FlowMode, IntervalPair, KernelCounters, Protocol, RunDir,
-    TestParams, TestResult, TestStatus,
+    pair_intervals, CpuUse, CrossCheck, DirectionResult, FlowMode, KernelCounters, Protocol,
+    RunDir, TestParams, TestResult, TestStatus,
 };
 use crate::{engine::udp, units};
 use anyhow::{anyhow, bail, Result};
@@ -487,11 +487,7 @@ fn udp_inner(
             rx_ns.rx_packets,
         ));
         let tx_iv = col.intervals.remove(&leg.tx_id).unwrap_or_default();
-        let mut rx_iv = col
-            .intervals
-            .remove(&leg.rx_id)
-            .unwrap_or_default()
-            .into_iter();
+        let rx_iv = col.intervals.remove(&leg.rx_id).unwrap_or_default();
         result.directions.push(DirectionResult {
             direction: leg.name.clone(),
             sender: role_of(ends.fleet, leg.tx_agent),
@@ -516,13 +512,7 @@ fn udp_inner(
             tester_drops,
             dut_lost: rx.lost.saturating_sub(tester_drops),
             retransmits: None,
-            intervals: tx_iv
-                .into_iter()
-                .map(|s| IntervalPair {
-                    sender: s,
-                    receiver: rx_iv.next(),
-                })
-                .collect(),
+            intervals: pair_intervals(tx_iv, rx_iv),
             sender_summary: tx,
             receiver_summary: rx,
         });
@@ -902,7 +892,6 @@ fn tcp_inner(
                 .collect(),
             ..Default::default()
         };
-        let mut rx_iter = rx_iv.iter();
         dirs_push(
             result,
             DirectionResult {
@@ -917,13 +906,10 @@ fn tcp_inner(
                 rx_l2_bps: goodput,
                 rx_l1_bps: None,
                 retransmits: Some(retr),
-                intervals: tx_iv
-                    .iter()
-                    .map(|s| IntervalPair {
-                        sender: side(s, true),
-                        receiver: rx_iter.next().map(|r| side(r, false)),
-                    })
-                    .collect(),
+                intervals: pair_intervals(
+                    tx_iv.iter().map(|s| side(s, true)).collect(),
+                    rx_iv.iter().map(|r| side(r, false)).collect(),
+                ),
                 sender_summary: EndpointSummary {
                     tx_bytes: sent,
                     streams: txs.streams.iter().filter(|s| s.sender).cloned().collect(),

@@ -37,8 +37,8 @@ pub fn lab(args: &LabArgs) -> i32 {
         eprintln!("error: {e:#}");
         return 2;
     }
-    // Leftovers of older versions would only confuse; ours never linger.
-    let _ = lab::cleanup();
+    // No clean-up pass here: this lab's namespaces die with its agents, and
+    // removing lr-* names at start could break another user's lab.
     let name = args
         .common
         .name
@@ -102,17 +102,11 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
     );
     // 1. The tester measured against itself: what any DUT result is capped by.
     if wanted(&self_test.name) {
-        let mut b2b = lab::build(
-            LabSpec { dut: None, ..spec },
-            log_dir
-                .as_deref()
-                .map(|p| p.join("self-test"))
-                .as_deref()
-                .map(|p| {
-                    let _ = std::fs::create_dir_all(p);
-                    p
-                }),
-        )?;
+        let self_log = log_dir.as_deref().map(|p| p.join("self-test"));
+        if let Some(p) = &self_log {
+            std::fs::create_dir_all(p)?;
+        }
+        let mut b2b = lab::build(LabSpec { dut: None, ..spec }, self_log.as_deref())?;
         run.results.labs.push(b2b.topology.clone());
         let lab_idx = run.results.labs.len() - 1;
         let mut ends = Ends {

@@ -151,7 +151,6 @@ pub struct TcpInfo {
     pub total_retrans: u32,
     pub snd_cwnd: u32,
     pub rtt_us: u32,
-    pub rttvar_us: u32,
 }
 
 pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
@@ -172,7 +171,6 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
         total_retrans: ti.tcpi_total_retrans,
         snd_cwnd: ti.tcpi_snd_cwnd,
         rtt_us: ti.tcpi_rtt,
-        rttvar_us: ti.tcpi_rttvar,
     })
 }
 

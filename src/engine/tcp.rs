@@ -11,7 +11,7 @@ use crate::sys;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,21 @@ struct Stream {
 struct Shared {
     bytes: AtomicU64,
     done: AtomicBool,
+    /// TCP_INFO taken by the stream thread just before it closes, for the
+    /// reporter's last sample (after close the kernel reports zeros).
+    last_cwnd: AtomicU32,
+    last_rtt_us: AtomicU32,
+    last_retrans: AtomicU32,
+}
+
+impl Shared {
+    fn remember(&self, fd: std::os::fd::RawFd) {
+        if let Ok(i) = sys::tcp_info(fd) {
+            self.last_cwnd.store(i.snd_cwnd, Ordering::Relaxed);
+            self.last_rtt_us.store(i.rtt_us, Ordering::Relaxed);
+            self.last_retrans.store(i.total_retrans, Ordering::Relaxed);
+        }
+    }
 }
 
 fn hello(id: u16, client_sends: bool) -> [u8; 8] {
@@ -164,6 +179,9 @@ fn run_streams(
         let shared = Arc::new(Shared {
             bytes: AtomicU64::new(0),
             done: AtomicBool::new(false),
+            last_cwnd: AtomicU32::new(0),
+            last_rtt_us: AtomicU32::new(0),
+            last_retrans: AtomicU32::new(0),
         });
         let fd = s.conn.as_raw_fd();
         let conn = s.conn.try_clone().map_err(|e| e.to_string())?;
@@ -205,7 +223,15 @@ fn run_streams(
         };
         for (k, (id, sender, fd, shared, _)) in meta.iter().enumerate() {
             let bytes = shared.bytes.load(Ordering::Relaxed);
-            let info = sys::tcp_info(*fd).unwrap_or_default();
+            let mut info = sys::tcp_info(*fd).unwrap_or_default();
+            if shared.done.load(Ordering::Acquire) && shared.last_rtt_us.load(Ordering::Relaxed) > 0
+            {
+                info = sys::TcpInfo {
+                    total_retrans: shared.last_retrans.load(Ordering::Relaxed),
+                    snd_cwnd: shared.last_cwnd.load(Ordering::Relaxed),
+                    rtt_us: shared.last_rtt_us.load(Ordering::Relaxed),
+                };
+            }
             let retrans = info.total_retrans.saturating_sub(base[k]);
             let d_bytes = bytes - last[k].0;
             let d_retr = retrans.saturating_sub(last[k].1);
@@ -258,9 +284,12 @@ fn run_streams(
         .iter()
         .enumerate()
         .map(|(k, (id, sender, _, _, _))| {
+            // The last sample may come after the close, when TCP_INFO is empty.
             let last_info = all
-                .last()
-                .and_then(|iv| iv.streams.get(k))
+                .iter()
+                .rev()
+                .filter_map(|iv| iv.streams.get(k))
+                .find(|s| s.rtt_us > 0)
                 .cloned()
                 .unwrap_or_default();
             StreamSample {
@@ -319,6 +348,7 @@ fn send_loop(conn: &TcpStream, shared: &Shared, stop: &AtomicBool, deadline: Ins
             Err(_) => break,
         }
     }
+    shared.remember(fd);
     let _ = conn.shutdown(Shutdown::Write);
 }
 
@@ -335,7 +365,10 @@ fn recv_loop(conn: &TcpStream, shared: &Shared, stop: &AtomicBool) {
     let _ = sys::set_rcvlowat(fd, RCVLOWAT);
     loop {
         match sys::recv_discard(fd, &mut buf) {
-            Ok(0) => break,
+            Ok(0) => {
+                shared.remember(fd);
+                break;
+            }
             Ok(n) => {
                 shared.bytes.fetch_add(n as u64, Ordering::Relaxed);
             }

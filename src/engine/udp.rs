@@ -485,11 +485,11 @@ pub fn receive(
                         clock = Some(IntervalClock::new(now, ctx.interval));
                     }
                     let t = &mut trackers[usize::from(h.flow)];
-                    let (r0, d0) = (t.reordered, t.duplicates);
+                    let (r0, d0) = (t.reordered(), t.duplicates());
                     t.on_seq(h.seq);
-                    cur.reordered += t.reordered - r0;
-                    cur.duplicates += t.duplicates - d0;
-                    if t.duplicates == d0 {
+                    cur.reordered += t.reordered() - r0;
+                    cur.duplicates += t.duplicates() - d0;
+                    if t.duplicates() == d0 {
                         cur.rx_packets += 1;
                         cur.rx_bytes += frame_of_payload(full, ipv6);
                     }
@@ -525,18 +525,18 @@ pub fn receive(
             .find(|f| usize::from(f.id) == id)
             .map(|f| f.tx_packets);
         let lost = match sent {
-            Some(s) => s.saturating_sub(t.unique),
+            Some(s) => s.saturating_sub(t.unique()),
             None => t.missing(),
         };
         lost_total += lost;
-        if t.unique > 0 || sent.unwrap_or(0) > 0 {
+        if t.unique() > 0 || sent.unwrap_or(0) > 0 {
             flows_out.push(FlowCounters {
                 id: id as u16,
                 tx_packets: sent.unwrap_or(0),
-                rx_packets: t.unique,
+                rx_packets: t.unique(),
                 lost,
-                reordered: t.reordered,
-                duplicates: t.duplicates,
+                reordered: t.reordered(),
+                duplicates: t.duplicates(),
             });
         }
     }

@@ -1,0 +1,305 @@
+#!/usr/bin/env bash
+# linerate benchmark: linerate and its anchor tools (iperf3, trafgen) run side
+# by side in one lab built once by this script, interleaved round by round.
+#
+# Lab (same as /work/shared/bench/anchors.sh): two network namespaces joined by
+# a veth pair, 198.18.0.1 -> 198.18.0.2; with --routed a Linux router namespace
+# sits between them (198.18.1.2 -> dut -> 198.19.1.2).
+#
+# Usage: bench/run.sh [--routed] [--seconds N] [--rounds R]
+#   --routed      put a routing DUT namespace between sender and sink
+#   --seconds N   seconds per measurement (default 5)
+#   --rounds R    measurements per tool; the table shows the median (default 3)
+#
+# Measurements per round (the order of tools alternates between rounds):
+#   tcp 1 stream    linerate tcp -P 1        vs  iperf3 -P 1         (goodput)
+#   tcp 4 streams   linerate tcp -P 4        vs  iperf3 -P 4         (goodput)
+#   udp 64 B        linerate udp 64 B frames vs  trafgen --cpus 1    (sink veth rx_packets/s)
+#                                            vs  iperf3 -u -b 0 -l 18 (packets received/s)
+#   agent peak RSS  the largest max_rss_bytes of any linerate agent in any run
+#
+# This is a benchmark, not a test: it exits 0 whatever the figures are; it
+# exits non-zero only if the lab cannot be built or a tool is missing.
+# Needs root. Installs iperf3 and netsniff-ng (trafgen) with apt-get if missing.
+# Traffic stays in the namespaces it creates (198.18.0.0/15); all namespaces
+# and processes it starts are removed on exit.
+set -euo pipefail
+
+routed=0; secs=5; rounds=3
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --routed) routed=1 ;;
+    --seconds) secs=${2:?--seconds needs a value}; shift ;;
+    --rounds) rounds=${2:?--rounds needs a value}; shift ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+case "$secs$rounds" in *[!0-9]*) echo "--seconds and --rounds take positive integers" >&2; exit 2 ;; esac
+[ "$secs" -ge 1 ] && [ "$rounds" -ge 1 ] || { echo "--seconds and --rounds must be >= 1" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "bench/run.sh needs root (network namespaces)" >&2; exit 2; }
+
+here=$(cd "$(dirname "$0")" && pwd); repo=$(dirname "$here")
+
+need() {
+  command -v "$1" >/dev/null 2>&1 && return 0
+  echo "installing $2 ..." >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+}
+need iperf3 iperf3; need trafgen netsniff-ng; need python3 python3
+
+if [ ! -x "$repo/target/release/linerate" ]; then
+  echo "building linerate (cargo build --release) ..." >&2
+  (cd "$repo" && cargo build --release --quiet)
+fi
+
+# ---------------------------------------------------------------- cleanup ---
+p="lrb$$"; src="$p-src"; dst="$p-dst"; dut="$p-dut"
+tmp=$(mktemp -d /tmp/linerate-bench.XXXXXX)
+cur=""   # pid of the measurement running now
+cleanup() {
+  set +e
+  trap - INT TERM
+  # Our own background jobs (the measurement running now, the iperf3 server).
+  for pid in $cur $(jobs -p); do kill "$pid" 2>/dev/null; done
+  for pid in $cur $(jobs -p); do wait "$pid" 2>/dev/null; done
+  # Anything still running inside our own namespaces was started by this
+  # script (an agent orphaned by a timeout, say): end it by pid.
+  for n in "$src" "$dst" "$dut"; do
+    for pid in $(ip netns pids "$n" 2>/dev/null); do kill "$pid" 2>/dev/null; done
+  done
+  sleep 0.2
+  for n in "$src" "$dst" "$dut"; do
+    for pid in $(ip netns pids "$n" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+    ip netns del "$n" 2>/dev/null
+  done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A private copy of the binary, so a concurrent `cargo build` cannot swap it
+# out in the middle of a run (agents are started from current_exe()).
+cp "$repo/target/release/linerate" "$tmp/linerate"
+lr="$tmp/linerate"
+
+# -------------------------------------------------------------------- lab ---
+ip netns add "$src"; ip netns add "$dst"
+ip -n "$src" link set lo up; ip -n "$dst" link set lo up
+if [ $routed = 1 ]; then
+  ip netns add "$dut"; ip -n "$dut" link set lo up
+  ip link add s0 netns "$src" type veth peer name d0 netns "$dut"
+  ip link add d1 netns "$dut" type veth peer name t0 netns "$dst"
+  ip -n "$src" addr add 198.18.1.2/24 dev s0; ip -n "$dut" addr add 198.18.1.1/24 dev d0
+  ip -n "$dut" addr add 198.19.1.1/24 dev d1; ip -n "$dst" addr add 198.19.1.2/24 dev t0
+  for x in "$src s0" "$dut d0" "$dut d1" "$dst t0"; do set -- $x; ip -n "$1" link set "$2" up; done
+  ip -n "$src" route add default via 198.18.1.1; ip -n "$dst" route add default via 198.19.1.1
+  ip netns exec "$dut" sysctl -qw net.ipv4.ip_forward=1
+  dip=198.19.1.2; sip=198.18.1.2; gw=198.18.1.1; mode="routed (src -> dut -> dst)"
+else
+  ip link add s0 netns "$src" type veth peer name t0 netns "$dst"
+  ip -n "$src" addr add 198.18.0.1/24 dev s0; ip -n "$dst" addr add 198.18.0.2/24 dev t0
+  ip -n "$src" link set s0 up; ip -n "$dst" link set t0 up
+  dip=198.18.0.2; sip=198.18.0.1; gw=$dip; mode="direct veth (src -> dst)"
+fi
+sdev=s0; rdev=t0
+
+# iperf3 server in the sink namespace; restarted if it ever dies.
+srv=""
+ensure_iperf3_server() {
+  [ -n "$srv" ] && kill -0 "$srv" 2>/dev/null && return 0
+  ip netns exec "$dst" iperf3 -s -p 5201 >/dev/null 2>&1 & srv=$!
+  sleep 0.5
+}
+ensure_iperf3_server
+
+# trafgen frame: one flow, 18 B payload = 64 B frame with FCS, to the MAC of
+# the next hop (the peer, or the DUT with --routed).
+ip netns exec "$src" ping -c1 -W2 "$dip" >/dev/null 2>&1 || true
+mac=$(ip -n "$src" neigh show "$gw" | awk '{print $5; exit}')
+smac=$(ip -n "$src" -br link show "$sdev" | awk '{print $3}')
+[ -n "$mac" ] || { echo "could not resolve the MAC of $gw" >&2; exit 1; }
+printf '{ eth(da=%s, sa=%s), ipv4(saddr=%s, daddr=%s, ttl=64), udp(sp=1025, dp=9), fill(0x78, 18) }\n' \
+  "$mac" "$smac" "$sip" "$dip" >"$tmp/t.cfg"
+sleep 0.5
+
+# ------------------------------------------------------------ measurement ---
+tmo=$((secs + 60))          # a hung tool must not hang the benchmark
+raw="$tmp/raw.tsv"; : >"$raw"   # round  key  tool  value  extra...
+rec() { printf '%s\n' "$*" | tr ' ' '\t' >>"$raw"; }
+say() { printf '  %-28s %s\n' "$1" "$2"; }
+# Run a measurement as a background job and wait for it, so that Ctrl-C or
+# TERM interrupt the benchmark at once (bash runs traps only between
+# foreground commands, but does interrupt `wait`).
+run() { local rc=0; "$@" & cur=$!; wait "$cur" || rc=$?; cur=""; return $rc; }
+
+# linerate: $1 = key, rest = linerate arguments
+run_linerate() {
+  local key=$1; shift
+  local out="$tmp/lr.json" err="$tmp/lr.err"
+  if ! run timeout "$tmo" "$lr" "$@" --client "ns:$src" --server "ns:$dst" --target "$dip" \
+       -t "$secs" --json --no-progress --no-results >"$out" 2>"$err"; then
+    say "linerate $key" "FAILED: $(tail -n 2 "$err" | tr '\n' ' ')"
+    rec "$round" "$key" linerate nan; return 0
+  fi
+  python3 - "$out" "$round" "$key" "$raw" <<'EOF' || { say "linerate $key" "FAILED: unreadable JSON"; rec "$round" "$key" linerate nan; }
+import json, sys
+path, rnd, key, raw = sys.argv[1:]
+try:
+    t = json.load(open(path))["tests"][0]
+    d = t["directions"][0]
+except Exception as e:
+    print(f"  {'linerate ' + key:<28} FAILED: unreadable JSON ({e})")
+    open(raw, "a").write(f"{rnd}\t{key}\tlinerate\tnan\n"); sys.exit(0)
+rss = max((x.get(s) or {}).get("max_rss_bytes") or 0
+          for x in t["directions"] for s in ("sender_summary", "receiver_summary"))
+cpu = " ".join(f"{c['role']} {c['process_pct']:.0f}%" for c in t.get("cpu") or [])
+if t.get("status") != "ok":
+    print(f"  {'linerate ' + key:<28} status {t.get('status')}: {t.get('error')}")
+if key.startswith("tcp"):
+    v = d["rx_l2_bps"] or 0.0
+    extra = f"retr {d.get('retransmits')}"
+    shown = f"{v/1e9:9.2f} Gbit/s"
+else:
+    v = d["rx_pps"] or 0.0
+    extra = (f"tx {d['tx_pps']/1e3:.1f} kpps, loss {100*(d['loss_ratio'] or 0):.2f} %, "
+             f"tester drops {d.get('tester_drops')}")
+    shown = f"{v/1e3:9.1f} kpps rx"
+print(f"  {'linerate ' + key:<28} {shown}  ({extra}; cpu {cpu}; peak rss {rss/2**20:.1f} MiB)")
+with open(raw, "a") as f:
+    f.write(f"{rnd}\t{key}\tlinerate\t{v}\n")
+    f.write(f"{rnd}\trss\tlinerate\t{rss}\n")
+EOF
+}
+
+# iperf3 TCP: $1 = streams
+run_iperf3_tcp() {
+  local P=$1 key="tcp$1" out="$tmp/ip.json"
+  ensure_iperf3_server
+  if ! run timeout "$tmo" ip netns exec "$src" iperf3 -c "$dip" -t "$secs" -P "$P" -J >"$out" 2>&1; then
+    say "iperf3 $key" "FAILED: $(python3 -c "import json,sys;print(json.load(open(sys.argv[1])).get('error',''))" "$out" 2>/dev/null | head -c 200)"
+    rec "$round" "$key" iperf3 nan; return 0
+  fi
+  python3 - "$out" "$round" "$key" "$raw" <<'EOF' || { say "iperf3 $key" "FAILED: unreadable JSON"; rec "$round" "$key" iperf3 nan; }
+import json, sys
+path, rnd, key, raw = sys.argv[1:]
+e = json.load(open(path))["end"]
+v = e["sum_received"]["bits_per_second"]
+retr = e["sum_sent"].get("retransmits")
+cpu = e.get("cpu_utilization_percent") or {}
+print(f"  {'iperf3 ' + key:<28} {v/1e9:9.2f} Gbit/s  (retr {retr}; cpu host {cpu.get('host_total', 0):.0f}% "
+      f"remote {cpu.get('remote_total', 0):.0f}%)")
+open(raw, "a").write(f"{rnd}\t{key}\tiperf3\t{v}\n")
+EOF
+}
+
+# iperf3 UDP, 18 B payload + 8 UDP + 20 IPv4 + 14 Ethernet + 4 FCS = 64 B frame
+run_iperf3_udp() {
+  local out="$tmp/ip.json"
+  ensure_iperf3_server
+  if ! run timeout "$tmo" ip netns exec "$src" iperf3 -c "$dip" -u -b 0 -l 18 -t "$secs" -J >"$out" 2>&1; then
+    say "iperf3 -u udp64" "FAILED: $(python3 -c "import json,sys;print(json.load(open(sys.argv[1])).get('error',''))" "$out" 2>/dev/null | head -c 200)"
+    rec "$round" udp64 iperf3 nan; return 0
+  fi
+  python3 - "$out" "$round" "$raw" <<'EOF' || { say "iperf3 -u udp64" "FAILED: unreadable JSON"; rec "$round" udp64 iperf3 nan; }
+import json, sys
+path, rnd, raw = sys.argv[1:]
+s = json.load(open(path))["end"]["sum"]
+v = s["packets"] * (1 - s["lost_percent"] / 100) / s["seconds"]
+print(f"  {'iperf3 -u -l 18 udp64':<28} {v/1e3:9.1f} kpps rx  (tx {s['packets']/s['seconds']/1e3:.1f} kpps, "
+      f"loss {s['lost_percent']:.2f} %)")
+open(raw, "a").write(f"{rnd}\tudp64\tiperf3\t{v}\n")
+EOF
+}
+
+# trafgen, one core; received pps = sink veth rx_packets delta / seconds
+run_trafgen() {
+  local rx0 rx1 tx0 tx1 rc=0
+  rx0=$(ip netns exec "$dst" cat "/sys/class/net/$rdev/statistics/rx_packets")
+  tx0=$(ip netns exec "$src" cat "/sys/class/net/$sdev/statistics/tx_packets")
+  run ip netns exec "$src" timeout "$secs" trafgen --dev "$sdev" --conf "$tmp/t.cfg" --cpus 1 -q \
+    >"$tmp/tg.out" 2>&1 || rc=$?
+  rx1=$(ip netns exec "$dst" cat "/sys/class/net/$rdev/statistics/rx_packets")
+  tx1=$(ip netns exec "$src" cat "/sys/class/net/$sdev/statistics/tx_packets")
+  if [ "$rc" != 0 ] && [ "$rc" != 124 ]; then   # 124 = stopped by timeout, as intended
+    say "trafgen udp64" "FAILED (exit $rc): $(tail -n 2 "$tmp/tg.out" | tr '\n' ' ')"
+    rec "$round" udp64 trafgen nan; return 0
+  fi
+  local v=$(( (rx1 - rx0) / secs ))
+  say "trafgen (1 core) udp64" "$(python3 -c "import sys; print(f'{int(sys.argv[1])/1e3:9.1f} kpps rx  (tx {int(sys.argv[2])/1e3:.1f} kpps on $sdev)')" "$v" "$(( (tx1 - tx0) / secs ))")"
+  rec "$round" udp64 trafgen "$v"
+}
+
+# ----------------------------------------------------------------- header ---
+cpu_model=$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+echo "linerate benchmark  $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+echo "host: kernel $(uname -r), cpu ${cpu_model:-unknown}, nproc $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "tools: $("$lr" --version 2>/dev/null || echo 'linerate ?'), $(iperf3 --version 2>/dev/null | head -n1 | awk '{print "iperf3 "$2}'), $(trafgen -v 2>/dev/null | head -n1 | awk '{print "trafgen "$2}')"
+echo "lab: $mode, target $dip; ${secs} s per measurement, ${rounds} round(s), median reported"
+echo
+
+for round in $(seq 1 "$rounds"); do
+  echo "round $round/$rounds"
+  if [ $((round % 2)) = 1 ]; then
+    run_linerate tcp1 tcp -P 1; run_iperf3_tcp 1
+    run_linerate tcp4 tcp -P 4; run_iperf3_tcp 4
+    run_linerate udp64 udp --frame-size 64; run_trafgen; run_iperf3_udp
+  else
+    run_iperf3_tcp 1; run_linerate tcp1 tcp -P 1
+    run_iperf3_tcp 4; run_linerate tcp4 tcp -P 4
+    run_iperf3_udp; run_trafgen; run_linerate udp64 udp --frame-size 64
+  fi
+  echo
+done
+
+# ------------------------------------------------------------------ table ---
+python3 - "$raw" "$rounds" <<'EOF'
+import math, statistics, sys
+raw, rounds = sys.argv[1], int(sys.argv[2])
+vals = {}
+for line in open(raw):
+    rnd, key, tool, v = line.rstrip("\n").split("\t")[:4]
+    vals.setdefault((key, tool), []).append(float(v))
+
+def med(key, tool):
+    xs = [x for x in vals.get((key, tool), []) if not math.isnan(x)]
+    return statistics.median(xs) if xs else None
+
+def gbit(v): return "n/a" if v is None else f"{v/1e9:.2f} Gbit/s"
+def pps(v):
+    if v is None: return "n/a"
+    return f"{v/1e6:.2f} Mpps" if v >= 1e6 else f"{v/1e3:.1f} kpps"
+
+rows = []  # test, linerate, anchor, anchor value, ratio, op, target
+for key, label, anchor, fmt, tgt in [
+    ("tcp1", "tcp 1 stream", "iperf3", gbit, 1.2),
+    ("tcp4", "tcp 4 streams", "iperf3", gbit, 1.0),
+    ("udp64", "udp 64B rx pps", "trafgen", pps, 1.0),
+    ("udp64", "udp 64B rx pps", "iperf3", pps, 1.5),
+]:
+    a, b = med(key, "linerate"), med(key, anchor)
+    ratio = a / b if a is not None and b else None
+    name = {"trafgen": "trafgen (1 core)"}.get(anchor, "iperf3 -u -l 18" if key == "udp64" else anchor)
+    met = None if ratio is None else ratio >= tgt
+    rows.append((label, fmt(a), name, fmt(b), "n/a" if ratio is None else f"{ratio:.2f}", f">= {tgt:.1f}",
+                 met, f"ratio {'n/a' if ratio is None else f'{ratio:.2f}'} vs >= {tgt:.1f}"))
+rss = [x for x in vals.get(("rss", "linerate"), []) if not math.isnan(x) and x > 0]
+peak = max(rss) if rss else None
+rows.append(("agent peak RSS", "n/a" if peak is None else f"{peak/2**20:.1f} MiB", "-", "-", "-", "<= 64 MiB",
+             None if peak is None else peak <= 64 * 2**20,
+             f"{'n/a' if peak is None else f'{peak/2**20:.1f} MiB'} vs <= 64 MiB"))
+
+hdr = ("test", "linerate", "anchor", "anchor value", "ratio", "target")
+w = [max(len(hdr[i]), *(len(r[i]) for r in rows)) for i in range(6)]
+print(f"medians of {rounds} round(s); ratio = linerate / anchor; peak RSS = largest of any agent in any run")
+print("  ".join(h.ljust(w[i]) for i, h in enumerate(hdr)).rstrip())
+print("  ".join("-" * w[i] for i in range(6)))
+for r in rows:
+    print("  ".join(str(r[i]).ljust(w[i]) for i in range(6)).rstrip())
+print()
+for r in rows:
+    verdict = "no figure" if r[6] is None else ("met" if r[6] else "not met")
+    label = r[0] + (f" vs {r[2]}" if r[2] != "-" else "")
+    print(f"{label:<36} {r[7]:<28} {verdict}")
+EOF

@@ -1,0 +1,23 @@
+//! linerate: a network loadtest lab in one binary. See DESIGN.md for the
+//! architecture: controller → agents (this same binary) → data planes.
+//!
+//! The library exists so integration tests and fuzz targets can reach the
+//! protocol, engines and results types; the binary (`main.rs`) is thin.
+#![deny(unsafe_code)]
+
+pub mod adhoc;
+pub mod agent;
+pub mod cli;
+pub mod controller;
+pub mod engine;
+pub mod kernel;
+pub mod lab;
+pub mod netops;
+pub mod proto;
+pub mod report;
+pub mod results;
+pub mod run;
+pub mod runner;
+pub mod suite;
+pub mod sys;
+pub mod units;

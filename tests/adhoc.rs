@@ -1,0 +1,237 @@
+//! `linerate tcp` / `linerate udp` between namespaces a user made: gen and
+//! sink routed through a dut namespace that drops a known 5 %.
+
+use crate::util::*;
+use std::process::Command;
+
+/// Named namespaces built the way a user would, removed on drop.
+struct UserLab {
+    names: Vec<String>,
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("ip");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn nft_in(ns: &str, ruleset: &str) {
+    use std::io::Write;
+    let mut c = Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("nft");
+    c.stdin
+        .take()
+        .unwrap()
+        .write_all(ruleset.as_bytes())
+        .unwrap();
+    assert!(c.wait().unwrap().success(), "nft failed");
+}
+
+impl UserLab {
+    fn new() -> Self {
+        let p = format!("lrtest{}", std::process::id());
+        let (g, d, s) = (format!("{p}-g"), format!("{p}-d"), format!("{p}-s"));
+        let lab = UserLab {
+            names: vec![g.clone(), d.clone(), s.clone()],
+        };
+        for n in &lab.names {
+            ip(&["netns", "add", n]);
+            ip(&["-n", n, "link", "set", "lo", "up"]);
+        }
+        ip(&[
+            "link", "add", "a0", "netns", &g, "type", "veth", "peer", "name", "b0", "netns", &d,
+        ]);
+        ip(&[
+            "link", "add", "b1", "netns", &d, "type", "veth", "peer", "name", "c0", "netns", &s,
+        ]);
+        for (n, dev, addr) in [
+            (&g, "a0", "198.18.10.2/24"),
+            (&d, "b0", "198.18.10.1/24"),
+            (&d, "b1", "198.19.10.1/24"),
+            (&s, "c0", "198.19.10.2/24"),
+        ] {
+            ip(&["-n", n, "addr", "add", addr, "dev", dev]);
+            ip(&["-n", n, "link", "set", dev, "up"]);
+        }
+        ip(&["-n", &g, "route", "add", "default", "via", "198.18.10.1"]);
+        ip(&["-n", &s, "route", "add", "default", "via", "198.19.10.1"]);
+        ip(&[
+            "netns",
+            "exec",
+            &d,
+            "sysctl",
+            "-qw",
+            "net.ipv4.ip_forward=1",
+        ]);
+        lab
+    }
+    fn ns(&self, i: usize) -> String {
+        format!("ns:{}", self.names[i])
+    }
+}
+
+impl Drop for UserLab {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
+
+#[test]
+fn adhoc_tests_between_user_namespaces_and_known_loss() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let lab = UserLab::new();
+    let (client, server) = (lab.ns(0), lab.ns(2));
+
+    // TCP, both directions, 2 streams each.
+    let doc = run_json(&[
+        "tcp",
+        "--client",
+        &client,
+        "--server",
+        &server,
+        "--target",
+        "198.19.10.2",
+        "-t",
+        "1",
+        "-P",
+        "2",
+        "--bidir",
+        "--no-results",
+        "--no-progress",
+        "--json",
+    ]);
+    let t = &doc["tests"][0];
+    assert_eq!(t["status"], "ok", "{}", t["error"]);
+    let dirs = t["directions"].as_array().unwrap();
+    assert_eq!(dirs.len(), 2);
+    for d in dirs {
+        assert!(f(&d["rx_l2_bps"]) > 1e8, "{d}");
+        assert_eq!(d["sender_summary"]["streams"].as_array().unwrap().len(), 2);
+    }
+
+    // UDP at a fixed rate with 5 % random loss in the DUT.
+    nft_in(
+        &lab.names[1],
+        "table inet t {\n  chain f {\n    type filter hook forward priority 0; policy accept;\n    numgen random mod 100 < 5 drop\n  }\n}\n",
+    );
+    let doc = run_json(&[
+        "udp",
+        "--client",
+        &client,
+        "--server",
+        &server,
+        "--target",
+        "198.19.10.2",
+        "-t",
+        "2",
+        "--rate",
+        "40kpps",
+        "--flow-mode",
+        "ports",
+        "--flows",
+        "8",
+        "--no-results",
+        "--no-progress",
+        "--json",
+    ]);
+    let t = &doc["tests"][0];
+    assert_eq!(t["status"], "ok", "{}", t["error"]);
+    let d = &t["directions"][0];
+    let sent = d["tx_packets"].as_u64().unwrap();
+    // The rate holds: 40 kpps for 2 s.
+    assert!((78_000..=82_000).contains(&sent), "sent {sent}");
+    // 80k packets at p=0.05: sigma = 62 packets = 0.08 points; allow ±0.6 points.
+    let loss = f(&d["loss_ratio"]);
+    assert!((0.044..=0.056).contains(&loss), "loss {loss}");
+    assert_eq!(
+        d["lost"].as_u64().unwrap() + d["rx_packets"].as_u64().unwrap(),
+        sent
+    );
+    assert_eq!(d["tester_drops"], 0);
+    assert_eq!(d["dut_lost"], d["lost"]);
+    assert_eq!(d["reordered"], 0);
+    assert_eq!(d["duplicates"], 0);
+    // Per-flow accounting adds up, and every flow (source port) was used.
+    let flows = d["receiver_summary"]["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 8);
+    let lost_sum: u64 = flows.iter().map(|fl| fl["lost"].as_u64().unwrap()).sum();
+    assert_eq!(lost_sum, d["lost"].as_u64().unwrap());
+    // Loss per interval sums to the total.
+    let iv_lost: u64 = d["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["receiver"]["lost"].as_u64())
+        .sum();
+    assert_eq!(iv_lost, d["lost"].as_u64().unwrap());
+    for c in t["cross_checks"].as_array().unwrap() {
+        assert_eq!(c["flagged"], false, "{c}");
+    }
+}
+
+#[test]
+fn refuses_targets_outside_the_benchmark_ranges() {
+    let out = run(&["udp", "--target", "192.0.2.1", "-t", "1", "--no-results"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("refusing") && e.contains("--allow-target") && e.contains("RFC 6815"),
+        "{e}"
+    );
+    let out = run(&["tcp", "--target", "2001:db8::1", "-t", "1", "--no-results"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn loopback_tcp_and_udp_need_no_root() {
+    let _g = serial();
+    let doc = run_json(&[
+        "tcp",
+        "--target",
+        "127.0.0.1",
+        "-t",
+        "1",
+        "--no-results",
+        "--no-progress",
+        "--json",
+    ]);
+    assert_eq!(
+        doc["tests"][0]["status"], "ok",
+        "{}",
+        doc["tests"][0]["error"]
+    );
+    assert!(f(&doc["tests"][0]["directions"][0]["rx_l2_bps"]) > 1e8);
+    let doc = run_json(&[
+        "udp",
+        "--target",
+        "::1",
+        "--frame-size",
+        "128",
+        "-t",
+        "1",
+        "--rate",
+        "10kpps",
+        "--no-results",
+        "--no-progress",
+        "--json",
+    ]);
+    let d = &doc["tests"][0]["directions"][0];
+    assert_eq!(
+        doc["tests"][0]["status"], "ok",
+        "{}",
+        doc["tests"][0]["error"]
+    );
+    assert_eq!(d["lost"], 0);
+    assert!(d["rx_packets"].as_u64().unwrap() > 9_000);
+}

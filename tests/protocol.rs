@@ -1,0 +1,172 @@
+//! The agent's control channel, spoken by hand over its stdin/stdout.
+
+use crate::util::bin;
+use linerate::proto::{self, Request, Response, PROTO_VERSION};
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn agent() -> Child {
+    Command::new(bin())
+        .args(["agent", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting agent")
+}
+
+fn wait_exit(c: &mut Child, within: Duration) -> Option<i32> {
+    let t = Instant::now();
+    while t.elapsed() < within {
+        if let Some(s) = c.try_wait().unwrap() {
+            return Some(s.code().unwrap_or(-1));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    None
+}
+
+fn hello(version: u16) -> Request {
+    Request::Hello {
+        proto_version: version,
+        linerate_version: "test".into(),
+    }
+}
+
+#[test]
+fn handshake_snapshot_and_exit_on_eof() {
+    let mut a = agent();
+    let mut w = a.stdin.take().unwrap();
+    let mut r = std::io::BufReader::new(a.stdout.take().unwrap());
+    proto::write_frame(&mut w, &hello(PROTO_VERSION)).unwrap();
+    match proto::read_message::<Response>(&mut r).unwrap().unwrap() {
+        Response::HelloAck {
+            proto_version, pid, ..
+        } => {
+            assert_eq!(proto_version, PROTO_VERSION);
+            assert_eq!(pid, a.id());
+        }
+        other => panic!("{other:?}"),
+    }
+    proto::write_frame(&mut w, &Request::Snapshot).unwrap();
+    loop {
+        match proto::read_message::<Response>(&mut r).unwrap().unwrap() {
+            Response::Heartbeat { .. } => continue,
+            Response::Snapshot { snapshot } => {
+                assert!(snapshot.interfaces.iter().any(|i| i.name == "lo"));
+                break;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    drop(w); // the controller goes away
+    assert_eq!(
+        wait_exit(&mut a, Duration::from_secs(5)),
+        Some(0),
+        "agent must exit on EOF"
+    );
+}
+
+#[test]
+fn version_mismatch_is_refused() {
+    let mut a = agent();
+    let mut w = a.stdin.take().unwrap();
+    let mut r = std::io::BufReader::new(a.stdout.take().unwrap());
+    proto::write_frame(&mut w, &hello(PROTO_VERSION + 7)).unwrap();
+    match proto::read_message::<Response>(&mut r).unwrap().unwrap() {
+        Response::Error { message, .. } => {
+            assert!(message.contains("version mismatch"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(wait_exit(&mut a, Duration::from_secs(5)).is_some());
+}
+
+#[test]
+fn requests_before_hello_are_refused() {
+    let mut a = agent();
+    let mut w = a.stdin.take().unwrap();
+    let mut r = std::io::BufReader::new(a.stdout.take().unwrap());
+    proto::write_frame(&mut w, &Request::Snapshot).unwrap();
+    match proto::read_message::<Response>(&mut r).unwrap().unwrap() {
+        Response::Error { message, .. } => assert!(message.contains("hello"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    drop(w);
+    let _ = wait_exit(&mut a, Duration::from_secs(5));
+}
+
+#[test]
+fn garbage_and_oversize_input_end_the_agent_cleanly() {
+    for bytes in [
+        vec![0xff, 0xff, 0xff, 0xff, b'{'], // 4 GiB announced
+        b"\x00\x00\x00\x05hello".to_vec(),  // not JSON
+        b"\x00\x00\x00\x02{}".to_vec(),     // JSON, not a message
+        vec![0, 0, 0, 0],                   // empty frame
+    ] {
+        let mut a = agent();
+        let mut w = a.stdin.take().unwrap();
+        w.write_all(&bytes).unwrap();
+        w.flush().unwrap();
+        let code = wait_exit(&mut a, Duration::from_secs(5));
+        assert_eq!(code, Some(1), "input {bytes:?}");
+        let mut err = String::new();
+        use std::io::Read;
+        a.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        assert!(err.contains("agent:"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn agent_refuses_unsafe_destinations_and_over_cap_durations() {
+    use linerate::proto::{FlowSpec, FrameSpec, Job};
+    let mut a = Command::new(bin())
+        .args(["agent", "--stdio", "--max-duration", "5"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut w = a.stdin.take().unwrap();
+    let mut r = std::io::BufReader::new(a.stdout.take().unwrap());
+    proto::write_frame(&mut w, &hello(PROTO_VERSION)).unwrap();
+    let _ = proto::read_message::<Response>(&mut r).unwrap();
+    let send = |dst: &str, ms: u64| Request::Start {
+        test: 1,
+        job: Job::UdpSend {
+            flows: vec![FlowSpec {
+                id: 0,
+                src: None,
+                src_port: 0,
+                dst: dst.parse().unwrap(),
+            }],
+            frame: FrameSpec::Fixed(64),
+            rate_pps: Some(10.0),
+            duration_ms: ms,
+            batch: 1,
+            interval_ms: 1000,
+            cpus: vec![],
+            allow: vec![],
+        },
+    };
+    for (req, want) in [
+        (send("8.8.8.8:53", 1000), "refusing"),
+        (send("127.0.0.1:9", 60_000), "cap"),
+    ] {
+        proto::write_frame(&mut w, &req).unwrap();
+        loop {
+            match proto::read_message::<Response>(&mut r).unwrap().unwrap() {
+                Response::Heartbeat { .. } => continue,
+                Response::Error { message, .. } => {
+                    assert!(message.contains(want), "{message}");
+                    break;
+                }
+                other => panic!("expected an error, got {other:?}"),
+            }
+        }
+    }
+    drop(w);
+    let _ = wait_exit(&mut a, Duration::from_secs(5));
+}

@@ -1,0 +1,10 @@
+//! Integration tests: they drive the `linerate` binary against real network
+//! namespaces (root needed; CI runs as root) and the agent over its stdio
+//! control channel. One binary, a module per area (ripgrep's layout).
+
+mod util;
+
+mod adhoc;
+mod lab;
+mod protocol;
+mod signals;

@@ -1,0 +1,161 @@
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+/// Lab tests use both cores flat out; run them one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_linerate")
+}
+
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Namespace tests need root. Outside CI a non-root run skips them loudly;
+/// in CI (CI=true) not being root is a failure, so a skip never hides there.
+pub fn require_root() -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must run the tests as root"
+    );
+    eprintln!("skipping: needs root");
+    false
+}
+
+pub fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("lr-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+pub fn run(args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .output()
+        .expect("running linerate")
+}
+
+/// Runs the binary, expects success and a JSON document on stdout.
+pub fn run_json(args: &[&str]) -> Value {
+    let out = run(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "linerate {args:?} failed ({}):\n{stderr}",
+        out.status
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{}\nstderr:\n{stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+pub fn only_run_dir(base: &Path) -> PathBuf {
+    let dirs: Vec<_> = std::fs::read_dir(base)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(
+        dirs.len(),
+        1,
+        "expected one run directory in {}: {dirs:?}",
+        base.display()
+    );
+    dirs[0].clone()
+}
+
+/// Every pid of every lab node in a results document.
+pub fn lab_pids(doc: &Value) -> Vec<u32> {
+    doc["labs"]
+        .as_array()
+        .map(|labs| {
+            labs.iter()
+                .flat_map(|l| l["nodes"].as_array().cloned().unwrap_or_default())
+                .filter_map(|n| n["pid"].as_u64().map(|p| p as u32))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn pid_alive(pid: u32) -> bool {
+    // A zombie has no namespaces left; only a running process can hold one.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false)
+}
+
+/// Interfaces in this (the caller's) namespace.
+pub fn root_interfaces() -> Vec<String> {
+    std::fs::read_to_string("/proc/net/dev")
+        .unwrap()
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next().map(|n| n.trim().to_string()))
+        .collect()
+}
+
+/// Asserts that a lab left nothing: its agents are gone, and no lab interface
+/// or lr-* namespace exists.
+pub fn assert_nothing_left(pids: &[u32]) {
+    for _ in 0..100 {
+        if pids.iter().all(|&p| !pid_alive(p)) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    for &p in pids {
+        assert!(!pid_alive(p), "agent {p} is still running");
+    }
+    let ifs = root_interfaces();
+    for name in ["gen0", "sink0", "dut0", "dut1"] {
+        assert!(
+            !ifs.iter().any(|i| i == name),
+            "{name} left in the root namespace"
+        );
+    }
+    let ns: Vec<String> = std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        !ns.iter().any(|n| n.starts_with("lr-")),
+        "namespaces left: {ns:?}"
+    );
+}
+
+pub fn test_named<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no test named {name} in {}", doc["tests"]))
+}
+
+pub fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
