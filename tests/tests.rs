@@ -2,6 +2,9 @@
 //! namespaces (root needed; CI runs as root) and the agent over its stdio
 //! control channel. One binary, a module per area (ripgrep's layout).
 
+// Test helpers fail loudly by design.
+#![allow(clippy::unwrap_used)]
+
 mod util;
 
 mod adhoc;
