@@ -33,6 +33,8 @@ pub enum Command {
     Doctor(linerate_doctor::DoctorArgs),
     /// Run as an agent speaking the control protocol on stdin/stdout (started by the controller).
     Agent(AgentArgs),
+    /// Write the HTML report (or CSV / Prometheus exports) of one or more run directories.
+    Report(crate::report::ReportArgs),
     /// Print the JSON Schema of results.json.
     Schema,
 }

@@ -18,6 +18,7 @@ pub mod report;
 pub mod results;
 pub mod run;
 pub mod runner;
+pub mod search;
 pub mod suite;
 pub mod sys;
 pub mod units;

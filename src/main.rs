@@ -27,6 +27,7 @@ fn main() -> ExitCode {
                 }
             }
         }
+        cli::Command::Report(a) => linerate::report::run(&a),
         cli::Command::Schema => {
             let s = serde_json::to_string_pretty(&results::json_schema()).unwrap_or_default();
             println!("{s}");

@@ -3,7 +3,7 @@
 
 use crate::cli::Common;
 use crate::controller::interrupted;
-use crate::report::{self, ProgressLine};
+use crate::report::terminal::{self as report, ProgressLine};
 use crate::results::{self, RunDir, RunResults, RunStatus, TestResult, SCHEMA_VERSION};
 use crate::runner;
 use anyhow::Result;
@@ -118,6 +118,9 @@ impl Run {
             print!("{table}");
         }
         if let Some(d) = &self.dir {
+            if let Err(e) = crate::report::write_run_report(&d.path) {
+                eprintln!("warning: could not write report.html: {e:#}");
+            }
             eprintln!("results: {}", d.path.display());
         }
         let failed = self

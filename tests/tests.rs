@@ -10,4 +10,5 @@ mod util;
 mod adhoc;
 mod lab;
 mod protocol;
+mod report;
 mod signals;

@@ -1,0 +1,1 @@
+//! `linerate report`: HTML, comparison, exports.
