@@ -167,6 +167,7 @@ pub fn udp(a: &UdpArgs) -> i32 {
         direction: dir,
         duration: Duration::from_secs_f64(a.ends.duration),
         rate_pps: rate,
+        rate_profile: None,
         batch: a.batch.clamp(1, 1024),
         cpus: a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
         allow: a.common.allow_target.clone(),

@@ -304,7 +304,7 @@ fn start(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Option<u16>, String>
         Job::UdpSend {
             flows,
             frame,
-            rate_pps,
+            rate,
             duration_ms,
             batch,
             cpus,
@@ -312,7 +312,10 @@ fn start(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Option<u16>, String>
             ..
         } => {
             let d = capped(duration_ms, limits)?;
-            if let (Some(cap), r) = (limits.max_rate_pps, rate_pps) {
+            if let Some(r) = &rate {
+                r.validate()?;
+            }
+            if let (Some(cap), r) = (limits.max_rate_pps, rate.as_ref().map(|r| r.max_pps())) {
                 if r.is_none_or(|r| r > cap) {
                     return Err(format!(
                         "this agent caps UDP senders at {cap} pps; ask for a rate at or below it"
@@ -326,7 +329,7 @@ fn start(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Option<u16>, String>
             let spec = udp::SendSpec {
                 flows,
                 frame,
-                rate_pps,
+                rate,
                 duration: d,
                 batch: usize::from(batch),
                 cpus,

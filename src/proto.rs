@@ -191,15 +191,97 @@ pub enum Job {
     UdpSend {
         flows: Vec<FlowSpec>,
         frame: FrameSpec,
-        /// Target rate in packets per second; `None` is as fast as possible.
-        rate_pps: Option<f64>,
+        /// Target rate over time; `None` is as fast as possible.
+        rate: Option<RateProfile>,
         duration_ms: u64,
+        /// Datagrams per sendmmsg call: also the largest burst when paced.
         batch: u16,
         interval_ms: u64,
         cpus: Vec<usize>,
         /// Destinations beyond the benchmarking ranges the user allowed.
         allow: Vec<Cidr>,
     },
+}
+
+/// A target packet rate over time: piecewise linear between points, the
+/// last point's rate held after it. A constant rate is one point.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+pub struct RateProfile {
+    pub points: Vec<RatePoint>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, JsonSchema)]
+pub struct RatePoint {
+    /// Seconds since the sender started.
+    pub t_s: f64,
+    pub pps: f64,
+}
+
+impl RateProfile {
+    pub fn constant(pps: f64) -> Self {
+        RateProfile {
+            points: vec![RatePoint { t_s: 0.0, pps }],
+        }
+    }
+
+    /// Checks the profile is usable: points in time order, rates finite and >= 0.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.points.is_empty() {
+            return Err("a rate profile needs at least one point".into());
+        }
+        let mut last = f64::NEG_INFINITY;
+        for p in &self.points {
+            if !(p.t_s.is_finite() && p.pps.is_finite() && p.pps >= 0.0 && p.t_s >= 0.0)
+                || p.t_s < last
+            {
+                return Err(format!(
+                    "bad rate profile point {p:?}: times ascending, rates >= 0"
+                ));
+            }
+            last = p.t_s;
+        }
+        Ok(())
+    }
+
+    pub fn max_pps(&self) -> f64 {
+        self.points.iter().map(|p| p.pps).fold(0.0, f64::max)
+    }
+
+    /// Target rate at `t` seconds.
+    pub fn rate_at(&self, t: f64) -> f64 {
+        let pts = &self.points;
+        match pts.iter().position(|p| p.t_s > t) {
+            None => pts.last().map(|p| p.pps).unwrap_or(0.0),
+            Some(0) => pts[0].pps,
+            Some(i) => {
+                let (a, b) = (pts[i - 1], pts[i]);
+                a.pps + (b.pps - a.pps) * (t - a.t_s) / (b.t_s - a.t_s)
+            }
+        }
+    }
+
+    /// Packets due from 0 to `t` seconds: the integral of the rate.
+    pub fn due(&self, t: f64) -> f64 {
+        let pts = &self.points;
+        let Some(first) = pts.first() else { return 0.0 };
+        // Before the first point the first rate applies.
+        let mut sum = first.pps * first.t_s.min(t).max(0.0);
+        for w in pts.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            if t <= a.t_s {
+                return sum;
+            }
+            let end = t.min(b.t_s);
+            let r_end = self.rate_at(end);
+            sum += (a.pps + r_end) / 2.0 * (end - a.t_s);
+        }
+        if let Some(last) = pts.last() {
+            if t > last.t_s {
+                sum += last.pps * (t - last.t_s);
+            }
+        }
+        sum
+    }
 }
 
 /// One UDP flow: its id in the payload header, its addresses.
@@ -284,6 +366,9 @@ pub struct IntervalSample {
     pub tx_bytes: u64,
     /// Failed send calls (ENOBUFS, EAGAIN): the tester could not keep up.
     pub tx_errors: u64,
+    /// Packets the rate profile asked for in this interval (0 when unpaced).
+    #[serde(default)]
+    pub tx_target: u64,
     pub rx_packets: u64,
     pub rx_bytes: u64,
     /// Packets missing by sequence number in this interval.
@@ -319,6 +404,9 @@ pub struct EndpointSummary {
     pub tx_packets: u64,
     pub tx_bytes: u64,
     pub tx_errors: u64,
+    /// Packets the rate profile asked for (0 when unpaced).
+    #[serde(default)]
+    pub tx_target: u64,
     pub rx_packets: u64,
     pub rx_bytes: u64,
     pub lost: u64,
@@ -544,7 +632,7 @@ mod tests {
                     dst: "198.19.1.4:9".parse().unwrap(),
                 }],
                 frame: FrameSpec::Imix,
-                rate_pps: Some(1000.0),
+                rate: Some(RateProfile::constant(1000.0)),
                 duration_ms: 1000,
                 batch: 64,
                 interval_ms: 1000,
@@ -672,6 +760,45 @@ mod tests {
         assert!(l.peer_gone(t0 + PEER_TIMEOUT));
         l.heard(t0 + PEER_TIMEOUT);
         assert!(!l.peer_gone(t0 + PEER_TIMEOUT));
+    }
+
+    #[test]
+    fn rate_profile_integral() {
+        let c = RateProfile::constant(1000.0);
+        assert_eq!(c.due(2.5), 2500.0);
+        assert_eq!(c.rate_at(7.0), 1000.0);
+        // Warmup 100 pps for 2 s, ramp 0 -> 1000 over 10 s, hold.
+        let r = RateProfile {
+            points: vec![
+                RatePoint {
+                    t_s: 0.0,
+                    pps: 100.0,
+                },
+                RatePoint {
+                    t_s: 2.0,
+                    pps: 100.0,
+                },
+                RatePoint { t_s: 2.0, pps: 0.0 },
+                RatePoint {
+                    t_s: 12.0,
+                    pps: 1000.0,
+                },
+            ],
+        };
+        assert!(r.validate().is_ok());
+        assert_eq!(r.due(2.0), 200.0);
+        assert!((r.due(12.0) - (200.0 + 5000.0)).abs() < 1e-9);
+        assert!((r.due(13.0) - 6200.0).abs() < 1e-9);
+        assert!((r.rate_at(7.0) - 500.0).abs() < 1e-9);
+        assert!((r.due(7.0) - (200.0 + 1250.0)).abs() < 1e-9);
+        assert!(RateProfile { points: vec![] }.validate().is_err());
+        let back = RateProfile {
+            points: vec![
+                RatePoint { t_s: 2.0, pps: 1.0 },
+                RatePoint { t_s: 1.0, pps: 1.0 },
+            ],
+        };
+        assert!(back.validate().is_err());
     }
 
     #[test]

@@ -137,6 +137,9 @@ pub struct TestParams {
     pub flows: Option<u16>,
     /// Target rate in pps; absent = as fast as possible.
     pub rate_pps: Option<f64>,
+    /// Target rate over time, for ramps.
+    #[serde(default)]
+    pub rate_profile: Option<crate::proto::RateProfile>,
     pub streams: Option<u16>,
     pub congestion: Option<String>,
     pub cpus: Vec<usize>,
@@ -195,6 +198,13 @@ pub struct DirectionResult {
     pub line_rate_pct: f64,
     /// Send calls that failed (ENOBUFS, EAGAIN): the tester could not keep up.
     pub tx_errors: u64,
+    /// Packets the rate asked for (0 when sending as fast as possible).
+    #[serde(default)]
+    pub tx_target: u64,
+    /// The sender could not offer the asked rate (over 1 % short): the
+    /// figures measure the tester, not the DUT.
+    #[serde(default)]
+    pub tester_limited: bool,
     /// Packets the tester dropped itself (socket overruns, drops on its own
     /// interfaces), not the DUT.
     pub tester_drops: u64,

@@ -7,8 +7,8 @@
 use crate::controller::{interrupted, Fleet};
 use crate::lab::Addressing;
 use crate::proto::{
-    Cidr, Direction, EndpointSummary, FlowSpec, FlowTotal, FrameSpec, IntervalSample, Job, Request,
-    Response, Snapshot,
+    Cidr, Direction, EndpointSummary, FlowSpec, FlowTotal, FrameSpec, IntervalSample, Job,
+    RateProfile, Request, Response, Snapshot,
 };
 use crate::results::{
     pair_intervals, CpuUse, CrossCheck, DirectionResult, FlowMode, KernelCounters, Protocol,
@@ -51,6 +51,8 @@ pub struct UdpTest {
     pub direction: Direction,
     pub duration: Duration,
     pub rate_pps: Option<f64>,
+    /// A rate that changes over time (ramps); overrides `rate_pps`.
+    pub rate_profile: Option<RateProfile>,
     pub batch: u16,
     pub cpus: Vec<usize>,
     pub allow: Vec<Cidr>,
@@ -269,6 +271,7 @@ pub fn run_udp(
             t.flows
         }),
         rate_pps: t.rate_pps,
+        rate_profile: t.rate_profile.clone(),
         streams: None,
         congestion: None,
         cpus: t.cpus.clone(),
@@ -348,7 +351,10 @@ fn udp_inner(
             Job::UdpSend {
                 flows: flows_of.remove(&leg.tx_id).unwrap_or_default(),
                 frame: t.frame,
-                rate_pps: t.rate_pps,
+                rate: t
+                    .rate_profile
+                    .clone()
+                    .or(t.rate_pps.map(RateProfile::constant)),
                 duration_ms: t.duration.as_millis() as u64,
                 batch: t.batch,
                 interval_ms: INTERVAL_MS,
@@ -509,6 +515,10 @@ fn udp_inner(
             rx_l1_bps: Some(l1),
             line_rate_pct: 0.0,
             tx_errors: tx.tx_errors,
+            tx_target: tx.tx_target,
+            // The sender fell more than 1 % short of what the rate asked for:
+            // this trial measured the tester, not the DUT.
+            tester_limited: tx.tx_target > 0 && (tx.tx_packets as f64) < 0.99 * tx.tx_target as f64,
             tester_drops,
             dut_lost: rx.lost.saturating_sub(tester_drops),
             retransmits: None,
@@ -653,6 +663,7 @@ pub fn run_tcp(
         flow_mode: None,
         flows: None,
         rate_pps: None,
+        rate_profile: None,
         streams: Some(t.streams),
         congestion: t.congestion.clone(),
         cpus: t.cpus.clone(),

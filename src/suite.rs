@@ -70,6 +70,7 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
         direction,
         duration: d,
         rate_pps: None,
+        rate_profile: None,
         batch: 64,
         cpus: cpus.clone(),
         allow: allow.clone(),

@@ -143,7 +143,7 @@ fn agent_refuses_unsafe_destinations_and_over_cap_durations() {
                 dst: dst.parse().unwrap(),
             }],
             frame: FrameSpec::Fixed(64),
-            rate_pps: Some(10.0),
+            rate: Some(linerate::proto::RateProfile::constant(10.0)),
             duration_ms: ms,
             batch: 1,
             interval_ms: 1000,

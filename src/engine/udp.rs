@@ -11,7 +11,9 @@
 //! ```
 
 use super::{check_destination, IntervalClock, JobCtx};
-use crate::proto::{Cidr, EndpointSummary, FlowCounters, FlowSpec, FrameSpec, IntervalSample};
+use crate::proto::{
+    Cidr, EndpointSummary, FlowCounters, FlowSpec, FrameSpec, IntervalSample, RateProfile,
+};
 use crate::sys::{self, Cmsg, Recvmmsg, Sendmmsg, SockAddr};
 use crate::units;
 use std::collections::BTreeMap;
@@ -118,7 +120,7 @@ fn frame_of_payload(payload: usize, ipv6: bool) -> u64 {
 pub struct SendSpec {
     pub flows: Vec<FlowSpec>,
     pub frame: FrameSpec,
-    pub rate_pps: Option<f64>,
+    pub rate: Option<RateProfile>,
     pub duration: Duration,
     pub batch: usize,
     pub cpus: Vec<usize>,
@@ -223,18 +225,25 @@ pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, String> {
             break;
         }
         if let Some((a, b)) = clock.due(now) {
+            cur.tx_target = target_between(spec.rate.as_ref(), a, b);
             emit(ctx, &mut cur, &mut total, a, b);
         }
         let mut n = batch;
-        if let Some(rate) = spec.rate_pps {
-            let due = (rate * clock.elapsed(now)) as u64;
+        if let Some(profile) = &spec.rate {
+            // Send what the profile has made due by now, in bursts of at most
+            // one batch; sleep while nothing is due.
+            let t = clock.elapsed(now);
+            let due = profile.due(t) as u64;
             let sent = total.tx_packets + cur.tx_packets;
             if due <= sent {
-                let wait = Duration::from_secs_f64(
-                    ((sent + 1) as f64 / rate - clock.elapsed(now)).max(0.0),
-                );
+                let rate = profile.rate_at(t);
+                let wait = if rate > 0.0 {
+                    Duration::from_secs_f64(((sent + 1) as f64 - profile.due(t)).max(0.0) / rate)
+                } else {
+                    Duration::from_millis(1)
+                };
                 if wait > Duration::from_micros(100) {
-                    std::thread::sleep(wait.min(Duration::from_millis(5)));
+                    std::thread::sleep(wait.min(Duration::from_millis(2)));
                 } else {
                     std::hint::spin_loop();
                 }
@@ -303,6 +312,7 @@ pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, String> {
         }
     }
     let (a, b) = clock.close(Instant::now());
+    cur.tx_target = target_between(spec.rate.as_ref(), a, b);
     emit(ctx, &mut cur, &mut total, a, b);
     Ok(EndpointSummary {
         elapsed_s: b,
@@ -311,6 +321,7 @@ pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, String> {
         tx_packets: total.tx_packets,
         tx_bytes: total.tx_bytes,
         tx_errors: total.tx_errors,
+        tx_target: total.tx_target,
         flows: spec
             .flows
             .iter()
@@ -325,12 +336,19 @@ pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, String> {
     })
 }
 
+/// Packets a profile asks for between two instants (0 when unpaced).
+fn target_between(rate: Option<&RateProfile>, a: f64, b: f64) -> u64 {
+    rate.map(|r| (r.due(b) - r.due(a)).round().max(0.0) as u64)
+        .unwrap_or(0)
+}
+
 fn emit(ctx: &JobCtx, cur: &mut IntervalSample, total: &mut IntervalSample, a: f64, b: f64) {
     cur.t_start = a;
     cur.t_end = b;
     total.tx_packets += cur.tx_packets;
     total.tx_bytes += cur.tx_bytes;
     total.tx_errors += cur.tx_errors;
+    total.tx_target += cur.tx_target;
     total.rx_packets += cur.rx_packets;
     total.rx_bytes += cur.rx_bytes;
     total.lost += cur.lost;
