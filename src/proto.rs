@@ -271,8 +271,11 @@ impl RateProfile {
             if t <= a.t_s {
                 return sum;
             }
+            if b.t_s <= a.t_s {
+                continue; // a step: no time passes
+            }
             let end = t.min(b.t_s);
-            let r_end = self.rate_at(end);
+            let r_end = a.pps + (b.pps - a.pps) * (end - a.t_s) / (b.t_s - a.t_s);
             sum += (a.pps + r_end) / 2.0 * (end - a.t_s);
         }
         if let Some(last) = pts.last() {
