@@ -9,6 +9,7 @@ pub mod adhoc;
 pub mod agent;
 pub mod cli;
 pub mod controller;
+pub mod efficiency;
 pub mod engine;
 pub mod kernel;
 pub mod lab;

@@ -170,6 +170,9 @@ pub struct TestResult {
     pub kernel_counters: Vec<KernelCounters>,
     /// Application counters against kernel counters; over 1 % is flagged.
     pub cross_checks: Vec<CrossCheck>,
+    /// Cycles and energy per packet (UDP tests).
+    #[serde(default)]
+    pub efficiency: Option<crate::efficiency::Efficiency>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]

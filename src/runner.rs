@@ -287,6 +287,7 @@ pub fn run_udp(
         cpu: vec![],
         kernel_counters: vec![],
         cross_checks: vec![],
+        efficiency: None,
     };
     if let Err(e) = udp_inner(ends, t, &mut dir, on_progress, &mut result) {
         result.status = if interrupted() {
@@ -342,6 +343,7 @@ fn udp_inner(
     }
     let agents = all_agents(ends);
     let before = snapshot_all(ends.fleet, &agents)?;
+    let meter = crate::efficiency::Meter::start();
     let t0 = Instant::now();
     for leg in &legs {
         start(
@@ -528,6 +530,10 @@ fn udp_inner(
         });
     }
     record_cpu(ends, &before, &after, &col, &legs, result);
+    let received: u64 = result.directions.iter().map(|d| d.rx_packets).sum();
+    if let (Some(b), Some(a)) = (before.get(&ends.gen), after.get(&ends.gen)) {
+        result.efficiency = Some(meter.finish(received, &b.system_cpu, &a.system_cpu));
+    }
     if !done {
         bail!("interrupted before the test ended");
     }
@@ -679,6 +685,7 @@ pub fn run_tcp(
         cpu: vec![],
         kernel_counters: vec![],
         cross_checks: vec![],
+        efficiency: None,
     };
     if let Err(e) = tcp_inner(ends, t, &mut dir, on_progress, &mut result) {
         result.status = if interrupted() {
