@@ -13,7 +13,7 @@ use anyhow::{bail, Result};
 use std::net::IpAddr;
 use std::time::Duration;
 
-fn endpoint(spec: &str) -> Result<Netns> {
+pub(crate) fn endpoint(spec: &str) -> Result<Netns> {
     if spec == "local" {
         return Ok(Netns::Current);
     }
@@ -41,7 +41,7 @@ fn direction(e: &Endpoints) -> Direction {
     }
 }
 
-fn addressing(ip: Option<IpAddr>) -> Addressing {
+pub(crate) fn addressing(ip: Option<IpAddr>) -> Addressing {
     Addressing {
         v4: ip.filter(|a| a.is_ipv4()),
         v6: ip.filter(|a| a.is_ipv6()),

@@ -29,6 +29,10 @@ pub enum Command {
     Tcp(TcpArgs),
     /// UDP packet-stream test between two endpoints you name.
     Udp(UdpArgs),
+    /// Load ramp (warmup, linear ramp, hold) with the saturation point, trex-loadtest style.
+    Ramp(crate::loadtest::RampArgs),
+    /// Throughput search: MLRsearch NDR/PDR, RFC 2544 throughput and frame loss.
+    Search(crate::loadtest::SearchArgs),
     /// Explain likely bottlenecks of this host from sysfs/procfs evidence.
     Doctor(linerate_doctor::DoctorArgs),
     /// Run as an agent speaking the control protocol on stdin/stdout (started by the controller).
@@ -72,9 +76,12 @@ pub struct LabArgs {
     /// Rules in the DUT's forward chain in fw mode (the last one matches).
     #[arg(long, default_value_t = 100)]
     pub fw_rules: u32,
-    /// Short suite (about 20 s instead of about 60 s).
+    /// Short suite (about 20 s): no ramps or NDR/PDR searches.
     #[arg(long)]
     pub quick: bool,
+    /// Skip the per-profile ramps and NDR/PDR searches of the full suite.
+    #[arg(long)]
+    pub no_search: bool,
     /// Seconds per test (overrides the suite's default).
     #[arg(long)]
     pub duration: Option<f64>,
@@ -94,6 +101,10 @@ pub struct LabArgs {
     /// e.g. to check that the tester reports loss right.
     #[arg(long, value_name = "PERCENT")]
     pub dut_loss: Option<f64>,
+    /// Police the DUT's forwarding to this many packets per second (nftables limit):
+    /// a DUT of known capacity.
+    #[arg(long, value_name = "PPS", value_parser = parse_pps_u64)]
+    pub dut_police: Option<u64>,
     /// Run only the suite's tests whose names contain this text (case-insensitive; repeatable),
     /// e.g. --only "udp 64B" --only "tcp 1".
     #[arg(long, value_name = "TEXT")]
@@ -221,6 +232,10 @@ pub struct AgentArgs {
     /// Highest UDP send rate this agent accepts, in pps (default: no cap).
     #[arg(long)]
     pub max_rate: Option<f64>,
+}
+
+pub fn parse_pps_u64(s: &str) -> Result<u64, String> {
+    crate::units::parse_pps(s).map(|v| v.round() as u64)
 }
 
 pub fn parse_bps(s: &str) -> Result<f64, String> {

@@ -13,6 +13,7 @@ pub mod efficiency;
 pub mod engine;
 pub mod kernel;
 pub mod lab;
+pub mod loadtest;
 pub mod netops;
 pub mod proto;
 pub mod report;

@@ -46,6 +46,8 @@ fn main() -> ExitCode {
                 cli::Command::Lab(a) => suite::lab(&a),
                 cli::Command::Tcp(a) => adhoc::tcp(&a),
                 cli::Command::Udp(a) => adhoc::udp(&a),
+                cli::Command::Ramp(a) => linerate::loadtest::ramp(&a),
+                cli::Command::Search(a) => linerate::loadtest::search_cmd(&a),
                 _ => 2,
             }
         }

@@ -37,8 +37,56 @@ pub struct RunResults {
     /// Findings of `linerate doctor` for each host the run used.
     #[serde(default)]
     pub doctor: Vec<DoctorEntry>,
+    /// Load ramps (warmup, linear ramp, hold) and their saturation points.
+    #[serde(default)]
+    pub ramps: Vec<RampResult>,
+    /// Throughput searches (RFC 2544, MLRsearch NDR/PDR) with every trial.
+    #[serde(default)]
+    pub searches: Vec<SearchResult>,
     /// Error that ended the run early, if any.
     pub error: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct RampResult {
+    pub name: String,
+    pub profile: String,
+    pub frame: FrameSpec,
+    pub flow_mode: FlowMode,
+    /// Index into `tests` of the test that carried the ramp.
+    pub test: usize,
+    pub spec: crate::search::RampSpec,
+    /// Packets per second at 100 % of the line rate for this frame size.
+    pub line_rate_pps: f64,
+    pub directions: Vec<RampDirection>,
+}
+
+impl RampResult {
+    /// Samples per direction, in order.
+    pub fn directions_samples(&self) -> Vec<Vec<crate::search::RampSample>> {
+        self.directions.iter().map(|d| d.samples.clone()).collect()
+    }
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct RampDirection {
+    pub direction: String,
+    /// One sample per second.
+    pub samples: Vec<crate::search::RampSample>,
+    pub summary: crate::search::ramp::RampSummary,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct SearchResult {
+    pub name: String,
+    pub profile: String,
+    pub frame: FrameSpec,
+    pub flow_mode: FlowMode,
+    pub direction: Direction,
+    pub line_rate_pps: f64,
+    pub mlr: Option<crate::search::MlrResult>,
+    pub rfc2544: Option<crate::search::rfc2544::Rfc2544Result>,
+    pub frame_loss: Option<crate::search::rfc2544::FrameLossResult>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]

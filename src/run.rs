@@ -44,6 +44,8 @@ impl Run {
             labs: vec![],
             tests: vec![],
             doctor,
+            ramps: vec![],
+            searches: vec![],
             error: None,
         };
         let run = Run {
@@ -108,7 +110,10 @@ impl Run {
         };
         self.results.error = error.as_ref().map(|e| format!("{e:#}"));
         self.save();
-        let table = report::table(&self.results);
+        let mut table = report::table(&self.results);
+        if let Some(t) = crate::loadtest::summary_table(&self.results) {
+            table.push_str(&t);
+        }
         if self.json {
             eprint!("{table}");
             let mut out = std::io::stdout().lock();

@@ -3,6 +3,7 @@
 use crate::cli::LabArgs;
 use crate::controller::interrupted;
 use crate::lab::{self, LabSpec};
+use crate::engine::udp;
 use crate::proto::{Direction, FrameSpec};
 use crate::results::FlowMode;
 use crate::run::Run;
@@ -32,6 +33,7 @@ pub fn lab(args: &LabArgs) -> i32 {
         fw_rules: args.fw_rules,
         mtu: args.mtu,
         dut_loss_pct: args.dut_loss,
+        dut_police_pps: args.dut_police,
     };
     if let Err(e) = lab::preflight(&spec) {
         eprintln!("error: {e:#}");
@@ -172,7 +174,10 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
     }
     tcp_tests.retain(|t| wanted(&t.name));
     udp_tests.retain(|t| wanted(&t.name));
-    if tcp_tests.is_empty() && udp_tests.is_empty() {
+    let any_profile = !args.quick
+        && !args.no_search
+        && crate::loadtest::SEED_PROFILES.iter().any(|n| profile_wanted(args, n));
+    if tcp_tests.is_empty() && udp_tests.is_empty() && !any_profile {
         if run.results.tests.is_empty() {
             anyhow::bail!("--only {:?} matches no test of the suite", args.only);
         }
@@ -203,6 +208,101 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
         }
         run.udp(&mut ends, t);
     }
+    if any_profile {
+        profiles(args, run, &mut ends)?;
+    }
+    drop(ends);
     l.fleet.shutdown();
+    Ok(())
+}
+
+/// `--only` matches a profile by part of its name, or all with `profiles`.
+fn profile_wanted(args: &LabArgs, name: &str) -> bool {
+    args.only.is_empty()
+        || args
+            .only
+            .iter()
+            .any(|o| name.contains(&o.to_lowercase()) || o.eq_ignore_ascii_case("profiles"))
+}
+
+/// Per seed profile: a ramp, then an MLRsearch for NDR and PDR, both bounded
+/// by what the tester showed it can send in the self-test.
+fn profiles(args: &LabArgs, run: &mut Run, ends: &mut Ends) -> Result<()> {
+    use crate::loadtest::{self, ProfileArgs, SearchPlan};
+    use crate::search;
+    // The tester's own ceiling: above it every trial measures the tester.
+    let cap = run
+        .results
+        .tests
+        .iter()
+        .filter(|t| t.name.starts_with("self-test"))
+        .flat_map(|t| t.directions.iter().map(|d| d.rx_pps))
+        .fold(0.0, f64::max);
+    let pa = ProfileArgs {
+        profile: None,
+        frame_size: None,
+        flow_mode: None,
+        flows: 16,
+        bidir: args.direction == crate::cli::DirectionArg::Both,
+    };
+    let secs = args.duration.unwrap_or(8.0).clamp(2.0, 600.0);
+    let mut lines = Vec::new();
+    for name in loadtest::SEED_PROFILES {
+        if interrupted() {
+            break;
+        }
+        if !profile_wanted(args, name) {
+            continue;
+        }
+        let p = loadtest::seed_profile(name)?;
+        let line_pps = crate::units::line_rate_pps(args.common.line_rate, udp::average_frame(p.frame));
+        let top = if cap > 0.0 { (cap * 1.2).min(line_pps) } else { line_pps };
+        let spec = search::RampSpec {
+            warmup_pps: top * 0.05,
+            warmup_s: 1.0,
+            target_pps: top,
+            ramp_s: secs,
+            hold_s: 2.0,
+        };
+        lines.extend(loadtest::run_ramp(ends, &p, &pa, &spec, 0.001, false, &args.common, run)?);
+        let goal = search::MlrGoal {
+            final_trial_duration_s: 1.0,
+            initial_trial_duration_s: 0.5,
+            duration_sum_s: 2.0,
+            relative_width: 0.02,
+            ..search::MlrGoal::ndr()
+        };
+        let plan = SearchPlan {
+            method: loadtest::Method::Mlr,
+            min_rate: Some(format!("{}pps", (top / 100.0).max(1000.0).round())),
+            max_rate: format!("{}pps", top.round()),
+            goals: vec![
+                goal.clone(),
+                search::MlrGoal {
+                    name: "pdr".into(),
+                    loss_ratio: 0.005,
+                    ..goal
+                },
+            ],
+            rfc_trial_s: 60.0,
+            rfc_waits: true,
+            frame_loss: false,
+            cap_pps: None,
+        };
+        let sub = Ends {
+            fleet: &mut *ends.fleet,
+            gen: ends.gen,
+            sink: ends.sink,
+            observers: ends.observers.clone(),
+            gen_addr: ends.gen_addr.clone(),
+            sink_addr: ends.sink_addr.clone(),
+            through_dut: ends.through_dut,
+            lab: ends.lab,
+        };
+        lines.extend(loadtest::run_search(sub, &p, &pa, &plan, false, &args.common, run)?);
+    }
+    for l in lines {
+        eprintln!("{l}");
+    }
     Ok(())
 }

@@ -9,6 +9,7 @@ mod util;
 
 mod adhoc;
 mod lab;
+mod loadtest;
 mod protocol;
 mod report;
 mod signals;

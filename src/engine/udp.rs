@@ -218,6 +218,7 @@ pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, String> {
     let mut total = IntervalSample::default();
     let mut cur = IntervalSample::default();
     let mut hard_errors = 0u32;
+    let mut missed = 0u64;
 
     loop {
         let now = Instant::now();
@@ -234,9 +235,17 @@ pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, String> {
             // one batch; sleep while nothing is due.
             let t = clock.elapsed(now);
             let due = profile.due(t) as u64;
-            let sent = total.tx_packets + cur.tx_packets;
+            // `missed` counts packets the sender fell behind by and gave up
+            // on: a tester that stalls must not catch up later with a burst
+            // above the asked rate (it shows as offered < target instead).
+            let sent = total.tx_packets + cur.tx_packets + missed;
+            let rate = profile.rate_at(t);
+            let slack = (batch as f64).max(rate * 0.01) as u64;
+            if due > sent + slack {
+                missed += due - sent - slack;
+                continue;
+            }
             if due <= sent {
-                let rate = profile.rate_at(t);
                 let wait = if rate > 0.0 {
                     Duration::from_secs_f64(((sent + 1) as f64 - profile.due(t)).max(0.0) / rate)
                 } else {

@@ -50,6 +50,8 @@ pub struct LabSpec {
     pub mtu: u32,
     /// Random loss the DUT applies to forwarded packets, in %.
     pub dut_loss_pct: Option<f64>,
+    /// Forwarding capacity the DUT is policed to, packets per second.
+    pub dut_police_pps: Option<u64>,
 }
 
 /// Addresses one endpoint offers to tests.
@@ -176,6 +178,12 @@ pub fn preflight(spec: &LabSpec) -> Result<()> {
             spec.dut.map(|d| d.name()).unwrap_or_default()
         );
     }
+    if spec.dut_police_pps.is_some() && !netops::tool_exists("nft") {
+        bail!("--dut-police needs nftables, which is not installed; install it with: apt-get install nftables");
+    }
+    if spec.dut_police_pps == Some(0) {
+        bail!("--dut-police must be above 0 packets per second");
+    }
     if let Some(p) = spec.dut_loss_pct {
         if !(p > 0.0 && p < 100.0) {
             bail!("--dut-loss {p} must be a percentage between 0 and 100 (exclusive)");
@@ -277,6 +285,11 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
                     ruleset: rules::random_loss(pct, false),
                 });
             }
+            if let Some(pps) = spec.dut_police_pps {
+                d.ops.push(NetOp::Nft {
+                    ruleset: rules::police(pps, (pps / 100).max(10), false),
+                });
+            }
         }
         (dut_mode, dut_idx) => {
             // Back to back, or through a bridge: one subnet, gen .1 and sink .2.
@@ -301,6 +314,11 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
                     if let Some(pct) = spec.dut_loss_pct {
                         d.ops.push(NetOp::Nft {
                             ruleset: rules::random_loss(pct, true),
+                        });
+                    }
+                    if let Some(pps) = spec.dut_police_pps {
+                        d.ops.push(NetOp::Nft {
+                            ruleset: rules::police(pps, (pps / 100).max(10), true),
                         });
                     }
                     d.ifaces.push(LabInterface {

@@ -40,6 +40,16 @@ pub fn random_loss(pct: f64, bridge: bool) -> String {
     )
 }
 
+/// Polices forwarded traffic to `pps` packets per second (a token bucket of
+/// `burst` packets): a DUT with a known capacity, to check searches and ramps
+/// against.
+pub fn police(pps: u64, burst: u64, bridge: bool) -> String {
+    let family = if bridge { "bridge" } else { "inet" };
+    format!(
+        "table {family} linerate_police {{\n  chain lr_forward {{\n    type filter hook forward priority -5; policy accept;\n    limit rate over {pps}/second burst {burst} packets counter drop\n  }}\n}}\n"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -1,2 +1,409 @@
-//! Load ramps and throughput searches: pure logic over a "run a trial at rate
-//! R for T" interface, testable with a simulated DUT. No I/O here.
+//! Load ramps and throughput searches: pure logic over a "run a trial at
+//! rate R for T" interface, testable with a simulated DUT. No I/O here.
+//!
+//! This module owns the *decisions*: which rate to try next, for how long,
+//! when a load counts as passed or failed, where a ramp saturated, and the
+//! bookkeeping of every trial and of the time spent. It must not touch
+//! sockets, threads, files or clocks: durations are inputs, and time spent is
+//! the sum of trial durations and configured waits. Whoever implements
+//! [`TrialRunner`] does the sending, the waiting and the counting.
+//!
+//! - [`ramp`]: the trex-loadtest method: warmup → linear ramp → hold, and the
+//!   saturation point of the per-second samples.
+//! - [`viz`]: the `vars`/`stats` JSON that wejn/trex-loadtest-viz plots.
+//! - [`rfc2544`]: RFC 2544 throughput (binary search, §26.1) and frame loss
+//!   rate (§26.3), with the §23 waits.
+//! - [`mlr`]: MLRsearch (RFC 9971, FD.io CSIT): several loss goals (NDR, PDR)
+//!   in one search, short trials first.
+//! - [`sim`]: a deterministic simulated DUT for tests and benchmarks.
+
+mod load_class;
+pub mod mlr;
+pub mod ramp;
+pub mod rfc2544;
+pub mod sim;
+pub mod viz;
+
+#[cfg(test)]
+mod compare_tests;
+
+pub use mlr::{mlr_search, Irregular, MlrConfig, MlrEnd, MlrGoal, MlrGoalResult, MlrResult};
+pub use ramp::{
+    saturation, summarize_ramp, RampPhase, RampSample, RampSpec, RampSummary, Saturation,
+    DEFAULT_SATURATION_LOSS,
+};
+pub use rfc2544::{
+    frame_loss_rate, rfc2544_throughput, FrameLossConfig, FrameLossEnd, FrameLossResult,
+    FrameLossStep, Resolution, Rfc2544Config, Rfc2544Result, ThroughputEnd,
+};
+pub use sim::{SimConfig, SimDut};
+pub use viz::viz_export;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// What one trial measured (per direction summed, or one direction).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TrialOutcome {
+    /// Rate the search asked for, packets/s.
+    pub rate_pps: f64,
+    /// Rate the tester actually sent, packets/s.
+    pub offered_pps: f64,
+    /// Length of the sending phase as measured, seconds.
+    pub duration_s: f64,
+    pub tx_packets: u64,
+    pub rx_packets: u64,
+    /// Lost packets from sequence numbers (reordered and duplicates are not loss).
+    pub lost: u64,
+    /// The tester could not offer the rate: the trial says nothing about the DUT.
+    pub tester_limited: bool,
+}
+
+impl TrialOutcome {
+    /// Lost / sent, 0..1. A trial that sent nothing has no loss to speak of
+    /// (0); searches refuse rates too low to send a frame.
+    pub fn loss_ratio(&self) -> f64 {
+        if self.tx_packets == 0 {
+            return 0.0;
+        }
+        (self.lost as f64 / self.tx_packets as f64).clamp(0.0, 1.0)
+    }
+}
+
+/// Runs trials against a DUT. The I/O side implements it with the UDP
+/// engine; [`sim::SimDut`] implements it for tests.
+///
+/// Contract for RFC 2544 §23: `trial` covers phase c (sending for
+/// `duration`) *and* phase d (keep counting frames that arrive up to
+/// [`TrialWaits::tail_s`] after sending stopped), so the outcome includes
+/// late frames. Phases a, b (before) and e (after) are asked for through
+/// [`TrialRunner::wait`].
+pub trait TrialRunner {
+    /// Sends at `rate_pps` for `duration` and reports what came back.
+    fn trial(&mut self, rate_pps: f64, duration: Duration) -> Result<TrialOutcome, String>;
+
+    /// A wait around a trial (routing update and learning frames before it,
+    /// restabilising after it). The default does nothing; a real runner
+    /// sleeps, or sends learning frames and then sleeps.
+    fn wait(&mut self, phase: WaitPhase, duration: Duration) -> Result<(), String> {
+        let _ = (phase, duration);
+        Ok(())
+    }
+}
+
+/// Which RFC 2544 §23 phase a [`TrialRunner::wait`] is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitPhase {
+    /// §23 a: the DUT is a router: send a routing update, let it settle.
+    RoutingUpdate,
+    /// §23 b: send learning frames (MAC, ARP/ND), let the DUT learn.
+    Learning,
+    /// §23 e: let the DUT restabilise after the trial.
+    Restabilize,
+}
+
+/// The waits of RFC 2544 §23 around every trial, seconds. Time spent by a
+/// search includes them; shorter waits than the RFC's make an RFC 2544
+/// result non-compliant (RFC 9971 allows them but wants them reported).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TrialWaits {
+    /// §23 a: after a routing update, before the trial (2 s for a router).
+    pub routing_update_s: f64,
+    /// §23 b: after the learning frames, before the trial (2 s).
+    pub learning_s: f64,
+    /// §23 d: after sending stops, counting residual frames (2 s). Done by
+    /// the runner inside `trial`; the search only accounts for it.
+    pub tail_s: f64,
+    /// §23 e: after the trial, for the DUT to restabilise (at least 5 s).
+    pub restabilize_s: f64,
+}
+
+impl TrialWaits {
+    /// The waits RFC 2544 §23 describes, for a DUT that is a router.
+    pub const RFC2544: TrialWaits = TrialWaits {
+        routing_update_s: 2.0,
+        learning_s: 2.0,
+        tail_s: 2.0,
+        restabilize_s: 5.0,
+    };
+    /// No waits at all (simulations, or quick exploratory searches).
+    pub const NONE: TrialWaits = TrialWaits {
+        routing_update_s: 0.0,
+        learning_s: 0.0,
+        tail_s: 0.0,
+        restabilize_s: 0.0,
+    };
+
+    /// Wait time one trial costs on top of its duration.
+    pub fn per_trial_s(&self) -> f64 {
+        self.routing_update_s + self.learning_s + self.tail_s + self.restabilize_s
+    }
+
+    /// Which of these waits are shorter than RFC 2544 asks, as notes.
+    pub fn shorter_than_rfc2544(&self) -> Vec<String> {
+        let rfc = Self::RFC2544;
+        [
+            (
+                "routing update (§23 a)",
+                self.routing_update_s,
+                rfc.routing_update_s,
+            ),
+            ("learning (§23 b)", self.learning_s, rfc.learning_s),
+            ("residual frames (§23 d)", self.tail_s, rfc.tail_s),
+            ("restabilise (§23 e)", self.restabilize_s, rfc.restabilize_s),
+        ]
+        .into_iter()
+        .filter(|(_, got, want)| got < want)
+        .map(|(what, got, want)| format!("{what} wait is {got} s, RFC 2544 asks for {want} s"))
+        .collect()
+    }
+
+    fn validate(&self) -> Result<(), SearchError> {
+        let all = [
+            self.routing_update_s,
+            self.learning_s,
+            self.tail_s,
+            self.restabilize_s,
+        ];
+        if all.iter().any(|w| !(w.is_finite() && *w >= 0.0)) {
+            return Err(SearchError::Config(format!(
+                "waits must be finite and >= 0 seconds, got {self:?}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One trial a search ran, as it goes into results.json.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SearchTrial {
+    /// 0-based, in the order the trials ran.
+    pub index: usize,
+    /// Intended rate, packets/s.
+    pub rate_pps: f64,
+    /// Intended duration of the sending phase, seconds.
+    pub duration_s: f64,
+    pub outcome: TrialOutcome,
+    /// What the search wanted to learn: e.g. `bisect`, `max rate`,
+    /// `pdr 2/3: extend down`.
+    pub purpose: String,
+    /// The goal whose phase chose this trial (MLRsearch: every trial still
+    /// informs every goal), if any.
+    pub goal: Option<String>,
+    /// False when the trial was tester-limited and so not used as evidence
+    /// about the DUT.
+    pub counted: bool,
+    /// Configured waits around this trial, seconds.
+    pub wait_s: f64,
+    /// Search time at the end of this trial and its waits, seconds.
+    pub elapsed_s: f64,
+}
+
+/// Why a search could not run or finish.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// The configuration cannot describe a search; the message says which
+    /// value and what would work.
+    #[error("invalid search configuration: {0}")]
+    Config(String),
+    /// The runner failed a trial or a wait; the trials that completed before
+    /// are kept so the caller can still record them.
+    #[error("trial {index} at {rate_pps:.0} pps for {duration_s} s failed: {message}")]
+    Trial {
+        index: usize,
+        rate_pps: f64,
+        duration_s: f64,
+        message: String,
+        completed: Vec<SearchTrial>,
+    },
+}
+
+/// Tester-limited trials lower the highest rate a search may ask for to this
+/// much below what the tester managed to offer, so the next trial is one the
+/// tester can keep up with (its rate control holds ±1 %).
+pub const TESTER_BACKOFF: f64 = 0.02;
+
+/// Runs trials with their waits and keeps the books every search reports.
+#[derive(Debug, Default)]
+pub(crate) struct TrialLog {
+    pub trials: Vec<SearchTrial>,
+    pub trial_time_s: f64,
+    pub wait_time_s: f64,
+}
+
+impl TrialLog {
+    pub fn time_spent_s(&self) -> f64 {
+        self.trial_time_s + self.wait_time_s
+    }
+
+    /// One trial with the §23 waits around it. Returns the recorded trial.
+    pub fn run(
+        &mut self,
+        runner: &mut dyn TrialRunner,
+        rate_pps: f64,
+        duration_s: f64,
+        waits: &TrialWaits,
+        purpose: String,
+        goal: Option<String>,
+    ) -> Result<&SearchTrial, SearchError> {
+        let index = self.trials.len();
+        let fail = |log: &TrialLog, message: String| SearchError::Trial {
+            index,
+            rate_pps,
+            duration_s,
+            message,
+            completed: log.trials.clone(),
+        };
+        let duration = secs(duration_s).map_err(|e| fail(self, e))?;
+        for (phase, s) in [
+            (WaitPhase::RoutingUpdate, waits.routing_update_s),
+            (WaitPhase::Learning, waits.learning_s),
+        ] {
+            if s > 0.0 {
+                let d = secs(s).map_err(|e| fail(self, e))?;
+                runner.wait(phase, d).map_err(|e| fail(self, e))?;
+            }
+        }
+        let outcome = runner
+            .trial(rate_pps, duration)
+            .map_err(|e| fail(self, e))?;
+        if waits.restabilize_s > 0.0 {
+            let d = secs(waits.restabilize_s).map_err(|e| fail(self, e))?;
+            runner
+                .wait(WaitPhase::Restabilize, d)
+                .map_err(|e| fail(self, e))?;
+        }
+        let wait_s = waits.per_trial_s();
+        self.trial_time_s += duration_s;
+        self.wait_time_s += wait_s;
+        let counted = !outcome.tester_limited;
+        let elapsed_s = self.time_spent_s();
+        self.trials.push(SearchTrial {
+            index,
+            rate_pps,
+            duration_s,
+            outcome,
+            purpose,
+            goal,
+            counted,
+            wait_s,
+            elapsed_s,
+        });
+        Ok(&self.trials[index])
+    }
+}
+
+fn secs(s: f64) -> Result<Duration, String> {
+    Duration::try_from_secs_f64(s).map_err(|e| format!("{s} s is not a usable duration: {e}"))
+}
+
+/// Checks a rate or duration is a finite positive number.
+pub(crate) fn positive(what: &str, v: f64) -> Result<(), SearchError> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(SearchError::Config(format!(
+            "{what} must be a positive number, got {v}"
+        )))
+    }
+}
+
+/// Checks a ratio is in `[0, 1)`.
+pub(crate) fn ratio(what: &str, v: f64) -> Result<(), SearchError> {
+    if v.is_finite() && (0.0..1.0).contains(&v) {
+        Ok(())
+    } else {
+        Err(SearchError::Config(format!(
+            "{what} must be in [0, 1), got {v}"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loss_ratio_is_lost_over_sent() {
+        let o = TrialOutcome {
+            rate_pps: 1000.0,
+            offered_pps: 1000.0,
+            duration_s: 1.0,
+            tx_packets: 1000,
+            rx_packets: 990,
+            lost: 10,
+            tester_limited: false,
+        };
+        assert!((o.loss_ratio() - 0.01).abs() < 1e-12);
+        let none_sent = TrialOutcome {
+            tx_packets: 0,
+            rx_packets: 0,
+            lost: 0,
+            ..o
+        };
+        assert_eq!(none_sent.loss_ratio(), 0.0);
+    }
+
+    /// Results serialise in snake_case and validate against the JSON Schema
+    /// their types generate, as they will inside results.json.
+    #[test]
+    fn results_validate_against_their_schema() {
+        fn check<T: Serialize + JsonSchema>(value: &T) -> serde_json::Value {
+            let schema = serde_json::to_value(schemars::schema_for!(T)).unwrap();
+            let v = serde_json::to_value(value).unwrap();
+            let validator = jsonschema::validator_for(&schema).unwrap();
+            let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "{errors:?}");
+            v
+        }
+        let dut = || {
+            SimDut::new(SimConfig {
+                capacity_pps: 800_000.0,
+                tester_max_pps: Some(1_500_000.0),
+                ..SimConfig::default()
+            })
+        };
+        let mlr = mlr_search(&mut dut(), &MlrConfig::new(10_000.0, 2_000_000.0)).unwrap();
+        let v = check(&mlr);
+        assert_eq!(v["end"], "all_goals_done");
+        assert_eq!(v["goals"][0]["goal"]["name"], "ndr");
+        let rfc = Rfc2544Config {
+            trial_duration_s: 1.0,
+            ..Rfc2544Config::new(10_000.0, 2_000_000.0)
+        };
+        let v = check(&rfc2544_throughput(&mut dut(), &rfc).unwrap());
+        assert_eq!(v["end"], "found");
+        assert_eq!(v["config"]["resolution"]["relative"], 0.005);
+        assert_eq!(v["rfc2544_compliant"], false);
+        let flr = FrameLossConfig {
+            trial_duration_s: 1.0,
+            ..FrameLossConfig::new(1_000_000.0)
+        };
+        check(&frame_loss_rate(&mut dut(), &flr).unwrap());
+        let spec = RampSpec {
+            warmup_pps: 1000.0,
+            warmup_s: 2.0,
+            target_pps: 1_000_000.0,
+            ramp_s: 10.0,
+            hold_s: 2.0,
+        };
+        let samples = dut().ramp_samples(&spec);
+        check(&samples);
+        let v = check(&summarize_ramp(
+            &samples,
+            DEFAULT_SATURATION_LOSS,
+            1_000_000.0,
+        ));
+        assert_eq!(v["saturation"]["phase"], "ramp");
+    }
+
+    #[test]
+    fn waits_shorter_than_rfc_are_named() {
+        assert!(TrialWaits::RFC2544.shorter_than_rfc2544().is_empty());
+        let notes = TrialWaits::NONE.shorter_than_rfc2544();
+        assert_eq!(notes.len(), 4, "{notes:?}");
+        assert_eq!(TrialWaits::RFC2544.per_trial_s(), 11.0);
+    }
+}

@@ -1,0 +1,474 @@
+//! The trex-loadtest method (seeds/001, the Netgate 6100 write-up): a few
+//! seconds of warmup at a low rate, then a linear ramp from zero to the
+//! target, then a hold at the target; the DUT is saturated where traffic
+//! stops coming back. This file owns the schedule and the verdict on the
+//! per-second samples; the engine owns sending and counting.
+
+use super::{positive, SearchError};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Loss ratio above which a sample counts as lossy: 0.1 %, as graph.rb's
+/// `FAIL_THRESHOLD` in trex-loadtest-viz.
+pub const DEFAULT_SATURATION_LOSS: f64 = 0.001;
+
+/// Warmup (constant) → ramp (linear from 0 to the target) → hold (target).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RampSpec {
+    /// Warmup rate, packets/s (0 for no traffic during the warmup).
+    pub warmup_pps: f64,
+    pub warmup_s: f64,
+    /// Rate the ramp ends at and the hold keeps, packets/s.
+    pub target_pps: f64,
+    pub ramp_s: f64,
+    pub hold_s: f64,
+}
+
+/// Where in a ramp a moment or a sample lies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RampPhase {
+    Warmup,
+    Ramp,
+    Hold,
+}
+
+impl RampSpec {
+    /// Checks every rate and duration is finite and not negative, and that
+    /// there is something to measure after the warmup.
+    pub fn validate(&self) -> Result<(), SearchError> {
+        let fields = [
+            ("warmup rate", self.warmup_pps),
+            ("warmup duration", self.warmup_s),
+            ("ramp duration", self.ramp_s),
+            ("hold duration", self.hold_s),
+        ];
+        for (what, v) in fields {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(SearchError::Config(format!(
+                    "ramp {what} must be a number >= 0, got {v}"
+                )));
+            }
+        }
+        positive("ramp target rate (pps)", self.target_pps)?;
+        if self.ramp_s + self.hold_s <= 0.0 {
+            return Err(SearchError::Config(
+                "a ramp needs a ramp or a hold duration above 0 s: nothing would be measured after the warmup"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Length of the whole schedule, warmup included, seconds.
+    pub fn total_s(&self) -> f64 {
+        self.warmup_s + self.ramp_s + self.hold_s
+    }
+
+    /// Phase at `t_s` seconds from the start; `None` before 0 and from the end on.
+    pub fn phase_at(&self, t_s: f64) -> Option<RampPhase> {
+        if !(0.0..self.total_s()).contains(&t_s) {
+            None
+        } else if t_s < self.warmup_s {
+            Some(RampPhase::Warmup)
+        } else if t_s < self.warmup_s + self.ramp_s {
+            Some(RampPhase::Ramp)
+        } else {
+            Some(RampPhase::Hold)
+        }
+    }
+
+    /// Intended rate at `t_s` seconds from the start, packets/s: the warmup
+    /// rate, then `target × (t − warmup) / ramp`, then the target; 0 outside
+    /// the schedule.
+    pub fn rate_at(&self, t_s: f64) -> f64 {
+        match self.phase_at(t_s) {
+            None => 0.0,
+            Some(RampPhase::Warmup) => self.warmup_pps,
+            Some(RampPhase::Ramp) => self.target_pps * (t_s - self.warmup_s) / self.ramp_s,
+            Some(RampPhase::Hold) => self.target_pps,
+        }
+    }
+
+    /// The schedule as piecewise-linear `(t_s, pps)` points, a step being two
+    /// points at the same time (the shape of `proto::RateProfile`). The
+    /// sender stops at [`RampSpec::total_s`].
+    pub fn breakpoints(&self) -> Vec<(f64, f64)> {
+        let mut p = Vec::with_capacity(5);
+        if self.warmup_s > 0.0 {
+            p.push((0.0, self.warmup_pps));
+            p.push((self.warmup_s, self.warmup_pps));
+        }
+        let ramp_end = self.warmup_s + self.ramp_s;
+        if self.ramp_s > 0.0 {
+            p.push((self.warmup_s, 0.0));
+        }
+        p.push((ramp_end, self.target_pps));
+        p.push((self.total_s(), self.target_pps));
+        p
+    }
+}
+
+/// One interval (normally 1 s) of one direction of a ramp.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RampSample {
+    /// Start of the interval, seconds since the schedule started.
+    pub t_s: f64,
+    pub phase: RampPhase,
+    /// What the schedule asked for over the interval, packets/s.
+    pub intended_pps: f64,
+    /// What the tester sent, packets/s.
+    pub offered_pps: f64,
+    /// What came back, packets/s.
+    pub received_pps: f64,
+    /// Lost / sent in this interval, from sequence numbers.
+    pub loss_ratio: f64,
+    /// The tester could not offer the intended rate in this interval.
+    #[serde(default)]
+    pub tester_limited: bool,
+}
+
+/// Where a ramp saturated: the start of the final unbroken run of lossy
+/// samples, a run that lasts to the end.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Saturation {
+    /// Index of the first sample of the final lossy run, in the slice given.
+    pub sample_index: usize,
+    pub t_s: f64,
+    /// Ramp or hold.
+    pub phase: RampPhase,
+    /// Rate offered at the saturation point, packets/s.
+    pub offered_pps: f64,
+    /// Rate received at the saturation point, packets/s.
+    pub received_pps: f64,
+    /// Offered rate at the saturation point, % of line rate (L1).
+    pub offered_line_rate_pct: f64,
+    /// Offered rate of the last sample before the run, which was not lossy
+    /// (absent when the run starts with the first sample after the warmup).
+    pub last_good_offered_pps: Option<f64>,
+    /// Samples in the final lossy run.
+    pub lossy_samples: usize,
+    /// Highest received rate after the warmup, packets/s.
+    pub peak_received_pps: f64,
+    /// Highest received rate after the warmup, % of line rate (L1).
+    pub peak_received_line_rate_pct: f64,
+}
+
+/// The verdict on a ramp, whether it saturated or not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RampSummary {
+    /// Loss ratio above which a sample counted as lossy.
+    pub loss_threshold: f64,
+    pub saturated: bool,
+    /// `saturated at … pps (… % of line rate)` or `not saturated`.
+    pub verdict: String,
+    pub saturation: Option<Saturation>,
+    /// Highest received rate after the warmup, packets/s.
+    pub peak_received_pps: f64,
+    pub peak_received_line_rate_pct: f64,
+    /// Highest offered rate after the warmup, packets/s.
+    pub peak_offered_pps: f64,
+    /// Samples after the warmup.
+    pub samples: usize,
+    /// Samples after the warmup lossy above the threshold, anywhere.
+    pub lossy_samples: usize,
+    /// Samples after the warmup where the tester fell short of the schedule.
+    pub tester_limited_samples: usize,
+}
+
+fn pct(pps: f64, line_rate_pps: f64) -> f64 {
+    if line_rate_pps > 0.0 {
+        pps / line_rate_pps * 100.0
+    } else {
+        0.0
+    }
+}
+
+/// The saturation point of one direction's samples, or `None` ("not
+/// saturated") when the last sample after the warmup is not lossy.
+///
+/// Warmup samples are ignored; a lossy blip that recovers does not count,
+/// only a lossy run lasting to the end does. `line_rate_pps` is the rate
+/// that fills the line at this traffic's frame size, so % of line rate is
+/// the L1 share (see `units::line_rate_pps`).
+pub fn saturation(
+    samples: &[RampSample],
+    loss_threshold: f64,
+    line_rate_pps: f64,
+) -> Option<Saturation> {
+    let measured: Vec<(usize, &RampSample)> = samples
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.phase != RampPhase::Warmup)
+        .collect();
+    let lossy = |s: &RampSample| s.loss_ratio > loss_threshold;
+    let run = measured.iter().rev().take_while(|(_, s)| lossy(s)).count();
+    if run == 0 {
+        return None;
+    }
+    let start = measured.len() - run;
+    let (index, at) = measured[start];
+    let peak = measured
+        .iter()
+        .map(|(_, s)| s.received_pps)
+        .fold(0.0, f64::max);
+    Some(Saturation {
+        sample_index: index,
+        t_s: at.t_s,
+        phase: at.phase,
+        offered_pps: at.offered_pps,
+        received_pps: at.received_pps,
+        offered_line_rate_pct: pct(at.offered_pps, line_rate_pps),
+        last_good_offered_pps: start.checked_sub(1).map(|i| measured[i].1.offered_pps),
+        lossy_samples: run,
+        peak_received_pps: peak,
+        peak_received_line_rate_pct: pct(peak, line_rate_pps),
+    })
+}
+
+/// [`saturation`] plus the figures a results table shows either way.
+pub fn summarize_ramp(
+    samples: &[RampSample],
+    loss_threshold: f64,
+    line_rate_pps: f64,
+) -> RampSummary {
+    let measured: Vec<&RampSample> = samples
+        .iter()
+        .filter(|s| s.phase != RampPhase::Warmup)
+        .collect();
+    let peak_rx = measured.iter().map(|s| s.received_pps).fold(0.0, f64::max);
+    let peak_tx = measured.iter().map(|s| s.offered_pps).fold(0.0, f64::max);
+    let sat = saturation(samples, loss_threshold, line_rate_pps);
+    let verdict = match &sat {
+        Some(s) => format!(
+            "saturated at {:.0} pps offered ({:.2} % of line rate), peak {:.0} pps received ({:.2} %)",
+            s.offered_pps, s.offered_line_rate_pct, s.peak_received_pps, s.peak_received_line_rate_pct
+        ),
+        None => "not saturated".to_string(),
+    };
+    RampSummary {
+        loss_threshold,
+        saturated: sat.is_some(),
+        verdict,
+        saturation: sat,
+        peak_received_pps: peak_rx,
+        peak_received_line_rate_pct: pct(peak_rx, line_rate_pps),
+        peak_offered_pps: peak_tx,
+        samples: measured.len(),
+        lossy_samples: measured
+            .iter()
+            .filter(|s| s.loss_ratio > loss_threshold)
+            .count(),
+        tester_limited_samples: measured.iter().filter(|s| s.tester_limited).count(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> RampSpec {
+        RampSpec {
+            warmup_pps: 1000.0,
+            warmup_s: 5.0,
+            target_pps: 100_000.0,
+            ramp_s: 10.0,
+            hold_s: 5.0,
+        }
+    }
+
+    #[test]
+    fn rate_at_follows_warmup_ramp_hold() {
+        let s = spec();
+        assert_eq!(s.total_s(), 20.0);
+        assert_eq!(s.rate_at(-0.1), 0.0);
+        assert_eq!(s.rate_at(0.0), 1000.0);
+        assert_eq!(s.rate_at(4.999), 1000.0);
+        // The ramp starts from zero, not from the warmup rate.
+        assert_eq!(s.rate_at(5.0), 0.0);
+        assert_eq!(s.rate_at(7.5), 25_000.0);
+        assert_eq!(s.rate_at(14.999), 100_000.0 * 9.999 / 10.0);
+        assert_eq!(s.rate_at(15.0), 100_000.0);
+        assert_eq!(s.rate_at(19.999), 100_000.0);
+        assert_eq!(s.rate_at(20.0), 0.0);
+        assert_eq!(s.phase_at(4.0), Some(RampPhase::Warmup));
+        assert_eq!(s.phase_at(5.0), Some(RampPhase::Ramp));
+        assert_eq!(s.phase_at(15.0), Some(RampPhase::Hold));
+        assert_eq!(s.phase_at(20.0), None);
+    }
+
+    #[test]
+    fn rate_at_without_warmup_or_ramp() {
+        let no_warmup = RampSpec {
+            warmup_s: 0.0,
+            ..spec()
+        };
+        assert_eq!(no_warmup.rate_at(0.0), 0.0);
+        assert_eq!(no_warmup.rate_at(5.0), 50_000.0);
+        let hold_only = RampSpec {
+            ramp_s: 0.0,
+            ..spec()
+        };
+        assert_eq!(hold_only.rate_at(5.0), 100_000.0);
+        assert_eq!(hold_only.phase_at(5.0), Some(RampPhase::Hold));
+        assert!(RampSpec {
+            ramp_s: 0.0,
+            hold_s: 0.0,
+            ..spec()
+        }
+        .validate()
+        .is_err());
+        assert!(RampSpec {
+            target_pps: f64::NAN,
+            ..spec()
+        }
+        .validate()
+        .is_err());
+        assert!(spec().validate().is_ok());
+    }
+
+    #[test]
+    fn breakpoints_match_rate_at() {
+        let s = spec();
+        let p = s.breakpoints();
+        assert_eq!(
+            p,
+            vec![
+                (0.0, 1000.0),
+                (5.0, 1000.0),
+                (5.0, 0.0),
+                (15.0, 100_000.0),
+                (20.0, 100_000.0)
+            ]
+        );
+        // Interpolating the points (the later point of a step wins) gives rate_at.
+        for i in 0..200 {
+            let t = i as f64 * 0.1;
+            let i = p.iter().rposition(|q| q.0 <= t).unwrap_or(0);
+            let want = match p.get(i + 1) {
+                Some(b) if b.0 > p[i].0 => p[i].1 + (b.1 - p[i].1) * (t - p[i].0) / (b.0 - p[i].0),
+                _ => p[i].1,
+            };
+            assert!((s.rate_at(t) - want).abs() < 1e-6, "t {t}");
+        }
+    }
+
+    /// Samples from (phase, offered, loss ratio); received = offered × (1 − loss).
+    fn samples(rows: &[(RampPhase, f64, f64)]) -> Vec<RampSample> {
+        rows.iter()
+            .enumerate()
+            .map(|(i, &(phase, offered, loss))| RampSample {
+                t_s: i as f64,
+                phase,
+                intended_pps: offered,
+                offered_pps: offered,
+                received_pps: offered * (1.0 - loss),
+                loss_ratio: loss,
+                tester_limited: false,
+            })
+            .collect()
+    }
+
+    use RampPhase::{Hold, Ramp, Warmup};
+    const LINE: f64 = 1000.0;
+
+    #[test]
+    fn never_saturated() {
+        let s = samples(&[
+            (Warmup, 10.0, 0.0),
+            (Ramp, 100.0, 0.0),
+            (Ramp, 500.0, 0.0005), // below 0.1 %
+            (Hold, 900.0, 0.0),
+        ]);
+        assert_eq!(saturation(&s, DEFAULT_SATURATION_LOSS, LINE), None);
+        let sum = summarize_ramp(&s, DEFAULT_SATURATION_LOSS, LINE);
+        assert!(!sum.saturated);
+        assert_eq!(sum.verdict, "not saturated");
+        assert_eq!(sum.peak_received_pps, 900.0);
+        assert!((sum.peak_received_line_rate_pct - 90.0).abs() < 1e-9);
+        assert_eq!(sum.samples, 3);
+        assert_eq!(saturation(&[], DEFAULT_SATURATION_LOSS, LINE), None);
+    }
+
+    #[test]
+    fn saturated_to_the_end_from_the_first_sample() {
+        // Lossy from the first sample after the warmup; the lossy warmup
+        // itself does not count.
+        let s = samples(&[
+            (Warmup, 10.0, 0.5),
+            (Ramp, 100.0, 0.2),
+            (Ramp, 200.0, 0.5),
+            (Hold, 300.0, 0.6),
+        ]);
+        let sat = saturation(&s, DEFAULT_SATURATION_LOSS, LINE).unwrap();
+        assert_eq!(sat.sample_index, 1);
+        assert_eq!(sat.offered_pps, 100.0);
+        assert_eq!(sat.last_good_offered_pps, None);
+        assert_eq!(sat.lossy_samples, 3);
+        // 300 pps at 60 % loss: 120 pps, the most that came back.
+        assert!((sat.peak_received_pps - 120.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn blip_then_recovery_is_not_saturation() {
+        let s = samples(&[
+            (Ramp, 100.0, 0.0),
+            (Ramp, 200.0, 0.05), // blip
+            (Ramp, 300.0, 0.0),
+            (Hold, 400.0, 0.0),
+        ]);
+        assert_eq!(saturation(&s, DEFAULT_SATURATION_LOSS, LINE), None);
+        assert_eq!(
+            summarize_ramp(&s, DEFAULT_SATURATION_LOSS, LINE).lossy_samples,
+            1
+        );
+        // A blip earlier, then a final lossy run: the run counts, the blip does not.
+        let s = samples(&[
+            (Ramp, 100.0, 0.0),
+            (Ramp, 200.0, 0.05),
+            (Ramp, 300.0, 0.0),
+            (Ramp, 400.0, 0.01),
+            (Hold, 500.0, 0.2),
+        ]);
+        let sat = saturation(&s, DEFAULT_SATURATION_LOSS, LINE).unwrap();
+        assert_eq!(sat.sample_index, 3);
+        assert_eq!(sat.offered_pps, 400.0);
+        assert_eq!(sat.last_good_offered_pps, Some(300.0));
+    }
+
+    #[test]
+    fn saturation_starting_in_the_ramp_reports_its_rate() {
+        let s = samples(&[
+            (Warmup, 10.0, 0.0),
+            (Ramp, 100.0, 0.0),
+            (Ramp, 200.0, 0.0),
+            (Ramp, 300.0, 0.002),
+            (Ramp, 400.0, 0.25),
+            (Hold, 500.0, 0.4),
+            (Hold, 500.0, 0.4),
+        ]);
+        let sat = saturation(&s, DEFAULT_SATURATION_LOSS, LINE).unwrap();
+        assert_eq!(sat.phase, Ramp);
+        assert_eq!(sat.sample_index, 3);
+        assert_eq!(sat.offered_pps, 300.0);
+        assert!((sat.offered_line_rate_pct - 30.0).abs() < 1e-9);
+        assert_eq!(sat.lossy_samples, 4);
+        // Peak received is 400 × 0.75 = 300 pps, 30 % of the line.
+        assert!((sat.peak_received_pps - 300.0).abs() < 1e-9);
+        assert!((sat.peak_received_line_rate_pct - 30.0).abs() < 1e-9);
+        let sum = summarize_ramp(&s, DEFAULT_SATURATION_LOSS, LINE);
+        assert!(sum.saturated);
+        assert!(
+            sum.verdict.starts_with("saturated at 300 pps"),
+            "{}",
+            sum.verdict
+        );
+    }
+
+    #[test]
+    fn threshold_is_strictly_above() {
+        let s = samples(&[(Ramp, 100.0, 0.0), (Hold, 100.0, 0.001)]);
+        assert_eq!(saturation(&s, 0.001, LINE), None);
+        assert!(saturation(&s, 0.0005, LINE).is_some());
+    }
+}

@@ -1,0 +1,599 @@
+//! RFC 2544 throughput (§26.1: the fastest rate at which no frame is lost,
+//! found by binary search) and frame loss rate (§26.3: loss at 100 %, 90 %,
+//! … of the maximum rate until two successive trials lose nothing), with the
+//! §23 waits around every trial and the §24 trial duration (60 s).
+//!
+//! A result says whether it is RFC 2544 compliant and, when not, why
+//! (shorter trials or waits, an acceptable loss above zero).
+
+use super::{
+    positive, ratio, SearchError, SearchTrial, TrialLog, TrialRunner, TrialWaits, TESTER_BACKOFF,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// RFC 2544 §24: "the duration of the test portion of each trial SHOULD be
+/// at least 60 seconds".
+pub const RFC2544_TRIAL_S: f64 = 60.0;
+
+/// When a binary search may stop: the bracket [passed, failed] is this narrow.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Resolution {
+    /// Failed − passed ≤ this many packets/s.
+    Pps(f64),
+    /// (Failed − passed) / failed ≤ this ratio.
+    Relative(f64),
+}
+
+impl Resolution {
+    fn reached(&self, passed: f64, failed: f64) -> bool {
+        match *self {
+            Resolution::Pps(p) => failed - passed <= p,
+            Resolution::Relative(r) => (failed - passed) / failed <= r,
+        }
+    }
+}
+
+/// Binary search for the RFC 2544 throughput.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Rfc2544Config {
+    /// Lowest rate to try, packets/s.
+    pub min_pps: f64,
+    /// Highest rate to try (the first trial), packets/s: normally the line
+    /// rate at this frame size, or the tester's self-test capacity.
+    pub max_pps: f64,
+    /// Sending phase of each trial, seconds (RFC: at least 60).
+    pub trial_duration_s: f64,
+    /// Loss ratio a trial may show and still pass (RFC 2544: 0).
+    pub acceptable_loss_ratio: f64,
+    pub resolution: Resolution,
+    pub waits: TrialWaits,
+    /// Give up after this many trials.
+    pub max_trials: usize,
+}
+
+impl Rfc2544Config {
+    /// RFC defaults between two rates: 60 s trials, zero loss, the §23
+    /// waits, a 0.5 % relative resolution.
+    pub fn new(min_pps: f64, max_pps: f64) -> Self {
+        Rfc2544Config {
+            min_pps,
+            max_pps,
+            trial_duration_s: RFC2544_TRIAL_S,
+            acceptable_loss_ratio: 0.0,
+            resolution: Resolution::Relative(0.005),
+            waits: TrialWaits::RFC2544,
+            max_trials: 64,
+        }
+    }
+
+    fn validate(&self) -> Result<(), SearchError> {
+        positive("minimum rate (pps)", self.min_pps)?;
+        positive("maximum rate (pps)", self.max_pps)?;
+        if self.min_pps > self.max_pps {
+            return Err(SearchError::Config(format!(
+                "minimum rate {} pps is above maximum rate {} pps: swap them",
+                self.min_pps, self.max_pps
+            )));
+        }
+        positive("trial duration (s)", self.trial_duration_s)?;
+        ratio("acceptable loss ratio", self.acceptable_loss_ratio)?;
+        match self.resolution {
+            Resolution::Pps(p) => positive("resolution (pps)", p)?,
+            Resolution::Relative(r) => {
+                positive("relative resolution", r)?;
+                ratio("relative resolution", r)?;
+            }
+        }
+        if self.max_trials == 0 {
+            return Err(SearchError::Config("max_trials must be at least 1".into()));
+        }
+        self.waits.validate()
+    }
+
+    fn compliance_notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.trial_duration_s < RFC2544_TRIAL_S {
+            notes.push(format!(
+                "trials last {} s; RFC 2544 §24 asks for at least {RFC2544_TRIAL_S} s",
+                self.trial_duration_s
+            ));
+        }
+        if self.acceptable_loss_ratio > 0.0 {
+            notes.push(format!(
+                "trials pass with up to {} % loss; RFC 2544 throughput allows none (this is a partial drop rate)",
+                self.acceptable_loss_ratio * 100.0
+            ));
+        }
+        notes.extend(self.waits.shorter_than_rfc2544());
+        notes
+    }
+}
+
+/// How a throughput search ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ThroughputEnd {
+    /// The highest passing and lowest failing rates are within the resolution.
+    Found,
+    /// The maximum rate passed: the DUT forwards at least that much.
+    MaxRatePassed,
+    /// The tester could not offer more than the reported throughput: the
+    /// answer is the tester's limit, not the DUT's.
+    TesterLimit,
+    /// Even the minimum rate lost frames.
+    MinRateFailed,
+    /// Stopped at `max_trials` before the resolution was reached.
+    TrialLimit,
+}
+
+/// An RFC 2544 throughput result, as it goes into results.json.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Rfc2544Result {
+    pub config: Rfc2544Config,
+    /// Highest rate that passed, packets/s (absent when none did).
+    pub throughput_pps: Option<f64>,
+    /// Lowest rate that failed, packets/s (absent when none did).
+    pub lowest_failed_pps: Option<f64>,
+    pub end: ThroughputEnd,
+    /// Highest rate the tester could offer, when a trial hit its limit.
+    pub tester_limit_pps: Option<f64>,
+    /// Trials of at least 60 s, zero loss and the full §23 waits.
+    pub rfc2544_compliant: bool,
+    /// Why the result is not RFC 2544 compliant (empty when it is).
+    pub compliance_notes: Vec<String>,
+    pub trials: Vec<SearchTrial>,
+    /// Sum of trial durations, seconds.
+    pub trial_time_s: f64,
+    /// Sum of the configured waits, seconds.
+    pub wait_time_s: f64,
+    pub time_spent_s: f64,
+}
+
+/// RFC 2544 §26.1 throughput by binary search between `min_pps` and
+/// `max_pps`: the first trial runs at the maximum, then the bracket between
+/// the highest passing and lowest failing rate is halved until it is within
+/// the resolution; the minimum is tried last if nothing passed on the way.
+///
+/// A tester-limited trial is not the DUT's fault: it neither passes nor
+/// fails. It lowers the highest rate tried to [`TESTER_BACKOFF`] below what
+/// the tester managed, and if that rate passes, the result says the answer
+/// is the tester's limit ([`ThroughputEnd::TesterLimit`]).
+pub fn rfc2544_throughput(
+    runner: &mut dyn TrialRunner,
+    config: &Rfc2544Config,
+) -> Result<Rfc2544Result, SearchError> {
+    config.validate()?;
+    let mut log = TrialLog::default();
+    let mut passed: Option<f64> = None;
+    let mut failed: Option<f64> = None;
+    let mut ceiling = config.max_pps;
+    let mut tester_limit: Option<f64> = None;
+    let end = loop {
+        // The top of the bracket: the lowest failure, or the ceiling if that
+        // is lower and untested.
+        let top_tested = failed.is_some_and(|f| f <= ceiling);
+        let (rate, purpose) = if passed.is_some_and(|p| p >= ceiling) {
+            break if tester_limit.is_some() {
+                ThroughputEnd::TesterLimit
+            } else {
+                ThroughputEnd::MaxRatePassed
+            };
+        } else if ceiling < config.min_pps {
+            break ThroughputEnd::TesterLimit;
+        } else if !top_tested {
+            let what = if tester_limit.is_some() {
+                "tester limit"
+            } else {
+                "max rate"
+            };
+            (ceiling, what)
+        } else {
+            let top = failed.unwrap_or(ceiling).min(ceiling);
+            let bottom = passed.unwrap_or(config.min_pps);
+            if top <= config.min_pps {
+                break ThroughputEnd::MinRateFailed;
+            }
+            if config.resolution.reached(bottom, top) {
+                if passed.is_some() {
+                    break ThroughputEnd::Found;
+                }
+                (config.min_pps, "min rate")
+            } else {
+                ((bottom + top) / 2.0, "bisect")
+            }
+        };
+        if log.trials.len() >= config.max_trials {
+            break ThroughputEnd::TrialLimit;
+        }
+        let t = log.run(
+            runner,
+            rate,
+            config.trial_duration_s,
+            &config.waits,
+            purpose.to_string(),
+            None,
+        )?;
+        let o = &t.outcome;
+        if o.tester_limited {
+            ceiling = ceiling.min(o.offered_pps.min(rate) * (1.0 - TESTER_BACKOFF));
+            tester_limit = Some(ceiling);
+        } else if o.loss_ratio() <= config.acceptable_loss_ratio {
+            passed = Some(passed.map_or(rate, |p: f64| p.max(rate)));
+        } else {
+            failed = Some(failed.map_or(rate, |f: f64| f.min(rate)));
+        }
+    };
+    let compliance_notes = config.compliance_notes();
+    Ok(Rfc2544Result {
+        config: *config,
+        throughput_pps: passed,
+        lowest_failed_pps: failed,
+        end,
+        tester_limit_pps: tester_limit,
+        rfc2544_compliant: compliance_notes.is_empty(),
+        compliance_notes,
+        trial_time_s: log.trial_time_s,
+        wait_time_s: log.wait_time_s,
+        time_spent_s: log.time_spent_s(),
+        trials: log.trials,
+    })
+}
+
+/// RFC 2544 §26.3 frame loss rate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FrameLossConfig {
+    /// The 100 % rate: the maximum rate for the frame size on the medium, pps.
+    pub max_pps: f64,
+    /// Step between trials, % of the maximum (RFC: at most 10, finer is encouraged).
+    pub step_pct: f64,
+    pub trial_duration_s: f64,
+    pub waits: TrialWaits,
+}
+
+impl FrameLossConfig {
+    /// RFC defaults: 10 % steps, 60 s trials, the §23 waits.
+    pub fn new(max_pps: f64) -> Self {
+        FrameLossConfig {
+            max_pps,
+            step_pct: 10.0,
+            trial_duration_s: RFC2544_TRIAL_S,
+            waits: TrialWaits::RFC2544,
+        }
+    }
+}
+
+/// One rate of a frame loss rate test.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FrameLossStep {
+    /// % of the maximum rate.
+    pub percent_of_max: f64,
+    pub rate_pps: f64,
+    /// ((input − output) × 100) / input, from sequence numbers.
+    pub frame_loss_pct: f64,
+    /// The tester could not offer this rate: the step does not count
+    /// towards the two lossless trials that end the test.
+    pub tester_limited: bool,
+    /// Index into the result's trials.
+    pub trial_index: usize,
+}
+
+/// Why a frame loss rate test stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameLossEnd {
+    /// Two successive trials lost no frame (§26.3).
+    TwoLosslessTrials,
+    /// The lowest step (one step above 0 %) was run.
+    LowestStep,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FrameLossResult {
+    pub config: FrameLossConfig,
+    pub steps: Vec<FrameLossStep>,
+    pub end: FrameLossEnd,
+    pub rfc2544_compliant: bool,
+    pub compliance_notes: Vec<String>,
+    pub trials: Vec<SearchTrial>,
+    pub trial_time_s: f64,
+    pub wait_time_s: f64,
+    pub time_spent_s: f64,
+}
+
+/// RFC 2544 §26.3: the first trial at 100 % of the maximum rate, then 90 %,
+/// 80 % … (by `step_pct`), until two successive trials lose no frame.
+pub fn frame_loss_rate(
+    runner: &mut dyn TrialRunner,
+    config: &FrameLossConfig,
+) -> Result<FrameLossResult, SearchError> {
+    positive("maximum rate (pps)", config.max_pps)?;
+    positive("step (% of maximum)", config.step_pct)?;
+    positive("trial duration (s)", config.trial_duration_s)?;
+    // Finer than 1 % would mean hundreds of trials of a minute each.
+    if !(1.0..=100.0).contains(&config.step_pct) {
+        return Err(SearchError::Config(format!(
+            "frame loss step {} % is outside 1..100 %: use 10 or finer (RFC 2544 §26.3)",
+            config.step_pct
+        )));
+    }
+    config.waits.validate()?;
+    let mut log = TrialLog::default();
+    let mut steps = Vec::new();
+    let mut lossless_in_a_row = 0;
+    let mut end = FrameLossEnd::LowestStep;
+    for k in 0.. {
+        // Integer steps, so 100 − 10 × k does not drift.
+        let pct = 100.0 - f64::from(k) * config.step_pct;
+        if pct <= 1e-9 {
+            break;
+        }
+        let rate = config.max_pps * pct / 100.0;
+        let t = log.run(
+            runner,
+            rate,
+            config.trial_duration_s,
+            &config.waits,
+            format!("{pct:.1} % of max"),
+            None,
+        )?;
+        let o = &t.outcome;
+        steps.push(FrameLossStep {
+            percent_of_max: pct,
+            rate_pps: rate,
+            frame_loss_pct: o.loss_ratio() * 100.0,
+            tester_limited: o.tester_limited,
+            trial_index: t.index,
+        });
+        if o.lost == 0 && !o.tester_limited {
+            lossless_in_a_row += 1;
+        } else {
+            lossless_in_a_row = 0;
+        }
+        if lossless_in_a_row == 2 {
+            end = FrameLossEnd::TwoLosslessTrials;
+            break;
+        }
+    }
+    let mut notes = Vec::new();
+    if config.step_pct > 10.0 {
+        notes.push(format!(
+            "steps of {} %; RFC 2544 §26.3 asks for at most 10 %",
+            config.step_pct
+        ));
+    }
+    if config.trial_duration_s < RFC2544_TRIAL_S {
+        notes.push(format!(
+            "trials last {} s; RFC 2544 §24 asks for at least {RFC2544_TRIAL_S} s",
+            config.trial_duration_s
+        ));
+    }
+    notes.extend(config.waits.shorter_than_rfc2544());
+    Ok(FrameLossResult {
+        config: *config,
+        steps,
+        end,
+        rfc2544_compliant: notes.is_empty(),
+        compliance_notes: notes,
+        trial_time_s: log.trial_time_s,
+        wait_time_s: log.wait_time_s,
+        time_spent_s: log.time_spent_s(),
+        trials: log.trials,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::sim::{SimConfig, SimDut};
+    use super::*;
+
+    fn quick(min: f64, max: f64) -> Rfc2544Config {
+        Rfc2544Config {
+            trial_duration_s: 10.0,
+            waits: TrialWaits::NONE,
+            ..Rfc2544Config::new(min, max)
+        }
+    }
+
+    #[test]
+    fn finds_the_zero_loss_rate_within_resolution() {
+        let mut dut = SimDut::new(SimConfig {
+            capacity_pps: 731_000.0,
+            ..SimConfig::default()
+        });
+        let truth = dut.true_throughput(0.0, 10.0);
+        let cfg = quick(10_000.0, 2_000_000.0);
+        let r = rfc2544_throughput(&mut dut, &cfg).unwrap();
+        assert_eq!(r.end, ThroughputEnd::Found);
+        let (p, f) = (r.throughput_pps.unwrap(), r.lowest_failed_pps.unwrap());
+        assert!(p <= truth && truth < f, "{p} <= {truth} < {f}");
+        assert!((f - p) / f <= 0.005);
+        assert!((truth - p) / truth <= 0.005);
+        assert_eq!(r.trials[0].rate_pps, 2_000_000.0, "first trial at the max");
+        assert!(!r.rfc2544_compliant, "10 s trials and no waits");
+        assert_eq!(r.compliance_notes.len(), 5, "{:?}", r.compliance_notes);
+        assert_eq!(r.trial_time_s, 10.0 * r.trials.len() as f64);
+        assert_eq!(dut.clock_s(), r.time_spent_s);
+    }
+
+    #[test]
+    fn rfc_defaults_are_compliant_and_count_the_waits() {
+        let mut dut = SimDut::new(SimConfig {
+            tail_s: 2.0,
+            ..SimConfig::default()
+        });
+        let cfg = Rfc2544Config {
+            resolution: Resolution::Pps(50_000.0),
+            ..Rfc2544Config::new(100_000.0, 1_500_000.0)
+        };
+        let r = rfc2544_throughput(&mut dut, &cfg).unwrap();
+        assert!(r.rfc2544_compliant, "{:?}", r.compliance_notes);
+        let n = r.trials.len() as f64;
+        assert_eq!(r.trial_time_s, 60.0 * n);
+        assert_eq!(r.wait_time_s, 11.0 * n);
+        // The simulated clock saw the same time: trials, tails and waits.
+        assert!((dut.clock_s() - r.time_spent_s).abs() < 1e-9);
+        let p = r.throughput_pps.unwrap();
+        assert!(p <= 1e6 && 1e6 - p <= 50_000.0, "{p}");
+    }
+
+    #[test]
+    fn acceptable_loss_finds_a_partial_drop_rate() {
+        let mut dut = SimDut::new(SimConfig {
+            loss_floor_ratio: 0.002,
+            loss_floor_onset_pps: 500_000.0,
+            ..SimConfig::default()
+        });
+        let pdr_truth = dut.true_throughput(0.005, 10.0);
+        let cfg = Rfc2544Config {
+            acceptable_loss_ratio: 0.005,
+            ..quick(10_000.0, 2_000_000.0)
+        };
+        let r = rfc2544_throughput(&mut dut, &cfg).unwrap();
+        let p = r.throughput_pps.unwrap();
+        assert!(
+            p <= pdr_truth && (pdr_truth - p) / pdr_truth <= 0.005,
+            "{p} vs {pdr_truth}"
+        );
+        assert!(r
+            .compliance_notes
+            .iter()
+            .any(|n| n.contains("partial drop rate")));
+    }
+
+    #[test]
+    fn max_passing_and_min_failing_are_labelled() {
+        let mut dut = SimDut::new(SimConfig::default());
+        let r = rfc2544_throughput(&mut dut, &quick(1000.0, 500_000.0)).unwrap();
+        assert_eq!(r.end, ThroughputEnd::MaxRatePassed);
+        assert_eq!(r.throughput_pps, Some(500_000.0));
+        assert_eq!(r.trials.len(), 1);
+
+        let mut dut = SimDut::new(SimConfig {
+            capacity_pps: 500.0,
+            ..SimConfig::default()
+        });
+        let r = rfc2544_throughput(&mut dut, &quick(1000.0, 500_000.0)).unwrap();
+        assert_eq!(r.end, ThroughputEnd::MinRateFailed);
+        assert_eq!(r.throughput_pps, None);
+        assert_eq!(r.trials.last().unwrap().rate_pps, 1000.0);
+    }
+
+    /// A tester-limited trial is not the DUT's loss: the search never counts
+    /// it, stays below what the tester could offer, and says so.
+    #[test]
+    fn tester_limit_is_not_the_duts_loss() {
+        let mut dut = SimDut::new(SimConfig {
+            capacity_pps: 5_000_000.0,
+            tester_max_pps: Some(1_200_000.0),
+            ..SimConfig::default()
+        });
+        let r = rfc2544_throughput(&mut dut, &quick(10_000.0, 2_000_000.0)).unwrap();
+        assert_eq!(r.end, ThroughputEnd::TesterLimit);
+        let limit = 1_200_000.0 * (1.0 - TESTER_BACKOFF);
+        assert_eq!(r.tester_limit_pps, Some(limit));
+        assert_eq!(r.throughput_pps, Some(limit));
+        assert_eq!(r.lowest_failed_pps, None);
+        assert!(!r.trials[0].counted && r.trials[0].outcome.tester_limited);
+        assert!(r.trials[1].counted);
+        assert!(r.trials.iter().skip(1).all(|t| t.rate_pps <= limit));
+
+        // A DUT slower than the tester: the tester limit caps the bracket
+        // but the DUT's own throughput is still found below it.
+        let mut dut = SimDut::new(SimConfig {
+            capacity_pps: 800_000.0,
+            tester_max_pps: Some(1_200_000.0),
+            ..SimConfig::default()
+        });
+        let r = rfc2544_throughput(&mut dut, &quick(10_000.0, 2_000_000.0)).unwrap();
+        assert_eq!(r.end, ThroughputEnd::Found);
+        let p = r.throughput_pps.unwrap();
+        assert!(
+            p <= 800_000.0 && (800_000.0 - p) / 800_000.0 <= 0.005,
+            "{p}"
+        );
+    }
+
+    #[test]
+    fn frame_loss_steps_down_until_two_lossless_trials() {
+        let mut dut = SimDut::new(SimConfig {
+            capacity_pps: 650_000.0,
+            ..SimConfig::default()
+        });
+        let cfg = FrameLossConfig {
+            trial_duration_s: 1.0,
+            waits: TrialWaits::NONE,
+            ..FrameLossConfig::new(1_000_000.0)
+        };
+        let r = frame_loss_rate(&mut dut, &cfg).unwrap();
+        let pcts: Vec<f64> = r.steps.iter().map(|s| s.percent_of_max).collect();
+        // 100..70 lose frames (capacity 65 %), 60 and 50 do not: stop.
+        assert_eq!(pcts, vec![100.0, 90.0, 80.0, 70.0, 60.0, 50.0]);
+        assert_eq!(r.end, FrameLossEnd::TwoLosslessTrials);
+        assert!((r.steps[0].frame_loss_pct - 35.0).abs() < 1e-6);
+        assert!((r.steps[3].frame_loss_pct - 100.0 * 50.0 / 700.0).abs() < 1e-3);
+        assert_eq!(r.steps[4].frame_loss_pct, 0.0);
+        assert!(!r.rfc2544_compliant);
+
+        // A DUT that loses everywhere runs every step down to 10 %.
+        let mut dut = SimDut::new(SimConfig {
+            capacity_pps: 10_000.0,
+            ..SimConfig::default()
+        });
+        let r = frame_loss_rate(&mut dut, &cfg).unwrap();
+        assert_eq!(r.steps.len(), 10);
+        assert_eq!(r.steps.last().unwrap().percent_of_max, 10.0);
+        assert_eq!(r.end, FrameLossEnd::LowestStep);
+
+        // Finer steps are allowed (and encouraged by the RFC).
+        let cfg5 = FrameLossConfig {
+            step_pct: 5.0,
+            ..cfg
+        };
+        let mut dut = SimDut::new(SimConfig {
+            capacity_pps: 870_000.0,
+            ..SimConfig::default()
+        });
+        let r = frame_loss_rate(&mut dut, &cfg5).unwrap();
+        let pcts: Vec<f64> = r.steps.iter().map(|s| s.percent_of_max).collect();
+        assert_eq!(pcts, vec![100.0, 95.0, 90.0, 85.0, 80.0]);
+        assert!(r.compliance_notes.iter().all(|n| !n.contains("§26.3")));
+    }
+
+    #[test]
+    fn frame_loss_tester_limited_steps_do_not_end_the_test() {
+        let mut dut = SimDut::new(SimConfig {
+            capacity_pps: 5_000_000.0,
+            tester_max_pps: Some(850_000.0),
+            ..SimConfig::default()
+        });
+        let cfg = FrameLossConfig {
+            trial_duration_s: 1.0,
+            waits: TrialWaits::NONE,
+            ..FrameLossConfig::new(1_000_000.0)
+        };
+        let r = frame_loss_rate(&mut dut, &cfg).unwrap();
+        let limited: Vec<bool> = r.steps.iter().map(|s| s.tester_limited).collect();
+        // 100 % and 90 % are beyond the tester; 80 % and 70 % end the test.
+        assert_eq!(limited, vec![true, true, false, false]);
+        assert!(r.steps.iter().all(|s| s.frame_loss_pct == 0.0));
+        assert_eq!(r.end, FrameLossEnd::TwoLosslessTrials);
+    }
+
+    #[test]
+    fn bad_configs_say_what_to_do() {
+        let mut dut = SimDut::new(SimConfig::default());
+        let err = rfc2544_throughput(&mut dut, &quick(2e6, 1e6)).unwrap_err();
+        assert!(err.to_string().contains("swap them"), "{err}");
+        let err = rfc2544_throughput(&mut dut, &quick(0.0, 1e6)).unwrap_err();
+        assert!(err.to_string().contains("minimum rate"), "{err}");
+        let tiny = FrameLossConfig {
+            step_pct: 0.01,
+            ..FrameLossConfig::new(1e6)
+        };
+        let err = frame_loss_rate(&mut dut, &tiny).unwrap_err();
+        assert!(err.to_string().contains("outside 1..100"), "{err}");
+        assert_eq!(dut.trials(), 0);
+    }
+}

@@ -1,0 +1,119 @@
+//! `linerate ramp` and `linerate search` against a lab DUT policed to a
+//! known rate (nftables `limit`): the answers must agree with it.
+
+use crate::util::*;
+use serde_json::Value;
+
+const POLICE: f64 = 30_000.0;
+
+fn lab_run(args: &[&str], name: &str) -> Value {
+    let base = tempdir(name);
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--lab", "--dut-police", "30kpps", "--no-progress", "--json", "--results-dir"]);
+    all.push(base.to_str().unwrap());
+    let doc = run_json(&all);
+    assert_nothing_left(&lab_pids(&doc));
+    let _ = std::fs::remove_dir_all(&base);
+    doc
+}
+
+/// The policer's token bucket holds 1 % of a second of packets, so a trial
+/// passes up to ~1 % above the police rate, and MLRsearch's width is 2 %
+/// here; ±7 % leaves room for the tester's own pacing on a busy 2-core VM.
+fn near_police(v: f64) -> bool {
+    (POLICE * 0.93..=POLICE * 1.07).contains(&v)
+}
+
+#[test]
+fn mlrsearch_finds_the_policed_ndr_and_pdr() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let doc = lab_run(
+        &[
+            "search", "--profile", "bench", "--max-rate", "60kpps", "--min-rate", "5kpps", "--final-trial", "1",
+            "--duration-sum", "2", "--width", "2",
+        ],
+        "mlr",
+    );
+    let s = &doc["searches"][0];
+    assert_eq!(s["profile"], "bench");
+    let mlr = &s["mlr"];
+    let goals = mlr["goals"].as_array().unwrap();
+    assert_eq!(goals.len(), 2);
+    for g in goals {
+        let v = g["conditional_throughput_pps"]
+            .as_f64()
+            .or(g["relevant_lower_bound_pps"].as_f64())
+            .unwrap_or_else(|| panic!("no answer for {}", g["goal"]["name"]));
+        assert!(near_police(v), "{}: {v} pps, police {POLICE}", g["goal"]["name"]);
+        assert!(g["trials_used"].as_u64().unwrap() > 0);
+    }
+    let trials = mlr["trials"].as_array().unwrap();
+    assert!(trials.len() >= 3, "{trials:?}");
+    assert!(f(&mlr["time_spent_s"]) > 0.0);
+}
+
+#[test]
+fn rfc2544_short_trials_are_labelled_and_agree() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let doc = lab_run(
+        &[
+            "search", "--profile", "bench", "--method", "rfc2544", "--trial", "1", "--no-waits", "--max-rate",
+            "60kpps", "--min-rate", "5kpps",
+        ],
+        "rfc2544",
+    );
+    let r = &doc["searches"][0]["rfc2544"];
+    assert_eq!(r["rfc2544_compliant"], false);
+    assert!(!r["compliance_notes"].as_array().unwrap().is_empty());
+    let v = f(&r["throughput_pps"]);
+    // A zero-loss binary search stops just below the police rate.
+    assert!(near_police(v), "RFC 2544 throughput {v}");
+}
+
+#[test]
+fn ramp_saturates_where_the_dut_is_policed() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let viz = std::env::temp_dir().join(format!("lr-viz-{}.json", std::process::id()));
+    let doc = lab_run(
+        &[
+            "ramp", "--profile", "bench", "--warmup", "1", "--warmup-rate", "5kpps", "--ramp", "6", "--ramp-to",
+            "60kpps", "--hold", "2", "--export", "trex-loadtest-viz", viz.to_str().unwrap(),
+        ],
+        "ramp",
+    );
+    let r = &doc["ramps"][0];
+    let d = &r["directions"][0];
+    let samples = d["samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 9, "one sample per second");
+    let sat = &d["summary"]["saturation"];
+    // Samples are one second apart while the rate climbs 10 kpps a second,
+    // so the first lossy sample lies in the step that crosses the police rate.
+    let at = f(&sat["offered_pps"]);
+    assert!((POLICE..=POLICE + 12_000.0).contains(&at), "saturation at {at}");
+    let peak = f(&sat["peak_received_pps"]);
+    assert!(near_police(peak), "peak received {peak}");
+    // The export carries what graph.rb reads.
+    let v: Value = serde_json::from_slice(&std::fs::read(&viz).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&viz);
+    for k in ["warmup_mult", "warmup_duration", "rampup_target", "rampup_duration", "hold_duration", "profile_file", "unidirectional"] {
+        assert!(!v["vars"][k].is_null(), "vars.{k} missing");
+    }
+    let stats = v["stats"].as_object().unwrap();
+    assert!(stats.len() >= 8);
+    for (_, s) in stats {
+        for port in ["0", "1"] {
+            for k in ["tx_pps", "rx_pps", "tx_util", "rx_util"] {
+                assert!(s[port][k].is_number(), "stats.{port}.{k}");
+            }
+        }
+    }
+}
