@@ -847,12 +847,24 @@ pub fn summary_table(r: &crate::results::RunResults) -> Option<String> {
             names.push(&s.profile);
         }
     }
-    let header = ["Profile", "Dir", "Ramp saturation", "NDR pps", "NDR L1 Gbit/s", "NDR % line", "PDR pps", "PDR % line"];
+    let header = [
+        "Profile",
+        "Dir",
+        "Ramp saturation",
+        "NDR pps",
+        "NDR L1 Gbit/s",
+        "NDR % line",
+        "PDR pps",
+        "PDR % line",
+    ];
     let mut rows: Vec<Vec<String>> = Vec::new();
     for name in names {
         let ramp = r.ramps.iter().find(|x| x.profile == name);
         let srch = r.searches.iter().find(|x| x.profile == name);
-        let frame = ramp.map(|x| x.frame).or(srch.map(|x| x.frame)).unwrap_or(FrameSpec::Fixed(64));
+        let frame = ramp
+            .map(|x| x.frame)
+            .or(srch.map(|x| x.frame))
+            .unwrap_or(FrameSpec::Fixed(64));
         let l1 = |pps: f64| crate::units::l1_bps(pps, udp::average_frame(frame));
         let goal = |g: &str| {
             srch.and_then(|s| s.mlr.as_ref())
@@ -860,7 +872,8 @@ pub fn summary_table(r: &crate::results::RunResults) -> Option<String> {
                 .and_then(|x| x.conditional_throughput_pps.or(x.relevant_lower_bound_pps))
                 .or_else(|| {
                     if g == "ndr" {
-                        srch.and_then(|s| s.rfc2544.as_ref()).and_then(|x| x.throughput_pps)
+                        srch.and_then(|s| s.rfc2544.as_ref())
+                            .and_then(|x| x.throughput_pps)
                     } else {
                         None
                     }
@@ -873,13 +886,20 @@ pub fn summary_table(r: &crate::results::RunResults) -> Option<String> {
             let sat = ramp
                 .and_then(|x| x.directions.iter().find(|y| y.direction == d))
                 .map(|y| match &y.summary.saturation {
-                    Some(s) => format!("{:.0} pps ({:.2} %)", s.offered_pps, s.offered_line_rate_pct),
+                    Some(s) => format!(
+                        "{:.0} pps ({:.2} %)",
+                        s.offered_pps, s.offered_line_rate_pct
+                    ),
                     None if y.summary.tester_limited_samples > 0 => "none (tester limit)".into(),
                     None => "none".into(),
                 })
                 .unwrap_or_else(|| "-".into());
-            let lr = ramp.map(|x| x.line_rate_pps).or(srch.map(|x| x.line_rate_pps)).unwrap_or(1.0);
-            let cell = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map(f).unwrap_or_else(|| "-".into());
+            let lr = ramp
+                .map(|x| x.line_rate_pps)
+                .or(srch.map(|x| x.line_rate_pps))
+                .unwrap_or(1.0);
+            let cell =
+                |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map(f).unwrap_or_else(|| "-".into());
             rows.push(vec![
                 name.to_string(),
                 d.replace("_to_", "→"),

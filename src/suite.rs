@@ -2,8 +2,8 @@
 
 use crate::cli::LabArgs;
 use crate::controller::interrupted;
-use crate::lab::{self, LabSpec};
 use crate::engine::udp;
+use crate::lab::{self, LabSpec};
 use crate::proto::{Direction, FrameSpec};
 use crate::results::FlowMode;
 use crate::run::Run;
@@ -176,7 +176,9 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
     udp_tests.retain(|t| wanted(&t.name));
     let any_profile = !args.quick
         && !args.no_search
-        && crate::loadtest::SEED_PROFILES.iter().any(|n| profile_wanted(args, n));
+        && crate::loadtest::SEED_PROFILES
+            .iter()
+            .any(|n| profile_wanted(args, n));
     if tcp_tests.is_empty() && udp_tests.is_empty() && !any_profile {
         if run.results.tests.is_empty() {
             anyhow::bail!("--only {:?} matches no test of the suite", args.only);
@@ -255,8 +257,13 @@ fn profiles(args: &LabArgs, run: &mut Run, ends: &mut Ends) -> Result<()> {
             continue;
         }
         let p = loadtest::seed_profile(name)?;
-        let line_pps = crate::units::line_rate_pps(args.common.line_rate, udp::average_frame(p.frame));
-        let top = if cap > 0.0 { (cap * 1.2).min(line_pps) } else { line_pps };
+        let line_pps =
+            crate::units::line_rate_pps(args.common.line_rate, udp::average_frame(p.frame));
+        let top = if cap > 0.0 {
+            (cap * 1.2).min(line_pps)
+        } else {
+            line_pps
+        };
         let spec = search::RampSpec {
             warmup_pps: top * 0.05,
             warmup_s: 1.0,
@@ -264,7 +271,16 @@ fn profiles(args: &LabArgs, run: &mut Run, ends: &mut Ends) -> Result<()> {
             ramp_s: secs,
             hold_s: 2.0,
         };
-        lines.extend(loadtest::run_ramp(ends, &p, &pa, &spec, 0.001, false, &args.common, run)?);
+        lines.extend(loadtest::run_ramp(
+            ends,
+            &p,
+            &pa,
+            &spec,
+            0.001,
+            false,
+            &args.common,
+            run,
+        )?);
         let goal = search::MlrGoal {
             final_trial_duration_s: 1.0,
             initial_trial_duration_s: 0.5,
@@ -299,7 +315,15 @@ fn profiles(args: &LabArgs, run: &mut Run, ends: &mut Ends) -> Result<()> {
             through_dut: ends.through_dut,
             lab: ends.lab,
         };
-        lines.extend(loadtest::run_search(sub, &p, &pa, &plan, false, &args.common, run)?);
+        lines.extend(loadtest::run_search(
+            sub,
+            &p,
+            &pa,
+            &plan,
+            false,
+            &args.common,
+            run,
+        )?);
     }
     for l in lines {
         eprintln!("{l}");

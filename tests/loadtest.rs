@@ -9,7 +9,14 @@ const POLICE: f64 = 30_000.0;
 fn lab_run(args: &[&str], name: &str) -> Value {
     let base = tempdir(name);
     let mut all: Vec<&str> = args.to_vec();
-    all.extend(["--lab", "--dut-police", "30kpps", "--no-progress", "--json", "--results-dir"]);
+    all.extend([
+        "--lab",
+        "--dut-police",
+        "30kpps",
+        "--no-progress",
+        "--json",
+        "--results-dir",
+    ]);
     all.push(base.to_str().unwrap());
     let doc = run_json(&all);
     assert_nothing_left(&lab_pids(&doc));
@@ -32,8 +39,19 @@ fn mlrsearch_finds_the_policed_ndr_and_pdr() {
     let _g = serial();
     let doc = lab_run(
         &[
-            "search", "--profile", "bench", "--max-rate", "60kpps", "--min-rate", "5kpps", "--final-trial", "1",
-            "--duration-sum", "2", "--width", "2",
+            "search",
+            "--profile",
+            "bench",
+            "--max-rate",
+            "60kpps",
+            "--min-rate",
+            "5kpps",
+            "--final-trial",
+            "1",
+            "--duration-sum",
+            "2",
+            "--width",
+            "2",
         ],
         "mlr",
     );
@@ -47,7 +65,11 @@ fn mlrsearch_finds_the_policed_ndr_and_pdr() {
             .as_f64()
             .or(g["relevant_lower_bound_pps"].as_f64())
             .unwrap_or_else(|| panic!("no answer for {}", g["goal"]["name"]));
-        assert!(near_police(v), "{}: {v} pps, police {POLICE}", g["goal"]["name"]);
+        assert!(
+            near_police(v),
+            "{}: {v} pps, police {POLICE}",
+            g["goal"]["name"]
+        );
         assert!(g["trials_used"].as_u64().unwrap() > 0);
     }
     let trials = mlr["trials"].as_array().unwrap();
@@ -63,8 +85,18 @@ fn rfc2544_short_trials_are_labelled_and_agree() {
     let _g = serial();
     let doc = lab_run(
         &[
-            "search", "--profile", "bench", "--method", "rfc2544", "--trial", "1", "--no-waits", "--max-rate",
-            "60kpps", "--min-rate", "5kpps",
+            "search",
+            "--profile",
+            "bench",
+            "--method",
+            "rfc2544",
+            "--trial",
+            "1",
+            "--no-waits",
+            "--max-rate",
+            "60kpps",
+            "--min-rate",
+            "5kpps",
         ],
         "rfc2544",
     );
@@ -85,8 +117,22 @@ fn ramp_saturates_where_the_dut_is_policed() {
     let viz = std::env::temp_dir().join(format!("lr-viz-{}.json", std::process::id()));
     let doc = lab_run(
         &[
-            "ramp", "--profile", "bench", "--warmup", "1", "--warmup-rate", "5kpps", "--ramp", "6", "--ramp-to",
-            "60kpps", "--hold", "2", "--export", "trex-loadtest-viz", viz.to_str().unwrap(),
+            "ramp",
+            "--profile",
+            "bench",
+            "--warmup",
+            "1",
+            "--warmup-rate",
+            "5kpps",
+            "--ramp",
+            "6",
+            "--ramp-to",
+            "60kpps",
+            "--hold",
+            "2",
+            "--export",
+            "trex-loadtest-viz",
+            viz.to_str().unwrap(),
         ],
         "ramp",
     );
@@ -98,13 +144,24 @@ fn ramp_saturates_where_the_dut_is_policed() {
     // Samples are one second apart while the rate climbs 10 kpps a second,
     // so the first lossy sample lies in the step that crosses the police rate.
     let at = f(&sat["offered_pps"]);
-    assert!((POLICE..=POLICE + 12_000.0).contains(&at), "saturation at {at}");
+    assert!(
+        (POLICE..=POLICE + 12_000.0).contains(&at),
+        "saturation at {at}"
+    );
     let peak = f(&sat["peak_received_pps"]);
     assert!(near_police(peak), "peak received {peak}");
     // The export carries what graph.rb reads.
     let v: Value = serde_json::from_slice(&std::fs::read(&viz).unwrap()).unwrap();
     let _ = std::fs::remove_file(&viz);
-    for k in ["warmup_mult", "warmup_duration", "rampup_target", "rampup_duration", "hold_duration", "profile_file", "unidirectional"] {
+    for k in [
+        "warmup_mult",
+        "warmup_duration",
+        "rampup_target",
+        "rampup_duration",
+        "hold_duration",
+        "profile_file",
+        "unidirectional",
+    ] {
         assert!(!v["vars"][k].is_null(), "vars.{k} missing");
     }
     let stats = v["stats"].as_object().unwrap();
