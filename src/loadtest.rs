@@ -559,6 +559,10 @@ pub struct SearchArgs {
     /// RFC 2544: skip the §23 waits around trials (labelled non-compliant).
     #[arg(long)]
     pub no_waits: bool,
+    /// RFC 2544 method: loss (%) a trial may have and still pass (RFC 2544 itself
+    /// allows none; above 0 the result is a partial drop rate, labelled so).
+    #[arg(long, default_value_t = 0.0)]
+    pub acceptable_loss: f64,
     /// RFC 2544: also measure the frame loss rate at 100 %, 90 % … of --max-rate.
     #[arg(long)]
     pub frame_loss: bool,
@@ -571,7 +575,7 @@ pub struct SearchArgs {
     /// MLRsearch: trial seconds summed at a load before it is decided.
     #[arg(long, default_value_t = 21.0)]
     pub duration_sum: f64,
-    /// MLRsearch: relative width of the answer, %.
+    /// Relative width of the answer, % (MLRsearch goals; RFC 2544 resolution).
     #[arg(long, default_value_t = 0.5)]
     pub width: f64,
     /// MLRsearch: share of trial time allowed to exceed the loss ratio.
@@ -618,6 +622,10 @@ pub struct SearchPlan {
     pub goals: Vec<search::MlrGoal>,
     pub rfc_trial_s: f64,
     pub rfc_waits: bool,
+    /// Loss ratio (0..1) an RFC 2544 trial may have and still pass.
+    pub rfc_acceptable_loss: f64,
+    /// RFC 2544 binary search resolution, relative (0..1).
+    pub rfc_resolution: f64,
     pub frame_loss: bool,
     /// Upper bound from elsewhere (e.g. the tester's self-test), pps.
     pub cap_pps: Option<f64>,
@@ -655,6 +663,8 @@ impl SearchArgs {
             goals,
             rfc_trial_s: self.trial,
             rfc_waits: !self.no_waits,
+            rfc_acceptable_loss: self.acceptable_loss / 100.0,
+            rfc_resolution: self.width / 100.0,
             frame_loss: self.frame_loss,
             cap_pps: None,
         })
@@ -739,6 +749,8 @@ pub fn run_search(
     if matches!(plan.method, Method::Rfc2544 | Method::Both) {
         let mut cfg = search::Rfc2544Config::new(min, max);
         cfg.trial_duration_s = plan.rfc_trial_s;
+        cfg.acceptable_loss_ratio = plan.rfc_acceptable_loss;
+        cfg.resolution = search::rfc2544::Resolution::Relative(plan.rfc_resolution);
         if !plan.rfc_waits {
             cfg.waits = search::TrialWaits::NONE;
         }

@@ -302,6 +302,8 @@ fn profiles(args: &LabArgs, run: &mut Run, ends: &mut Ends) -> Result<()> {
             ],
             rfc_trial_s: 60.0,
             rfc_waits: true,
+            rfc_acceptable_loss: 0.0,
+            rfc_resolution: 0.02,
             frame_loss: false,
             cap_pps: None,
         };
