@@ -5,7 +5,7 @@
 #     method with 0 % and 0.5 % acceptable loss), same final trial length and
 #     width, and the answers each found;
 #  2. rate-control accuracy: per-second offered vs asked rate at 10 %, 50 %
-#     and 100 % of the tester's self-test capacity.
+#     and 100 % of the tester's self-test capacity, back to back.
 # Usage: bench/search.sh [--police PPS] [--width PCT] [--seconds N]
 # Needs root (the lab), builds target/release/linerate if missing.
 set -euo pipefail
@@ -64,7 +64,7 @@ echo "tester self-test capacity: $cap pps (64 B var2, back to back)"
 printf '%-8s %10s %12s %12s %10s\n' "share" "asked pps" "worst 1 s %" "mean off %" "limited"
 for pct in 10 50 100; do
   rate=$(( cap * pct / 100 ))
-  lr ramp --lab --profile bench --warmup 0 --ramp 0 --hold "$secs" --ramp-to "${rate}pps" >"$tmp/r.json"
+  lr ramp --lab --back-to-back --profile bench-var2-64b --warmup 0 --ramp 0 --hold "$secs" --ramp-to "${rate}pps" >"$tmp/r.json"
   python3 - "$tmp/r.json" "$pct" "$rate" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1])); pct, rate = sys.argv[2], float(sys.argv[3])

@@ -26,6 +26,9 @@ pub struct TargetArgs {
     /// Build a lab (gen -> DUT -> sink) and test its DUT.
     #[arg(long)]
     pub lab: bool,
+    /// With --lab: no DUT, generator and sink back to back (measures the tester).
+    #[arg(long)]
+    pub back_to_back: bool,
     /// With --lab: what the DUT does.
     #[arg(long, value_enum, default_value = "route")]
     pub dut: DutMode,
@@ -164,7 +167,7 @@ impl Bench {
             }
             let l = lab::build(
                 LabSpec {
-                    dut: Some(t.dut),
+                    dut: (!t.back_to_back).then_some(t.dut),
                     fw_rules: t.fw_rules,
                     mtu: 1500,
                     dut_loss_pct: t.dut_loss,
