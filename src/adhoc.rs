@@ -84,6 +84,20 @@ fn setup(e: &Endpoints, common: &Common, kind: &str) -> Result<Setup> {
     })
 }
 
+/// Two named endpoints as test ends: no DUT in between that linerate knows of.
+fn pair_ends<'f>(fleet: &'f mut Fleet, gen: usize, sink: usize, e: &Endpoints) -> Ends<'f> {
+    Ends {
+        fleet,
+        gen,
+        sink,
+        observers: vec![],
+        gen_addr: addressing(e.client_address),
+        sink_addr: addressing(Some(e.target)),
+        through_dut: false,
+        lab: None,
+    }
+}
+
 pub fn tcp(a: &TcpArgs) -> i32 {
     let mut s = match setup(&a.ends, &a.common, "tcp") {
         Ok(s) => s,
@@ -107,16 +121,7 @@ pub fn tcp(a: &TcpArgs) -> i32 {
         buffer_len: a.buffer,
         allow: a.common.allow_target.clone(),
     };
-    let mut ends = Ends {
-        fleet: &mut s.fleet,
-        gen: s.gen,
-        sink: s.sink,
-        observers: vec![],
-        gen_addr: addressing(a.ends.client_address),
-        sink_addr: addressing(Some(a.ends.target)),
-        through_dut: false,
-        lab: None,
-    };
+    let mut ends = pair_ends(&mut s.fleet, s.gen, s.sink, &a.ends);
     s.run.tcp(&mut ends, &t);
     s.fleet.shutdown();
     s.run.finish(None)
@@ -172,16 +177,7 @@ pub fn udp(a: &UdpArgs) -> i32 {
         cpus: a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
         allow: a.common.allow_target.clone(),
     };
-    let mut ends = Ends {
-        fleet: &mut s.fleet,
-        gen: s.gen,
-        sink: s.sink,
-        observers: vec![],
-        gen_addr: addressing(a.ends.client_address),
-        sink_addr: addressing(Some(a.ends.target)),
-        through_dut: false,
-        lab: None,
-    };
+    let mut ends = pair_ends(&mut s.fleet, s.gen, s.sink, &a.ends);
     s.run.udp(&mut ends, &t);
     s.fleet.shutdown();
     s.run.finish(None)

@@ -223,6 +223,24 @@ pub struct TestResult {
     pub efficiency: Option<crate::efficiency::Efficiency>,
 }
 
+impl TestResult {
+    /// A result about to be filled in by a running test.
+    pub fn new(name: &str, started_at: String, params: TestParams) -> Self {
+        TestResult {
+            name: name.into(),
+            status: TestStatus::Ok,
+            error: None,
+            started_at,
+            params,
+            directions: vec![],
+            cpu: vec![],
+            kernel_counters: vec![],
+            cross_checks: vec![],
+            efficiency: None,
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
 pub struct DirectionResult {
     /// e.g. `gen_to_sink`.

@@ -41,6 +41,22 @@ pub struct Ends<'a> {
     pub lab: Option<usize>,
 }
 
+impl Ends<'_> {
+    /// The same endpoints, borrowed again for a callee that takes `Ends`.
+    pub fn reborrow(&mut self) -> Ends<'_> {
+        Ends {
+            fleet: &mut *self.fleet,
+            gen: self.gen,
+            sink: self.sink,
+            observers: self.observers.clone(),
+            gen_addr: self.gen_addr.clone(),
+            sink_addr: self.sink_addr.clone(),
+            through_dut: self.through_dut,
+            lab: self.lab,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct UdpTest {
     pub name: String,
@@ -277,27 +293,9 @@ pub fn run_udp(
         cpus: t.cpus.clone(),
         lab: ends.lab,
     };
-    let mut result = TestResult {
-        name: t.name.clone(),
-        status: TestStatus::Ok,
-        error: None,
-        started_at,
-        params,
-        directions: vec![],
-        cpu: vec![],
-        kernel_counters: vec![],
-        cross_checks: vec![],
-        efficiency: None,
-    };
-    if let Err(e) = udp_inner(ends, t, &mut dir, on_progress, &mut result) {
-        result.status = if interrupted() {
-            TestStatus::Interrupted
-        } else {
-            TestStatus::Failed
-        };
-        result.error = Some(format!("{e:#}"));
-    }
-    result
+    finish_test(TestResult::new(&t.name, started_at, params), |r| {
+        udp_inner(ends, t, &mut dir, on_progress, r)
+    })
 }
 
 fn all_agents(ends: &Ends) -> Vec<usize> {
@@ -675,19 +673,18 @@ pub fn run_tcp(
         cpus: t.cpus.clone(),
         lab: ends.lab,
     };
-    let mut result = TestResult {
-        name: t.name.clone(),
-        status: TestStatus::Ok,
-        error: None,
-        started_at: crate::results::now_rfc3339(),
-        params,
-        directions: vec![],
-        cpu: vec![],
-        kernel_counters: vec![],
-        cross_checks: vec![],
-        efficiency: None,
-    };
-    if let Err(e) = tcp_inner(ends, t, &mut dir, on_progress, &mut result) {
+    finish_test(
+        TestResult::new(&t.name, crate::results::now_rfc3339(), params),
+        |r| tcp_inner(ends, t, &mut dir, on_progress, r),
+    )
+}
+
+/// Runs a test body; an error marks the result failed (or interrupted).
+fn finish_test(
+    mut result: TestResult,
+    body: impl FnOnce(&mut TestResult) -> Result<()>,
+) -> TestResult {
+    if let Err(e) = body(&mut result) {
         result.status = if interrupted() {
             TestStatus::Interrupted
         } else {

@@ -112,16 +112,7 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
         let mut b2b = lab::build(LabSpec { dut: None, ..spec }, self_log.as_deref())?;
         run.results.labs.push(b2b.topology.clone());
         let lab_idx = run.results.labs.len() - 1;
-        let mut ends = Ends {
-            fleet: &mut b2b.fleet,
-            gen: b2b.gen,
-            sink: b2b.sink,
-            observers: vec![],
-            gen_addr: b2b.gen_addr.clone(),
-            sink_addr: b2b.sink_addr.clone(),
-            through_dut: false,
-            lab: Some(lab_idx),
-        };
+        let mut ends = b2b.ends(Some(lab_idx));
         run.udp(&mut ends, &self_test);
         b2b.fleet.shutdown();
     }
@@ -188,16 +179,7 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
     let mut l = lab::build(spec, log_dir.as_deref())?;
     run.results.labs.push(l.topology.clone());
     let lab_idx = run.results.labs.len() - 1;
-    let mut ends = Ends {
-        fleet: &mut l.fleet,
-        gen: l.gen,
-        sink: l.sink,
-        observers: l.dut.into_iter().collect(),
-        gen_addr: l.gen_addr.clone(),
-        sink_addr: l.sink_addr.clone(),
-        through_dut: true,
-        lab: Some(lab_idx),
-    };
+    let mut ends = l.ends(Some(lab_idx));
     for t in &tcp_tests {
         if interrupted() {
             return Ok(());
@@ -307,18 +289,8 @@ fn profiles(args: &LabArgs, run: &mut Run, ends: &mut Ends) -> Result<()> {
             frame_loss: false,
             cap_pps: None,
         };
-        let sub = Ends {
-            fleet: &mut *ends.fleet,
-            gen: ends.gen,
-            sink: ends.sink,
-            observers: ends.observers.clone(),
-            gen_addr: ends.gen_addr.clone(),
-            sink_addr: ends.sink_addr.clone(),
-            through_dut: ends.through_dut,
-            lab: ends.lab,
-        };
         lines.extend(loadtest::run_search(
-            sub,
+            ends.reborrow(),
             &p,
             &pa,
             &plan,

@@ -408,6 +408,23 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     })
 }
 
+impl Lab {
+    /// The lab's generator and sink (and DUT, watched) as test endpoints;
+    /// `index` is the lab's place in results.json's `labs`.
+    pub fn ends(&mut self, index: Option<usize>) -> crate::runner::Ends<'_> {
+        crate::runner::Ends {
+            fleet: &mut self.fleet,
+            gen: self.gen,
+            sink: self.sink,
+            observers: self.dut.into_iter().collect(),
+            gen_addr: self.gen_addr.clone(),
+            sink_addr: self.sink_addr.clone(),
+            through_dut: self.dut.is_some(),
+            lab: index,
+        }
+    }
+}
+
 fn link(a: &str, b: &str) -> LabLink {
     LabLink {
         a: a.into(),
