@@ -2,6 +2,9 @@
 # Installs what linerate needs on a fresh Debian/Ubuntu machine: the tools
 # the lab calls (iproute2, nftables, ethtool), setpriv for the tests, and a
 # Rust toolchain with rustfmt and clippy if none is present. Idempotent.
+# Extra Debian packages can be named as arguments: the report's browser tests
+# (tests/report.rs) run `scripts/deps.sh chromium python3-prometheus-client`
+# when chromium is missing, so a plain lab needs no browser.
 set -euo pipefail
 
 need_pkgs=()

@@ -426,11 +426,14 @@ impl Recvmmsg {
                 fd,
                 self.hdrs.as_mut_ptr(),
                 self.hdrs.len() as libc::c_uint,
-                if wait {
-                    libc::MSG_WAITFORONE
-                } else {
-                    libc::MSG_DONTWAIT
-                },
+                // MSG_TRUNC: msg_len is the datagram's real length, not the
+                // header-sized part we keep.
+                libc::MSG_TRUNC
+                    | if wait {
+                        libc::MSG_WAITFORONE
+                    } else {
+                        libc::MSG_DONTWAIT
+                    },
                 std::ptr::null_mut(),
             )
         };

@@ -1,32 +1,308 @@
-//! Reports: the terminal table and progress line (`terminal`), and the
-//! self-contained HTML report, run comparison and exports (`linerate report`).
+//! Reports: the terminal table and progress line (`terminal`), and what
+//! `linerate report` writes from run directories: one self-contained HTML
+//! file for one run or a comparison of several (`html`, `sections`,
+//! `compare`), CSV and Prometheus exports (`export`). Everything here reads
+//! results documents and writes files or stdout; it runs no test, touches no
+//! network and never changes a results document.
+//!
+//! Numbers are computed once in `figures` (rates per interval, offered load)
+//! and formatted in `format`, so the terminal, the HTML tables, the charts and
+//! the exports cannot disagree. `charts` builds the data each chart receives
+//! (a plain JSON model that snapshot tests pin); `assets/report.js` draws it.
+//!
+//! # Why uPlot
+//!
+//! The charts are drawn by uPlot 1.6.32 (MIT licence, Leon Sorokin; the npm
+//! package `uplot`, vendored byte for byte under `assets/` with its LICENSE,
+//! see `assets/README.md`), embedded with `include_str!`. Chosen over
+//! generating SVG in Rust because what the issue asks of a chart — values on
+//! hover, series toggled from the legend, drag to zoom a time range — is what
+//! uPlot does out of the box, in 51 kB of minified JavaScript with no
+//! dependencies, drawing thousands of interval points on a canvas without
+//! slowing the page. Our own SVG plus hand-written interaction would be more
+//! code to maintain than the library. Larger libraries (Chart.js, ECharts,
+//! Plotly) would cost 200 kB–3 MB of the 1.5 MB budget for features we do not
+//! use. Tables are plain HTML rendered here, so they read without JavaScript
+//! and print; only the charts need scripts.
 
+pub mod charts;
+mod compare;
+pub mod export;
+pub mod figures;
+pub mod format;
+pub mod html;
+mod ramps;
+mod sections;
 pub mod terminal;
+#[cfg(test)]
+mod testdata;
 
-use std::path::Path;
+use crate::results::{write_atomic, RunResults};
+use anyhow::{bail, Context, Result};
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 /// Flags of `linerate report`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ReportArgs {
-    /// Run directories (or results.json files) to report on; several are compared.
-    #[arg(required = true)]
-    pub runs: Vec<std::path::PathBuf>,
-    /// Output file (default: report.html in the single run directory, or stdout for exports).
+    /// Run directories (or their results.json) to report on; several are compared.
+    /// A directory of run directories (e.g. linerate-results) stands for its latest run.
+    #[arg(required = true, value_name = "RUN_DIR")]
+    pub runs: Vec<PathBuf>,
+    /// Output file, `-` for stdout (default: report.html in the run directory for one run,
+    /// ./linerate-compare.html for several; stdout for csv and prometheus).
     #[arg(short, long)]
-    pub output: Option<std::path::PathBuf>,
+    pub output: Option<PathBuf>,
+    /// html: the interactive report. csv: one row per test and direction (kind=summary)
+    /// and one per interval sample (kind=interval). prometheus: text exposition format.
+    #[arg(long, value_enum, default_value = "html")]
+    pub format: Format,
+    /// Name of each run in comparisons, in the order of the run directories (repeatable).
+    /// Default: the run names, or the DUT modes when the names are all the same.
+    #[arg(long = "label", value_name = "LABEL")]
+    pub labels: Vec<String>,
 }
 
-/// `linerate report`: returns the exit status.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Html,
+    Csv,
+    Prometheus,
+}
+
+/// One results document and how the report calls it.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub label: String,
+    /// The run directory (or the directory of the results file given).
+    pub dir: PathBuf,
+    pub results: RunResults,
+}
+
+impl Run {
+    /// DUT mode of the run's lab, if it had a DUT.
+    pub fn dut_mode(&self) -> Option<&str> {
+        dut_mode(&self.results)
+    }
+}
+
+pub fn dut_mode(r: &RunResults) -> Option<&str> {
+    r.labs
+        .iter()
+        .filter(|l| l.kind == "dut")
+        .find_map(|l| l.dut_mode.as_deref())
+}
+
+/// `linerate report`: returns the exit status (0 ok, 1 failure, 2 usage).
 pub fn run(args: &ReportArgs) -> i32 {
-    eprintln!(
-        "linerate report: not built yet ({} run(s) given)",
-        args.runs.len()
-    );
-    2
+    if !args.labels.is_empty() && args.labels.len() != args.runs.len() {
+        eprintln!(
+            "linerate report: {} --label given for {} run directories; give one per run, in order",
+            args.labels.len(),
+            args.runs.len()
+        );
+        return 2;
+    }
+    match report(args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("linerate report: {e:#}");
+            1
+        }
+    }
+}
+
+fn report(args: &ReportArgs) -> Result<()> {
+    let runs = load_runs(&args.runs, &args.labels)?;
+    let (bytes, default_out) = match args.format {
+        Format::Html => {
+            let page = if runs.len() == 1 {
+                html::single(&runs[0])
+            } else {
+                html::comparison(&runs)
+            };
+            let out = if runs.len() == 1 {
+                runs[0].dir.join("report.html")
+            } else {
+                PathBuf::from("linerate-compare.html")
+            };
+            (page.into_bytes(), Some(out))
+        }
+        Format::Csv => (export::csv(&runs).into_bytes(), None),
+        Format::Prometheus => (export::prometheus(&runs).into_bytes(), None),
+    };
+    match args.output.clone().or(default_out) {
+        Some(p) if p.as_os_str() != "-" => {
+            write_atomic(&p, &bytes).with_context(|| format!("writing {}", p.display()))?;
+            eprintln!(
+                "report: {} ({})",
+                p.display(),
+                format::bytes(bytes.len() as u64)
+            );
+        }
+        _ => {
+            let mut out = std::io::stdout().lock();
+            if let Err(e) = out.write_all(&bytes).and_then(|()| out.flush()) {
+                // A closed pipe (`| head`) is not a failure.
+                if e.kind() != std::io::ErrorKind::BrokenPipe {
+                    return Err(e).context("writing to stdout");
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Writes `report.html` into a finished run directory. Called by every
 /// command that writes a results directory.
-pub fn write_run_report(_run_dir: &Path) -> anyhow::Result<()> {
-    Ok(())
+pub fn write_run_report(run_dir: &Path) -> Result<()> {
+    let run = load(run_dir, None)?;
+    let page = html::single(&run);
+    write_atomic(&run_dir.join("report.html"), page.as_bytes())
+}
+
+/// Loads every run and gives each a label.
+pub fn load_runs(paths: &[PathBuf], labels: &[String]) -> Result<Vec<Run>> {
+    let mut runs = paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| load(p, labels.get(i).cloned()))
+        .collect::<Result<Vec<_>>>()?;
+    if labels.is_empty() {
+        let names: Vec<String> = runs.iter().map(|r| r.results.name.clone()).collect();
+        let modes: Vec<String> = runs
+            .iter()
+            .map(|r| r.dut_mode().unwrap_or("no DUT").to_string())
+            .collect();
+        let picked = if distinct(&names) {
+            names
+        } else if distinct(&modes) {
+            modes
+        } else {
+            (1..=runs.len())
+                .zip(&names)
+                .map(|(i, n)| format!("{n} #{i}"))
+                .collect()
+        };
+        for (r, l) in runs.iter_mut().zip(picked) {
+            r.label = l;
+        }
+    }
+    Ok(runs)
+}
+
+fn distinct(v: &[String]) -> bool {
+    let mut s: Vec<&String> = v.iter().collect();
+    s.sort();
+    s.dedup();
+    s.len() == v.len()
+}
+
+/// Reads one run: a run directory, its results.json, or a directory of run
+/// directories (its most recently written run).
+pub fn load(path: &Path, label: Option<String>) -> Result<Run> {
+    let file = if path.is_dir() {
+        let direct = path.join("results.json");
+        if direct.is_file() {
+            direct
+        } else {
+            let latest = latest_run(path).with_context(|| {
+                format!(
+                    "{} holds no results.json and no run directory with one \
+                     (give a directory written by linerate lab, tcp or udp)",
+                    path.display()
+                )
+            })?;
+            eprintln!(
+                "using the latest run in {}: {}",
+                path.display(),
+                latest.display()
+            );
+            latest.join("results.json")
+        }
+    } else {
+        path.to_path_buf()
+    };
+    let text = std::fs::read_to_string(&file).with_context(|| {
+        format!(
+            "reading {} (give a run directory written by linerate lab, tcp or udp, or its results.json)",
+            file.display()
+        )
+    })?;
+    let results: RunResults = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not a linerate results document this version reads",
+            file.display()
+        )
+    })?;
+    let major = |v: &str| v.split('.').next().unwrap_or("").to_string();
+    if major(&results.schema_version) != major(crate::results::SCHEMA_VERSION) {
+        bail!(
+            "{} has schema version {}; this linerate reads {}.x (use the linerate that wrote it)",
+            file.display(),
+            results.schema_version,
+            major(crate::results::SCHEMA_VERSION)
+        );
+    }
+    let dir = file
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    Ok(Run {
+        label: label.unwrap_or_else(|| results.name.clone()),
+        dir,
+        results,
+    })
+}
+
+/// The run directory below `base` whose results.json was written last.
+fn latest_run(base: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(base)
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let p = e.path();
+            let m = std::fs::metadata(p.join("results.json")).ok()?;
+            Some((m.modified().ok()?, p))
+        })
+        .max()
+        .map(|(_, p)| p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_fall_back_to_dut_mode() {
+        let mut runs = testdata::three_runs();
+        for r in &mut runs {
+            r.results.name = "lab".into();
+        }
+        let dir = std::env::temp_dir().join(format!("lr-report-labels-{}", std::process::id()));
+        let mut paths = Vec::new();
+        for (i, r) in runs.iter().enumerate() {
+            let d = dir.join(format!("r{i}"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(
+                d.join("results.json"),
+                serde_json::to_vec(&r.results).unwrap(),
+            )
+            .unwrap();
+            paths.push(d);
+        }
+        let loaded = load_runs(&paths, &[]).unwrap();
+        let labels: Vec<&str> = loaded.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(labels, ["route", "nat", "fw"]);
+        // A directory of runs stands for its latest.
+        let latest = load(&dir, None).unwrap();
+        assert_eq!(latest.dir.file_name().unwrap(), "r2");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_wrong_file_says_what_to_give() {
+        let e = load(Path::new("/nonexistent/run"), None).unwrap_err();
+        assert!(format!("{e:#}").contains("give a run directory"), "{e:#}");
+    }
 }

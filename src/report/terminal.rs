@@ -1,11 +1,81 @@
-//! Terminal output: the results table and the live progress line.
+//! Terminal output: the results table and the live progress line. Colour
+//! only on a terminal and never when NO_COLOR is set (no-color.org) or
+//! TERM=dumb; the layout is the same with or without it.
 
 use crate::results::{Protocol, RunResults, TestStatus};
 use crate::runner::Progress;
+use crate::units;
 use std::io::{IsTerminal, Write};
+use std::sync::Mutex;
+
+/// Whether to colour output, decided once from the stream and environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    pub color: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tone {
+    Plain,
+    Bold,
+    Warn,
+    Bad,
+}
+
+impl Style {
+    pub const PLAIN: Style = Style { color: false };
+
+    /// Colour when `is_terminal` and the environment does not say otherwise.
+    pub fn detect(is_terminal: bool) -> Style {
+        Style::from_env(
+            is_terminal,
+            std::env::var_os("NO_COLOR").as_deref(),
+            std::env::var_os("TERM").as_deref(),
+        )
+    }
+
+    fn from_env(
+        is_terminal: bool,
+        no_color: Option<&std::ffi::OsStr>,
+        term: Option<&std::ffi::OsStr>,
+    ) -> Style {
+        // NO_COLOR counts when set to anything but the empty string.
+        let no_color = no_color.is_some_and(|v| !v.is_empty());
+        let dumb = term.is_some_and(|t| t == "dumb");
+        Style {
+            color: is_terminal && !no_color && !dumb,
+        }
+    }
+
+    fn paint(self, tone: Tone, s: &str) -> String {
+        let code = match tone {
+            _ if !self.color => return s.to_string(),
+            Tone::Plain => return s.to_string(),
+            Tone::Bold => "1",
+            Tone::Warn => "33",
+            Tone::Bad => "1;31",
+        };
+        format!("\x1b[{code}m{s}\x1b[0m")
+    }
+}
+
+fn loss_tone(ratio: f64) -> Tone {
+    if ratio > super::sections::LOSS_BAD {
+        Tone::Bad
+    } else if ratio > 0.0 {
+        Tone::Warn
+    } else {
+        Tone::Plain
+    }
+}
+
+/// The results table as `run` prints it on stdout: coloured on a terminal.
+pub fn table(r: &RunResults) -> String {
+    table_styled(r, Style::detect(std::io::stdout().is_terminal()))
+}
 
 /// One row per test and direction, in the seed write-ups' terms.
-pub fn table(r: &RunResults) -> String {
+pub fn table_styled(r: &RunResults, style: Style) -> String {
     let header = [
         "Test",
         "Dir",
@@ -18,8 +88,9 @@ pub fn table(r: &RunResults) -> String {
         "CPU gen %",
         "CPU sink %",
     ];
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let mut notes = Vec::new();
+    let mut rows: Vec<Vec<(String, Tone)>> = Vec::new();
+    let mut notes: Vec<(String, Tone)> = Vec::new();
+    let plain = |s: String| (s, Tone::Plain);
     for t in &r.tests {
         let cpu = |role: &str| {
             t.cpu
@@ -29,88 +100,128 @@ pub fn table(r: &RunResults) -> String {
                 .unwrap_or_else(|| "-".into())
         };
         if t.status != TestStatus::Ok {
-            rows.push(vec![
-                t.name.clone(),
-                "-".into(),
-                format!("{:?}", t.status).to_lowercase(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-            ]);
+            let mut row = vec![
+                plain(t.name.clone()),
+                plain("-".into()),
+                (format!("{:?}", t.status).to_lowercase(), Tone::Bad),
+            ];
+            row.resize(header.len(), plain(String::new()));
+            rows.push(row);
             if let Some(e) = &t.error {
-                notes.push(format!("{}: {e}", t.name));
+                notes.push((format!("{}: {e}", t.name), Tone::Bad));
             }
             continue;
         }
         for d in &t.directions {
             let tcp = t.params.protocol == Protocol::Tcp;
+            let retr = d.retransmits.unwrap_or(0);
             rows.push(vec![
-                t.name.clone(),
-                short_dir(&d.direction),
+                plain(t.name.clone()),
+                plain(super::figures::dir_label(&d.direction)),
                 if tcp {
-                    "-".into()
+                    plain("-".into())
                 } else {
-                    format!("{:.0}", d.rx_pps)
+                    (
+                        format!("{:.0}", d.rx_pps),
+                        if d.tester_limited {
+                            Tone::Bad
+                        } else {
+                            Tone::Plain
+                        },
+                    )
                 },
-                format!("{:.3}", d.rx_l2_bps / 1e9),
-                d.rx_l1_bps
-                    .map(|v| format!("{:.3}", v / 1e9))
-                    .unwrap_or_else(|| "-".into()),
-                format!("{:.1}", d.line_rate_pct),
+                plain(format!("{:.3}", d.rx_l2_bps / 1e9)),
+                plain(
+                    d.rx_l1_bps
+                        .map(|v| format!("{:.3}", v / 1e9))
+                        .unwrap_or_else(|| "-".into()),
+                ),
+                plain(format!("{:.1}", d.line_rate_pct)),
                 if tcp {
-                    format!("{} retr", d.retransmits.unwrap_or(0))
+                    (
+                        format!("{retr} retr"),
+                        if retr > 0 { Tone::Warn } else { Tone::Plain },
+                    )
                 } else {
-                    format!("{:.3}", d.loss_ratio * 100.0)
+                    (
+                        format!("{:.3}", d.loss_ratio * 100.0),
+                        loss_tone(d.loss_ratio),
+                    )
                 },
                 if tcp {
-                    "-".into()
+                    plain("-".into())
                 } else {
-                    d.tester_drops.to_string()
+                    (
+                        d.tester_drops.to_string(),
+                        if d.tester_drops > 0 {
+                            Tone::Warn
+                        } else {
+                            Tone::Plain
+                        },
+                    )
                 },
-                cpu("gen"),
-                cpu("sink"),
+                plain(cpu("gen")),
+                plain(cpu("sink")),
             ]);
+            if d.tester_limited {
+                notes.push((
+                    format!(
+                        "{} {}: the sender could not offer the rate asked for; this row measures the tester",
+                        t.name,
+                        super::figures::dir_label(&d.direction)
+                    ),
+                    Tone::Bad,
+                ));
+            }
         }
         for c in t.cross_checks.iter().filter(|c| c.flagged) {
-            notes.push(format!(
-                "{}: {} disagree by {:.1} % (application {}, kernel {})",
-                t.name,
-                c.what,
-                c.difference_ratio * 100.0,
-                c.application,
-                c.kernel
+            notes.push((
+                format!(
+                    "{}: {} disagree by {:.1} % (application {}, kernel {})",
+                    t.name,
+                    c.what,
+                    c.difference_ratio * 100.0,
+                    c.application,
+                    c.kernel
+                ),
+                Tone::Warn,
             ));
         }
     }
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
-        for (w, c) in widths.iter_mut().zip(row) {
+        for (w, (c, _)) in widths.iter_mut().zip(row) {
             *w = (*w).max(c.chars().count());
         }
     }
     let mut out = String::new();
-    let line = |cells: &[String], out: &mut String| {
-        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
-            if i < 2 {
-                out.push_str(&format!("{c:<w$}  "));
+    // Pads by visible width first, then paints, so colour never shifts columns.
+    let line = |cells: &[(String, Tone)], out: &mut String| {
+        let mut s = String::new();
+        for (i, ((c, tone), w)) in cells.iter().zip(&widths).enumerate() {
+            let padded = if i < 2 {
+                format!("{c:<w$}")
             } else {
-                out.push_str(&format!("{c:>w$}  "));
-            }
+                format!("{c:>w$}")
+            };
+            s.push_str(&style.paint(*tone, &padded));
+            s.push_str("  ");
         }
-        let trimmed = out.trim_end().len();
-        out.truncate(trimmed);
+        out.push_str(s.trim_end());
         out.push('\n');
     };
     line(
-        &header.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        &header
+            .iter()
+            .map(|s| (s.to_string(), Tone::Bold))
+            .collect::<Vec<_>>(),
         &mut out,
     );
     line(
-        &widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>(),
+        &widths
+            .iter()
+            .map(|w| plain("-".repeat(*w)))
+            .collect::<Vec<_>>(),
         &mut out,
     );
     for row in &rows {
@@ -119,65 +230,204 @@ pub fn table(r: &RunResults) -> String {
     out.push_str(&format!(
         "\nLine rate {} bit/s (L1). Frames include the 4-byte FCS; L1 adds 20 B per frame. \
          TCP rows show payload goodput (per-packet figures do not apply with TSO/GRO).\n",
-        crate::units::si(r.line_rate_bps).trim()
+        units::si(r.line_rate_bps).trim()
     ));
     if !notes.is_empty() {
-        out.push_str("\nNotes:\n");
-        for n in notes {
-            out.push_str(&format!("  ! {n}\n"));
+        out.push_str(&format!("\n{}\n", style.paint(Tone::Bold, "Notes:")));
+        for (n, tone) in notes {
+            out.push_str(&format!("  {}\n", style.paint(tone, &format!("! {n}"))));
         }
     }
     out
 }
 
-fn short_dir(d: &str) -> String {
-    d.replace("_to_", "→")
+/// Loss so far in one test, from the per-interval figures the runner
+/// reports: each receiver interval's loss ratio and rate give its lost and
+/// expected packets (intervals are 1 s long).
+#[derive(Debug, Default)]
+struct LossSoFar {
+    test: String,
+    last: (f64, f64),
+    lost: f64,
+    expected: f64,
+}
+
+impl LossSoFar {
+    fn update(&mut self, p: &Progress) -> f64 {
+        if p.test != self.test {
+            *self = LossSoFar {
+                test: p.test.clone(),
+                ..Default::default()
+            };
+        }
+        // Sender updates leave the receiver's figures as they were.
+        let now = (p.rx_pps, p.loss_ratio);
+        if now != self.last && p.loss_ratio < 1.0 {
+            let expected = p.rx_pps / (1.0 - p.loss_ratio);
+            self.expected += expected;
+            self.lost += expected * p.loss_ratio;
+            self.last = now;
+        }
+        if self.expected > 0.0 {
+            self.lost / self.expected
+        } else {
+            p.loss_ratio
+        }
+    }
+}
+
+/// The progress line's text: test, elapsed of duration, ETA, offered and
+/// received rates, loss so far.
+pub fn progress_text(p: &Progress, loss_so_far: f64, style: Style) -> String {
+    let rate = |pps: f64, bps: f64| {
+        if pps > 0.0 {
+            format!("{}pps {}bit/s", units::si(pps), units::si(bps))
+        } else {
+            format!("{}bit/s", units::si(bps))
+        }
+    };
+    let eta = (p.duration_s - p.elapsed_s).max(0.0);
+    format!(
+        "  {}  {:>4.1}/{:.0} s  ETA {:.0} s  offered {}  received {}  loss {}",
+        style.paint(Tone::Bold, &p.test),
+        p.elapsed_s,
+        p.duration_s,
+        eta.ceil(),
+        rate(p.tx_pps, p.tx_bps),
+        rate(p.rx_pps, p.rx_bps),
+        style.paint(
+            loss_tone(loss_so_far),
+            &format!("{:.3} %", loss_so_far * 100.0)
+        ),
+    )
 }
 
 /// Redraws one status line on a terminal; prints nothing otherwise.
 pub struct ProgressLine {
     enabled: bool,
+    style: Style,
+    loss: Mutex<LossSoFar>,
 }
 
 impl ProgressLine {
     pub fn new(enabled: bool) -> Self {
+        let tty = std::io::stderr().is_terminal();
         ProgressLine {
-            enabled: enabled && std::io::stderr().is_terminal(),
+            enabled: enabled && tty,
+            style: Style::detect(tty),
+            loss: Mutex::new(LossSoFar::default()),
         }
     }
+
     pub fn update(&self, p: &Progress) {
         if !self.enabled {
             return;
         }
-        let rate = |pps: f64, bps: f64| {
-            if pps > 0.0 {
-                format!(
-                    "{}pps {}bit/s",
-                    crate::units::si(pps),
-                    crate::units::si(bps)
-                )
-            } else {
-                format!("{}bit/s", crate::units::si(bps))
-            }
+        let so_far = match self.loss.lock() {
+            Ok(mut l) => l.update(p),
+            Err(_) => p.loss_ratio,
         };
         let mut e = std::io::stderr().lock();
-        let _ = write!(
-            e,
-            "\r\x1b[2K  {}  {:>4.1}/{:.0} s  tx {}  rx {}  loss {:.3} %",
-            p.test,
-            p.elapsed_s,
-            p.duration_s,
-            rate(p.tx_pps, p.tx_bps),
-            rate(p.rx_pps, p.rx_bps),
-            p.loss_ratio * 100.0
-        );
+        let _ = write!(e, "\r\x1b[2K{}", progress_text(p, so_far, self.style));
         let _ = e.flush();
     }
+
     pub fn clear(&self) {
         if self.enabled {
             let mut e = std::io::stderr().lock();
             let _ = write!(e, "\r\x1b[2K");
             let _ = e.flush();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::testdata;
+
+    #[test]
+    fn plain_table_is_aligned() {
+        let out = table_styled(&testdata::lab(), Style::PLAIN);
+        assert!(!out.contains('\x1b'));
+        let lines: Vec<&str> = out.lines().take_while(|l| !l.is_empty()).collect();
+        assert!(lines.len() >= 4, "{out}");
+        // Right-aligned numeric columns end where the header's do.
+        let end = lines[0].find("CPU gen %").unwrap() + "CPU gen %".len();
+        for l in &lines[2..] {
+            let chars: Vec<char> = l.chars().collect();
+            let head: Vec<char> = lines[0].chars().collect();
+            let col = head[..end].len();
+            assert!(
+                chars[col - 1].is_ascii_digit() || chars[col - 1] == '-',
+                "{l}"
+            );
+        }
+    }
+
+    #[test]
+    fn colour_marks_header_and_flags_without_moving_columns() {
+        let r = testdata::paced();
+        let plain = table_styled(&r, Style::PLAIN);
+        let coloured = table_styled(&r, Style { color: true });
+        assert!(coloured.contains("\x1b[1mTest"));
+        assert!(coloured.contains("\x1b[33m! "), "flagged notes in yellow");
+        let strip = |s: &str| {
+            let mut out = String::new();
+            let mut esc = false;
+            for c in s.chars() {
+                match (esc, c) {
+                    (false, '\x1b') => esc = true,
+                    (true, 'm') => esc = false,
+                    (true, _) => {}
+                    (false, c) => out.push(c),
+                }
+            }
+            out
+        };
+        assert_eq!(strip(&coloured), plain);
+    }
+
+    #[test]
+    fn no_color_wins() {
+        use std::ffi::OsStr;
+        assert!(Style::from_env(true, None, Some(OsStr::new("xterm"))).color);
+        assert!(!Style::from_env(true, Some(OsStr::new("1")), None).color);
+        assert!(Style::from_env(true, Some(OsStr::new("")), None).color);
+        assert!(!Style::from_env(true, None, Some(OsStr::new("dumb"))).color);
+        assert!(!Style::from_env(false, None, None).color);
+    }
+
+    #[test]
+    fn progress_shows_eta_rates_and_loss_so_far() {
+        let mut l = LossSoFar::default();
+        let mut p = Progress {
+            test: "udp 64B".into(),
+            elapsed_s: 1.0,
+            duration_s: 10.0,
+            tx_pps: 1000.0,
+            tx_bps: 672_000.0,
+            rx_pps: 900.0,
+            rx_bps: 604_800.0,
+            loss_ratio: 0.1,
+        };
+        assert!((l.update(&p) - 0.1).abs() < 1e-12);
+        // A sender update repeats the receiver's figures: not counted twice.
+        p.elapsed_s = 1.5;
+        assert!((l.update(&p) - 0.1).abs() < 1e-12);
+        p.rx_pps = 1000.0;
+        p.loss_ratio = 0.0;
+        let so_far = l.update(&p);
+        assert!((so_far - 100.0 / 2000.0).abs() < 1e-12, "{so_far}");
+        let text = progress_text(&p, so_far, Style::PLAIN);
+        assert!(text.contains("1.5/10 s"), "{text}");
+        assert!(text.contains("ETA 9 s"), "{text}");
+        assert!(text.contains("offered 1.00 kpps"), "{text}");
+        assert!(text.contains("loss 5.000 %"), "{text}");
+        // A new test starts from zero.
+        p.test = "next".into();
+        p.loss_ratio = 0.0;
+        p.rx_pps = 5.0;
+        assert_eq!(l.update(&p), 0.0);
     }
 }

@@ -1,0 +1,508 @@
+//! What each chart of the HTML report receives: axes, series and the aligned
+//! data arrays (`data[0]` is x, `data[i]` belongs to `series[i-1]`), built
+//! from results documents. `report.js` turns a [`Chart`] into a uPlot chart
+//! without knowing what it shows, so a new kind of chart (ramps: offered vs
+//! forwarded with the ideal line; searches: trials as points) is a new
+//! builder here, not new JavaScript. Snapshot tests pin this data.
+
+use super::figures::{self, IntervalFigures};
+use super::Run;
+use crate::results::{DirectionResult, RunResults, TestResult, TestStatus};
+use serde::Serialize;
+
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct Chart {
+    /// Unique in the page; also the id of the element it is drawn in.
+    pub id: String,
+    pub title: String,
+    pub x: Axis,
+    /// Left axis first; a second one is drawn on the right.
+    pub y: Vec<Axis>,
+    pub series: Vec<Series>,
+    /// `data[0]`: x values; `data[i]`: values of `series[i - 1]`, `null`
+    /// where a series has no value at that x.
+    pub data: Vec<Vec<Option<f64>>>,
+    /// One line under the chart saying how to read it.
+    pub note: String,
+    /// Values hold from their x to the next x (rates per interval): x holds
+    /// each interval's start and, last, the end of the last interval, where
+    /// every series repeats its last value.
+    pub steps: bool,
+    /// Vertical lines at an x value with a label (a saturation point).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub marks: Vec<Mark>,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct Mark {
+    pub x: f64,
+    pub label: String,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct Axis {
+    /// Scale name that series refer to.
+    pub scale: String,
+    pub label: String,
+    /// `s`, `pps`, `bit/s`, `%`, `count`: how values are formatted.
+    pub unit: String,
+    /// Lower end of the axis (0 for rates, so flat lines are not magnified).
+    pub min: Option<f64>,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct Series {
+    pub label: String,
+    pub scale: String,
+    pub color: String,
+    /// `solid` (what arrived), `dashed` (what was asked or offered, the
+    /// ideal), `dotted` (loss and retransmits), `points` (no line: trials,
+    /// tester-limited samples).
+    pub line: String,
+    /// Connect across x values where this series has none (series measured
+    /// at their own x, merged into one x axis).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub span_gaps: bool,
+    /// `target`, `offered`, `received`, `ideal`, `loss`, `retransmits`,
+    /// `trial`, `limited`.
+    pub role: String,
+}
+
+/// Received / offered / loss colours of the first and second direction.
+const DIR_COLORS: [[&str; 3]; 2] = [
+    ["#1f5fa8", "#8fb4e3", "#d62728"],
+    ["#c8590f", "#f2b27a", "#8c2d9c"],
+];
+/// One colour per run in comparisons.
+pub const RUN_COLORS: [&str; 8] = [
+    "#1f5fa8", "#c8590f", "#2a9d3f", "#8c2d9c", "#b8860b", "#17a2b8", "#e377c2", "#7f7f7f",
+];
+pub(super) const IDEAL_COLOR: &str = "#444444";
+
+/// Six significant digits: enough for any plot, and the page stays small.
+pub(super) fn sig(v: f64) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let mag = v.abs().log10().floor() as i32;
+    let scale = 10f64.powi(5 - mag);
+    (v * scale).round() / scale
+}
+
+pub(super) fn axis(scale: &str, label: &str, unit: &str, min: Option<f64>) -> Axis {
+    Axis {
+        scale: scale.into(),
+        label: label.into(),
+        unit: unit.into(),
+        min,
+    }
+}
+
+pub(super) fn series(label: String, scale: &str, color: &str, role: &str) -> Series {
+    let line = match role {
+        "received" => "solid",
+        "loss" | "retransmits" => "dotted",
+        "trial" | "limited" => "points",
+        _ => "dashed",
+    };
+    Series {
+        label,
+        scale: scale.into(),
+        color: color.into(),
+        line: line.into(),
+        span_gaps: false,
+        role: role.into(),
+    }
+}
+
+/// Only intervals both ends reported are plotted: the receiver's drain after
+/// the sender stopped would show as a collapse that did not happen. CSV keeps
+/// every interval.
+fn plotted(t: &TestResult, d: &DirectionResult) -> Vec<IntervalFigures> {
+    figures::intervals(t, d)
+        .into_iter()
+        .filter(|f| f.complete)
+        .collect()
+}
+
+/// Lines up several interval lists by index for a step chart: x is the
+/// start of the first list's interval at each index, then the end of the
+/// last interval.
+fn align(lists: &[Vec<IntervalFigures>]) -> Vec<Option<f64>> {
+    let n = lists.iter().map(Vec::len).max().unwrap_or(0);
+    let mut xs: Vec<Option<f64>> = (0..n)
+        .map(|i| lists.iter().find_map(|l| l.get(i)).map(|f| sig(f.t_start)))
+        .collect();
+    if n > 0 {
+        xs.push(
+            lists
+                .iter()
+                .find_map(|l| l.get(n - 1))
+                .map(|f| sig(f.t_end)),
+        );
+    }
+    xs
+}
+
+/// One series' values for x from [`align`] (`n` intervals, `n + 1` x
+/// values): a list shorter than `n` closes its last step where the next
+/// interval starts and has no values after it.
+fn column(
+    list: &[IntervalFigures],
+    n: usize,
+    f: impl Fn(&IntervalFigures) -> Option<f64>,
+) -> Vec<Option<f64>> {
+    (0..=n)
+        .map(|i| {
+            let at = if i == list.len() {
+                i.checked_sub(1)
+            } else {
+                Some(i)
+            };
+            at.and_then(|i| list.get(i)).and_then(&f).map(sig)
+        })
+        .collect()
+}
+
+fn test_note(t: &TestResult) -> String {
+    let what = if figures::is_tcp(t) {
+        "TCP payload goodput per interval (bit/s), sent vs received; retransmitted segments on the right"
+    } else {
+        "Packets per second per interval, offered vs received; loss (missing by sequence number / expected in the interval) on the right"
+    };
+    format!("{what}. Intervals both ends reported; drag to zoom, double-click to reset, click a legend entry to hide it.")
+}
+
+/// The time-series chart of one test of one run: every direction's offered
+/// and received rate, and its loss (UDP) or retransmits (TCP).
+pub fn test_chart(id: &str, t: &TestResult) -> Option<Chart> {
+    if t.status != TestStatus::Ok || t.directions.is_empty() {
+        return None;
+    }
+    let tcp = figures::is_tcp(t);
+    let lists: Vec<Vec<IntervalFigures>> = t.directions.iter().map(|d| plotted(t, d)).collect();
+    let xs = align(&lists);
+    if xs.is_empty() {
+        return None;
+    }
+    let n = xs.len() - 1;
+    let mut series_list = Vec::new();
+    let mut data = vec![xs];
+    for (i, (d, list)) in t.directions.iter().zip(&lists).enumerate() {
+        let [rx_color, tx_color, loss_color] = DIR_COLORS[i % DIR_COLORS.len()];
+        let dir = figures::dir_label(&d.direction);
+        if !tcp && list.iter().any(|f| f.target_pps.is_some()) {
+            series_list.push(series(
+                format!("target {dir}"),
+                "rate",
+                IDEAL_COLOR,
+                "target",
+            ));
+            data.push(column(list, n, |f| f.target_pps));
+        }
+        let (offered_label, received_label) = if tcp {
+            ("sent", "received")
+        } else {
+            ("offered", "received")
+        };
+        series_list.push(series(
+            format!("{offered_label} {dir}"),
+            "rate",
+            tx_color,
+            "offered",
+        ));
+        data.push(column(
+            list,
+            n,
+            |f| if tcp { f.tx_l2_bps } else { f.tx_pps },
+        ));
+        series_list.push(series(
+            format!("{received_label} {dir}"),
+            "rate",
+            rx_color,
+            "received",
+        ));
+        data.push(column(
+            list,
+            n,
+            |f| if tcp { f.rx_l2_bps } else { f.rx_pps },
+        ));
+        if tcp {
+            series_list.push(series(
+                format!("retransmits {dir}"),
+                "extra",
+                loss_color,
+                "retransmits",
+            ));
+            data.push(column(list, n, |f| f.retransmits.map(|r| r as f64)));
+        } else {
+            series_list.push(series(format!("loss {dir}"), "extra", loss_color, "loss"));
+            data.push(column(list, n, |f| f.loss_ratio.map(|r| r * 100.0)));
+        }
+    }
+    let y = if tcp {
+        vec![
+            axis("rate", "goodput", "bit/s", Some(0.0)),
+            axis("extra", "retransmits per interval", "count", Some(0.0)),
+        ]
+    } else {
+        vec![
+            axis("rate", "packets per second", "pps", Some(0.0)),
+            axis("extra", "loss", "%", Some(0.0)),
+        ]
+    };
+    Some(Chart {
+        id: id.into(),
+        title: t.name.clone(),
+        x: axis("x", "time since the sender started", "s", None),
+        y,
+        series: series_list,
+        data,
+        note: test_note(t),
+        steps: true,
+        marks: Vec::new(),
+    })
+}
+
+/// Charts of one run: one per test that ran.
+pub fn run_charts(prefix: &str, r: &RunResults) -> Vec<Chart> {
+    r.tests
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| test_chart(&format!("{prefix}t{i}"), t))
+        .collect()
+}
+
+/// Every (test name, direction) in the order the runs first show them.
+pub fn comparison_keys(runs: &[Run]) -> Vec<(String, String)> {
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for r in runs {
+        for t in r
+            .results
+            .tests
+            .iter()
+            .filter(|t| t.status == TestStatus::Ok)
+        {
+            for d in &t.directions {
+                let k = (t.name.clone(), d.direction.clone());
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+        }
+    }
+    keys
+}
+
+/// The test and direction called `key` in one run, if it ran there.
+pub fn find<'a>(
+    r: &'a RunResults,
+    key: &(String, String),
+) -> Option<(&'a TestResult, &'a DirectionResult)> {
+    r.tests
+        .iter()
+        .filter(|t| t.status == TestStatus::Ok && t.name == key.0)
+        .find_map(|t| {
+            t.directions
+                .iter()
+                .find(|d| d.direction == key.1)
+                .map(|d| (t, d))
+        })
+}
+
+/// One chart per test and direction across runs: each run's received rate
+/// (and loss), and an "ideal" line at the offered load.
+pub fn comparison_charts(runs: &[Run]) -> Vec<Chart> {
+    let mut out = Vec::new();
+    for (k, key) in comparison_keys(runs).iter().enumerate() {
+        let found: Vec<Option<(&TestResult, &DirectionResult)>> =
+            runs.iter().map(|r| find(&r.results, key)).collect();
+        let Some((first_t, _)) = found.iter().flatten().next() else {
+            continue;
+        };
+        let tcp = figures::is_tcp(first_t);
+        let lists: Vec<Vec<IntervalFigures>> = found
+            .iter()
+            .map(|f| f.map(|(t, d)| plotted(t, d)).unwrap_or_default())
+            .collect();
+        let xs = align(&lists);
+        if xs.is_empty() {
+            continue;
+        }
+        let n = xs.len() - 1;
+        let mut series_list = Vec::new();
+        let mut data = vec![xs];
+        // The ideal is everything offered arriving: one line at the rate
+        // asked for when the runs were paced, else each run's own offered
+        // load (runs sending as fast as they can offer different loads).
+        let paced = lists.iter().flatten().any(|f| f.target_pps.is_some());
+        if let (true, Some(list)) = (paced, lists.iter().find(|l| !l.is_empty())) {
+            series_list.push(series(
+                "ideal: target rate".into(),
+                "rate",
+                IDEAL_COLOR,
+                "ideal",
+            ));
+            data.push(column(list, n, |f| f.target_pps));
+        }
+        for (i, (run, list)) in runs.iter().zip(&lists).enumerate() {
+            if list.is_empty() {
+                continue;
+            }
+            let color = RUN_COLORS[i % RUN_COLORS.len()];
+            if !paced {
+                series_list.push(series(
+                    format!("{} ideal (offered)", run.label),
+                    "rate",
+                    color,
+                    "ideal",
+                ));
+                data.push(column(
+                    list,
+                    n,
+                    |f| if tcp { f.tx_l2_bps } else { f.tx_pps },
+                ));
+            }
+            series_list.push(series(run.label.clone(), "rate", color, "received"));
+            data.push(column(
+                list,
+                n,
+                |f| if tcp { f.rx_l2_bps } else { f.rx_pps },
+            ));
+            if !tcp {
+                series_list.push(series(
+                    format!("{} loss", run.label),
+                    "extra",
+                    color,
+                    "loss",
+                ));
+                data.push(column(list, n, |f| f.loss_ratio.map(|r| r * 100.0)));
+            }
+        }
+        let mut y = vec![if tcp {
+            axis("rate", "received goodput", "bit/s", Some(0.0))
+        } else {
+            axis("rate", "received packets per second", "pps", Some(0.0))
+        }];
+        if !tcp {
+            y.push(axis("extra", "loss", "%", Some(0.0)));
+        }
+        out.push(Chart {
+            id: format!("cmp{k}"),
+            title: format!("{} · {}", key.0, figures::dir_label(&key.1)),
+            x: axis("x", "time since the sender started", "s", None),
+            y,
+            series: series_list,
+            data,
+            note: format!(
+                "{} per interval, a solid line per run; dashed: the ideal, everything offered arriving{}. \
+                 Drag to zoom, double-click to reset, click a legend entry to hide it.",
+                if tcp { "Received goodput" } else { "Received packets per second" },
+                if tcp { "" } else { "; dotted: each run's loss, on the right" }
+            ),
+            steps: true,
+            marks: Vec::new(),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::testdata;
+
+    #[test]
+    fn series_and_data_line_up() {
+        let r = testdata::lab();
+        let charts = run_charts("", &r);
+        assert_eq!(charts.len(), r.tests.len());
+        for c in &charts {
+            assert_eq!(c.data.len(), c.series.len() + 1, "{}", c.id);
+            let n = c.data[0].len();
+            assert!(n >= 3, "{}: {n} x values for 2 intervals and the end", c.id);
+            let xs: Vec<f64> = c.data[0].iter().flatten().copied().collect();
+            assert!(xs.windows(2).all(|w| w[0] < w[1]), "x ascends: {xs:?}");
+            for col in &c.data[1..] {
+                assert_eq!(col[n - 1], col[n - 2], "the last step closes at its end");
+            }
+            assert!(c.data.iter().all(|col| col.len() == n), "{}", c.id);
+            assert!(c.data[0].iter().all(Option::is_some), "x has no gaps");
+            for s in &c.series {
+                assert!(c.y.iter().any(|a| a.scale == s.scale), "{}", s.label);
+            }
+        }
+    }
+
+    #[test]
+    fn both_directions_get_their_own_series() {
+        let r = testdata::lab();
+        let udp = r.tests.iter().position(|t| !figures::is_tcp(t)).unwrap();
+        let c = test_chart("x", &r.tests[udp]).unwrap();
+        let labels: Vec<&str> = c.series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "offered gen→sink",
+                "received gen→sink",
+                "loss gen→sink",
+                "offered sink→gen",
+                "received sink→gen",
+                "loss sink→gen"
+            ]
+        );
+    }
+
+    #[test]
+    fn paced_test_shows_its_target() {
+        let r = testdata::paced();
+        let c = test_chart("x", &r.tests[0]).unwrap();
+        assert_eq!(c.series[0].role, "target");
+        let target = c.data[1].iter().flatten().next().copied().unwrap();
+        assert!((target - 50_000.0).abs() < 500.0, "{target}");
+    }
+
+    #[test]
+    fn failed_tests_have_no_chart() {
+        let mut t = testdata::tcp_test("x");
+        t.status = TestStatus::Failed;
+        assert!(test_chart("x", &t).is_none());
+    }
+
+    #[test]
+    fn comparison_has_ideal_and_a_series_per_run() {
+        let runs = testdata::three_runs();
+        let charts = comparison_charts(&runs);
+        assert_eq!(charts.len(), comparison_keys(&runs).len());
+        for c in &charts {
+            let ideal: Vec<&str> = c
+                .series
+                .iter()
+                .filter(|s| s.role == "ideal")
+                .map(|s| s.label.as_str())
+                .collect();
+            assert_eq!(
+                ideal,
+                [
+                    "route ideal (offered)",
+                    "nat ideal (offered)",
+                    "fw ideal (offered)"
+                ]
+            );
+            let received: Vec<&str> = c
+                .series
+                .iter()
+                .filter(|s| s.role == "received")
+                .map(|s| s.label.as_str())
+                .collect();
+            assert_eq!(received, ["route", "nat", "fw"], "{}", c.title);
+        }
+    }
+
+    #[test]
+    fn significant_digits() {
+        assert_eq!(sig(123_456_789.0), 123_457_000.0);
+        assert_eq!(sig(0.001_234_567_8), 0.001_234_57);
+        assert_eq!(sig(0.0), 0.0);
+    }
+}
