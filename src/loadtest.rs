@@ -881,18 +881,29 @@ pub fn summary_table(r: &crate::results::RunResults) -> Option<String> {
             .or(srch.map(|x| x.frame))
             .unwrap_or(FrameSpec::Fixed(64));
         let l1 = |pps: f64| crate::units::l1_bps(pps, udp::average_frame(frame));
-        let goal = |g: &str| {
-            srch.and_then(|s| s.mlr.as_ref())
-                .and_then(|m| m.goals.iter().find(|x| x.goal.name == g))
-                .and_then(|x| x.conditional_throughput_pps.or(x.relevant_lower_bound_pps))
-                .or_else(|| {
-                    if g == "ndr" {
-                        srch.and_then(|s| s.rfc2544.as_ref())
-                            .and_then(|x| x.throughput_pps)
-                    } else {
-                        None
-                    }
-                })
+        // A goal's rate, and whether it is only a lower bound (the tester's
+        // limit or the search's maximum), which the table marks with ">=".
+        let goal = |g: &str| -> Option<(f64, bool)> {
+            let mlr = srch
+                .and_then(|s| s.mlr.as_ref())
+                .and_then(|m| m.goals.iter().find(|x| x.goal.name == g));
+            if let Some(x) = mlr {
+                let bound_only = matches!(
+                    x.irregular,
+                    Some(search::mlr::Irregular::TesterLimitIsLowerBound)
+                        | Some(search::mlr::Irregular::MaxLoadIsLowerBound)
+                );
+                return x
+                    .conditional_throughput_pps
+                    .or(x.relevant_lower_bound_pps)
+                    .map(|v| (v, bound_only));
+            }
+            if g != "ndr" {
+                return None;
+            }
+            let r = srch.and_then(|s| s.rfc2544.as_ref())?;
+            let bound_only = !matches!(r.end, search::rfc2544::ThroughputEnd::Found);
+            r.throughput_pps.map(|v| (v, bound_only))
         };
         let dirs: Vec<String> = ramp
             .map(|x| x.directions.iter().map(|d| d.direction.clone()).collect())
@@ -913,8 +924,10 @@ pub fn summary_table(r: &crate::results::RunResults) -> Option<String> {
                 .map(|x| x.line_rate_pps)
                 .or(srch.map(|x| x.line_rate_pps))
                 .unwrap_or(1.0);
-            let cell =
-                |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map(f).unwrap_or_else(|| "-".into());
+            let cell = |v: Option<(f64, bool)>, f: &dyn Fn(f64) -> String| {
+                v.map(|(x, bound)| format!("{}{}", if bound { ">=" } else { "" }, f(x)))
+                    .unwrap_or_else(|| "-".into())
+            };
             rows.push(vec![
                 name.to_string(),
                 d.replace("_to_", "→"),
@@ -950,7 +963,10 @@ pub fn summary_table(r: &crate::results::RunResults) -> Option<String> {
             .trim_end()
             .to_string()
     };
-    let mut out = String::from("\nPer profile (ramp: first sample of the final lossy run above 0.1 % loss; NDR 0 %, PDR 0.5 % loss):\n");
+    let mut out = String::from(
+        "\nPer profile (ramp: first sample of the final lossy run above 0.1 % loss; NDR 0 %, PDR 0.5 % loss;\n\
+         >= marks a lower bound: the tester's limit or the highest rate tried, not the DUT's):\n",
+    );
     out.push_str(&fmt(header.iter().map(|s| s.to_string()).collect()));
     out.push('\n');
     out.push_str(&fmt(w.iter().map(|n| "-".repeat(*n)).collect()));

@@ -174,3 +174,50 @@ fn ramp_saturates_where_the_dut_is_policed() {
         }
     }
 }
+
+/// `linerate lab` runs a ramp and an NDR/PDR search per profile after its
+/// tests and ends with the per-profile summary table.
+#[test]
+fn lab_profiles_end_with_the_summary_table() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let base = tempdir("lab-profiles");
+    let out = run(&[
+        "lab",
+        "--dut-police",
+        "30kpps",
+        "--only",
+        "self-test",
+        "--only",
+        "bench-var2-64b",
+        "--duration",
+        "3",
+        "--no-progress",
+        "--json",
+        "--results-dir",
+        base.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let table = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        table.contains("Per profile") && table.contains("bench-var2-64b"),
+        "{table}"
+    );
+    assert_eq!(doc["ramps"].as_array().unwrap().len(), 1);
+    let s = &doc["searches"][0];
+    assert_eq!(s["profile"], "bench-var2-64b");
+    let ndr = s["mlr"]["goals"][0]["conditional_throughput_pps"]
+        .as_f64()
+        .or(s["mlr"]["goals"][0]["relevant_lower_bound_pps"].as_f64())
+        .unwrap();
+    assert!(near_police(ndr), "lab NDR {ndr}");
+    assert_nothing_left(&lab_pids(&doc));
+    let _ = std::fs::remove_dir_all(&base);
+}
