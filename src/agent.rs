@@ -225,7 +225,11 @@ type JobFn = Box<dyn FnOnce(&JobCtx) -> Result<proto::EndpointSummary, String> +
 fn start(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Option<u16>, String> {
     let spawn = |ctx: JobCtx, f: JobFn| {
         std::thread::spawn(move || {
-            let msg = match f(&ctx) {
+            // A panicking job must still answer, or its test would wait for
+            // counts that never come.
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&ctx)))
+                .unwrap_or_else(|_| Err("the job panicked; see the agent log".into()));
+            let msg = match outcome {
                 Ok(summary) => Response::Finished {
                     test: ctx.test,
                     summary,

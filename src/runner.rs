@@ -134,6 +134,9 @@ pub fn build_flows(
         Ok(())
     };
     let n = if mode == FlowMode::One { 1 } else { n.max(1) };
+    if mode == FlowMode::Ports && n > 4096 {
+        bail!("--flows {n}: the ports flow mode opens one socket per flow; use at most 4096");
+    }
     let mut flows = Vec::with_capacity(usize::from(n));
     for i in 0..n {
         let (src, src_port, dst) = match mode {
@@ -314,10 +317,24 @@ fn udp_inner(
 ) -> Result<()> {
     udp::check_frames(t.frame, t.ipv6).map_err(|e| anyhow!(e))?;
     let legs = legs(ends, t.direction);
+    // Jobs started so far: if set-up fails half way they are stopped, or a
+    // receiver (which has no duration of its own) would run on.
+    let mut started: Vec<(usize, u32)> = Vec::new();
+    macro_rules! or_stop {
+        ($e:expr) => {
+            match $e {
+                Ok(v) => v,
+                Err(e) => {
+                    stop_jobs(ends.fleet, &started);
+                    return Err(e);
+                }
+            }
+        };
+    }
     // Receivers first, so the first datagram already has a socket.
     let mut flows_of = HashMap::new();
     for leg in &legs {
-        let port = start(
+        let port = or_stop!(start(
             ends.fleet,
             leg.rx_agent,
             leg.rx_id,
@@ -327,24 +344,23 @@ fn udp_inner(
                 interval_ms: INTERVAL_MS,
                 cpus: pick_rx_cpus(&t.cpus),
             },
-        )?
-        .ok_or_else(|| anyhow!("the receiver reported no port"))?;
+        ));
+        started.push((leg.rx_agent, leg.rx_id));
+        let port = or_stop!(port.ok_or_else(|| anyhow!("the receiver reported no port")));
         let (from, to) = if leg.tx_agent == ends.gen {
             (&ends.gen_addr, &ends.sink_addr)
         } else {
             (&ends.sink_addr, &ends.gen_addr)
         };
-        flows_of.insert(
-            leg.tx_id,
-            build_flows(t.flow_mode, t.flows, t.ipv6, from, to, port)?,
-        );
+        let flows = or_stop!(build_flows(t.flow_mode, t.flows, t.ipv6, from, to, port));
+        flows_of.insert(leg.tx_id, flows);
     }
     let agents = all_agents(ends);
-    let before = snapshot_all(ends.fleet, &agents)?;
+    let before = or_stop!(snapshot_all(ends.fleet, &agents));
     let meter = crate::efficiency::Meter::start();
     let t0 = Instant::now();
     for leg in &legs {
-        start(
+        or_stop!(start(
             ends.fleet,
             leg.tx_agent,
             leg.tx_id,
@@ -361,7 +377,8 @@ fn udp_inner(
                 cpus: pick_tx_cpus(&t.cpus),
                 allow: t.allow.clone(),
             },
-        )?;
+        ));
+        started.push((leg.tx_agent, leg.tx_id));
     }
     let mut col = Collected::default();
     let tx_ids: Vec<u32> = legs.iter().map(|l| l.tx_id).collect();
@@ -460,19 +477,29 @@ fn udp_inner(
     if !col.errors.is_empty() {
         bail!("{}", col.errors.join("; "));
     }
+    // A receiver that never reported has not measured zero loss.
+    if let Some(l) = legs.iter().find(|l| !col.finished.contains_key(&l.rx_id)) {
+        bail!(
+            "the {} receiver did not report its counts within 5 s of Stop; this test has no loss figure",
+            role_of(ends.fleet, l.rx_agent)
+        );
+    }
     record_counters(ends, &before, &after, result);
     for leg in &legs {
         let tx = col.finished.get(&leg.tx_id).cloned().unwrap_or_default();
         let rx = col.finished.get(&leg.rx_id).cloned().unwrap_or_default();
         let rx_ns = delta_ns(&before, &after, leg.rx_agent);
         let tx_ns = delta_ns(&before, &after, leg.tx_agent);
-        let tester_drops = rx_ns.udp_in_errors
-            + rx_ns.rx_dropped
-            + if ends.through_dut {
-                0
-            } else {
-                tx_ns.tx_dropped
-            };
+        // Socket overruns at the receiver, plus drops on its interfaces when
+        // linerate built them (elsewhere an unrelated NIC's drops would hide
+        // real loss). A veth backlog drop also shows as the peer's tx_dropped;
+        // counting the receiver side only avoids counting it twice.
+        let iface_drops = if ends.lab.is_some() {
+            rx_ns.rx_dropped
+        } else {
+            0
+        };
+        let tester_drops = (rx_ns.udp_in_errors + iface_drops).min(rx.lost);
         let dur = tx.elapsed_s.max(1e-6);
         let rx_pps = rx.rx_packets as f64 / dur;
         let l1 = units::l1_bps(rx_pps, frame);
@@ -536,6 +563,20 @@ fn udp_inner(
         bail!("interrupted before the test ended");
     }
     Ok(())
+}
+
+/// Stops jobs a failed set-up left running (best effort: the error that
+/// caused it is what the user needs to see).
+fn stop_jobs(fleet: &mut Fleet, jobs: &[(usize, u32)]) {
+    for &(agent, test) in jobs {
+        let _ = fleet.send(
+            agent,
+            &Request::Stop {
+                test,
+                sender_totals: vec![],
+            },
+        );
+    }
 }
 
 /// Sender threads go on the first CPU given, receivers on the second.

@@ -70,8 +70,14 @@ fn mlrsearch_finds_the_policed_ndr_and_pdr() {
             "{}: {v} pps, police {POLICE}",
             g["goal"]["name"]
         );
-        assert!(g["trials_used"].as_u64().unwrap() > 0);
     }
+    // Every trial informs every goal, so one goal may be settled entirely by
+    // trials run for another; together they used some.
+    let used: u64 = goals
+        .iter()
+        .map(|g| g["trials_used"].as_u64().unwrap())
+        .sum();
+    assert!(used > 0);
     let trials = mlr["trials"].as_array().unwrap();
     assert!(trials.len() >= 3, "{trials:?}");
     assert!(f(&mlr["time_spent_s"]) > 0.0);

@@ -240,7 +240,7 @@ pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, String> {
             // above the asked rate (it shows as offered < target instead).
             let sent = total.tx_packets + cur.tx_packets + missed;
             let rate = profile.rate_at(t);
-            let slack = (batch as f64).max(rate * 0.01) as u64;
+            let slack = (batch as f64).max(rate * 0.002) as u64;
             if due > sent + slack {
                 missed += due - sent - slack;
                 continue;
@@ -574,8 +574,10 @@ pub fn receive(
     };
     cur.lost = take_loss(&trackers, &mut missing_reported);
     // The last interval also carries the tail loss the sequence numbers could not see.
+    // Tail loss adds to the last interval; a late packet counted as lost in
+    // an earlier interval is taken back here, so intervals sum to the total.
     let seen = total.lost + cur.lost;
-    cur.lost += lost_total.saturating_sub(seen);
+    cur.lost = (cur.lost as i128 + lost_total as i128 - seen as i128).max(0) as u64;
     emit(ctx, &mut cur, &mut total, a, b);
     Ok(EndpointSummary {
         elapsed_s: b,
