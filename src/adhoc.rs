@@ -86,16 +86,12 @@ fn setup(e: &Endpoints, common: &Common, kind: &str) -> Result<Setup> {
 
 /// Two named endpoints as test ends: no DUT in between that linerate knows of.
 fn pair_ends<'f>(fleet: &'f mut Fleet, gen: usize, sink: usize, e: &Endpoints) -> Ends<'f> {
-    Ends {
+    Ends::new(
         fleet,
-        gen,
-        sink,
-        observers: vec![],
-        gen_addr: addressing(e.client_address),
-        sink_addr: addressing(Some(e.target)),
-        through_dut: false,
-        lab: None,
-    }
+        (gen, sink, None),
+        (addressing(e.client_address), addressing(Some(e.target))),
+        None,
+    )
 }
 
 pub fn tcp(a: &TcpArgs) -> i32 {

@@ -207,16 +207,12 @@ impl Bench {
     }
 
     pub fn ends(&mut self, lab: Option<usize>) -> Ends<'_> {
-        Ends {
-            fleet: &mut self.fleet,
-            gen: self.gen,
-            sink: self.sink,
-            observers: self.dut.into_iter().collect(),
-            gen_addr: self.gen_addr.clone(),
-            sink_addr: self.sink_addr.clone(),
-            through_dut: self.dut.is_some(),
+        Ends::new(
+            &mut self.fleet,
+            (self.gen, self.sink, self.dut),
+            (self.gen_addr.clone(), self.sink_addr.clone()),
             lab,
-        }
+        )
     }
 }
 

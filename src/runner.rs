@@ -41,7 +41,27 @@ pub struct Ends<'a> {
     pub lab: Option<usize>,
 }
 
-impl Ends<'_> {
+impl<'a> Ends<'a> {
+    /// Generator and sink (agent indexes), with the DUT's agent watched when
+    /// there is one; `lab` is the lab's index in results.json, if any.
+    pub fn new(
+        fleet: &'a mut Fleet,
+        (gen, sink, dut): (usize, usize, Option<usize>),
+        (gen_addr, sink_addr): (Addressing, Addressing),
+        lab: Option<usize>,
+    ) -> Self {
+        Ends {
+            fleet,
+            gen,
+            sink,
+            observers: dut.into_iter().collect(),
+            gen_addr,
+            sink_addr,
+            through_dut: dut.is_some(),
+            lab,
+        }
+    }
+
     /// The same endpoints, borrowed again for a callee that takes `Ends`.
     pub fn reborrow(&mut self) -> Ends<'_> {
         Ends {

@@ -216,6 +216,19 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     let mut s = Node::new();
     let mut d = Node::new();
     let mut links = Vec::new();
+    // The links: gen — dut — sink, or gen — sink back to back.
+    match dut {
+        Some(di) => {
+            netops::create_veth("gen0", MAC_GEN0, pid(gen), "dut0", MAC_DUT0, pid(di))?;
+            netops::create_veth("dut1", MAC_DUT1, pid(di), "sink0", MAC_SINK0, pid(sink))?;
+            links.push(link("gen/gen0", "dut/dut0"));
+            links.push(link("dut/dut1", "sink/sink0"));
+        }
+        None => {
+            netops::create_veth("gen0", MAC_GEN0, pid(gen), "sink0", MAC_SINK0, pid(sink))?;
+            links.push(link("gen/gen0", "sink/sink0"));
+        }
+    }
     // Flow prefixes: generator side 198.18.1.0/24, sink side 198.19.1.0/24.
     let gen_flow4 = v4(198, 18, 1, 0);
     let sink_flow4 = v4(198, 19, 1, 0);
@@ -223,18 +236,7 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     let sink_flow6 = v6(0x21, 0);
     let (gen4, gen6, sink4, sink6);
     match (spec.dut, dut) {
-        (Some(mode), Some(dut_idx)) if mode != DutMode::Bridge => {
-            netops::create_veth("gen0", MAC_GEN0, pid(gen), "dut0", MAC_DUT0, pid(dut_idx))?;
-            netops::create_veth(
-                "dut1",
-                MAC_DUT1,
-                pid(dut_idx),
-                "sink0",
-                MAC_SINK0,
-                pid(sink),
-            )?;
-            links.push(link("gen/gen0", "dut/dut0"));
-            links.push(link("dut/dut1", "sink/sink0"));
+        (Some(mode), Some(_)) if mode != DutMode::Bridge => {
             (gen4, gen6, sink4, sink6) = (
                 v4(198, 18, 0, 1),
                 v6(0x10, 1),
@@ -280,18 +282,8 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
                 }),
                 _ => {}
             }
-            if let Some(pct) = spec.dut_loss_pct {
-                d.ops.push(NetOp::Nft {
-                    ruleset: rules::random_loss(pct, false),
-                });
-            }
-            if let Some(pps) = spec.dut_police_pps {
-                d.ops.push(NetOp::Nft {
-                    ruleset: rules::police(pps, (pps / 100).max(10), false),
-                });
-            }
         }
-        (dut_mode, dut_idx) => {
+        (_, dut_idx) => {
             // Back to back, or through a bridge: one subnet, gen .1 and sink .2.
             (gen4, gen6, sink4, sink6) = (
                 v4(198, 18, 0, 1),
@@ -299,39 +291,20 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
                 v4(198, 18, 0, 2),
                 v6(0x10, 2),
             );
-            match (dut_mode, dut_idx) {
-                (Some(_), Some(di)) => {
-                    netops::create_veth("gen0", MAC_GEN0, pid(gen), "dut0", MAC_DUT0, pid(di))?;
-                    netops::create_veth("dut1", MAC_DUT1, pid(di), "sink0", MAC_SINK0, pid(sink))?;
-                    links.push(link("gen/gen0", "dut/dut0"));
-                    links.push(link("dut/dut1", "sink/sink0"));
-                    d.iface("dut0", MAC_DUT0, mtu, &[]);
-                    d.iface("dut1", MAC_DUT1, mtu, &[]);
-                    d.ops.push(NetOp::Bridge {
-                        name: "br0".into(),
-                        ports: vec!["dut0".into(), "dut1".into()],
-                    });
-                    if let Some(pct) = spec.dut_loss_pct {
-                        d.ops.push(NetOp::Nft {
-                            ruleset: rules::random_loss(pct, true),
-                        });
-                    }
-                    if let Some(pps) = spec.dut_police_pps {
-                        d.ops.push(NetOp::Nft {
-                            ruleset: rules::police(pps, (pps / 100).max(10), true),
-                        });
-                    }
-                    d.ifaces.push(LabInterface {
-                        name: "br0".into(),
-                        mac: String::new(),
-                        mtu,
-                        addresses: vec![],
-                    });
-                }
-                _ => {
-                    netops::create_veth("gen0", MAC_GEN0, pid(gen), "sink0", MAC_SINK0, pid(sink))?;
-                    links.push(link("gen/gen0", "sink/sink0"));
-                }
+            // The bridge DUT: both links in br0.
+            if dut_idx.is_some() {
+                d.iface("dut0", MAC_DUT0, mtu, &[]);
+                d.iface("dut1", MAC_DUT1, mtu, &[]);
+                d.ops.push(NetOp::Bridge {
+                    name: "br0".into(),
+                    ports: vec!["dut0".into(), "dut1".into()],
+                });
+                d.ifaces.push(LabInterface {
+                    name: "br0".into(),
+                    mac: String::new(),
+                    mtu,
+                    addresses: vec![],
+                });
             }
             g.iface("gen0", MAC_GEN0, mtu, &[(gen4, 24), (gen6, 64)]);
             s.iface("sink0", MAC_SINK0, mtu, &[(sink4, 24), (sink6, 64)]);
@@ -343,6 +316,21 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
             g.neigh("gen0", sink6, MAC_SINK0);
             s.neigh("sink0", gen4, MAC_GEN0);
             s.neigh("sink0", gen6, MAC_GEN0);
+        }
+    }
+    // Impairments apply to whatever the DUT forwards: the bridge family's
+    // forward hook sees bridged frames, inet's sees routed ones.
+    if dut.is_some() {
+        let bridge = spec.dut == Some(DutMode::Bridge);
+        if let Some(pct) = spec.dut_loss_pct {
+            d.ops.push(NetOp::Nft {
+                ruleset: rules::random_loss(pct, bridge),
+            });
+        }
+        if let Some(pps) = spec.dut_police_pps {
+            d.ops.push(NetOp::Nft {
+                ruleset: rules::police(pps, (pps / 100).max(10), bridge),
+            });
         }
     }
     // Both ends accept their whole flow prefix locally (AnyIP), so flows can
@@ -412,16 +400,12 @@ impl Lab {
     /// The lab's generator and sink (and DUT, watched) as test endpoints;
     /// `index` is the lab's place in results.json's `labs`.
     pub fn ends(&mut self, index: Option<usize>) -> crate::runner::Ends<'_> {
-        crate::runner::Ends {
-            fleet: &mut self.fleet,
-            gen: self.gen,
-            sink: self.sink,
-            observers: self.dut.into_iter().collect(),
-            gen_addr: self.gen_addr.clone(),
-            sink_addr: self.sink_addr.clone(),
-            through_dut: self.dut.is_some(),
-            lab: index,
-        }
+        crate::runner::Ends::new(
+            &mut self.fleet,
+            (self.gen, self.sink, self.dut),
+            (self.gen_addr.clone(), self.sink_addr.clone()),
+            index,
+        )
     }
 }
 
