@@ -111,7 +111,12 @@ pub fn run(netns: Netns, limits: Limits) -> anyhow::Result<()> {
         };
         live.heard(now);
         let reply = match msg {
-            Request::Hello { proto_version, .. } => match proto::check_version(proto_version) {
+            Request::Hello {
+                proto_version,
+                linerate_version,
+            } => match proto::check_version(proto_version)
+                .and_then(|()| check_linerate_version(&linerate_version))
+            {
                 Ok(()) => {
                     greeted = true;
                     Response::HelloAck {
@@ -138,6 +143,10 @@ pub fn run(netns: Netns, limits: Limits) -> anyhow::Result<()> {
                 message: "the first control message must be hello".into(),
             },
             Request::Heartbeat { .. } => continue,
+            Request::Time { seq } => Response::Time {
+                seq,
+                unix_ns: sys::realtime_ns(),
+            },
             Request::Shutdown => {
                 for j in jobs.values() {
                     j.ctx.stop.store(true, Ordering::Relaxed);
@@ -170,7 +179,11 @@ pub fn run(netns: Netns, limits: Limits) -> anyhow::Result<()> {
                 }
                 continue;
             }
-            Request::Start { test, job } => {
+            Request::Start {
+                test,
+                job,
+                start_at_unix_ns,
+            } => {
                 let ctx = JobCtx {
                     test,
                     stop: Arc::new(AtomicBool::new(false)),
@@ -178,7 +191,7 @@ pub fn run(netns: Netns, limits: Limits) -> anyhow::Result<()> {
                     interval: Duration::from_millis(job_interval(&job).max(10)),
                     sender_totals: Arc::new(Mutex::new(None)),
                 };
-                match start(&ctx, job, &limits) {
+                match start(&ctx, job, &limits, start_at_unix_ns) {
                     Ok(port) => {
                         jobs.retain(|_, j| !j.ctx.stopped());
                         jobs.insert(test, Running { ctx });
@@ -195,6 +208,23 @@ pub fn run(netns: Netns, limits: Limits) -> anyhow::Result<()> {
             return Ok(());
         }
         live.sent(Instant::now());
+    }
+}
+
+/// The longest an agent waits for an agreed start time.
+const MAX_START_DELAY: Duration = Duration::from_secs(30);
+
+/// The controller and its agents must be the same build of linerate: the
+/// control protocol and the results they produce are versioned together.
+fn check_linerate_version(controller: &str) -> Result<(), String> {
+    let mine = env!("CARGO_PKG_VERSION");
+    if controller == mine {
+        Ok(())
+    } else {
+        Err(format!(
+            "linerate version mismatch: this agent is linerate {mine}, the controller is {controller}; \
+             install the same version on both, or let the controller copy itself with --push"
+        ))
     }
 }
 
@@ -222,18 +252,46 @@ type JobFn = Box<dyn FnOnce(&JobCtx) -> Result<proto::EndpointSummary, String> +
 
 /// Opens what a job needs synchronously (so the controller learns the port and
 /// any set-up error at once), then runs the job on its own thread.
-fn start(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Option<u16>, String> {
+fn start(
+    ctx: &JobCtx,
+    job: Job,
+    limits: &Limits,
+    start_at_unix_ns: Option<u64>,
+) -> Result<Option<u16>, String> {
+    if let Some(at) = start_at_unix_ns {
+        let wait = Duration::from_nanos(at.saturating_sub(sys::realtime_ns()));
+        if wait > MAX_START_DELAY {
+            return Err(format!(
+                "asked to start {wait:?} from now, more than this agent waits ({MAX_START_DELAY:?}); \
+                 is this host's clock far off the controller's?"
+            ));
+        }
+    }
     let spawn = |ctx: JobCtx, f: JobFn| {
         std::thread::spawn(move || {
+            // Senders on many hosts begin together at the agreed instant.
+            if let Some(at) = start_at_unix_ns {
+                while !ctx.stopped() {
+                    let left = at.saturating_sub(sys::realtime_ns());
+                    if left == 0 {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_nanos(left).min(Duration::from_millis(50)));
+                }
+            }
+            let started_unix_ns = sys::realtime_ns();
             // A panicking job must still answer, or its test would wait for
             // counts that never come.
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&ctx)))
                 .unwrap_or_else(|_| Err("the job panicked; see the agent log".into()));
             let msg = match outcome {
-                Ok(summary) => Response::Finished {
-                    test: ctx.test,
-                    summary,
-                },
+                Ok(mut summary) => {
+                    summary.started_unix_ns = started_unix_ns;
+                    Response::Finished {
+                        test: ctx.test,
+                        summary,
+                    }
+                }
                 Err(message) => Response::Error {
                     test: Some(ctx.test),
                     message,

@@ -1,11 +1,27 @@
 //! Command-line flags (stage one: close to what the user typed) and their
-//! conversion into validated settings (stage two).
+//! conversion into the validated [`crate::config`] (stage two). Nothing
+//! below this module sees a clap type. Plan files reach the same stage two:
+//! each `[[test]]` is turned into the flags of its ad-hoc command and parsed
+//! here, so a plan accepts exactly what the command line does.
 
-use crate::lab::DutMode;
+use crate::config::{
+    self, Bench, Command as Cmd, LabConfig, Method, Pair, Profile, RampConfig, RunOpts,
+    SearchConfig, SearchPlan, Stream, TestSpec,
+};
+use crate::engine::{check_destination, udp};
+use crate::lab::{DutMode, LabSpec};
 use crate::proto::{Cidr, Direction, FrameSpec};
 use crate::results::FlowMode;
+use crate::runner::{TcpTest, UdpTest};
+use crate::search;
+use crate::topology::ssh::SshOptions;
+use crate::topology::Endpoint;
+use crate::units::Rate;
+use anyhow::{anyhow, bail, Result};
 use clap::{Args, Parser, Subcommand};
+use std::net::IpAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -25,14 +41,16 @@ pub struct Cli {
 pub enum Command {
     /// Build a namespace lab (gen -> DUT -> sink), run the standard suite, tear it down.
     Lab(LabArgs),
-    /// TCP bulk test between two endpoints you name.
+    /// TCP bulk test between two endpoints you name (local, ns:NAME, ssh://host).
     Tcp(TcpArgs),
     /// UDP packet-stream test between two endpoints you name.
     Udp(UdpArgs),
     /// Load ramp (warmup, linear ramp, hold) with the saturation point, trex-loadtest style.
-    Ramp(crate::loadtest::RampArgs),
+    Ramp(RampArgs),
     /// Throughput search: MLRsearch NDR/PDR, RFC 2544 throughput and frame loss.
-    Search(crate::loadtest::SearchArgs),
+    Search(SearchArgs),
+    /// Run a plan file: named hosts (local, netns, ssh) and the tests between them.
+    Run(RunArgs),
     /// Explain likely bottlenecks of this host from sysfs/procfs evidence.
     Doctor(linerate_doctor::DoctorArgs),
     /// Run as an agent speaking the control protocol on stdin/stdout (started by the controller).
@@ -41,6 +59,30 @@ pub enum Command {
     Report(crate::report::ReportArgs),
     /// Print the JSON Schema of results.json.
     Schema,
+}
+
+/// How ssh hosts are reached (flags shared by every command that can use them).
+#[derive(Args, Debug, Clone)]
+pub struct SshArgs {
+    /// ssh client configuration file (passed to ssh -F).
+    #[arg(long, value_name = "FILE")]
+    pub ssh_config: Option<PathBuf>,
+    /// Extra ssh option KEY=VALUE (passed to ssh -o; repeatable).
+    #[arg(long = "ssh-option", value_name = "KEY=VALUE")]
+    pub ssh_option: Vec<String>,
+    /// Accept and remember host keys not seen before (StrictHostKeyChecking=accept-new).
+    /// Without it, host-key checking is exactly what your ssh configuration says.
+    #[arg(long)]
+    pub ssh_accept_new: bool,
+    /// Seconds to wait for an ssh connection (ConnectTimeout).
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub connect_timeout: u64,
+    /// linerate on the remote hosts (default: `linerate` on their PATH).
+    #[arg(long, value_name = "PATH")]
+    pub remote_binary: Option<String>,
+    /// Copy this linerate to hosts that lack the same version (into a per-user cache).
+    #[arg(long)]
+    pub push: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -66,13 +108,15 @@ pub struct Common {
     /// CPUs to pin to: the first for senders, the second for receivers (e.g. 0,1).
     #[arg(long, value_parser = parse_cpu_list)]
     pub cpus: Option<CpuList>,
+    #[command(flatten)]
+    pub ssh: SshArgs,
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct LabArgs {
     /// What the DUT namespace does with the traffic.
     #[arg(long, value_enum, default_value = "route")]
-    pub dut: DutMode,
+    pub dut: DutArg,
     /// Rules in the DUT's forward chain in fw mode (the last one matches).
     #[arg(long, default_value_t = 100)]
     pub fw_rules: u32,
@@ -113,6 +157,30 @@ pub struct LabArgs {
     pub common: Common,
 }
 
+/// The DUT modes of the lab.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DutArg {
+    /// Linux routes between two subnets.
+    Route,
+    /// Linux bridges the two links.
+    Bridge,
+    /// Routes and masquerades (nftables) towards the sink.
+    Nat,
+    /// Routes through an nftables forward chain of N rules, the last matching.
+    Fw,
+}
+
+impl From<DutArg> for DutMode {
+    fn from(d: DutArg) -> Self {
+        match d {
+            DutArg::Route => DutMode::Route,
+            DutArg::Bridge => DutMode::Bridge,
+            DutArg::Nat => DutMode::Nat,
+            DutArg::Fw => DutMode::Fw,
+        }
+    }
+}
+
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DirectionArg {
     Forward,
@@ -132,18 +200,19 @@ impl From<DirectionArg> for Direction {
 
 #[derive(Args, Debug, Clone)]
 pub struct Endpoints {
-    /// Where the client/generator runs: `local` (this namespace) or `ns:NAME` (an existing `ip netns`).
+    /// Where the client/generator runs: `local` (this namespace), `ns:NAME` (an existing
+    /// `ip netns`) or `ssh://[user@]host[:port]` (another host, over your ssh configuration).
     #[arg(long, default_value = "local")]
     pub client: String,
-    /// Where the server/sink runs: `local` or `ns:NAME`.
+    /// Where the server/sink runs: `local`, `ns:NAME` or `ssh://[user@]host[:port]`.
     #[arg(long, default_value = "local")]
     pub server: String,
     /// Address of the server the client sends to (e.g. 198.18.0.2 or 127.0.0.1).
     #[arg(long)]
-    pub target: std::net::IpAddr,
+    pub target: IpAddr,
     /// Address of the client, needed as the target of reverse UDP traffic.
     #[arg(long)]
-    pub client_address: Option<std::net::IpAddr>,
+    pub client_address: Option<IpAddr>,
     /// Seconds to run.
     #[arg(long, short = 't', default_value_t = 10.0)]
     pub duration: f64,
@@ -190,8 +259,8 @@ pub struct UdpArgs {
     pub flows: u16,
     /// Target rate: packets (1.5Mpps, 800kpps), L1 bit/s (5G, 100M) or % of the line rate (50%).
     /// Default: as fast as possible.
-    #[arg(long)]
-    pub rate: Option<String>,
+    #[arg(long, value_parser = parse_rate_arg)]
+    pub rate: Option<Rate>,
     /// Datagrams per sendmmsg call.
     #[arg(long, default_value_t = 64)]
     pub batch: u16,
@@ -218,6 +287,166 @@ impl From<FlowModeArg> for FlowMode {
     }
 }
 
+/// Where ramps and searches send: a lab built for the run, or endpoints you name.
+#[derive(Args, Debug, Clone)]
+pub struct TargetArgs {
+    /// Build a lab (gen -> DUT -> sink) and test its DUT.
+    #[arg(long)]
+    pub lab: bool,
+    /// With --lab: no DUT, generator and sink back to back (measures the tester).
+    #[arg(long)]
+    pub back_to_back: bool,
+    /// With --lab: what the DUT does.
+    #[arg(long, value_enum, default_value = "route")]
+    pub dut: DutArg,
+    /// With --lab --dut fw: rules in the forward chain.
+    #[arg(long, default_value_t = 100)]
+    pub fw_rules: u32,
+    /// With --lab: random loss the DUT applies, in %.
+    #[arg(long, value_name = "PERCENT")]
+    pub dut_loss: Option<f64>,
+    /// With --lab: police the DUT to this many packets per second (a DUT of known capacity).
+    #[arg(long, value_name = "PPS", value_parser = parse_pps_u64)]
+    pub dut_police: Option<u64>,
+    /// With --lab: test over IPv6.
+    #[arg(long)]
+    pub ipv6: bool,
+    /// Without --lab: where the generator runs (`local`, `ns:NAME` or `ssh://host`).
+    #[arg(long, default_value = "local")]
+    pub client: String,
+    /// Without --lab: where the sink runs (`local`, `ns:NAME` or `ssh://host`).
+    #[arg(long, default_value = "local")]
+    pub server: String,
+    /// Without --lab: the sink's address.
+    #[arg(long)]
+    pub target: Option<IpAddr>,
+    /// Without --lab: the generator's address (needed for --bidir).
+    #[arg(long)]
+    pub client_address: Option<IpAddr>,
+}
+
+/// What to send.
+#[derive(Args, Debug, Clone)]
+pub struct ProfileArgs {
+    /// A seed profile: bench-var2-1514b (1518 B frames with FCS), bench-var2-imix,
+    /// bench-var2-64b (var2 = source and destination vary), bench (64 B, one flow).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Frame size with FCS, or imix (overrides the profile's).
+    #[arg(long, value_parser = parse_frame)]
+    pub frame_size: Option<FrameSpec>,
+    /// How flows differ (overrides the profile's); var1/var2 need --lab.
+    #[arg(long, value_enum)]
+    pub flow_mode: Option<FlowModeArg>,
+    /// Number of flows.
+    #[arg(long, default_value_t = 16)]
+    pub flows: u16,
+    /// Send both directions at once (loss and results per direction).
+    #[arg(long)]
+    pub bidir: bool,
+}
+
+/// Flags of `linerate ramp`.
+#[derive(Args, Debug, Clone)]
+pub struct RampArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+    /// Warmup rate: pps (10kpps), L1 bit/s (100M) or % of the line rate (1%).
+    #[arg(long, default_value = "1%", value_parser = parse_rate_arg)]
+    pub warmup_rate: Rate,
+    /// Warmup seconds.
+    #[arg(long, default_value_t = 5.0)]
+    pub warmup: f64,
+    /// Rate the ramp ends at: pps, L1 bit/s or % of the line rate.
+    #[arg(long, default_value = "100%", value_parser = parse_rate_arg)]
+    pub ramp_to: Rate,
+    /// Ramp seconds (linear from 0 to --ramp-to).
+    #[arg(long, default_value_t = 30.0)]
+    pub ramp: f64,
+    /// Seconds to hold --ramp-to after the ramp.
+    #[arg(long, default_value_t = 5.0)]
+    pub hold: f64,
+    /// Loss (%) above which a one-second sample counts as lossy.
+    #[arg(long, default_value_t = 0.1)]
+    pub loss_threshold: f64,
+    /// Also write the samples for another tool: `--export trex-loadtest-viz FILE`.
+    #[arg(long, num_args = 2, value_names = ["FORMAT", "FILE"])]
+    pub export: Option<Vec<String>>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MethodArg {
+    /// MLRsearch: NDR and PDR (and any --goal) in one search.
+    Mlr,
+    /// RFC 2544 throughput: binary search for the highest zero-loss rate.
+    Rfc2544,
+    /// Both, one after the other.
+    Both,
+}
+
+/// Flags of `linerate search`.
+#[derive(Args, Debug, Clone)]
+pub struct SearchArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+    /// Frame sizes to search one after the other, e.g. 64,128,256,512,1024,1280,1518,imix.
+    #[arg(long, value_delimiter = ',', value_parser = parse_frame)]
+    pub sizes: Vec<FrameSpec>,
+    #[arg(long, value_enum, default_value = "mlr")]
+    pub method: MethodArg,
+    /// Lowest rate to try: pps, L1 bit/s or % of the line rate (default 1 % of --max-rate).
+    #[arg(long, value_parser = parse_rate_arg)]
+    pub min_rate: Option<Rate>,
+    /// Highest rate to try: pps, L1 bit/s or % of the line rate.
+    #[arg(long, default_value = "100%", value_parser = parse_rate_arg)]
+    pub max_rate: Rate,
+    /// RFC 2544 trial seconds (the RFC asks for 60; shorter is labelled non-compliant).
+    #[arg(long, default_value_t = 60.0)]
+    pub trial: f64,
+    /// RFC 2544: skip the §23 waits around trials (labelled non-compliant).
+    #[arg(long)]
+    pub no_waits: bool,
+    /// RFC 2544 method: loss (%) a trial may have and still pass (RFC 2544 itself
+    /// allows none; above 0 the result is a partial drop rate, labelled so).
+    #[arg(long, default_value_t = 0.0)]
+    pub acceptable_loss: f64,
+    /// RFC 2544: also measure the frame loss rate at 100 %, 90 % … of --max-rate.
+    #[arg(long)]
+    pub frame_loss: bool,
+    /// MLRsearch goal NAME=LOSS% (repeatable; default ndr=0 and pdr=0.5).
+    #[arg(long = "goal", value_name = "NAME=LOSS%")]
+    pub goals: Vec<String>,
+    /// MLRsearch: final trial seconds.
+    #[arg(long, default_value_t = 1.0)]
+    pub final_trial: f64,
+    /// MLRsearch: trial seconds summed at a load before it is decided.
+    #[arg(long, default_value_t = 21.0)]
+    pub duration_sum: f64,
+    /// Relative width of the answer, % (MLRsearch goals; RFC 2544 resolution).
+    #[arg(long, default_value_t = 0.5)]
+    pub width: f64,
+    /// MLRsearch: share of trial time allowed to exceed the loss ratio.
+    #[arg(long, default_value_t = 0.5)]
+    pub exceed_ratio: f64,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// Flags of `linerate run`.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// The plan file (TOML): hosts, and the tests between them.
+    pub plan: PathBuf,
+    #[command(flatten)]
+    pub common: Common,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct AgentArgs {
     /// Speak the control protocol on stdin/stdout (the only transport).
@@ -234,12 +463,410 @@ pub struct AgentArgs {
     pub max_rate: Option<f64>,
 }
 
+// ---------------------------------------------------------------------------
+// Stage two: flags → validated configuration.
+
+/// Converts a controller command into its validated configuration.
+pub fn to_config(command: Command) -> Result<Cmd> {
+    match command {
+        Command::Lab(a) => lab_config(&a),
+        Command::Tcp(a) => {
+            let (pair, spec) = tcp(&a)?;
+            Ok(Cmd::Pair(
+                pair,
+                spec,
+                a.common.run_opts(!a.ends.no_results)?,
+            ))
+        }
+        Command::Udp(a) => {
+            let (pair, spec) = udp_cmd(&a)?;
+            Ok(Cmd::Pair(
+                pair,
+                spec,
+                a.common.run_opts(!a.ends.no_results)?,
+            ))
+        }
+        Command::Ramp(a) => {
+            let spec = TestSpec::Ramp(ramp(&a)?);
+            bench_command(&a.target, spec, &a.common)
+        }
+        Command::Search(a) => {
+            let spec = TestSpec::Search(search_cfg(&a)?);
+            bench_command(&a.target, spec, &a.common)
+        }
+        Command::Run(a) => crate::plan_config::load(&a.plan, a.common.run_opts(true)?),
+        Command::Doctor(_) | Command::Agent(_) | Command::Report(_) | Command::Schema => {
+            bail!("not a controller command")
+        }
+    }
+}
+
+impl SshArgs {
+    pub fn options(&self) -> Result<SshOptions> {
+        let options = self
+            .ssh_option
+            .iter()
+            .map(|o| {
+                o.split_once('=')
+                    .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                    .filter(|(k, _)| !k.is_empty())
+                    .ok_or_else(|| {
+                        anyhow!("--ssh-option '{o}': write KEY=VALUE, e.g. --ssh-option Port=2222")
+                    })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if !(1..=300).contains(&self.connect_timeout) {
+            bail!(
+                "--connect-timeout {} is outside 1..=300 seconds",
+                self.connect_timeout
+            );
+        }
+        Ok(SshOptions {
+            config: self.ssh_config.clone(),
+            options,
+            accept_new: self.ssh_accept_new,
+            connect_timeout: Duration::from_secs(self.connect_timeout),
+            remote_binary: self.remote_binary.clone(),
+            push: self.push,
+        })
+    }
+}
+
+impl Common {
+    pub fn run_opts(&self, write_results: bool) -> Result<RunOpts> {
+        if let Some(cfg) = &self.ssh.ssh_config {
+            if !cfg.is_file() {
+                bail!(
+                    "--ssh-config {}: no such file; name your ssh client configuration file",
+                    cfg.display()
+                );
+            }
+        }
+        Ok(RunOpts {
+            name: self.name.clone(),
+            line_rate_bps: self.line_rate,
+            results_dir: self.results_dir.clone(),
+            write_results,
+            json: self.json,
+            progress: !self.no_progress,
+            allow_target: self.allow_target.clone(),
+            cpus: self.cpus.clone().map(|c| c.0).unwrap_or_default(),
+            ssh: self.ssh.options()?,
+        })
+    }
+}
+
+fn lab_config(a: &LabArgs) -> Result<Cmd> {
+    if a.cleanup {
+        return Ok(Cmd::LabCleanup);
+    }
+    let spec = LabSpec {
+        dut: Some(a.dut.into()),
+        fw_rules: a.fw_rules,
+        mtu: a.mtu,
+        dut_loss_pct: a.dut_loss,
+        dut_police_pps: a.dut_police,
+    };
+    let cfg = LabConfig {
+        spec,
+        quick: a.quick,
+        no_search: a.no_search,
+        duration_s: a.duration,
+        ipv6: a.ipv6,
+        direction: a.direction.into(),
+        only: a.only.iter().map(|o| o.to_lowercase()).collect(),
+    };
+    Ok(Cmd::Lab(cfg, a.common.run_opts(true)?))
+}
+
+fn direction(e: &Endpoints) -> Direction {
+    if e.bidir {
+        Direction::Both
+    } else if e.reverse {
+        Direction::Reverse
+    } else {
+        Direction::Forward
+    }
+}
+
+fn pair(e: &Endpoints, common: &Common) -> Result<Pair> {
+    check_destination(e.target, &common.allow_target).map_err(|m| anyhow!(m))?;
+    if let Some(c) = e.client_address {
+        check_destination(c, &common.allow_target).map_err(|m| anyhow!(m))?;
+    }
+    Ok(Pair {
+        client: Endpoint::parse(&e.client).map_err(|m| anyhow!("--client: {m:#}"))?,
+        server: Endpoint::parse(&e.server).map_err(|m| anyhow!("--server: {m:#}"))?,
+        target: e.target,
+        client_address: e.client_address,
+    })
+}
+
+fn duration(s: f64) -> Result<Duration> {
+    if !(0.1..=3600.0).contains(&s) {
+        bail!("--duration {s} is outside 0.1..=3600 s");
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+/// `linerate tcp`: the pair and the test.
+pub fn tcp(a: &TcpArgs) -> Result<(Pair, TestSpec)> {
+    let pair = pair(&a.ends, &a.common)?;
+    if a.streams == 0 || a.streams > 1024 {
+        bail!("--streams {} is outside 1..=1024", a.streams);
+    }
+    let t = TcpTest {
+        name: format!(
+            "tcp {} stream{}",
+            a.streams,
+            if a.streams == 1 { "" } else { "s" }
+        ),
+        ipv6: a.ends.target.is_ipv6(),
+        streams: a.streams,
+        direction: direction(&a.ends),
+        duration: duration(a.ends.duration)?,
+        cpus: a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
+        congestion: a.cc.clone(),
+        buffer_len: a.buffer,
+        allow: a.common.allow_target.clone(),
+    };
+    Ok((pair, TestSpec::Tcp(t)))
+}
+
+/// `linerate udp`: the pair and the test.
+pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
+    let pair = pair(&a.ends, &a.common)?;
+    let ipv6 = a.ends.target.is_ipv6();
+    udp::check_frames(a.frame_size, ipv6).map_err(|m| anyhow!(m))?;
+    let dir = direction(&a.ends);
+    if dir != Direction::Forward && a.ends.client_address.is_none() {
+        bail!("UDP traffic towards the client needs its address: add --client-address ADDR");
+    }
+    let rate = a
+        .rate
+        .map(|r| r.pps(udp::average_frame(a.frame_size), a.common.line_rate));
+    let t = UdpTest {
+        name: format!("udp {} {:?}", config::frame_name(a.frame_size), a.flow_mode).to_lowercase(),
+        ipv6,
+        frame: a.frame_size,
+        flow_mode: a.flow_mode.into(),
+        flows: a.flows.max(1),
+        direction: dir,
+        duration: duration(a.ends.duration)?,
+        rate_pps: rate,
+        rate_profile: None,
+        batch: a.batch.clamp(1, 1024),
+        cpus: a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
+        allow: a.common.allow_target.clone(),
+    };
+    Ok((pair, TestSpec::Udp(t)))
+}
+
+fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
+    if t.lab {
+        if t.target.is_some() {
+            bail!("--lab builds its own endpoints; drop --target (or drop --lab to test endpoints you name)");
+        }
+        return Ok(Bench::Lab {
+            spec: LabSpec {
+                dut: (!t.back_to_back).then_some(t.dut.into()),
+                fw_rules: t.fw_rules,
+                mtu: 1500,
+                dut_loss_pct: t.dut_loss,
+                dut_police_pps: t.dut_police,
+            },
+            ipv6: t.ipv6,
+        });
+    }
+    let target = t.target.ok_or_else(|| {
+        anyhow!("say where to send: --target ADDR (with --client/--server), or --lab")
+    })?;
+    check_destination(target, &common.allow_target).map_err(|m| anyhow!(m))?;
+    Ok(Bench::Pair(Pair {
+        client: Endpoint::parse(&t.client).map_err(|m| anyhow!("--client: {m:#}"))?,
+        server: Endpoint::parse(&t.server).map_err(|m| anyhow!("--server: {m:#}"))?,
+        target,
+        client_address: t.client_address,
+    }))
+}
+
+fn bench_command(t: &TargetArgs, spec: TestSpec, common: &Common) -> Result<Cmd> {
+    let opts = common.run_opts(true)?;
+    Ok(match bench(t, common)? {
+        Bench::Lab { spec: lab, ipv6 } => Cmd::LabBench(lab, with_ipv6(spec, ipv6), opts),
+        Bench::Pair(p) => {
+            let ipv6 = p.target.is_ipv6();
+            Cmd::Pair(p, with_ipv6(spec, ipv6), opts)
+        }
+    })
+}
+
+fn with_ipv6(spec: TestSpec, ipv6: bool) -> TestSpec {
+    match spec {
+        TestSpec::Ramp(mut r) => {
+            r.stream.ipv6 = ipv6;
+            TestSpec::Ramp(r)
+        }
+        TestSpec::Search(mut s) => {
+            s.stream.ipv6 = ipv6;
+            TestSpec::Search(s)
+        }
+        other => other,
+    }
+}
+
+impl ProfileArgs {
+    /// The profile these flags describe; `lab` picks the default flow mode.
+    pub fn resolve(&self, lab: bool) -> Result<Profile> {
+        let mut p = match &self.profile {
+            Some(n) => config::seed_profile(n)?,
+            None => Profile {
+                name: String::new(),
+                frame: FrameSpec::Fixed(64),
+                flow_mode: if lab { FlowMode::Var2 } else { FlowMode::One },
+            },
+        };
+        if let Some(f) = self.frame_size {
+            p.frame = f;
+        }
+        if let Some(m) = self.flow_mode {
+            p.flow_mode = m.into();
+        }
+        if p.name.is_empty() || self.frame_size.is_some() || self.flow_mode.is_some() {
+            p = Profile::custom(p.frame, p.flow_mode);
+        }
+        Ok(p)
+    }
+    fn stream(&self, common: &Common) -> Stream {
+        Stream {
+            flows: self.flows.max(1),
+            bidir: self.bidir,
+            ipv6: false,
+            cpus: common.cpus.clone().map(|c| c.0).unwrap_or_default(),
+            allow: common.allow_target.clone(),
+        }
+    }
+}
+
+pub fn ramp(a: &RampArgs) -> Result<RampConfig> {
+    let p = a.profile.resolve(a.target.lab)?;
+    let frame = udp::average_frame(p.frame);
+    let spec = search::RampSpec {
+        warmup_pps: a.warmup_rate.pps(frame, a.common.line_rate),
+        warmup_s: a.warmup,
+        target_pps: a.ramp_to.pps(frame, a.common.line_rate),
+        ramp_s: a.ramp,
+        hold_s: a.hold,
+    };
+    spec.validate().map_err(|e| anyhow!("{e}"))?;
+    if !(0.0..100.0).contains(&a.loss_threshold) {
+        bail!(
+            "--loss-threshold {} must be a percentage in 0..100",
+            a.loss_threshold
+        );
+    }
+    let export_viz = match &a.export {
+        None => None,
+        Some(ex) => {
+            if ex.first().map(String::as_str) != Some("trex-loadtest-viz") {
+                bail!("--export knows one format: trex-loadtest-viz (e.g. --export trex-loadtest-viz ramp.json)");
+            }
+            Some(PathBuf::from(
+                ex.get(1).ok_or_else(|| anyhow!("--export needs a file"))?,
+            ))
+        }
+    };
+    Ok(RampConfig {
+        profile: p,
+        stream: a.profile.stream(&a.common),
+        spec,
+        loss_threshold: a.loss_threshold / 100.0,
+        export_viz,
+        line_rate_bps: a.common.line_rate,
+    })
+}
+
+pub fn parse_goal(s: &str, base: &search::MlrGoal) -> Result<search::MlrGoal> {
+    let (name, loss) = s
+        .split_once('=')
+        .ok_or_else(|| anyhow!("--goal '{s}': write NAME=LOSS%, e.g. ndr=0 or pdr=0.5"))?;
+    let loss: f64 = loss
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| anyhow!("--goal '{s}': the loss must be a percentage, e.g. 0.5"))?;
+    Ok(search::MlrGoal {
+        name: name.trim().into(),
+        loss_ratio: loss / 100.0,
+        ..base.clone()
+    })
+}
+
+pub fn search_cfg(a: &SearchArgs) -> Result<SearchConfig> {
+    let p = a.profile.resolve(a.target.lab)?;
+    let base = search::MlrGoal {
+        final_trial_duration_s: a.final_trial,
+        initial_trial_duration_s: a.final_trial.min(1.0),
+        duration_sum_s: a.duration_sum,
+        relative_width: a.width / 100.0,
+        exceed_ratio: a.exceed_ratio,
+        ..search::MlrGoal::ndr()
+    };
+    let goals = if a.goals.is_empty() {
+        vec![
+            base.clone(),
+            search::MlrGoal {
+                name: "pdr".into(),
+                loss_ratio: 0.005,
+                ..base.clone()
+            },
+        ]
+    } else {
+        a.goals
+            .iter()
+            .map(|g| parse_goal(g, &base))
+            .collect::<Result<_>>()?
+    };
+    let profiles = if a.sizes.is_empty() {
+        vec![p]
+    } else {
+        a.sizes
+            .iter()
+            .map(|&frame| Profile::custom(frame, p.flow_mode))
+            .collect()
+    };
+    Ok(SearchConfig {
+        profiles,
+        stream: a.profile.stream(&a.common),
+        plan: SearchPlan {
+            method: match a.method {
+                MethodArg::Mlr => Method::Mlr,
+                MethodArg::Rfc2544 => Method::Rfc2544,
+                MethodArg::Both => Method::Both,
+            },
+            min_rate: a.min_rate,
+            max_rate: a.max_rate,
+            goals,
+            rfc_trial_s: a.trial,
+            rfc_waits: !a.no_waits,
+            rfc_acceptable_loss: a.acceptable_loss / 100.0,
+            rfc_resolution: a.width / 100.0,
+            frame_loss: a.frame_loss,
+            cap_pps: None,
+        },
+        line_rate_bps: a.common.line_rate,
+    })
+}
+
 pub fn parse_pps_u64(s: &str) -> Result<u64, String> {
     crate::units::parse_pps(s).map(|v| v.round() as u64)
 }
 
 pub fn parse_bps(s: &str) -> Result<f64, String> {
     crate::units::parse_bps(s)
+}
+
+fn parse_rate_arg(s: &str) -> Result<Rate, String> {
+    Rate::parse(s)
 }
 
 pub fn parse_frame(s: &str) -> Result<FrameSpec, String> {
@@ -301,29 +928,6 @@ pub fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
     Ok(out)
 }
 
-/// Resolves `--rate` into pps for frames of `avg_frame` bytes.
-pub fn parse_rate(s: &str, avg_frame: f64, line_rate_bps: f64) -> Result<f64, String> {
-    let t = s.trim();
-    if let Some(p) = t.strip_suffix('%') {
-        let pct: f64 = p
-            .trim()
-            .parse()
-            .map_err(|_| format!("'{s}' is not a percentage"))?;
-        if !(pct > 0.0 && pct <= 100.0) {
-            return Err(format!(
-                "'{s}': a share of the line rate must be in (0, 100] %"
-            ));
-        }
-        return Ok(crate::units::line_rate_pps(line_rate_bps, avg_frame) * pct / 100.0);
-    }
-    if t.to_ascii_lowercase().ends_with("pps") {
-        return crate::units::parse_pps(t);
-    }
-    crate::units::parse_bps(t)
-        .map(|bps| bps / ((avg_frame + f64::from(crate::units::L1_OVERHEAD)) * 8.0))
-        .map_err(|_| format!("'{s}' is not a rate: use 1.5Mpps, 5G (L1 bit/s) or 50%"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,12 +951,37 @@ mod tests {
 
     #[test]
     fn rates() {
-        assert_eq!(parse_rate("1Mpps", 64.0, 10e9).unwrap(), 1e6);
-        let half = parse_rate("50%", 64.0, 10e9).unwrap();
-        assert!((half - 7_440_476.19).abs() < 1.0);
-        let g = parse_rate("10G", 64.0, 10e9).unwrap();
-        assert!((g - 14_880_952.38).abs() < 1.0);
-        assert!(parse_rate("150%", 64.0, 10e9).is_err());
-        assert!(parse_rate("lots", 64.0, 10e9).is_err());
+        let pps = |s: &str| Rate::parse(s).unwrap().pps(64.0, 10e9);
+        assert_eq!(pps("1Mpps"), 1e6);
+        assert!((pps("50%") - 7_440_476.19).abs() < 1.0);
+        assert!((pps("10G") - 14_880_952.38).abs() < 1.0);
+        assert!(Rate::parse("150%").is_err());
+        assert!(Rate::parse("lots").is_err());
+    }
+
+    #[test]
+    fn ssh_options() {
+        let cli = Cli::try_parse_from([
+            "linerate",
+            "tcp",
+            "--target",
+            "198.18.0.2",
+            "--client",
+            "ssh://root@198.18.0.1:2222",
+            "--ssh-option",
+            "Compression=no",
+        ])
+        .unwrap();
+        let Command::Tcp(a) = cli.command else {
+            panic!()
+        };
+        let o = a.common.ssh.options().unwrap();
+        assert_eq!(o.options, vec![("Compression".into(), "no".into())]);
+        assert!(!o.accept_new && !o.push);
+        let (p, _) = tcp(&a).unwrap();
+        assert!(matches!(p.client, Endpoint::Ssh(_)));
+        let mut bad = a.common.ssh.clone();
+        bad.ssh_option = vec!["novalue".into()];
+        assert!(bad.options().unwrap_err().to_string().contains("KEY=VALUE"));
     }
 }

@@ -5,22 +5,27 @@
 //! protocol, engines and results types; the binary (`main.rs`) is thin.
 #![deny(unsafe_code)]
 
-pub mod adhoc;
 pub mod agent;
+pub mod app;
 pub mod cli;
-pub mod controller;
+pub mod config;
 pub mod efficiency;
 pub mod engine;
 pub mod kernel;
 pub mod lab;
 pub mod loadtest;
 pub mod netops;
+pub mod plan;
+pub mod plan_config;
+pub mod plan_run;
 pub mod proto;
 pub mod report;
 pub mod results;
 pub mod run;
 pub mod runner;
 pub mod search;
+pub mod signals;
 pub mod suite;
 pub mod sys;
+pub mod topology;
 pub mod units;

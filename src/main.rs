@@ -1,7 +1,8 @@
-//! The `linerate` binary: parses the command line and hands over to the library.
+//! The `linerate` binary: parses the command line (stage one), converts it
+//! into a validated configuration (stage two) and hands over to the library.
 #![deny(unsafe_code)]
 
-use linerate::{adhoc, agent, cli, controller, results, suite};
+use linerate::{agent, app, cli, results, signals};
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -37,20 +38,19 @@ fn main() -> ExitCode {
             let mut out = std::io::stdout().lock();
             linerate_doctor::run_cli(&a, &mut out)
         }
-        command => {
-            if let Err(e) = controller::install_signal_handlers() {
-                eprintln!("error: installing signal handlers: {e}");
-                return ExitCode::from(1);
+        command => match cli::to_config(command) {
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                2
             }
-            match command {
-                cli::Command::Lab(a) => suite::lab(&a),
-                cli::Command::Tcp(a) => adhoc::tcp(&a),
-                cli::Command::Udp(a) => adhoc::udp(&a),
-                cli::Command::Ramp(a) => linerate::loadtest::ramp(&a),
-                cli::Command::Search(a) => linerate::loadtest::search_cmd(&a),
-                _ => 2,
+            Ok(config) => {
+                if let Err(e) = signals::install_signal_handlers() {
+                    eprintln!("error: installing signal handlers: {e}");
+                    return ExitCode::from(1);
+                }
+                app::execute(config)
             }
-        }
+        },
     };
     ExitCode::from(code.clamp(0, 255) as u8)
 }

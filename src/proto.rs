@@ -44,6 +44,15 @@ pub enum Request {
     Start {
         test: u32,
         job: Job,
+        /// Begin the job's traffic at this instant of the agent's realtime
+        /// clock (ns since the Unix epoch), so jobs on many hosts start
+        /// together; `None` starts at once.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        start_at_unix_ns: Option<u64>,
+    },
+    /// Read the agent's realtime clock (NTP-style offset and RTT sampling).
+    Time {
+        seq: u64,
     },
     /// Stop a job; receivers get the senders' per-flow totals so that tail
     /// loss (packets after the last one received) is counted.
@@ -66,6 +75,11 @@ pub enum Response {
     },
     Heartbeat {
         seq: u64,
+    },
+    /// The agent's realtime clock when it handled [`Request::Time`].
+    Time {
+        seq: u64,
+        unix_ns: u64,
     },
     Configured,
     Snapshot {
@@ -399,6 +413,10 @@ pub struct StreamSample {
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
 pub struct EndpointSummary {
     pub elapsed_s: f64,
+    /// When the job's traffic began, on the agent's realtime clock (ns since
+    /// the Unix epoch); the controller maps it onto its own timebase.
+    #[serde(default)]
+    pub started_unix_ns: u64,
     /// CPU seconds (user + system) of the agent process during the job.
     pub cpu_s: f64,
     /// Peak resident memory of the agent process (VmHWM), bytes.
@@ -642,7 +660,9 @@ mod tests {
                 cpus: vec![0],
                 allow: vec!["192.0.2.0/24".parse().unwrap()],
             },
+            start_at_unix_ns: Some(1_700_000_000_000_000_000),
         });
+        round_trip(Request::Time { seq: 3 });
         round_trip(Request::Stop {
             test: 7,
             sender_totals: vec![FlowTotal {

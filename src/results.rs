@@ -14,7 +14,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub const SCHEMA_VERSION: &str = "1.0.0";
+pub const SCHEMA_VERSION: &str = "1.1.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -44,6 +44,35 @@ pub struct RunResults {
     #[serde(default)]
     pub searches: Vec<SearchResult>,
     /// Error that ended the run early, if any.
+    pub error: Option<String>,
+    /// Every agent the run started: where, how long connecting took, and its
+    /// clock against the controller's (interval times are mapped with it).
+    #[serde(default)]
+    pub agents: Vec<AgentRecord>,
+}
+
+/// One agent of the run and its host.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
+pub struct AgentRecord {
+    /// Its role: `gen`, `sink`, `dut`, or a plan's host name.
+    pub role: String,
+    /// Where it ran as the user named it: `local`, `ns:NAME`, `ssh://user@host:port`.
+    pub endpoint: String,
+    /// The host's own name (/proc/sys/kernel/hostname).
+    pub hostname: String,
+    pub linerate_version: String,
+    /// Seconds from starting the agent (ssh included) to a finished handshake.
+    pub connect_s: f64,
+    /// For ssh hosts: seconds the ssh connection (ControlMaster) took to come up.
+    #[serde(default)]
+    pub ssh_connect_s: Option<f64>,
+    /// Agent realtime clock minus the controller's, seconds (lowest-RTT of
+    /// several NTP-style exchanges over the control channel).
+    pub clock_offset_s: f64,
+    /// Round trip of that exchange; the offset is exact to within half of it.
+    pub clock_rtt_s: f64,
+    /// Why the agent was lost mid-run, if it was.
+    #[serde(default)]
     pub error: Option<String>,
 }
 
@@ -221,6 +250,52 @@ pub struct TestResult {
     /// Cycles and energy per packet (UDP tests).
     #[serde(default)]
     pub efficiency: Option<crate::efficiency::Efficiency>,
+    /// With several generators or instances: their sum, per host and per
+    /// interval on the controller's timebase.
+    #[serde(default)]
+    pub aggregate: Option<Aggregate>,
+}
+
+/// The sum of a test's directions (many generators, many instances).
+#[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
+pub struct Aggregate {
+    pub tx_packets: u64,
+    pub rx_packets: u64,
+    pub lost: u64,
+    pub dut_lost: u64,
+    /// lost / tx_packets, 0..1.
+    pub loss_ratio: f64,
+    pub rx_pps: f64,
+    /// Sum of the directions' received L2 bit/s (TCP: goodput).
+    pub rx_l2_bps: f64,
+    /// Sum of received L1 bit/s (UDP only).
+    pub rx_l1_bps: Option<f64>,
+    /// TCP: retransmitted segments over all streams.
+    pub retransmits: Option<u64>,
+    /// Per sending host: its instances summed.
+    pub per_host: Vec<HostShare>,
+    /// Received bit/s summed over every direction, per interval of the
+    /// common timebase (interval i covers [i, i+1) s after the agreed start).
+    pub intervals: Vec<AggregateInterval>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
+pub struct HostShare {
+    pub host: String,
+    pub instances: u16,
+    pub tx_packets: u64,
+    pub rx_packets: u64,
+    pub lost: u64,
+    pub rx_l2_bps: f64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
+pub struct AggregateInterval {
+    pub t_start: f64,
+    pub t_end: f64,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub rx_l2_bps: f64,
 }
 
 impl TestResult {
@@ -237,16 +312,25 @@ impl TestResult {
             kernel_counters: vec![],
             cross_checks: vec![],
             efficiency: None,
+            aggregate: None,
         }
     }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
 pub struct DirectionResult {
-    /// e.g. `gen_to_sink`.
+    /// e.g. `gen_to_sink`, or `gen1#2_to_sink` for a generator's second instance.
     pub direction: String,
     pub sender: String,
     pub receiver: String,
+    /// Which parallel instance of its generator this is (1-based), when a
+    /// test runs several.
+    #[serde(default)]
+    pub instance: Option<u16>,
+    /// When the sender began, seconds after the test's agreed start, on the
+    /// controller's clock (the sender's clock offset applied).
+    #[serde(default)]
+    pub start_offset_s: Option<f64>,
     /// Seconds the sender ran.
     pub duration_s: f64,
     pub tx_packets: u64,

@@ -1,11 +1,12 @@
 //! One run from start to finish: the results document, its directory, the
-//! progress line, and what happens on Ctrl-C. Shared by `lab`, `tcp`, `udp`.
+//! progress line, and what happens on Ctrl-C. Shared by every command.
 
-use crate::cli::Common;
-use crate::controller::interrupted;
+use crate::config::RunOpts;
 use crate::report::terminal::{self as report, ProgressLine};
 use crate::results::{self, RunDir, RunResults, RunStatus, TestResult, SCHEMA_VERSION};
 use crate::runner;
+use crate::signals::interrupted;
+use crate::topology::Hosts;
 use anyhow::Result;
 use std::io::Write;
 
@@ -17,8 +18,8 @@ pub struct Run {
 }
 
 impl Run {
-    pub fn start(common: &Common, name: &str, write_dir: bool) -> Result<Self> {
-        let dir = if write_dir {
+    pub fn start(common: &RunOpts, name: &str) -> Result<Self> {
+        let dir = if common.write_results {
             Some(RunDir::create(&common.results_dir, name)?)
         } else {
             None
@@ -40,18 +41,19 @@ impl Run {
             started_at: results::now_rfc3339(),
             finished_at: None,
             host: results::host_facts(),
-            line_rate_bps: common.line_rate,
+            line_rate_bps: common.line_rate_bps,
             labs: vec![],
             tests: vec![],
             doctor,
             ramps: vec![],
             searches: vec![],
             error: None,
+            agents: vec![],
         };
         let run = Run {
             results,
             dir,
-            progress: ProgressLine::new(!common.no_progress),
+            progress: ProgressLine::new(common.progress),
             json: common.json,
         };
         run.save();
@@ -64,6 +66,34 @@ impl Run {
             );
         }
         Ok(run)
+    }
+
+    /// Records every agent of `hosts`: where it runs, connect time, clock.
+    pub fn record_agents(&mut self, hosts: &Hosts) {
+        let ssh = hosts.ssh_connect_times();
+        for a in hosts.fleet.agents() {
+            let rec = results::AgentRecord {
+                role: a.role.clone(),
+                endpoint: a.host.clone(),
+                hostname: a.hostname.clone(),
+                linerate_version: a.linerate_version.clone(),
+                connect_s: a.connect_s,
+                ssh_connect_s: ssh.iter().find(|(h, _)| *h == a.host).map(|(_, s)| *s),
+                clock_offset_s: a.clock.offset_s,
+                clock_rtt_s: a.clock.rtt_s,
+                error: a.lost.clone(),
+            };
+            match self
+                .results
+                .agents
+                .iter_mut()
+                .find(|r| r.role == rec.role && r.endpoint == rec.endpoint)
+            {
+                Some(r) => *r = rec,
+                None => self.results.agents.push(rec),
+            }
+        }
+        self.save();
     }
 
     /// Writes results.json (atomically) if this run has a directory.
@@ -111,7 +141,7 @@ impl Run {
         self.results.error = error.as_ref().map(|e| format!("{e:#}"));
         self.save();
         let mut table = report::table(&self.results);
-        if let Some(t) = crate::loadtest::summary_table(&self.results) {
+        if let Some(t) = crate::report::profiles::summary_table(&self.results) {
             table.push_str(&t);
         }
         if self.json {

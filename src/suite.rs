@@ -1,68 +1,49 @@
 //! `linerate lab`: build the lab, run the standard suite, tear down.
 
-use crate::cli::LabArgs;
-use crate::controller::interrupted;
+use crate::config::{self, LabConfig, RunOpts, SearchConfig, SearchPlan, Stream};
 use crate::engine::udp;
 use crate::lab::{self, LabSpec};
 use crate::proto::{Direction, FrameSpec};
 use crate::results::FlowMode;
 use crate::run::Run;
 use crate::runner::{Ends, TcpTest, UdpTest};
+use crate::signals::interrupted;
 use anyhow::Result;
 use std::time::Duration;
 
-pub fn lab(args: &LabArgs) -> i32 {
-    if args.cleanup {
-        return match lab::cleanup() {
-            Ok(v) if v.is_empty() => {
-                println!("nothing to clean up: no lr-* namespaces found");
-                0
-            }
-            Ok(v) => {
-                println!("removed {}", v.join(", "));
-                0
-            }
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                1
-            }
-        };
-    }
-    let spec = LabSpec {
-        dut: Some(args.dut),
-        fw_rules: args.fw_rules,
-        mtu: args.mtu,
-        dut_loss_pct: args.dut_loss,
-        dut_police_pps: args.dut_police,
-    };
-    if let Err(e) = lab::preflight(&spec) {
+pub fn lab(args: &LabConfig, opts: &RunOpts) -> i32 {
+    if let Err(e) = lab::preflight(&args.spec) {
         eprintln!("error: {e:#}");
         return 2;
     }
     // No clean-up pass here: this lab's namespaces die with its agents, and
     // removing lr-* names at start could break another user's lab.
-    let name = args
-        .common
-        .name
-        .clone()
-        .unwrap_or_else(|| format!("lab-{}", args.dut.name()));
-    let mut run = match Run::start(&args.common, &name, true) {
+    let name = opts.name.clone().unwrap_or_else(|| {
+        format!(
+            "lab-{}",
+            args.spec.dut.map(|d| d.name()).unwrap_or("back-to-back")
+        )
+    });
+    let mut run = match Run::start(opts, &name) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e:#}");
             return 1;
         }
     };
-    let err = suite(args, spec, &mut run).err();
+    let err = suite(args, opts, &mut run).err();
     run.finish(err)
 }
 
-fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
-    let secs = args.duration.unwrap_or(if args.quick { 2.0 } else { 6.0 });
+fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
+    let spec = args.spec;
+    let secs = args
+        .duration_s
+        .unwrap_or(if args.quick { 2.0 } else { 6.0 });
     let d = Duration::from_secs_f64(secs.clamp(0.5, 3600.0));
-    let direction: Direction = args.direction.into();
-    let cpus = args.common.cpus.clone().map(|c| c.0).unwrap_or_default();
-    let allow = args.common.allow_target.clone();
+    let direction: Direction = args.direction;
+    let cpus = opts.cpus.clone();
+    let allow = opts.allow_target.clone();
     let udp = |name: &str, frame: FrameSpec, mode: FlowMode, ipv6: bool| UdpTest {
         name: name.into(),
         ipv6,
@@ -95,7 +76,7 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
             || args
                 .only
                 .iter()
-                .any(|o| name.to_lowercase().contains(&o.to_lowercase()))
+                .any(|o| name.to_lowercase().contains(o.as_str()))
     };
     let self_test = udp(
         "self-test udp 64B var2",
@@ -112,7 +93,7 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
         let mut b2b = lab::build(LabSpec { dut: None, ..spec }, self_log.as_deref())?;
         run.results.labs.push(b2b.topology.clone());
         let lab_idx = run.results.labs.len() - 1;
-        let mut ends = b2b.ends(Some(lab_idx));
+        let mut ends = Ends::of_lab(&mut b2b, Some(lab_idx));
         run.udp(&mut ends, &self_test);
         b2b.fleet.shutdown();
     }
@@ -167,7 +148,7 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
     udp_tests.retain(|t| wanted(&t.name));
     let any_profile = !args.quick
         && !args.no_search
-        && crate::loadtest::SEED_PROFILES
+        && config::SEED_PROFILES
             .iter()
             .any(|n| profile_wanted(args, n));
     if tcp_tests.is_empty() && udp_tests.is_empty() && !any_profile {
@@ -179,7 +160,7 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
     let mut l = lab::build(spec, log_dir.as_deref())?;
     run.results.labs.push(l.topology.clone());
     let lab_idx = run.results.labs.len() - 1;
-    let mut ends = l.ends(Some(lab_idx));
+    let mut ends = Ends::of_lab(&mut l, Some(lab_idx));
     for t in &tcp_tests {
         if interrupted() {
             return Ok(());
@@ -193,7 +174,7 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
         run.udp(&mut ends, t);
     }
     if any_profile {
-        profiles(args, run, &mut ends)?;
+        profiles(args, opts, run, &mut ends)?;
     }
     drop(ends);
     l.fleet.shutdown();
@@ -201,19 +182,20 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
 }
 
 /// `--only` matches a profile by part of its name, or all with `profiles`.
-fn profile_wanted(args: &LabArgs, name: &str) -> bool {
+fn profile_wanted(args: &LabConfig, name: &str) -> bool {
     args.only.is_empty()
         || args
             .only
             .iter()
-            .any(|o| name.contains(&o.to_lowercase()) || o.eq_ignore_ascii_case("profiles"))
+            .any(|o| name.contains(o.as_str()) || o == "profiles")
 }
 
 /// Per seed profile: a ramp, then an MLRsearch for NDR and PDR, both bounded
 /// by what the tester showed it can send in the self-test.
-fn profiles(args: &LabArgs, run: &mut Run, ends: &mut Ends) -> Result<()> {
-    use crate::loadtest::{self, ProfileArgs, SearchPlan};
+fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) -> Result<()> {
+    use crate::config::{Method, RampConfig};
     use crate::search;
+    use crate::units::Rate;
     // The tester's own ceiling: above it every trial measures the tester.
     let cap = run
         .results
@@ -222,25 +204,24 @@ fn profiles(args: &LabArgs, run: &mut Run, ends: &mut Ends) -> Result<()> {
         .filter(|t| t.name.starts_with("self-test"))
         .flat_map(|t| t.directions.iter().map(|d| d.rx_pps))
         .fold(0.0, f64::max);
-    let pa = ProfileArgs {
-        profile: None,
-        frame_size: None,
-        flow_mode: None,
+    let stream = Stream {
         flows: 16,
-        bidir: args.direction == crate::cli::DirectionArg::Both,
+        bidir: args.direction == Direction::Both,
+        ipv6: false,
+        cpus: opts.cpus.clone(),
+        allow: opts.allow_target.clone(),
     };
-    let secs = args.duration.unwrap_or(8.0).clamp(2.0, 600.0);
+    let secs = args.duration_s.unwrap_or(8.0).clamp(2.0, 600.0);
     let mut lines = Vec::new();
-    for name in loadtest::SEED_PROFILES {
+    for name in config::SEED_PROFILES {
         if interrupted() {
             break;
         }
         if !profile_wanted(args, name) {
             continue;
         }
-        let p = loadtest::seed_profile(name)?;
-        let line_pps =
-            crate::units::line_rate_pps(args.common.line_rate, udp::average_frame(p.frame));
+        let p = config::seed_profile(name)?;
+        let line_pps = crate::units::line_rate_pps(opts.line_rate_bps, udp::average_frame(p.frame));
         let top = if cap > 0.0 {
             (cap * 1.2).min(line_pps)
         } else {
@@ -253,16 +234,15 @@ fn profiles(args: &LabArgs, run: &mut Run, ends: &mut Ends) -> Result<()> {
             ramp_s: secs,
             hold_s: 2.0,
         };
-        lines.extend(loadtest::run_ramp(
-            ends,
-            &p,
-            &pa,
-            &spec,
-            0.001,
-            false,
-            &args.common,
-            run,
-        )?);
+        let ramp = RampConfig {
+            profile: p.clone(),
+            stream: stream.clone(),
+            spec,
+            loss_threshold: 0.001,
+            export_viz: None,
+            line_rate_bps: opts.line_rate_bps,
+        };
+        lines.extend(crate::loadtest::run_ramp(ends, &ramp, run)?);
         let goal = search::MlrGoal {
             final_trial_duration_s: 1.0,
             initial_trial_duration_s: 0.5,
@@ -271,9 +251,9 @@ fn profiles(args: &LabArgs, run: &mut Run, ends: &mut Ends) -> Result<()> {
             ..search::MlrGoal::ndr()
         };
         let plan = SearchPlan {
-            method: loadtest::Method::Mlr,
-            min_rate: Some(format!("{}pps", (top / 100.0).max(1000.0).round())),
-            max_rate: format!("{}pps", top.round()),
+            method: Method::Mlr,
+            min_rate: Some(Rate::Pps((top / 100.0).max(1000.0).round())),
+            max_rate: Rate::Pps(top.round()),
             goals: vec![
                 goal.clone(),
                 search::MlrGoal {
@@ -289,15 +269,13 @@ fn profiles(args: &LabArgs, run: &mut Run, ends: &mut Ends) -> Result<()> {
             frame_loss: false,
             cap_pps: None,
         };
-        lines.extend(loadtest::run_search(
-            ends.reborrow(),
-            &p,
-            &pa,
-            &plan,
-            false,
-            &args.common,
-            run,
-        )?);
+        let cfg = SearchConfig {
+            profiles: vec![p.clone()],
+            stream: stream.clone(),
+            plan,
+            line_rate_bps: opts.line_rate_bps,
+        };
+        lines.extend(crate::loadtest::run_search(ends.reborrow(), &p, &cfg, run)?);
     }
     for l in lines {
         eprintln!("{l}");

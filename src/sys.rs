@@ -90,6 +90,16 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The realtime clock (CLOCK_REALTIME) in nanoseconds since the Unix epoch:
+/// the clock hosts share through NTP, used to agree on start times and to
+/// map interval timestamps of many hosts onto one timebase.
+pub fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
 fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, val: &T) -> io::Result<()> {
     // SAFETY: `val` points to a live T of the size we pass.
     cvt(unsafe {

@@ -67,6 +67,50 @@ pub fn parse_pps(s: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("'{s}' is not a packet rate: use a number with an optional k/M/G suffix, e.g. 1.5M or 800kpps"))
 }
 
+/// A load as the user gave it: packets per second, an L1 bit rate, or a
+/// share of the line rate. It becomes pps once the frame size is known.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rate {
+    Pps(f64),
+    L1Bps(f64),
+    LinePct(f64),
+}
+
+impl Rate {
+    /// Parses `1.5Mpps`, `5G` (L1 bit/s) or `50%` (of the line rate).
+    pub fn parse(s: &str) -> Result<Rate, String> {
+        let t = s.trim();
+        if let Some(p) = t.strip_suffix('%') {
+            let pct: f64 = p
+                .trim()
+                .parse()
+                .map_err(|_| format!("'{s}' is not a percentage"))?;
+            if !(pct > 0.0 && pct <= 100.0) {
+                return Err(format!(
+                    "'{s}': a share of the line rate must be in (0, 100] %"
+                ));
+            }
+            return Ok(Rate::LinePct(pct));
+        }
+        if t.to_ascii_lowercase().ends_with("pps") {
+            return parse_pps(t).map(Rate::Pps);
+        }
+        parse_bps(t)
+            .map(Rate::L1Bps)
+            .map_err(|_| format!("'{s}' is not a rate: use 1.5Mpps, 5G (L1 bit/s) or 50%"))
+    }
+
+    /// Packets per second for frames of `avg_frame` bytes on a line of
+    /// `line_rate_bps` (L1).
+    pub fn pps(self, avg_frame: f64, line_rate_bps: f64) -> f64 {
+        match self {
+            Rate::Pps(p) => p,
+            Rate::L1Bps(bps) => bps / ((avg_frame + f64::from(L1_OVERHEAD)) * 8.0),
+            Rate::LinePct(pct) => line_rate_pps(line_rate_bps, avg_frame) * pct / 100.0,
+        }
+    }
+}
+
 fn parse_si(s: &str) -> Option<f64> {
     let s = s.trim();
     let (num, mult) = match s.char_indices().last()? {

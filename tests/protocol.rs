@@ -150,6 +150,7 @@ fn agent_refuses_unsafe_destinations_and_over_cap_durations() {
             cpus: vec![],
             allow: vec![],
         },
+        start_at_unix_ns: None,
     };
     for (req, want) in [
         (send("8.8.8.8:53", 1000), "refusing"),

@@ -10,16 +10,17 @@
 pub mod rules;
 
 use crate::agent::Netns;
-use crate::controller::Fleet;
 use crate::netops::{self, mac_string};
 use crate::proto::{NetOp, Request, Response};
 use crate::results::{LabInterface, LabLink, LabNode, LabTopology};
+pub use crate::topology::Addressing;
+use crate::topology::Fleet;
 use anyhow::{bail, Context, Result};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::time::Duration;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DutMode {
     /// Linux routes between two subnets.
     Route,
@@ -52,37 +53,6 @@ pub struct LabSpec {
     pub dut_loss_pct: Option<f64>,
     /// Forwarding capacity the DUT is policed to, packets per second.
     pub dut_police_pps: Option<u64>,
-}
-
-/// Addresses one endpoint offers to tests.
-#[derive(Debug, Clone, Default)]
-pub struct Addressing {
-    pub v4: Option<IpAddr>,
-    pub v6: Option<IpAddr>,
-    /// First address of a /24 (v4) or /64 (v6) accepted locally (AnyIP) and
-    /// usable as varying source addresses: flows vary addresses within it.
-    pub flow_v4: Option<Ipv4Addr>,
-    pub flow_v6: Option<Ipv6Addr>,
-}
-
-impl Addressing {
-    pub fn main(&self, v6: bool) -> Option<IpAddr> {
-        if v6 {
-            self.v6
-        } else {
-            self.v4
-        }
-    }
-    /// The i-th varying address (1-based host part), if this side has a flow prefix.
-    pub fn flow(&self, v6: bool, i: u16) -> Option<IpAddr> {
-        if v6 {
-            self.flow_v6
-                .map(|b| IpAddr::V6(Ipv6Addr::from(u128::from(b) + u128::from(i) + 1)))
-        } else {
-            self.flow_v4
-                .map(|b| IpAddr::V4(Ipv4Addr::from(u32::from(b) + u32::from(i % 254) + 1)))
-        }
-    }
 }
 
 pub struct Lab {
@@ -396,19 +366,6 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     })
 }
 
-impl Lab {
-    /// The lab's generator and sink (and DUT, watched) as test endpoints;
-    /// `index` is the lab's place in results.json's `labs`.
-    pub fn ends(&mut self, index: Option<usize>) -> crate::runner::Ends<'_> {
-        crate::runner::Ends::new(
-            &mut self.fleet,
-            (self.gen, self.sink, self.dut),
-            (self.gen_addr.clone(), self.sink_addr.clone()),
-            index,
-        )
-    }
-}
-
 fn link(a: &str, b: &str) -> LabLink {
     LabLink {
         a: a.into(),
@@ -436,23 +393,4 @@ pub fn cleanup() -> Result<Vec<String>> {
         }
     }
     Ok(removed)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn flow_addresses() {
-        let a = Addressing {
-            flow_v4: Some(Ipv4Addr::new(198, 19, 1, 0)),
-            flow_v6: Some(Ipv6Addr::new(0x2001, 2, 0, 0x21, 0, 0, 0, 0)),
-            ..Default::default()
-        };
-        assert_eq!(a.flow(false, 0), Some("198.19.1.1".parse().unwrap()));
-        assert_eq!(a.flow(false, 253), Some("198.19.1.254".parse().unwrap()));
-        assert_eq!(a.flow(false, 254), Some("198.19.1.1".parse().unwrap()));
-        assert_eq!(a.flow(true, 15), Some("2001:2:0:21::10".parse().unwrap()));
-        assert_eq!(Addressing::default().flow(false, 0), None);
-    }
 }

@@ -31,6 +31,7 @@ pub mod export;
 pub mod figures;
 pub mod format;
 pub mod html;
+pub mod profiles;
 mod ramps;
 mod sections;
 pub mod terminal;

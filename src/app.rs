@@ -1,0 +1,165 @@
+//! The commands, on validated configuration: each builds a topology (a lab,
+//! two named endpoints, a plan's hosts), turns it into [`Ends`] and hands
+//! its tests to [`exec_test`], the one place every kind of test is run.
+
+use crate::agent::Netns;
+use crate::config::{Command, Pair, RunOpts, TestSpec};
+use crate::lab::{self, LabSpec};
+use crate::loadtest;
+use crate::run::Run;
+use crate::runner::Ends;
+use crate::signals::interrupted;
+use crate::topology::{Addressing, Hosts};
+use anyhow::{bail, Result};
+
+/// Runs a command; returns the process exit status.
+pub fn execute(cmd: Command) -> i32 {
+    match cmd {
+        Command::LabCleanup => cleanup(),
+        Command::Lab(cfg, opts) => crate::suite::lab(&cfg, &opts),
+        Command::Pair(pair, spec, opts) => {
+            let name = opts.name.clone().unwrap_or_else(|| spec.kind().to_string());
+            with_run(&opts, &name, |run| pair_test(&pair, &spec, &opts, run))
+        }
+        Command::LabBench(lab, spec, opts) => {
+            if let Err(e) = lab::preflight(&lab) {
+                eprintln!("error: {e:#}");
+                return 2;
+            }
+            let name = opts.name.clone().unwrap_or_else(|| spec.kind().to_string());
+            with_run(&opts, &name, |run| lab_test(lab, &spec, run))
+        }
+        Command::Plan(plan, opts) => {
+            let name = opts.name.clone().unwrap_or_else(|| plan.name.clone());
+            with_run(&opts, &name, |run| crate::plan_run::run(&plan, &opts, run))
+        }
+    }
+}
+
+fn cleanup() -> i32 {
+    match lab::cleanup() {
+        Ok(v) if v.is_empty() => {
+            println!("nothing to clean up: no lr-* namespaces found");
+            0
+        }
+        Ok(v) => {
+            println!("removed {}", v.join(", "));
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    }
+}
+
+/// Starts a run, gives it to `body`, and finishes it (partial on error).
+fn with_run(opts: &RunOpts, name: &str, body: impl FnOnce(&mut Run) -> Result<()>) -> i32 {
+    let mut run = match Run::start(opts, name) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return 2;
+        }
+    };
+    let err = body(&mut run).err();
+    run.finish(err)
+}
+
+/// Runs one test of any kind against `ends`, recording it in `run`.
+pub fn exec_test(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> {
+    match spec {
+        TestSpec::Tcp(t) => run.tcp(ends, t),
+        TestSpec::Udp(t) => run.udp(ends, t),
+        TestSpec::Ramp(r) => {
+            for l in loadtest::run_ramp(ends, r, run)? {
+                eprintln!("{l}");
+            }
+        }
+        TestSpec::Search(s) => {
+            for p in &s.profiles {
+                if interrupted() {
+                    break;
+                }
+                for l in loadtest::run_search(ends.reborrow(), p, s, run)? {
+                    eprintln!("{l}");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An ad-hoc test between two endpoints the user named.
+fn pair_test(pair: &Pair, spec: &TestSpec, opts: &RunOpts, run: &mut Run) -> Result<()> {
+    let mut hosts = Hosts::new(opts.ssh.clone());
+    let log = |role: &str| run.dir.as_ref().map(|d| d.agent_log(role));
+    let spawned = (|| {
+        let gen = hosts.spawn(
+            "gen",
+            &pair.client,
+            Netns::Current,
+            None,
+            log("gen").as_deref(),
+        )?;
+        let sink = hosts.spawn(
+            "sink",
+            &pair.server,
+            Netns::Current,
+            None,
+            log("sink").as_deref(),
+        )?;
+        Ok::<_, anyhow::Error>((gen, sink))
+    })();
+    run.record_agents(&hosts);
+    let (gen, sink) = spawned?;
+    let mut ends = Ends::new(
+        &mut hosts.fleet,
+        (gen, sink, None),
+        (
+            Addressing::single(pair.client_address),
+            Addressing::single(Some(pair.target)),
+        ),
+        None,
+    );
+    let r = exec_test(run, &mut ends, spec);
+    drop(ends);
+    run.record_agents(&hosts);
+    r?;
+    check_lost(&hosts)
+}
+
+/// A ramp or search against a lab built for it.
+fn lab_test(spec: LabSpec, test: &TestSpec, run: &mut Run) -> Result<()> {
+    let log_dir = run.dir.as_ref().map(|d| d.path.join("agents"));
+    let mut l = lab::build(spec, log_dir.as_deref())?;
+    run.results.labs.push(l.topology.clone());
+    let idx = run.results.labs.len() - 1;
+    let mut ends = Ends::of_lab(&mut l, Some(idx));
+    exec_test(run, &mut ends, test)?;
+    drop(ends);
+    l.fleet.shutdown();
+    Ok(())
+}
+
+/// A host lost mid-run ends the run partial (its tests already say why).
+pub fn check_lost(hosts: &Hosts) -> Result<()> {
+    let lost = hosts.fleet.lost();
+    if !lost.is_empty() {
+        bail!("{}", lost.join("; "));
+    }
+    Ok(())
+}
+
+impl<'a> Ends<'a> {
+    /// A lab's generator and sink (and DUT, watched) as test endpoints;
+    /// `index` is the lab's place in results.json's `labs`.
+    pub fn of_lab(l: &'a mut lab::Lab, index: Option<usize>) -> Ends<'a> {
+        Ends::new(
+            &mut l.fleet,
+            (l.gen, l.sink, l.dut),
+            (l.gen_addr.clone(), l.sink_addr.clone()),
+            index,
+        )
+    }
+}

@@ -1,0 +1,258 @@
+//! The validated configuration every command runs from (stage two of
+//! argument parsing). Command-line flags and plan files both end here; no
+//! type in this module knows where its values came from, and nothing below
+//! the CLI sees a flag.
+
+use crate::lab::LabSpec;
+use crate::proto::{Cidr, Direction, FrameSpec};
+use crate::results::FlowMode;
+use crate::runner::{TcpTest, UdpTest};
+use crate::search;
+use crate::topology::ssh::SshOptions;
+use crate::topology::Endpoint;
+use crate::units::Rate;
+use anyhow::{bail, Result};
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+/// What every run shares: where results go, how they are shown, what the
+/// generator may send to.
+#[derive(Debug, Clone)]
+pub struct RunOpts {
+    pub name: Option<String>,
+    /// L1 line rate that "% of line rate" refers to, bit/s.
+    pub line_rate_bps: f64,
+    pub results_dir: PathBuf,
+    /// False for ad-hoc tests run with --no-results.
+    pub write_results: bool,
+    pub json: bool,
+    pub progress: bool,
+    /// Destinations allowed beyond loopback and the benchmarking ranges.
+    pub allow_target: Vec<Cidr>,
+    /// CPUs to pin to (first for senders, second for receivers); empty: any.
+    pub cpus: Vec<usize>,
+    /// How ssh hosts are reached.
+    pub ssh: SshOptions,
+}
+
+/// Two endpoints the user names, with no DUT that linerate knows of.
+#[derive(Debug, Clone)]
+pub struct Pair {
+    pub client: Endpoint,
+    pub server: Endpoint,
+    /// The server's address, where the client sends.
+    pub target: IpAddr,
+    /// The client's address (needed for traffic towards it).
+    pub client_address: Option<IpAddr>,
+}
+
+/// Where ramps and searches send: a lab built for the run, or a pair.
+#[derive(Debug, Clone)]
+pub enum Bench {
+    Lab { spec: LabSpec, ipv6: bool },
+    Pair(Pair),
+}
+
+impl Bench {
+    pub fn is_lab(&self) -> bool {
+        matches!(self, Bench::Lab { .. })
+    }
+}
+
+/// A profile resolved to frames and flows.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub frame: FrameSpec,
+    pub flow_mode: FlowMode,
+}
+
+pub const SEED_PROFILES: [&str; 4] = [
+    "bench-var2-1514b",
+    "bench-var2-imix",
+    "bench-var2-64b",
+    "bench",
+];
+
+/// The seed write-ups' named profiles (trex-loadtest's bench-var2-*).
+pub fn seed_profile(name: &str) -> Result<Profile> {
+    let (frame, flow_mode) = match name {
+        "bench-var2-1514b" => (FrameSpec::Fixed(1518), FlowMode::Var2),
+        "bench-var2-imix" => (FrameSpec::Imix, FlowMode::Var2),
+        "bench-var2-64b" => (FrameSpec::Fixed(64), FlowMode::Var2),
+        "bench" => (FrameSpec::Fixed(64), FlowMode::One),
+        other => bail!(
+            "unknown profile '{other}': choose one of {}",
+            SEED_PROFILES.join(", ")
+        ),
+    };
+    Ok(Profile {
+        name: name.into(),
+        frame,
+        flow_mode,
+    })
+}
+
+pub fn frame_name(f: FrameSpec) -> String {
+    match f {
+        FrameSpec::Fixed(n) => format!("{n}B"),
+        FrameSpec::Imix => "imix".into(),
+    }
+}
+
+impl Profile {
+    /// A profile named after its frame size and flow mode.
+    pub fn custom(frame: FrameSpec, flow_mode: FlowMode) -> Profile {
+        Profile {
+            name: format!("{} {:?}", frame_name(frame), flow_mode).to_lowercase(),
+            frame,
+            flow_mode,
+        }
+    }
+}
+
+/// The UDP stream a ramp or search repeats (frames come from the profile).
+#[derive(Debug, Clone)]
+pub struct Stream {
+    pub flows: u16,
+    pub bidir: bool,
+    pub ipv6: bool,
+    pub cpus: Vec<usize>,
+    pub allow: Vec<Cidr>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RampConfig {
+    pub profile: Profile,
+    pub stream: Stream,
+    pub spec: search::RampSpec,
+    /// Loss ratio (0..1) above which a one-second sample is lossy.
+    pub loss_threshold: f64,
+    /// Also write trex-loadtest-viz vars/stats to this file.
+    pub export_viz: Option<PathBuf>,
+    /// L1 line rate the ramp's "% of line rate" refers to, bit/s.
+    pub line_rate_bps: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// MLRsearch: NDR and PDR (and any --goal) in one search.
+    Mlr,
+    /// RFC 2544 throughput: binary search for the highest zero-loss rate.
+    Rfc2544,
+    /// Both, one after the other.
+    Both,
+}
+
+/// Resolved settings of one search, shared by `linerate search`, plans and
+/// the lab.
+#[derive(Debug, Clone)]
+pub struct SearchPlan {
+    pub method: Method,
+    /// Lowest load to try; `None`: 1 % of the highest.
+    pub min_rate: Option<Rate>,
+    pub max_rate: Rate,
+    pub goals: Vec<search::MlrGoal>,
+    pub rfc_trial_s: f64,
+    pub rfc_waits: bool,
+    /// Loss ratio (0..1) an RFC 2544 trial may have and still pass.
+    pub rfc_acceptable_loss: f64,
+    /// RFC 2544 binary search resolution, relative (0..1).
+    pub rfc_resolution: f64,
+    pub frame_loss: bool,
+    /// Upper bound from elsewhere (e.g. the tester's self-test), pps.
+    pub cap_pps: Option<f64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SearchConfig {
+    /// One search per profile, in order (`--sizes`).
+    pub profiles: Vec<Profile>,
+    pub stream: Stream,
+    pub plan: SearchPlan,
+    /// L1 line rate the searches' rates refer to, bit/s.
+    pub line_rate_bps: f64,
+}
+
+/// What `linerate lab` runs.
+#[derive(Debug, Clone)]
+pub struct LabConfig {
+    pub spec: LabSpec,
+    pub quick: bool,
+    pub no_search: bool,
+    pub duration_s: Option<f64>,
+    pub ipv6: bool,
+    pub direction: Direction,
+    /// Run only tests whose names contain one of these (lower case).
+    pub only: Vec<String>,
+}
+
+/// One kind of test with its settings, as ad-hoc commands and plans give it.
+#[derive(Debug, Clone)]
+pub enum TestSpec {
+    Tcp(TcpTest),
+    Udp(UdpTest),
+    Ramp(RampConfig),
+    Search(SearchConfig),
+}
+
+impl TestSpec {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TestSpec::Tcp(_) => "tcp",
+            TestSpec::Udp(_) => "udp",
+            TestSpec::Ramp(_) => "ramp",
+            TestSpec::Search(_) => "search",
+        }
+    }
+}
+
+/// A command, validated.
+#[derive(Debug, Clone)]
+pub enum Command {
+    Lab(LabConfig, RunOpts),
+    LabCleanup,
+    /// An ad-hoc test between two named endpoints.
+    Pair(Pair, TestSpec, RunOpts),
+    /// A ramp or search against a lab built for it.
+    LabBench(LabSpec, TestSpec, RunOpts),
+    /// A plan file's hosts and tests.
+    Plan(PlanConfig, RunOpts),
+}
+
+/// A host of a plan.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    pub name: String,
+    pub endpoint: Endpoint,
+    /// linerate's path on this host (ssh hosts), overriding --remote-binary.
+    pub binary: Option<String>,
+    /// Physical ports of this host for a lab.
+    pub ports: Vec<String>,
+    /// The host's test address (default target and client address).
+    pub address: Option<IpAddr>,
+}
+
+/// A test of a plan: what runs, from which generators to which sink.
+#[derive(Debug, Clone)]
+pub struct PlanTest {
+    pub name: String,
+    pub spec: TestSpec,
+    /// Generator hosts (indexes into `PlanConfig::hosts`).
+    pub from: Vec<usize>,
+    pub to: usize,
+    /// Parallel instances per generator.
+    pub instances: u16,
+    /// Where the traffic goes.
+    pub target: IpAddr,
+    /// The generators' own addresses, for traffic towards them.
+    pub client_address: Option<IpAddr>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PlanConfig {
+    pub name: String,
+    pub file: PathBuf,
+    pub hosts: Vec<HostConfig>,
+    pub tests: Vec<PlanTest>,
+}

@@ -1,0 +1,1 @@
+//! TEMPORARY placeholder (replaced by the plan parser at merge).

@@ -1,0 +1,210 @@
+//! Jobs on agents: starting them (senders together, at an agreed instant),
+//! gathering their reports, and stopping whatever a failed test left running.
+
+use crate::proto::{EndpointSummary, IntervalSample, Job, Request, Response, Snapshot};
+use crate::signals::interrupted;
+use crate::sys;
+use crate::topology::Fleet;
+use anyhow::{bail, Result};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// The jobs a test started. Dropped before [`Jobs::disarm`] (an error, a
+/// lost agent, Ctrl-C), it stops every job still known to run, so no
+/// receiver or sender outlives its test on any host.
+pub(super) struct Jobs<'f> {
+    pub fleet: &'f mut Fleet,
+    started: Vec<(usize, u32)>,
+    armed: bool,
+}
+
+impl<'f> Jobs<'f> {
+    pub fn new(fleet: &'f mut Fleet) -> Self {
+        Jobs {
+            fleet,
+            started: Vec::new(),
+            armed: true,
+        }
+    }
+
+    /// Starts `job` on `agent` (at `start_at`, controller-clock ns, if given)
+    /// and returns the port it opened.
+    pub fn start(
+        &mut self,
+        agent: usize,
+        test: u32,
+        job: Job,
+        start_at: Option<u64>,
+    ) -> Result<Option<u16>> {
+        let start_at_unix_ns = start_at.map(|t| self.fleet.agent(agent).clock.to_agent_ns(t));
+        let answer = self.fleet.call(
+            agent,
+            &Request::Start {
+                test,
+                job,
+                start_at_unix_ns,
+            },
+            Duration::from_secs(15),
+        )?;
+        self.started.push((agent, test));
+        match answer {
+            Response::Started { port, .. } => Ok(port),
+            other => bail!("unexpected answer to start: {other:?}"),
+        }
+    }
+
+    pub fn stop(&mut self, agent: usize, test: u32, sender_totals: Vec<crate::proto::FlowTotal>) {
+        let _ = self.fleet.send(
+            agent,
+            &Request::Stop {
+                test,
+                sender_totals,
+            },
+        );
+    }
+
+    pub fn snapshot(&mut self, agents: &[usize]) -> Result<HashMap<usize, Snapshot>> {
+        let mut out = HashMap::new();
+        for &a in agents {
+            match self
+                .fleet
+                .call(a, &Request::Snapshot, Duration::from_secs(10))?
+            {
+                Response::Snapshot { snapshot } => {
+                    out.insert(a, snapshot);
+                }
+                other => bail!("unexpected answer to snapshot: {other:?}"),
+            }
+        }
+        Ok(out)
+    }
+
+    /// A start instant every sender can meet: far enough ahead to reach the
+    /// slowest agent, controller-clock ns. One sender starts at once.
+    pub fn agree_start(&self, senders: &[usize]) -> Option<u64> {
+        if senders.len() < 2 {
+            return None;
+        }
+        let worst_rtt = senders
+            .iter()
+            .map(|&a| self.fleet.agent(a).clock.rtt_s)
+            .fold(0.0, f64::max);
+        // Each Start is one round trip, sent one after the other.
+        let lead = 0.2 + worst_rtt * (senders.len() as f64 + 2.0);
+        Some(sys::realtime_ns() + (lead.min(10.0) * 1e9) as u64)
+    }
+
+    /// The test ended as planned: nothing to stop on drop.
+    pub fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Jobs<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            for &(agent, test) in &self.started {
+                let _ = self.fleet.send(
+                    agent,
+                    &Request::Stop {
+                        test,
+                        sender_totals: vec![],
+                    },
+                );
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Collected {
+    pub intervals: HashMap<u32, Vec<IntervalSample>>,
+    pub finished: HashMap<u32, EndpointSummary>,
+    pub errors: Vec<String>,
+}
+
+impl Collected {
+    pub fn summary(&self, id: u32) -> EndpointSummary {
+        self.finished.get(&id).cloned().unwrap_or_default()
+    }
+}
+
+/// Gathers reports until every id in `wait_for` finished, the deadline
+/// passes, or the user interrupts; `Ok(false)` when it stopped early. A lost
+/// agent is an error.
+pub(super) fn collect(
+    fleet: &mut Fleet,
+    col: &mut Collected,
+    wait_for: &[u32],
+    deadline: Instant,
+    mut on_sample: impl FnMut(u32, &IntervalSample),
+) -> Result<bool> {
+    loop {
+        if wait_for.iter().all(|id| col.finished.contains_key(id)) {
+            return Ok(true);
+        }
+        if interrupted() || Instant::now() > deadline {
+            return Ok(false);
+        }
+        let Some((_, ev)) = fleet.next_event(Duration::from_millis(100))? else {
+            continue;
+        };
+        match ev {
+            Response::Interval { test, sample } => {
+                on_sample(test, &sample);
+                col.intervals.entry(test).or_default().push(sample);
+            }
+            Response::Finished { test, summary } => {
+                col.finished.insert(test, summary);
+            }
+            Response::Error {
+                test: Some(test),
+                message,
+            } => {
+                col.errors.push(message);
+                col.finished.insert(test, EndpointSummary::default());
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Live rates summed over many jobs: each job's latest interval counts.
+#[derive(Default)]
+pub(super) struct LiveSum {
+    latest: HashMap<u32, (f64, f64, u64, u64)>,
+}
+
+impl LiveSum {
+    /// Records a job's interval: (pps, bit/s, packets, lost).
+    pub fn update(&mut self, id: u32, s: &IntervalSample, bytes: u64, packets: u64) {
+        let span = (s.t_end - s.t_start).max(1e-6);
+        self.latest.insert(
+            id,
+            (
+                packets as f64 / span,
+                bytes as f64 * 8.0 / span,
+                packets,
+                s.lost,
+            ),
+        );
+    }
+    /// Sum over `ids`: (pps, bit/s, loss ratio).
+    pub fn sum(&self, ids: &[u32]) -> (f64, f64, f64) {
+        let (mut pps, mut bps, mut got, mut lost) = (0.0, 0.0, 0u64, 0u64);
+        for id in ids {
+            if let Some(&(p, b, n, l)) = self.latest.get(id) {
+                pps += p;
+                bps += b;
+                got += n;
+                lost += l;
+            }
+        }
+        let loss = if got + lost > 0 {
+            lost as f64 / (got + lost) as f64
+        } else {
+            0.0
+        };
+        (pps, bps, loss)
+    }
+}

@@ -1,0 +1,229 @@
+//! What a finished test records besides its directions: kernel counters,
+//! cross-checks per agent, CPU use, and the aggregate of many senders.
+
+use super::jobs::Collected;
+use super::{Ends, Leg};
+use crate::proto::{EndpointSummary, Snapshot, UdpCounters};
+use crate::results::{
+    Aggregate, AggregateInterval, CpuUse, CrossCheck, HostShare, KernelCounters, TestResult,
+};
+use crate::topology::Fleet;
+use std::collections::{BTreeMap, HashMap};
+
+#[derive(Default)]
+pub(super) struct NsDelta {
+    pub tx_packets: u64,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub rx_dropped: u64,
+    pub udp_in_errors: u64,
+}
+
+/// Sum of counter deltas over the interfaces of one agent's namespace.
+pub(super) fn delta_ns(
+    before: &HashMap<usize, Snapshot>,
+    after: &HashMap<usize, Snapshot>,
+    agent: usize,
+) -> NsDelta {
+    let (Some(b), Some(a)) = (before.get(&agent), after.get(&agent)) else {
+        return NsDelta::default();
+    };
+    let mut d = NsDelta {
+        udp_in_errors: a.udp.in_errors.saturating_sub(b.udp.in_errors),
+        ..Default::default()
+    };
+    // Loopback counts: tests between endpoints in one namespace run over it
+    // (in the lab it stays quiet). A bridge only repeats its ports' counts.
+    for ia in a.interfaces.iter().filter(|i| !i.name.starts_with("br")) {
+        let Some(ib) = b.interfaces.iter().find(|i| i.name == ia.name) else {
+            continue;
+        };
+        d.tx_packets += ia.tx_packets.saturating_sub(ib.tx_packets);
+        d.rx_packets += ia.rx_packets.saturating_sub(ib.rx_packets);
+        d.rx_bytes += ia.rx_bytes.saturating_sub(ib.rx_bytes);
+        d.rx_dropped += ia.rx_dropped.saturating_sub(ib.rx_dropped);
+    }
+    d
+}
+
+pub(super) fn counters(
+    ends: &Ends,
+    before: &HashMap<usize, Snapshot>,
+    after: &HashMap<usize, Snapshot>,
+    result: &mut TestResult,
+) {
+    for agent in ends.agents() {
+        let (Some(b), Some(a)) = (before.get(&agent), after.get(&agent)) else {
+            continue;
+        };
+        let udp = UdpCounters {
+            in_datagrams: a.udp.in_datagrams.saturating_sub(b.udp.in_datagrams),
+            no_ports: a.udp.no_ports.saturating_sub(b.udp.no_ports),
+            in_errors: a.udp.in_errors.saturating_sub(b.udp.in_errors),
+            out_datagrams: a.udp.out_datagrams.saturating_sub(b.udp.out_datagrams),
+            rcvbuf_errors: a.udp.rcvbuf_errors.saturating_sub(b.udp.rcvbuf_errors),
+            sndbuf_errors: a.udp.sndbuf_errors.saturating_sub(b.udp.sndbuf_errors),
+        };
+        for ia in &a.interfaces {
+            if let Some(ib) = b.interfaces.iter().find(|i| i.name == ia.name) {
+                if ia.name == "lo" && ia == ib {
+                    continue; // a quiet loopback says nothing
+                }
+                result.kernel_counters.push(KernelCounters {
+                    role: ends.role(agent),
+                    interface: ia.name.clone(),
+                    before: ib.clone(),
+                    after: ia.clone(),
+                    udp_delta: udp.clone(),
+                });
+            }
+        }
+    }
+}
+
+/// Datagrams counted by linerate against the kernel's packets, per agent:
+/// all legs an agent sends (or receives) add up to its interface counters.
+pub(super) fn udp_cross_checks(
+    ends: &Ends,
+    legs: &[Leg],
+    col: &Collected,
+    before: &HashMap<usize, Snapshot>,
+    after: &HashMap<usize, Snapshot>,
+    result: &mut TestResult,
+) {
+    let mut sent: BTreeMap<usize, u64> = BTreeMap::new();
+    let mut got: BTreeMap<usize, u64> = BTreeMap::new();
+    for l in legs {
+        *sent.entry(l.tx_agent).or_default() += col.summary(l.tx_id).tx_packets;
+        let rx = col.summary(l.rx_id);
+        *got.entry(l.rx_agent).or_default() += rx.rx_packets + rx.duplicates;
+    }
+    for (agent, n) in sent {
+        result.cross_checks.push(CrossCheck::new(
+            format!("{}: datagrams sent vs kernel tx_packets", ends.role(agent)),
+            n,
+            delta_ns(before, after, agent).tx_packets,
+        ));
+    }
+    for (agent, n) in got {
+        let d = delta_ns(before, after, agent);
+        result.cross_checks.push(CrossCheck::new(
+            format!(
+                "{}: datagrams received (+ duplicates, socket drops) vs kernel rx_packets",
+                ends.role(agent)
+            ),
+            n + d.udp_in_errors,
+            d.rx_packets,
+        ));
+    }
+}
+
+pub(super) fn cpu(
+    ends: &Ends,
+    before: &HashMap<usize, Snapshot>,
+    after: &HashMap<usize, Snapshot>,
+    col: &Collected,
+    legs: &[Leg],
+    result: &mut TestResult,
+) {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1) as f64;
+    let wall = legs
+        .iter()
+        .filter_map(|l| col.finished.get(&l.tx_id))
+        .map(|s| s.elapsed_s)
+        .fold(0.0, f64::max)
+        .max(1e-3);
+    for agent in ends.agents() {
+        let (Some(b), Some(a)) = (before.get(&agent), after.get(&agent)) else {
+            continue;
+        };
+        let softirq = (a.system_cpu.softirq_s - b.system_cpu.softirq_s).max(0.0);
+        result.cpu.push(CpuUse {
+            role: ends.role(agent),
+            process_pct: ((a.process_cpu_s - b.process_cpu_s).max(0.0) / wall * 100.0),
+            softirq_pct: softirq / (wall * cpus) * 100.0,
+        });
+    }
+}
+
+/// When a sender began, seconds after the agreed start, on the controller's
+/// clock. `None` for a sender that never reported or a test without an
+/// agreed start.
+pub(super) fn start_offset(
+    fleet: &Fleet,
+    agent: usize,
+    s: &EndpointSummary,
+    start_ns: u64,
+) -> Option<f64> {
+    if s.started_unix_ns == 0 || start_ns == 0 {
+        return None;
+    }
+    let ours = fleet.agent(agent).clock.to_controller_ns(s.started_unix_ns);
+    Some((ours - start_ns as i128) as f64 / 1e9)
+}
+
+/// Sums the directions of a test with many senders: in total, per sending
+/// host, and per interval (all senders started together, so interval i of
+/// each covers the same second of the common timebase).
+pub(super) fn aggregate(
+    ends: &Ends,
+    legs: &[Leg],
+    result: &TestResult,
+    frame: Option<f64>,
+) -> Aggregate {
+    let mut agg = Aggregate::default();
+    let mut hosts: Vec<HostShare> = Vec::new();
+    let mut intervals: Vec<AggregateInterval> = Vec::new();
+    let mut retransmits = 0u64;
+    for (leg, d) in legs.iter().zip(&result.directions) {
+        agg.tx_packets += d.tx_packets;
+        agg.rx_packets += d.rx_packets;
+        agg.lost += d.lost;
+        agg.dut_lost += d.dut_lost;
+        agg.rx_pps += d.rx_pps;
+        agg.rx_l2_bps += d.rx_l2_bps;
+        retransmits += d.retransmits.unwrap_or(0);
+        let host = ends.role(leg.gen_agent);
+        let share = match hosts.iter_mut().position(|h| h.host == host) {
+            Some(i) => &mut hosts[i],
+            None => {
+                hosts.push(HostShare {
+                    host,
+                    ..Default::default()
+                });
+                hosts.last_mut().expect("just pushed")
+            }
+        };
+        share.instances = share.instances.max(leg.instance.unwrap_or(1));
+        share.tx_packets += d.tx_packets;
+        share.rx_packets += d.rx_packets;
+        share.lost += d.lost;
+        share.rx_l2_bps += d.rx_l2_bps;
+        for (i, p) in d.intervals.iter().enumerate() {
+            let Some(r) = &p.receiver else { continue };
+            if intervals.len() <= i {
+                intervals.resize_with(i + 1, Default::default);
+            }
+            let slot = &mut intervals[i];
+            slot.t_start = i as f64;
+            slot.t_end = (i + 1) as f64;
+            slot.rx_packets += r.rx_packets;
+            slot.rx_bytes += r.rx_bytes;
+        }
+    }
+    for iv in &mut intervals {
+        iv.rx_l2_bps = iv.rx_bytes as f64 * 8.0 / (iv.t_end - iv.t_start);
+    }
+    agg.loss_ratio = if agg.tx_packets > 0 {
+        agg.lost as f64 / agg.tx_packets as f64
+    } else {
+        0.0
+    };
+    agg.rx_l1_bps = frame.map(|f| crate::units::l1_bps(agg.rx_pps, f));
+    agg.retransmits = frame.is_none().then_some(retransmits);
+    agg.per_host = hosts;
+    agg.intervals = intervals;
+    agg
+}

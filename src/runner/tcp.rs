@@ -1,0 +1,368 @@
+//! TCP bulk tests: per generator instance one listener on the sink and one
+//! client with N streams, started together; goodput per direction from the
+//! receivers' byte counts, cross-checked against the kernel's.
+
+use super::jobs::{collect, Collected, Jobs, LiveSum};
+use super::record::{self, delta_ns};
+use super::INTERVAL_MS;
+use super::{finish_test, legs, unspecified, Ends, Leg, OnProgress, Progress, TcpTest};
+use crate::proto::{Direction, EndpointSummary, IntervalSample, Job};
+use crate::results::{
+    pair_intervals, CrossCheck, DirectionResult, Protocol, RunDir, TestParams, TestResult,
+};
+use anyhow::{anyhow, bail, Result};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+pub fn run_tcp(
+    ends: &mut Ends,
+    t: &TcpTest,
+    mut dir: Option<&mut RunDir>,
+    on_progress: OnProgress,
+) -> TestResult {
+    let params = TestParams {
+        protocol: Protocol::Tcp,
+        ip_version: if t.ipv6 { 6 } else { 4 },
+        direction: t.direction,
+        duration_s: t.duration.as_secs_f64(),
+        frame: None,
+        average_frame_bytes: None,
+        flow_mode: None,
+        flows: None,
+        rate_pps: None,
+        rate_profile: None,
+        streams: Some(t.streams),
+        congestion: t.congestion.clone(),
+        cpus: t.cpus.clone(),
+        lab: ends.lab,
+    };
+    finish_test(
+        TestResult::new(&t.name, crate::results::now_rfc3339(), params),
+        |r| tcp_inner(ends, t, &mut dir, on_progress, r),
+    )
+}
+
+/// One client (on a generator) and its server (on the sink); the client
+/// sends, receives or both, as the test's direction says.
+struct Pair {
+    client_agent: usize,
+    client_id: u32,
+    server_id: u32,
+    /// Forward leg (client sends), reverse leg (server sends), as present.
+    legs: Vec<Leg>,
+}
+
+fn pairs(ends: &Ends, direction: Direction) -> Vec<Pair> {
+    // The UDP legs' order: per generator, per instance, forward then reverse.
+    let all = legs(ends, direction);
+    let per = if direction == Direction::Both { 2 } else { 1 };
+    all.chunks(per)
+        .map(|c| Pair {
+            client_agent: c[0].gen_agent,
+            client_id: super::next_id(),
+            server_id: super::next_id(),
+            legs: c.to_vec(),
+        })
+        .collect()
+}
+
+fn tcp_inner(
+    ends: &mut Ends,
+    t: &TcpTest,
+    dir: &mut Option<&mut RunDir>,
+    on_progress: OnProgress,
+    result: &mut TestResult,
+) -> Result<()> {
+    let target_ip = ends.sink.addr.main(t.ipv6).ok_or_else(|| {
+        anyhow!(
+            "the server side has no IPv{} address",
+            if t.ipv6 { 6 } else { 4 }
+        )
+    })?;
+    let streams = t.streams.max(1);
+    let expect = if t.direction == Direction::Both {
+        streams * 2
+    } else {
+        streams
+    };
+    // Both ends of stream i share cpus[i % n]: on veth the receive path runs
+    // in the sender's softirq, and a stream whose ends sit on two cores has its
+    // segments delivered from two backlogs, out of order, which the sender
+    // takes for loss (spurious retransmits). Same-core ends avoid that.
+    let cpus: Vec<usize> = if t.cpus.is_empty() {
+        (0..std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1))
+            .collect()
+    } else {
+        t.cpus.clone()
+    };
+    let pairs = pairs(ends, t.direction);
+    let agents = ends.agents();
+    let sink = ends.sink.agent;
+    let roles: HashMap<u32, String> = pairs
+        .iter()
+        .flat_map(|p| {
+            let name = p.legs[0].name.clone();
+            [(p.client_id, name.clone()), (p.server_id, name)]
+        })
+        .collect();
+    let mut jobs = Jobs::new(ends.fleet);
+    let mut ports = Vec::new();
+    for p in &pairs {
+        let port = jobs
+            .start(
+                sink,
+                p.server_id,
+                Job::TcpListen {
+                    bind: unspecified(t.ipv6),
+                    expect_streams: expect,
+                    duration_ms: t.duration.as_millis() as u64,
+                    interval_ms: INTERVAL_MS,
+                    cpus: cpus.clone(),
+                    congestion: t.congestion.clone(),
+                },
+                None,
+            )?
+            .ok_or_else(|| anyhow!("the TCP server reported no port"))?;
+        ports.push(port);
+    }
+    let before = jobs.snapshot(&agents)?;
+    let clients: Vec<usize> = pairs.iter().map(|p| p.client_agent).collect();
+    let start_at = jobs.agree_start(&clients);
+    let t0 = Instant::now();
+    for (p, &port) in pairs.iter().zip(&ports) {
+        jobs.start(
+            p.client_agent,
+            p.client_id,
+            Job::TcpConnect {
+                target: SocketAddr::new(target_ip, port),
+                streams,
+                direction: t.direction,
+                duration_ms: t.duration.as_millis() as u64,
+                interval_ms: INTERVAL_MS,
+                cpus: cpus.clone(),
+                congestion: t.congestion.clone(),
+                buffer_len: t.buffer_len,
+                allow: t.allow.clone(),
+            },
+            start_at,
+        )?;
+    }
+    let mut col = Collected::default();
+    let client_ids: Vec<u32> = pairs.iter().map(|p| p.client_id).collect();
+    let server_ids: Vec<u32> = pairs.iter().map(|p| p.server_id).collect();
+    let all_ids: Vec<u32> = client_ids.iter().chain(&server_ids).copied().collect();
+    let dur = t.duration.as_secs_f64();
+    let mut live = LiveSum::default();
+    let mut last = Progress {
+        test: t.name.clone(),
+        duration_s: dur,
+        ..Default::default()
+    };
+    let lead = start_at
+        .map(|s| Duration::from_nanos(s.saturating_sub(crate::sys::realtime_ns())))
+        .unwrap_or_default();
+    let done = collect(
+        jobs.fleet,
+        &mut col,
+        &all_ids,
+        t0 + lead + t.duration + Duration::from_secs(20),
+        |id, s| {
+            if let (Some(d), Some(role)) = (dir.as_deref_mut(), roles.get(&id)) {
+                d.log_interval(&t.name, role, s);
+            }
+            if client_ids.contains(&id) {
+                live.update(id, s, s.tx_bytes, 0);
+                (_, last.tx_bps, _) = live.sum(&client_ids);
+            } else {
+                live.update(id, s, s.rx_bytes, 0);
+                (_, last.rx_bps, _) = live.sum(&server_ids);
+            }
+            last.elapsed_s = t0.elapsed().as_secs_f64().min(dur);
+            on_progress(&last);
+        },
+    )?;
+    if !done {
+        for p in &pairs {
+            jobs.stop(p.client_agent, p.client_id, vec![]);
+            jobs.stop(sink, p.server_id, vec![]);
+        }
+        let _ = collect(
+            jobs.fleet,
+            &mut col,
+            &all_ids,
+            Instant::now() + Duration::from_secs(3),
+            |_, _| {},
+        );
+    }
+    let after = jobs.snapshot(&agents)?;
+    jobs.disarm();
+    if !col.errors.is_empty() {
+        bail!("{}", col.errors.join("; "));
+    }
+    record::counters(ends, &before, &after, result);
+    let start_ns = start_at.unwrap_or(0);
+    let mut legs_done = Vec::new();
+    for p in &pairs {
+        let client = col.summary(p.client_id);
+        let server = col.summary(p.server_id);
+        let client_iv = col.intervals.remove(&p.client_id).unwrap_or_default();
+        let server_iv = col.intervals.remove(&p.server_id).unwrap_or_default();
+        for leg in &p.legs {
+            let fwd = leg.tx_agent == p.client_agent && leg.rx_agent == sink;
+            let (txs, rxs, tx_iv, rx_iv) = if fwd {
+                (&client, &server, &client_iv, &server_iv)
+            } else {
+                (&server, &client, &server_iv, &client_iv)
+            };
+            let mut d = direction(leg, txs, rxs, tx_iv, rx_iv, ends);
+            d.start_offset_s = record::start_offset(ends.fleet, p.client_agent, &client, start_ns);
+            let kernel = !ends.many() && t.direction != Direction::Both;
+            checks(
+                ends,
+                leg,
+                &d,
+                kernel.then_some((t.ipv6, &before, &after)),
+                result,
+            );
+            result.directions.push(d);
+            legs_done.push(leg.clone());
+        }
+    }
+    // CPU over the clients' run time: the clients are the legs' "senders"
+    // for timing purposes.
+    let timing: Vec<Leg> = pairs
+        .iter()
+        .map(|p| Leg {
+            tx_id: p.client_id,
+            ..p.legs[0].clone()
+        })
+        .collect();
+    record::cpu(ends, &before, &after, &col, &timing, result);
+    if ends.many() {
+        result.aggregate = Some(record::aggregate(ends, &legs_done, result, None));
+    }
+    if !done {
+        bail!("interrupted before the test ended");
+    }
+    Ok(())
+}
+
+/// One direction of one client/server pair.
+fn direction(
+    leg: &Leg,
+    txs: &EndpointSummary,
+    rxs: &EndpointSummary,
+    tx_iv: &[IntervalSample],
+    rx_iv: &[IntervalSample],
+    ends: &Ends,
+) -> DirectionResult {
+    let sent: u64 = txs
+        .streams
+        .iter()
+        .filter(|s| s.sender)
+        .map(|s| s.bytes)
+        .sum();
+    let got: u64 = rxs
+        .streams
+        .iter()
+        .filter(|s| !s.sender)
+        .map(|s| s.bytes)
+        .sum();
+    let retr: u64 = txs
+        .streams
+        .iter()
+        .filter(|s| s.sender)
+        .map(|s| s.retransmits)
+        .sum();
+    let elapsed = txs.elapsed_s.max(1e-6);
+    let goodput = got as f64 * 8.0 / elapsed;
+    let side = |iv: &IntervalSample, sender: bool| {
+        let bytes: u64 = iv
+            .streams
+            .iter()
+            .filter(|s| s.sender == sender)
+            .map(|s| s.bytes)
+            .sum();
+        IntervalSample {
+            t_start: iv.t_start,
+            t_end: iv.t_end,
+            tx_bytes: if sender { bytes } else { 0 },
+            rx_bytes: if sender { 0 } else { bytes },
+            streams: iv
+                .streams
+                .iter()
+                .filter(|s| s.sender == sender)
+                .cloned()
+                .collect(),
+            ..Default::default()
+        }
+    };
+    DirectionResult {
+        direction: leg.name.clone(),
+        sender: ends.role(leg.tx_agent),
+        receiver: ends.role(leg.rx_agent),
+        instance: leg.instance,
+        duration_s: txs.elapsed_s,
+        rx_l2_bps: goodput,
+        rx_l1_bps: None,
+        retransmits: Some(retr),
+        intervals: pair_intervals(
+            tx_iv.iter().map(|s| side(s, true)).collect(),
+            rx_iv.iter().map(|r| side(r, false)).collect(),
+        ),
+        sender_summary: EndpointSummary {
+            tx_bytes: sent,
+            streams: txs.streams.iter().filter(|s| s.sender).cloned().collect(),
+            ..txs.clone()
+        },
+        receiver_summary: EndpointSummary {
+            rx_bytes: got,
+            streams: rxs.streams.iter().filter(|s| !s.sender).cloned().collect(),
+            ..rxs.clone()
+        },
+        ..Default::default()
+    }
+}
+
+type Snapshots = HashMap<usize, crate::proto::Snapshot>;
+
+/// Payload sent vs received, and (with `kernel`: one sender per agent, one
+/// direction, else the counters are shared) received vs the kernel's rx_bytes.
+fn checks(
+    ends: &Ends,
+    leg: &Leg,
+    d: &DirectionResult,
+    kernel: Option<(bool, &Snapshots, &Snapshots)>,
+    result: &mut TestResult,
+) {
+    let (sent, got) = (d.sender_summary.tx_bytes, d.receiver_summary.rx_bytes);
+    result.cross_checks.push(CrossCheck::new(
+        format!(
+            "{}: TCP payload sent by {} vs received",
+            ends.role(leg.rx_agent),
+            ends.role(leg.tx_agent)
+        ),
+        sent,
+        got,
+    ));
+    let Some((ipv6, before, after)) = kernel else {
+        return;
+    };
+    let retr = d.retransmits.unwrap_or(0);
+    let rx_ns = delta_ns(before, after, leg.rx_agent);
+    // The kernel counts headers (one set per GSO/GRO packet) and
+    // retransmitted segments too; add both before comparing.
+    let header: u64 = if ipv6 { 14 + 40 + 32 } else { 14 + 20 + 32 };
+    let mss: u64 = if ipv6 { 1428 } else { 1448 };
+    result.cross_checks.push(CrossCheck::new(
+        format!(
+            "{}: TCP payload + headers + retransmitted segments vs kernel rx_bytes",
+            ends.role(leg.rx_agent)
+        ),
+        got + rx_ns.rx_packets * header + retr * mss,
+        rx_ns.rx_bytes,
+    ));
+}

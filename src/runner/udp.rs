@@ -1,0 +1,265 @@
+//! UDP packet-stream tests: receivers first, senders together, loss from
+//! sequence numbers, cross-checked against the kernel's counters.
+
+use super::jobs::{collect, Collected, Jobs, LiveSum};
+use super::record::{self, delta_ns};
+use super::{finish_test, legs, pick_rx_cpus, pick_tx_cpus, unspecified, Ends, Leg, OnProgress};
+use super::{Progress, UdpTest, INTERVAL_MS};
+use crate::proto::{FlowTotal, Job, RateProfile};
+use crate::results::{
+    pair_intervals, DirectionResult, FlowMode, Protocol, RunDir, TestParams, TestResult,
+};
+use crate::{engine::udp, units};
+use anyhow::{anyhow, bail, Result};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+pub fn run_udp(
+    ends: &mut Ends,
+    t: &UdpTest,
+    mut dir: Option<&mut RunDir>,
+    on_progress: OnProgress,
+) -> TestResult {
+    let started_at = crate::results::now_rfc3339();
+    let params = TestParams {
+        protocol: Protocol::Udp,
+        ip_version: if t.ipv6 { 6 } else { 4 },
+        direction: t.direction,
+        duration_s: t.duration.as_secs_f64(),
+        frame: Some(t.frame),
+        average_frame_bytes: Some(udp::average_frame(t.frame)),
+        flow_mode: Some(t.flow_mode),
+        flows: Some(if t.flow_mode == FlowMode::One {
+            1
+        } else {
+            t.flows
+        }),
+        rate_pps: t.rate_pps,
+        rate_profile: t.rate_profile.clone(),
+        streams: None,
+        congestion: None,
+        cpus: t.cpus.clone(),
+        lab: ends.lab,
+    };
+    finish_test(TestResult::new(&t.name, started_at, params), |r| {
+        udp_inner(ends, t, &mut dir, on_progress, r)
+    })
+}
+
+fn udp_inner(
+    ends: &mut Ends,
+    t: &UdpTest,
+    dir: &mut Option<&mut RunDir>,
+    on_progress: OnProgress,
+    result: &mut TestResult,
+) -> Result<()> {
+    udp::check_frames(t.frame, t.ipv6).map_err(|e| anyhow!(e))?;
+    let legs = legs(ends, t.direction);
+    let agents = ends.agents();
+    let roles: HashMap<u32, String> = legs
+        .iter()
+        .flat_map(|l| [(l.tx_id, l.name.clone()), (l.rx_id, l.name.clone())])
+        .collect();
+    let mut jobs = Jobs::new(ends.fleet);
+    // Receivers first, so the first datagram already has a socket.
+    let mut flows_of = HashMap::new();
+    for leg in &legs {
+        let port = jobs.start(
+            leg.rx_agent,
+            leg.rx_id,
+            Job::UdpReceive {
+                bind: unspecified(t.ipv6),
+                flows: t.flows.max(1),
+                interval_ms: INTERVAL_MS,
+                cpus: pick_rx_cpus(&t.cpus),
+            },
+            None,
+        )?;
+        let port = port.ok_or_else(|| anyhow!("the receiver reported no port"))?;
+        let flows = super::build_flows(t.flow_mode, t.flows, t.ipv6, &leg.from, &leg.to, port)?;
+        flows_of.insert(leg.tx_id, flows);
+    }
+    let before = jobs.snapshot(&agents)?;
+    let meter = crate::efficiency::Meter::start();
+    let senders: Vec<usize> = legs.iter().map(|l| l.tx_agent).collect();
+    let start_at = jobs.agree_start(&senders);
+    let t0 = Instant::now();
+    for leg in &legs {
+        jobs.start(
+            leg.tx_agent,
+            leg.tx_id,
+            Job::UdpSend {
+                flows: flows_of.remove(&leg.tx_id).unwrap_or_default(),
+                frame: t.frame,
+                rate: t
+                    .rate_profile
+                    .clone()
+                    .or(t.rate_pps.map(RateProfile::constant)),
+                duration_ms: t.duration.as_millis() as u64,
+                batch: t.batch,
+                interval_ms: INTERVAL_MS,
+                cpus: pick_tx_cpus(&t.cpus),
+                allow: t.allow.clone(),
+            },
+            start_at,
+        )?;
+    }
+    let mut col = Collected::default();
+    let tx_ids: Vec<u32> = legs.iter().map(|l| l.tx_id).collect();
+    let rx_ids: Vec<u32> = legs.iter().map(|l| l.rx_id).collect();
+    let frame = udp::average_frame(t.frame);
+    let dur = t.duration.as_secs_f64();
+    let mut live = LiveSum::default();
+    let mut last = Progress {
+        test: t.name.clone(),
+        duration_s: dur,
+        ..Default::default()
+    };
+    let mut on_sample = |id: u32, s: &crate::proto::IntervalSample| {
+        if let (Some(d), Some(role)) = (dir.as_deref_mut(), roles.get(&id)) {
+            d.log_interval(&t.name, role, s);
+        }
+        if tx_ids.contains(&id) {
+            live.update(id, s, 0, s.tx_packets);
+            (last.tx_pps, _, _) = live.sum(&tx_ids);
+            last.tx_bps = units::l1_bps(last.tx_pps, frame);
+        } else {
+            live.update(id, s, 0, s.rx_packets);
+            (last.rx_pps, _, last.loss_ratio) = live.sum(&rx_ids);
+            last.rx_bps = units::l1_bps(last.rx_pps, frame);
+        }
+        last.elapsed_s = t0.elapsed().as_secs_f64().min(dur);
+        on_progress(&last);
+    };
+    let lead = start_at
+        .map(|s| Duration::from_nanos(s.saturating_sub(crate::sys::realtime_ns())))
+        .unwrap_or_default();
+    let done = collect(
+        jobs.fleet,
+        &mut col,
+        &tx_ids,
+        t0 + lead + t.duration + Duration::from_secs(15),
+        &mut on_sample,
+    )?;
+    // Let the last datagrams cross the DUT, then stop receivers with totals.
+    std::thread::sleep(Duration::from_millis(200));
+    for leg in &legs {
+        let totals: Vec<FlowTotal> = col
+            .summary(leg.tx_id)
+            .flows
+            .iter()
+            .map(|f| FlowTotal {
+                id: f.id,
+                tx_packets: f.tx_packets,
+            })
+            .collect();
+        if !done {
+            jobs.stop(leg.tx_agent, leg.tx_id, vec![]);
+        }
+        jobs.stop(leg.rx_agent, leg.rx_id, totals);
+    }
+    let all_ids: Vec<u32> = tx_ids.iter().chain(&rx_ids).copied().collect();
+    collect(
+        jobs.fleet,
+        &mut col,
+        &all_ids,
+        Instant::now() + Duration::from_secs(5),
+        &mut on_sample,
+    )?;
+    let after = jobs.snapshot(&agents)?;
+    jobs.disarm();
+    if !col.errors.is_empty() {
+        bail!("{}", col.errors.join("; "));
+    }
+    // A receiver that never reported has not measured zero loss.
+    if let Some(l) = legs.iter().find(|l| !col.finished.contains_key(&l.rx_id)) {
+        bail!(
+            "the {} receiver did not report its counts within 5 s of Stop; this test has no loss figure",
+            ends.role(l.rx_agent)
+        );
+    }
+    record::counters(ends, &before, &after, result);
+    record::udp_cross_checks(ends, &legs, &col, &before, &after, result);
+    let start_ns = start_at.unwrap_or(0);
+    for leg in &legs {
+        let d = direction(ends, leg, &mut col, &before, &after, frame, start_ns);
+        result.directions.push(d);
+    }
+    record::cpu(ends, &before, &after, &col, &legs, result);
+    let received: u64 = result.directions.iter().map(|d| d.rx_packets).sum();
+    let gen = ends.gens.first().map(|g| g.agent);
+    if let Some((b, a)) = gen.and_then(|g| Some((before.get(&g)?, after.get(&g)?))) {
+        result.efficiency = Some(meter.finish(received, &b.system_cpu, &a.system_cpu));
+    }
+    if ends.many() {
+        result.aggregate = Some(record::aggregate(ends, &legs, result, Some(frame)));
+    }
+    if !done {
+        bail!("interrupted before the test ended");
+    }
+    Ok(())
+}
+
+/// One leg's figures, with its cross-checks pushed onto `result`.
+#[allow(clippy::too_many_arguments)]
+fn direction(
+    ends: &Ends,
+    leg: &Leg,
+    col: &mut Collected,
+    before: &HashMap<usize, crate::proto::Snapshot>,
+    after: &HashMap<usize, crate::proto::Snapshot>,
+    frame: f64,
+    start_ns: u64,
+) -> DirectionResult {
+    let tx = col.summary(leg.tx_id);
+    let rx = col.summary(leg.rx_id);
+    let rx_ns = delta_ns(before, after, leg.rx_agent);
+    // Socket overruns at the receiver, plus drops on its interfaces when
+    // linerate built them (elsewhere an unrelated NIC's drops would hide
+    // real loss). A veth backlog drop also shows as the peer's tx_dropped;
+    // counting the receiver side only avoids counting it twice.
+    let iface_drops = if ends.lab.is_some() {
+        rx_ns.rx_dropped
+    } else {
+        0
+    };
+    let tester_drops = (rx_ns.udp_in_errors + iface_drops).min(rx.lost);
+    let dur = tx.elapsed_s.max(1e-6);
+    let rx_pps = rx.rx_packets as f64 / dur;
+    let tx_iv = col.intervals.remove(&leg.tx_id).unwrap_or_default();
+    let rx_iv = col.intervals.remove(&leg.rx_id).unwrap_or_default();
+    DirectionResult {
+        direction: leg.name.clone(),
+        sender: ends.role(leg.tx_agent),
+        receiver: ends.role(leg.rx_agent),
+        instance: leg.instance,
+        start_offset_s: record::start_offset(ends.fleet, leg.tx_agent, &tx, start_ns),
+        duration_s: tx.elapsed_s,
+        tx_packets: tx.tx_packets,
+        rx_packets: rx.rx_packets,
+        lost: rx.lost,
+        reordered: rx.reordered,
+        duplicates: rx.duplicates,
+        loss_ratio: if tx.tx_packets > 0 {
+            rx.lost as f64 / tx.tx_packets as f64
+        } else {
+            0.0
+        },
+        tx_pps: tx.tx_packets as f64 / dur,
+        rx_pps,
+        rx_l2_bps: units::l2_bps(rx_pps, frame),
+        rx_l1_bps: Some(units::l1_bps(rx_pps, frame)),
+        line_rate_pct: 0.0,
+        tx_errors: tx.tx_errors,
+        tx_target: tx.tx_target,
+        // The sender fell more than 1 % short of what the rate asked for:
+        // this trial measured the tester, not the DUT.
+        tester_limited: tx.tx_target > 0 && (tx.tx_packets as f64) < 0.99 * tx.tx_target as f64,
+        tester_drops,
+        dut_lost: rx.lost.saturating_sub(tester_drops),
+        retransmits: None,
+        intervals: pair_intervals(tx_iv, rx_iv),
+        sender_summary: tx,
+        receiver_summary: rx,
+    }
+}

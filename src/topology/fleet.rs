@@ -1,0 +1,551 @@
+//! The controller's side of the control channel: starts agents, speaks the
+//! protocol to them, measures their clocks, keeps them alive with heartbeats,
+//! notices when one goes silent, and tears them down.
+//!
+//! An agent is a child process speaking the protocol on its stdin/stdout:
+//! `linerate agent --stdio` here (optionally in a network namespace), or the
+//! same command run by `ssh` on another host. Only the command differs. When
+//! the controller dies, even by SIGKILL, its agents see EOF on stdin (local
+//! ones also get SIGKILL from the kernel via PR_SET_PDEATHSIG; remote ones
+//! lose their ssh session) and exit, which destroys their namespaces.
+
+use crate::proto::{self, Request, Response, PROTO_VERSION};
+use crate::sys;
+use anyhow::{anyhow, bail, Context, Result};
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How many NTP-style exchanges measure an agent's clock; the one with the
+/// lowest round trip wins (its offset error is at most half that RTT).
+const CLOCK_SAMPLES: usize = 8;
+/// The last bytes of an agent's stderr kept for error messages (ssh's own
+/// words when a connection fails).
+const STDERR_TAIL: usize = 4096;
+
+/// An agent's realtime clock against the controller's.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ClockSync {
+    /// Agent clock minus controller clock, seconds.
+    pub offset_s: f64,
+    /// Round trip of the exchange the offset came from, seconds; the offset
+    /// is exact to within half of it.
+    pub rtt_s: f64,
+}
+
+impl ClockSync {
+    /// The controller-clock time (ns since the epoch) of an agent timestamp.
+    pub fn to_controller_ns(&self, agent_ns: u64) -> i128 {
+        agent_ns as i128 - (self.offset_s * 1e9).round() as i128
+    }
+    /// The agent-clock time of a controller timestamp.
+    pub fn to_agent_ns(&self, controller_ns: u64) -> u64 {
+        (controller_ns as i128 + (self.offset_s * 1e9).round() as i128).max(0) as u64
+    }
+}
+
+/// Picks the lowest-RTT exchange of (controller send, agent clock,
+/// controller receive) triples, all in ns.
+pub fn best_clock_sample(samples: &[(u64, u64, u64)]) -> Option<ClockSync> {
+    samples
+        .iter()
+        .filter(|(t0, _, t1)| t1 >= t0)
+        .min_by_key(|(t0, _, t1)| t1 - t0)
+        .map(|&(t0, ta, t1)| {
+            let mid = (t0 as i128 + t1 as i128) / 2;
+            ClockSync {
+                offset_s: (ta as i128 - mid) as f64 / 1e9,
+                rtt_s: (t1 - t0) as f64 / 1e9,
+            }
+        })
+}
+
+/// An agent lost mid-run: its control channel closed or it went silent.
+/// Tests that used it end with this error; the run ends partial.
+#[derive(Debug, Clone)]
+pub struct AgentLost {
+    pub agent: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for AgentLost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for AgentLost {}
+
+pub struct Agent {
+    pub role: String,
+    /// Where it runs, as the user named it: `local`, `ns:NAME`, `ssh://…`.
+    pub host: String,
+    pub pid: u32,
+    pub hostname: String,
+    pub linerate_version: String,
+    pub clock: ClockSync,
+    /// Seconds from spawning to a completed handshake.
+    pub connect_s: f64,
+    child: Child,
+    stdin: Arc<Mutex<BufWriter<ChildStdin>>>,
+    stderr_tail: Arc<Mutex<String>>,
+    last_heard: Instant,
+    /// Why the agent was lost, once it is.
+    pub lost: Option<String>,
+}
+
+impl Agent {
+    /// What the agent (or ssh carrying it) last wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        self.stderr_tail
+            .lock()
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    }
+    fn label(&self) -> String {
+        if self.host == "local" {
+            format!("the {} agent", self.role)
+        } else {
+            format!("the {} agent on {}", self.role, self.host)
+        }
+    }
+}
+
+type Event = (usize, std::result::Result<Response, String>);
+
+/// A set of agents whose messages arrive on one channel.
+pub struct Fleet {
+    agents: Vec<Agent>,
+    tx: Sender<Event>,
+    rx: Receiver<Event>,
+    pending: VecDeque<(usize, Response)>,
+    stop_heartbeats: Arc<AtomicBool>,
+}
+
+impl Default for Fleet {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Fleet {
+    pub fn new() -> Self {
+        let (tx, rx) = mpsc::channel();
+        Fleet {
+            agents: Vec::new(),
+            tx,
+            rx,
+            pending: VecDeque::new(),
+            stop_heartbeats: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    pub fn agent(&self, idx: usize) -> &Agent {
+        &self.agents[idx]
+    }
+
+    pub fn agents(&self) -> &[Agent] {
+        &self.agents
+    }
+
+    /// Agents lost so far, with what happened to each.
+    pub fn lost(&self) -> Vec<String> {
+        self.agents.iter().filter_map(|a| a.lost.clone()).collect()
+    }
+
+    /// Starts an agent with `cmd` (which must run `linerate agent --stdio`
+    /// with its stdin/stdout as the control channel), completes the
+    /// handshake and measures its clock. `host` names where it runs.
+    pub fn spawn(
+        &mut self,
+        role: &str,
+        host: &str,
+        mut cmd: Command,
+        log: Option<&Path>,
+    ) -> Result<usize> {
+        let began = Instant::now();
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        sys::die_with_parent(&mut cmd);
+        let what = if host == "local" {
+            format!("the {role} agent")
+        } else {
+            format!("the {role} agent on {host}")
+        };
+        let mut child = cmd.spawn().with_context(|| format!("starting {what}"))?;
+        let log_file = match log {
+            Some(p) => Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .with_context(|| format!("opening agent log {}", p.display()))?,
+            ),
+            None => None,
+        };
+        let stderr_tail = Arc::new(Mutex::new(String::new()));
+        if let Some(err) = child.stderr.take() {
+            let tail = Arc::clone(&stderr_tail);
+            std::thread::spawn(move || forward_stderr(err, log_file, &tail));
+        }
+        let idx = self.attach(role, host, child, stderr_tail)?;
+        let handshake = self.handshake(idx).and_then(|()| self.sync_clock(idx));
+        if let Err(e) = handshake {
+            // Give ssh a moment to print why it closed the channel.
+            std::thread::sleep(Duration::from_millis(200));
+            let tail = self.agents[idx].stderr_tail();
+            self.agents[idx].lost = Some(format!("{what}: {e:#}"));
+            let _ = self.agents[idx].child.kill();
+            let _ = self.agents[idx].child.wait();
+            if tail.is_empty() {
+                return Err(e);
+            }
+            return Err(e.context(format!("{what} failed to start; it said: {tail}")));
+        }
+        self.agents[idx].connect_s = began.elapsed().as_secs_f64();
+        self.start_heartbeats(idx);
+        Ok(idx)
+    }
+
+    fn attach(
+        &mut self,
+        role: &str,
+        host: &str,
+        mut child: Child,
+        stderr_tail: Arc<Mutex<String>>,
+    ) -> Result<usize> {
+        let idx = self.agents.len();
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow!("agent stdout not piped"))?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| anyhow!("agent stdin not piped"))?;
+        let tx = self.tx.clone();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            loop {
+                match proto::read_message::<Response>(&mut r) {
+                    Ok(Some(m)) => {
+                        if tx.send((idx, Ok(m))).is_err() {
+                            break;
+                        }
+                    }
+                    Ok(None) => {
+                        let _ = tx.send((idx, Err("its control channel closed".into())));
+                        break;
+                    }
+                    Err(e) => {
+                        let _ = tx.send((idx, Err(e.to_string())));
+                        break;
+                    }
+                }
+            }
+        });
+        self.agents.push(Agent {
+            role: role.to_string(),
+            host: host.to_string(),
+            pid: child.id(),
+            hostname: String::new(),
+            linerate_version: String::new(),
+            clock: ClockSync::default(),
+            connect_s: 0.0,
+            child,
+            stdin: Arc::new(Mutex::new(BufWriter::new(stdin))),
+            stderr_tail,
+            last_heard: Instant::now(),
+            lost: None,
+        });
+        Ok(idx)
+    }
+
+    fn handshake(&mut self, idx: usize) -> Result<()> {
+        let mine = env!("CARGO_PKG_VERSION");
+        let ack = self.call(
+            idx,
+            &Request::Hello {
+                proto_version: PROTO_VERSION,
+                linerate_version: mine.into(),
+            },
+            Duration::from_secs(15),
+        )?;
+        match ack {
+            Response::HelloAck {
+                hostname,
+                linerate_version,
+                ..
+            } => {
+                if linerate_version != mine {
+                    bail!(
+                        "{} runs linerate {linerate_version}, this controller is {mine}; install the \
+                         same version there, or pass --push to copy this one",
+                        self.agents[idx].label()
+                    );
+                }
+                self.agents[idx].hostname = hostname;
+                self.agents[idx].linerate_version = linerate_version;
+                Ok(())
+            }
+            other => bail!("{} answered hello with {other:?}", self.agents[idx].label()),
+        }
+    }
+
+    /// Measures the agent's clock offset and RTT over the control channel.
+    fn sync_clock(&mut self, idx: usize) -> Result<()> {
+        let mut samples = Vec::with_capacity(CLOCK_SAMPLES);
+        for seq in 0..CLOCK_SAMPLES as u64 {
+            let t0 = sys::realtime_ns();
+            let r = self.call(idx, &Request::Time { seq }, Duration::from_secs(10))?;
+            let t1 = sys::realtime_ns();
+            if let Response::Time { unix_ns, seq: s } = r {
+                if s == seq {
+                    samples.push((t0, unix_ns, t1));
+                }
+            }
+        }
+        self.agents[idx].clock = best_clock_sample(&samples)
+            .ok_or_else(|| anyhow!("{}: no clock sample", self.agents[idx].label()))?;
+        Ok(())
+    }
+
+    /// Heartbeats keep the agent from deciding its controller hung.
+    fn start_heartbeats(&self, idx: usize) {
+        let stop = Arc::clone(&self.stop_heartbeats);
+        let stdin = Arc::clone(&self.agents[idx].stdin);
+        std::thread::spawn(move || {
+            let mut seq = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(proto::HEARTBEAT_EVERY);
+                seq += 1;
+                let Ok(mut w) = stdin.lock() else { break };
+                if proto::write_frame(&mut *w, &Request::Heartbeat { seq }).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+
+    pub fn send(&self, idx: usize, req: &Request) -> Result<()> {
+        let a = &self.agents[idx];
+        if let Some(l) = &a.lost {
+            bail!(AgentLost {
+                agent: idx,
+                message: l.clone()
+            });
+        }
+        let mut w = a
+            .stdin
+            .lock()
+            .map_err(|_| anyhow!("agent {} writer poisoned", a.role))?;
+        proto::write_frame(&mut *w, req).with_context(|| format!("sending to {}", a.label()))
+    }
+
+    /// Marks an agent lost and returns the error to propagate.
+    fn lose(&mut self, idx: usize, why: &str) -> anyhow::Error {
+        let a = &mut self.agents[idx];
+        let tail = a.stderr_tail();
+        let mut message = format!("{} was lost: {why}", a.label());
+        if !tail.is_empty() {
+            let last = tail.lines().last().unwrap_or_default();
+            message.push_str(&format!(" (it said: {last})"));
+        }
+        a.lost = Some(message.clone());
+        anyhow!(AgentLost {
+            agent: idx,
+            message
+        })
+    }
+
+    /// An agent silent for longer than the peer timeout counts as lost.
+    fn check_silence(&mut self) -> Result<()> {
+        let now = Instant::now();
+        let silent = self.agents.iter().position(|a| {
+            a.lost.is_none() && now.duration_since(a.last_heard) > proto::PEER_TIMEOUT
+        });
+        if let Some(i) = silent {
+            let why = format!("silent for more than {:?}", proto::PEER_TIMEOUT);
+            return Err(self.lose(i, &why));
+        }
+        Ok(())
+    }
+
+    /// One message from any agent, with liveness bookkeeping; heartbeats are
+    /// consumed here.
+    fn recv(&mut self, left: Duration) -> Result<Option<(usize, Response)>> {
+        let wait = left.min(Duration::from_millis(250));
+        match self.rx.recv_timeout(wait) {
+            Ok((i, Ok(m))) => {
+                self.agents[i].last_heard = Instant::now();
+                if matches!(m, Response::Heartbeat { .. }) {
+                    return Ok(None);
+                }
+                Ok(Some((i, m)))
+            }
+            Ok((i, Err(e))) => Err(self.lose(i, &e)),
+            Err(RecvTimeoutError::Timeout) => {
+                self.check_silence()?;
+                Ok(None)
+            }
+            Err(RecvTimeoutError::Disconnected) => bail!("all agents are gone"),
+        }
+    }
+
+    /// Sends a request and waits for the agent's direct answer; interval and
+    /// job reports that arrive meanwhile are kept for [`Fleet::next_event`].
+    pub fn call(&mut self, idx: usize, req: &Request, timeout: Duration) -> Result<Response> {
+        self.send(idx, req)?;
+        let start_of = match req {
+            Request::Start { test, .. } => Some(*test),
+            _ => None,
+        };
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                bail!(
+                    "{} did not answer within {:?}",
+                    self.agents[idx].label(),
+                    timeout
+                );
+            }
+            match self.recv(left)? {
+                Some((i, m)) if i == idx && is_direct_answer(&m, start_of) => {
+                    if let Response::Error { message, .. } = &m {
+                        bail!("{}: {message}", self.agents[idx].label());
+                    }
+                    return Ok(m);
+                }
+                Some((i, m)) => self.pending.push_back((i, m)),
+                None => {}
+            }
+        }
+    }
+
+    /// The next job report (interval, finished, job error) from any agent.
+    pub fn next_event(&mut self, timeout: Duration) -> Result<Option<(usize, Response)>> {
+        if let Some(e) = self.pending.pop_front() {
+            return Ok(Some(e));
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            if let Some(ev) = self.recv(left)? {
+                return Ok(Some(ev));
+            }
+        }
+    }
+
+    /// Stops every agent: asks nicely, then kills what is left.
+    pub fn shutdown(&mut self) {
+        self.stop_heartbeats.store(true, Ordering::Relaxed);
+        for i in 0..self.agents.len() {
+            let _ = self.send(i, &Request::Shutdown);
+        }
+        // Agents restoring physical ports need a moment; ssh needs a round trip.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for a in &mut self.agents {
+            if let Ok(mut w) = a.stdin.lock() {
+                let _ = w.flush();
+            }
+            loop {
+                match a.child.try_wait() {
+                    Ok(Some(_)) => break,
+                    Ok(None) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(10))
+                    }
+                    _ => {
+                        let _ = a.child.kill();
+                        let _ = a.child.wait();
+                        break;
+                    }
+                }
+            }
+        }
+        self.agents.clear();
+    }
+}
+
+/// Copies an agent's stderr into its log (or ours) and keeps the tail.
+fn forward_stderr(
+    err: std::process::ChildStderr,
+    mut log: Option<std::fs::File>,
+    tail: &Mutex<String>,
+) {
+    let mut r = BufReader::new(err);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match r.read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        match log.as_mut() {
+            Some(f) => {
+                let _ = f.write_all(line.as_bytes());
+            }
+            None => eprint!("{line}"),
+        }
+        if let Ok(mut t) = tail.lock() {
+            t.push_str(&line);
+            if t.len() > STDERR_TAIL {
+                let cut = t.len() - STDERR_TAIL;
+                let cut = (cut..t.len()).find(|&i| t.is_char_boundary(i)).unwrap_or(0);
+                t.drain(..cut);
+            }
+        }
+    }
+}
+
+/// Whether `m` answers the request just sent (rather than reporting on a
+/// running job); a failed Start answers with an error naming its test.
+fn is_direct_answer(m: &Response, start_of: Option<u32>) -> bool {
+    match m {
+        Response::HelloAck { .. }
+        | Response::Configured
+        | Response::Snapshot { .. }
+        | Response::Time { .. } => true,
+        Response::Started { test, .. } => Some(*test) == start_of,
+        Response::Error { test: None, .. } => true,
+        Response::Error { test: Some(t), .. } => Some(*t) == start_of,
+        _ => false,
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lowest_rtt_sample_wins() {
+        // Agent 5 ms ahead; the second exchange had the shortest round trip.
+        let s = [
+            (1_000_000_000, 1_009_000_000, 1_010_000_000),
+            (2_000_000_000, 2_005_500_000, 2_001_000_000),
+            (3_000_000_000, 3_007_000_000, 3_004_000_000),
+        ];
+        let c = best_clock_sample(&s).unwrap();
+        assert!((c.offset_s - 0.005).abs() < 1e-9, "{c:?}");
+        assert!((c.rtt_s - 0.001).abs() < 1e-9);
+        assert_eq!(c.to_controller_ns(2_005_500_000), 2_000_500_000);
+        assert_eq!(c.to_agent_ns(2_000_500_000), 2_005_500_000);
+        // A sample whose clock went backwards is ignored.
+        assert!(best_clock_sample(&[(5, 0, 4)]).is_none());
+    }
+}
