@@ -1,1 +1,0 @@
-//! TEMPORARY placeholder (replaced by the plan parser at merge).
