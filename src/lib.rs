@@ -15,6 +15,7 @@ pub mod kernel;
 pub mod lab;
 pub mod loadtest;
 pub mod netops;
+pub mod plan;
 pub mod proto;
 pub mod report;
 pub mod results;
