@@ -213,16 +213,17 @@ fn parse_host(
             HostKind::Local
         }
     };
-    let linerate =
-        match get("linerate")? {
-            Some((_, s)) if !matches!(kind, HostKind::Ssh(_)) => return Err(src.err(
+    let linerate = match get("linerate")? {
+        Some((_, s)) if !matches!(kind, HostKind::Ssh(_)) => {
+            return Err(src.err(
                 s,
                 format!(
                     "linerate (the remote binary) is for ssh hosts only; remove it from '{name}'"
                 ),
-            )),
-            other => other.map(|(path, _)| path),
-        };
+            ))
+        }
+        other => other.map(|(path, _)| path),
+    };
     let ports = match t.get("ports") {
         None => Vec::new(),
         Some(v) => src
