@@ -1,0 +1,172 @@
+//! One `[[test]]`: its kind, hosts and target, checked against `[hosts]`
+//! and the safety rule, and every other key kept as a command option.
+
+use super::value::{entries, span, Src, Value};
+use super::{hosts, suggest, PlanError, PlanHost, PlanTest, TestKind, MAX_INSTANCES};
+use crate::proto::Cidr;
+use std::net::IpAddr;
+
+/// The keys of a `[[test]]` the plan owns; all others are command options.
+const TEST_KEYS: &[&str] = &["name", "kind", "from", "to", "target", "instances"];
+/// Command options a plan sets itself, from `from`, `to` and the top level.
+const RESERVED: &[(&str, &str)] = &[
+    ("client", "the plan sets it from `from`"),
+    ("server", "the plan sets it from `to`"),
+    (
+        "allow_target",
+        "set allow_target = [...] once at the top of the plan",
+    ),
+];
+
+pub(super) fn parse_test(
+    src: Src,
+    n: usize,
+    v: &Value,
+    hosts: &[PlanHost],
+    allow: &[Cidr],
+) -> Result<PlanTest, PlanError> {
+    let t = src.table(v, "each [[test]]")?;
+    let at = span(v);
+    let kind_value = t.get("kind").ok_or_else(|| {
+        src.err(
+            at,
+            "this [[test]] has no kind: add kind = \"tcp\", \"udp\", \"ramp\" or \"search\"",
+        )
+    })?;
+    let kind =
+        parse_kind(&src.string(kind_value, "kind")?).map_err(|m| src.err(span(kind_value), m))?;
+    let name = match t.get("name") {
+        Some(v) => src.text_value(v, "name")?,
+        None => format!("{kind} {n}"),
+    };
+    let place = format!("[[test]] \"{name}\"");
+
+    let from_value = t.get("from").ok_or_else(|| {
+        src.err(
+            at,
+            format!("{place} has no from: add from = [\"gen\"] (the generator hosts)"),
+        )
+    })?;
+    let mut from: Vec<String> = Vec::new();
+    for entry in src.strings(from_value, "from")? {
+        for h in hosts::expand(src, &entry, hosts)? {
+            if from.contains(&h) {
+                return Err(src.err(
+                    span(&entry),
+                    format!("host '{h}' is in from twice: list each generator once"),
+                ));
+            }
+            from.push(h);
+        }
+    }
+    if from.is_empty() {
+        return Err(src.err(
+            span(from_value),
+            format!("from of {place} is empty: name the generator hosts"),
+        ));
+    }
+
+    let to_value = t.get("to").ok_or_else(|| {
+        src.err(
+            at,
+            format!("{place} has no to: add to = \"sink\" (the receiving host)"),
+        )
+    })?;
+    let to = src.string(to_value, "to")?;
+    let Some(sink) = hosts.iter().find(|h| h.name == to) else {
+        return Err(src.err(span(to_value), hosts::unknown_host(&to, hosts)));
+    };
+    if from.contains(&to) {
+        return Err(src.err(
+            span(to_value),
+            format!("'{to}' is both in from and to: a host cannot send to itself here; take it out of from"),
+        ));
+    }
+
+    let target = match t.get("target") {
+        Some(v) => {
+            let s = src.string(v, "target")?;
+            let ip: IpAddr = s.parse().map_err(|_| {
+                src.err(span(v), format!("target '{s}' is not an IP address: write e.g. 198.18.0.2 or 2001:2::2"))
+            })?;
+            (ip, span(v))
+        }
+        None => match sink.address {
+            Some(ip) => (ip, span(to_value)),
+            None => {
+                return Err(src.err(
+                    at,
+                    format!(
+                        "{place} has no target: add target = \"198.18.x.y\", or address = \"...\" to [hosts.{to}]"
+                    ),
+                ))
+            }
+        },
+    };
+    check_target(target.0, allow).map_err(|m| src.err(target.1, m))?;
+
+    let instances = match t.get("instances") {
+        None => 1,
+        // The range bounds it to u16.
+        Some(v) => {
+            u16::try_from(src.int(v, "instances", 1, i64::from(MAX_INSTANCES))?).unwrap_or(1)
+        }
+    };
+
+    let mut args = Vec::new();
+    for (key, value) in entries(t) {
+        let k = key.get_ref().as_ref();
+        if TEST_KEYS.contains(&k) {
+            continue;
+        }
+        if let Some((_, why)) = RESERVED.iter().find(|(r, _)| *r == k) {
+            return Err(src.err(span(key), format!("{k} cannot be set in a [[test]]: {why}")));
+        }
+        args.extend(src.arg(key, value)?);
+    }
+    Ok(PlanTest {
+        name,
+        kind,
+        from,
+        to,
+        target: target.0,
+        instances,
+        args,
+        span: at,
+    })
+}
+
+fn parse_kind(s: &str) -> Result<TestKind, String> {
+    const KINDS: [TestKind; 4] = [
+        TestKind::Tcp,
+        TestKind::Udp,
+        TestKind::Ramp,
+        TestKind::Search,
+    ];
+    if let Some(k) = KINDS.iter().find(|k| k.as_str() == s) {
+        return Ok(*k);
+    }
+    if s == "http" || s == "latency" {
+        return Err(format!(
+            "kind \"{s}\" is not supported yet in plans: use tcp, udp, ramp or search"
+        ));
+    }
+    let hint = suggest(s, KINDS.iter().map(|k| k.as_str()))
+        .map(|k| format!("did you mean \"{k}\"? "))
+        .unwrap_or_default();
+    Err(format!(
+        "unknown kind \"{s}\": {hint}kind is one of tcp, udp, ramp, search"
+    ))
+}
+
+/// The generator's safety rule, checked here so the error points at the plan.
+fn check_target(ip: IpAddr, allow: &[Cidr]) -> Result<(), String> {
+    let host_prefix = if ip.is_ipv4() { 32 } else { 128 };
+    crate::engine::check_destination(ip, allow).map_err(|_| {
+        format!(
+            "target {ip} is outside loopback, 198.18.0.0/15 and 2001:2::/48: load tests belong on \
+             isolated test networks (RFC 6815); if this is one, add allow_target = [\"{ip}/{host_prefix}\"] \
+             (or its prefix) at the top of the plan"
+        )
+    })
+}
