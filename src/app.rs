@@ -8,9 +8,8 @@ use crate::lab::{self, LabSpec};
 use crate::loadtest;
 use crate::run::Run;
 use crate::runner::Ends;
-use crate::signals::interrupted;
 use crate::topology::{Addressing, Hosts};
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 /// Runs a command; returns the process exit status.
 pub fn execute(cmd: Command) -> i32 {
@@ -66,30 +65,6 @@ fn with_run(opts: &RunOpts, name: &str, body: impl FnOnce(&mut Run) -> Result<()
     run.finish(err)
 }
 
-/// Runs one test of any kind against `ends`, recording it in `run`.
-pub fn exec_test(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> {
-    match spec {
-        TestSpec::Tcp(t) => run.tcp(ends, t),
-        TestSpec::Udp(t) => run.udp(ends, t),
-        TestSpec::Ramp(r) => {
-            for l in loadtest::run_ramp(ends, r, run)? {
-                eprintln!("{l}");
-            }
-        }
-        TestSpec::Search(s) => {
-            for p in &s.profiles {
-                if interrupted() {
-                    break;
-                }
-                for l in loadtest::run_search(ends.reborrow(), p, s, run)? {
-                    eprintln!("{l}");
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 /// An ad-hoc test between two endpoints the user named.
 fn pair_test(pair: &Pair, spec: &TestSpec, opts: &RunOpts, run: &mut Run) -> Result<()> {
     let mut hosts = Hosts::new(opts.ssh.clone());
@@ -122,11 +97,11 @@ fn pair_test(pair: &Pair, spec: &TestSpec, opts: &RunOpts, run: &mut Run) -> Res
         ),
         None,
     );
-    let r = exec_test(run, &mut ends, spec);
+    let r = loadtest::exec_test(run, &mut ends, spec);
     drop(ends);
     run.record_agents(&hosts);
     r?;
-    check_lost(&hosts)
+    hosts.check_lost()
 }
 
 /// A ramp or search against a lab built for it.
@@ -136,30 +111,8 @@ fn lab_test(spec: LabSpec, test: &TestSpec, run: &mut Run) -> Result<()> {
     run.results.labs.push(l.topology.clone());
     let idx = run.results.labs.len() - 1;
     let mut ends = Ends::of_lab(&mut l, Some(idx));
-    exec_test(run, &mut ends, test)?;
+    loadtest::exec_test(run, &mut ends, test)?;
     drop(ends);
     l.fleet.shutdown();
     Ok(())
-}
-
-/// A host lost mid-run ends the run partial (its tests already say why).
-pub fn check_lost(hosts: &Hosts) -> Result<()> {
-    let lost = hosts.fleet.lost();
-    if !lost.is_empty() {
-        bail!("{}", lost.join("; "));
-    }
-    Ok(())
-}
-
-impl<'a> Ends<'a> {
-    /// A lab's generator and sink (and DUT, watched) as test endpoints;
-    /// `index` is the lab's place in results.json's `labs`.
-    pub fn of_lab(l: &'a mut lab::Lab, index: Option<usize>) -> Ends<'a> {
-        Ends::new(
-            &mut l.fleet,
-            (l.gen, l.sink, l.dut),
-            (l.gen_addr.clone(), l.sink_addr.clone()),
-            index,
-        )
-    }
 }

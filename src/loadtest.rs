@@ -6,7 +6,7 @@
 //! The search logic lives in [`crate::search`] and knows nothing of sockets;
 //! this module gives it a [`TrialRunner`] that runs real UDP trials.
 
-use crate::config::{Method, Profile, RampConfig, SearchConfig, SearchPlan, Stream};
+use crate::config::{Method, Profile, RampConfig, SearchConfig, SearchPlan, Stream, TestSpec};
 use crate::engine::udp;
 use crate::proto::Direction;
 use crate::report::terminal::ProgressLine;
@@ -71,6 +71,30 @@ impl TrialRunner for UdpTrials<'_, '_> {
         self.log.push(r);
         Ok(outcome)
     }
+}
+
+/// Runs one test of any kind against `ends`, recording it in `run`.
+pub fn exec_test(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> {
+    match spec {
+        TestSpec::Tcp(t) => run.tcp(ends, t),
+        TestSpec::Udp(t) => run.udp(ends, t),
+        TestSpec::Ramp(r) => {
+            for l in run_ramp(ends, r, run)? {
+                eprintln!("{l}");
+            }
+        }
+        TestSpec::Search(s) => {
+            for p in &s.profiles {
+                if interrupted() {
+                    break;
+                }
+                for l in run_search(ends.reborrow(), p, s, run)? {
+                    eprintln!("{l}");
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The UDP test a ramp or search repeats, at the profile's frames and flows.

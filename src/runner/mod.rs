@@ -81,6 +81,17 @@ impl<'a> Ends<'a> {
         }
     }
 
+    /// A lab's generator and sink (and DUT, watched) as test endpoints;
+    /// `index` is the lab's place in results.json's `labs`.
+    pub fn of_lab(l: &'a mut crate::lab::Lab, index: Option<usize>) -> Ends<'a> {
+        Ends::new(
+            &mut l.fleet,
+            (l.gen, l.sink, l.dut),
+            (l.gen_addr.clone(), l.sink_addr.clone()),
+            index,
+        )
+    }
+
     /// The same endpoints, borrowed again for a callee that takes `Ends`.
     pub fn reborrow(&mut self) -> Ends<'_> {
         Ends {

@@ -212,6 +212,15 @@ impl Hosts {
             .collect()
     }
 
+    /// A host lost mid-run ends the run partial (its tests already say why).
+    pub fn check_lost(&self) -> Result<()> {
+        let lost = self.fleet.lost();
+        if !lost.is_empty() {
+            bail!("{}", lost.join("; "));
+        }
+        Ok(())
+    }
+
     /// Stops every agent, then closes the ssh connections.
     pub fn shutdown(&mut self) {
         self.fleet.shutdown();
