@@ -23,4 +23,5 @@ pub mod runner;
 pub mod search;
 pub mod suite;
 pub mod sys;
+pub mod topology;
 pub mod units;
