@@ -176,6 +176,9 @@ pub struct SshOptions {
     pub remote_binary: Option<String>,
     /// Copy this binary to hosts that lack it or run another version (--push).
     pub push: bool,
+    /// What --push copies; `None` is the running executable. (Tests, whose
+    /// running executable is the test harness, name the built linerate.)
+    pub local_binary: Option<PathBuf>,
 }
 
 impl Default for SshOptions {
@@ -187,6 +190,7 @@ impl Default for SshOptions {
             connect_timeout: Duration::from_secs(10),
             remote_binary: None,
             push: false,
+            local_binary: None,
         }
     }
 }
@@ -444,17 +448,20 @@ impl SshSession {
                  or pass --push to copy this binary to the host"
             );
         }
-        self.push()
-            .with_context(|| format!("{problem}, so pushing this binary"))
+        let exe = match &opts.local_binary {
+            Some(p) => p.clone(),
+            None => std::env::current_exe().context("finding this linerate executable")?,
+        };
+        self.push(&exe)
+            .with_context(|| format!("{problem}, so pushing {}", exe.display()))
     }
 
-    /// Copies the running binary to `${XDG_CACHE_HOME:-$HOME/.cache}/linerate/<sha256>/linerate`
+    /// Copies `exe` (a linerate of this version) to `${XDG_CACHE_HOME:-$HOME/.cache}/linerate/<sha256>/linerate`
     /// unless it is already there, and checks that it runs.
-    fn push(&self) -> Result<String> {
+    pub fn push(&self, exe: &Path) -> Result<String> {
         let t = &self.target;
-        let exe = std::env::current_exe().context("finding this linerate executable")?;
         let (hex, len) =
-            sha256_file(&exe).with_context(|| format!("reading {} to push it", exe.display()))?;
+            sha256_file(exe).with_context(|| format!("reading {} to push it", exe.display()))?;
         let locate = format!(
             "f=\"${{XDG_CACHE_HOME:-$HOME/.cache}}/linerate/{hex}/linerate\"; \
              if [ -x \"$f\" ]; then echo \"have $f\"; else echo \"need $f\"; fi"
@@ -464,7 +471,7 @@ impl SshSession {
         let path = match stdout.trim().split_once(' ') {
             Some(("have", p)) if out.status.success() => p.to_string(),
             Some(("need", p)) if out.status.success() => {
-                self.upload(&exe, p, len)?;
+                self.upload(exe, p, len)?;
                 p.to_string()
             }
             _ => bail!(
@@ -590,6 +597,7 @@ impl SshSession {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0);
+        certs.sort();
         certs.dedup();
         certs
             .iter()

@@ -51,26 +51,26 @@ pub fn failure_of(stderr: &str) -> (Failure, Vec<&str>) {
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.chars().all(|c| c == '@'))
         .collect();
-    for (pattern, failure) in PATTERNS {
-        let hits: Vec<&str> = lines
+    let lower: Vec<String> = lines.iter().map(|l| l.to_ascii_lowercase()).collect();
+    let first = PATTERNS
+        .iter()
+        .find(|(pattern, _)| lower.iter().any(|l| l.contains(pattern)));
+    if let Some(&(_, failure)) = first {
+        // Quote every line that shows this failure; the changed-key banner
+        // also names the offending known_hosts line and how to remove it.
+        let quoted = lines
             .iter()
-            .copied()
-            .filter(|l| l.to_ascii_lowercase().contains(pattern))
+            .zip(&lower)
+            .filter(|(line, low)| {
+                PATTERNS
+                    .iter()
+                    .any(|(p, f)| *f == failure && low.contains(p))
+                    || (failure == Failure::HostKeyChanged
+                        && (line.starts_with("Offending") || line.starts_with("ssh-keygen -f")))
+            })
+            .map(|(line, _)| *line)
             .collect();
-        if !hits.is_empty() {
-            // The changed-key banner names the offending known_hosts line
-            // and the command to remove it; quote those too.
-            let mut quoted = hits;
-            if *failure == Failure::HostKeyChanged {
-                quoted.extend(
-                    lines
-                        .iter()
-                        .copied()
-                        .filter(|l| l.starts_with("Offending") || l.starts_with("ssh-keygen -f")),
-                );
-            }
-            return (*failure, quoted);
-        }
+        return (failure, quoted);
     }
     let tail = lines.len().saturating_sub(3);
     (Failure::Other, lines[tail..].to_vec())
