@@ -84,15 +84,7 @@ fn ssh_connects_with_a_valid_certificate() {
         assert!(String::from_utf8_lossy(&out.stdout).contains(&lab.hosts[0].addr.to_string()));
         s.close();
         s.close();
-        let check = s
-            .command(&["true"])
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .unwrap();
-        // With the master gone the command connects on its own (same
-        // options), which also works; what matters is that close() ended it.
-        let _ = check;
+        // close() ended the master: nothing runs with this control dir.
         assert!(processes_mentioning(&dir.path().to_string_lossy()).is_empty());
     }
     drop(lab);
