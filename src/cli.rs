@@ -528,6 +528,7 @@ impl SshArgs {
             connect_timeout: Duration::from_secs(self.connect_timeout),
             remote_binary: self.remote_binary.clone(),
             push: self.push,
+            local_binary: None,
         })
     }
 }

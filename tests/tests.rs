@@ -13,3 +13,5 @@ mod loadtest;
 mod protocol;
 mod report;
 mod signals;
+mod ssh;
+mod sshd;

@@ -1,60 +1,819 @@
-//! TEMPORARY placeholder until the ssh transport lands (replaced at merge).
-use anyhow::{bail, Result};
-use std::path::PathBuf;
-use std::process::Command;
-use std::time::Duration;
+//! The ssh transport: one OpenSSH ControlMaster per host per run, commands
+//! over it, and choosing (or pushing) the linerate binary a host runs.
+//!
+//! It runs the system `ssh` client, never an ssh library, so the user's
+//! ssh_config, agent, keys and certificates apply exactly as on the command
+//! line. It always sets BatchMode=yes and never weakens host-key checking:
+//! the only host-key setting it ever makes is StrictHostKeyChecking=accept-new,
+//! and only when asked (--ssh-accept-new). Every error names the host and
+//! quotes ssh.
 
+mod diagnose;
+
+pub use diagnose::{cert_problem, classify, failure_of, parse_cert_listing, CertInfo, Failure};
+
+use anyhow::{anyhow, bail, Context, Result};
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How long past ConnectTimeout open() waits for the login itself.
+const LOGIN_SLACK: Duration = Duration::from_secs(3);
+
+/// Where a host is reached: `ssh://[user@]host[:port]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SshTarget {
+    /// `None` leaves the user to ssh_config (or the local user name).
     pub user: Option<String>,
+    /// A name or an address; IPv6 without brackets.
     pub host: String,
+    /// `None` leaves the port to ssh_config (or 22).
     pub port: Option<u16>,
 }
+
 impl SshTarget {
+    /// Parses `ssh://[user@]host[:port]`, IPv6 hosts in brackets.
     pub fn parse_url(s: &str) -> Result<Self, String> {
-        Self::parse_bare(s.trim_start_matches("ssh://"))
-    }
-    pub fn parse_bare(s: &str) -> Result<Self, String> {
-        Ok(SshTarget {
-            user: None,
-            host: s.into(),
-            port: None,
+        let rest = s.strip_prefix("ssh://").ok_or_else(|| {
+            format!("{s:?} is not an ssh URL: write ssh://[user@]host[:port], e.g. ssh://root@198.18.0.2")
+        })?;
+        Self::parse_authority(rest).map_err(|why| {
+            format!("{s:?} is not a valid ssh URL: {why}; write ssh://[user@]host[:port]")
         })
     }
-}
-impl std::fmt::Display for SshTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ssh://{}", self.host)
+
+    /// Parses the plan-file form `[user@]host[:port]`; the ssh:// form is
+    /// accepted too.
+    pub fn parse_bare(s: &str) -> Result<Self, String> {
+        if s.starts_with("ssh://") {
+            return Self::parse_url(s);
+        }
+        if s.contains("://") {
+            return Err(format!(
+                "{s:?} is not an ssh host: only ssh:// is supported; write [user@]host[:port]"
+            ));
+        }
+        Self::parse_authority(s).map_err(|why| {
+            format!("{s:?} is not a valid ssh host: {why}; write [user@]host[:port]")
+        })
+    }
+
+    fn parse_authority(s: &str) -> Result<Self, String> {
+        let s = s.strip_suffix('/').unwrap_or(s);
+        if s.contains('/') {
+            return Err("it has a path; only [user@]host[:port] is allowed".into());
+        }
+        let (user, hostport) = match s.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, s),
+        };
+        if let Some(u) = user {
+            if u.is_empty() {
+                return Err("the user before '@' is empty".into());
+            }
+            if u.starts_with('-')
+                || u.chars()
+                    .any(|c| c.is_whitespace() || c.is_control() || c == '@' || c == ':')
+            {
+                return Err(format!("user {u:?} has characters ssh cannot take"));
+            }
+        }
+        let (host, port) = if let Some(inner) = hostport.strip_prefix('[') {
+            let (h, after) = inner
+                .split_once(']')
+                .ok_or("an IPv6 address opened with '[' needs a closing ']'")?;
+            if h.parse::<std::net::Ipv6Addr>().is_err() {
+                return Err(format!("{h:?} in brackets is not an IPv6 address"));
+            }
+            let port = match after {
+                "" => None,
+                p => Some(p.strip_prefix(':').ok_or("expected ':port' after ']'")?),
+            };
+            (h, port)
+        } else {
+            match hostport.split_once(':') {
+                Some((h, p)) if !p.contains(':') => (h, Some(p)),
+                Some(_) => return Err("an IPv6 address needs brackets: [2001:2::1]:22".into()),
+                None => (hostport, None),
+            }
+        };
+        if host.is_empty() {
+            return Err("the host is empty".into());
+        }
+        if host.starts_with('-')
+            || !host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '%'))
+        {
+            return Err(format!("host {host:?} is not a host name or address"));
+        }
+        let port = match port {
+            None => None,
+            Some(p) => match p.parse::<u16>() {
+                Ok(n) if n > 0 => Some(n),
+                _ => return Err(format!("port {p:?} is not a number from 1 to 65535")),
+            },
+        };
+        Ok(SshTarget {
+            user: user.map(str::to_string),
+            host: host.to_string(),
+            port,
+        })
+    }
+
+    /// `-l user -p port host`, as ssh takes them.
+    fn destination_args(&self) -> Vec<String> {
+        let mut a = Vec::new();
+        if let Some(u) = &self.user {
+            a.extend(["-l".to_string(), u.clone()]);
+        }
+        if let Some(p) = self.port {
+            a.extend(["-p".to_string(), p.to_string()]);
+        }
+        a.push(self.host.clone());
+        a
     }
 }
-#[derive(Debug, Clone, Default)]
+
+impl fmt::Display for SshTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ssh://")?;
+        if let Some(u) = &self.user {
+            write!(f, "{u}@")?;
+        }
+        if self.host.contains(':') {
+            write!(f, "[{}]", self.host)?;
+        } else {
+            f.write_str(&self.host)?;
+        }
+        if let Some(p) = self.port {
+            write!(f, ":{p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// How to run ssh, from --ssh-* flags or a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SshOptions {
+    /// `ssh -F FILE` (--ssh-config).
     pub config: Option<PathBuf>,
+    /// `ssh -o K=V`, in order (--ssh-option).
     pub options: Vec<(String, String)>,
+    /// StrictHostKeyChecking=accept-new (--ssh-accept-new); otherwise the
+    /// user's own setting stays.
     pub accept_new: bool,
+    /// ConnectTimeout; open() gives up a little after it.
     pub connect_timeout: Duration,
+    /// The linerate to run on hosts (--remote-binary); default "linerate"
+    /// on the host's PATH.
     pub remote_binary: Option<String>,
+    /// Copy this binary to hosts that lack it or run another version (--push).
     pub push: bool,
+    /// What --push copies; `None` is the running executable. (Tests, whose
+    /// running executable is the test harness, name the built linerate.)
+    pub local_binary: Option<PathBuf>,
 }
-pub struct ControlDir;
+
+impl Default for SshOptions {
+    fn default() -> Self {
+        SshOptions {
+            config: None,
+            options: Vec::new(),
+            accept_new: false,
+            connect_timeout: Duration::from_secs(10),
+            remote_binary: None,
+            push: false,
+            local_binary: None,
+        }
+    }
+}
+
+impl SshOptions {
+    /// Refuses options that would weaken host-key checking, allow prompts,
+    /// or take the connection out of linerate's hands.
+    pub fn check(&self) -> Result<(), String> {
+        for (k, v) in &self.options {
+            let key = k.to_ascii_lowercase();
+            let val = v.to_ascii_lowercase();
+            let refuse = match key.as_str() {
+                "stricthostkeychecking" => matches!(val.as_str(), "no" | "off" | "false"),
+                "batchmode" => val != "yes",
+                "controlmaster" | "controlpath" | "controlpersist" => true,
+                _ => false,
+            };
+            if refuse {
+                return Err(format!(
+                    "--ssh-option {k}={v} is not allowed: linerate never turns host-key \
+                     checking off, always runs ssh with BatchMode=yes and manages its own \
+                     ControlMaster; drop this option (for new hosts use --ssh-accept-new)"
+                ));
+            }
+            if k.is_empty() || k.contains(['=', ' ']) {
+                return Err(format!(
+                    "--ssh-option {k:?}={v:?}: write KEY=VALUE, e.g. Port=2222"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Options every ssh invocation gets, before the destination. ssh keeps
+    /// the first value it sees for an option, so ours that must win come
+    /// first, the user's next, and our defaults they may override last.
+    fn args(&self, control_path: &Path) -> Vec<String> {
+        let mut a: Vec<String> = vec!["-T".into(), "-x".into(), "-a".into()];
+        let mut opt = |k: &str, v: &str| a.extend(["-o".into(), format!("{k}={v}")]);
+        opt("BatchMode", "yes");
+        opt("ControlPath", &control_path.to_string_lossy());
+        opt("ControlPersist", "no");
+        opt("ClearAllForwardings", "yes");
+        if self.accept_new {
+            opt("StrictHostKeyChecking", "accept-new");
+        }
+        for (k, v) in &self.options {
+            opt(k, v);
+        }
+        opt(
+            "ConnectTimeout",
+            &self.connect_timeout.as_secs().max(1).to_string(),
+        );
+        opt("ServerAliveInterval", "5");
+        opt("ServerAliveCountMax", "3");
+        if let Some(f) = &self.config {
+            a.extend(["-F".into(), f.to_string_lossy().into_owned()]);
+        }
+        a
+    }
+}
+
+/// A private (0700) directory for ControlPath sockets and master logs,
+/// removed on drop. Short, since a socket path must fit in 108 bytes.
+pub struct ControlDir {
+    path: PathBuf,
+    next: AtomicUsize,
+}
+
 impl ControlDir {
-    pub fn new() -> std::io::Result<Self> {
-        Ok(ControlDir)
+    pub fn new() -> Result<ControlDir> {
+        let base = std::env::temp_dir();
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        for i in 0..100u32 {
+            let path = base.join(format!("lr-ssh-{}-{:x}", std::process::id(), nanos ^ i));
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => {
+                    return Ok(ControlDir {
+                        path,
+                        next: AtomicUsize::new(0),
+                    })
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!(
+                            "creating a directory for ssh control sockets in {}",
+                            base.display()
+                        )
+                    })
+                }
+            }
+        }
+        bail!(
+            "creating a directory for ssh control sockets in {}: every name taken",
+            base.display()
+        )
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn next_name(&self) -> String {
+        format!("h{}", self.next.fetch_add(1, Ordering::Relaxed))
     }
 }
-pub struct SshSession;
+
+impl Drop for ControlDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// One ControlMaster connection to a host; commands run over it.
+pub struct SshSession {
+    target: SshTarget,
+    base_args: Vec<String>,
+    control_path: PathBuf,
+    log: PathBuf,
+    master: Option<Child>,
+    connect_time: Duration,
+}
+
 impl SshSession {
-    pub fn open(_t: &SshTarget, _o: &SshOptions, _d: &ControlDir) -> Result<Self> {
-        bail!("placeholder")
+    /// Starts the master and waits until it is logged in, or fails with a
+    /// message naming the host and quoting ssh. Returns within the connect
+    /// timeout plus a few seconds whatever the network does.
+    pub fn open(target: &SshTarget, opts: &SshOptions, dir: &ControlDir) -> Result<SshSession> {
+        opts.check().map_err(|e| anyhow!("{target}: {e}"))?;
+        let start = Instant::now();
+        let name = dir.next_name();
+        let control_path = dir.path.join(&name);
+        let log = dir.path.join(format!("{name}.log"));
+        let base_args = opts.args(&control_path);
+        let log_file = File::create(&log)
+            .with_context(|| format!("{target}: creating the ssh log {}", log.display()))?;
+        let mut cmd = Command::new("ssh");
+        cmd.args(&base_args)
+            .args(["-M", "-N"])
+            .args(target.destination_args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file);
+        crate::sys::die_with_parent(&mut cmd);
+        let master = cmd.spawn().map_err(|e| {
+            anyhow!("{target}: cannot run ssh ({e}); linerate needs the OpenSSH client: install openssh-client")
+        })?;
+        let mut session = SshSession {
+            target: target.clone(),
+            base_args,
+            control_path,
+            log,
+            master: Some(master),
+            connect_time: Duration::ZERO,
+        };
+        let deadline = start + opts.connect_timeout + LOGIN_SLACK;
+        loop {
+            let exited = match session.master.as_mut().map(Child::try_wait) {
+                Some(Ok(Some(status))) => Some(status.to_string()),
+                Some(Err(e)) => Some(e.to_string()),
+                _ => None,
+            };
+            if let Some(status) = exited {
+                session.master = None;
+                return Err(anyhow!(session.failure(&status)));
+            }
+            if session.control_path.exists() && session.check() {
+                session.connect_time = start.elapsed();
+                return Ok(session);
+            }
+            if Instant::now() >= deadline {
+                session.close();
+                let said = session.stderr();
+                return Err(anyhow!(
+                    "{target}: ssh did not log in within {:.0} s ({}); check that the host is \
+                     up and sshd answers, or raise the connect timeout",
+                    (opts.connect_timeout + LOGIN_SLACK).as_secs_f64(),
+                    quote_or_nothing(&said)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
     }
+
+    /// How long open() took to log in.
     pub fn connect_time(&self) -> Duration {
-        Duration::ZERO
+        self.connect_time
     }
-    pub fn command(&self, _argv: &[&str]) -> Command {
-        Command::new("false")
+
+    pub fn target(&self) -> &SshTarget {
+        &self.target
     }
-    pub fn resolve_binary(&self, _o: &SshOptions) -> Result<String> {
-        bail!("placeholder")
+
+    /// What the master has printed so far (its stderr).
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
-    pub fn close(&mut self) {}
+
+    /// A Command running `argv` on the host over the master connection.
+    /// Arguments are quoted for the remote shell; stdio is the caller's.
+    pub fn command(&self, argv: &[&str]) -> Command {
+        let mut cmd = Command::new("ssh");
+        cmd.args(&self.base_args)
+            .args(["-o", "ControlMaster=no"])
+            .args(self.target.destination_args())
+            .arg("--")
+            .arg(shell_join(argv));
+        cmd
+    }
+
+    /// Runs a short command with no input and collects its output.
+    fn run(&self, argv: &[&str]) -> Result<std::process::Output> {
+        self.command(argv)
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("{}: running ssh", self.target))
+    }
+
+    /// The linerate to run on this host: `remote_binary` (default
+    /// "linerate") when it is this version, otherwise — with `push` — a copy
+    /// of this binary in the host's per-user cache. Returns its remote path.
+    pub fn resolve_binary(&self, opts: &SshOptions) -> Result<String> {
+        let t = &self.target;
+        let ours = env!("CARGO_PKG_VERSION");
+        let bin = opts.remote_binary.as_deref().unwrap_or("linerate");
+        let out = self.run(&[bin, "--version"])?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let problem = match out.status.code() {
+            Some(255) => bail!(classify(t, &stderr)),
+            Some(0) => match parse_version(&String::from_utf8_lossy(&out.stdout)) {
+                Some(v) if v == ours => return Ok(bin.to_string()),
+                Some(v) => format!("host {t} runs linerate {v} ({bin}), this controller is {ours}"),
+                None => format!(
+                    "host {t}: {bin} --version printed {:?}, not a linerate version",
+                    String::from_utf8_lossy(&out.stdout).trim()
+                ),
+            },
+            code => {
+                let what = if opts.remote_binary.is_some() {
+                    format!("host {t} cannot run {bin}")
+                } else {
+                    format!("host {t} has no linerate on its PATH")
+                };
+                let status = code.map_or("killed by a signal".to_string(), |c| format!("exit {c}"));
+                format!("{what} ({status}, {})", quote_or_nothing(&stderr))
+            }
+        };
+        if !opts.push {
+            bail!(
+                "{problem}; install linerate {ours} there, name it with --remote-binary PATH, \
+                 or pass --push to copy this binary to the host"
+            );
+        }
+        let exe = match &opts.local_binary {
+            Some(p) => p.clone(),
+            None => std::env::current_exe().context("finding this linerate executable")?,
+        };
+        self.push(&exe)
+            .with_context(|| format!("{problem}, so pushing {}", exe.display()))
+    }
+
+    /// Copies `exe` (a linerate of this version) to `${XDG_CACHE_HOME:-$HOME/.cache}/linerate/<sha256>/linerate`
+    /// unless it is already there, and checks that it runs.
+    pub fn push(&self, exe: &Path) -> Result<String> {
+        let t = &self.target;
+        let (hex, len) =
+            sha256_file(exe).with_context(|| format!("reading {} to push it", exe.display()))?;
+        let locate = format!(
+            "f=\"${{XDG_CACHE_HOME:-$HOME/.cache}}/linerate/{hex}/linerate\"; \
+             if [ -x \"$f\" ]; then echo \"have $f\"; else echo \"need $f\"; fi"
+        );
+        let out = self.run(&["sh", "-c", &locate])?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let path = match stdout.trim().split_once(' ') {
+            Some(("have", p)) if out.status.success() => p.to_string(),
+            Some(("need", p)) if out.status.success() => {
+                self.upload(exe, p, len)?;
+                p.to_string()
+            }
+            _ => bail!(
+                "{t}: finding the cache directory failed ({}, {})",
+                out.status,
+                quote_or_nothing(&String::from_utf8_lossy(&out.stderr))
+            ),
+        };
+        let out = self.run(&[&path, "--version"])?;
+        let v = parse_version(&String::from_utf8_lossy(&out.stdout));
+        if !out.status.success() || v.as_deref() != Some(env!("CARGO_PKG_VERSION")) {
+            bail!(
+                "{t}: the pushed binary {path} does not run there ({}, {}); the host may \
+                 need a linerate built for its own system: install one and name it with \
+                 --remote-binary PATH",
+                out.status,
+                quote_or_nothing(&String::from_utf8_lossy(&out.stderr))
+            );
+        }
+        Ok(path)
+    }
+
+    /// Streams `exe` to `path` on the host: a temporary name, size checked,
+    /// chmod 755, renamed, so a broken transfer never leaves a runnable file.
+    fn upload(&self, exe: &Path, path: &str, len: u64) -> Result<()> {
+        let t = &self.target;
+        let script = format!(
+            "set -e; f=\"$1\"; mkdir -p \"${{f%/*}}\"; t=\"$f.tmp.$$\"; trap 'rm -f \"$t\"' EXIT; \
+             cat > \"$t\"; n=$(wc -c < \"$t\"); \
+             if [ \"$n\" -ne {len} ]; then echo \"received $n of {len} bytes\" >&2; exit 1; fi; \
+             chmod 755 \"$t\"; mv -f \"$t\" \"$f\"; trap - EXIT"
+        );
+        let mut child = self
+            .command(&["sh", "-c", &script, "sh", path])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("{t}: running ssh"))?;
+        let mut stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| anyhow!("ssh stdin missing"))?;
+        let mut file = File::open(exe).with_context(|| format!("opening {}", exe.display()))?;
+        // A write error means the remote side stopped reading; its stderr
+        // and exit status below say why.
+        let copied = std::thread::spawn(move || std::io::copy(&mut file, &mut stdin));
+        let out = child
+            .wait_with_output()
+            .with_context(|| format!("{t}: waiting for ssh"))?;
+        let _ = copied.join();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        match out.status.code() {
+            Some(0) => Ok(()),
+            Some(255) => bail!(classify(t, &stderr)),
+            _ => bail!(
+                "{t}: writing {path} failed ({}, {}); check that the cache directory is \
+                 writable and has room, or set XDG_CACHE_HOME there",
+                out.status,
+                quote_or_nothing(&stderr)
+            ),
+        }
+    }
+
+    /// True when `ssh -O check` finds the master logged in.
+    fn check(&self) -> bool {
+        Command::new("ssh")
+            .args(&self.base_args)
+            .args(["-O", "check"])
+            .args(self.target.destination_args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    }
+
+    /// The message for a master that exited before logging in.
+    fn failure(&self, status: &str) -> String {
+        let stderr = self.stderr();
+        let mut msg = classify(&self.target, &stderr);
+        if failure_of(&stderr).0 == Failure::AuthRefused {
+            for finding in self.certificate_findings() {
+                msg.push_str("; ");
+                msg.push_str(&finding);
+            }
+        }
+        if stderr.trim().is_empty() {
+            msg.push_str(&format!(" [ssh {status}]"));
+        }
+        msg
+    }
+
+    /// Certificates ssh offers for this host that cannot work now: expired,
+    /// not yet valid, or not naming the user. ssh itself does not say (the
+    /// server only answers "Permission denied").
+    fn certificate_findings(&self) -> Vec<String> {
+        let mut cmd = Command::new("ssh");
+        cmd.args(&self.base_args)
+            .arg("-G")
+            .args(self.target.destination_args());
+        let Ok(out) = cmd.stdin(Stdio::null()).stderr(Stdio::null()).output() else {
+            return Vec::new();
+        };
+        let config = String::from_utf8_lossy(&out.stdout);
+        let home = std::env::var("HOME").unwrap_or_default();
+        let expand = |p: &str| match p.strip_prefix("~/") {
+            Some(rest) => format!("{home}/{rest}"),
+            None => p.to_string(),
+        };
+        let mut user = None;
+        let mut certs: Vec<String> = Vec::new();
+        for line in config.lines() {
+            match line.split_once(' ') {
+                Some(("user", u)) => user = Some(u.to_string()),
+                Some(("certificatefile", f)) => certs.push(expand(f)),
+                Some(("identityfile", f)) => certs.push(format!("{}-cert.pub", expand(f))),
+                _ => {}
+            }
+        }
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        certs.sort();
+        certs.dedup();
+        certs
+            .iter()
+            .filter(|c| !c.contains('%') && Path::new(c).is_file())
+            .filter_map(|c| {
+                let out = Command::new("ssh-keygen")
+                    .args(["-L", "-f", c])
+                    .env("TZ", "UTC")
+                    .stdin(Stdio::null())
+                    .stderr(Stdio::null())
+                    .output()
+                    .ok()?;
+                let info = parse_cert_listing(&String::from_utf8_lossy(&out.stdout))?;
+                let why = cert_problem(&info, now, user.as_deref())?;
+                Some(format!("your certificate {c} {why} (ssh-keygen -L -f {c})"))
+            })
+            .collect()
+    }
+
+    /// Ends the master (`ssh -O exit`, then kill) and reaps it. Idempotent.
+    pub fn close(&mut self) {
+        let Some(mut master) = self.master.take() else {
+            return;
+        };
+        if let Ok(mut exit) = Command::new("ssh")
+            .args(&self.base_args)
+            .args(["-O", "exit"])
+            .args(self.target.destination_args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+        {
+            wait_for(&mut exit, Duration::from_secs(2));
+        }
+        wait_for(&mut master, Duration::from_secs(1));
+    }
+}
+
+impl Drop for SshSession {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Waits up to `limit` for a child to exit, then kills it; always reaps.
+fn wait_for(child: &mut Child, limit: Duration) {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn quote_or_nothing(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.is_empty() {
+        "ssh printed nothing".into()
+    } else {
+        let tail = lines.len().saturating_sub(3);
+        format!("ssh said: \"{}\"", lines[tail..].join(" / "))
+    }
+}
+
+/// "linerate 0.1.0" -> "0.1.0".
+fn parse_version(stdout: &str) -> Option<String> {
+    let first = stdout.lines().next()?.trim();
+    let v = first.strip_prefix("linerate ")?.trim();
+    (!v.is_empty() && !v.contains(' ')).then(|| v.to_string())
+}
+
+/// Joins words for a POSIX remote shell; anything beyond plain characters
+/// goes in single quotes.
+pub fn shell_join(argv: &[&str]) -> String {
+    argv.iter()
+        .map(|w| {
+            let plain = !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c));
+            if plain {
+                w.to_string()
+            } else {
+                format!("'{}'", w.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn sha256_file(path: &Path) -> std::io::Result<(String, u64)> {
+    use std::fmt::Write as _;
+    let mut f = File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut len = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        len += n as u64;
+    }
+    let hex = h
+        .finalize()
+        .iter()
+        .fold(String::with_capacity(64), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        });
+    Ok((hex, len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_targets() {
+        let t = SshTarget::parse_url("ssh://root@198.18.0.2:2222").unwrap();
+        assert_eq!(
+            t,
+            SshTarget {
+                user: Some("root".into()),
+                host: "198.18.0.2".into(),
+                port: Some(2222)
+            }
+        );
+        assert_eq!(t.to_string(), "ssh://root@198.18.0.2:2222");
+        let t = SshTarget::parse_url("ssh://[2001:2::1]:22").unwrap();
+        assert_eq!(
+            (t.host.as_str(), t.port, t.user.is_none()),
+            ("2001:2::1", Some(22), true)
+        );
+        assert_eq!(t.to_string(), "ssh://[2001:2::1]:22");
+        let t = SshTarget::parse_bare("lab-b").unwrap();
+        assert_eq!(t.to_string(), "ssh://lab-b");
+        assert_eq!(
+            SshTarget::parse_bare("ssh://u@h").unwrap().user.as_deref(),
+            Some("u")
+        );
+        for bad in [
+            "root@h",
+            "ssh://",
+            "ssh://h:0",
+            "ssh://h:70000",
+            "ssh://2001:2::1",
+            "ssh://[nope]:22",
+            "ssh://-oProxyCommand=x",
+            "ssh://@h",
+            "ssh://h/path",
+            "ssh://h;rm",
+        ] {
+            let e = SshTarget::parse_url(bad).unwrap_err();
+            assert!(e.contains("ssh://[user@]host[:port]"), "{bad}: {e}");
+        }
+        assert!(SshTarget::parse_bare("http://h")
+            .unwrap_err()
+            .contains("only ssh://"));
+    }
+
+    #[test]
+    fn refuses_weakening_options() {
+        let mut o = SshOptions::default();
+        o.options.push(("Port".into(), "2222".into()));
+        assert!(o.check().is_ok());
+        for (k, v) in [
+            ("StrictHostKeyChecking", "no"),
+            ("stricthostkeychecking", "off"),
+            ("BatchMode", "no"),
+            ("ControlPath", "/tmp/x"),
+        ] {
+            o.options = vec![(k.into(), v.into())];
+            assert!(
+                o.check().unwrap_err().contains("never turns host-key"),
+                "{k}"
+            );
+        }
+    }
+
+    #[test]
+    fn ours_come_first_and_accept_new_only_when_asked() {
+        let o = SshOptions::default();
+        let a = o.args(Path::new("/tmp/c/h0")).join(" ");
+        assert!(a.contains("-o BatchMode=yes"));
+        assert!(!a.contains("StrictHostKeyChecking"));
+        assert!(a.contains("-o ConnectTimeout=10"));
+        let o = SshOptions {
+            accept_new: true,
+            options: vec![("ConnectTimeout".into(), "3".into())],
+            ..SshOptions::default()
+        };
+        let a = o.args(Path::new("/tmp/c/h0")).join(" ");
+        assert!(a.contains("StrictHostKeyChecking=accept-new"));
+        assert!(a.find("ConnectTimeout=3") < a.find("ConnectTimeout=10"));
+    }
+
+    #[test]
+    fn quotes_for_the_remote_shell() {
+        assert_eq!(shell_join(&["echo", "hi"]), "echo hi");
+        assert_eq!(shell_join(&["a b", "", "it's"]), "'a b' '' 'it'\\''s'");
+        assert_eq!(shell_join(&["$HOME;`x`"]), "'$HOME;`x`'");
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(parse_version("linerate 0.1.0\n").as_deref(), Some("0.1.0"));
+        assert_eq!(parse_version("bash: linerate: command not found"), None);
+        assert_eq!(parse_version(""), None);
+    }
 }
