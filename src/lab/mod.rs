@@ -414,6 +414,7 @@ fn link(a: &str, b: &str) -> LabLink {
         a: a.into(),
         b: b.into(),
         kind: "veth".into(),
+        port: None,
     }
 }
 
