@@ -151,9 +151,9 @@ pub struct LabLink {
     pub b: String,
     /// `veth`, or `physical` for a real port (`--gen-port`/`--sink-port`).
     pub kind: String,
-    /// The physical port on this link and the state it is given back in.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port: Option<LabPort>,
+    /// The physical ports on this link and the state each is given back in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<LabPort>,
 }
 
 /// A physical port moved into the lab, as it was before (and is again after).

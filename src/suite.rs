@@ -3,6 +3,7 @@
 use crate::cli::LabArgs;
 use crate::controller::interrupted;
 use crate::engine::udp;
+use crate::lab::ports::PortsSpec;
 use crate::lab::{self, LabSpec};
 use crate::proto::{Direction, FrameSpec};
 use crate::results::FlowMode;
@@ -35,17 +36,28 @@ pub fn lab(args: &LabArgs) -> i32 {
         dut_loss_pct: args.dut_loss,
         dut_police_pps: args.dut_police,
     };
-    if let Err(e) = lab::preflight(&spec) {
+    let ports = match PortsSpec::from_flags(&args.port_flags()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return 2;
+        }
+    };
+    let checked = match &ports {
+        Some(p) => lab::ports::preflight_ports(&spec, p).map(drop),
+        None => lab::preflight(&spec),
+    };
+    if let Err(e) = checked {
         eprintln!("error: {e:#}");
         return 2;
     }
     // No clean-up pass here: this lab's namespaces die with its agents, and
     // removing lr-* names at start could break another user's lab.
-    let name = args
-        .common
-        .name
-        .clone()
-        .unwrap_or_else(|| format!("lab-{}", args.dut.name()));
+    let name = args.common.name.clone().unwrap_or_else(|| match &ports {
+        Some(p) if p.dut.is_none() => "lab-ports-back-to-back".into(),
+        Some(_) => "lab-ports".into(),
+        None => format!("lab-{}", args.dut.name()),
+    });
     let mut run = match Run::start(&args.common, &name, true) {
         Ok(r) => r,
         Err(e) => {
@@ -53,11 +65,11 @@ pub fn lab(args: &LabArgs) -> i32 {
             return 1;
         }
     };
-    let err = suite(args, spec, &mut run).err();
+    let err = suite(args, spec, ports.as_ref(), &mut run).err();
     run.finish(err)
 }
 
-fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
+fn suite(args: &LabArgs, spec: LabSpec, ports: Option<&PortsSpec>, run: &mut Run) -> Result<()> {
     let secs = args.duration.unwrap_or(if args.quick { 2.0 } else { 6.0 });
     let d = Duration::from_secs_f64(secs.clamp(0.5, 3600.0));
     let direction: Direction = args.direction.into();
@@ -176,7 +188,10 @@ fn suite(args: &LabArgs, spec: LabSpec, run: &mut Run) -> Result<()> {
         }
         return Ok(());
     }
-    let mut l = lab::build(spec, log_dir.as_deref())?;
+    let mut l = match ports {
+        Some(p) => lab::ports::build(&spec, p, log_dir.as_deref())?,
+        None => lab::build(spec, log_dir.as_deref())?,
+    };
     run.results.labs.push(l.topology.clone());
     let lab_idx = run.results.labs.len() - 1;
     let mut ends = l.ends(Some(lab_idx));

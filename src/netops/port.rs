@@ -229,7 +229,9 @@ fn in_original<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static
     let ns = ORIGINAL
         .get()
         .ok_or_else(|| anyhow!("ports need an agent started in a new namespace (--netns new)"))?;
-    let ns = ns.try_clone().context("duplicating the original namespace fd")?;
+    let ns = ns
+        .try_clone()
+        .context("duplicating the original namespace fd")?;
     std::thread::spawn(move || {
         crate::sys::enter_netns_file(&ns)
             .map_err(|e| anyhow!("entering the agent's original network namespace: {e}"))?;
@@ -242,7 +244,9 @@ fn in_original<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static
 /// Checks a port in the original namespace and moves it into this one.
 pub fn take(dev: &str, force: bool) -> Result<()> {
     check_ifname(dev)?;
-    let mut taken = TAKEN.lock().map_err(|_| anyhow!("port registry poisoned"))?;
+    let mut taken = TAKEN
+        .lock()
+        .map_err(|_| anyhow!("port registry poisoned"))?;
     if taken.iter().any(|p| p.name == dev) {
         bail!("port {dev} is already taken by this agent; name each port once");
     }
@@ -279,9 +283,7 @@ fn watch_signals() -> Result<()> {
 
 /// Whether SIGINT/SIGTERM asked an agent holding ports to give them back and end.
 pub fn signalled() -> bool {
-    SIGNALLED
-        .get()
-        .is_some_and(|f| f.load(Ordering::Relaxed))
+    SIGNALLED.get().is_some_and(|f| f.load(Ordering::Relaxed))
 }
 
 /// Gives every held port back to the original namespace in its old state.
@@ -350,7 +352,10 @@ fn apply_state(s: &PortState) -> Result<()> {
     if errors.is_empty() {
         Ok(())
     } else {
-        bail!("port {dev} is back but not all of its state: {}", errors.join("; "))
+        bail!(
+            "port {dev} is back but not all of its state: {}",
+            errors.join("; ")
+        )
     }
 }
 
@@ -372,7 +377,10 @@ pub fn resolve(dev: &str, addr: IpAddr, also: &[IpAddr]) -> Result<[u8; 6]> {
         // A send error (no route, unreachable) is the same as no answer yet.
         let _ = sock.send_to(b"linerate neighbour probe", (addr, 9));
         std::thread::sleep(Duration::from_millis(200));
-        let out = run_output("ip", &["-j", "neigh", "show", "to", &addr.to_string(), "dev", dev])?;
+        let out = run_output(
+            "ip",
+            &["-j", "neigh", "show", "to", &addr.to_string(), "dev", dev],
+        )?;
         if let Some(mac) = neighbour_mac(&out) {
             break mac;
         }
@@ -430,14 +438,23 @@ mod tests {
         let mut s = parse_state("enp1s0", LINK, ADDRS, vec![]).unwrap();
         s.addresses.push(("192.0.2.2".parse().unwrap(), 24));
         let e = check(&s, false).unwrap_err().to_string();
-        assert!(e.contains("192.0.2.2/24") && e.contains("--force-port"), "{e}");
+        assert!(
+            e.contains("192.0.2.2/24") && e.contains("--force-port"),
+            "{e}"
+        );
         check(&s, true).unwrap();
         s.addresses.pop();
         s.default_route = vec!["IPv6"];
-        assert!(check(&s, false).unwrap_err().to_string().contains("default IPv6 route"));
+        assert!(check(&s, false)
+            .unwrap_err()
+            .to_string()
+            .contains("default IPv6 route"));
         s.default_route.clear();
         s.master = Some("br0".into());
-        assert!(check(&s, false).unwrap_err().to_string().contains("nomaster"));
+        assert!(check(&s, false)
+            .unwrap_err()
+            .to_string()
+            .contains("nomaster"));
         s.master = None;
         s.loopback = true;
         assert!(check(&s, true).is_err());
@@ -445,7 +462,13 @@ mod tests {
 
     #[test]
     fn benchmarking_ranges() {
-        for ok in ["198.18.0.1", "198.19.255.254", "2001:2::1", "2001:2:0:ffff::1", "fe80::1"] {
+        for ok in [
+            "198.18.0.1",
+            "198.19.255.254",
+            "2001:2::1",
+            "2001:2:0:ffff::1",
+            "fe80::1",
+        ] {
             assert!(benchmarking_address(ok.parse().unwrap()), "{ok}");
         }
         for bad in ["198.20.0.1", "10.0.0.1", "2001:2:1::1", "2001:db8::1"] {
@@ -455,17 +478,25 @@ mod tests {
 
     #[test]
     fn default_routes_and_neighbours() {
-        assert!(routes_use(r#"[{"dst":"default","gateway":"192.0.2.1","dev":"eth0"}]"#, "eth0"));
+        assert!(routes_use(
+            r#"[{"dst":"default","gateway":"192.0.2.1","dev":"eth0"}]"#,
+            "eth0"
+        ));
         assert!(routes_use(
             r#"[{"dst":"default","nexthops":[{"dev":"a"},{"dev":"eth1"}]}]"#,
             "eth1"
         ));
         assert!(!routes_use("[]", "eth0"));
         assert_eq!(
-            neighbour_mac(r#"[{"dst":"198.18.0.254","lladdr":"02:00:00:00:00:01","state":["REACHABLE"]}]"#),
+            neighbour_mac(
+                r#"[{"dst":"198.18.0.254","lladdr":"02:00:00:00:00:01","state":["REACHABLE"]}]"#
+            ),
             Some([2, 0, 0, 0, 0, 1])
         );
-        assert_eq!(neighbour_mac(r#"[{"dst":"198.18.0.254","state":["FAILED"]}]"#), None);
+        assert_eq!(
+            neighbour_mac(r#"[{"dst":"198.18.0.254","state":["FAILED"]}]"#),
+            None
+        );
         assert_eq!(parse_mac("02:00:00:00:00"), None);
     }
 }
