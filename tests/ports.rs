@@ -371,7 +371,9 @@ fn kill(sig: &str, target: &str) {
     assert!(ok.success(), "kill {sig} {target}");
 }
 
-fn interrupted_run_gives_ports_back(sig: &str) {
+/// `sig` goes to the controller alone, or with `group` to its whole process
+/// group as a terminal's Ctrl-C does (the agents get it too).
+fn interrupted_run_gives_ports_back(sig: &str, group: bool) {
     if !require_root() {
         return;
     }
@@ -383,7 +385,12 @@ fn interrupted_run_gives_ports_back(sig: &str) {
         rig.dut_rx_packets() > 1000,
         "no traffic through the DUT yet"
     );
-    kill(sig, &child.id().to_string());
+    let target = if group {
+        format!("-{}", child.id())
+    } else {
+        child.id().to_string()
+    };
+    kill(sig, &target);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "{sig}");
     rig.assert_restored();
@@ -396,12 +403,17 @@ fn interrupted_run_gives_ports_back(sig: &str) {
 
 #[test]
 fn sigint_to_the_controller_gives_ports_back() {
-    interrupted_run_gives_ports_back("-INT");
+    interrupted_run_gives_ports_back("-INT", false);
+}
+
+#[test]
+fn ctrl_c_to_the_process_group_gives_ports_back() {
+    interrupted_run_gives_ports_back("-INT", true);
 }
 
 #[test]
 fn sigterm_to_the_controller_gives_ports_back() {
-    interrupted_run_gives_ports_back("-TERM");
+    interrupted_run_gives_ports_back("-TERM", false);
 }
 
 /// SIGKILL of the controller alone: its agents get SIGTERM as their
