@@ -508,3 +508,41 @@ fn a_port_in_use_is_refused_without_force() {
     );
     let _ = std::fs::remove_dir_all(&base);
 }
+
+#[test]
+fn a_dut_that_does_not_answer_arp_is_named_and_the_ports_come_back() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let rig = Rig::with_dut();
+    let base = tempdir(&format!("ports-noarp-{}", rig.gen));
+    let out = run(&rig.args(
+        base.to_str().unwrap(),
+        &["--dut-gen-addr", "198.18.0.253", "--duration", "1"],
+    ));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(&format!("198.18.0.253 on port {}", rig.gen)) && err.contains("--dut-gen-mac"),
+        "{err}"
+    );
+    rig.assert_restored();
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn a_missing_port_is_refused() {
+    let out = run(&[
+        "lab",
+        "--gen-port",
+        "lrtnosuch0",
+        "--sink-port",
+        "lrtnosuch1",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    if is_root() {
+        assert!(err.contains("port lrtnosuch0: no such interface"), "{err}");
+    }
+}
