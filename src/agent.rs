@@ -40,6 +40,9 @@ pub fn run(netns: Netns, limits: Limits) -> anyhow::Result<()> {
     match &netns {
         Netns::Current => {}
         Netns::New => {
+            // Physical ports are taken from, and given back to, this namespace.
+            netops::port::remember_original_netns()
+                .map_err(|e| anyhow::anyhow!("opening this namespace before leaving it: {e}"))?;
             sys::unshare_netns()
                 .map_err(|e| anyhow::anyhow!("creating a network namespace: {e} (needs root)"))?;
             netops::apply(&proto::NetOp::LinkUp { dev: "lo".into() })?;
@@ -55,6 +58,14 @@ pub fn run(netns: Netns, limits: Limits) -> anyhow::Result<()> {
         }
     }
 
+    let outcome = serve(limits);
+    // Every way out of `serve` gives held ports back (the control-channel
+    // threads do the same before they exit the process).
+    netops::port::restore_all();
+    outcome
+}
+
+fn serve(limits: Limits) -> anyhow::Result<()> {
     let (req_tx, req_rx) = mpsc::channel::<Request>();
     let (resp_tx, resp_rx) = mpsc::channel::<Response>();
     std::thread::spawn(move || {
@@ -66,9 +77,13 @@ pub fn run(netns: Netns, limits: Limits) -> anyhow::Result<()> {
                         break;
                     }
                 }
-                Ok(None) => std::process::exit(0),
+                Ok(None) => {
+                    netops::port::restore_all();
+                    std::process::exit(0)
+                }
                 Err(e) => {
                     eprintln!("agent: {e}; exiting");
+                    netops::port::restore_all();
                     std::process::exit(1);
                 }
             }
@@ -78,6 +93,7 @@ pub fn run(netns: Netns, limits: Limits) -> anyhow::Result<()> {
         let mut w = BufWriter::new(std::io::stdout().lock());
         for m in resp_rx {
             if proto::write_frame(&mut w, &m).is_err() {
+                netops::port::restore_all();
                 std::process::exit(0);
             }
         }
@@ -93,6 +109,13 @@ pub fn run(netns: Netns, limits: Limits) -> anyhow::Result<()> {
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => return Ok(()),
         };
+        if netops::port::signalled() {
+            eprintln!("agent: signalled; giving ports back and exiting");
+            for j in jobs.values() {
+                j.ctx.stop.store(true, Ordering::Relaxed);
+            }
+            return Ok(());
+        }
         let now = Instant::now();
         if live.heartbeat_due(now) && greeted {
             beat += 1;

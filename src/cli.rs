@@ -153,6 +153,35 @@ pub struct LabArgs {
     /// e.g. --only "udp 64B" --only "tcp 1".
     #[arg(long, value_name = "TEXT")]
     pub only: Vec<String>,
+    /// Physical port for the generator: moved into the gen namespace for the run and given
+    /// back in its old state after. The DUT is then the external box the ports are cabled to
+    /// (so --dut and its impairments do not apply).
+    #[arg(long, value_name = "IF", requires = "sink_port",
+          conflicts_with_all = ["dut", "fw_rules", "dut_loss", "dut_police"])]
+    pub gen_port: Option<String>,
+    /// Physical port for the sink (see --gen-port).
+    #[arg(long, value_name = "IF", requires = "gen_port")]
+    pub sink_port: Option<String>,
+    /// Take ports even if they carry a default route, addresses outside the benchmarking
+    /// ranges or a bridge/bond membership.
+    #[arg(long, requires = "gen_port")]
+    pub force_port: bool,
+    /// The two ports are cabled to each other (no DUT): one subnet, as the back-to-back lab.
+    #[arg(long, requires = "gen_port")]
+    pub back_to_back: bool,
+    /// The external DUT's address on the gen side (default 198.18.0.254 and 2001:2:0:10::fe;
+    /// give an IPv4 and/or an IPv6 one). The gen port takes host 1 of its subnet (2 if the DUT is 1).
+    #[arg(long, value_name = "ADDR", requires = "gen_port")]
+    pub dut_gen_addr: Vec<std::net::IpAddr>,
+    /// The external DUT's address on the sink side (default 198.19.0.254 and 2001:2:0:20::fe).
+    #[arg(long, value_name = "ADDR", requires = "gen_port")]
+    pub dut_sink_addr: Vec<std::net::IpAddr>,
+    /// The DUT's MAC on the gen side; without it, found by ARP once before the tests.
+    #[arg(long, value_name = "MAC", requires = "gen_port")]
+    pub dut_gen_mac: Option<String>,
+    /// The DUT's MAC on the sink side; without it, found by ARP once before the tests.
+    #[arg(long, value_name = "MAC", requires = "gen_port")]
+    pub dut_sink_mac: Option<String>,
     #[command(flatten)]
     pub common: Common,
 }
@@ -177,6 +206,22 @@ impl From<DutArg> for DutMode {
             DutArg::Bridge => DutMode::Bridge,
             DutArg::Nat => DutMode::Nat,
             DutArg::Fw => DutMode::Fw,
+        }
+    }
+}
+
+impl LabArgs {
+    /// The port flags, for [`crate::lab::ports::PortsSpec::from_flags`].
+    pub fn port_flags(&self) -> crate::lab::ports::PortFlags<'_> {
+        crate::lab::ports::PortFlags {
+            gen_port: self.gen_port.as_deref(),
+            sink_port: self.sink_port.as_deref(),
+            force: self.force_port,
+            back_to_back: self.back_to_back,
+            dut_gen_addr: &self.dut_gen_addr,
+            dut_sink_addr: &self.dut_sink_addr,
+            dut_gen_mac: self.dut_gen_mac.as_deref(),
+            dut_sink_mac: self.dut_sink_mac.as_deref(),
         }
     }
 }
@@ -570,6 +615,7 @@ fn lab_config(a: &LabArgs) -> Result<Cmd> {
     };
     let cfg = LabConfig {
         spec,
+        ports: crate::lab::ports::PortsSpec::from_flags(&a.port_flags())?,
         quick: a.quick,
         no_search: a.no_search,
         duration_s: a.duration,

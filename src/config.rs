@@ -178,6 +178,8 @@ pub struct SearchConfig {
 #[derive(Debug, Clone)]
 pub struct LabConfig {
     pub spec: LabSpec,
+    /// Real interfaces in place of the gen and sink veth ends (external DUT).
+    pub ports: Option<crate::lab::ports::PortsSpec>,
     pub quick: bool,
     pub no_search: bool,
     pub duration_s: Option<f64>,

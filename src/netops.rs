@@ -5,6 +5,9 @@
 //! its error messages are the ones network engineers already read. Every
 //! argument comes from typed fields (addresses, MACs, checked names), never a
 //! shell string, and a missing tool is reported with the package to install.
+//! Physical ports (take, check, give back) live in [`port`].
+
+pub mod port;
 
 use crate::proto::NetOp;
 use anyhow::{bail, Context, Result};
@@ -68,6 +71,23 @@ pub fn run(tool: &str, args: &[&str], stdin: Option<&str>) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Runs a tool and returns its stdout, turning a failure into an error with its stderr.
+pub fn run_output(tool: &str, args: &[&str]) -> Result<String> {
+    require(tool)?;
+    let out = Command::new(tool)
+        .args(args)
+        .output()
+        .with_context(|| format!("starting {tool}"))?;
+    if !out.status.success() {
+        bail!(
+            "`{tool} {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Interface names: what the kernel accepts (1..=15 bytes, no '/', ':' or space).
@@ -216,6 +236,8 @@ pub fn apply(op: &NetOp) -> Result<()> {
             )
         }
         NetOp::Nft { ruleset } => run("nft", &["-f", "-"], Some(ruleset)),
+        NetOp::TakePort { dev, force } => port::take(dev, *force),
+        NetOp::ResolveNeigh { dev, addr, also } => port::resolve(dev, *addr, also).map(drop),
     }
 }
 

@@ -153,6 +153,21 @@ pub enum NetOp {
     Nft {
         ruleset: String,
     },
+    /// Move a physical port from the agent's original namespace into its own,
+    /// after checking it is safe to take (unless `force`); the agent records
+    /// the port's state and gives it back when it exits.
+    TakePort {
+        dev: String,
+        force: bool,
+    },
+    /// Find the MAC of `addr` on `dev` by ARP/ND and pin it as a permanent
+    /// neighbour, for `addr` and for each of `also` (the same box's other
+    /// addresses on that port, e.g. its IPv6 one).
+    ResolveNeigh {
+        dev: String,
+        addr: IpAddr,
+        also: Vec<IpAddr>,
+    },
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]

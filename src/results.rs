@@ -178,7 +178,26 @@ pub struct LabInterface {
 pub struct LabLink {
     pub a: String,
     pub b: String,
+    /// `veth`, or `physical` for a real port (`--gen-port`/`--sink-port`).
     pub kind: String,
+    /// The physical ports on this link and the state each is given back in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<LabPort>,
+}
+
+/// A physical port moved into the lab, as it was before (and is again after).
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct LabPort {
+    pub name: String,
+    pub mac: String,
+    pub previous_mtu: u32,
+    pub previous_up: bool,
+    pub previous_addresses: Vec<String>,
+    pub previous_alias: Option<String>,
+    /// Bridge or bond it belonged to (only with --force-port).
+    pub previous_master: Option<String>,
+    /// Link kind (`veth` for the test stand-ins), absent for plain NICs.
+    pub kind: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]

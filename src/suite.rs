@@ -12,17 +12,23 @@ use anyhow::Result;
 use std::time::Duration;
 
 pub fn lab(args: &LabConfig, opts: &RunOpts) -> i32 {
-    if let Err(e) = lab::preflight(&args.spec) {
+    let checked = match &args.ports {
+        Some(p) => lab::ports::preflight_ports(&args.spec, p).map(drop),
+        None => lab::preflight(&args.spec),
+    };
+    if let Err(e) = checked {
         eprintln!("error: {e:#}");
         return 2;
     }
     // No clean-up pass here: this lab's namespaces die with its agents, and
     // removing lr-* names at start could break another user's lab.
-    let name = opts.name.clone().unwrap_or_else(|| {
-        format!(
+    let name = opts.name.clone().unwrap_or_else(|| match &args.ports {
+        Some(p) if p.dut.is_none() => "lab-ports-back-to-back".into(),
+        Some(_) => "lab-ports".into(),
+        None => format!(
             "lab-{}",
             args.spec.dut.map(|d| d.name()).unwrap_or("back-to-back")
-        )
+        ),
     });
     let mut run = match Run::start(opts, &name) {
         Ok(r) => r,
@@ -37,6 +43,7 @@ pub fn lab(args: &LabConfig, opts: &RunOpts) -> i32 {
 
 fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
     let spec = args.spec;
+    let ports = args.ports.as_ref();
     let secs = args
         .duration_s
         .unwrap_or(if args.quick { 2.0 } else { 6.0 });
@@ -157,7 +164,10 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         }
         return Ok(());
     }
-    let mut l = lab::build(spec, log_dir.as_deref())?;
+    let mut l = match ports {
+        Some(p) => lab::ports::build(&spec, p, log_dir.as_deref())?,
+        None => lab::build(spec, log_dir.as_deref())?,
+    };
     run.results.labs.push(l.topology.clone());
     let lab_idx = run.results.labs.len() - 1;
     let mut ends = Ends::of_lab(&mut l, Some(lab_idx));

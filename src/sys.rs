@@ -38,6 +38,21 @@ pub fn enter_netns(path: &Path) -> io::Result<()> {
     cvt(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
 }
 
+/// Joins the network namespace an open namespace file refers to, for the
+/// calling thread only (a network namespace is per thread): children it
+/// spawns start there too.
+pub fn enter_netns_file(ns: &File) -> io::Result<()> {
+    // SAFETY: the fd is valid for the duration of the call (borrowed from `ns`).
+    cvt(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
+}
+
+/// Asks the kernel to send `signal` to this process when the thread that
+/// started it dies (replacing whatever the parent set before exec).
+pub fn set_parent_death_signal(signal: libc::c_int) -> io::Result<()> {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) takes plain integers and touches no memory of ours.
+    cvt(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong, 0, 0, 0) }).map(drop)
+}
+
 /// Makes the child get SIGKILL when the spawning thread dies, so an agent
 /// never outlives a killed controller even if it misses EOF on stdin.
 pub fn die_with_parent(cmd: &mut Command) {

@@ -10,6 +10,7 @@ mod util;
 mod adhoc;
 mod lab;
 mod loadtest;
+mod ports;
 mod protocol;
 mod report;
 mod signals;

@@ -7,6 +7,7 @@
 //! controller killed with SIGKILL) the kernel removes the namespaces and every
 //! veth in them. Nothing is ever created in the caller's own namespace.
 
+pub mod ports;
 pub mod rules;
 
 use crate::agent::Netns;
@@ -371,6 +372,7 @@ fn link(a: &str, b: &str) -> LabLink {
         a: a.into(),
         b: b.into(),
         kind: "veth".into(),
+        ports: Vec::new(),
     }
 }
 
