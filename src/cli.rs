@@ -539,9 +539,12 @@ pub fn to_config(command: Command) -> Result<Cmd> {
             let spec = TestSpec::Search(search_cfg(&a)?);
             bench_command(&a.target, spec, &a.common)
         }
-        Command::Run(a) => crate::plan_config::load(&a.plan, a.common.run_opts(true)?),
-        Command::Doctor(_) | Command::Agent(_) | Command::Report(_) | Command::Schema => {
-            bail!("not a controller command")
+        Command::Run(_)
+        | Command::Doctor(_)
+        | Command::Agent(_)
+        | Command::Report(_)
+        | Command::Schema => {
+            bail!("not a command with a configuration of its own")
         }
     }
 }

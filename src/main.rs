@@ -2,7 +2,7 @@
 //! into a validated configuration (stage two) and hands over to the library.
 #![deny(unsafe_code)]
 
-use linerate::{agent, app, cli, results, signals};
+use linerate::{agent, app, cli, plan_config, results, signals};
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -38,7 +38,7 @@ fn main() -> ExitCode {
             let mut out = std::io::stdout().lock();
             linerate_doctor::run_cli(&a, &mut out)
         }
-        command => match cli::to_config(command) {
+        command => match configure(command) {
             Err(e) => {
                 eprintln!("error: {e:#}");
                 2
@@ -53,4 +53,13 @@ fn main() -> ExitCode {
         },
     };
     ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// Stage two: a plan file or the flags of a controller command become one
+/// validated configuration.
+fn configure(command: cli::Command) -> anyhow::Result<linerate::config::Command> {
+    match command {
+        cli::Command::Run(a) => plan_config::load(&a.plan, a.common.run_opts(true)?),
+        other => cli::to_config(other),
+    }
 }

@@ -107,6 +107,19 @@ fn merge_run_opts(plan: &Plan, path: &Path, opts: &mut RunOpts) -> Result<()> {
 }
 
 fn host(plan: &Plan, h: &plan::PlanHost) -> Result<HostConfig> {
+    if !h.ports.is_empty() {
+        return Err(anyhow!(
+            "{}",
+            plan.error_at(
+                h.span,
+                format!(
+                    "host {}: physical ports in plans are not supported yet; run \
+                     `linerate lab --gen-port IF --sink-port IF` on that host instead",
+                    h.name
+                )
+            )
+        ));
+    }
     let endpoint = match &h.kind {
         HostKind::Local => Endpoint::Local,
         HostKind::Netns(n) => Endpoint::Netns(n.clone()),
