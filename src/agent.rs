@@ -150,6 +150,9 @@ fn serve(limits: Limits) -> anyhow::Result<()> {
                             .unwrap_or_default()
                             .trim()
                             .to_string(),
+                        netns_id: std::fs::metadata("/proc/self/ns/net")
+                            .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+                            .unwrap_or(0),
                     }
                 }
                 Err(message) => {

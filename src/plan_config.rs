@@ -1,5 +1,334 @@
-//! TEMPORARY placeholder.
-use crate::config::{Command, RunOpts};
-pub fn load(_p: &std::path::Path, _o: RunOpts) -> anyhow::Result<Command> {
-    anyhow::bail!("plans are not wired yet")
+//! Stage two for plan files: a parsed [`crate::plan::Plan`] becomes the same
+//! validated configuration the command line produces. Each `[[test]]` is
+//! turned into the flags of its ad-hoc command and parsed by the real CLI
+//! parser, so a plan accepts exactly the options the command takes, and any
+//! error points at the key's line and column.
+
+use crate::cli::{self, Cli};
+use crate::config::{Command, HostConfig, PlanConfig, PlanTest, RunOpts, TestSpec};
+use crate::plan::{self, HostKind, Plan, TestKind};
+use crate::topology::ssh::SshTarget;
+use crate::topology::Endpoint;
+use anyhow::{anyhow, Context, Result};
+use clap::{CommandFactory, Parser};
+use std::path::Path;
+use std::time::Duration;
+
+/// Flags a plan's test may not set: the plan says where traffic goes, and
+/// results and ssh settings belong to the whole run.
+const RUN_FLAGS: [&str; 19] = [
+    "client",
+    "server",
+    "target",
+    "client-address",
+    "lab",
+    "back-to-back",
+    "results-dir",
+    "name",
+    "json",
+    "no-progress",
+    "no-results",
+    "allow-target",
+    "ssh-config",
+    "ssh-option",
+    "ssh-accept-new",
+    "connect-timeout",
+    "remote-binary",
+    "push",
+    "help",
+];
+
+/// Reads, parses and validates the plan at `path`.
+pub fn load(path: &Path, mut opts: RunOpts) -> Result<Command> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading plan {}", path.display()))?;
+    let file = path.display().to_string();
+    let plan = plan::parse(&file, &text).map_err(|e| anyhow!("{e}"))?;
+    merge_run_opts(&plan, path, &mut opts)?;
+    let hosts = plan
+        .hosts
+        .iter()
+        .map(|h| host(&plan, h))
+        .collect::<Result<Vec<_>>>()?;
+    let tests = plan
+        .tests
+        .iter()
+        .map(|t| test(&plan, t, &hosts, &opts))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Command::Plan(
+        PlanConfig {
+            name: plan.name.clone(),
+            file: path.to_path_buf(),
+            hosts,
+            tests,
+        },
+        opts,
+    ))
+}
+
+/// The plan's `[ssh]` table and `allow_target` join the command line's;
+/// flags given on the command line win.
+fn merge_run_opts(plan: &Plan, path: &Path, opts: &mut RunOpts) -> Result<()> {
+    for c in &plan.allow_target {
+        if !opts.allow_target.contains(c) {
+            opts.allow_target.push(*c);
+        }
+    }
+    let s = &plan.ssh;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    if opts.ssh.config.is_none() {
+        if let Some(c) = &s.config {
+            let p = dir.join(c);
+            if !p.is_file() {
+                return Err(anyhow!(
+                    "{}: [ssh] config = \"{c}\": no such file ({}); paths are relative to the plan",
+                    plan.file,
+                    p.display()
+                ));
+            }
+            opts.ssh.config = Some(p);
+        }
+    }
+    for o in &s.options {
+        let (k, v) = o
+            .split_once('=')
+            .ok_or_else(|| anyhow!("{}: [ssh] options: '{o}' is not KEY=VALUE", plan.file))?;
+        opts.ssh.options.push((k.trim().into(), v.trim().into()));
+    }
+    opts.ssh.accept_new |= s.accept_new;
+    opts.ssh.push |= s.push;
+    if opts.ssh.remote_binary.is_none() {
+        opts.ssh.remote_binary = s.remote_binary.clone();
+    }
+    if let Some(t) = s.connect_timeout {
+        opts.ssh.connect_timeout = Duration::from_secs(u64::from(t));
+    }
+    Ok(())
+}
+
+fn host(plan: &Plan, h: &plan::PlanHost) -> Result<HostConfig> {
+    let endpoint = match &h.kind {
+        HostKind::Local => Endpoint::Local,
+        HostKind::Netns(n) => Endpoint::Netns(n.clone()),
+        HostKind::Ssh(s) => Endpoint::Ssh(
+            SshTarget::parse_bare(s).map_err(|e| anyhow!("{}", plan.error_at(h.span, e)))?,
+        ),
+    };
+    Ok(HostConfig {
+        name: h.name.clone(),
+        endpoint,
+        binary: h.linerate.clone(),
+        ports: h.ports.clone(),
+        address: h.address,
+    })
+}
+
+/// The long flags of `linerate KIND` a plan test may set.
+fn allowed_flags(kind: &str) -> Vec<String> {
+    let cmd = Cli::command();
+    cmd.find_subcommand(kind)
+        .map(|sub| {
+            sub.get_arguments()
+                .filter_map(|a| a.get_long())
+                .filter(|l| !RUN_FLAGS.contains(l))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn test(plan: &Plan, t: &plan::PlanTest, hosts: &[HostConfig], opts: &RunOpts) -> Result<PlanTest> {
+    let kind = t.kind.as_str();
+    let allowed = allowed_flags(kind);
+    let known: Vec<&str> = allowed.iter().map(String::as_str).collect();
+    plan.check_args(t, &known).map_err(|e| anyhow!("{e}"))?;
+    let index = |name: &str| {
+        hosts
+            .iter()
+            .position(|h| h.name == name)
+            .ok_or_else(|| anyhow!("{}", plan.error_at(t.span, format!("no host '{name}'"))))
+    };
+    let from = t
+        .from
+        .iter()
+        .map(|n| index(n))
+        .collect::<Result<Vec<_>>>()?;
+    let to = index(&t.to)?;
+    let client_address = from.iter().find_map(|&i| hosts[i].address);
+    let mut argv = vec![
+        "linerate".to_string(),
+        kind.to_string(),
+        format!("--target={}", t.target),
+    ];
+    if let Some(a) = client_address {
+        argv.push(format!("--client-address={a}"));
+    }
+    argv.extend(t.argv());
+    // A conversion error names the flag it is about: point at that key.
+    let at_test = |e: anyhow::Error| {
+        let msg = format!("{e:#}");
+        let span = t
+            .args
+            .iter()
+            .find(|a| msg.contains(&a.flag))
+            .map(|a| a.value_span)
+            .unwrap_or(t.span);
+        anyhow!("{}", plan.error_at(span, msg))
+    };
+    let parsed = Cli::try_parse_from(&argv).map_err(|e| clap_error(plan, t, &e))?;
+    let mut spec = match (t.kind, parsed.command) {
+        (TestKind::Tcp, cli::Command::Tcp(a)) => cli::tcp(&a).map_err(at_test)?.1,
+        (TestKind::Udp, cli::Command::Udp(a)) => cli::udp_cmd(&a).map_err(at_test)?.1,
+        (TestKind::Ramp, cli::Command::Ramp(a)) => TestSpec::Ramp(cli::ramp(&a).map_err(at_test)?),
+        (TestKind::Search, cli::Command::Search(a)) => {
+            TestSpec::Search(cli::search_cfg(&a).map_err(at_test)?)
+        }
+        _ => return Err(at_test(anyhow!("kind '{kind}' cannot run in a plan yet"))),
+    };
+    let ipv6 = t.target.is_ipv6();
+    match &mut spec {
+        TestSpec::Tcp(x) => {
+            x.name = t.name.clone();
+            x.allow = opts.allow_target.clone();
+        }
+        TestSpec::Udp(x) => {
+            x.name = t.name.clone();
+            x.allow = opts.allow_target.clone();
+        }
+        TestSpec::Ramp(r) => {
+            r.stream.ipv6 = ipv6;
+            r.stream.allow = opts.allow_target.clone();
+        }
+        TestSpec::Search(s) => {
+            s.stream.ipv6 = ipv6;
+            s.stream.allow = opts.allow_target.clone();
+        }
+    }
+    crate::engine::check_destination(t.target, &opts.allow_target).map_err(|m| {
+        anyhow!(
+            "{}",
+            plan.error_at(
+                t.span,
+                format!("{m}; or list it in the plan's allow_target")
+            )
+        )
+    })?;
+    Ok(PlanTest {
+        name: t.name.clone(),
+        spec,
+        from,
+        to,
+        instances: t.instances,
+        target: t.target,
+        client_address,
+    })
+}
+
+/// Places a CLI parser error at the key it came from (else at the test).
+fn clap_error(plan: &Plan, t: &plan::PlanTest, e: &clap::Error) -> anyhow::Error {
+    use clap::error::{ContextKind, ContextValue};
+    let arg = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(s)) => s.clone(),
+        _ => String::new(),
+    };
+    let span = t
+        .args
+        .iter()
+        .find(|a| !arg.is_empty() && arg.starts_with(&a.flag))
+        .map(|a| a.value_span)
+        .unwrap_or(t.span);
+    let msg = e
+        .render()
+        .to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("error: ")
+        .replace("--", "")
+        .replace("argument '", "key '");
+    anyhow!(
+        "{}",
+        plan.error_at(span, format!("in [[test]] \"{}\": {msg}", t.name))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> RunOpts {
+        RunOpts {
+            name: None,
+            line_rate_bps: 10e9,
+            results_dir: "r".into(),
+            write_results: false,
+            json: false,
+            progress: false,
+            allow_target: vec![],
+            cpus: vec![],
+            ssh: Default::default(),
+        }
+    }
+
+    fn load_text(text: &str) -> Result<Command> {
+        let dir = std::env::temp_dir().join(format!("lr-plan-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let p = dir.join(format!("p{}.toml", text.len()));
+        std::fs::write(&p, text)?;
+        load(&p, opts())
+    }
+
+    const HOSTS: &str = "[hosts.gen1]\nssh = \"root@198.18.9.1\"\n[hosts.gen2]\nssh = \"root@198.18.9.2\"\n[hosts.sink]\nnetns = \"sink\"\naddress = \"198.18.9.3\"\n";
+
+    #[test]
+    fn plan_tests_become_config() {
+        let text = format!(
+            "{HOSTS}[[test]]\nname = \"u\"\nkind = \"udp\"\nfrom = [\"gen1\", \"gen2\"]\nto = \"sink\"\ninstances = 3\nframe_size = 128\nrate = \"10kpps\"\nduration = 2\n[[test]]\nkind = \"tcp\"\nfrom = \"gen1\"\nto = \"sink\"\nstreams = 10\n"
+        );
+        let Command::Plan(p, _) = load_text(&text).unwrap() else {
+            panic!("not a plan")
+        };
+        assert_eq!(p.hosts.len(), 3);
+        assert!(matches!(p.hosts[0].endpoint, Endpoint::Ssh(_)));
+        let u = &p.tests[0];
+        assert_eq!((u.from.clone(), u.to, u.instances), (vec![0, 1], 2, 3));
+        let TestSpec::Udp(t) = &u.spec else { panic!() };
+        assert_eq!(t.name, "u");
+        assert_eq!(t.frame, crate::proto::FrameSpec::Fixed(128));
+        assert_eq!(t.rate_pps, Some(10_000.0));
+        assert_eq!(t.duration, Duration::from_secs(2));
+        let TestSpec::Tcp(t) = &p.tests[1].spec else {
+            panic!()
+        };
+        assert_eq!(t.streams, 10);
+        assert_eq!(
+            p.tests[1].target,
+            "198.18.9.3".parse::<std::net::IpAddr>().unwrap()
+        );
+    }
+
+    #[test]
+    fn bad_values_point_at_the_key() {
+        let text = format!(
+            "{HOSTS}[[test]]\nkind = \"udp\"\nfrom = \"gen1\"\nto = \"sink\"\nframe_size = 12\n"
+        );
+        let e = load_text(&text).unwrap_err().to_string();
+        assert!(e.contains(":12:14:"), "{e}");
+        assert!(e.contains("frame size 12"), "{e}");
+        let text = format!(
+            "{HOSTS}[[test]]\nkind = \"tcp\"\nfrom = \"gen1\"\nto = \"sink\"\nframe_size = 64\n"
+        );
+        let e = load_text(&text).unwrap_err().to_string();
+        assert!(e.contains(":12:1:") && e.contains("frame_size"), "{e}");
+        let text = format!(
+            "{HOSTS}[[test]]\nkind = \"tcp\"\nfrom = \"gen1\"\nto = \"sink\"\nresults_dir = \"x\"\n"
+        );
+        let e = load_text(&text).unwrap_err().to_string();
+        assert!(e.contains(":12:1:"), "{e}");
+        let text = format!(
+            "{HOSTS}[[test]]\nkind = \"udp\"\nfrom = \"gen1\"\nto = \"sink\"\nduration = 0.01\n"
+        );
+        let e = load_text(&text).unwrap_err().to_string();
+        assert!(e.contains(":12:12:") && e.contains("duration"), "{e}");
+    }
 }

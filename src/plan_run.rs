@@ -1,8 +1,97 @@
-//! TEMPORARY placeholder.
-pub fn run(
-    _p: &crate::config::PlanConfig,
-    _o: &crate::config::RunOpts,
-    _r: &mut crate::run::Run,
-) -> anyhow::Result<()> {
-    anyhow::bail!("plans are not wired yet")
+//! `linerate run PLAN.toml`: starts one agent per host the plan's tests
+//! use (ssh hosts over one ControlMaster each), records where they are and
+//! how their clocks stand, then runs every test through the one runner.
+//! A host lost mid-run ends the run partial; the other agents are stopped.
+
+use crate::agent::Netns;
+use crate::config::{PlanConfig, RunOpts};
+use crate::run::Run;
+use crate::runner::{Ends, Side};
+use crate::signals::interrupted;
+use crate::topology::{Addressing, Hosts};
+use anyhow::{bail, Result};
+use std::collections::BTreeSet;
+
+pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
+    let used: BTreeSet<usize> = plan
+        .tests
+        .iter()
+        .flat_map(|t| t.from.iter().copied().chain([t.to]))
+        .collect();
+    eprintln!(
+        "plan {} ({}): {} host{}, {} test{}",
+        plan.name,
+        plan.file.display(),
+        used.len(),
+        if used.len() == 1 { "" } else { "s" },
+        plan.tests.len(),
+        if plan.tests.len() == 1 { "" } else { "s" },
+    );
+    let mut hosts = Hosts::new(opts.ssh.clone());
+    let mut agent_of = vec![None; plan.hosts.len()];
+    for &i in &used {
+        let h = &plan.hosts[i];
+        let log = run.dir.as_ref().map(|d| d.agent_log(&h.name));
+        let spawned = hosts.spawn(
+            &h.name,
+            &h.endpoint,
+            Netns::Current,
+            h.binary.as_deref(),
+            log.as_deref(),
+        );
+        run.record_agents(&hosts);
+        let idx = spawned.map_err(|e| e.context(format!("starting host {}", h.name)))?;
+        let a = hosts.fleet.agent(idx);
+        eprintln!(
+            "host {}: {} ({}) up in {:.2} s, clock offset {:+.3} ms (rtt {:.3} ms)",
+            h.name,
+            h.endpoint,
+            a.hostname,
+            a.connect_s,
+            a.clock.offset_s * 1e3,
+            a.clock.rtt_s * 1e3
+        );
+        agent_of[i] = Some(idx);
+    }
+    let agent = |i: usize| match agent_of[i] {
+        Some(a) => Ok(a),
+        None => bail!("host {} has no agent", plan.hosts[i].name),
+    };
+    for t in &plan.tests {
+        if interrupted() {
+            break;
+        }
+        let gens = t
+            .from
+            .iter()
+            .map(|&i| {
+                Ok(Side {
+                    agent: agent(i)?,
+                    addr: Addressing::single(plan.hosts[i].address),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let sink = Side {
+            agent: agent(t.to)?,
+            addr: Addressing::single(Some(t.target)),
+        };
+        let mut ends = Ends {
+            fleet: &mut hosts.fleet,
+            gens,
+            sink,
+            instances: t.instances.max(1),
+            observers: vec![],
+            through_dut: false,
+            lab: None,
+        };
+        let r = crate::loadtest::exec_test(run, &mut ends, &t.spec);
+        drop(ends);
+        run.record_agents(&hosts);
+        if let Err(e) = r {
+            return Err(e.context(format!("test {}", t.name)));
+        }
+        hosts.check_lost()?;
+    }
+    hosts.shutdown();
+    Ok(())
 }

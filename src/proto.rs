@@ -72,6 +72,10 @@ pub enum Response {
         linerate_version: String,
         pid: u32,
         hostname: String,
+        /// Identity of the agent's network namespace (the inode of
+        /// /proc/self/ns/net): agents that share one share its counters.
+        #[serde(default)]
+        netns_id: u64,
     },
     Heartbeat {
         seq: u64,

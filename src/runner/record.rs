@@ -81,8 +81,9 @@ pub(super) fn counters(
     }
 }
 
-/// Datagrams counted by linerate against the kernel's packets, per agent:
-/// all legs an agent sends (or receives) add up to its interface counters.
+/// Datagrams counted by linerate against the kernel's packets, per network
+/// namespace: all legs sent (or received) by agents in one namespace add up
+/// to its interface counters, which those agents share.
 pub(super) fn udp_cross_checks(
     ends: &Ends,
     legs: &[Leg],
@@ -91,26 +92,36 @@ pub(super) fn udp_cross_checks(
     after: &HashMap<usize, Snapshot>,
     result: &mut TestResult,
 ) {
-    let mut sent: BTreeMap<usize, u64> = BTreeMap::new();
-    let mut got: BTreeMap<usize, u64> = BTreeMap::new();
+    // Namespace key -> (first agent there, roles, count).
+    type Tally = BTreeMap<(String, u64), (usize, Vec<String>, u64)>;
+    let key = |a: usize| ends.fleet.agent(a).netns_key.clone();
+    let add = |t: &mut Tally, agent: usize, n: u64| {
+        let e = t.entry(key(agent)).or_insert((agent, Vec::new(), 0));
+        let role = ends.role(agent);
+        if !e.1.contains(&role) {
+            e.1.push(role);
+        }
+        e.2 += n;
+    };
+    let (mut sent, mut got) = (Tally::new(), Tally::new());
     for l in legs {
-        *sent.entry(l.tx_agent).or_default() += col.summary(l.tx_id).tx_packets;
+        add(&mut sent, l.tx_agent, col.summary(l.tx_id).tx_packets);
         let rx = col.summary(l.rx_id);
-        *got.entry(l.rx_agent).or_default() += rx.rx_packets + rx.duplicates;
+        add(&mut got, l.rx_agent, rx.rx_packets + rx.duplicates);
     }
-    for (agent, n) in sent {
+    for (_, (agent, roles, n)) in sent {
         result.cross_checks.push(CrossCheck::new(
-            format!("{}: datagrams sent vs kernel tx_packets", ends.role(agent)),
+            format!("{}: datagrams sent vs kernel tx_packets", roles.join("+")),
             n,
             delta_ns(before, after, agent).tx_packets,
         ));
     }
-    for (agent, n) in got {
+    for (_, (agent, roles, n)) in got {
         let d = delta_ns(before, after, agent);
         result.cross_checks.push(CrossCheck::new(
             format!(
                 "{}: datagrams received (+ duplicates, socket drops) vs kernel rx_packets",
-                ends.role(agent)
+                roles.join("+")
             ),
             n + d.udp_in_errors,
             d.rx_packets,

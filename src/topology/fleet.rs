@@ -87,6 +87,9 @@ pub struct Agent {
     pub host: String,
     pub pid: u32,
     pub hostname: String,
+    /// The agent's network namespace (hostname and namespace inode): agents
+    /// with the same key read the same kernel counters.
+    pub netns_key: (String, u64),
     pub linerate_version: String,
     pub clock: ClockSync,
     /// Seconds from spawning to a completed handshake.
@@ -255,6 +258,7 @@ impl Fleet {
             host: host.to_string(),
             pid: child.id(),
             hostname: String::new(),
+            netns_key: (String::new(), 0),
             linerate_version: String::new(),
             clock: ClockSync::default(),
             connect_s: 0.0,
@@ -281,6 +285,7 @@ impl Fleet {
             Response::HelloAck {
                 hostname,
                 linerate_version,
+                netns_id,
                 ..
             } => {
                 if linerate_version != mine {
@@ -290,6 +295,7 @@ impl Fleet {
                         self.agents[idx].label()
                     );
                 }
+                self.agents[idx].netns_key = (hostname.clone(), netns_id);
                 self.agents[idx].hostname = hostname;
                 self.agents[idx].linerate_version = linerate_version;
                 Ok(())

@@ -201,7 +201,11 @@ impl Hosts {
             Netns::New => argv.extend(["--netns", "new"]),
             Netns::Named(n) => argv.extend(["--netns", n.as_str()]),
         }
-        Ok(session.command(&argv))
+        let mut cmd = session.command(&argv);
+        // A Ctrl-C at the terminal goes to the controller alone, which
+        // stops the remote agents cleanly; ssh must not die of it first.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        Ok(cmd)
     }
 
     /// Seconds each ssh connection took to come up, by host.
