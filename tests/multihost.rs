@@ -181,7 +181,7 @@ fn ssh_flags(config: &Path) -> Vec<String> {
     ]
 }
 
-fn args<'a>(v: &'a [String]) -> Vec<&'a str> {
+fn args(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
@@ -786,14 +786,14 @@ fn plan_unknown_key_is_placed() {
     let plan = write_plan(
         &dir,
         "bad.toml",
-        "name = \"bad\"\n[hosts.sink]\nlocal = true\n[[test]]\nkind = \"udp\"\nfrom = \"sink\"\nto = \"sink\"\n  frobnicate = 3\n",
+        "name = \"bad\"\n[hosts.gen]\nlocal = true\n[hosts.sink]\nnetns = \"nowhere\"\naddress = \"198.18.99.1\"\n[[test]]\nkind = \"udp\"\nfrom = \"gen\"\nto = \"sink\"\n  frobnicate = 3\n",
     );
     let out = run(&["run", &plan.to_string_lossy()]);
     let e = String::from_utf8_lossy(&out.stderr);
     eprintln!("{e}");
     assert_eq!(out.status.code(), Some(2), "{e}");
     assert!(
-        e.contains(&format!("{}:8:3:", plan.display())),
+        e.contains(&format!("{}:11:3:", plan.display())),
         "not placed at the key: {e}"
     );
     assert!(e.contains("frobnicate"), "{e}");
@@ -803,4 +803,79 @@ fn plan_unknown_key_is_placed() {
     assert_eq!(out.status.code(), Some(2), "{e}");
     assert!(e.contains(&format!("{}:2:1:", plan.display())), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn plan_ssh_table_login_failure_fails_fast() {
+    if !require_root() || !require_sshd() {
+        return;
+    }
+    let lab = SshLab::new(2);
+    let trace = lab.trace();
+    let dir = tempdir("mh-planfail");
+    {
+        // The ssh settings come from the plan's [ssh] table, not the CLI.
+        let cert = lab.user_cert("20200101:20200102", "root");
+        let config = lab.ssh_config_with("plan-expired", Some(&cert), true);
+        let plan = write_plan(
+            &dir,
+            "expired.toml",
+            &format!(
+                "[ssh]\nconfig = \"{}\"\nconnect_timeout = {CONNECT_TIMEOUT}\nremote_binary = \"{}\"\n\
+                 [hosts.gen1]\nssh = \"root@{}\"\n[hosts.sink]\nssh = \"root@{}\"\naddress = \"{}\"\n\
+                 [[test]]\nkind = \"udp\"\nfrom = \"gen1\"\nto = \"sink\"\nduration = 2\n",
+                config.display(),
+                bin(),
+                lab.hosts[0].addr,
+                lab.hosts[1].addr,
+                lab.hosts[1].addr,
+            ),
+        );
+        let results = dir.join("results");
+        let done = Run::start(&[
+            "run",
+            &plan.to_string_lossy(),
+            "--no-progress",
+            "--results-dir",
+            &results.to_string_lossy(),
+        ])
+        .wait(Duration::from_secs(60));
+        assert!(!done.status.success(), "succeeded:\n{}", done.stderr);
+        assert!(done.took < FAIL_WITHIN, "took {:?}", done.took);
+        let e = &done.stderr;
+        assert!(
+            e.contains(&format!("root@{}", lab.hosts[0].addr))
+                || e.contains(&format!("root@{}", lab.hosts[1].addr)),
+            "does not name the host: {e}"
+        );
+        quotes_ssh(e);
+        assert!(e.contains("expired"), "{e}");
+        assert_hosts_idle(&lab);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(lab);
+    trace.assert_gone();
+}
+
+#[test]
+fn cli_unreachable_host_fails_within_connect_timeout() {
+    if !require_root() || !require_sshd() {
+        return;
+    }
+    let mut lab = SshLab::new(0);
+    lab.add_host(HostKind::Blackhole);
+    lab.add_host(HostKind::Sshd);
+    let trace = lab.trace();
+    let start = Instant::now();
+    let e = cli_fails(&lab, &lab.ssh_config, &[REMOTE_BINARY, bin()]);
+    let took = start.elapsed();
+    assert!(e.contains(&lab.url(0)), "{e}");
+    assert!(e.contains("timed out"), "{e}");
+    // It waited for the timeout, not less.
+    assert!(
+        took >= Duration::from_millis(CONNECT_TIMEOUT * 1000 - 500),
+        "{took:?}"
+    );
+    drop(lab);
+    trace.assert_gone();
 }
