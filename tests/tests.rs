@@ -10,6 +10,7 @@ mod util;
 mod adhoc;
 mod lab;
 mod loadtest;
+mod multihost;
 mod ports;
 mod protocol;
 mod report;
