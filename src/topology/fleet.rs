@@ -156,6 +156,13 @@ impl Fleet {
         &self.agents
     }
 
+    /// Records how long starting agent `idx` took, transport included.
+    pub fn set_connect_time(&mut self, idx: usize, seconds: f64) {
+        if let Some(a) = self.agents.get_mut(idx) {
+            a.connect_s = seconds;
+        }
+    }
+
     /// Agents lost so far, with what happened to each.
     pub fn lost(&self) -> Vec<String> {
         self.agents.iter().filter_map(|a| a.lost.clone()).collect()

@@ -159,6 +159,7 @@ impl Hosts {
         log: Option<&Path>,
     ) -> Result<usize> {
         endpoint.preflight()?;
+        let began = std::time::Instant::now();
         let netns = match (endpoint, netns) {
             (Endpoint::Netns(n), _) => Netns::Named(n.clone()),
             (_, n) => n,
@@ -167,7 +168,11 @@ impl Hosts {
             Endpoint::Local | Endpoint::Netns(_) => local_command(&netns)?,
             Endpoint::Ssh(target) => self.ssh_command(target, &netns, binary)?,
         };
-        self.fleet.spawn(role, &endpoint.to_string(), cmd, log)
+        let idx = self.fleet.spawn(role, &endpoint.to_string(), cmd, log)?;
+        // Connecting includes the ssh login and any push, not only the agent.
+        self.fleet
+            .set_connect_time(idx, began.elapsed().as_secs_f64());
+        Ok(idx)
     }
 
     fn ssh_command(
