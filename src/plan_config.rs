@@ -288,7 +288,9 @@ mod tests {
         std::fs::create_dir_all(&dir)?;
         let p = dir.join(format!("p{}.toml", text.len()));
         std::fs::write(&p, text)?;
-        load(&p, opts())
+        let r = load(&p, opts());
+        let _ = std::fs::remove_dir_all(&dir);
+        r
     }
 
     const HOSTS: &str = "[hosts.gen1]\nssh = \"root@198.18.9.1\"\n[hosts.gen2]\nssh = \"root@198.18.9.2\"\n[hosts.sink]\nnetns = \"sink\"\naddress = \"198.18.9.3\"\n";

@@ -31,7 +31,7 @@ fn wait_exit(c: &mut Child, within: Duration) -> Option<i32> {
 fn hello(version: u16) -> Request {
     Request::Hello {
         proto_version: version,
-        linerate_version: "test".into(),
+        linerate_version: env!("CARGO_PKG_VERSION").into(),
     }
 }
 
@@ -78,6 +78,26 @@ fn version_mismatch_is_refused() {
     match proto::read_message::<Response>(&mut r).unwrap().unwrap() {
         Response::Error { message, .. } => {
             assert!(message.contains("version mismatch"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(wait_exit(&mut a, Duration::from_secs(5)).is_some());
+}
+
+#[test]
+fn another_linerate_version_is_refused() {
+    let mut a = agent();
+    let mut w = a.stdin.take().unwrap();
+    let mut r = std::io::BufReader::new(a.stdout.take().unwrap());
+    let hello = Request::Hello {
+        proto_version: PROTO_VERSION,
+        linerate_version: "0.0.1".into(),
+    };
+    proto::write_frame(&mut w, &hello).unwrap();
+    match proto::read_message::<Response>(&mut r).unwrap().unwrap() {
+        Response::Error { message, .. } => {
+            assert!(message.contains("linerate version mismatch"), "{message}");
+            assert!(message.contains("0.0.1") && message.contains("--push"), "{message}");
         }
         other => panic!("{other:?}"),
     }
