@@ -284,7 +284,8 @@ mod tests {
     }
 
     fn load_text(text: &str) -> Result<Command> {
-        let dir = std::env::temp_dir().join(format!("lr-plan-cfg-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("lr-plan-cfg-{}-{}", std::process::id(), text.len()));
         std::fs::create_dir_all(&dir)?;
         let p = dir.join(format!("p{}.toml", text.len()));
         std::fs::write(&p, text)?;

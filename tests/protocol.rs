@@ -97,7 +97,10 @@ fn another_linerate_version_is_refused() {
     match proto::read_message::<Response>(&mut r).unwrap().unwrap() {
         Response::Error { message, .. } => {
             assert!(message.contains("linerate version mismatch"), "{message}");
-            assert!(message.contains("0.0.1") && message.contains("--push"), "{message}");
+            assert!(
+                message.contains("0.0.1") && message.contains("--push"),
+                "{message}"
+            );
         }
         other => panic!("{other:?}"),
     }
