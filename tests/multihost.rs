@@ -435,6 +435,8 @@ fn quotes_ssh(e: &str) {
 
 #[test]
 fn cli_expired_certificate_fails_fast() {
+    // Light, but it would disturb the load tests' trials on two cores.
+    let _g = crate::util::serial();
     if !require_root() || !require_sshd() {
         return;
     }
@@ -452,6 +454,8 @@ fn cli_expired_certificate_fails_fast() {
 
 #[test]
 fn cli_wrong_principal_fails_fast() {
+    // Light, but it would disturb the load tests' trials on two cores.
+    let _g = crate::util::serial();
     if !require_root() || !require_sshd() {
         return;
     }
@@ -469,6 +473,8 @@ fn cli_wrong_principal_fails_fast() {
 
 #[test]
 fn cli_unknown_host_key_fails_fast() {
+    // Light, but it would disturb the load tests' trials on two cores.
+    let _g = crate::util::serial();
     if !require_root() || !require_sshd() {
         return;
     }
@@ -488,6 +494,8 @@ fn cli_unknown_host_key_fails_fast() {
 
 #[test]
 fn cli_missing_linerate_without_push_fails_fast() {
+    // Light, but it would disturb the load tests' trials on two cores.
+    let _g = crate::util::serial();
     if !require_root() || !require_sshd() {
         return;
     }
@@ -782,6 +790,8 @@ fn plan_two_generators_with_instances() {
 
 #[test]
 fn plan_unknown_key_is_placed() {
+    // Light, but it would disturb the load tests' trials on two cores.
+    let _g = crate::util::serial();
     let dir = tempdir("mh-badplan");
     let plan = write_plan(
         &dir,
@@ -807,6 +817,8 @@ fn plan_unknown_key_is_placed() {
 
 #[test]
 fn plan_ssh_table_login_failure_fails_fast() {
+    // Light, but it would disturb the load tests' trials on two cores.
+    let _g = crate::util::serial();
     if !require_root() || !require_sshd() {
         return;
     }
@@ -859,6 +871,8 @@ fn plan_ssh_table_login_failure_fails_fast() {
 
 #[test]
 fn cli_unreachable_host_fails_within_connect_timeout() {
+    // Light, but it would disturb the load tests' trials on two cores.
+    let _g = crate::util::serial();
     if !require_root() || !require_sshd() {
         return;
     }

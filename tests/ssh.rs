@@ -47,6 +47,8 @@ fn open_fails(lab: &SshLab, i: usize, opts: &SshOptions) -> String {
 
 #[test]
 fn ssh_connects_with_a_valid_certificate() {
+    // Light, but it would disturb the load tests' trials on two cores.
+    let _g = crate::util::serial();
     if !require_sshd() {
         return;
     }
@@ -93,6 +95,8 @@ fn ssh_connects_with_a_valid_certificate() {
 
 #[test]
 fn ssh_expired_certificate_is_refused_and_explained() {
+    // Light, but it would disturb the load tests' trials on two cores.
+    let _g = crate::util::serial();
     if !require_sshd() {
         return;
     }
@@ -113,6 +117,8 @@ fn ssh_expired_certificate_is_refused_and_explained() {
 
 #[test]
 fn ssh_wrong_principal_is_refused_and_explained() {
+    // Light, but it would disturb the load tests' trials on two cores.
+    let _g = crate::util::serial();
     if !require_sshd() {
         return;
     }
@@ -135,6 +141,8 @@ fn ssh_wrong_principal_is_refused_and_explained() {
 
 #[test]
 fn ssh_unknown_host_key_is_refused_not_accepted() {
+    // Light, but it would disturb the load tests' trials on two cores.
+    let _g = crate::util::serial();
     if !require_sshd() {
         return;
     }
@@ -161,6 +169,8 @@ fn ssh_unknown_host_key_is_refused_not_accepted() {
 
 #[test]
 fn ssh_unreachable_hosts_fail_within_the_timeout() {
+    // Light, but it would disturb the load tests' trials on two cores.
+    let _g = crate::util::serial();
     if !require_sshd() {
         return;
     }
@@ -185,6 +195,8 @@ fn ssh_unreachable_hosts_fail_within_the_timeout() {
 
 #[test]
 fn ssh_resolve_binary_missing_then_pushed_then_reused() {
+    // Light, but it would disturb the load tests' trials on two cores.
+    let _g = crate::util::serial();
     if !require_sshd() {
         return;
     }
@@ -275,6 +287,8 @@ fn ssh_resolve_binary_missing_then_pushed_then_reused() {
 
 #[test]
 fn ssh_host_dying_ends_remote_commands() {
+    // Light, but it would disturb the load tests' trials on two cores.
+    let _g = crate::util::serial();
     if !require_sshd() {
         return;
     }
