@@ -53,12 +53,6 @@ pub enum Bench {
     Pair(Pair),
 }
 
-impl Bench {
-    pub fn is_lab(&self) -> bool {
-        matches!(self, Bench::Lab { .. })
-    }
-}
-
 /// A profile resolved to frames and flows.
 #[derive(Debug, Clone)]
 pub struct Profile {
@@ -247,8 +241,6 @@ pub struct PlanTest {
     pub instances: u16,
     /// Where the traffic goes.
     pub target: IpAddr,
-    /// The generators' own addresses, for traffic towards them.
-    pub client_address: Option<IpAddr>,
 }
 
 #[derive(Debug, Clone)]

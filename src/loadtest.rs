@@ -23,7 +23,7 @@ pub struct UdpTrials<'a, 'b> {
     pub ends: Ends<'a>,
     pub base: UdpTest,
     pub dir: Option<&'b mut RunDir>,
-    pub progress: &'b ProgressLine,
+    progress: &'b ProgressLine,
     /// Every trial's full test result, kept for results.json.
     pub log: Vec<crate::results::TestResult>,
 }

@@ -233,7 +233,6 @@ fn test(plan: &Plan, t: &plan::PlanTest, hosts: &[HostConfig], opts: &RunOpts) -
         to,
         instances: t.instances,
         target: t.target,
-        client_address,
     })
 }
 

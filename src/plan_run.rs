@@ -81,7 +81,6 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
             sink,
             instances: t.instances.max(1),
             observers: vec![],
-            through_dut: false,
             lab: None,
         };
         let r = crate::loadtest::exec_test(run, &mut ends, &t.spec);

@@ -123,6 +123,23 @@ impl Node {
     fn local(&mut self, dst: IpAddr, prefix: u8) {
         self.ops.push(NetOp::LocalRoute { dst, prefix });
     }
+    /// Applies the node's steps in its agent's namespace; its record for
+    /// results.json.
+    fn configure(self, fleet: &mut Fleet, idx: usize, role: &str) -> Result<LabNode> {
+        match fleet.call(
+            idx,
+            &Request::Configure { ops: self.ops },
+            Duration::from_secs(30),
+        )? {
+            Response::Configured => {}
+            other => bail!("configuring the {role} namespace: unexpected answer {other:?}"),
+        }
+        Ok(LabNode {
+            role: role.into(),
+            pid: fleet.agent(idx).pid,
+            interfaces: self.ifaces,
+        })
+    }
     fn sysctl(&mut self, key: &str, value: &str) {
         self.ops.push(NetOp::Sysctl {
             key: key.into(),
@@ -321,19 +338,7 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
         (Some(sink), s, "sink"),
     ] {
         let Some(idx) = idx else { continue };
-        match fleet.call(
-            idx,
-            &Request::Configure { ops: node.ops },
-            Duration::from_secs(30),
-        )? {
-            Response::Configured => {}
-            other => bail!("configuring the {role} namespace: unexpected answer {other:?}"),
-        }
-        nodes.push(LabNode {
-            role: role.into(),
-            pid: fleet.agent(idx).pid,
-            interfaces: node.ifaces,
-        });
+        nodes.push(node.configure(&mut fleet, idx, role)?);
     }
     let topology = LabTopology {
         kind: if spec.dut.is_some() { "dut" } else { "back_to_back" }.into(),

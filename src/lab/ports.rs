@@ -20,13 +20,12 @@ use super::{link, preflight, v4, v6, Addressing, Lab, LabSpec, Node};
 use crate::agent::Netns;
 use crate::netops::check_ifname;
 use crate::netops::port::{self, PortState};
-use crate::proto::{NetOp, Request, Response};
-use crate::results::{LabLink, LabNode, LabTopology};
+use crate::proto::NetOp;
+use crate::results::{LabLink, LabTopology};
 use crate::topology::Fleet;
 use anyhow::{bail, Result};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
-use std::time::Duration;
 
 /// The ports to take and what is at their far end.
 #[derive(Debug, Clone, PartialEq)]
@@ -332,19 +331,7 @@ pub fn build(spec: &LabSpec, ports: &PortsSpec, log_dir: Option<&Path>) -> Resul
     }
     let mut nodes = Vec::new();
     for (idx, node, role) in [(gen, g, "gen"), (sink, s, "sink")] {
-        match fleet.call(
-            idx,
-            &Request::Configure { ops: node.ops },
-            Duration::from_secs(30),
-        )? {
-            Response::Configured => {}
-            other => bail!("configuring the {role} namespace: unexpected answer {other:?}"),
-        }
-        nodes.push(LabNode {
-            role: role.into(),
-            pid: fleet.agent(idx).pid,
-            interfaces: node.ifaces,
-        });
+        nodes.push(node.configure(&mut fleet, idx, role)?);
     }
     let topology = LabTopology {
         kind: if ports.dut.is_some() {

@@ -49,8 +49,6 @@ pub struct Ends<'a> {
     pub instances: u16,
     /// Agents whose kernel counters are recorded too (the DUT).
     pub observers: Vec<usize>,
-    /// True when a DUT sits between gen and sink (attributes kernel drops).
-    pub through_dut: bool,
     /// The lab's index in results.json, if the ends are a lab's.
     pub lab: Option<usize>,
 }
@@ -76,7 +74,6 @@ impl<'a> Ends<'a> {
             },
             instances: 1,
             observers: dut.into_iter().collect(),
-            through_dut: dut.is_some(),
             lab,
         }
     }
@@ -100,7 +97,6 @@ impl<'a> Ends<'a> {
             sink: self.sink.clone(),
             instances: self.instances,
             observers: self.observers.clone(),
-            through_dut: self.through_dut,
             lab: self.lab,
         }
     }

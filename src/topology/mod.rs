@@ -116,18 +116,6 @@ impl Addressing {
     }
 }
 
-/// A host's record for results.json: where it is, how long connecting took,
-/// its clock against ours.
-#[derive(Debug, Clone)]
-pub struct HostFacts {
-    pub name: String,
-    pub endpoint: String,
-    pub hostname: String,
-    pub linerate_version: String,
-    pub connect_s: f64,
-    pub clock: ClockSync,
-}
-
 /// The hosts of one run: ssh connections (one ControlMaster per host) and
 /// the agents started on them.
 pub struct Hosts {
