@@ -186,6 +186,18 @@ fn serve(limits: Limits) -> anyhow::Result<()> {
                     message: format!("{e:#}"),
                 },
             },
+            Request::InspectPort { dev, force } => {
+                match netops::port::inspect_original(&dev, force) {
+                    Ok(st) => Response::PortState {
+                        port: st.record(),
+                        mac: st.mac,
+                    },
+                    Err(e) => Response::Error {
+                        test: None,
+                        message: format!("{e:#}"),
+                    },
+                }
+            }
             Request::Snapshot => match kernel::snapshot() {
                 Ok(snapshot) => Response::Snapshot { snapshot },
                 Err(e) => Response::Error {

@@ -249,4 +249,16 @@ pub struct PlanConfig {
     pub file: PathBuf,
     pub hosts: Vec<HostConfig>,
     pub tests: Vec<PlanTest>,
+    /// Hosts whose physical ports form a lab around an external DUT.
+    pub port_lab: Option<PortLabConfig>,
+}
+
+/// A lab of physical ports across plan hosts: the generator host's port
+/// and the sink host's port, cabled to the DUT (the embedded lab's
+/// addressing; the DUT's MACs found by ARP).
+#[derive(Debug, Clone)]
+pub struct PortLabConfig {
+    pub gen_host: usize,
+    pub sink_host: usize,
+    pub ports: crate::lab::ports::PortsSpec,
 }

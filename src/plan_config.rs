@@ -5,7 +5,8 @@
 //! error points at the key's line and column.
 
 use crate::cli::{self, Cli};
-use crate::config::{Command, HostConfig, PlanConfig, PlanTest, RunOpts, TestSpec};
+use crate::config::{Command, HostConfig, PlanConfig, PlanTest, PortLabConfig, RunOpts, TestSpec};
+use crate::lab::ports::{PortFlags, PortsSpec};
 use crate::plan::{self, HostKind, Plan, TestKind};
 use crate::topology::ssh::SshTarget;
 use crate::topology::Endpoint;
@@ -55,15 +56,113 @@ pub fn load(path: &Path, mut opts: RunOpts) -> Result<Command> {
         .iter()
         .map(|t| test(&plan, t, &hosts, &opts))
         .collect::<Result<Vec<_>>>()?;
+    let port_lab = port_lab(&plan, &hosts, &tests)?;
     Ok(Command::Plan(
         PlanConfig {
             name: plan.name.clone(),
             file: path.to_path_buf(),
             hosts,
             tests,
+            port_lab,
         },
         opts,
     ))
+}
+
+/// Hosts with a port make a lab around the external DUT: exactly one on the
+/// generator side and one on the sink side, and tests between those two.
+fn port_lab(
+    plan: &Plan,
+    hosts: &[HostConfig],
+    tests: &[PlanTest],
+) -> Result<Option<PortLabConfig>> {
+    let with_port: Vec<usize> = (0..hosts.len())
+        .filter(|&i| !hosts[i].ports.is_empty())
+        .collect();
+    if with_port.is_empty() {
+        return Ok(None);
+    }
+    let at = |i: usize, msg: String| anyhow!("{}", plan.error_at(plan.hosts[i].span, msg));
+    let sends = |i: usize| tests.iter().any(|t| t.from.contains(&i));
+    let receives = |i: usize| tests.iter().any(|t| t.to == i);
+    let mut gen = None;
+    let mut sink = None;
+    for &i in &with_port {
+        let name = &hosts[i].name;
+        let slot = match (sends(i), receives(i)) {
+            (true, false) => &mut gen,
+            (false, true) => &mut sink,
+            (true, true) => {
+                return Err(at(
+                    i,
+                    format!("host {name} has a port and both sends and receives; a port is one side of the DUT"),
+                ))
+            }
+            (false, false) => {
+                return Err(at(i, format!("host {name} has a port but no test uses it")))
+            }
+        };
+        if let Some(other) = slot.replace(i) {
+            return Err(at(
+                i,
+                format!(
+                    "hosts {} and {name} both bring a port to the same side of the DUT; \
+                     one generator port and one sink port make the lab",
+                    hosts[other].name
+                ),
+            ));
+        }
+    }
+    let (Some(gen), Some(sink)) = (gen, sink) else {
+        return Err(at(
+            with_port[0],
+            "a port lab needs a generator host with a port and a sink host with a port".into(),
+        ));
+    };
+    let ports = PortsSpec::from_flags(&PortFlags {
+        gen_port: Some(&hosts[gen].ports[0]),
+        sink_port: Some(&hosts[sink].ports[0]),
+        ..Default::default()
+    })?
+    .ok_or_else(|| anyhow!("no ports"))?;
+    let (sink4, sink6) = ports.sink_addresses();
+    for (t, pt) in tests.iter().zip(&plan.tests) {
+        let touches = t.to == sink || t.from.contains(&gen);
+        if !touches {
+            continue;
+        }
+        if t.from != [gen] || t.to != sink {
+            return Err(anyhow!(
+                "{}",
+                plan.error_at(
+                    pt.span,
+                    format!(
+                        "test {}: with ports, traffic goes from {} through the DUT to {}; \
+                         name exactly those as from and to",
+                        t.name, hosts[gen].name, hosts[sink].name
+                    )
+                )
+            ));
+        }
+        if t.target != std::net::IpAddr::V4(sink4) && t.target != std::net::IpAddr::V6(sink6) {
+            return Err(anyhow!(
+                "{}",
+                plan.error_at(
+                    pt.span,
+                    format!(
+                        "test {}: the sink's port gets {sink4} and {sink6} (the lab's \
+                         addressing); send there (target, or address on host {})",
+                        t.name, hosts[sink].name
+                    )
+                )
+            ));
+        }
+    }
+    Ok(Some(PortLabConfig {
+        gen_host: gen,
+        sink_host: sink,
+        ports,
+    }))
 }
 
 /// The plan's `[ssh]` table and `allow_target` join the command line's;
@@ -107,15 +206,16 @@ fn merge_run_opts(plan: &Plan, path: &Path, opts: &mut RunOpts) -> Result<()> {
 }
 
 fn host(plan: &Plan, h: &plan::PlanHost) -> Result<HostConfig> {
-    if !h.ports.is_empty() {
+    if h.ports.len() > 1 {
         return Err(anyhow!(
             "{}",
             plan.error_at(
                 h.span,
                 format!(
-                    "host {}: physical ports in plans are not supported yet; run \
-                     `linerate lab --gen-port IF --sink-port IF` on that host instead",
-                    h.name
+                    "host {} names {} ports; give each host one port (for a tester with two \
+                     ports, name the machine twice: [hosts.gen] and [hosts.sink], one port each)",
+                    h.name,
+                    h.ports.len()
                 )
             )
         ));

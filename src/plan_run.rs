@@ -5,6 +5,7 @@
 
 use crate::agent::Netns;
 use crate::config::{PlanConfig, RunOpts};
+use crate::lab::ports::PortLab;
 use crate::run::Run;
 use crate::runner::{Ends, Side};
 use crate::signals::interrupted;
@@ -32,10 +33,17 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
     for &i in &used {
         let h = &plan.hosts[i];
         let log = run.dir.as_ref().map(|d| d.agent_log(&h.name));
+        // A host bringing a port runs its agent in a fresh namespace there,
+        // which takes the port and gives it back at the end.
+        let netns = if h.ports.is_empty() {
+            Netns::Current
+        } else {
+            Netns::New
+        };
         let spawned = hosts.spawn(
             &h.name,
             &h.endpoint,
-            Netns::Current,
+            netns,
             h.binary.as_deref(),
             log.as_deref(),
         );
@@ -57,23 +65,47 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         Some(a) => Ok(a),
         None => bail!("host {} has no agent", plan.hosts[i].name),
     };
+    // The port lab: its addressing replaces the hosts' own for its tests.
+    let mut lab: Option<(usize, usize, PortLab, usize)> = None;
+    if let Some(p) = &plan.port_lab {
+        let (g, s) = (agent(p.gen_host)?, agent(p.sink_host)?);
+        let built = crate::lab::ports::configure(&mut hosts.fleet, g, s, 1500, &p.ports)
+            .map_err(|e| e.context("building the lab around the plan's ports"))?;
+        run.results.labs.push(built.topology.clone());
+        let idx = run.results.labs.len() - 1;
+        run.save();
+        eprintln!(
+            "port lab: {} port {} -> DUT -> {} port {}",
+            plan.hosts[p.gen_host].name, p.ports.gen, plan.hosts[p.sink_host].name, p.ports.sink
+        );
+        lab = Some((p.gen_host, p.sink_host, built, idx));
+    }
     for t in &plan.tests {
         if interrupted() {
             break;
         }
+        let in_lab = lab
+            .as_ref()
+            .filter(|(g, s, _, _)| t.from == [*g] && t.to == *s);
         let gens = t
             .from
             .iter()
             .map(|&i| {
                 Ok(Side {
                     agent: agent(i)?,
-                    addr: Addressing::single(plan.hosts[i].address),
+                    addr: match in_lab {
+                        Some((_, _, l, _)) => l.gen_addr.clone(),
+                        None => Addressing::single(plan.hosts[i].address),
+                    },
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         let sink = Side {
             agent: agent(t.to)?,
-            addr: Addressing::single(Some(t.target)),
+            addr: match in_lab {
+                Some((_, _, l, _)) => l.sink_addr.clone(),
+                None => Addressing::single(Some(t.target)),
+            },
         };
         let mut ends = Ends {
             fleet: &mut hosts.fleet,
@@ -81,7 +113,7 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
             sink,
             instances: t.instances.max(1),
             observers: vec![],
-            lab: None,
+            lab: in_lab.map(|(_, _, _, idx)| *idx),
         };
         let r = crate::loadtest::exec_test(run, &mut ends, &t.spec);
         drop(ends);

@@ -41,6 +41,13 @@ pub enum Request {
     },
     /// Read kernel counters (interfaces, UDP) and CPU time now.
     Snapshot,
+    /// Describe a physical port in the namespace the agent started in and
+    /// check that it may be taken (`force` skips the safety rules), before
+    /// a [`NetOp::TakePort`]: the controller cannot see a remote host's ports.
+    InspectPort {
+        dev: String,
+        force: bool,
+    },
     Start {
         test: u32,
         job: Job,
@@ -86,6 +93,11 @@ pub enum Response {
         unix_ns: u64,
     },
     Configured,
+    /// The port as it is now, i.e. the state it will be given back in.
+    PortState {
+        port: crate::results::LabPort,
+        mac: Option<[u8; 6]>,
+    },
     Snapshot {
         snapshot: Snapshot,
     },

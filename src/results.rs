@@ -186,7 +186,7 @@ pub struct LabLink {
 }
 
 /// A physical port moved into the lab, as it was before (and is again after).
-#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 pub struct LabPort {
     pub name: String,
     pub mac: String,

@@ -893,3 +893,172 @@ fn cli_unreachable_host_fails_within_connect_timeout() {
     drop(lab);
     trace.assert_gone();
 }
+
+/// A DUT namespace routing 198.18.0.0/24 ↔ 198.19.0.0/24 (the embedded lab's
+/// addressing), cabled by two veths to "ports" in an ssh host's namespace.
+/// Dropping it deletes the namespace, which destroys both veths.
+struct PortDut {
+    ns: String,
+    ports: [String; 2],
+}
+
+impl PortDut {
+    fn new(host_ns: &str) -> PortDut {
+        let n = LINKS.fetch_add(1, Ordering::Relaxed);
+        let p = std::process::id() % 10_000;
+        let ns = format!("lrt-pdut-{}-{n}", std::process::id());
+        let d = PortDut {
+            ns: ns.clone(),
+            ports: [format!("lpg{p}x{n}"), format!("lps{p}x{n}")],
+        };
+        ip(&["netns", "add", &ns]);
+        ip(&["-n", &ns, "link", "set", "lo", "up"]);
+        for (port, far, a4, a6) in [
+            (&d.ports[0], "dg", "198.18.0.254/24", "2001:2:0:10::fe/64"),
+            (&d.ports[1], "ds", "198.19.0.254/24", "2001:2:0:20::fe/64"),
+        ] {
+            ip(&[
+                "-n", host_ns, "link", "add", port, "type", "veth", "peer", "name", far, "netns",
+                &ns,
+            ]);
+            ip(&["-n", &ns, "addr", "add", a4, "dev", far]);
+            ip(&["-n", &ns, "addr", "add", a6, "dev", far, "nodad"]);
+            ip(&["-n", &ns, "link", "set", far, "up"]);
+            // The port's own state before the lab: what must come back.
+            ip(&["-n", host_ns, "link", "set", port, "mtu", "1400"]);
+            let own = format!("198.18.{}.5/24", 200 + n % 50);
+            ip(&["-n", host_ns, "addr", "add", &own, "dev", port]);
+            ip(&["-n", host_ns, "link", "set", port, "up"]);
+        }
+        let fwd = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &ns,
+                "sysctl",
+                "-qw",
+                "net.ipv4.ip_forward=1",
+            ])
+            .status()
+            .unwrap();
+        assert!(fwd.success());
+        d
+    }
+
+    fn dut_tx_packets(&self) -> u64 {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.ns, "cat"])
+            .arg("/sys/class/net/ds/statistics/tx_packets")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for PortDut {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.ns])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// What `ip -j addr show` says of a device in a namespace.
+fn link_json(ns: &str, dev: &str) -> Value {
+    let out = Command::new("ip")
+        .args(["-n", ns, "-j", "addr", "show", "dev", dev])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{dev} is not back in {ns}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v[0].clone()
+}
+
+#[test]
+fn plan_ports_on_an_ssh_host_through_an_external_dut() {
+    if !require_root() || !require_sshd() {
+        return;
+    }
+    let _g = serial();
+    let lab = SshLab::new(1);
+    let trace = lab.trace();
+    let dir = tempdir("mh-plan-ports");
+    {
+        let host_ns = lab.hosts[0].netns.clone();
+        let dut = PortDut::new(&host_ns);
+        let before: Vec<Value> = dut.ports.iter().map(|p| link_json(&host_ns, p)).collect();
+        // One tester machine with two ports, named twice: a port per host.
+        let host = |name: &str, port: &str, extra: &str| {
+            format!(
+                "[hosts.{name}]\nssh = \"root@{}\"\nlinerate = \"{}\"\nports = [\"{port}\"]\n{extra}",
+                lab.hosts[0].addr,
+                bin()
+            )
+        };
+        let plan = format!(
+            "name = \"ports\"\n{}{}[[test]]\nname = \"udp ports\"\nkind = \"udp\"\nfrom = \"gen\"\n\
+             to = \"sink\"\nrate = \"5kpps\"\nduration = 2\n",
+            host("gen", &dut.ports[0], ""),
+            host("sink", &dut.ports[1], "address = \"198.19.0.1\"\n"),
+        );
+        let plan = write_plan(&dir, "ports.toml", &plan);
+        let results = dir.join("results");
+        let mut v: Vec<String> = vec![
+            "run".into(),
+            plan.to_string_lossy().into(),
+            "--json".into(),
+            "--results-dir".into(),
+            results.to_string_lossy().into(),
+        ];
+        v.extend(ssh_flags(&lab.ssh_config));
+        let doc = Run::start(&args(&v)).wait(Duration::from_secs(120)).json();
+        assert_eq!(doc["status"], "complete", "{}", doc["error"]);
+        let t = test_named(&doc, "udp ports");
+        assert_eq!(t["status"], "ok", "{}", t["error"]);
+        let d = &t["directions"][0];
+        let rx = d["rx_packets"].as_u64().unwrap();
+        assert!(rx > 5_000, "{d}");
+        assert_eq!(d["lost"], 0, "{d}");
+        // Every packet crossed the DUT's sink-side port.
+        assert!(
+            dut.dut_tx_packets() >= rx,
+            "DUT forwarded {}",
+            dut.dut_tx_packets()
+        );
+        let links = doc["labs"][0]["links"].as_array().unwrap();
+        assert_eq!(doc["labs"][0]["dut_mode"], "external");
+        assert!(links.iter().all(|l| l["kind"] == "physical"), "{links:?}");
+        let recorded: Vec<&str> = links
+            .iter()
+            .flat_map(|l| l["ports"].as_array().unwrap())
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(recorded, [&dut.ports[0], &dut.ports[1]]);
+        assert_eq!(links[0]["ports"][0]["previous_mtu"], 1400);
+        // Given back on the remote host, as they were.
+        for (p, b) in dut.ports.iter().zip(&before) {
+            let now = link_json(&host_ns, p);
+            assert_eq!(now["mtu"], 1400, "{p}: {now}");
+            assert_eq!(now["mtu"], b["mtu"]);
+            let addrs = |v: &Value| -> Vec<String> {
+                v["addr_info"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|a| a["scope"] != "link")
+                    .map(|a| format!("{}/{}", a["local"], a["prefixlen"]))
+                    .collect()
+            };
+            assert_eq!(addrs(&now), addrs(b), "{p}");
+            assert!(now["flags"].to_string().contains("UP"), "{p}: {now}");
+        }
+        assert_hosts_idle(&lab);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(lab);
+    trace.assert_gone();
+}

@@ -213,6 +213,19 @@ impl PortsSpec {
     }
 }
 
+impl PortsSpec {
+    /// The sink port's own IPv4 and IPv6 addresses: where traffic goes.
+    pub fn sink_addresses(&self) -> (Ipv4Addr, Ipv6Addr) {
+        match &self.dut {
+            Some(d) => (port_v4(d.sink_v4), port_v6(d.sink_v6)),
+            None => (
+                Ipv4Addr::new(198, 18, 0, 2),
+                Ipv6Addr::from(u128::from(port_v6(GEN_SIDE.v6_net)) + 1),
+            ),
+        }
+    }
+}
+
 /// Checks both ports here (the namespace the local agents start in) before
 /// anything is started; the agents check again before they take them.
 pub fn preflight_ports(spec: &LabSpec, ports: &PortsSpec) -> Result<(PortState, PortState)> {
@@ -227,13 +240,62 @@ pub fn preflight_ports(spec: &LabSpec, ports: &PortsSpec) -> Result<(PortState, 
 /// Builds the lab around two physical ports. `spec` gives the MTU; its DUT
 /// mode is ignored (the DUT is external, or there is none).
 pub fn build(spec: &LabSpec, ports: &PortsSpec, log_dir: Option<&Path>) -> Result<Lab> {
-    let (gen_state, sink_state) = preflight_ports(spec, ports)?;
+    preflight_ports(spec, ports)?;
     let mut fleet = Fleet::new();
     let log = |role: &str| log_dir.map(|d| d.join(format!("{role}.log")));
     let gen = fleet.spawn_local("gen", &Netns::New, log("gen").as_deref())?;
     let sink = fleet.spawn_local("sink", &Netns::New, log("sink").as_deref())?;
+    let built = configure(&mut fleet, gen, sink, spec.mtu, ports)?;
+    Ok(Lab {
+        fleet,
+        gen,
+        sink,
+        dut: None,
+        gen_addr: built.gen_addr,
+        sink_addr: built.sink_addr,
+        topology: built.topology,
+    })
+}
+
+/// A port lab's addressing and record, its agents being the caller's.
+pub struct PortLab {
+    pub gen_addr: Addressing,
+    pub sink_addr: Addressing,
+    pub topology: LabTopology,
+}
+
+/// A port as its agent found it before taking it.
+struct Inspected {
+    record: crate::results::LabPort,
+    mac: Option<[u8; 6]>,
+}
+
+/// Asks agent `idx` (here or on another host) to describe and check `dev`
+/// in the namespace it started in.
+fn inspect(fleet: &mut Fleet, idx: usize, dev: &str, force: bool) -> Result<Inspected> {
+    let req = crate::proto::Request::InspectPort {
+        dev: dev.into(),
+        force,
+    };
+    match fleet.call(idx, &req, std::time::Duration::from_secs(15))? {
+        crate::proto::Response::PortState { port, mac } => Ok(Inspected { record: port, mac }),
+        other => bail!("inspecting port {dev}: unexpected answer {other:?}"),
+    }
+}
+
+/// Moves the ports into the namespaces of agents `gen` and `sink` (fresh
+/// namespaces, started with `--netns new`, here or on other hosts) and
+/// addresses them towards the external DUT, or towards each other.
+pub fn configure(
+    fleet: &mut Fleet,
+    gen: usize,
+    sink: usize,
+    mtu: u32,
+    ports: &PortsSpec,
+) -> Result<PortLab> {
+    let gen_state = inspect(fleet, gen, &ports.gen, ports.force)?;
+    let sink_state = inspect(fleet, sink, &ports.sink, ports.force)?;
     let (gp, sp) = (ports.gen.as_str(), ports.sink.as_str());
-    let mtu = spec.mtu;
     let mut g = Node::new();
     let mut s = Node::new();
     for (n, p) in [(&mut g, gp), (&mut s, sp)] {
@@ -242,7 +304,7 @@ pub fn build(spec: &LabSpec, ports: &PortsSpec, log_dir: Option<&Path>) -> Resul
             force: ports.force,
         });
     }
-    let mac_of = |st: &PortState| st.mac.unwrap_or_default();
+    let mac_of = |st: &Inspected| st.mac.unwrap_or_default();
     let (gen4, gen6, sink4, sink6);
     let links: Vec<LabLink>;
     match &ports.dut {
@@ -331,7 +393,7 @@ pub fn build(spec: &LabSpec, ports: &PortsSpec, log_dir: Option<&Path>) -> Resul
     }
     let mut nodes = Vec::new();
     for (idx, node, role) in [(gen, g, "gen"), (sink, s, "sink")] {
-        nodes.push(node.configure(&mut fleet, idx, role)?);
+        nodes.push(node.configure(fleet, idx, role)?);
     }
     let topology = LabTopology {
         kind: if ports.dut.is_some() {
@@ -350,11 +412,7 @@ pub fn build(spec: &LabSpec, ports: &PortsSpec, log_dir: Option<&Path>) -> Resul
                    as found. TCP: TSO/GRO as the NIC has them (bytes count)."
                 .into(),
     };
-    Ok(Lab {
-        fleet,
-        gen,
-        sink,
-        dut: None,
+    Ok(PortLab {
         gen_addr: Addressing {
             v4: Some(gen4.into()),
             v6: Some(gen6.into()),
@@ -371,10 +429,10 @@ pub fn build(spec: &LabSpec, ports: &PortsSpec, log_dir: Option<&Path>) -> Resul
     })
 }
 
-fn physical(a: &str, b: &str, ports: Vec<&PortState>) -> LabLink {
+fn physical(a: &str, b: &str, ports: Vec<&Inspected>) -> LabLink {
     LabLink {
         kind: "physical".into(),
-        ports: ports.into_iter().map(PortState::record).collect(),
+        ports: ports.into_iter().map(|p| p.record.clone()).collect(),
         ..link(a, b)
     }
 }

@@ -241,6 +241,17 @@ fn in_original<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static
     .map_err(|_| anyhow!("the thread working in the original namespace panicked"))?
 }
 
+/// Inspects and checks a port in the agent's original namespace.
+pub fn inspect_original(dev: &str, force: bool) -> Result<PortState> {
+    check_ifname(dev)?;
+    let name = dev.to_string();
+    in_original(move || {
+        let s = inspect(&name)?;
+        check(&s, force)?;
+        Ok(s)
+    })
+}
+
 /// Checks a port in the original namespace and moves it into this one.
 pub fn take(dev: &str, force: bool) -> Result<()> {
     check_ifname(dev)?;

@@ -527,6 +527,7 @@ fn is_direct_answer(m: &Response, start_of: Option<u32>) -> bool {
         Response::HelloAck { .. }
         | Response::Configured
         | Response::Snapshot { .. }
+        | Response::PortState { .. }
         | Response::Time { .. } => true,
         Response::Started { test, .. } => Some(*test) == start_of,
         Response::Error { test: None, .. } => true,
