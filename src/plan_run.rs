@@ -2,6 +2,8 @@
 //! use (ssh hosts over one ControlMaster each), records where they are and
 //! how their clocks stand, then runs every test through the one runner.
 //! A host lost mid-run ends the run partial; the other agents are stopped.
+//! Hosts that bring a physical port run their agent in a fresh namespace
+//! there, and the two ports become a lab around the external DUT.
 
 use crate::agent::Netns;
 use crate::config::{PlanConfig, RunOpts};
