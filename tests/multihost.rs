@@ -930,6 +930,25 @@ impl PortDut {
             ip(&["-n", host_ns, "addr", "add", &own, "dev", port]);
             ip(&["-n", host_ns, "link", "set", port, "up"]);
         }
+        // Flow prefixes behind each port, as the embedded lab's DUT routes them.
+        ip(&[
+            "-n",
+            &ns,
+            "route",
+            "add",
+            "198.18.1.0/24",
+            "via",
+            "198.18.0.1",
+        ]);
+        ip(&[
+            "-n",
+            &ns,
+            "route",
+            "add",
+            "198.19.1.0/24",
+            "via",
+            "198.19.0.1",
+        ]);
         let fwd = Command::new("ip")
             .args([
                 "netns",
@@ -1001,7 +1020,7 @@ fn plan_ports_on_an_ssh_host_through_an_external_dut() {
         };
         let plan = format!(
             "name = \"ports\"\n{}{}[[test]]\nname = \"udp ports\"\nkind = \"udp\"\nfrom = \"gen\"\n\
-             to = \"sink\"\nrate = \"5kpps\"\nduration = 2\n",
+             to = \"sink\"\nflow_mode = \"var2\"\nflows = 8\nrate = \"5kpps\"\nduration = 2\n",
             host("gen", &dut.ports[0], ""),
             host("sink", &dut.ports[1], "address = \"198.19.0.1\"\n"),
         );
