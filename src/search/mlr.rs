@@ -307,10 +307,12 @@ impl Search<'_> {
 /// not reached yet among all goals (ties: goal order), until every goal's
 /// final target is reached or a limit stops it.
 ///
-/// A tester-limited trial is not evidence about the DUT: it is recorded
-/// with `counted: false`, and the search never again asks for more than
-/// [`TESTER_BACKOFF`] below what the tester offered. A goal whose highest
-/// lower bound is that limit ends [`Irregular::TesterLimitIsLowerBound`].
+/// A tester-limited trial is a trial at the load the tester offered, not
+/// the one asked for: loss above a goal there makes the offered load an
+/// upper bound; no loss makes it a lower bound. The search never again asks
+/// for more than [`TESTER_BACKOFF`] below what the tester offered, and a goal
+/// whose highest lower bound is that ceiling, with no upper bound, ends
+/// [`Irregular::TesterLimitIsLowerBound`]: the tester stopped the search.
 pub fn mlr_search(
     runner: &mut dyn TrialRunner,
     config: &MlrConfig,
@@ -373,16 +375,20 @@ pub fn mlr_search(
             Some(goal.clone()),
         )?;
         let o = &t.outcome;
+        let trial = LoadTrial {
+            duration_s: c.duration_s,
+            loss_ratio: o.loss_ratio(),
+        };
         if o.tester_limited {
-            s.ceiling = s
-                .ceiling
-                .min(o.offered_pps.min(c.load) * (1.0 - TESTER_BACKOFF));
+            // The tester fell short: the trial measured the DUT at the load
+            // it offered, not the one asked (loss there makes it an upper
+            // bound, none a lower one). It counts at the new ceiling, just
+            // below that load, where later confirmations can be asked for.
+            let offered = o.offered_pps.min(c.load);
+            s.ceiling = s.ceiling.min(offered * (1.0 - TESTER_BACKOFF));
             s.tester_limit = Some(s.ceiling);
+            s.record(s.ceiling, trial);
         } else {
-            let trial = LoadTrial {
-                duration_s: c.duration_s,
-                loss_ratio: o.loss_ratio(),
-            };
             s.record(c.load, trial);
         }
     };

@@ -192,8 +192,9 @@ pub struct SearchTrial {
     /// The goal whose phase chose this trial (MLRsearch: every trial still
     /// informs every goal), if any.
     pub goal: Option<String>,
-    /// False when the trial was tester-limited and so not used as evidence
-    /// about the DUT.
+    /// Whether the trial was used as evidence about the DUT. Every trial is
+    /// now: a tester-limited one counts at the load the tester could offer
+    /// (kept for readers of older results, where such trials were dropped).
     pub counted: bool,
     /// Configured waits around this trial, seconds.
     pub wait_s: f64,
@@ -278,7 +279,8 @@ impl TrialLog {
         let wait_s = waits.per_trial_s();
         self.trial_time_s += duration_s;
         self.wait_time_s += wait_s;
-        let counted = !outcome.tester_limited;
+        // Every trial is evidence; a tester-limited one at the load offered.
+        let counted = true;
         let elapsed_s = self.time_spent_s();
         self.trials.push(SearchTrial {
             index,

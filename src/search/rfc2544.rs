@@ -156,10 +156,11 @@ pub struct Rfc2544Result {
 /// the highest passing and lowest failing rate is halved until it is within
 /// the resolution; the minimum is tried last if nothing passed on the way.
 ///
-/// A tester-limited trial is not the DUT's fault: it neither passes nor
-/// fails. It lowers the highest rate tried to [`TESTER_BACKOFF`] below what
-/// the tester managed, and if that rate passes, the result says the answer
-/// is the tester's limit ([`ThroughputEnd::TesterLimit`]).
+/// A tester-limited trial is a trial at the load the tester offered: it
+/// passes or fails there like any other. It also lowers the highest rate
+/// tried to [`TESTER_BACKOFF`] below what the tester managed; when a rate at
+/// that ceiling passes, the answer is the tester's limit
+/// ([`ThroughputEnd::TesterLimit`]), not the DUT's.
 pub fn rfc2544_throughput(
     runner: &mut dyn TrialRunner,
     config: &Rfc2544Config,
@@ -216,10 +217,17 @@ pub fn rfc2544_throughput(
             None,
         )?;
         let o = &t.outcome;
-        if o.tester_limited {
-            ceiling = ceiling.min(o.offered_pps.min(rate) * (1.0 - TESTER_BACKOFF));
+        // A tester that fell short ran the trial at the load it offered:
+        // that load passed or failed, and no more can be asked for.
+        let rate = if o.tester_limited {
+            let offered = o.offered_pps.min(rate);
+            ceiling = ceiling.min(offered * (1.0 - TESTER_BACKOFF));
             tester_limit = Some(ceiling);
-        } else if o.loss_ratio() <= config.acceptable_loss_ratio {
+            ceiling
+        } else {
+            rate
+        };
+        if o.loss_ratio() <= config.acceptable_loss_ratio {
             passed = Some(passed.map_or(rate, |p: f64| p.max(rate)));
         } else {
             failed = Some(failed.map_or(rate, |f: f64| f.min(rate)));
@@ -480,8 +488,9 @@ mod tests {
         assert_eq!(r.trials.last().unwrap().rate_pps, 1000.0);
     }
 
-    /// A tester-limited trial is not the DUT's loss: the search never counts
-    /// it, stays below what the tester could offer, and says so.
+    /// A tester-limited trial passes or fails at the load offered: a
+    /// loss-free one there marks the tester's ceiling, and the search says
+    /// the answer is the tester's limit.
     #[test]
     fn tester_limit_is_not_the_duts_loss() {
         let mut dut = SimDut::new(SimConfig {
@@ -493,10 +502,10 @@ mod tests {
         assert_eq!(r.end, ThroughputEnd::TesterLimit);
         let limit = 1_200_000.0 * (1.0 - TESTER_BACKOFF);
         assert_eq!(r.tester_limit_pps, Some(limit));
+        // Passed loss-free at what the tester offered (counted at its ceiling).
         assert_eq!(r.throughput_pps, Some(limit));
         assert_eq!(r.lowest_failed_pps, None);
-        assert!(!r.trials[0].counted && r.trials[0].outcome.tester_limited);
-        assert!(r.trials[1].counted);
+        assert!(r.trials[0].counted && r.trials[0].outcome.tester_limited);
         assert!(r.trials.iter().skip(1).all(|t| t.rate_pps <= limit));
 
         // A DUT slower than the tester: the tester limit caps the bracket

@@ -191,9 +191,9 @@ fn min_load_failing_is_an_irregular_upper_bound() {
     }
 }
 
-/// A tester-limited trial is not the DUT's loss: it is not counted, the
-/// search stays below what the tester offered, and says the answer is the
-/// tester's limit.
+/// A tester-limited trial is a trial at the load offered: with no loss it is
+/// a lower bound there, the search stays below what the tester offered, and
+/// says the answer is the tester's limit.
 #[test]
 fn tester_limit_caps_the_search_and_is_reported() {
     let mut d = SimDut::new(SimConfig {
@@ -204,13 +204,13 @@ fn tester_limit_caps_the_search_and_is_reported() {
     let r = mlr_search(&mut d, &MlrConfig::new(10_000.0, 2_000_000.0)).unwrap();
     let limit = 1_500_000.0 * (1.0 - TESTER_BACKOFF);
     assert_eq!(r.tester_limit_pps, Some(limit));
-    assert!(!r.trials[0].counted);
-    assert!(r.trials[1..]
-        .iter()
-        .all(|t| t.counted && t.rate_pps <= limit));
+    assert!(r.trials[0].counted && r.trials[0].outcome.tester_limited);
+    assert!(r.trials[1..].iter().all(|t| t.rate_pps <= limit));
     for g in &r.goals {
         assert_eq!(g.irregular, Some(Irregular::TesterLimitIsLowerBound));
+        // The ceiling the tester reached, measured loss-free.
         assert_eq!(g.relevant_lower_bound_pps, Some(limit));
+        assert_eq!(g.relevant_upper_bound_pps, None);
     }
 
     // A DUT slower than the tester still gets its own regular result.
@@ -229,7 +229,7 @@ fn tester_limit_caps_the_search_and_is_reported() {
     });
     let r = mlr_search(&mut d, &MlrConfig::new(10_000.0, 2_000_000.0)).unwrap();
     assert_eq!(r.end, MlrEnd::TesterBelowMinLoad);
-    assert!(r.trials.iter().all(|t| !t.counted));
+    assert!(r.trials.iter().all(|t| t.outcome.tester_limited));
 }
 
 #[test]
@@ -330,5 +330,32 @@ fn runner_failure_keeps_completed_trials() {
             assert!(message.contains("went away"));
         }
         e => panic!("{e}"),
+    }
+}
+
+/// Issue 9: a DUT policed to 120 kpps behind a tester that offers ~0.9 Mpps,
+/// searched from 14.88 Mpps: the first trials are tester-limited and lossy,
+/// which is the DUT's loss at the load offered, so the NDR is found, regular,
+/// within 2 %, and no "tester limit" is claimed.
+#[test]
+fn dut_limit_below_the_tester_ceiling_is_found_from_far_above() {
+    for (capacity, tester) in [(120_000.0, 900_000.0), (10_000.0, 850_000.0)] {
+        let mut d = SimDut::new(SimConfig {
+            capacity_pps: capacity,
+            tester_max_pps: Some(tester),
+            ..SimConfig::default()
+        });
+        let r = mlr_search(&mut d, &MlrConfig::new(1_000.0, 14_880_952.0)).unwrap();
+        assert!(r.trials[0].outcome.tester_limited);
+        for g in &r.goals {
+            assert!(g.regular, "{capacity}: {g:?}");
+            assert_eq!(g.irregular, None);
+            let v = g.conditional_throughput_pps.unwrap();
+            assert!(
+                (v - capacity).abs() <= 0.02 * capacity,
+                "{capacity}: {} found {v}",
+                g.goal.name
+            );
+        }
     }
 }
