@@ -2,7 +2,7 @@
 # linerate benchmark: linerate and its anchor tools (iperf3, trafgen) run side
 # by side in one lab built once by this script, interleaved round by round.
 #
-# Lab (same as /work/shared/bench/anchors.sh): two network namespaces joined by
+# Lab (same as ../shared/bench/anchors.sh): two network namespaces joined by
 # a veth pair, 198.18.0.1 -> 198.18.0.2; with --routed a Linux router namespace
 # sits between them (198.18.1.2 -> dut -> 198.19.1.2).
 #

@@ -445,7 +445,8 @@ pub struct SearchArgs {
     pub sizes: Vec<FrameSpec>,
     #[arg(long, value_enum, default_value = "mlr")]
     pub method: MethodArg,
-    /// Lowest rate to try: pps, L1 bit/s or % of the line rate (default 1 % of --max-rate).
+    /// Lowest rate to try: pps, L1 bit/s or % of the line rate (default 1 kpps, or half of
+    /// --max-rate if that is lower).
     #[arg(long, value_parser = parse_rate_arg)]
     pub min_rate: Option<Rate>,
     /// Highest rate to try: pps, L1 bit/s or % of the line rate.

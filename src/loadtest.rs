@@ -67,7 +67,26 @@ impl TrialRunner for UdpTrials<'_, '_> {
             // The tester's own drops (socket overruns) are not the DUT's loss.
             lost: sum(|d| d.dut_lost),
             tester_limited: r.directions.iter().any(|d| d.tester_limited),
+            dut_counted_lost: r.dut_counted_lost,
         };
+        if !progress.is_live() {
+            eprintln!(
+                "trial: {} asked {:.0} pps, offered {:.0}{}, DUT lost {}{}",
+                self.base.name,
+                rate_pps,
+                outcome.offered_pps,
+                if outcome.tester_limited {
+                    " (tester limit)"
+                } else {
+                    ""
+                },
+                outcome.lost,
+                outcome
+                    .dut_counted_lost
+                    .map(|n| format!(" (DUT counters: {n})"))
+                    .unwrap_or_default()
+            );
+        }
         self.log.push(r);
         Ok(outcome)
     }
@@ -96,6 +115,9 @@ pub fn exec_test(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> 
     }
     Ok(())
 }
+
+/// The lowest load a search tries unless told otherwise, pps.
+pub const DEFAULT_MIN_PPS: f64 = 1_000.0;
 
 /// The UDP test a ramp or search repeats, at the profile's frames and flows.
 pub fn base_test(p: &Profile, s: &Stream) -> Result<UdpTest> {
@@ -268,7 +290,8 @@ pub fn run_search(
     }
     let min = match &plan.min_rate {
         Some(m) => m.pps(frame, cfg.line_rate_bps),
-        None => max / 100.0,
+        // Low enough that a 10 kpps DUT is found from a 10G line rate.
+        None => DEFAULT_MIN_PPS.min(max / 2.0),
     };
     if min >= max {
         bail!("--min-rate ({min:.0} pps) must be below --max-rate ({max:.0} pps)");
@@ -301,14 +324,25 @@ pub fn run_search(
         let r = search::mlr_search(&mut trials, &cfg).map_err(|e| anyhow!("{e}"))?;
         for g in &r.goals {
             let v = g.conditional_throughput_pps.or(g.relevant_lower_bound_pps);
+            let answer = match (&g.irregular, v) {
+                (Some(search::mlr::Irregular::MinLoadIsUpperBound), _) => format!(
+                    "below {min:.0} pps (the lowest load tried lost more than {} %); pass a lower --min-rate",
+                    g.goal.loss_ratio * 100.0
+                ),
+                (Some(search::mlr::Irregular::TesterLimitIsLowerBound), Some(v)) => format!(
+                    ">= {v:.0} pps, {:.2} % of line rate: the tester's limit, not the DUT's (no loss up to what it could offer)",
+                    pct(v)
+                ),
+                (Some(search::mlr::Irregular::MaxLoadIsLowerBound), Some(v)) => format!(
+                    ">= {v:.0} pps, {:.2} % of line rate: no loss up to --max-rate",
+                    pct(v)
+                ),
+                (_, Some(v)) => format!("{v:.0} pps, {:.2} % of line rate", pct(v)),
+                (_, None) => "not found".into(),
+            };
             lines.push(format!(
-                "{} {}: {} ({} trials, {:.1} s)",
-                p.name,
-                g.goal.name,
-                v.map(|v| format!("{v:.0} pps, {:.2} % of line rate", pct(v)))
-                    .unwrap_or_else(|| "not found".into()),
-                g.trials_used,
-                g.time_spent_s
+                "{} {}: {answer} ({} trials, {:.1} s)",
+                p.name, g.goal.name, g.trials_used, g.time_spent_s
             ));
         }
         result.mlr = Some(r);
@@ -326,9 +360,17 @@ pub fn run_search(
         lines.push(format!(
             "{} RFC 2544 throughput: {}{} ({} trials, {:.1} s)",
             p.name,
-            r.throughput_pps
-                .map(|v| format!("{v:.0} pps, {:.2} % of line rate", pct(v)))
-                .unwrap_or_else(|| "none found".into()),
+            match (r.end, r.throughput_pps) {
+                (search::rfc2544::ThroughputEnd::MinRateFailed, _) => format!(
+                    "below {min:.0} pps (the lowest load tried lost frames); pass a lower --min-rate"
+                ),
+                (search::rfc2544::ThroughputEnd::TesterLimit, Some(v)) => format!(
+                    ">= {v:.0} pps, {:.2} % of line rate: the tester's limit, not the DUT's",
+                    pct(v)
+                ),
+                (_, Some(v)) => format!("{v:.0} pps, {:.2} % of line rate", pct(v)),
+                (_, None) => "none found".into(),
+            },
             if r.rfc2544_compliant {
                 ""
             } else {

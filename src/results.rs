@@ -273,6 +273,10 @@ pub struct TestResult {
     /// interval on the controller's timebase.
     #[serde(default)]
     pub aggregate: Option<Aggregate>,
+    /// In a lab with a DUT namespace: packets its interfaces received and
+    /// did not send on (its own counters), beside the sequence-number loss.
+    #[serde(default)]
+    pub dut_counted_lost: Option<u64>,
 }
 
 /// The sum of a test's directions (many generators, many instances).
@@ -332,6 +336,7 @@ impl TestResult {
             cross_checks: vec![],
             efficiency: None,
             aggregate: None,
+            dut_counted_lost: None,
         }
     }
 }

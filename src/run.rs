@@ -108,6 +108,7 @@ impl Run {
     pub fn add_test(&mut self, mut t: TestResult) {
         runner::apply_line_rate(&mut t, self.results.line_rate_bps);
         self.progress.clear();
+        self.progress.finished(&t);
         self.results.tests.push(t);
         self.save();
     }

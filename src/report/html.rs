@@ -149,15 +149,25 @@ fn cards(r: &RunResults) -> String {
         }
     }
     for x in r.searches.iter().take(2) {
-        if let Some((label, pps, _)) = ramps::search_results(x).into_iter().next() {
+        if let Some((label, pps, note)) = ramps::search_results(x).into_iter().next() {
             let ratio = if x.line_rate_pps > 0.0 {
                 pps / x.line_rate_pps
             } else {
                 0.0
             };
+            // A lower bound (the tester's limit, or no loss up to the
+            // highest rate tried) keeps its "≥" in the headline too.
+            let bound = ["lower bound", "tester limit", "max rate passed"]
+                .iter()
+                .any(|w| note.contains(w));
+            let value = if bound {
+                format!("≥ {}", fmt::pps(pps))
+            } else {
+                fmt::pps(pps)
+            };
             s.push_str(&card(
                 &label,
-                &fmt::pps(pps),
+                &value,
                 &format!("{} · {} of line", x.name, fmt::pct(ratio, 2)),
                 "",
             ));

@@ -76,6 +76,11 @@ pub fn table(r: &RunResults) -> String {
 
 /// One row per test and direction, in the seed write-ups' terms.
 pub fn table_styled(r: &RunResults, style: Style) -> String {
+    // A run of searches only (their trials are kept with the searches) has
+    // no test rows: print no empty table, its summary table follows.
+    if r.tests.is_empty() {
+        return String::new();
+    }
     let header = [
         "Test",
         "Dir",
@@ -115,8 +120,15 @@ pub fn table_styled(r: &RunResults, style: Style) -> String {
         for d in &t.directions {
             let tcp = t.params.protocol == Protocol::Tcp;
             let retr = d.retransmits.unwrap_or(0);
+            // A ramp's row averages a changing rate: say so, it is not a
+            // throughput (its saturation point is in the profile table).
+            let name = if t.params.rate_profile.is_some() {
+                format!("{} (mean over the ramp)", t.name)
+            } else {
+                t.name.clone()
+            };
             rows.push(vec![
-                plain(t.name.clone()),
+                plain(name),
                 plain(super::figures::dir_label(&d.direction)),
                 if tcp {
                     plain("-".into())
@@ -332,6 +344,19 @@ impl ProgressLine {
         let _ = e.flush();
     }
 
+    /// Whether the live line is drawn (stderr is a terminal, progress wanted).
+    pub fn is_live(&self) -> bool {
+        self.enabled
+    }
+
+    /// Without a live line (output not a terminal, or --no-progress), one
+    /// line per finished test, so a long run shows it is alive.
+    pub fn finished(&self, t: &crate::results::TestResult) {
+        if !self.enabled {
+            eprintln!("{}", finished_line(t));
+        }
+    }
+
     pub fn clear(&self) {
         if self.enabled {
             let mut e = std::io::stderr().lock();
@@ -339,6 +364,38 @@ impl ProgressLine {
             let _ = e.flush();
         }
     }
+}
+
+/// `done: NAME: DIR RATE, loss X %; …` for one finished test.
+pub fn finished_line(t: &crate::results::TestResult) -> String {
+    if t.status != TestStatus::Ok {
+        return format!(
+            "done: {}: {:?} ({})",
+            t.name,
+            t.status,
+            t.error.as_deref().unwrap_or("no detail")
+        )
+        .to_lowercase();
+    }
+    let dirs: Vec<String> = t
+        .directions
+        .iter()
+        .map(|d| match d.rx_l1_bps {
+            Some(_) => format!(
+                "{} {:.0} pps received, loss {:.3} %",
+                d.direction,
+                d.rx_pps,
+                d.loss_ratio * 100.0
+            ),
+            None => format!(
+                "{} {:.3} Gbit/s goodput, {} retransmits",
+                d.direction,
+                d.rx_l2_bps / 1e9,
+                d.retransmits.unwrap_or(0)
+            ),
+        })
+        .collect();
+    format!("done: {}: {}", t.name, dirs.join("; "))
 }
 
 #[cfg(test)]

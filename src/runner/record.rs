@@ -129,6 +129,38 @@ pub(super) fn udp_cross_checks(
     }
 }
 
+/// The DUT namespace's own view of its loss (received on its interfaces,
+/// not sent on; bridges repeat their ports and are skipped), checked
+/// against the DUT loss the sequence numbers found.
+pub(super) fn dut_loss(
+    ends: &Ends,
+    before: &HashMap<usize, Snapshot>,
+    after: &HashMap<usize, Snapshot>,
+    result: &mut TestResult,
+) {
+    let mut counted: Option<u64> = None;
+    for &agent in &ends.observers {
+        let d = delta_ns(before, after, agent);
+        let dropped = d.rx_packets.saturating_sub(d.tx_packets);
+        *counted.get_or_insert(0) += dropped;
+    }
+    let Some(counted) = counted else { return };
+    let by_sequence: u64 = result.directions.iter().map(|d| d.dut_lost).sum();
+    // Judged against the traffic, not the (often tiny) loss: a few control
+    // packets (ND, ARP) must not read as a disagreement.
+    let sent: u64 = result.directions.iter().map(|d| d.tx_packets).sum();
+    let diff = counted.abs_diff(by_sequence) as f64 / sent.max(1) as f64;
+    result.cross_checks.push(CrossCheck {
+        what: "dut: packets lost by sequence numbers vs the DUT's own counters (received − sent)"
+            .into(),
+        application: by_sequence,
+        kernel: counted,
+        difference_ratio: diff,
+        flagged: diff > 0.001,
+    });
+    result.dut_counted_lost = Some(counted);
+}
+
 pub(super) fn cpu(
     ends: &Ends,
     before: &HashMap<usize, Snapshot>,

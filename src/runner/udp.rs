@@ -185,6 +185,7 @@ fn udp_inner(
         let d = direction(ends, leg, &mut col, &before, &after, frame, start_ns);
         result.directions.push(d);
     }
+    record::dut_loss(ends, &before, &after, result);
     record::cpu(ends, &before, &after, &col, &legs, result);
     let received: u64 = result.directions.iter().map(|d| d.rx_packets).sum();
     let gen = ends.gens.first().map(|g| g.agent);

@@ -54,10 +54,16 @@ pub struct TrialOutcome {
     pub duration_s: f64,
     pub tx_packets: u64,
     pub rx_packets: u64,
-    /// Lost packets from sequence numbers (reordered and duplicates are not loss).
+    /// Lost packets from sequence numbers (reordered and duplicates are not
+    /// loss), less what the tester itself dropped: the DUT's loss.
     pub lost: u64,
-    /// The tester could not offer the rate: the trial says nothing about the DUT.
+    /// The tester could not offer the rate: the trial measured the DUT at
+    /// `offered_pps`, not at `rate_pps`.
     pub tester_limited: bool,
+    /// In a lab: packets the DUT namespace's own interface counters say it
+    /// received and did not forward, to set beside `lost`.
+    #[serde(default)]
+    pub dut_counted_lost: Option<u64>,
 }
 
 impl TrialOutcome {
@@ -337,6 +343,7 @@ mod tests {
             rx_packets: 990,
             lost: 10,
             tester_limited: false,
+            dut_counted_lost: None,
         };
         assert!((o.loss_ratio() - 0.01).abs() < 1e-12);
         let none_sent = TrialOutcome {

@@ -197,6 +197,7 @@ impl SimDut {
             rx_packets: tx - lost,
             lost,
             tester_limited,
+            dut_counted_lost: None,
         }
     }
 }
