@@ -14,6 +14,7 @@ mod multihost;
 mod ports;
 mod protocol;
 mod report;
+mod search_limits;
 mod signals;
 mod ssh;
 mod sshd;

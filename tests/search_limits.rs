@@ -1,0 +1,160 @@
+//! Searches that start far above the tester's ceiling (issue 9): a DUT
+//! slower than the tester is found from the line rate with default flags,
+//! and a DUT that loses nothing gives "tester limit" with the ceiling.
+
+use crate::util::*;
+use serde_json::Value;
+
+fn search(extra: &[&str], name: &str) -> Value {
+    let base = tempdir(name);
+    let mut all: Vec<&str> = vec![
+        "search",
+        "--lab",
+        "--final-trial",
+        "1",
+        "--duration-sum",
+        "2",
+        "--no-progress",
+        "--json",
+        "--results-dir",
+    ];
+    all.push(base.to_str().unwrap());
+    all.extend(extra);
+    let doc = run_json(&all);
+    assert_nothing_left(&lab_pids(&doc));
+    let _ = std::fs::remove_dir_all(&base);
+    doc
+}
+
+fn goal<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["searches"][0]["mlr"]["goals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["goal"]["name"] == name)
+        .unwrap_or_else(|| panic!("no goal {name}"))
+}
+
+/// The default --max-rate is the 10G line rate (14.88 Mpps at 64 B), far
+/// above what a veth tester offers: the first trials are tester-limited and
+/// lossy, which is the DUT's loss at the load offered, so the NDR is the
+/// policer's, regular, not a "tester limit".
+fn policed(rate: f64, flag: &str, name: &str) {
+    let doc = search(
+        &[
+            "--profile",
+            "bench-var2-64b",
+            "--dut-police",
+            flag,
+            "--width",
+            "1",
+        ],
+        name,
+    );
+    let mlr = &doc["searches"][0]["mlr"];
+    let trials = mlr["trials"].as_array().unwrap();
+    assert!(
+        trials[0]["outcome"]["tester_limited"] == true,
+        "the first trial asked for the line rate: {}",
+        trials[0]
+    );
+    let ndr = goal(&doc, "ndr");
+    assert_eq!(ndr["regular"], true, "{ndr}");
+    assert!(ndr["irregular"].is_null(), "{ndr}");
+    let v = ndr["conditional_throughput_pps"].as_f64().unwrap();
+    // The policer's bucket lets ~1 % through above its rate; the search's
+    // width is 1 %.
+    assert!(
+        (rate * 0.97..=rate * 1.03).contains(&v),
+        "NDR {v} pps for a DUT policed to {rate}"
+    );
+    // DUT loss from sequence numbers agrees with the DUT's own counters.
+    for t in trials {
+        let o = &t["outcome"];
+        let (seq, own) = (o["lost"].as_u64().unwrap(), o["dut_counted_lost"].as_u64());
+        let own = own.expect("lab trials carry the DUT's own count");
+        let sent = o["tx_packets"].as_u64().unwrap().max(1);
+        assert!(
+            (seq.abs_diff(own) as f64) / (sent as f64) < 0.001,
+            "sequence loss {seq} vs DUT counters {own} of {sent}"
+        );
+    }
+}
+
+#[test]
+fn policed_120kpps_dut_is_found_from_the_line_rate() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    policed(120_000.0, "120kpps", "lim120");
+}
+
+#[test]
+fn policed_40kpps_dut_is_found_from_the_line_rate() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    policed(40_000.0, "40kpps", "lim40");
+}
+
+/// Back to back there is no DUT to lose anything: the answer is the
+/// tester's ceiling, said to be one.
+#[test]
+fn a_dut_that_loses_nothing_gives_the_tester_limit() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let doc = search(
+        &["--back-to-back", "--profile", "bench", "--width", "5"],
+        "limb2b",
+    );
+    let mlr = &doc["searches"][0]["mlr"];
+    let limit = mlr["tester_limit_pps"].as_f64().expect("a tester limit");
+    for g in mlr["goals"].as_array().unwrap() {
+        assert_eq!(g["irregular"], "tester_limit_is_lower_bound", "{g}");
+        let lo = g["relevant_lower_bound_pps"].as_f64().unwrap();
+        assert!(lo >= limit * 0.999, "{lo} vs ceiling {limit}");
+        assert!(g["relevant_upper_bound_pps"].is_null(), "{g}");
+    }
+}
+
+/// Even the lowest load loses: say so, with what to do.
+#[test]
+fn a_dut_below_the_min_rate_is_reported_with_the_fix() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let base = tempdir("limmin");
+    let out = run(&[
+        "search",
+        "--lab",
+        "--profile",
+        "bench",
+        "--dut-police",
+        "2kpps",
+        "--min-rate",
+        "10kpps",
+        "--max-rate",
+        "40kpps",
+        "--final-trial",
+        "1",
+        "--duration-sum",
+        "1",
+        "--no-progress",
+        "--results-dir",
+        base.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        err.contains("ndr: below 10000 pps") && err.contains("pass a lower --min-rate"),
+        "{err}"
+    );
+    // No empty per-test table: a search-only run prints its profile table.
+    assert!(!stdout.contains("Test  Dir"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&base);
+}
