@@ -17,3 +17,4 @@ mod report;
 mod signals;
 mod ssh;
 mod sshd;
+mod txengine;
