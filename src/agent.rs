@@ -437,7 +437,8 @@ fn start(
                 allow,
                 tx_engine,
             };
-            spawn(ctx.clone(), Box::new(move |c| engine::tx::send(c, spec)));
+            let sender = engine::tx::open(spec)?;
+            spawn(ctx.clone(), Box::new(move |c| sender.run(c)));
             Ok(None)
         }
     }

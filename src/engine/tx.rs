@@ -35,7 +35,7 @@ pub struct Msg {
 }
 
 /// Puts batches of datagrams on the wire.
-pub trait Transmit {
+pub trait Transmit: Send {
     /// Flows per send group (one socket each); no group is empty.
     fn groups(&self) -> Vec<Vec<usize>>;
     /// Sends `msgs`, all of group `group`; returns how many the kernel took
@@ -45,8 +45,19 @@ pub trait Transmit {
     fn name(&self) -> &'static str;
 }
 
-/// Sends until the duration ends or the controller stops the job.
-pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, String> {
+/// A sending job with its engine open, ready to run on its own thread.
+pub struct Sender {
+    spec: SendSpec,
+    sizes: Vec<u32>,
+    batch: usize,
+    tx: Box<dyn Transmit>,
+    note: Option<String>,
+}
+
+/// Validates a sending job and opens its engine: done before the agreed start
+/// instant, so route and neighbour look-ups do not delay the first packet and
+/// a refusal reaches the controller at once.
+pub fn open(spec: SendSpec) -> Result<Sender, String> {
     if spec.flows.is_empty() {
         return Err("a UDP send job needs at least one flow".into());
     }
@@ -60,7 +71,7 @@ pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, String> {
     check_frames(spec.frame, ipv6)?;
     let batch = spec.batch.clamp(1, 1024);
     let sizes = frame_sequence(spec.frame);
-    let (mut tx, note): (Box<dyn Transmit>, Option<String>) = match spec.tx_engine {
+    let (tx, note): (Box<dyn Transmit>, Option<String>) = match spec.tx_engine {
         TxEngine::Socket => (Box::new(udp::SocketTx::open(&spec, ipv6, batch)?), None),
         TxEngine::Packet => (
             Box::new(
@@ -80,12 +91,30 @@ pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, String> {
             ),
         },
     };
-    sys::pin_thread(&spec.cpus)
-        .map_err(|e| format!("pinning the sender to CPUs {:?}: {e}", spec.cpus))?;
-    let mut summary = run(ctx, &spec, &sizes, batch, tx.as_mut())?;
-    summary.tx_engine = tx.name().into();
-    summary.tx_engine_note = note;
-    Ok(summary)
+    Ok(Sender {
+        spec,
+        sizes,
+        batch,
+        tx,
+        note,
+    })
+}
+
+impl Sender {
+    /// Sends until the duration ends or the controller stops the job.
+    pub fn run(mut self, ctx: &JobCtx) -> Result<EndpointSummary, String> {
+        sys::pin_thread(&self.spec.cpus)
+            .map_err(|e| format!("pinning the sender to CPUs {:?}: {e}", self.spec.cpus))?;
+        let mut summary = run(ctx, &self.spec, &self.sizes, self.batch, self.tx.as_mut())?;
+        summary.tx_engine = self.tx.name().into();
+        summary.tx_engine_note = self.note;
+        Ok(summary)
+    }
+}
+
+/// Opens and runs a sending job in one go (tests, tools).
+pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, String> {
+    open(spec)?.run(ctx)
 }
 
 /// The pacing loop: what the profile has made due, in batches, through `tx`.
