@@ -15,7 +15,9 @@
 #   tcp 1 stream    linerate tcp -P 1        vs  iperf3 -P 1         (goodput)
 #   tcp 4 streams   linerate tcp -P 4        vs  iperf3 -P 4         (goodput)
 #   udp 64 B        linerate udp 64 B frames vs  trafgen --cpus 1    (sink veth rx_packets/s)
-#                                            vs  iperf3 -u -b 0 -l 18 (packets received/s)
+#                   (--tx-engine socket)     vs  iperf3 -u -b 0 -l 18 (packets received/s)
+#   udp 64 B packet linerate udp 64 B frames vs  trafgen --cpus 1
+#                   (--tx-engine packet: AF_PACKET, qdisc bypass)
 #   agent peak RSS  the largest max_rss_bytes of any linerate agent in any run
 #
 # This is a benchmark, not a test: it exits 0 whatever the figures are; it
@@ -31,7 +33,7 @@ while [ $# -gt 0 ]; do
     --routed) routed=1 ;;
     --seconds) secs=${2:?--seconds needs a value}; shift ;;
     --rounds) rounds=${2:?--rounds needs a value}; shift ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -47,7 +49,7 @@ need() {
   echo "installing $2 ..." >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
 }
-need iperf3 iperf3; need trafgen netsniff-ng; need python3 python3
+need iperf3 iperf3; need trafgen netsniff-ng; need python3 python3; need ping iputils-ping
 
 if [ ! -x "$repo/target/release/linerate" ]; then
   echo "building linerate (cargo build --release) ..." >&2
@@ -163,8 +165,10 @@ if key.startswith("tcp"):
     shown = f"{v/1e9:9.2f} Gbit/s"
 else:
     v = d["rx_pps"] or 0.0
+    eng = (d.get("sender_summary") or {}).get("tx_engine") or "?"
+    note = (d.get("sender_summary") or {}).get("tx_engine_note")
     extra = (f"tx {d['tx_pps']/1e3:.1f} kpps, loss {100*(d['loss_ratio'] or 0):.2f} %, "
-             f"tester drops {d.get('tester_drops')}")
+             f"tester drops {d.get('tester_drops')}, engine {eng}" + (f" [{note}]" if note else ""))
     shown = f"{v/1e3:9.1f} kpps rx"
 print(f"  {'linerate ' + key:<28} {shown}  ({extra}; cpu {cpu}; peak rss {rss/2**20:.1f} MiB)")
 with open(raw, "a") as f:
@@ -244,11 +248,13 @@ for round in $(seq 1 "$rounds"); do
   if [ $((round % 2)) = 1 ]; then
     run_linerate tcp1 tcp -P 1; run_iperf3_tcp 1
     run_linerate tcp4 tcp -P 4; run_iperf3_tcp 4
-    run_linerate udp64 udp --frame-size 64; run_trafgen; run_iperf3_udp
+    run_linerate udp64 udp --frame-size 64 --tx-engine socket; run_trafgen
+    run_linerate udp64pkt udp --frame-size 64 --tx-engine packet; run_iperf3_udp
   else
     run_iperf3_tcp 1; run_linerate tcp1 tcp -P 1
     run_iperf3_tcp 4; run_linerate tcp4 tcp -P 4
-    run_iperf3_udp; run_trafgen; run_linerate udp64 udp --frame-size 64
+    run_iperf3_udp; run_linerate udp64pkt udp --frame-size 64 --tx-engine packet
+    run_trafgen; run_linerate udp64 udp --frame-size 64 --tx-engine socket
   fi
   echo
 done
@@ -277,10 +283,14 @@ for key, label, anchor, fmt, tgt in [
     ("tcp4", "tcp 4 streams", "iperf3", gbit, 1.0),
     ("udp64", "udp 64B rx pps", "trafgen", pps, 1.0),
     ("udp64", "udp 64B rx pps", "iperf3", pps, 1.5),
+    ("udp64pkt", "udp 64B rx pps, packet engine", "trafgen", pps, 1.0),
 ]:
-    a, b = med(key, "linerate"), med(key, anchor)
+    # The packet engine is compared with the same trafgen runs as the socket engine.
+    a, b = med(key, "linerate"), med("udp64" if key == "udp64pkt" else key, anchor)
     ratio = a / b if a is not None and b else None
     name = {"trafgen": "trafgen (1 core)"}.get(anchor, "iperf3 -u -l 18" if key == "udp64" else anchor)
+    if key == "udp64":
+        label += ", socket engine"
     met = None if ratio is None else ratio >= tgt
     rows.append((label, fmt(a), name, fmt(b), "n/a" if ratio is None else f"{ratio:.2f}", f">= {tgt:.1f}",
                  met, f"ratio {'n/a' if ratio is None else f'{ratio:.2f}'} vs >= {tgt:.1f}"))

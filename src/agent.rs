@@ -409,6 +409,7 @@ fn start(
             batch,
             cpus,
             allow,
+            tx_engine,
             ..
         } => {
             let d = capped(duration_ms, limits)?;
@@ -426,7 +427,7 @@ fn start(
                 engine::check_destination(f.dst.ip(), &allow)?;
             }
             udp::check_frames(frame, flows.first().is_some_and(|f| f.dst.is_ipv6()))?;
-            let spec = udp::SendSpec {
+            let spec = engine::tx::SendSpec {
                 flows,
                 frame,
                 rate,
@@ -434,8 +435,10 @@ fn start(
                 batch: usize::from(batch),
                 cpus,
                 allow,
+                tx_engine,
             };
-            spawn(ctx.clone(), Box::new(move |c| udp::send(c, spec)));
+            let sender = engine::tx::open(spec)?;
+            spawn(ctx.clone(), Box::new(move |c| sender.run(c)));
             Ok(None)
         }
     }

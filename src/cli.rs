@@ -10,7 +10,7 @@ use crate::config::{
 };
 use crate::engine::{check_destination, udp};
 use crate::lab::{DutMode, LabSpec};
-use crate::proto::{Cidr, Direction, FrameSpec};
+use crate::proto::{Cidr, Direction, FrameSpec, TxEngine};
 use crate::results::FlowMode;
 use crate::runner::{TcpTest, UdpTest};
 use crate::search;
@@ -153,6 +153,10 @@ pub struct LabArgs {
     /// e.g. --only "udp 64B" --only "tcp 1".
     #[arg(long, value_name = "TEXT")]
     pub only: Vec<String>,
+    /// How the UDP tests' senders put datagrams on the wire: packet (AF_PACKET frames,
+    /// qdisc bypass), socket (UDP sockets) or auto (packet where it can run, else socket).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub tx_engine: TxEngineArg,
     /// Physical port for the generator: moved into the gen namespace for the run and given
     /// back in its old state after. The DUT is then the external box the ports are cabled to
     /// (so --dut and its impairments do not apply).
@@ -309,8 +313,30 @@ pub struct UdpArgs {
     /// Datagrams per sendmmsg call.
     #[arg(long, default_value_t = 64)]
     pub batch: u16,
+    /// How UDP senders put datagrams on the wire: packet (frames built by linerate on an
+    /// AF_PACKET socket bypassing the qdisc; root, Ethernet next hop), socket (UDP sockets),
+    /// or auto (packet where it can run, else socket, with the reason in the results).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub tx_engine: TxEngineArg,
     #[command(flatten)]
     pub common: Common,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxEngineArg {
+    Auto,
+    Socket,
+    Packet,
+}
+
+impl From<TxEngineArg> for TxEngine {
+    fn from(e: TxEngineArg) -> Self {
+        match e {
+            TxEngineArg::Auto => TxEngine::Auto,
+            TxEngineArg::Socket => TxEngine::Socket,
+            TxEngineArg::Packet => TxEngine::Packet,
+        }
+    }
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -389,6 +415,11 @@ pub struct ProfileArgs {
     /// Send both directions at once (loss and results per direction).
     #[arg(long)]
     pub bidir: bool,
+    /// How UDP senders put datagrams on the wire: packet (frames built by linerate on an
+    /// AF_PACKET socket bypassing the qdisc; root, Ethernet next hop), socket (UDP sockets),
+    /// or auto (packet where it can run, else socket, with the reason in the results).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub tx_engine: TxEngineArg,
 }
 
 /// Flags of `linerate ramp`.
@@ -626,6 +657,7 @@ fn lab_config(a: &LabArgs) -> Result<Cmd> {
         ipv6: a.ipv6,
         direction: a.direction.into(),
         only: a.only.iter().map(|o| o.to_lowercase()).collect(),
+        tx_engine: a.tx_engine.into(),
     };
     Ok(Cmd::Lab(cfg, a.common.run_opts(true)?))
 }
@@ -709,6 +741,7 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
         batch: a.batch.clamp(1, 1024),
         cpus: a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
         allow: a.common.allow_target.clone(),
+        tx_engine: a.tx_engine.into(),
     };
     Ok((pair, TestSpec::Udp(t)))
 }
@@ -795,6 +828,7 @@ impl ProfileArgs {
             ipv6: false,
             cpus: common.cpus.clone().map(|c| c.0).unwrap_or_default(),
             allow: common.allow_target.clone(),
+            tx_engine: self.tx_engine.into(),
         }
     }
 }

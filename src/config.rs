@@ -4,7 +4,7 @@
 //! the CLI sees a flag.
 
 use crate::lab::LabSpec;
-use crate::proto::{Cidr, Direction, FrameSpec};
+use crate::proto::{Cidr, Direction, FrameSpec, TxEngine};
 use crate::results::FlowMode;
 use crate::runner::{TcpTest, UdpTest};
 use crate::search;
@@ -113,6 +113,7 @@ pub struct Stream {
     pub ipv6: bool,
     pub cpus: Vec<usize>,
     pub allow: Vec<Cidr>,
+    pub tx_engine: TxEngine,
 }
 
 #[derive(Debug, Clone)]
@@ -181,6 +182,8 @@ pub struct LabConfig {
     pub direction: Direction,
     /// Run only tests whose names contain one of these (lower case).
     pub only: Vec<String>,
+    /// How the UDP tests' senders put datagrams on the wire.
+    pub tx_engine: TxEngine,
 }
 
 /// One kind of test with its settings, as ad-hoc commands and plans give it.

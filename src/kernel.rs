@@ -64,6 +64,7 @@ pub fn parse_snmp_udp(text: &str) -> UdpCounters {
             "OutDatagrams" => c.out_datagrams = v,
             "RcvbufErrors" => c.rcvbuf_errors = v,
             "SndbufErrors" => c.sndbuf_errors = v,
+            "InCsumErrors" => c.in_csum_errors = v,
             _ => {}
         }
     }

@@ -139,6 +139,7 @@ pub fn base_test(p: &Profile, s: &Stream) -> Result<UdpTest> {
         batch: 32,
         cpus: s.cpus.clone(),
         allow: s.allow.clone(),
+        tx_engine: s.tx_engine,
     })
 }
 

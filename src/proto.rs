@@ -245,7 +245,35 @@ pub enum Job {
         cpus: Vec<usize>,
         /// Destinations beyond the benchmarking ranges the user allowed.
         allow: Vec<Cidr>,
+        /// How datagrams leave the agent; older controllers send none (auto).
+        #[serde(default)]
+        tx_engine: TxEngine,
     },
+}
+
+/// How a UDP sender puts datagrams on the wire.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TxEngine {
+    /// The packet engine where it can run, else the socket engine (the
+    /// reason is kept in the sender's summary).
+    #[default]
+    Auto,
+    /// UDP sockets: the kernel's UDP/IP send path and the qdisc.
+    Socket,
+    /// Whole Ethernet frames built by linerate on an AF_PACKET socket that
+    /// bypasses the qdisc (root, an Ethernet next hop with a known neighbour).
+    Packet,
+}
+
+impl TxEngine {
+    pub fn name(self) -> &'static str {
+        match self {
+            TxEngine::Auto => "auto",
+            TxEngine::Socket => "socket",
+            TxEngine::Packet => "packet",
+        }
+    }
 }
 
 /// A target packet rate over time: piecewise linear between points, the
@@ -470,6 +498,12 @@ pub struct EndpointSummary {
     pub flows: Vec<FlowCounters>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub streams: Vec<StreamSample>,
+    /// The UDP send engine that ran: "socket" or "packet" (senders only).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tx_engine: String,
+    /// Why auto did not run the packet engine, when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_engine_note: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
@@ -515,6 +549,9 @@ pub struct UdpCounters {
     pub out_datagrams: u64,
     pub rcvbuf_errors: u64,
     pub sndbuf_errors: u64,
+    /// Datagrams whose UDP checksum the kernel found wrong.
+    #[serde(default)]
+    pub in_csum_errors: u64,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
@@ -690,6 +727,7 @@ mod tests {
                 interval_ms: 1000,
                 cpus: vec![0],
                 allow: vec!["192.0.2.0/24".parse().unwrap()],
+                tx_engine: TxEngine::Packet,
             },
             start_at_unix_ns: Some(1_700_000_000_000_000_000),
         });

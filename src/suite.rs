@@ -64,6 +64,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         batch: 64,
         cpus: cpus.clone(),
         allow: allow.clone(),
+        tx_engine: args.tx_engine,
     };
     let tcp = |name: &str, streams: u16, ipv6: bool| TcpTest {
         name: name.into(),
@@ -220,6 +221,7 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
         ipv6: false,
         cpus: opts.cpus.clone(),
         allow: opts.allow_target.clone(),
+        tx_engine: args.tx_engine,
     };
     let secs = args.duration_s.unwrap_or(8.0).clamp(2.0, 600.0);
     let mut lines = Vec::new();

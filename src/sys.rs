@@ -329,6 +329,42 @@ fn as_bytes<T>(v: &T) -> Vec<u8> {
     unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
 }
 
+/// An AF_PACKET SOCK_RAW socket for sending whole Ethernet frames. Protocol 0
+/// registers no receive hook, so the socket never gets a copy of incoming
+/// traffic. Needs CAP_NET_RAW.
+pub fn packet_socket() -> io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: socket takes plain integers and touches no memory of ours.
+    let fd = cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: socket returned a new fd that nothing else owns.
+    Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
+/// PACKET_QDISC_BYPASS: frames go straight to the driver's transmit
+/// function, skipping the qdisc (and its drops: a full device says ENOBUFS).
+pub fn set_qdisc_bypass(fd: RawFd) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    setsockopt(fd, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &one)
+}
+
+/// Binds a packet socket to one interface, so sendmmsg needs no address.
+/// Protocol 0 keeps the socket send-only.
+pub fn bind_packet(fd: RawFd, ifindex: u32) -> io::Result<()> {
+    // SAFETY: sockaddr_ll is plain data; zero is a valid start.
+    let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
+    sll.sll_family = libc::AF_PACKET as libc::c_ushort;
+    sll.sll_protocol = 0;
+    sll.sll_ifindex = ifindex as libc::c_int;
+    // SAFETY: pointer and length describe `sll`, alive for the call.
+    cvt(unsafe {
+        libc::bind(
+            fd,
+            (&sll as *const libc::sockaddr_ll).cast(),
+            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
 /// Reusable header arrays for sendmmsg; pointers are filled in per call.
 pub struct Sendmmsg {
     hdrs: Vec<libc::mmsghdr>,

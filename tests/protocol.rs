@@ -172,6 +172,7 @@ fn agent_refuses_unsafe_destinations_and_over_cap_durations() {
             interval_ms: 1000,
             cpus: vec![],
             allow: vec![],
+            tx_engine: Default::default(),
         },
         start_at_unix_ns: None,
     };

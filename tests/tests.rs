@@ -18,3 +18,4 @@ mod search_limits;
 mod signals;
 mod ssh;
 mod sshd;
+mod txengine;

@@ -3,7 +3,9 @@
 //! Data-plane errors are counted, not propagated per packet; only set-up
 //! failures end a job with an error.
 
+pub mod packet;
 pub mod tcp;
+pub mod tx;
 pub mod udp;
 
 use crate::proto::{Cidr, FlowTotal, IntervalSample, Response};

@@ -10,10 +10,9 @@
 //! | 'LR' | flow id | sequence (u48) | send time (ns)  |
 //! ```
 
-use super::{check_destination, IntervalClock, JobCtx};
-use crate::proto::{
-    Cidr, EndpointSummary, FlowCounters, FlowSpec, FrameSpec, IntervalSample, RateProfile,
-};
+use super::tx::{Msg, SendSpec, Transmit};
+use super::{IntervalClock, JobCtx};
+use crate::proto::{EndpointSummary, FlowCounters, FrameSpec, IntervalSample};
 use crate::sys::{self, Cmsg, Recvmmsg, Sendmmsg, SockAddr};
 use crate::units;
 use std::collections::BTreeMap;
@@ -116,17 +115,6 @@ fn frame_of_payload(payload: usize, ipv6: bool) -> u64 {
     payload as u64 + u64::from(units::UDP_HEADER + ip + units::ETH_HEADER + units::FCS)
 }
 
-/// Parameters of a sending job (from `Job::UdpSend`).
-pub struct SendSpec {
-    pub flows: Vec<FlowSpec>,
-    pub frame: FrameSpec,
-    pub rate: Option<RateProfile>,
-    pub duration: Duration,
-    pub batch: usize,
-    pub cpus: Vec<usize>,
-    pub allow: Vec<Cidr>,
-}
-
 struct TxSocket {
     sock: UdpSocket,
     connected: bool,
@@ -170,188 +158,84 @@ fn open_tx_sockets(spec: &SendSpec, ipv6: bool) -> io::Result<Vec<TxSocket>> {
     Ok(out)
 }
 
-/// Sends until the duration ends or the controller stops the job.
-pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, String> {
-    if spec.flows.is_empty() {
-        return Err("a UDP send job needs at least one flow".into());
-    }
-    let ipv6 = spec.flows[0].dst.is_ipv6();
-    if spec.flows.iter().any(|f| f.dst.is_ipv6() != ipv6) {
-        return Err("all flows of one job must use the same IP version".into());
-    }
-    for f in &spec.flows {
-        check_destination(f.dst.ip(), &spec.allow)?;
-    }
-    check_frames(spec.frame, ipv6)?;
-    sys::pin_thread(&spec.cpus)
-        .map_err(|e| format!("pinning the sender to CPUs {:?}: {e}", spec.cpus))?;
-    let sockets = open_tx_sockets(&spec, ipv6).map_err(|e| {
-        format!("opening UDP sender sockets: {e} (varying source addresses needs root for IP_TRANSPARENT)")
-    })?;
-    let dsts: Vec<SockAddr> = spec.flows.iter().map(|f| SockAddr::new(f.dst)).collect();
-    let cmsgs: Vec<Option<Cmsg>> = spec
-        .flows
-        .iter()
-        .map(|f| f.src.map(Cmsg::source_address))
-        .collect();
-    let sizes = frame_sequence(spec.frame);
-    let payloads: Vec<usize> = sizes
-        .iter()
-        .map(|&s| units::udp_payload_for_frame(s, ipv6).unwrap_or(HEADER_LEN as u32) as usize)
-        .collect();
-    let max_payload = payloads.iter().copied().max().unwrap_or(HEADER_LEN);
-    let batch = spec.batch.clamp(1, 1024);
-    // Preallocated payloads; only the header is rewritten per datagram.
-    let mut bufs = vec![0x78u8; batch * max_payload];
-    let mut mm = Sendmmsg::new(batch);
-    let mut seq = vec![0u64; spec.flows.len()];
-    let mut msg_flow = vec![0usize; batch];
-    let mut msg_size = vec![0usize; batch];
-    let mut rr = vec![0usize; sockets.len()];
-    let mut size_idx = 0usize;
-    let mut group = 0usize;
+/// The socket engine: datagrams through UDP sockets, the kernel's UDP/IP
+/// send path and the qdisc.
+pub struct SocketTx {
+    sockets: Vec<TxSocket>,
+    dsts: Vec<SockAddr>,
+    cmsgs: Vec<Option<Cmsg>>,
+    /// UDP payload bytes per entry of the frame sequence.
+    payloads: Vec<usize>,
+    max_payload: usize,
+    /// Preallocated payloads; only the header is rewritten per datagram.
+    bufs: Vec<u8>,
+    mm: Sendmmsg,
+}
 
-    let cpu0 = sys::process_cpu_seconds();
-    let start = Instant::now();
-    let deadline = start + spec.duration;
-    let mut clock = IntervalClock::new(start, ctx.interval);
-    let mut total = IntervalSample::default();
-    let mut cur = IntervalSample::default();
-    let mut hard_errors = 0u32;
-    let mut missed = 0u64;
-
-    loop {
-        let now = Instant::now();
-        if now >= deadline || ctx.stopped() {
-            break;
-        }
-        if let Some((a, b)) = clock.due(now) {
-            cur.tx_target = target_between(spec.rate.as_ref(), a, b);
-            emit(ctx, &mut cur, &mut total, a, b);
-        }
-        let mut n = batch;
-        if let Some(profile) = &spec.rate {
-            // Send what the profile has made due by now, in bursts of at most
-            // one batch; sleep while nothing is due.
-            let t = clock.elapsed(now);
-            let due = profile.due(t) as u64;
-            // `missed` counts packets the sender fell behind by and gave up
-            // on: a tester that stalls must not catch up later with a burst
-            // above the asked rate (it shows as offered < target instead).
-            let sent = total.tx_packets + cur.tx_packets + missed;
-            let rate = profile.rate_at(t);
-            let slack = (batch as f64).max(rate * 0.002) as u64;
-            if due > sent + slack {
-                missed += due - sent - slack;
-                continue;
-            }
-            if due <= sent {
-                let wait = if rate > 0.0 {
-                    Duration::from_secs_f64(((sent + 1) as f64 - profile.due(t)).max(0.0) / rate)
-                } else {
-                    Duration::from_millis(1)
-                };
-                if wait > Duration::from_micros(100) {
-                    std::thread::sleep(wait.min(Duration::from_millis(2)));
-                } else {
-                    std::hint::spin_loop();
-                }
-                continue;
-            }
-            n = n.min((due - sent) as usize);
-        }
-        let g = group % sockets.len();
-        group = group.wrapping_add(1);
-        let s = &sockets[g];
-        let now_ns = sys::monotonic_ns();
-        for j in 0..n {
-            let fi = s.flows[rr[g] % s.flows.len()];
-            rr[g] = rr[g].wrapping_add(1);
-            let sz = size_idx % sizes.len();
-            size_idx = size_idx.wrapping_add(1);
-            msg_flow[j] = fi;
-            msg_size[j] = sz;
-            let buf = &mut bufs[j * max_payload..j * max_payload + HEADER_LEN];
-            Header {
-                flow: spec.flows[fi].id,
-                seq: seq[fi],
-                sent_ns: now_ns,
-            }
-            .emit(buf);
-            seq[fi] += 1;
-        }
-        let res = mm.send(s.sock.as_raw_fd(), n, |j| {
-            let off = j * max_payload;
-            let payload = &bufs[off..off + payloads[msg_size[j]]];
-            let fi = msg_flow[j];
-            let dst = if s.connected { None } else { Some(&dsts[fi]) };
-            (payload, dst, cmsgs[fi].as_ref())
-        });
-        let sent = match res {
-            Ok(k) => {
-                hard_errors = 0;
-                k
-            }
-            Err(e) => {
-                cur.tx_errors += 1;
-                match e.raw_os_error() {
-                    Some(libc::ENOBUFS) | Some(libc::EAGAIN) => {}
-                    // ICMP errors reported on a connected socket, a filter's reject.
-                    Some(libc::ECONNREFUSED) | Some(libc::EPERM) | Some(libc::EHOSTUNREACH) => {}
-                    _ => {
-                        hard_errors += 1;
-                        if hard_errors > 1000 {
-                            return Err(format!("sending UDP datagrams keeps failing: {e}"));
-                        }
-                    }
-                }
-                0
-            }
-        };
-        for j in sent..n {
-            // Unsent datagrams keep their sequence numbers for the next batch.
-            seq[msg_flow[j]] -= 1;
-        }
-        let unsent = n - sent;
-        rr[g] = rr[g].wrapping_sub(unsent);
-        size_idx = size_idx.wrapping_sub(unsent);
-        for &sz in &msg_size[..sent] {
-            cur.tx_packets += 1;
-            cur.tx_bytes += frame_of_payload(payloads[sz], ipv6);
-        }
-    }
-    let (a, b) = clock.close(Instant::now());
-    cur.tx_target = target_between(spec.rate.as_ref(), a, b);
-    emit(ctx, &mut cur, &mut total, a, b);
-    Ok(EndpointSummary {
-        elapsed_s: b,
-        cpu_s: sys::process_cpu_seconds() - cpu0,
-        max_rss_bytes: sys::peak_rss_bytes(),
-        tx_packets: total.tx_packets,
-        tx_bytes: total.tx_bytes,
-        tx_errors: total.tx_errors,
-        tx_target: total.tx_target,
-        flows: spec
-            .flows
+impl SocketTx {
+    pub fn open(spec: &SendSpec, ipv6: bool, batch: usize) -> Result<SocketTx, String> {
+        let sockets = open_tx_sockets(spec, ipv6).map_err(|e| {
+            format!("opening UDP sender sockets: {e} (varying source addresses needs root for IP_TRANSPARENT)")
+        })?;
+        let payloads: Vec<usize> = frame_sequence(spec.frame)
             .iter()
-            .zip(&seq)
-            .map(|(f, &n)| FlowCounters {
-                id: f.id,
-                tx_packets: n,
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
-    })
+            .map(|&s| units::udp_payload_for_frame(s, ipv6).unwrap_or(HEADER_LEN as u32) as usize)
+            .map(|p| p.max(HEADER_LEN))
+            .collect();
+        let max_payload = payloads.iter().copied().max().unwrap_or(HEADER_LEN);
+        Ok(SocketTx {
+            sockets,
+            dsts: spec.flows.iter().map(|f| SockAddr::new(f.dst)).collect(),
+            cmsgs: spec
+                .flows
+                .iter()
+                .map(|f| f.src.map(Cmsg::source_address))
+                .collect(),
+            payloads,
+            max_payload,
+            bufs: vec![0x78u8; batch * max_payload],
+            mm: Sendmmsg::new(batch),
+        })
+    }
 }
 
-/// Packets a profile asks for between two instants (0 when unpaced).
-fn target_between(rate: Option<&RateProfile>, a: f64, b: f64) -> u64 {
-    rate.map(|r| (r.due(b) - r.due(a)).round().max(0.0) as u64)
-        .unwrap_or(0)
+impl Transmit for SocketTx {
+    fn groups(&self) -> Vec<Vec<usize>> {
+        self.sockets.iter().map(|s| s.flows.clone()).collect()
+    }
+
+    fn send(&mut self, group: usize, msgs: &[Msg]) -> io::Result<usize> {
+        let max = self.max_payload;
+        let n = msgs.len().min(self.bufs.len() / max);
+        for (j, m) in msgs[..n].iter().enumerate() {
+            m.header.emit(&mut self.bufs[j * max..j * max + HEADER_LEN]);
+        }
+        let s = &self.sockets[group];
+        let (bufs, payloads, dsts, cmsgs) = (&self.bufs, &self.payloads, &self.dsts, &self.cmsgs);
+        self.mm.send(s.sock.as_raw_fd(), n, |j| {
+            let m = &msgs[j];
+            let payload = &bufs[j * max..j * max + payloads[m.size]];
+            let dst = if s.connected {
+                None
+            } else {
+                Some(&dsts[m.flow])
+            };
+            (payload, dst, cmsgs[m.flow].as_ref())
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        "socket"
+    }
 }
 
-fn emit(ctx: &JobCtx, cur: &mut IntervalSample, total: &mut IntervalSample, a: f64, b: f64) {
+pub(super) fn emit(
+    ctx: &JobCtx,
+    cur: &mut IntervalSample,
+    total: &mut IntervalSample,
+    a: f64,
+    b: f64,
+) {
     cur.t_start = a;
     cur.t_end = b;
     total.tx_packets += cur.tx_packets;

@@ -186,6 +186,9 @@ pub fn table_styled(r: &RunResults, style: Style) -> String {
                 ));
             }
         }
+        if let Some(n) = tx_engine_note(t) {
+            notes.push((format!("{}: {n}", t.name), Tone::Plain));
+        }
         for c in t.cross_checks.iter().filter(|c| c.flagged) {
             notes.push((
                 format!(
@@ -396,6 +399,25 @@ pub fn finished_line(t: &crate::results::TestResult) -> String {
         })
         .collect();
     format!("done: {}: {}", t.name, dirs.join("; "))
+}
+
+/// Which UDP send engine a test's senders ran, on one line ("tx engine:
+/// packet (AF_PACKET, qdisc bypass)", "tx engine: socket (packet refused: …)").
+fn tx_engine_note(t: &crate::results::TestResult) -> Option<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for d in &t.directions {
+        let s = &d.sender_summary;
+        let what = match (s.tx_engine.as_str(), &s.tx_engine_note) {
+            ("", _) => continue,
+            ("packet", None) => "packet (AF_PACKET, qdisc bypass)".to_string(),
+            (e, Some(n)) => format!("{e} ({n})"),
+            (e, None) => e.to_string(),
+        };
+        if !seen.contains(&what) {
+            seen.push(what);
+        }
+    }
+    (!seen.is_empty()).then(|| format!("tx engine: {}", seen.join("; ")))
 }
 
 #[cfg(test)]

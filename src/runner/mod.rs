@@ -15,7 +15,7 @@ mod record;
 mod tcp;
 mod udp;
 
-use crate::proto::{Cidr, Direction, FlowSpec, FrameSpec, RateProfile};
+use crate::proto::{Cidr, Direction, FlowSpec, FrameSpec, RateProfile, TxEngine};
 use crate::results::{FlowMode, TestResult, TestStatus};
 use crate::signals::interrupted;
 use crate::topology::{Addressing, Fleet};
@@ -134,6 +134,8 @@ pub struct UdpTest {
     pub batch: u16,
     pub cpus: Vec<usize>,
     pub allow: Vec<Cidr>,
+    /// How the senders put datagrams on the wire.
+    pub tx_engine: TxEngine,
 }
 
 #[derive(Debug, Clone)]

@@ -63,6 +63,7 @@ pub(super) fn counters(
             out_datagrams: a.udp.out_datagrams.saturating_sub(b.udp.out_datagrams),
             rcvbuf_errors: a.udp.rcvbuf_errors.saturating_sub(b.udp.rcvbuf_errors),
             sndbuf_errors: a.udp.sndbuf_errors.saturating_sub(b.udp.sndbuf_errors),
+            in_csum_errors: a.udp.in_csum_errors.saturating_sub(b.udp.in_csum_errors),
         };
         for ia in &a.interfaces {
             if let Some(ib) = b.interfaces.iter().find(|i| i.name == ia.name) {

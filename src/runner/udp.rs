@@ -100,6 +100,7 @@ fn udp_inner(
                 interval_ms: INTERVAL_MS,
                 cpus: pick_tx_cpus(&t.cpus),
                 allow: t.allow.clone(),
+                tx_engine: t.tx_engine,
             },
             start_at,
         )?;
