@@ -305,8 +305,11 @@ fn start(
             ));
         }
     }
-    let spawn = |ctx: JobCtx, f: JobFn| {
-        std::thread::spawn(move || {
+    // Engine threads carry names (`lr-udp-send`, ...) that the bottleneck
+    // verdict reads back from /proc/self/task to tell whose core is full.
+    let spawn = |name: &str, ctx: JobCtx, f: JobFn| -> Result<(), String> {
+        let thread = std::thread::Builder::new().name(name.into());
+        thread.spawn(move || {
             // Senders on many hosts begin together at the agreed instant.
             if let Some(at) = start_at_unix_ns {
                 while !ctx.stopped() {
@@ -337,7 +340,9 @@ fn start(
             };
             ctx.stop.store(true, Ordering::Relaxed);
             let _ = ctx.out.send(msg);
-        });
+        })
+        .map(drop)
+        .map_err(|e| format!("starting the {name} thread: {e}"))
     };
     match job {
         Job::TcpListen {
@@ -352,11 +357,12 @@ fn start(
             let l = tcp::listen(bind).map_err(|e| format!("listening on {bind}: {e}"))?;
             let port = l.local_addr().map_err(|e| e.to_string())?.port();
             spawn(
+                "lr-tcp-serve",
                 ctx.clone(),
                 Box::new(move |c| {
                     tcp::serve(c, l, expect_streams, d, &cpus, congestion.as_deref())
                 }),
-            );
+            )?;
             Ok(Some(port))
         }
         Job::TcpConnect {
@@ -373,6 +379,7 @@ fn start(
             let d = capped(duration_ms, limits)?;
             engine::check_destination(target.ip(), &allow)?;
             spawn(
+                "lr-tcp-client",
                 ctx.clone(),
                 Box::new(move |c| {
                     tcp::connect(
@@ -386,7 +393,7 @@ fn start(
                         buffer_len as usize,
                     )
                 }),
-            );
+            )?;
             Ok(None)
         }
         Job::UdpReceive {
@@ -396,9 +403,10 @@ fn start(
                 .map_err(|e| format!("binding UDP receiver on {bind}: {e}"))?;
             let port = sock.local_addr().map_err(|e| e.to_string())?.port();
             spawn(
+                "lr-udp-recv",
                 ctx.clone(),
                 Box::new(move |c| udp::receive(c, sock, flows, &cpus)),
-            );
+            )?;
             Ok(Some(port))
         }
         Job::UdpSend {
@@ -435,7 +443,7 @@ fn start(
                 cpus,
                 allow,
             };
-            spawn(ctx.clone(), Box::new(move |c| udp::send(c, spec)));
+            spawn("lr-udp-send", ctx.clone(), Box::new(move |c| udp::send(c, spec)))?;
             Ok(None)
         }
     }
