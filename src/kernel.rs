@@ -291,8 +291,8 @@ ctxt 1990473\nbtime 1062191376\nprocesses 2915\nprocs_running 1\n";
         assert_eq!((t.utime, t.stime), (581, 212));
         assert_eq!(t.cpu, 0);
         // A comm with spaces and parentheses; processor 3.
-        let odd = "7 (a) b (c) S 1 1 1 0 -1 0 0 0 0 0 5 6 0 0 20 0 1 0 9 9 9 1 1 1 0 0 0 0 0 0 0 0 0 0 0 0 3 0\n";
-        let t = parse_task_stat(odd).unwrap();
+        let odd = format!("7 (a) b (c) S 1 1 1 0 -1 0 0 0 0 0 5 6 {} 3 0\n", ["0"; 23].join(" "));
+        let t = parse_task_stat(&odd).unwrap();
         assert_eq!(t.name, "a) b (c");
         assert_eq!((t.utime, t.stime, t.cpu), (5, 6, 3));
         assert!(parse_task_stat("12 (short) R 1 2").is_none());
