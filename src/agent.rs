@@ -308,8 +308,7 @@ fn start(
     // Engine threads carry names (`lr-udp-send`, ...) that the bottleneck
     // verdict reads back from /proc/self/task to tell whose core is full.
     let spawn = |name: &str, ctx: JobCtx, f: JobFn| -> Result<(), String> {
-        let thread = std::thread::Builder::new().name(name.into());
-        thread.spawn(move || {
+        kernel::spawn_named(name, move || {
             // Senders on many hosts begin together at the agreed instant.
             if let Some(at) = start_at_unix_ns {
                 while !ctx.stopped() {

@@ -8,6 +8,8 @@
 use crate::proto::{CpuTicks, IfCounters, Snapshot, SystemCpu, ThreadTicks, UdpCounters};
 use std::fs;
 use std::io;
+use std::sync::Mutex;
+use std::thread::JoinHandle;
 
 pub fn snapshot() -> io::Result<Snapshot> {
     let stat = fs::read_to_string("/proc/stat")?;
@@ -32,17 +34,60 @@ pub fn snapshot() -> io::Result<Snapshot> {
     })
 }
 
-/// Every thread of this process; threads that exit while being read are
-/// left out.
+/// How many finished engine threads a snapshot still reports.
+const FINISHED_KEPT: usize = 256;
+
+/// The last ticks of engine threads that have ended: a job's threads exit
+/// before the runner's closing snapshot, which must still count them.
+static FINISHED: Mutex<Vec<ThreadTicks>> = Mutex::new(Vec::new());
+
+/// Spawns a named engine thread (`lr-udp-send`, ...) that leaves its final
+/// CPU ticks behind for later snapshots when it ends, even by panicking.
+pub fn spawn_named<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<JoinHandle<T>> {
+    struct Remember;
+    impl Drop for Remember {
+        fn drop(&mut self) {
+            let Some(t) = fs::read_to_string("/proc/thread-self/stat")
+                .ok()
+                .and_then(|text| parse_task_stat(&text))
+            else {
+                return;
+            };
+            if let Ok(mut done) = FINISHED.lock() {
+                if done.len() >= FINISHED_KEPT {
+                    done.remove(0);
+                }
+                done.push(t);
+            }
+        }
+    }
+    std::thread::Builder::new().name(name.into()).spawn(move || {
+        let _remember = Remember;
+        f()
+    })
+}
+
+/// Every thread of this process, and the engine threads that have ended;
+/// threads that exit while being read are left out.
 fn own_threads() -> Vec<ThreadTicks> {
-    let Ok(dir) = fs::read_dir("/proc/self/task") else {
-        return Vec::new();
-    };
-    let mut out: Vec<ThreadTicks> = dir
-        .flatten()
-        .filter_map(|e| fs::read_to_string(e.path().join("stat")).ok())
-        .filter_map(|text| parse_task_stat(&text))
-        .collect();
+    let mut out: Vec<ThreadTicks> = fs::read_dir("/proc/self/task")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| fs::read_to_string(e.path().join("stat")).ok())
+                .filter_map(|text| parse_task_stat(&text))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Ok(done) = FINISHED.lock() {
+        for t in done.iter() {
+            if !out.iter().any(|o| o.tid == t.tid) {
+                out.push(t.clone());
+            }
+        }
+    }
     out.sort_by_key(|t| t.tid);
     out
 }
@@ -305,5 +350,22 @@ ctxt 1990473\nbtime 1062191376\nprocesses 2915\nprocs_running 1\n";
         assert!(s.interfaces.iter().any(|i| i.name == "lo"));
         assert!(!s.per_cpu.is_empty(), "per-core times");
         assert!(!s.threads.is_empty(), "this test's own threads");
+    }
+
+    #[test]
+    fn finished_engine_threads_stay_in_snapshots() {
+        let h = spawn_named("lr-test-done", || {
+            // Burn a few ticks so the thread has something to report.
+            let t0 = std::time::Instant::now();
+            let mut x = 0u64;
+            while t0.elapsed() < std::time::Duration::from_millis(30) {
+                x = x.wrapping_add(std::hint::black_box(1));
+            }
+            x
+        })
+        .unwrap();
+        h.join().unwrap();
+        let s = snapshot().unwrap();
+        assert!(s.threads.iter().any(|t| t.name == "lr-test-done"));
     }
 }

@@ -197,8 +197,7 @@ fn run_streams(
         let buffer_len = buffer_len.clamp(1024, 16 << 20);
         // Named for the bottleneck verdict, which reads thread names back.
         let name = if s.sender { "lr-tcp-send" } else { "lr-tcp-recv" };
-        let thread = std::thread::Builder::new().name(name.into());
-        let handle = thread.spawn(move || {
+        let handle = crate::kernel::spawn_named(name, move || {
             // Pinning is best effort per stream; a bad CPU was checked by the controller.
             let _ = sys::pin_thread(&pin);
             let _ = s.conn.set_read_timeout(Some(IO_TIMEOUT));

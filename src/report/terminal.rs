@@ -2,7 +2,7 @@
 //! only on a terminal and never when NO_COLOR is set (no-color.org) or
 //! TERM=dumb; the layout is the same with or without it.
 
-use crate::results::{Protocol, RunResults, TestStatus};
+use crate::results::{BottleneckKind, Protocol, RunResults, TestStatus};
 use crate::runner::Progress;
 use crate::units;
 use std::io::{IsTerminal, Write};
@@ -173,6 +173,14 @@ pub fn table_styled(r: &RunResults, style: Style) -> String {
                     Tone::Bad,
                 ));
             }
+        }
+        if let Some(b) = &t.bottleneck {
+            let tone = match b.kind {
+                BottleneckKind::TesterSender | BottleneckKind::TesterReceiver => Tone::Bad,
+                BottleneckKind::NoneSaturated => Tone::Plain,
+                _ => Tone::Warn,
+            };
+            notes.push((format!("{}: {}", t.name, b.verdict), tone));
         }
         for c in t.cross_checks.iter().filter(|c| c.flagged) {
             notes.push((
