@@ -11,6 +11,9 @@ use crate::results::{Bottleneck, BottleneckKind, CpuLoad, ThreadLoad};
 /// (a 2 s test is ±1 %), and the window between snapshots holds a little
 /// idle time around the traffic.
 pub const SATURATED_PCT: f64 = 90.0;
+/// Time of a full core spent outside linerate, its softirqs and IRQs that
+/// the verdict calls out: the measurement shared its core.
+const OTHER_NOTABLE_PCT: f64 = 25.0;
 /// Threads using less of a core than this are not listed.
 const THREAD_MIN_PCT: f64 = 0.5;
 /// Kernel ticks per second in /proc/stat and task stat (USER_HZ, fixed by
@@ -99,14 +102,18 @@ fn core_load(host: &str, b: &CpuTicks, a: &CpuTicks, wall_s: f64, agents: &[&Age
         }
     }
     threads.sort_by(|x, y| y.cpu_pct.total_cmp(&x.cpu_pct));
+    let ours: f64 = threads.iter().map(|t| t.cpu_pct).sum();
+    let busy_pct = busy * scale;
+    let other = busy_pct - ours - (softirq + irq) * scale;
     CpuLoad {
         host: host.to_string(),
         cpu: a.cpu,
-        busy_pct: round1(busy * scale),
+        busy_pct: round1(busy_pct),
         user_pct: round1(user * scale),
         system_pct: round1(system * scale),
         softirq_pct: round1(softirq * scale),
         irq_pct: round1(irq * scale),
+        other_pct: round1(other.max(0.0)),
         net_rx_per_s: (d(|c| c.net_rx) / secs).round(),
         net_tx_per_s: (d(|c| c.net_tx) / secs).round(),
         threads,
@@ -216,6 +223,13 @@ fn verdict(loads: Vec<CpuLoad>, many_hosts: bool) -> Bottleneck {
                 )
             };
             let mut text = format!("{} {:.0} %: {}: {why}", name(c), c.busy_pct, evidence(c));
+            if c.other_pct >= OTHER_NOTABLE_PCT {
+                text.push_str(&format!(
+                    "; {:.0} % of it went to other processes, so this measures a shared core: \
+                     rerun on an idle host or give linerate cores of its own (--cpus)",
+                    c.other_pct
+                ));
+            }
             let others: Vec<String> = full
                 .iter()
                 .filter(|o| !std::ptr::eq(**o, c))

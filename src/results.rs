@@ -327,6 +327,10 @@ pub struct CpuLoad {
     pub system_pct: f64,
     pub softirq_pct: f64,
     pub irq_pct: f64,
+    /// Busy time not in linerate's threads, softirq or IRQs: other
+    /// processes (or kernel threads) competing for the core.
+    #[serde(default)]
+    pub other_pct: f64,
     /// NET_RX / NET_TX softirqs handled on this core per second.
     pub net_rx_per_s: f64,
     pub net_tx_per_s: f64,
