@@ -442,7 +442,11 @@ fn start(
                 cpus,
                 allow,
             };
-            spawn("lr-udp-send", ctx.clone(), Box::new(move |c| udp::send(c, spec)))?;
+            spawn(
+                "lr-udp-send",
+                ctx.clone(),
+                Box::new(move |c| udp::send(c, spec)),
+            )?;
             Ok(None)
         }
     }

@@ -161,11 +161,17 @@ fn verdict(loads: Vec<CpuLoad>, many_hosts: bool) -> Bottleneck {
     let pick = full
         .iter()
         .copied()
-        .find(|c| c.threads.iter().any(|t| engine_share(t) && is_sender(&t.name)))
+        .find(|c| {
+            c.threads
+                .iter()
+                .any(|t| engine_share(t) && is_sender(&t.name))
+        })
         .or_else(|| {
-            full.iter()
-                .copied()
-                .find(|c| c.threads.iter().any(|t| engine_share(t) && is_receiver(&t.name)))
+            full.iter().copied().find(|c| {
+                c.threads
+                    .iter()
+                    .any(|t| engine_share(t) && is_receiver(&t.name))
+            })
         })
         .or_else(|| full.first().copied());
     let (kind, text, host, cpu) = match pick {
@@ -352,7 +358,10 @@ mod tests {
     /// A 10 s test (1000 ticks per core) on two cores.
     fn before() -> Snapshot {
         snap(
-            vec![core(0, 1000, 1000, 100, 50_000, 10), core(1, 1000, 500, 100, 50_000, 10)],
+            vec![
+                core(0, 1000, 1000, 100, 50_000, 10),
+                core(1, 1000, 500, 100, 50_000, 10),
+            ],
             vec![thread(7, "linerate", 5, 1)],
         )
     }
@@ -367,7 +376,10 @@ mod tests {
                 core(0, 1000, 1420, 680, 50_000, 12_000_010),
                 core(1, 1100, 600, 150, 50_750, 10),
             ],
-            vec![thread(7, "linerate", 6, 1), thread(9, "lr-udp-send", 970, 0)],
+            vec![
+                thread(7, "linerate", 6, 1),
+                thread(9, "lr-udp-send", 970, 0),
+            ],
         );
         let sink_b = snap(b.per_cpu.clone(), vec![]);
         let sink_a = snap(a.per_cpu.clone(), vec![thread(11, "lr-udp-recv", 200, 1)]);
@@ -401,9 +413,23 @@ mod tests {
         assert_eq!(c1.threads[0].name, "lr-udp-recv");
         assert_eq!(v.kind, BottleneckKind::TesterSender);
         assert_eq!(v.cpu, Some(0));
-        assert!(v.verdict.starts_with("CPU0 100 %: 58 % softirq (NET_RX 1.2 M/s), 42 % system"), "{}", v.verdict);
-        assert!(v.verdict.contains("with gen's lr-udp-send at 97 %"), "{}", v.verdict);
-        assert!(v.verdict.ends_with("the tester's sender core is the limit (gen lr-udp-send)"), "{}", v.verdict);
+        assert!(
+            v.verdict
+                .starts_with("CPU0 100 %: 58 % softirq (NET_RX 1.2 M/s), 42 % system"),
+            "{}",
+            v.verdict
+        );
+        assert!(
+            v.verdict.contains("with gen's lr-udp-send at 97 %"),
+            "{}",
+            v.verdict
+        );
+        assert!(
+            v.verdict
+                .ends_with("the tester's sender core is the limit (gen lr-udp-send)"),
+            "{}",
+            v.verdict
+        );
     }
 
     #[test]
@@ -426,7 +452,9 @@ mod tests {
         assert_eq!(v.kind, BottleneckKind::NoneSaturated);
         assert_eq!(v.cpu, Some(1));
         assert!(v.verdict.starts_with("no core saturated (busiest CPU1 63 %: 30 % user, 20 % softirq (NET_RX 50 k/s), 13 % system)"), "{}", v.verdict);
-        assert!(v.verdict.ends_with("the limit is elsewhere (the DUT or the link)"));
+        assert!(v
+            .verdict
+            .ends_with("the limit is elsewhere (the DUT or the link)"));
     }
 
     #[test]
@@ -447,7 +475,11 @@ mod tests {
         }];
         let v = analyse(&agents, 10.0).unwrap();
         assert_eq!(v.kind, BottleneckKind::Softirq);
-        assert!(v.verdict.contains("packet processing (softirq) on CPU0"), "{}", v.verdict);
+        assert!(
+            v.verdict.contains("packet processing (softirq) on CPU0"),
+            "{}",
+            v.verdict
+        );
     }
 
     #[test]

@@ -64,10 +64,12 @@ pub fn spawn_named<T: Send + 'static>(
             }
         }
     }
-    std::thread::Builder::new().name(name.into()).spawn(move || {
-        let _remember = Remember;
-        f()
-    })
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let _remember = Remember;
+            f()
+        })
 }
 
 /// Every thread of this process, and the engine threads that have ended;
@@ -336,7 +338,10 @@ ctxt 1990473\nbtime 1062191376\nprocesses 2915\nprocs_running 1\n";
         assert_eq!((t.utime, t.stime), (581, 212));
         assert_eq!(t.cpu, 0);
         // A comm with spaces and parentheses; processor 3.
-        let odd = format!("7 (a) b (c) S 1 1 1 0 -1 0 0 0 0 0 5 6 {} 3 0\n", ["0"; 23].join(" "));
+        let odd = format!(
+            "7 (a) b (c) S 1 1 1 0 -1 0 0 0 0 0 5 6 {} 3 0\n",
+            ["0"; 23].join(" ")
+        );
         let t = parse_task_stat(&odd).unwrap();
         assert_eq!(t.name, "a) b (c");
         assert_eq!((t.utime, t.stime, t.cpu), (5, 6, 3));

@@ -42,7 +42,8 @@ fn self_test_verdict_names_the_sender_core() {
     for c in cpus {
         let busy = f(&c["busy_pct"]);
         assert!((0.0..=100.0).contains(&busy), "{c}");
-        let split = f(&c["user_pct"]) + f(&c["system_pct"]) + f(&c["softirq_pct"]) + f(&c["irq_pct"]);
+        let split =
+            f(&c["user_pct"]) + f(&c["system_pct"]) + f(&c["softirq_pct"]) + f(&c["irq_pct"]);
         assert!(split <= busy + 0.5, "the split fits in the busy time: {c}");
     }
     // Pinned threads report the core they were pinned to.
@@ -69,7 +70,10 @@ fn self_test_verdict_names_the_sender_core() {
             .unwrap();
         if f(&sender["cpu_pct"]) >= 20.0 {
             assert_eq!(b["kind"], "tester_sender", "{b}");
-            assert!(verdict.contains("the tester's sender core is the limit"), "{verdict}");
+            assert!(
+                verdict.contains("the tester's sender core is the limit"),
+                "{verdict}"
+            );
         }
     } else {
         let busiest = cpus

@@ -259,7 +259,24 @@ fn report_of_a_real_lab_run_renders_in_chromium() {
         .iter()
         .filter(|t| t["status"] == "ok")
         .count();
+    let (cpu, charts): (Vec<_>, Vec<_>) = charts.iter().partition(|(id, _)| id.starts_with("cpu"));
     assert_eq!(charts.len(), ok_tests, "a chart per test: {charts:?}");
+    assert_eq!(
+        cpu.len(),
+        ok_tests,
+        "a per-core CPU chart per test: {cpu:?}"
+    );
+    for (id, labels) in &cpu {
+        assert!(
+            labels.iter().any(|l| l == "system" || l == "softirq"),
+            "{id}: {labels:?}"
+        );
+    }
+    assert_eq!(
+        html.matches("class=\"verdict").count(),
+        ok_tests,
+        "a bottleneck verdict per test"
+    );
     for (id, labels) in &charts {
         assert!(
             labels.iter().any(|l| l.starts_with("received")),

@@ -196,7 +196,11 @@ fn run_streams(
         let stop = Arc::clone(&ctx.stop);
         let buffer_len = buffer_len.clamp(1024, 16 << 20);
         // Named for the bottleneck verdict, which reads thread names back.
-        let name = if s.sender { "lr-tcp-send" } else { "lr-tcp-recv" };
+        let name = if s.sender {
+            "lr-tcp-send"
+        } else {
+            "lr-tcp-recv"
+        };
         let handle = crate::kernel::spawn_named(name, move || {
             // Pinning is best effort per stream; a bad CPU was checked by the controller.
             let _ = sys::pin_thread(&pin);
