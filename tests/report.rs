@@ -141,6 +141,8 @@ fn csv_has_a_row_per_direction_and_per_interval() {
              c=collections.Counter(r['kind'] for r in rows)\n\
              assert all(len(r)==len(rows[0]) for r in rows)\n\
              s=[r for r in rows if r['kind']=='summary']\n\
+             assert s[0]['bottleneck'].startswith('CPU0 100 %: '), s[0]['bottleneck']\n\
+             assert all(r['bottleneck']=='' for r in rows if r['kind']=='interval')\n\
              print(c['summary'], c['interval'], s[-1]['test'], s[-1]['rx_pps'])",
         ])
         .stdin(std::process::Stdio::piped())
