@@ -522,6 +522,34 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_core_is_called_out() {
+        let b = before();
+        // CPU0 full, but the sender got 300 of its 1000 ticks and softirq 100:
+        // the other 600 belong to someone else.
+        let a = snap(
+            vec![
+                core(0, 1650, 1250, 200, 50_000, 10),
+                core(1, 1100, 600, 150, 50_750, 10),
+            ],
+            vec![thread(9, "lr-udp-send", 300, 0)],
+        );
+        let agents = [AgentCpu {
+            host: "lab".into(),
+            role: "gen".into(),
+            before: &b,
+            after: &a,
+        }];
+        let v = analyse(&agents, 10.0).unwrap();
+        assert_eq!(v.kind, BottleneckKind::TesterSender);
+        assert_eq!(v.host_cpus[0].other_pct, 60.0);
+        assert!(
+            v.verdict.contains("60 % of it went to other processes"),
+            "{}",
+            v.verdict
+        );
+    }
+
+    #[test]
     fn old_agents_give_no_verdict() {
         let s = Snapshot::default();
         let agents = [AgentCpu {

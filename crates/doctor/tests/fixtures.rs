@@ -159,7 +159,11 @@ fn queue_irqs_all_on_one_core() {
     assert_eq!(ids(&report), ["irq_single_core"]);
     let f = finding(&report, "irq_single_core");
     assert_eq!(f.severity, Severity::Warning);
-    assert!(f.title.contains("all 12 queue IRQs are delivered to CPU 0"), "{}", f.title);
+    assert!(
+        f.title.contains("all 12 queue IRQs are delivered to CPU 0"),
+        "{}",
+        f.title
+    );
     let ev = evidence(f);
     assert_eq!(ev.len(), 12);
     assert_eq!(ev[0], ("/proc/irq/97/effective_affinity_list", "0"));
