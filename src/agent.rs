@@ -305,8 +305,10 @@ fn start(
             ));
         }
     }
-    let spawn = |ctx: JobCtx, f: JobFn| {
-        std::thread::spawn(move || {
+    // Engine threads carry names (`lr-udp-send`, ...) that the bottleneck
+    // verdict reads back from /proc/self/task to tell whose core is full.
+    let spawn = |name: &str, ctx: JobCtx, f: JobFn| -> Result<(), String> {
+        kernel::spawn_named(name, move || {
             // Senders on many hosts begin together at the agreed instant.
             if let Some(at) = start_at_unix_ns {
                 while !ctx.stopped() {
@@ -337,7 +339,9 @@ fn start(
             };
             ctx.stop.store(true, Ordering::Relaxed);
             let _ = ctx.out.send(msg);
-        });
+        })
+        .map(drop)
+        .map_err(|e| format!("starting the {name} thread: {e}"))
     };
     match job {
         Job::TcpListen {
@@ -352,11 +356,12 @@ fn start(
             let l = tcp::listen(bind).map_err(|e| format!("listening on {bind}: {e}"))?;
             let port = l.local_addr().map_err(|e| e.to_string())?.port();
             spawn(
+                "lr-tcp-serve",
                 ctx.clone(),
                 Box::new(move |c| {
                     tcp::serve(c, l, expect_streams, d, &cpus, congestion.as_deref())
                 }),
-            );
+            )?;
             Ok(Some(port))
         }
         Job::TcpConnect {
@@ -373,6 +378,7 @@ fn start(
             let d = capped(duration_ms, limits)?;
             engine::check_destination(target.ip(), &allow)?;
             spawn(
+                "lr-tcp-client",
                 ctx.clone(),
                 Box::new(move |c| {
                     tcp::connect(
@@ -386,7 +392,7 @@ fn start(
                         buffer_len as usize,
                     )
                 }),
-            );
+            )?;
             Ok(None)
         }
         Job::UdpReceive {
@@ -396,9 +402,10 @@ fn start(
                 .map_err(|e| format!("binding UDP receiver on {bind}: {e}"))?;
             let port = sock.local_addr().map_err(|e| e.to_string())?.port();
             spawn(
+                "lr-udp-recv",
                 ctx.clone(),
                 Box::new(move |c| udp::receive(c, sock, flows, &cpus)),
-            );
+            )?;
             Ok(Some(port))
         }
         Job::UdpSend {
@@ -438,7 +445,7 @@ fn start(
                 tx_engine,
             };
             let sender = engine::tx::open(spec)?;
-            spawn(ctx.clone(), Box::new(move |c| sender.run(c)));
+            spawn("lr-udp-send", ctx.clone(), Box::new(move |c| sender.run(c)))?;
             Ok(None)
         }
     }

@@ -1,19 +1,97 @@
 //! Reads the kernel's own counters inside the current network namespace:
 //! interface statistics, UDP counters and CPU time. `/proc/net/*` follows the
 //! reading process's network namespace (unlike `/sys/class/net`, which shows
-//! the namespace sysfs was mounted in), so agents read these.
+//! the namespace sysfs was mounted in), so agents read these. Per-core CPU
+//! time, softirq counts and the agent's own threads feed the bottleneck
+//! verdict (`crate::bottleneck`).
 
-use crate::proto::{IfCounters, Snapshot, SystemCpu, UdpCounters};
+use crate::proto::{CpuTicks, IfCounters, Snapshot, SystemCpu, ThreadTicks, UdpCounters};
 use std::fs;
 use std::io;
+use std::sync::Mutex;
+use std::thread::JoinHandle;
 
 pub fn snapshot() -> io::Result<Snapshot> {
+    let stat = fs::read_to_string("/proc/stat")?;
+    let mut per_cpu = parse_proc_stat_cpus(&stat);
+    // Softirq counts are evidence, not a requirement: a kernel without
+    // /proc/softirqs still gets per-core times.
+    if let Ok(text) = fs::read_to_string("/proc/softirqs") {
+        for (cpu, rx, tx) in parse_softirqs(&text) {
+            if let Some(c) = per_cpu.iter_mut().find(|c| c.cpu == cpu) {
+                c.net_rx = rx;
+                c.net_tx = tx;
+            }
+        }
+    }
     Ok(Snapshot {
         interfaces: parse_net_dev(&fs::read_to_string("/proc/net/dev")?),
         udp: parse_snmp_udp(&fs::read_to_string("/proc/net/snmp")?),
         process_cpu_s: crate::sys::process_cpu_seconds(),
-        system_cpu: parse_proc_stat(&fs::read_to_string("/proc/stat")?),
+        system_cpu: parse_proc_stat(&stat),
+        per_cpu,
+        threads: own_threads(),
     })
+}
+
+/// How many finished engine threads a snapshot still reports.
+const FINISHED_KEPT: usize = 256;
+
+/// The last ticks of engine threads that have ended: a job's threads exit
+/// before the runner's closing snapshot, which must still count them.
+static FINISHED: Mutex<Vec<ThreadTicks>> = Mutex::new(Vec::new());
+
+/// Spawns a named engine thread (`lr-udp-send`, ...) that leaves its final
+/// CPU ticks behind for later snapshots when it ends, even by panicking.
+pub fn spawn_named<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<JoinHandle<T>> {
+    struct Remember;
+    impl Drop for Remember {
+        fn drop(&mut self) {
+            let Some(t) = fs::read_to_string("/proc/thread-self/stat")
+                .ok()
+                .and_then(|text| parse_task_stat(&text))
+            else {
+                return;
+            };
+            if let Ok(mut done) = FINISHED.lock() {
+                if done.len() >= FINISHED_KEPT {
+                    done.remove(0);
+                }
+                done.push(t);
+            }
+        }
+    }
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let _remember = Remember;
+            f()
+        })
+}
+
+/// Every thread of this process, and the engine threads that have ended;
+/// threads that exit while being read are left out.
+fn own_threads() -> Vec<ThreadTicks> {
+    let mut out: Vec<ThreadTicks> = fs::read_dir("/proc/self/task")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| fs::read_to_string(e.path().join("stat")).ok())
+                .filter_map(|text| parse_task_stat(&text))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Ok(done) = FINISHED.lock() {
+        for t in done.iter() {
+            if !out.iter().any(|o| o.tid == t.tid) {
+                out.push(t.clone());
+            }
+        }
+    }
+    out.sort_by_key(|t| t.tid);
+    out
 }
 
 /// Parses /proc/net/dev: two header lines, then `name: rx(8 fields) tx(8)`.
@@ -91,6 +169,88 @@ pub fn parse_proc_stat(text: &str) -> SystemCpu {
     }
 }
 
+/// Parses the `cpuN` lines of /proc/stat (ticks: user nice system idle
+/// iowait irq softirq steal ...); the aggregate `cpu` line is skipped.
+pub fn parse_proc_stat_cpus(text: &str) -> Vec<CpuTicks> {
+    text.lines()
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            let cpu: u32 = f.next()?.strip_prefix("cpu")?.parse().ok()?;
+            let v: Vec<u64> = f.map(|x| x.parse().unwrap_or(0)).collect();
+            let get = |i: usize| v.get(i).copied().unwrap_or(0);
+            Some(CpuTicks {
+                cpu,
+                user: get(0),
+                nice: get(1),
+                system: get(2),
+                idle: get(3),
+                iowait: get(4),
+                irq: get(5),
+                softirq: get(6),
+                steal: get(7),
+                net_rx: 0,
+                net_tx: 0,
+            })
+        })
+        .collect()
+}
+
+/// Parses /proc/softirqs into (cpu, NET_RX, NET_TX) per column of its
+/// `CPU0 CPU1 ...` header.
+pub fn parse_softirqs(text: &str) -> Vec<(u32, u64, u64)> {
+    let mut lines = text.lines();
+    let Some(header) = lines.next() else {
+        return Vec::new();
+    };
+    let cpus: Vec<u32> = header
+        .split_whitespace()
+        .filter_map(|h| h.strip_prefix("CPU")?.parse().ok())
+        .collect();
+    let row = |name: &str| -> Vec<u64> {
+        text.lines()
+            .find_map(|l| {
+                let (n, rest) = l.split_once(':')?;
+                (n.trim() == name).then(|| {
+                    rest.split_whitespace()
+                        .map(|x| x.parse().unwrap_or(0))
+                        .collect()
+                })
+            })
+            .unwrap_or_default()
+    };
+    let (rx, tx) = (row("NET_RX"), row("NET_TX"));
+    cpus.iter()
+        .enumerate()
+        .map(|(i, &c)| {
+            (
+                c,
+                rx.get(i).copied().unwrap_or(0),
+                tx.get(i).copied().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// Parses one /proc/PID/task/TID/stat line: `tid (comm) state ...`, where
+/// comm may hold spaces and parentheses, so fields count from the last `)`:
+/// utime is field 14, stime 15, processor 39.
+pub fn parse_task_stat(text: &str) -> Option<ThreadTicks> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let tid = text.get(..open)?.trim().parse().ok()?;
+    let name = text.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
+    // rest[0] is field 3 (state).
+    let field = |n: usize| rest.get(n - 3).and_then(|x| x.parse::<u64>().ok());
+    Some(ThreadTicks {
+        tid,
+        name,
+        utime: field(14)?,
+        stime: field(15)?,
+        cpu: u32::try_from(field(39)?).ok()?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,8 +292,86 @@ Udp: 10 2 3 40 5 6 0 0 0\nUdpLite: InDatagrams NoPorts\nUdpLite: 0 0\n";
     }
 
     #[test]
+    fn proc_stat_cpus() {
+        let text = "cpu  10132153 290696 3084719 46828483 16683 0 25195 0 0 0\n\
+cpu0 1393280 32966 572056 13343292 6130 0 17875 0 0 0\n\
+cpu1 1335962 30467 500934 13446024 3373 12 2303 7 0 0\n\
+intr 114930548 113199788 3 0 5 263 0 4 [...]\n\
+ctxt 1990473\nbtime 1062191376\nprocesses 2915\nprocs_running 1\n";
+        let c = parse_proc_stat_cpus(text);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0].cpu, 0);
+        assert_eq!(c[0].user, 1_393_280);
+        assert_eq!(c[0].softirq, 17_875);
+        assert_eq!(c[1].cpu, 1);
+        assert_eq!(c[1].irq, 12);
+        assert_eq!(c[1].steal, 7);
+        assert_eq!(
+            c[1].total(),
+            1335962 + 30467 + 500934 + 13446024 + 3373 + 12 + 2303 + 7
+        );
+    }
+
+    #[test]
+    fn softirqs() {
+        let text = "                    CPU0       CPU1       CPU2       CPU3\n\
+          HI:          0          0          0          1\n\
+       TIMER:    3326283    2801567    2765439    2689843\n\
+      NET_TX:       1524        316         52      88888\n\
+      NET_RX:    4271230     127643     155621    1200000\n\
+       BLOCK:      61470      51042      64394      59433\n\
+     SCHED:    1934532    1662290    1588436    1523487\n";
+        let s = parse_softirqs(text);
+        assert_eq!(s.len(), 4);
+        assert_eq!(s[0], (0, 4_271_230, 1524));
+        assert_eq!(s[3], (3, 1_200_000, 88_888));
+        assert!(parse_softirqs("").is_empty());
+        assert!(parse_softirqs("garbage\nNET_RX: x y\n").is_empty());
+    }
+
+    #[test]
+    fn task_stat() {
+        let text = "4242 (lr-udp-send) R 4200 4200 4100 0 -1 4194368 120 0 0 0 \
+581 212 0 0 20 0 5 0 123456 1234567 890 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n";
+        let t = parse_task_stat(text).unwrap();
+        assert_eq!(t.tid, 4242);
+        assert_eq!(t.name, "lr-udp-send");
+        assert_eq!((t.utime, t.stime), (581, 212));
+        assert_eq!(t.cpu, 0);
+        // A comm with spaces and parentheses; processor 3.
+        let odd = format!(
+            "7 (a) b (c) S 1 1 1 0 -1 0 0 0 0 0 5 6 {} 3 0\n",
+            ["0"; 23].join(" ")
+        );
+        let t = parse_task_stat(&odd).unwrap();
+        assert_eq!(t.name, "a) b (c");
+        assert_eq!((t.utime, t.stime, t.cpu), (5, 6, 3));
+        assert!(parse_task_stat("12 (short) R 1 2").is_none());
+        assert!(parse_task_stat("").is_none());
+    }
+
+    #[test]
     fn live_snapshot_reads() {
         let s = snapshot().unwrap();
         assert!(s.interfaces.iter().any(|i| i.name == "lo"));
+        assert!(!s.per_cpu.is_empty(), "per-core times");
+        assert!(!s.threads.is_empty(), "this test's own threads");
+    }
+
+    #[test]
+    fn finished_engine_threads_stay_in_snapshots() {
+        let h = spawn_named("lr-test-done", || {
+            // Burn a few ticks so the thread has something to report.
+            let t0 = std::time::Instant::now();
+            let mut x = 0u64;
+            while t0.elapsed() < std::time::Duration::from_millis(30) {
+                x = x.wrapping_add(std::hint::black_box(1));
+            }
+            x
+        })
+        .unwrap();
+        h.join().unwrap();
+        let s = snapshot().unwrap();
+        assert!(s.threads.iter().any(|t| t.name == "lr-test-done"));
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod app;
+pub mod bottleneck;
 pub mod cli;
 pub mod config;
 pub mod efficiency;

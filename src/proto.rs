@@ -525,6 +525,58 @@ pub struct Snapshot {
     pub process_cpu_s: f64,
     /// System-wide CPU seconds (all cores) by kind, from /proc/stat.
     pub system_cpu: SystemCpu,
+    /// Per-core CPU ticks and network softirq counts (/proc/stat `cpuN`
+    /// lines, /proc/softirqs): which core did the work, not just how much.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_cpu: Vec<CpuTicks>,
+    /// The agent process's own threads (/proc/self/task/*/stat).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<ThreadTicks>,
+}
+
+/// One core's time by kind since boot, in USER_HZ ticks (100 per second),
+/// and its NET_RX / NET_TX softirq counts.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+pub struct CpuTicks {
+    pub cpu: u32,
+    pub user: u64,
+    pub nice: u64,
+    pub system: u64,
+    pub idle: u64,
+    pub iowait: u64,
+    pub irq: u64,
+    pub softirq: u64,
+    pub steal: u64,
+    #[serde(default)]
+    pub net_rx: u64,
+    #[serde(default)]
+    pub net_tx: u64,
+}
+
+impl CpuTicks {
+    /// Every tick the core counted (busy and idle).
+    pub fn total(&self) -> u64 {
+        self.user
+            + self.nice
+            + self.system
+            + self.idle
+            + self.iowait
+            + self.irq
+            + self.softirq
+            + self.steal
+    }
+}
+
+/// One thread of an agent: its name (`lr-udp-send` for engine threads), CPU
+/// ticks used so far and the core it last ran on.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+pub struct ThreadTicks {
+    pub tid: u32,
+    pub name: String,
+    pub utime: u64,
+    pub stime: u64,
+    /// The CPU the thread last ran on (field 39 of its stat line).
+    pub cpu: u32,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]

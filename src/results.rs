@@ -14,7 +14,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub const SCHEMA_VERSION: &str = "1.1.0";
+pub const SCHEMA_VERSION: &str = "1.2.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -277,6 +277,80 @@ pub struct TestResult {
     /// did not send on (its own counters), beside the sequence-number loss.
     #[serde(default)]
     pub dut_counted_lost: Option<u64>,
+    /// Which core (if any) was full during the test and whose work filled
+    /// it, from per-core CPU time and the agents' own threads.
+    #[serde(default)]
+    pub bottleneck: Option<Bottleneck>,
+}
+
+/// Why a test stopped where it did: every core of every host its agents ran
+/// on, and a verdict naming the first saturated core with its evidence.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct Bottleneck {
+    /// One sentence, e.g. "CPU0 100 %: 58 % softirq (NET_RX 1.2 M/s), 42 %
+    /// system; gen's lr-udp-send thread ran there (97 %): the tester's
+    /// sender core is the limit".
+    pub verdict: String,
+    pub kind: BottleneckKind,
+    /// The core the verdict names (a saturated one, else the busiest).
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub cpu: Option<u32>,
+    /// Per host and core, in % of that core over the test.
+    pub host_cpus: Vec<CpuLoad>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BottleneckKind {
+    /// A core running a linerate sender thread is full.
+    TesterSender,
+    /// A core running a linerate receiver thread is full.
+    TesterReceiver,
+    /// A core full of softirq (packet processing) without linerate threads:
+    /// the DUT's forwarding in a namespace lab, or interrupt placement.
+    Softirq,
+    /// A core full of something else (another process, the kernel).
+    OtherWork,
+    /// No core was full: the limit is the DUT or the link.
+    #[default]
+    NoneSaturated,
+}
+
+/// One core of one host over a test, in % of that core.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct CpuLoad {
+    /// The host's name (agents in one host's namespaces share its cores).
+    pub host: String,
+    pub cpu: u32,
+    /// Everything but idle and iowait.
+    pub busy_pct: f64,
+    /// User time including nice.
+    pub user_pct: f64,
+    pub system_pct: f64,
+    pub softirq_pct: f64,
+    pub irq_pct: f64,
+    /// Busy time not in linerate's threads, softirq or IRQs: other
+    /// processes (or kernel threads) competing for the core.
+    #[serde(default)]
+    pub other_pct: f64,
+    /// NET_RX / NET_TX softirqs handled on this core per second.
+    pub net_rx_per_s: f64,
+    pub net_tx_per_s: f64,
+    /// linerate's threads whose last CPU was this core, busiest first.
+    pub threads: Vec<ThreadLoad>,
+}
+
+/// One linerate thread's use of the core it ran on.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct ThreadLoad {
+    /// The agent's role (`gen`, `sink`, ...).
+    pub role: String,
+    /// The thread's name (`lr-udp-send`, `lr-tcp-recv`, ...).
+    pub name: String,
+    /// % of one core (user + system).
+    pub cpu_pct: f64,
 }
 
 /// The sum of a test's directions (many generators, many instances).
@@ -337,6 +411,7 @@ impl TestResult {
             efficiency: None,
             aggregate: None,
             dut_counted_lost: None,
+            bottleneck: None,
         }
     }
 }

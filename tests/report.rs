@@ -141,6 +141,8 @@ fn csv_has_a_row_per_direction_and_per_interval() {
              c=collections.Counter(r['kind'] for r in rows)\n\
              assert all(len(r)==len(rows[0]) for r in rows)\n\
              s=[r for r in rows if r['kind']=='summary']\n\
+             assert s[0]['bottleneck'].startswith('CPU0 100 %: '), s[0]['bottleneck']\n\
+             assert all(r['bottleneck']=='' for r in rows if r['kind']=='interval')\n\
              print(c['summary'], c['interval'], s[-1]['test'], s[-1]['rx_pps'])",
         ])
         .stdin(std::process::Stdio::piped())
@@ -259,7 +261,24 @@ fn report_of_a_real_lab_run_renders_in_chromium() {
         .iter()
         .filter(|t| t["status"] == "ok")
         .count();
+    let (cpu, charts): (Vec<_>, Vec<_>) = charts.iter().partition(|(id, _)| id.starts_with("cpu"));
     assert_eq!(charts.len(), ok_tests, "a chart per test: {charts:?}");
+    assert_eq!(
+        cpu.len(),
+        ok_tests,
+        "a per-core CPU chart per test: {cpu:?}"
+    );
+    for (id, labels) in &cpu {
+        assert!(
+            labels.iter().any(|l| l == "system" || l == "softirq"),
+            "{id}: {labels:?}"
+        );
+    }
+    assert_eq!(
+        html.matches("class=\"verdict").count(),
+        ok_tests,
+        "a bottleneck verdict per test"
+    );
     for (id, labels) in &charts {
         assert!(
             labels.iter().any(|l| l.starts_with("received")),

@@ -8,6 +8,7 @@
 mod util;
 
 mod adhoc;
+mod bottleneck;
 mod lab;
 mod loadtest;
 mod multihost;

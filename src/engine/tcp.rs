@@ -195,7 +195,13 @@ fn run_streams(
         };
         let stop = Arc::clone(&ctx.stop);
         let buffer_len = buffer_len.clamp(1024, 16 << 20);
-        handles.push(std::thread::spawn(move || {
+        // Named for the bottleneck verdict, which reads thread names back.
+        let name = if s.sender {
+            "lr-tcp-send"
+        } else {
+            "lr-tcp-recv"
+        };
+        let handle = crate::kernel::spawn_named(name, move || {
             // Pinning is best effort per stream; a bad CPU was checked by the controller.
             let _ = sys::pin_thread(&pin);
             let _ = s.conn.set_read_timeout(Some(IO_TIMEOUT));
@@ -206,7 +212,9 @@ fn run_streams(
                 recv_loop(&s.conn, &shared, &stop);
             }
             shared.done.store(true, Ordering::Release);
-        }));
+        });
+        // Streams already started stop with the job (the agent sets `stop`).
+        handles.push(handle.map_err(|e| format!("starting a TCP stream thread: {e}"))?);
     }
     let mut clock = IntervalClock::new(start, ctx.interval);
     let mut last: Vec<(u64, u32)> = vec![(0, 0); meta.len()];

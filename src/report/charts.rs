@@ -31,6 +31,9 @@ pub struct Chart {
     /// Vertical lines at an x value with a label (a saturation point).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub marks: Vec<Mark>,
+    /// Category names for x = 0, 1, 2, ... (bar charts: one bar per core).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub x_labels: Vec<String>,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq)]
@@ -57,7 +60,8 @@ pub struct Series {
     pub color: String,
     /// `solid` (what arrived), `dashed` (what was asked or offered, the
     /// ideal), `dotted` (loss and retransmits), `points` (no line: trials,
-    /// tester-limited samples).
+    /// tester-limited samples), `bars` (filled bars; stacked bars come
+    /// cumulative, the tallest series first).
     pub line: String,
     /// Connect across x values where this series has none (series measured
     /// at their own x, merged into one x axis).
@@ -261,6 +265,7 @@ pub fn test_chart(id: &str, t: &TestResult) -> Option<Chart> {
         note: test_note(t),
         steps: true,
         marks: Vec::new(),
+        x_labels: Vec::new(),
     })
 }
 
@@ -402,6 +407,7 @@ pub fn comparison_charts(runs: &[Run]) -> Vec<Chart> {
             ),
             steps: true,
             marks: Vec::new(),
+            x_labels: Vec::new(),
         });
     }
     out

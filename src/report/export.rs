@@ -3,7 +3,8 @@
 //! CSV (RFC 4180): one row per test and direction (`kind` = `summary`) and
 //! one per interval sample pair (`kind` = `interval`) with the same columns,
 //! so a spreadsheet filters on `kind` and plots either. Rates are computed as
-//! in the HTML report (`figures`).
+//! in the HTML report (`figures`); summary rows end with the test's
+//! bottleneck verdict.
 //!
 //! Prometheus text exposition format, following the naming guide: a
 //! `linerate_` prefix, base units (bytes, seconds), `_total` on counters,
@@ -47,6 +48,7 @@ const CSV_COLUMNS: &[&str] = &[
     "retransmits",
     "tx_bytes",
     "rx_bytes",
+    "bottleneck",
 ];
 
 fn csv_field(s: &str) -> String {
@@ -127,6 +129,10 @@ pub fn csv(runs: &[Run]) -> String {
                     d.retransmits.map(|x| x.to_string()).unwrap_or_default(),
                     d.sender_summary.tx_bytes.to_string(),
                     d.receiver_summary.rx_bytes.to_string(),
+                    t.bottleneck
+                        .as_ref()
+                        .map(|b| b.verdict.clone())
+                        .unwrap_or_default(),
                 ]);
                 row(cells);
                 for f in figures::intervals(t, d) {
@@ -158,6 +164,7 @@ pub fn csv(runs: &[Run]) -> String {
                         f.retransmits.map(|x| x.to_string()).unwrap_or_default(),
                         f.tx_bytes.to_string(),
                         f.rx_bytes.to_string(),
+                        String::new(),
                     ]);
                     row(cells);
                 }
@@ -528,7 +535,20 @@ mod tests {
         let runs = testdata::three_runs();
         let out = csv(&runs[..1]);
         let lines: Vec<&str> = out.lines().collect();
-        assert_eq!(lines[0].split(',').count(), CSV_COLUMNS.len());
+        // Fields, counting commas outside quotes (verdicts hold commas).
+        let fields = |l: &str| {
+            let mut quoted = false;
+            1 + l
+                .chars()
+                .filter(|&c| {
+                    if c == '"' {
+                        quoted = !quoted;
+                    }
+                    c == ',' && !quoted
+                })
+                .count()
+        };
+        assert_eq!(fields(lines[0]), CSV_COLUMNS.len());
         let r = &runs[0].results;
         let dirs: usize = r.tests.iter().map(|t| t.directions.len()).sum();
         let intervals: usize = r
@@ -539,7 +559,7 @@ mod tests {
             .sum();
         assert_eq!(lines.len(), 1 + dirs + intervals);
         for l in &lines[1..] {
-            assert_eq!(l.split(',').count(), CSV_COLUMNS.len(), "{l}");
+            assert_eq!(fields(l), CSV_COLUMNS.len(), "{l}");
         }
         assert_eq!(csv_field("a,\"b\""), "\"a,\"\"b\"\"\"");
     }

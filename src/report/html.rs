@@ -380,7 +380,11 @@ pub fn run_sections(prefix: &str, r: &RunResults, charts: &[Chart], with_charts:
         s.push_str(&section(
             &format!("{prefix}cpu"),
             "CPU and efficiency",
-            &sections::cpu_table(r),
+            &format!(
+                "{}{}",
+                sections::cpu_table(r),
+                super::cpu::verdicts(r, prefix, if with_charts { charts } else { &[] })
+            ),
         ));
         s.push_str(&section(
             &format!("{prefix}checks"),
@@ -410,6 +414,7 @@ pub fn single(run: &Run) -> String {
     let r = &run.results;
     let mut charts = charts::run_charts("", r);
     charts.extend(ramps::charts("", r));
+    charts.extend(super::cpu::cpu_charts("", r));
     let header = format!(
         "<div class=\"brand\">linerate report</div><h1>{} {}</h1><div class=\"sub\">{}</div>",
         esc(&r.name),

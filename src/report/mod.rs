@@ -27,6 +27,7 @@
 
 pub mod charts;
 mod compare;
+mod cpu;
 pub mod export;
 pub mod figures;
 pub mod format;

@@ -98,6 +98,7 @@ fn ramp_direction_charts(id: &str, r: &RampResult, d: &RampDirection) -> Vec<Cha
             ),
             steps: false,
             marks: marks.clone(),
+            x_labels: Vec::new(),
         },
         Chart {
             id: format!("{id}-loss"),
@@ -116,6 +117,7 @@ fn ramp_direction_charts(id: &str, r: &RampResult, d: &RampDirection) -> Vec<Cha
             note: "Lost / sent per second, from sequence numbers; a sample above the threshold is lossy, and the ramp saturates where the final lossy run begins.".into(),
             steps: false,
             marks,
+            x_labels: Vec::new(),
         },
     ]
 }
@@ -171,6 +173,7 @@ fn trials_chart(
         note: "Each trial at the rate it asked for, in the order run; dashed: the results. Tester-limited trials say nothing about the DUT and are not counted.".into(),
         steps: false,
         marks: Vec::new(),
+        x_labels: Vec::new(),
     })
 }
 
@@ -357,6 +360,7 @@ pub fn comparison_charts(runs: &[super::Run]) -> Vec<Chart> {
             note: "Each run's forwarded rate by offered load over the ramp and hold (warmup left out); dashed: the ideal; red lines: where each run saturated.".into(),
             steps: false,
             marks,
+            x_labels: Vec::new(),
         });
     }
     out

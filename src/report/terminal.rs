@@ -2,7 +2,7 @@
 //! only on a terminal and never when NO_COLOR is set (no-color.org) or
 //! TERM=dumb; the layout is the same with or without it.
 
-use crate::results::{Protocol, RunResults, TestStatus};
+use crate::results::{BottleneckKind, Protocol, RunResults, TestStatus};
 use crate::runner::Progress;
 use crate::units;
 use std::io::{IsTerminal, Write};
@@ -188,6 +188,14 @@ pub fn table_styled(r: &RunResults, style: Style) -> String {
         }
         if let Some(n) = tx_engine_note(t) {
             notes.push((format!("{}: {n}", t.name), Tone::Plain));
+        }
+        if let Some(b) = &t.bottleneck {
+            let tone = match b.kind {
+                BottleneckKind::TesterSender | BottleneckKind::TesterReceiver => Tone::Bad,
+                BottleneckKind::NoneSaturated => Tone::Plain,
+                _ => Tone::Warn,
+            };
+            notes.push((format!("{}: {}", t.name, b.verdict), tone));
         }
         for c in t.cross_checks.iter().filter(|c| c.flagged) {
             notes.push((

@@ -162,6 +162,47 @@ pub(super) fn dut_loss(
     result.dut_counted_lost = Some(counted);
 }
 
+/// How long the senders ran (the longest of them), at least 1 ms.
+fn traffic_s(col: &Collected, legs: &[Leg]) -> f64 {
+    legs.iter()
+        .filter_map(|l| col.finished.get(&l.tx_id))
+        .map(|s| s.elapsed_s)
+        .fold(0.0, f64::max)
+        .max(1e-3)
+}
+
+/// Per-core load on every host of the test and the verdict naming the
+/// first full core ([`crate::bottleneck`]). Agents on one host share its
+/// /proc/stat and are counted once; their threads are each their own.
+pub(super) fn bottleneck(
+    ends: &Ends,
+    before: &HashMap<usize, Snapshot>,
+    after: &HashMap<usize, Snapshot>,
+    col: &Collected,
+    legs: &[Leg],
+    result: &mut TestResult,
+) {
+    let mut agents = Vec::new();
+    for agent in ends.agents() {
+        let (Some(b), Some(a)) = (before.get(&agent), after.get(&agent)) else {
+            continue;
+        };
+        let ag = ends.fleet.agent(agent);
+        let host = if ag.netns_key.0.is_empty() {
+            ag.host.clone()
+        } else {
+            ag.netns_key.0.clone()
+        };
+        agents.push(crate::bottleneck::AgentCpu {
+            host,
+            role: ag.role.clone(),
+            before: b,
+            after: a,
+        });
+    }
+    result.bottleneck = crate::bottleneck::analyse(&agents, traffic_s(col, legs));
+}
+
 pub(super) fn cpu(
     ends: &Ends,
     before: &HashMap<usize, Snapshot>,
@@ -173,12 +214,7 @@ pub(super) fn cpu(
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1) as f64;
-    let wall = legs
-        .iter()
-        .filter_map(|l| col.finished.get(&l.tx_id))
-        .map(|s| s.elapsed_s)
-        .fold(0.0, f64::max)
-        .max(1e-3);
+    let wall = traffic_s(col, legs);
     for agent in ends.agents() {
         let (Some(b), Some(a)) = (before.get(&agent), after.get(&agent)) else {
             continue;

@@ -241,6 +241,7 @@ fn tcp_inner(
         })
         .collect();
     record::cpu(ends, &before, &after, &col, &timing, result);
+    record::bottleneck(ends, &before, &after, &col, &timing, result);
     if ends.many() {
         result.aggregate = Some(record::aggregate(ends, &legs_done, result, None));
     }

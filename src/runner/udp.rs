@@ -188,6 +188,7 @@ fn udp_inner(
     }
     record::dut_loss(ends, &before, &after, result);
     record::cpu(ends, &before, &after, &col, &legs, result);
+    record::bottleneck(ends, &before, &after, &col, &legs, result);
     let received: u64 = result.directions.iter().map(|d| d.rx_packets).sum();
     let gen = ends.gens.first().map(|g| g.agent);
     if let Some((b, a)) = gen.and_then(|g| Some((before.get(&g)?, after.get(&g)?))) {

@@ -147,6 +147,7 @@ pub(crate) fn check(ctx: &mut Ctx) {
             continue;
         }
         check_spread(ctx, &nic, &irqs, &ev);
+        check_single_core(ctx, &nic, &irqs, &ev);
         check_test_cpus(ctx, &nic, &irqs, &ev);
         ctx.facts.nics[i].irqs = irqs;
     }
@@ -223,6 +224,40 @@ fn check_spread(ctx: &mut Ctx, nic: &str, irqs: &[IrqFacts], ev: &[Evidence]) {
              one L3 domain (echo CPUS > /proc/irq/N/smp_affinity_list), then run the test \
              threads on other cores of that domain (--cpus). Multi-flow tests may keep the \
              spread."
+        ),
+        subject: Some(nic.to_string()),
+    });
+}
+
+/// Every queue IRQ of a multi-queue NIC on one core: RSS spreads flows over
+/// queues, but all their receive processing lands on that core, which
+/// saturates first (linerate's bottleneck verdict then shows it full of
+/// softirq).
+fn check_single_core(ctx: &mut Ctx, nic: &str, irqs: &[IrqFacts], ev: &[Evidence]) {
+    if irqs.len() < 2 || ctx.facts.online_cpus.len() == 1 {
+        return;
+    }
+    let [cpu] = irqs[0].cpus() else { return };
+    if !irqs.iter().all(|i| i.cpus() == [*cpu]) {
+        return;
+    }
+    ctx.add(Finding {
+        id: "irq_single_core".into(),
+        severity: Severity::Warning,
+        title: format!(
+            "{nic}: all {} queue IRQs are delivered to CPU {cpu}",
+            irqs.len()
+        ),
+        evidence: ev.to_vec(),
+        impact: format!(
+            "Receive processing (NET_RX softirq) of every queue runs on CPU {cpu}, so \
+             multi-flow tests stop scaling at what one core forwards, and a test thread \
+             on that core competes with it; results fall into single-core buckets."
+        ),
+        fix: format!(
+            "Spread {nic}'s queue IRQs over cores (start irqbalance, or echo a CPU to each \
+             /proc/irq/N/smp_affinity_list), and keep the test threads (--cpus) off the \
+             cores that take them."
         ),
         subject: Some(nic.to_string()),
     });

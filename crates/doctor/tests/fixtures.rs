@@ -152,6 +152,28 @@ fn two_ccd_irqs_spread_over_both_l3_domains() {
 }
 
 #[test]
+fn queue_irqs_all_on_one_core() {
+    // The two-ccd host with every queue IRQ pinned to CPU 0 (seed 003's
+    // single-core buckets).
+    let report = inspect(&opts("irqs-one-core")).unwrap();
+    assert_eq!(ids(&report), ["irq_single_core"]);
+    let f = finding(&report, "irq_single_core");
+    assert_eq!(f.severity, Severity::Warning);
+    assert!(
+        f.title.contains("all 12 queue IRQs are delivered to CPU 0"),
+        "{}",
+        f.title
+    );
+    let ev = evidence(f);
+    assert_eq!(ev.len(), 12);
+    assert_eq!(ev[0], ("/proc/irq/97/effective_affinity_list", "0"));
+    assert_eq!(ev[11], ("/proc/irq/108/effective_affinity_list", "0"));
+    // Spread IRQs (the unmodified host) are not flagged.
+    let spread = inspect(&opts("two-ccd")).unwrap();
+    assert!(!ids(&spread).contains(&"irq_single_core"));
+}
+
+#[test]
 fn two_ccd_irq_on_the_test_core() {
     let report = inspect(&Options {
         cpus: Some(vec![2]),

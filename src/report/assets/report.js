@@ -167,7 +167,12 @@
   function build(chart, fig) {
     var mount = fig.querySelector('.plot');
     var check = drawCheck(fig, chart);
-    var scales = { x: { time: false, range: function (u, min, max) { return [Math.min(0, min), max]; } } };
+    var labels = chart.x_labels || [];
+    // Category charts (one bar per core) put each category at x = 0, 1, ...
+    var xRange = labels.length
+      ? function () { return [-0.5, labels.length - 0.5]; }
+      : function (u, min, max) { return [Math.min(0, min), max]; };
+    var scales = { x: { time: false, range: xRange } };
     chart.y.forEach(function (a) {
       scales[a.scale] = {
         // Headroom above, and a sliver below the axis minimum so that a
@@ -179,7 +184,14 @@
         }
       };
     });
-    var axes = [{
+    var axes = [labels.length ? {
+      label: chart.x.label,
+      values: function (u, splits) {
+        return splits.map(function (v) { return v === Math.round(v) && labels[v] != null ? labels[v] : ''; });
+      },
+      incrs: [1],
+      grid: { show: false }
+    } : {
       label: chart.x.label + ' (' + chart.x.unit + ')',
       values: axisValues(chart.x.unit),
       incrs: chart.x.unit === 'count' ? COUNT_INCRS : undefined,
@@ -201,10 +213,24 @@
     var noLine = function () { return null; };
     var series = [{
       label: chart.x.unit === 's' ? 'time' : chart.x.label,
-      value: function (u, v) { return fmt(v, chart.x.unit); }
+      value: function (u, v) { return labels.length ? (labels[v] || '–') : fmt(v, chart.x.unit); }
     }];
+    var bars = uPlot.paths.bars ? uPlot.paths.bars({ size: [0.6, 80] }) : undefined;
     chart.series.forEach(function (s) {
       var unit = unitOf(chart, s.scale);
+      if (s.line === 'bars') {
+        series.push({
+          label: s.label,
+          scale: s.scale,
+          stroke: s.color,
+          fill: s.color,
+          width: 0,
+          paths: bars,
+          points: { show: false },
+          value: function (u, v) { return fmt(v, unit); }
+        });
+        return;
+      }
       series.push({
         label: s.label,
         scale: s.scale,

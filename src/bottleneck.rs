@@ -1,0 +1,563 @@
+//! The live bottleneck finder: from the kernel snapshots every agent took
+//! before and after a test, per-core load on each host (busy %, its split,
+//! network softirqs per second, linerate's own threads) and a verdict that
+//! names the first full core and whose work filled it. Pure logic over
+//! [`Snapshot`]s; the runner collects them and `runner::record` calls this.
+
+use crate::proto::{CpuTicks, Snapshot, ThreadTicks};
+use crate::results::{Bottleneck, BottleneckKind, CpuLoad, ThreadLoad};
+
+/// A core this busy counts as full. Below 100 because ticks are 10 ms
+/// (a 2 s test is ±1 %), and the window between snapshots holds a little
+/// idle time around the traffic.
+pub const SATURATED_PCT: f64 = 90.0;
+/// Time of a full core spent outside linerate, its softirqs and IRQs that
+/// the verdict calls out: the measurement shared its core.
+const OTHER_NOTABLE_PCT: f64 = 25.0;
+/// Threads using less of a core than this are not listed.
+const THREAD_MIN_PCT: f64 = 0.5;
+/// Kernel ticks per second in /proc/stat and task stat (USER_HZ, fixed by
+/// the kernel ABI).
+const TICKS_PER_S: f64 = 100.0;
+
+/// One agent's snapshots around a test.
+pub struct AgentCpu<'a> {
+    /// Its host's name: agents with the same host share /proc/stat.
+    pub host: String,
+    pub role: String,
+    pub before: &'a Snapshot,
+    pub after: &'a Snapshot,
+}
+
+/// Per-core load and the verdict; `None` when no agent reported per-core
+/// times (older agents). `wall_s` is how long traffic flowed; 0 uses the
+/// time between the snapshots.
+pub fn analyse(agents: &[AgentCpu], wall_s: f64) -> Option<Bottleneck> {
+    let mut hosts: Vec<&str> = Vec::new();
+    for a in agents {
+        if !hosts.contains(&a.host.as_str()) {
+            hosts.push(&a.host);
+        }
+    }
+    let mut loads = Vec::new();
+    for host in &hosts {
+        let on_host: Vec<&AgentCpu> = agents.iter().filter(|a| a.host == *host).collect();
+        let Some(first) = on_host
+            .iter()
+            .find(|a| !a.before.per_cpu.is_empty() && !a.after.per_cpu.is_empty())
+        else {
+            continue;
+        };
+        for c in &first.after.per_cpu {
+            let Some(b) = first.before.per_cpu.iter().find(|b| b.cpu == c.cpu) else {
+                continue;
+            };
+            loads.push(core_load(host, b, c, wall_s, &on_host));
+        }
+    }
+    if loads.is_empty() {
+        return None;
+    }
+    Some(verdict(loads, hosts.len() > 1))
+}
+
+fn core_load(host: &str, b: &CpuTicks, a: &CpuTicks, wall_s: f64, agents: &[&AgentCpu]) -> CpuLoad {
+    let d = |f: fn(&CpuTicks) -> u64| f(a).saturating_sub(f(b)) as f64;
+    let total = d(CpuTicks::total);
+    // Traffic flowed for `wall_s` of the snapshot window; busy time outside
+    // it is small next to a full core, so the load over the traffic is
+    // busy ticks over the traffic's ticks.
+    let window = if wall_s > 0.0 {
+        (wall_s * TICKS_PER_S).min(total)
+    } else {
+        total
+    }
+    .max(1.0);
+    let user = d(|c| c.user) + d(|c| c.nice);
+    let system = d(|c| c.system);
+    let softirq = d(|c| c.softirq);
+    let irq = d(|c| c.irq);
+    let busy = total - d(|c| c.idle) - d(|c| c.iowait);
+    // A core cannot be more than full: scale the split with the busy time.
+    let scale = 100.0 / window.max(busy);
+    let secs = if wall_s > 0.0 {
+        wall_s
+    } else {
+        total / TICKS_PER_S
+    }
+    .max(1e-3);
+    let mut threads: Vec<ThreadLoad> = Vec::new();
+    for ag in agents {
+        for t in ag.after.threads.iter().filter(|t| t.cpu == a.cpu) {
+            let before = ag.before.threads.iter().find(|x| x.tid == t.tid);
+            let used = ticks(t).saturating_sub(before.map(ticks).unwrap_or(0)) as f64;
+            let cpu_pct = (used * scale).min(100.0);
+            if cpu_pct >= THREAD_MIN_PCT {
+                threads.push(ThreadLoad {
+                    role: ag.role.clone(),
+                    name: t.name.clone(),
+                    cpu_pct: round1(cpu_pct),
+                });
+            }
+        }
+    }
+    threads.sort_by(|x, y| y.cpu_pct.total_cmp(&x.cpu_pct));
+    let ours: f64 = threads.iter().map(|t| t.cpu_pct).sum();
+    let busy_pct = busy * scale;
+    let other = busy_pct - ours - (softirq + irq) * scale;
+    CpuLoad {
+        host: host.to_string(),
+        cpu: a.cpu,
+        busy_pct: round1(busy_pct),
+        user_pct: round1(user * scale),
+        system_pct: round1(system * scale),
+        softirq_pct: round1(softirq * scale),
+        irq_pct: round1(irq * scale),
+        other_pct: round1(other.max(0.0)),
+        net_rx_per_s: (d(|c| c.net_rx) / secs).round(),
+        net_tx_per_s: (d(|c| c.net_tx) / secs).round(),
+        threads,
+    }
+}
+
+fn ticks(t: &ThreadTicks) -> u64 {
+    t.utime + t.stime
+}
+
+fn round1(v: f64) -> f64 {
+    (v * 10.0).round() / 10.0
+}
+
+/// linerate's engine threads are named `lr-<proto>-<what>`.
+fn is_sender(name: &str) -> bool {
+    name.starts_with("lr-") && name.ends_with("-send")
+}
+fn is_receiver(name: &str) -> bool {
+    name.starts_with("lr-") && name.ends_with("-recv")
+}
+
+fn verdict(loads: Vec<CpuLoad>, many_hosts: bool) -> Bottleneck {
+    let name = |c: &CpuLoad| {
+        if many_hosts {
+            format!("{} CPU{}", c.host, c.cpu)
+        } else {
+            format!("CPU{}", c.cpu)
+        }
+    };
+    let mut order: Vec<&CpuLoad> = loads.iter().collect();
+    order.sort_by(|x, y| {
+        y.busy_pct
+            .total_cmp(&x.busy_pct)
+            .then(x.host.cmp(&y.host))
+            .then(x.cpu.cmp(&y.cpu))
+    });
+    let full: Vec<&CpuLoad> = order
+        .iter()
+        .copied()
+        .filter(|c| c.busy_pct >= SATURATED_PCT)
+        .collect();
+    // Among full cores, one running the tester's own threads explains the
+    // limit first: the DUT's figure is then a floor.
+    let pick = full
+        .iter()
+        .copied()
+        .find(|c| {
+            c.threads
+                .iter()
+                .any(|t| engine_share(t) && is_sender(&t.name))
+        })
+        .or_else(|| {
+            full.iter().copied().find(|c| {
+                c.threads
+                    .iter()
+                    .any(|t| engine_share(t) && is_receiver(&t.name))
+            })
+        })
+        .or_else(|| full.first().copied());
+    let (kind, text, host, cpu) = match pick {
+        None => match order.first() {
+            Some(c) => (
+                BottleneckKind::NoneSaturated,
+                format!(
+                    "no core saturated (busiest {} {:.0} %: {}): the limit is elsewhere (the DUT or the link)",
+                    name(c),
+                    c.busy_pct,
+                    evidence(c)
+                ),
+                c.host.clone(),
+                Some(c.cpu),
+            ),
+            None => (
+                BottleneckKind::NoneSaturated,
+                "no per-core CPU times were reported".to_string(),
+                String::new(),
+                None,
+            ),
+        },
+        Some(c) => {
+            let sender = c
+                .threads
+                .iter()
+                .find(|t| engine_share(t) && is_sender(&t.name));
+            let receiver = c
+                .threads
+                .iter()
+                .find(|t| engine_share(t) && is_receiver(&t.name));
+            let (kind, why) = if let Some(t) = sender {
+                (
+                    BottleneckKind::TesterSender,
+                    format!("the tester's sender core is the limit ({} {})", t.role, t.name),
+                )
+            } else if let Some(t) = receiver {
+                (
+                    BottleneckKind::TesterReceiver,
+                    format!("the tester's receiver core is the limit ({} {})", t.role, t.name),
+                )
+            } else if c.softirq_pct >= c.busy_pct / 2.0 {
+                (
+                    BottleneckKind::Softirq,
+                    format!(
+                        "packet processing (softirq) on {} is the limit — the DUT's forwarding in a namespace lab, or interrupt placement",
+                        name(c)
+                    ),
+                )
+            } else {
+                (
+                    BottleneckKind::OtherWork,
+                    "work other than linerate's threads fills it (another process or the kernel)"
+                        .to_string(),
+                )
+            };
+            let mut text = format!("{} {:.0} %: {}: {why}", name(c), c.busy_pct, evidence(c));
+            if c.other_pct >= OTHER_NOTABLE_PCT {
+                text.push_str(&format!(
+                    "; {:.0} % of it went to other processes, so this measures a shared core: \
+                     rerun on an idle host or give linerate cores of its own (--cpus)",
+                    c.other_pct
+                ));
+            }
+            let others: Vec<String> = full
+                .iter()
+                .filter(|o| !std::ptr::eq(**o, c))
+                .map(|o| format!("{} {:.0} %", name(o), o.busy_pct))
+                .collect();
+            if !others.is_empty() {
+                text.push_str(&format!("; also saturated: {}", others.join(", ")));
+            }
+            (kind, text, c.host.clone(), Some(c.cpu))
+        }
+    };
+    Bottleneck {
+        verdict: text,
+        kind,
+        host,
+        cpu,
+        host_cpus: loads,
+    }
+}
+
+/// A thread that used a real share of the core (not a control thread
+/// waking now and then).
+fn engine_share(t: &ThreadLoad) -> bool {
+    t.cpu_pct >= 20.0
+}
+
+/// "58 % softirq (NET_RX 1.2 M/s), 42 % system, with gen's lr-udp-send at 97 %".
+fn evidence(c: &CpuLoad) -> String {
+    let mut parts: Vec<(f64, String)> = Vec::new();
+    let mut softirq = format!("{:.0} % softirq", c.softirq_pct);
+    let mut rates = Vec::new();
+    if c.net_rx_per_s >= 1.0 {
+        rates.push(format!("NET_RX {}/s", per_s(c.net_rx_per_s)));
+    }
+    if c.net_tx_per_s >= 1.0 {
+        rates.push(format!("NET_TX {}/s", per_s(c.net_tx_per_s)));
+    }
+    if !rates.is_empty() {
+        softirq.push_str(&format!(" ({})", rates.join(", ")));
+    }
+    parts.push((c.softirq_pct, softirq));
+    parts.push((c.system_pct, format!("{:.0} % system", c.system_pct)));
+    parts.push((c.user_pct, format!("{:.0} % user", c.user_pct)));
+    parts.push((c.irq_pct, format!("{:.0} % irq", c.irq_pct)));
+    parts.sort_by(|x, y| y.0.total_cmp(&x.0));
+    let split: Vec<String> = parts
+        .into_iter()
+        .filter(|(v, _)| *v >= 1.0)
+        .map(|(_, s)| s)
+        .collect();
+    let mut s = if split.is_empty() {
+        "idle".to_string()
+    } else {
+        split.join(", ")
+    };
+    let threads: Vec<String> = c
+        .threads
+        .iter()
+        .filter(|t| t.cpu_pct >= 1.0)
+        .take(3)
+        .map(|t| format!("{}'s {} at {:.0} %", t.role, t.name, t.cpu_pct))
+        .collect();
+    if !threads.is_empty() {
+        s.push_str(&format!(", with {}", threads.join(", ")));
+    }
+    s
+}
+
+/// A rate in two significant figures: "1.2 M", "50 k", "830".
+fn per_s(v: f64) -> String {
+    let (d, p) = match v {
+        v if v >= 1e9 => (1e9, " G"),
+        v if v >= 1e6 => (1e6, " M"),
+        v if v >= 1e3 => (1e3, " k"),
+        _ => (1.0, " "),
+    };
+    let x = v / d;
+    if x < 10.0 && d > 1.0 {
+        format!("{x:.1}{p}")
+    } else {
+        format!("{x:.0}{p}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A core's ticks since boot; `busy` split as (user, system, softirq).
+    fn core(cpu: u32, user: u64, system: u64, softirq: u64, idle: u64, net_rx: u64) -> CpuTicks {
+        CpuTicks {
+            cpu,
+            user,
+            system,
+            softirq,
+            idle,
+            net_rx,
+            ..Default::default()
+        }
+    }
+
+    fn thread(tid: u32, name: &str, ticks: u64, cpu: u32) -> ThreadTicks {
+        ThreadTicks {
+            tid,
+            name: name.into(),
+            utime: ticks / 4,
+            stime: ticks - ticks / 4,
+            cpu,
+        }
+    }
+
+    fn snap(per_cpu: Vec<CpuTicks>, threads: Vec<ThreadTicks>) -> Snapshot {
+        Snapshot {
+            per_cpu,
+            threads,
+            ..Default::default()
+        }
+    }
+
+    /// A 10 s test (1000 ticks per core) on two cores.
+    fn before() -> Snapshot {
+        snap(
+            vec![
+                core(0, 1000, 1000, 100, 50_000, 10),
+                core(1, 1000, 500, 100, 50_000, 10),
+            ],
+            vec![thread(7, "linerate", 5, 1)],
+        )
+    }
+
+    #[test]
+    fn full_sender_core_names_the_sender() {
+        let b = before();
+        // CPU0: 580 softirq + 420 system ticks, no idle: full. The sender
+        // thread (started after the first snapshot) used 970 ticks there.
+        let a = snap(
+            vec![
+                core(0, 1000, 1420, 680, 50_000, 12_000_010),
+                core(1, 1100, 600, 150, 50_750, 10),
+            ],
+            vec![
+                thread(7, "linerate", 6, 1),
+                thread(9, "lr-udp-send", 970, 0),
+            ],
+        );
+        let sink_b = snap(b.per_cpu.clone(), vec![]);
+        let sink_a = snap(a.per_cpu.clone(), vec![thread(11, "lr-udp-recv", 200, 1)]);
+        let agents = [
+            AgentCpu {
+                host: "lab".into(),
+                role: "gen".into(),
+                before: &b,
+                after: &a,
+            },
+            // Same host: its per-core times are not counted twice.
+            AgentCpu {
+                host: "lab".into(),
+                role: "sink".into(),
+                before: &sink_b,
+                after: &sink_a,
+            },
+        ];
+        let v = analyse(&agents, 10.0).unwrap();
+        assert_eq!(v.host_cpus.len(), 2, "one host, two cores");
+        let c0 = &v.host_cpus[0];
+        assert_eq!(c0.busy_pct, 100.0);
+        assert_eq!(c0.softirq_pct, 58.0);
+        assert_eq!(c0.system_pct, 42.0);
+        assert_eq!(c0.net_rx_per_s, 1_200_000.0);
+        assert_eq!(c0.threads[0].name, "lr-udp-send");
+        assert_eq!(c0.threads[0].role, "gen");
+        assert_eq!(c0.threads[0].cpu_pct, 97.0);
+        let c1 = &v.host_cpus[1];
+        assert_eq!(c1.busy_pct, 25.0);
+        assert_eq!(c1.threads[0].name, "lr-udp-recv");
+        assert_eq!(v.kind, BottleneckKind::TesterSender);
+        assert_eq!(v.cpu, Some(0));
+        assert!(
+            v.verdict
+                .starts_with("CPU0 100 %: 58 % softirq (NET_RX 1.2 M/s), 42 % system"),
+            "{}",
+            v.verdict
+        );
+        assert!(
+            v.verdict.contains("with gen's lr-udp-send at 97 %"),
+            "{}",
+            v.verdict
+        );
+        assert!(
+            v.verdict
+                .ends_with("the tester's sender core is the limit (gen lr-udp-send)"),
+            "{}",
+            v.verdict
+        );
+    }
+
+    #[test]
+    fn nothing_full_says_so_and_names_the_busiest() {
+        let b = before();
+        let a = snap(
+            vec![
+                core(0, 1100, 1100, 200, 50_700, 10),
+                core(1, 1300, 630, 300, 50_370, 500_010),
+            ],
+            vec![thread(9, "lr-udp-send", 250, 0)],
+        );
+        let agents = [AgentCpu {
+            host: "lab".into(),
+            role: "gen".into(),
+            before: &b,
+            after: &a,
+        }];
+        let v = analyse(&agents, 10.0).unwrap();
+        assert_eq!(v.kind, BottleneckKind::NoneSaturated);
+        assert_eq!(v.cpu, Some(1));
+        assert!(v.verdict.starts_with("no core saturated (busiest CPU1 63 %: 30 % user, 20 % softirq (NET_RX 50 k/s), 13 % system)"), "{}", v.verdict);
+        assert!(v
+            .verdict
+            .ends_with("the limit is elsewhere (the DUT or the link)"));
+    }
+
+    #[test]
+    fn full_softirq_core_without_linerate_is_packet_processing() {
+        let b = before();
+        let a = snap(
+            vec![
+                core(0, 1010, 1100, 1000, 50_000, 900_010),
+                core(1, 1100, 600, 150, 50_750, 10),
+            ],
+            vec![],
+        );
+        let agents = [AgentCpu {
+            host: "lab".into(),
+            role: "dut".into(),
+            before: &b,
+            after: &a,
+        }];
+        let v = analyse(&agents, 10.0).unwrap();
+        assert_eq!(v.kind, BottleneckKind::Softirq);
+        assert!(
+            v.verdict.contains("packet processing (softirq) on CPU0"),
+            "{}",
+            v.verdict
+        );
+    }
+
+    #[test]
+    fn receiver_core_and_hosts_apart() {
+        let b = before();
+        let a = snap(
+            vec![
+                core(0, 1000, 1100, 200, 50_800, 10),
+                core(1, 1400, 900, 300, 50_000, 10),
+            ],
+            vec![thread(12, "lr-tcp-recv", 800, 1)],
+        );
+        let other_b = before();
+        let other_a = snap(
+            vec![
+                core(0, 1100, 1100, 200, 50_700, 10),
+                core(1, 1100, 600, 150, 50_750, 10),
+            ],
+            vec![],
+        );
+        let agents = [
+            AgentCpu {
+                host: "a".into(),
+                role: "gen".into(),
+                before: &other_b,
+                after: &other_a,
+            },
+            AgentCpu {
+                host: "b".into(),
+                role: "sink".into(),
+                before: &b,
+                after: &a,
+            },
+        ];
+        let v = analyse(&agents, 10.0).unwrap();
+        assert_eq!(v.host_cpus.len(), 4);
+        assert_eq!(v.kind, BottleneckKind::TesterReceiver);
+        assert_eq!((v.host.as_str(), v.cpu), ("b", Some(1)));
+        assert!(v.verdict.starts_with("b CPU1 100 %"), "{}", v.verdict);
+    }
+
+    #[test]
+    fn a_shared_core_is_called_out() {
+        let b = before();
+        // CPU0 full, but the sender got 300 of its 1000 ticks and softirq 100:
+        // the other 600 belong to someone else.
+        let a = snap(
+            vec![
+                core(0, 1650, 1250, 200, 50_000, 10),
+                core(1, 1100, 600, 150, 50_750, 10),
+            ],
+            vec![thread(9, "lr-udp-send", 300, 0)],
+        );
+        let agents = [AgentCpu {
+            host: "lab".into(),
+            role: "gen".into(),
+            before: &b,
+            after: &a,
+        }];
+        let v = analyse(&agents, 10.0).unwrap();
+        assert_eq!(v.kind, BottleneckKind::TesterSender);
+        assert_eq!(v.host_cpus[0].other_pct, 60.0);
+        assert!(
+            v.verdict.contains("60 % of it went to other processes"),
+            "{}",
+            v.verdict
+        );
+    }
+
+    #[test]
+    fn old_agents_give_no_verdict() {
+        let s = Snapshot::default();
+        let agents = [AgentCpu {
+            host: "x".into(),
+            role: "gen".into(),
+            before: &s,
+            after: &s,
+        }];
+        assert!(analyse(&agents, 1.0).is_none());
+    }
+}
