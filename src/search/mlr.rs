@@ -384,10 +384,16 @@ pub fn mlr_search(
             // it offered, not the one asked (loss there makes it an upper
             // bound, none a lower one). It counts at the new ceiling, just
             // below that load, where later confirmations can be asked for.
+            // Short by less than the backoff is the tester's jitter at its
+            // ceiling, not a lower one: it counts at the load asked.
             let offered = o.offered_pps.min(c.load);
-            s.ceiling = s.ceiling.min(offered * (1.0 - TESTER_BACKOFF));
-            s.tester_limit = Some(s.ceiling);
-            s.record(s.ceiling, trial);
+            if offered >= c.load * (1.0 - TESTER_BACKOFF) {
+                s.record(c.load, trial);
+            } else {
+                s.ceiling = s.ceiling.min(offered * (1.0 - TESTER_BACKOFF));
+                s.tester_limit = Some(s.ceiling);
+                s.record(s.ceiling, trial);
+            }
         } else {
             s.record(c.load, trial);
         }

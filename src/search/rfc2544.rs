@@ -219,8 +219,9 @@ pub fn rfc2544_throughput(
         let o = &t.outcome;
         // A tester that fell short ran the trial at the load it offered:
         // that load passed or failed, and no more can be asked for.
-        let rate = if o.tester_limited {
-            let offered = o.offered_pps.min(rate);
+        // Short by less than the backoff is jitter at the ceiling.
+        let offered = o.offered_pps.min(rate);
+        let rate = if o.tester_limited && offered < rate * (1.0 - TESTER_BACKOFF) {
             ceiling = ceiling.min(offered * (1.0 - TESTER_BACKOFF));
             tester_limit = Some(ceiling);
             ceiling
