@@ -18,6 +18,8 @@
 #                   (--tx-engine socket)     vs  iperf3 -u -b 0 -l 18 (packets received/s)
 #   udp 64 B packet linerate udp 64 B frames vs  trafgen --cpus 1
 #                   (--tx-engine packet: AF_PACKET, qdisc bypass)
+#   udp 64 B 2 thr  linerate udp --threads 2  vs  trafgen --cpus 2
+#                   (packet engine, 16 flows by source port)
 #   agent peak RSS  the largest max_rss_bytes of any linerate agent in any run
 #
 # This is a benchmark, not a test: it exits 0 whatever the figures are; it
@@ -33,7 +35,7 @@ while [ $# -gt 0 ]; do
     --routed) routed=1 ;;
     --seconds) secs=${2:?--seconds needs a value}; shift ;;
     --rounds) rounds=${2:?--rounds needs a value}; shift ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -219,20 +221,22 @@ EOF
 
 # trafgen, one core; received pps = sink veth rx_packets delta / seconds
 run_trafgen() {
-  local rx0 rx1 tx0 tx1 rc=0
+  # $1: cores (default 1); results are recorded as udp64 (1 core) or udp64mt.
+  local cores=${1:-1} key=udp64 rx0 rx1 tx0 tx1 rc=0
+  [ "$cores" = 1 ] || key=udp64mt
   rx0=$(ip netns exec "$dst" cat "/sys/class/net/$rdev/statistics/rx_packets")
   tx0=$(ip netns exec "$src" cat "/sys/class/net/$sdev/statistics/tx_packets")
-  run ip netns exec "$src" timeout "$secs" trafgen --dev "$sdev" --conf "$tmp/t.cfg" --cpus 1 -q \
+  run ip netns exec "$src" timeout "$secs" trafgen --dev "$sdev" --conf "$tmp/t.cfg" --cpus "$cores" -q \
     >"$tmp/tg.out" 2>&1 || rc=$?
   rx1=$(ip netns exec "$dst" cat "/sys/class/net/$rdev/statistics/rx_packets")
   tx1=$(ip netns exec "$src" cat "/sys/class/net/$sdev/statistics/tx_packets")
   if [ "$rc" != 0 ] && [ "$rc" != 124 ]; then   # 124 = stopped by timeout, as intended
-    say "trafgen udp64" "FAILED (exit $rc): $(tail -n 2 "$tmp/tg.out" | tr '\n' ' ')"
-    rec "$round" udp64 trafgen nan; return 0
+    say "trafgen $key" "FAILED (exit $rc): $(tail -n 2 "$tmp/tg.out" | tr '\n' ' ')"
+    rec "$round" "$key" trafgen nan; return 0
   fi
   local v=$(( (rx1 - rx0) / secs ))
-  say "trafgen (1 core) udp64" "$(python3 -c "import sys; print(f'{int(sys.argv[1])/1e3:9.1f} kpps rx  (tx {int(sys.argv[2])/1e3:.1f} kpps on $sdev)')" "$v" "$(( (tx1 - tx0) / secs ))")"
-  rec "$round" udp64 trafgen "$v"
+  say "trafgen ($cores core) $key" "$(python3 -c "import sys; print(f'{int(sys.argv[1])/1e3:9.1f} kpps rx  (tx {int(sys.argv[2])/1e3:.1f} kpps on $sdev)')" "$v" "$(( (tx1 - tx0) / secs ))")"
+  rec "$round" "$key" trafgen "$v"
 }
 
 # ----------------------------------------------------------------- header ---
@@ -250,7 +254,9 @@ for round in $(seq 1 "$rounds"); do
     run_linerate tcp4 tcp -P 4; run_iperf3_tcp 4
     run_linerate udp64 udp --frame-size 64 --tx-engine socket; run_trafgen
     run_linerate udp64pkt udp --frame-size 64 --tx-engine packet; run_iperf3_udp
+    run_linerate udp64mt udp --frame-size 64 --tx-engine packet --flow-mode ports --threads 2; run_trafgen 2
   else
+    run_trafgen 2; run_linerate udp64mt udp --frame-size 64 --tx-engine packet --flow-mode ports --threads 2
     run_iperf3_tcp 1; run_linerate tcp1 tcp -P 1
     run_iperf3_tcp 4; run_linerate tcp4 tcp -P 4
     run_iperf3_udp; run_linerate udp64pkt udp --frame-size 64 --tx-engine packet
@@ -286,11 +292,13 @@ for key, label, anchor, fmt, tgt in [
     # The lab's default engine (auto) is the packet engine: issue 9's goals.
     ("udp64pkt", "udp 64B rx pps, packet engine", "trafgen", pps, 1.2),
     ("udp64pkt", "udp 64B rx pps, packet engine", "iperf3", pps, 1.5),
+    # --threads 2 against trafgen on 2 cores: the same cores for both.
+    ("udp64mt", "udp 64B rx pps, packet, 2 threads", "trafgen", pps, 1.0),
 ]:
     # The packet engine is compared with the same trafgen runs as the socket engine.
     a, b = med(key, "linerate"), med("udp64" if key == "udp64pkt" else key, anchor)
     ratio = a / b if a is not None and b else None
-    name = {"trafgen": "trafgen (1 core)"}.get(anchor, "iperf3 -u -l 18" if key.startswith("udp64") else anchor)
+    name = {"trafgen": "trafgen (2 cores)" if key == "udp64mt" else "trafgen (1 core)"}.get(anchor, "iperf3 -u -l 18" if key.startswith("udp64") else anchor)
     if key == "udp64":
         label += ", socket engine"
     met = None if ratio is None else ratio >= tgt

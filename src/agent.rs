@@ -396,15 +396,25 @@ fn start(
             Ok(None)
         }
         Job::UdpReceive {
-            bind, flows, cpus, ..
+            bind,
+            flows,
+            cpus,
+            threads,
+            ..
         } => {
-            let sock = udp::bind_receiver(bind)
+            let n = engine::workers::thread_count(threads, &cpus, usize::from(flows));
+            let socks = udp::bind_receivers(bind, n)
                 .map_err(|e| format!("binding UDP receiver on {bind}: {e}"))?;
-            let port = sock.local_addr().map_err(|e| e.to_string())?.port();
+            let port = socks
+                .first()
+                .ok_or("no receiver socket")?
+                .local_addr()
+                .map_err(|e| e.to_string())?
+                .port();
             spawn(
                 "lr-udp-recv",
                 ctx.clone(),
-                Box::new(move |c| udp::receive(c, sock, flows, &cpus)),
+                Box::new(move |c| udp::receive(c, socks, flows, &cpus)),
             )?;
             Ok(Some(port))
         }
@@ -417,6 +427,7 @@ fn start(
             cpus,
             allow,
             tx_engine,
+            threads,
             ..
         } => {
             let d = capped(duration_ms, limits)?;
@@ -443,6 +454,7 @@ fn start(
                 cpus,
                 allow,
                 tx_engine,
+                threads,
             };
             let sender = engine::tx::open(spec)?;
             spawn("lr-udp-send", ctx.clone(), Box::new(move |c| sender.run(c)))?;

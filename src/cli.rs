@@ -157,6 +157,12 @@ pub struct LabArgs {
     /// qdisc bypass), socket (UDP sockets) or auto (packet where it can run, else socket).
     #[arg(long, value_enum, default_value = "auto")]
     pub tx_engine: TxEngineArg,
+    /// Worker threads per side for UDP: each sender thread owns a share of the flows and a
+    /// core, receivers spread over SO_REUSEPORT sockets. With --cpus, the list is split:
+    /// the first N CPUs for the senders, the next N for the receivers. Default: 1 with
+    /// --cpus, else half the CPUs of each agent's host; never more than one per flow.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
     /// Physical port for the generator: moved into the gen namespace for the run and given
     /// back in its old state after. The DUT is then the external box the ports are cabled to
     /// (so --dut and its impairments do not apply).
@@ -318,6 +324,12 @@ pub struct UdpArgs {
     /// or auto (packet where it can run, else socket, with the reason in the results).
     #[arg(long, value_enum, default_value = "auto")]
     pub tx_engine: TxEngineArg,
+    /// Worker threads per side for UDP: each sender thread owns a share of the flows and a
+    /// core, receivers spread over SO_REUSEPORT sockets. With --cpus, the list is split:
+    /// the first N CPUs for the senders, the next N for the receivers. Default: 1 with
+    /// --cpus, else half the CPUs of each agent's host; never more than one per flow.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
     #[command(flatten)]
     pub common: Common,
 }
@@ -327,6 +339,7 @@ pub enum TxEngineArg {
     Auto,
     Socket,
     Packet,
+    Xdp,
 }
 
 impl From<TxEngineArg> for TxEngine {
@@ -335,6 +348,7 @@ impl From<TxEngineArg> for TxEngine {
             TxEngineArg::Auto => TxEngine::Auto,
             TxEngineArg::Socket => TxEngine::Socket,
             TxEngineArg::Packet => TxEngine::Packet,
+            TxEngineArg::Xdp => TxEngine::Xdp,
         }
     }
 }
@@ -420,6 +434,12 @@ pub struct ProfileArgs {
     /// or auto (packet where it can run, else socket, with the reason in the results).
     #[arg(long, value_enum, default_value = "auto")]
     pub tx_engine: TxEngineArg,
+    /// Worker threads per side for UDP: each sender thread owns a share of the flows and a
+    /// core, receivers spread over SO_REUSEPORT sockets. With --cpus, the list is split:
+    /// the first N CPUs for the senders, the next N for the receivers. Default: 1 with
+    /// --cpus, else half the CPUs of each agent's host; never more than one per flow.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
 }
 
 /// Flags of `linerate ramp`.
@@ -647,6 +667,10 @@ fn lab_config(a: &LabArgs) -> Result<Cmd> {
         mtu: a.mtu,
         dut_loss_pct: a.dut_loss,
         dut_police_pps: a.dut_police,
+        rps: crate::lab::CpuSet::receive_side(
+            &a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
+            a.threads.unwrap_or(0),
+        ),
     };
     let cfg = LabConfig {
         spec,
@@ -658,6 +682,7 @@ fn lab_config(a: &LabArgs) -> Result<Cmd> {
         direction: a.direction.into(),
         only: a.only.iter().map(|o| o.to_lowercase()).collect(),
         tx_engine: a.tx_engine.into(),
+        threads: a.threads.unwrap_or(0),
     };
     Ok(Cmd::Lab(cfg, a.common.run_opts(true)?))
 }
@@ -742,6 +767,7 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
         cpus: a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
         allow: a.common.allow_target.clone(),
         tx_engine: a.tx_engine.into(),
+        threads: a.threads.unwrap_or(0),
     };
     Ok((pair, TestSpec::Udp(t)))
 }
@@ -758,6 +784,8 @@ fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
                 mtu: 1500,
                 dut_loss_pct: t.dut_loss,
                 dut_police_pps: t.dut_police,
+                // Set from the test's stream by `bench_command`.
+                rps: Default::default(),
             },
             ipv6: t.ipv6,
         });
@@ -777,7 +805,20 @@ fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
 fn bench_command(t: &TargetArgs, spec: TestSpec, common: &Common) -> Result<Cmd> {
     let opts = common.run_opts(true)?;
     Ok(match bench(t, common)? {
-        Bench::Lab { spec: lab, ipv6 } => Cmd::LabBench(lab, with_ipv6(spec, ipv6), opts),
+        Bench::Lab {
+            spec: mut lab,
+            ipv6,
+        } => {
+            let stream = match &spec {
+                TestSpec::Ramp(r) => Some(&r.stream),
+                TestSpec::Search(s) => Some(&s.stream),
+                _ => None,
+            };
+            if let Some(s) = stream {
+                lab.rps = crate::lab::CpuSet::receive_side(&s.cpus, s.threads);
+            }
+            Cmd::LabBench(lab, with_ipv6(spec, ipv6), opts)
+        }
         Bench::Pair(p) => {
             let ipv6 = p.target.is_ipv6();
             Cmd::Pair(p, with_ipv6(spec, ipv6), opts)
@@ -829,6 +870,7 @@ impl ProfileArgs {
             cpus: common.cpus.clone().map(|c| c.0).unwrap_or_default(),
             allow: common.allow_target.clone(),
             tx_engine: self.tx_engine.into(),
+            threads: self.threads.unwrap_or(0),
         }
     }
 }

@@ -114,6 +114,8 @@ pub struct Stream {
     pub cpus: Vec<usize>,
     pub allow: Vec<Cidr>,
     pub tx_engine: TxEngine,
+    /// UDP worker threads per side (0: each agent chooses).
+    pub threads: u16,
 }
 
 #[derive(Debug, Clone)]
@@ -184,6 +186,8 @@ pub struct LabConfig {
     pub only: Vec<String>,
     /// How the UDP tests' senders put datagrams on the wire.
     pub tx_engine: TxEngine,
+    /// UDP worker threads per side (0: each agent chooses).
+    pub threads: u16,
 }
 
 /// One kind of test with its settings, as ad-hoc commands and plans give it.

@@ -140,6 +140,7 @@ pub fn base_test(p: &Profile, s: &Stream) -> Result<UdpTest> {
         cpus: s.cpus.clone(),
         allow: s.allow.clone(),
         tx_engine: s.tx_engine,
+        threads: s.threads,
     })
 }
 

@@ -236,9 +236,68 @@ pub fn apply(op: &NetOp) -> Result<()> {
             )
         }
         NetOp::Nft { ruleset } => run("nft", &["-f", "-"], Some(ruleset)),
+        NetOp::Rps { dev, cpus } => {
+            check_ifname(dev)?;
+            set_rps(dev, cpus)
+        }
         NetOp::TakePort { dev, force } => port::take(dev, *force),
         NetOp::ResolveNeigh { dev, addr, also } => port::resolve(dev, *addr, also).map(drop),
     }
+}
+
+/// The sysfs form of a CPU set: comma-separated 32-bit hex words, the
+/// highest first ("00000001,00000004" is CPUs 34 and 2).
+pub fn cpu_mask(cpus: &[usize]) -> String {
+    let words = cpus.iter().max().map(|&m| m / 32 + 1).unwrap_or(1);
+    let mut w = vec![0u32; words];
+    for &c in cpus {
+        w[c / 32] |= 1 << (c % 32);
+    }
+    w.iter()
+        .rev()
+        .map(|x| format!("{x:08x}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Writes `dev`'s RPS mask on each of its rx queues. The agent's /sys shows
+/// the namespace it was started from, so the writing happens on a thread of
+/// its own with a private mount of this namespace's sysfs.
+fn set_rps(dev: &str, cpus: &[usize]) -> Result<()> {
+    let mask = cpu_mask(cpus);
+    let dev = dev.to_string();
+    let worker = std::thread::spawn(move || -> Result<()> {
+        crate::sys::private_sysfs()
+            .context("mounting this namespace's sysfs on a private mount (needs root)")?;
+        let queues = format!("/sys/class/net/{dev}/queues");
+        let mut n = 0;
+        for e in std::fs::read_dir(&queues).with_context(|| format!("reading {queues}"))? {
+            let e = e?;
+            if !e.file_name().to_string_lossy().starts_with("rx-") {
+                continue;
+            }
+            let path = e.path().join("rps_cpus");
+            std::fs::write(&path, &mask)
+                .with_context(|| format!("writing {mask} to {}", path.display()))?;
+            let back = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading back {}", path.display()))?;
+            if back.trim().trim_start_matches(['0', ',']) != mask.trim_start_matches(['0', ',']) {
+                bail!(
+                    "{} reads {} after writing {mask}",
+                    path.display(),
+                    back.trim()
+                );
+            }
+            n += 1;
+        }
+        if n == 0 {
+            bail!("{dev} has no rx queues in {queues}");
+        }
+        Ok(())
+    });
+    worker
+        .join()
+        .map_err(|_| anyhow::anyhow!("the RPS thread panicked"))?
 }
 
 /// Creates a veth pair whose ends are born inside two namespaces, named by the
@@ -306,6 +365,14 @@ mod tests {
             value: "x".into(),
         };
         assert!(apply(&sneaky).is_err());
+    }
+
+    #[test]
+    fn cpu_masks_in_sysfs_form() {
+        assert_eq!(cpu_mask(&[1]), "00000002");
+        assert_eq!(cpu_mask(&[0, 2, 3]), "0000000d");
+        assert_eq!(cpu_mask(&[2, 34]), "00000004,00000004");
+        assert_eq!(cpu_mask(&[]), "00000000");
     }
 
     #[test]

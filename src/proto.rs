@@ -169,6 +169,13 @@ pub enum NetOp {
     Nft {
         ruleset: String,
     },
+    /// Receive packet steering: softirq receive work of every rx queue of
+    /// `dev` runs on these CPUs (written to the namespace's own sysfs and
+    /// read back).
+    Rps {
+        dev: String,
+        cpus: Vec<usize>,
+    },
     /// Move a physical port from the agent's original namespace into its own,
     /// after checking it is safe to take (unless `force`); the agent records
     /// the port's state and gives it back when it exits.
@@ -232,6 +239,10 @@ pub enum Job {
         flows: u16,
         interval_ms: u64,
         cpus: Vec<usize>,
+        /// Receiver threads, one SO_REUSEPORT socket each (0: the agent
+        /// chooses; older controllers send none).
+        #[serde(default)]
+        threads: u16,
     },
     UdpSend {
         flows: Vec<FlowSpec>,
@@ -248,6 +259,10 @@ pub enum Job {
         /// How datagrams leave the agent; older controllers send none (auto).
         #[serde(default)]
         tx_engine: TxEngine,
+        /// Sender threads, each with its share of the flows and of the rate
+        /// (0: the agent chooses; older controllers send none).
+        #[serde(default)]
+        threads: u16,
     },
 }
 
@@ -264,6 +279,9 @@ pub enum TxEngine {
     /// Whole Ethernet frames built by linerate on an AF_PACKET socket that
     /// bypasses the qdisc (root, an Ethernet next hop with a known neighbour).
     Packet,
+    /// The packet engine's frames on an AF_XDP socket's TX ring: zero-copy
+    /// where the driver offers it, copy mode elsewhere (veth).
+    Xdp,
 }
 
 impl TxEngine {
@@ -272,6 +290,7 @@ impl TxEngine {
             TxEngine::Auto => "auto",
             TxEngine::Socket => "socket",
             TxEngine::Packet => "packet",
+            TxEngine::Xdp => "xdp",
         }
     }
 }
@@ -294,6 +313,21 @@ impl RateProfile {
     pub fn constant(pps: f64) -> Self {
         RateProfile {
             points: vec![RatePoint { t_s: 0.0, pps }],
+        }
+    }
+
+    /// The same profile with every rate multiplied by `factor` (one
+    /// worker's share of a job's rate).
+    pub fn scaled(&self, factor: f64) -> Self {
+        RateProfile {
+            points: self
+                .points
+                .iter()
+                .map(|p| RatePoint {
+                    t_s: p.t_s,
+                    pps: p.pps * factor,
+                })
+                .collect(),
         }
     }
 
@@ -504,6 +538,30 @@ pub struct EndpointSummary {
     /// Why auto did not run the packet engine, when it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tx_engine_note: Option<String>,
+    /// Each worker thread's own figures (UDP jobs); they add up to the
+    /// job's counters above.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_thread: Vec<ThreadFigures>,
+}
+
+/// What one worker thread of a UDP job did.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct ThreadFigures {
+    /// Index of the worker within its job, from 0.
+    pub thread: u16,
+    /// The core the worker was pinned to, if it was.
+    pub cpu: Option<usize>,
+    /// Flow ids the worker sent (senders) or received (receivers).
+    pub flows: Vec<u16>,
+    /// CPU seconds (user + system) of this thread.
+    pub cpu_s: f64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub tx_errors: u64,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub reordered: u64,
+    pub duplicates: u64,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
@@ -780,6 +838,7 @@ mod tests {
                 cpus: vec![0],
                 allow: vec!["192.0.2.0/24".parse().unwrap()],
                 tx_engine: TxEngine::Packet,
+                threads: 2,
             },
             start_at_unix_ns: Some(1_700_000_000_000_000_000),
         });

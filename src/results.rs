@@ -14,7 +14,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub const SCHEMA_VERSION: &str = "1.2.0";
+pub const SCHEMA_VERSION: &str = "1.3.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -155,6 +155,9 @@ pub struct LabTopology {
     pub links: Vec<LabLink>,
     /// How GSO/GRO were handled so that each datagram is one packet.
     pub offloads: String,
+    /// Where receive work was steered (RPS), or why it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steering: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]

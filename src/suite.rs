@@ -65,6 +65,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         cpus: cpus.clone(),
         allow: allow.clone(),
         tx_engine: args.tx_engine,
+        threads: args.threads,
     };
     let tcp = |name: &str, streams: u16, ipv6: bool| TcpTest {
         name: name.into(),
@@ -222,6 +223,7 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
         cpus: opts.cpus.clone(),
         allow: opts.allow_target.clone(),
         tx_engine: args.tx_engine,
+        threads: args.threads,
     };
     let secs = args.duration_s.unwrap_or(8.0).clamp(2.0, 600.0);
     let mut lines = Vec::new();

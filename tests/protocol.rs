@@ -173,6 +173,7 @@ fn agent_refuses_unsafe_destinations_and_over_cap_durations() {
             cpus: vec![],
             allow: vec![],
             tx_engine: Default::default(),
+            threads: 0,
         },
         start_at_unix_ns: None,
     };

@@ -19,4 +19,5 @@ mod search_limits;
 mod signals;
 mod ssh;
 mod sshd;
+mod threads;
 mod txengine;

@@ -119,3 +119,49 @@ fn packet_engine_refuses_loopback_with_a_reason() {
         "{text}"
     );
 }
+
+#[test]
+fn xdp_engine_frames_pass_the_lab_or_it_says_why_not() {
+    let _g = serial();
+    if !require_root() {
+        return;
+    }
+    let dir = tempdir("txengine-xdp");
+    let out = run(&[
+        "lab",
+        "--quick",
+        "--only",
+        "udp 64B var2",
+        "--tx-engine",
+        "xdp",
+        "--no-progress",
+        "--json",
+        "--results-dir",
+        dir.to_str().unwrap(),
+    ]);
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    let t = test_named(&doc, "udp 64B var2");
+    if t["status"] != "ok" {
+        // A kernel without AF_XDP: the refusal names the engine and the fix.
+        let e = t["error"].as_str().unwrap_or_default();
+        assert!(e.contains("xdp engine cannot run here"), "{t}");
+        assert!(e.contains("--tx-engine"), "{e}");
+        eprintln!("skipped: {e}");
+        return;
+    }
+    let d = &t["directions"][0];
+    let (tx, rx, lost) = (u(&d["tx_packets"]), u(&d["rx_packets"]), u(&d["lost"]));
+    assert!(tx > 1000, "the xdp engine sent {tx} frames");
+    assert_eq!(rx + lost, tx, "receiver counts must add up to the sender's");
+    assert_eq!(d["sender_summary"]["tx_engine"], "xdp");
+    for c in t["cross_checks"].as_array().unwrap() {
+        assert_eq!(c["flagged"], false, "{c}");
+    }
+    for k in t["kernel_counters"].as_array().unwrap() {
+        if k["role"] == "sink" {
+            assert_eq!(k["udp_delta"]["in_csum_errors"], 0, "{k}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

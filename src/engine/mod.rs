@@ -7,6 +7,7 @@ pub mod packet;
 pub mod tcp;
 pub mod tx;
 pub mod udp;
+pub mod workers;
 
 use crate::proto::{Cidr, FlowTotal, IntervalSample, Response};
 use std::net::IpAddr;

@@ -368,6 +368,92 @@ pub struct PacketTx {
     _port: Option<UdpSocket>,
 }
 
+/// Every flow's frames, ready to write, and the interfaces they leave by.
+struct Resolved {
+    /// Per flow, per entry of the frame sequence: `templates[flow * sizes + size]`.
+    templates: Vec<Template>,
+    /// Flows per egress ifindex.
+    by_if: BTreeMap<u32, Vec<usize>>,
+    /// The largest frame, bytes without FCS rounding: one buffer slot.
+    slot: usize,
+    port: Option<UdpSocket>,
+}
+
+/// Resolves every flow's path (route, source, next-hop MAC) and builds its
+/// frame templates; the error says why frames cannot be built here.
+fn resolve(flows: &[FlowSpec], sizes: &[u32], ipv6: bool) -> Result<Resolved, String> {
+    if sizes.is_empty() {
+        return Err("no frame sizes".into());
+    }
+    if let Some(f) = flows.iter().find(|f| f.dst.ip().is_loopback()) {
+        return Err(format!("{} is a loopback address", f.dst.ip()));
+    }
+    // The socket engine binds one ephemeral port for flows without a
+    // source port; so does this engine, and keeps it bound.
+    let port = if flows.iter().any(|f| f.src_port == 0) {
+        let any: IpAddr = if ipv6 {
+            std::net::Ipv6Addr::UNSPECIFIED.into()
+        } else {
+            std::net::Ipv4Addr::UNSPECIFIED.into()
+        };
+        Some(
+            UdpSocket::bind(SocketAddr::new(any, 0))
+                .map_err(|e| format!("reserving a source port: {e}"))?,
+        )
+    } else {
+        None
+    };
+    let eph = match &port {
+        Some(s) => s
+            .local_addr()
+            .map_err(|e| format!("reading the reserved source port: {e}"))?
+            .port(),
+        None => 0,
+    };
+    let mut res = Resolver {
+        links: HashMap::new(),
+        neighbours: HashMap::new(),
+    };
+    let max_frame = sizes.iter().copied().max().unwrap_or(64);
+    let mut by_if: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    let mut templates = Vec::with_capacity(flows.len() * sizes.len());
+    for (i, f) in flows.iter().enumerate() {
+        let route = res.route(f.dst.ip(), f.src)?;
+        let link = res.link(&route.dev)?;
+        // An L2 frame of the largest size must fit the interface's MTU.
+        let l3 = max_frame as usize - units::FCS as usize - ETH_HEADER;
+        if l3 > link.mtu as usize {
+            return Err(format!(
+                "{max_frame} B frames exceed the MTU {} of {}",
+                link.mtu, route.dev
+            ));
+        }
+        let nh = route.gateway.unwrap_or(f.dst.ip());
+        let dst_mac = res.neighbour(nh, &route.dev)?;
+        let src_ip = f
+            .src
+            .or(route.prefsrc)
+            .ok_or_else(|| format!("no source address for {} (the route names none)", f.dst))?;
+        let src_port = if f.src_port == 0 { eph } else { f.src_port };
+        let path = FlowPath {
+            src_mac: link.mac,
+            dst_mac,
+            src: SocketAddr::new(src_ip, src_port),
+            dst: f.dst,
+        };
+        for &s in sizes {
+            templates.push(Template::new(&path, s)?);
+        }
+        by_if.entry(link.ifindex).or_default().push(i);
+    }
+    Ok(Resolved {
+        templates,
+        by_if,
+        slot: max_frame as usize,
+        port,
+    })
+}
+
 impl PacketTx {
     /// Resolves every flow's path and opens the sockets; the error says why
     /// the packet engine cannot run here.
@@ -377,70 +463,12 @@ impl PacketTx {
         ipv6: bool,
         batch: usize,
     ) -> Result<PacketTx, String> {
-        if sizes.is_empty() {
-            return Err("no frame sizes".into());
-        }
-        if let Some(f) = flows.iter().find(|f| f.dst.ip().is_loopback()) {
-            return Err(format!("{} is a loopback address", f.dst.ip()));
-        }
-        // The socket engine binds one ephemeral port for flows without a
-        // source port; so does this engine, and keeps it bound.
-        let port = if flows.iter().any(|f| f.src_port == 0) {
-            let any: IpAddr = if ipv6 {
-                std::net::Ipv6Addr::UNSPECIFIED.into()
-            } else {
-                std::net::Ipv4Addr::UNSPECIFIED.into()
-            };
-            Some(
-                UdpSocket::bind(SocketAddr::new(any, 0))
-                    .map_err(|e| format!("reserving a source port: {e}"))?,
-            )
-        } else {
-            None
-        };
-        let eph = match &port {
-            Some(s) => s
-                .local_addr()
-                .map_err(|e| format!("reading the reserved source port: {e}"))?
-                .port(),
-            None => 0,
-        };
-        let mut res = Resolver {
-            links: HashMap::new(),
-            neighbours: HashMap::new(),
-        };
-        let max_frame = sizes.iter().copied().max().unwrap_or(64);
-        let mut by_if: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-        let mut templates = Vec::with_capacity(flows.len() * sizes.len());
-        for (i, f) in flows.iter().enumerate() {
-            let route = res.route(f.dst.ip(), f.src)?;
-            let link = res.link(&route.dev)?;
-            // An L2 frame of the largest size must fit the interface's MTU.
-            let l3 = max_frame as usize - units::FCS as usize - ETH_HEADER;
-            if l3 > link.mtu as usize {
-                return Err(format!(
-                    "{max_frame} B frames exceed the MTU {} of {}",
-                    link.mtu, route.dev
-                ));
-            }
-            let nh = route.gateway.unwrap_or(f.dst.ip());
-            let dst_mac = res.neighbour(nh, &route.dev)?;
-            let src_ip = f
-                .src
-                .or(route.prefsrc)
-                .ok_or_else(|| format!("no source address for {} (the route names none)", f.dst))?;
-            let src_port = if f.src_port == 0 { eph } else { f.src_port };
-            let path = FlowPath {
-                src_mac: link.mac,
-                dst_mac,
-                src: SocketAddr::new(src_ip, src_port),
-                dst: f.dst,
-            };
-            for &s in sizes {
-                templates.push(Template::new(&path, s)?);
-            }
-            by_if.entry(link.ifindex).or_default().push(i);
-        }
+        let Resolved {
+            templates,
+            by_if,
+            slot,
+            port,
+        } = resolve(flows, sizes, ipv6)?;
         let mut sockets = Vec::new();
         for (ifindex, fl) in by_if {
             let fd = sys::packet_socket().map_err(|e| {
@@ -454,7 +482,6 @@ impl PacketTx {
                 .map_err(|e| format!("binding the packet socket to ifindex {ifindex}: {e}"))?;
             sockets.push((fd, fl));
         }
-        let slot = max_frame as usize;
         Ok(PacketTx {
             sockets,
             templates,
@@ -488,6 +515,82 @@ impl Transmit for PacketTx {
 
     fn name(&self) -> &'static str {
         "packet"
+    }
+}
+
+/// The XDP engine's transmitter: the same frames as the packet engine, put
+/// on an AF_XDP socket's TX ring (one socket per egress interface, queue 0),
+/// zero-copy where the driver offers it, copy mode elsewhere.
+pub struct XdpTx {
+    sockets: Vec<(sys::Xsk, Vec<usize>)>,
+    templates: Vec<Template>,
+    sizes: usize,
+    _port: Option<UdpSocket>,
+}
+
+/// UMEM frames per socket and their size (a power of two that holds the
+/// largest frame linerate sends, 9000 B jumbo frames included).
+const XDP_FRAMES: u32 = 4096;
+
+impl XdpTx {
+    pub fn open(flows: &[FlowSpec], sizes: &[u32], ipv6: bool) -> Result<XdpTx, String> {
+        let r = resolve(flows, sizes, ipv6)?;
+        let frame_size = (r.slot as u32).next_power_of_two().max(2048);
+        let mut sockets = Vec::new();
+        for (ifindex, fl) in r.by_if {
+            let mut x = sys::Xsk::open(ifindex, XDP_FRAMES, frame_size).map_err(|e| {
+                format!("opening an AF_XDP socket on ifindex {ifindex}: {e} (needs root and a kernel with AF_XDP)")
+            })?;
+            // Payload bytes after the linerate header are the same in every
+            // frame: fill every UMEM frame once.
+            x.fill_new_frames(FILL);
+            sockets.push((x, fl));
+        }
+        Ok(XdpTx {
+            sockets,
+            templates: r.templates,
+            sizes: sizes.len(),
+            _port: r.port,
+        })
+    }
+
+    /// Whether every socket runs zero-copy.
+    pub fn zero_copy(&self) -> bool {
+        self.sockets.iter().all(|s| s.0.zero_copy())
+    }
+}
+
+impl Transmit for XdpTx {
+    fn groups(&self) -> Vec<Vec<usize>> {
+        self.sockets.iter().map(|s| s.1.clone()).collect()
+    }
+
+    fn send(&mut self, group: usize, msgs: &[Msg]) -> io::Result<usize> {
+        let (templates, sizes) = (&self.templates, self.sizes);
+        self.sockets[group].0.send(msgs.len(), |j, buf| {
+            let m = &msgs[j];
+            templates[m.flow * sizes + m.size].write(&m.header, buf)
+        })
+    }
+
+    fn finish(&mut self) -> u64 {
+        // Frames still on a ring when the sender stops have been counted as
+        // sent: give the kernel up to a second to send them, and report any
+        // it did not (or refused as invalid) so they count as send errors.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        let mut stuck = 0;
+        for (x, _) in &mut self.sockets {
+            while x.in_flight() > 0 && std::time::Instant::now() < deadline {
+                let _ = x.kick();
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            stuck += u64::from(x.in_flight()) + x.invalid();
+        }
+        stuck
+    }
+
+    fn name(&self) -> &'static str {
+        "xdp"
     }
 }
 

@@ -4,16 +4,20 @@
 //! [`Transmit`]: UDP sockets ([`super::udp::SocketTx`]) or whole Ethernet
 //! frames on an AF_PACKET socket ([`super::packet::PacketTx`]).
 
-use super::udp::{check_frames, emit, frame_sequence, Header};
+use super::udp::{check_frames, frame_sequence, Header};
+use super::workers::{self, Counters, Intervals, Totals};
 use super::{check_destination, packet, udp, IntervalClock, JobCtx};
 use crate::proto::{
-    Cidr, EndpointSummary, FlowCounters, FlowSpec, FrameSpec, IntervalSample, RateProfile, TxEngine,
+    Cidr, EndpointSummary, FlowCounters, FlowSpec, FrameSpec, RateProfile, ThreadFigures, TxEngine,
 };
-use crate::sys;
+use crate::{kernel, sys};
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Parameters of a sending job (from `Job::UdpSend`).
+#[derive(Clone)]
 pub struct SendSpec {
     pub flows: Vec<FlowSpec>,
     pub frame: FrameSpec,
@@ -23,6 +27,8 @@ pub struct SendSpec {
     pub cpus: Vec<usize>,
     pub allow: Vec<Cidr>,
     pub tx_engine: TxEngine,
+    /// Worker threads (0: one per CPU given, else half this agent's CPUs).
+    pub threads: u16,
 }
 
 /// One datagram of a batch: its flow (index into the job's flows), its frame
@@ -41,22 +47,80 @@ pub trait Transmit: Send {
     /// Sends `msgs`, all of group `group`; returns how many the kernel took
     /// (a prefix of `msgs`). At most the batch size given at opening.
     fn send(&mut self, group: usize, msgs: &[Msg]) -> io::Result<usize>;
-    /// "socket" or "packet", for results.
+    /// "socket", "packet" or "xdp", for results.
     fn name(&self) -> &'static str;
+    /// Called once after the last batch: engines that queue frames for the
+    /// kernel wait for them here and return how many never left (counted
+    /// as send errors; they were counted as sent).
+    fn finish(&mut self) -> u64 {
+        0
+    }
 }
 
-/// A sending job with its engine open, ready to run on its own thread.
+/// One worker's part of a sending job: its flows (a sub-spec whose rate is
+/// the flows' share of the job's rate) and its open engine.
+struct Share {
+    spec: SendSpec,
+    tx: Box<dyn Transmit>,
+    cpu: Option<usize>,
+}
+
+/// A sending job with its engines open, ready to run on its own thread.
 pub struct Sender {
     spec: SendSpec,
     sizes: Vec<u32>,
     batch: usize,
-    tx: Box<dyn Transmit>,
+    shares: Vec<Share>,
     note: Option<String>,
 }
 
-/// Validates a sending job and opens its engine: done before the agreed start
-/// instant, so route and neighbour look-ups do not delay the first packet and
-/// a refusal reaches the controller at once.
+/// Opens the engine `spec.tx_engine` asks for over `spec`'s flows; with
+/// auto, the packet engine where it runs, else the socket engine and why.
+fn open_engine(
+    spec: &SendSpec,
+    sizes: &[u32],
+    ipv6: bool,
+    batch: usize,
+) -> Result<(Box<dyn Transmit>, Option<String>), String> {
+    Ok(match spec.tx_engine {
+        TxEngine::Socket => (Box::new(udp::SocketTx::open(spec, ipv6, batch)?), None),
+        TxEngine::Packet => (
+            Box::new(
+                packet::PacketTx::open(&spec.flows, sizes, ipv6, batch).map_err(|e| {
+                    format!(
+                        "the packet engine cannot run here: {e}; use --tx-engine socket or auto"
+                    )
+                })?,
+            ),
+            None,
+        ),
+        TxEngine::Xdp => (
+            Box::new(packet::XdpTx::open(&spec.flows, sizes, ipv6).map_err(|e| {
+                format!(
+                    "the xdp engine cannot run here: {e}; use --tx-engine packet, socket or auto"
+                )
+            })?),
+            None,
+        ),
+        // Auto: AF_XDP where the driver runs it zero-copy (the fastest);
+        // its copy mode (veth, most drivers) is slower than the packet
+        // engine, which comes next, then the socket engine.
+        TxEngine::Auto => match packet::XdpTx::open(&spec.flows, sizes, ipv6) {
+            Ok(x) if x.zero_copy() => (Box::new(x), None),
+            _ => match packet::PacketTx::open(&spec.flows, sizes, ipv6, batch) {
+                Ok(p) => (Box::new(p), None),
+                Err(e) => (
+                    Box::new(udp::SocketTx::open(spec, ipv6, batch)?),
+                    Some(format!("packet refused: {e}")),
+                ),
+            },
+        },
+    })
+}
+
+/// Validates a sending job and opens its engines, one per worker thread:
+/// done before the agreed start instant, so route and neighbour look-ups do
+/// not delay the first packet and a refusal reaches the controller at once.
 pub fn open(spec: SendSpec) -> Result<Sender, String> {
     if spec.flows.is_empty() {
         return Err("a UDP send job needs at least one flow".into());
@@ -71,44 +135,121 @@ pub fn open(spec: SendSpec) -> Result<Sender, String> {
     check_frames(spec.frame, ipv6)?;
     let batch = spec.batch.clamp(1, 1024);
     let sizes = frame_sequence(spec.frame);
-    let (tx, note): (Box<dyn Transmit>, Option<String>) = match spec.tx_engine {
-        TxEngine::Socket => (Box::new(udp::SocketTx::open(&spec, ipv6, batch)?), None),
-        TxEngine::Packet => (
-            Box::new(
-                packet::PacketTx::open(&spec.flows, &sizes, ipv6, batch).map_err(|e| {
-                    format!(
-                        "the packet engine cannot run here: {e}; use --tx-engine socket or auto"
-                    )
-                })?,
-            ),
-            None,
-        ),
-        TxEngine::Auto => match packet::PacketTx::open(&spec.flows, &sizes, ipv6, batch) {
-            Ok(p) => (Box::new(p), None),
-            Err(e) => (
-                Box::new(udp::SocketTx::open(&spec, ipv6, batch)?),
-                Some(format!("packet refused: {e}")),
-            ),
-        },
-    };
+    let n = workers::thread_count(spec.threads, &spec.cpus, spec.flows.len());
+    let total_flows = spec.flows.len() as f64;
+    let mut shares = Vec::with_capacity(n);
+    let mut note = None;
+    for (i, idx) in workers::shares(spec.flows.len(), n).into_iter().enumerate() {
+        let mut sub = spec.clone();
+        sub.flows = idx.iter().map(|&f| spec.flows[f].clone()).collect();
+        // Each worker paces its flows' share of the job's rate, so every
+        // flow gets the same rate however the flows divide.
+        let part = sub.flows.len() as f64 / total_flows;
+        sub.rate = spec.rate.as_ref().map(|r| r.scaled(part));
+        let (tx, why) = open_engine(&sub, &sizes, ipv6, batch)?;
+        note = note.or(why);
+        shares.push(Share {
+            spec: sub,
+            tx,
+            cpu: workers::worker_cpu(i, n, &spec.cpus),
+        });
+    }
     Ok(Sender {
         spec,
         sizes,
         batch,
-        tx,
+        shares,
         note,
     })
 }
 
 impl Sender {
-    /// Sends until the duration ends or the controller stops the job.
-    pub fn run(mut self, ctx: &JobCtx) -> Result<EndpointSummary, String> {
-        sys::pin_thread(&self.spec.cpus)
-            .map_err(|e| format!("pinning the sender to CPUs {:?}: {e}", self.spec.cpus))?;
-        let mut summary = run(ctx, &self.spec, &self.sizes, self.batch, self.tx.as_mut())?;
-        summary.tx_engine = self.tx.name().into();
-        summary.tx_engine_note = self.note;
-        Ok(summary)
+    /// Sends until the duration ends or the controller stops the job: one
+    /// worker per share, this thread reporting the sum of their counters.
+    pub fn run(self, ctx: &JobCtx) -> Result<EndpointSummary, String> {
+        let Sender {
+            spec,
+            sizes,
+            batch,
+            shares,
+            note,
+        } = self;
+        let engine = shares.first().map(|s| s.tx.name()).unwrap_or("socket");
+        let cpu0 = sys::process_cpu_seconds();
+        let abort = Arc::new(AtomicBool::new(false));
+        let start = Instant::now();
+        let mut handles = Vec::with_capacity(shares.len());
+        let mut counters = Vec::with_capacity(shares.len());
+        for (i, share) in shares.into_iter().enumerate() {
+            let c = Arc::new(Counters::default());
+            counters.push(c.clone());
+            let (ctx, abort, sizes) = (ctx.clone(), abort.clone(), sizes.clone());
+            let h = kernel::spawn_named("lr-udp-send", move || {
+                let out = worker(&ctx, &abort, share, &sizes, batch, &c, start, i);
+                if out.is_err() {
+                    abort.store(true, Ordering::Relaxed);
+                }
+                out
+            })
+            .map_err(|e| format!("starting a sender thread: {e}"))?;
+            handles.push(h);
+        }
+        let mut clock = IntervalClock::new(start, ctx.interval);
+        let mut iv = Intervals::default();
+        let deadline = start + spec.duration;
+        let target = |a: f64, b: f64| {
+            // Nothing is asked for after the job's duration.
+            let d = spec.duration.as_secs_f64();
+            target_between(spec.rate.as_ref(), a.min(d), b.min(d))
+        };
+        while handles.iter().any(|h| !h.is_finished()) {
+            let now = Instant::now();
+            // Intervals that end by the deadline; the last one is closed
+            // when the workers have stopped, at the instant they did.
+            if now < deadline {
+                if let Some((a, b)) = clock.due(now) {
+                    let t = Totals::of(counters.iter().map(|c| c.as_ref()));
+                    ctx.emit(iv.sample(t, a, b, target(a, b)));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let mut per_thread = Vec::new();
+        let mut flows = Vec::new();
+        let mut err = None;
+        let mut ended = Duration::ZERO;
+        for h in handles {
+            match h.join() {
+                Ok(Ok(w)) => {
+                    flows.extend(w.flows);
+                    per_thread.push(w.figures);
+                    ended = ended.max(w.ended);
+                }
+                Ok(Err(e)) => err = err.or(Some(e)),
+                Err(_) => err = err.or(Some("a sender thread panicked".to_string())),
+            }
+        }
+        if let Some(e) = err {
+            return Err(e);
+        }
+        let (a, b) = clock.close(start + ended);
+        let t = Totals::of(counters.iter().map(|c| c.as_ref()));
+        ctx.emit(iv.sample(t, a, b, target(a, b)));
+        flows.sort_by_key(|f: &FlowCounters| f.id);
+        Ok(EndpointSummary {
+            elapsed_s: b,
+            cpu_s: sys::process_cpu_seconds() - cpu0,
+            max_rss_bytes: sys::peak_rss_bytes(),
+            tx_packets: t.tx_packets,
+            tx_bytes: t.tx_bytes,
+            tx_errors: t.tx_errors,
+            tx_target: iv.total.tx_target,
+            flows,
+            tx_engine: engine.into(),
+            tx_engine_note: note,
+            per_thread,
+            ..Default::default()
+        })
     }
 }
 
@@ -117,14 +258,74 @@ pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, String> {
     open(spec)?.run(ctx)
 }
 
-/// The pacing loop: what the profile has made due, in batches, through `tx`.
-fn run(
+/// What a worker hands back: its flows' counters and its own figures.
+struct WorkerEnd {
+    flows: Vec<FlowCounters>,
+    figures: ThreadFigures,
+    /// When the worker stopped sending, since the job's start.
+    ended: Duration,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn worker(
     ctx: &JobCtx,
+    abort: &AtomicBool,
+    mut share: Share,
+    sizes: &[u32],
+    batch: usize,
+    c: &Counters,
+    start: Instant,
+    index: usize,
+) -> Result<WorkerEnd, String> {
+    if let Some(cpu) = share.cpu {
+        sys::pin_thread(&[cpu])
+            .map_err(|e| format!("pinning a sender thread to CPU {cpu}: {e}"))?;
+    } else {
+        sys::pin_thread(&share.spec.cpus)
+            .map_err(|e| format!("pinning the sender to CPUs {:?}: {e}", share.spec.cpus))?;
+    }
+    let cpu0 = sys::thread_cpu_seconds();
+    let stopped = || ctx.stopped() || abort.load(Ordering::Relaxed);
+    let seq = pace(
+        &stopped,
+        &share.spec,
+        sizes,
+        batch,
+        share.tx.as_mut(),
+        c,
+        start,
+    )?;
+    let ended = start.elapsed();
+    let flows: Vec<FlowCounters> = share
+        .spec
+        .flows
+        .iter()
+        .zip(&seq)
+        .map(|(f, &n)| FlowCounters {
+            id: f.id,
+            tx_packets: n,
+            ..Default::default()
+        })
+        .collect();
+    let ids = flows.iter().map(|f| f.id).collect();
+    Ok(WorkerEnd {
+        figures: workers::figures(index, share.cpu, ids, c, sys::thread_cpu_seconds() - cpu0),
+        flows,
+        ended,
+    })
+}
+
+/// The pacing loop: what the profile has made due, in batches, through `tx`.
+/// Returns the packets sent per flow (the next sequence numbers).
+fn pace(
+    stopped: &dyn Fn() -> bool,
     spec: &SendSpec,
     sizes: &[u32],
     batch: usize,
     tx: &mut dyn Transmit,
-) -> Result<EndpointSummary, String> {
+    c: &Counters,
+    start: Instant,
+) -> Result<Vec<u64>, String> {
     let groups = tx.groups();
     if groups.is_empty() || groups.iter().any(|g| g.is_empty()) {
         return Err("the sender has a send group without flows".into());
@@ -133,36 +334,33 @@ fn run(
     let mut seq = vec![0u64; spec.flows.len()];
     let mut rr = vec![0usize; groups.len()];
     let mut size_idx = 0usize;
-    let mut group = 0usize;
+    // Packets tried per group, for picking the group furthest behind: paced
+    // batches vary in size, so plain round-robin over groups would give
+    // flows in different groups different rates.
+    let mut group_sent = vec![0u64; groups.len()];
 
-    let cpu0 = sys::process_cpu_seconds();
-    let start = Instant::now();
     let deadline = start + spec.duration;
-    let mut clock = IntervalClock::new(start, ctx.interval);
-    let mut total = IntervalSample::default();
-    let mut cur = IntervalSample::default();
+    // Packets this worker has sent, kept locally; the shared counters get
+    // the same numbers once per batch.
+    let mut sent_total = 0u64;
     let mut hard_errors = 0u32;
     let mut missed = 0u64;
 
     loop {
         let now = Instant::now();
-        if now >= deadline || ctx.stopped() {
+        if now >= deadline || stopped() {
             break;
-        }
-        if let Some((a, b)) = clock.due(now) {
-            cur.tx_target = target_between(spec.rate.as_ref(), a, b);
-            emit(ctx, &mut cur, &mut total, a, b);
         }
         let mut n = batch;
         if let Some(profile) = &spec.rate {
             // Send what the profile has made due by now, in bursts of at most
             // one batch; sleep while nothing is due.
-            let t = clock.elapsed(now);
+            let t = now.saturating_duration_since(start).as_secs_f64();
             let due = profile.due(t) as u64;
             // `missed` counts packets the sender fell behind by and gave up
             // on: a tester that stalls must not catch up later with a burst
             // above the asked rate (it shows as offered < target instead).
-            let sent = total.tx_packets + cur.tx_packets + missed;
+            let sent = sent_total + missed;
             let rate = profile.rate_at(t);
             let slack = (batch as f64).max(rate * 0.002) as u64;
             if due > sent + slack {
@@ -184,8 +382,7 @@ fn run(
             }
             n = n.min((due - sent) as usize);
         }
-        let g = group % groups.len();
-        group = group.wrapping_add(1);
+        let g = behind(&group_sent, &groups);
         let flows = &groups[g];
         let now_ns = sys::monotonic_ns();
         msgs.clear();
@@ -211,7 +408,7 @@ fn run(
                 k.min(n)
             }
             Err(e) => {
-                cur.tx_errors += 1;
+                Counters::add(&c.tx_errors, 1);
                 match e.raw_os_error() {
                     // A full socket buffer or device queue.
                     Some(libc::ENOBUFS) | Some(libc::EAGAIN) => {}
@@ -237,38 +434,56 @@ fn run(
         let unsent = n - sent;
         rr[g] = rr[g].wrapping_sub(unsent);
         size_idx = size_idx.wrapping_sub(unsent);
-        for m in &msgs[..sent] {
-            cur.tx_packets += 1;
-            cur.tx_bytes += u64::from(sizes[m.size]);
+        // Attempts, not successes: a group whose socket keeps failing must
+        // not be picked forever.
+        group_sent[g] += n as u64;
+        let bytes: u64 = msgs[..sent].iter().map(|m| u64::from(sizes[m.size])).sum();
+        sent_total += sent as u64;
+        Counters::add(&c.tx_packets, sent as u64);
+        Counters::add(&c.tx_bytes, bytes);
+    }
+    let stuck = tx.finish();
+    if stuck > 0 {
+        Counters::add(&c.tx_errors, stuck);
+        eprintln!(
+            "linerate agent: {stuck} frame(s) queued to the {} engine never left",
+            tx.name()
+        );
+    }
+    Ok(seq)
+}
+
+/// The group whose flows have had the fewest packets each so far (the
+/// first of equals), so every flow gets the same share over time.
+fn behind(sent: &[u64], groups: &[Vec<usize>]) -> usize {
+    let mut best = 0;
+    for g in 1..groups.len() {
+        // sent[g] / len[g] < sent[best] / len[best], without division.
+        let (mine, theirs) = (groups[g].len() as u128, groups[best].len() as u128);
+        if u128::from(sent[g]) * theirs < u128::from(sent[best]) * mine {
+            best = g;
         }
     }
-    let (a, b) = clock.close(Instant::now());
-    cur.tx_target = target_between(spec.rate.as_ref(), a, b);
-    emit(ctx, &mut cur, &mut total, a, b);
-    Ok(EndpointSummary {
-        elapsed_s: b,
-        cpu_s: sys::process_cpu_seconds() - cpu0,
-        max_rss_bytes: sys::peak_rss_bytes(),
-        tx_packets: total.tx_packets,
-        tx_bytes: total.tx_bytes,
-        tx_errors: total.tx_errors,
-        tx_target: total.tx_target,
-        flows: spec
-            .flows
-            .iter()
-            .zip(&seq)
-            .map(|(f, &n)| FlowCounters {
-                id: f.id,
-                tx_packets: n,
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
-    })
+    best
 }
 
 /// Packets a profile asks for between two instants (0 when unpaced).
 fn target_between(rate: Option<&RateProfile>, a: f64, b: f64) -> u64 {
     rate.map(|r| (r.due(b) - r.due(a)).round().max(0.0) as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_group_furthest_behind_per_flow_goes_next() {
+        let groups = vec![vec![0, 1], vec![2], vec![3]];
+        assert_eq!(behind(&[0, 0, 0], &groups), 0);
+        assert_eq!(behind(&[64, 0, 0], &groups), 1);
+        // 64 over two flows is 32 each: behind the 40 of group 1.
+        assert_eq!(behind(&[64, 40, 50], &groups), 0);
+        assert_eq!(behind(&[80, 40, 30], &groups), 2);
+    }
 }

@@ -11,14 +11,18 @@
 //! ```
 
 use super::tx::{Msg, SendSpec, Transmit};
+use super::workers::{self, Counters, Intervals, Totals};
 use super::{IntervalClock, JobCtx};
-use crate::proto::{EndpointSummary, FlowCounters, FrameSpec, IntervalSample};
+use crate::kernel;
+use crate::proto::{EndpointSummary, FlowCounters, FrameSpec, ThreadFigures};
 use crate::sys::{self, Cmsg, Recvmmsg, Sendmmsg, SockAddr};
 use crate::units;
 use std::collections::BTreeMap;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub const HEADER_LEN: usize = 18;
@@ -229,27 +233,6 @@ impl Transmit for SocketTx {
     }
 }
 
-pub(super) fn emit(
-    ctx: &JobCtx,
-    cur: &mut IntervalSample,
-    total: &mut IntervalSample,
-    a: f64,
-    b: f64,
-) {
-    cur.t_start = a;
-    cur.t_end = b;
-    total.tx_packets += cur.tx_packets;
-    total.tx_bytes += cur.tx_bytes;
-    total.tx_errors += cur.tx_errors;
-    total.tx_target += cur.tx_target;
-    total.rx_packets += cur.rx_packets;
-    total.rx_bytes += cur.rx_bytes;
-    total.lost += cur.lost;
-    total.reordered += cur.reordered;
-    total.duplicates += cur.duplicates;
-    ctx.emit(std::mem::take(cur));
-}
-
 const WINDOW: u64 = 4096;
 /// How long the receiver keeps polling after the last datagram.
 const BUSY_POLL: Duration = Duration::from_millis(2);
@@ -320,6 +303,16 @@ impl FlowTracker {
         }
     }
 
+    /// Adds another tracker's counts of the same flow (a flow that reached
+    /// two receiver threads): exact for unique packets and loss, while
+    /// reordering is then only what each thread saw.
+    pub fn absorb(&mut self, o: &FlowTracker) {
+        self.next = self.next.max(o.next);
+        self.unique += o.unique;
+        self.reordered += o.reordered;
+        self.duplicates += o.duplicates;
+    }
+
     /// Sequence numbers below the highest seen that never arrived.
     pub fn missing(&self) -> u64 {
         self.next.saturating_sub(self.unique)
@@ -335,91 +328,102 @@ impl FlowTracker {
     }
 }
 
-/// Opens the receiving socket on an ephemeral port of `bind`.
-pub fn bind_receiver(bind: IpAddr) -> io::Result<UdpSocket> {
-    let sock = UdpSocket::bind(SocketAddr::new(bind, 0))?;
-    sys::set_buffer(sock.as_raw_fd(), true, 32 << 20)?;
-    sock.set_read_timeout(Some(Duration::from_millis(20)))?;
-    Ok(sock)
+/// Opens `threads` receiving sockets sharing one ephemeral port of `bind`
+/// (SO_REUSEPORT: the kernel spreads flows over them by address hash, one
+/// flow always to the same socket).
+pub fn bind_receivers(bind: IpAddr, threads: usize) -> io::Result<Vec<UdpSocket>> {
+    let first = sys::udp_reuseport(SocketAddr::new(bind, 0))?;
+    let port = first.local_addr()?.port();
+    let mut socks = vec![first];
+    for _ in 1..threads.max(1) {
+        socks.push(sys::udp_reuseport(SocketAddr::new(bind, port))?);
+    }
+    for s in &socks {
+        sys::set_buffer(s.as_raw_fd(), true, 32 << 20)?;
+        s.set_read_timeout(Some(Duration::from_millis(20)))?;
+    }
+    Ok(socks)
 }
 
-/// Counts datagrams per flow until the controller stops the job.
+/// What a receiver worker hands back: its flow trackers and own figures.
+struct RxEnd {
+    trackers: Vec<FlowTracker>,
+    figures: ThreadFigures,
+}
+
+/// Counts datagrams per flow until the controller stops the job: one worker
+/// per socket, this thread reporting the sum of their counters.
 pub fn receive(
     ctx: &JobCtx,
-    sock: UdpSocket,
+    socks: Vec<UdpSocket>,
     flows: u16,
     cpus: &[usize],
 ) -> Result<EndpointSummary, String> {
     sys::pin_thread(cpus).map_err(|e| format!("pinning the receiver to CPUs {cpus:?}: {e}"))?;
-    let ipv6 = sock.local_addr().map(|a| a.is_ipv6()).unwrap_or(false);
-    let fd = sock.as_raw_fd();
-    let mut mm = Recvmmsg::new(64, HEADER_LEN);
-    let mut trackers: Vec<FlowTracker> = vec![FlowTracker::default(); usize::from(flows.max(1))];
+    let flows = usize::from(flows.max(1));
     let cpu0 = sys::process_cpu_seconds();
+    // Monotonic ns of the first datagram any worker saw (0: none yet): the
+    // job's intervals start there.
+    let first_ns = Arc::new(AtomicU64::new(0));
+    let n = socks.len();
+    let mut handles = Vec::with_capacity(n);
+    let mut counters = Vec::with_capacity(n);
+    for (i, sock) in socks.into_iter().enumerate() {
+        let c = Arc::new(Counters::default());
+        counters.push(c.clone());
+        let (ctx, first_ns) = (ctx.clone(), first_ns.clone());
+        // Workers take the job's CPUs in turn; with none given they follow
+        // the softirq work (RPS) wherever the scheduler puts them.
+        let cpu = (!cpus.is_empty()).then(|| cpus[i % cpus.len()]);
+        let h = kernel::spawn_named("lr-udp-recv", move || {
+            rx_worker(&ctx, sock, flows, &c, &first_ns, i, cpu)
+        })
+        .map_err(|e| format!("starting a receiver thread: {e}"))?;
+        handles.push(h);
+    }
     let mut clock: Option<IntervalClock> = None;
-    let mut cur = IntervalSample::default();
-    let mut total = IntervalSample::default();
-    let mut foreign = 0u64;
-    // Loss per interval is the growth of missing sequence numbers; a late
-    // packet that fills an earlier interval's gap is not negative loss, so the
-    // excess is carried until new loss absorbs it.
-    let mut missing_reported = 0u64;
-    let mut stop_seen: Option<Instant> = None;
-    // While datagrams flow, poll without sleeping: a sleeping receiver costs
-    // the sender's core a wakeup per batch, which caps the rate we measure.
-    let mut poll_until = Instant::now();
-    loop {
-        if stop_seen.is_none() && ctx.stopped() {
-            stop_seen = Some(Instant::now());
-        }
-        let n = match mm.recv(fd, Instant::now() >= poll_until) {
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) =>
-            {
-                0
-            }
-            Err(e) => return Err(format!("receiving UDP datagrams: {e}")),
-        };
+    let mut iv = Intervals::default();
+    while handles.iter().any(|h| !h.is_finished()) {
+        std::thread::sleep(Duration::from_millis(2));
         let now = Instant::now();
-        if n > 0 {
-            poll_until = now + BUSY_POLL;
-        }
-        for i in 0..n {
-            let (head, full) = mm.datagram(i);
-            match Header::parse(head) {
-                Some(h) if usize::from(h.flow) < trackers.len() => {
-                    if clock.is_none() {
-                        clock = Some(IntervalClock::new(now, ctx.interval));
-                    }
-                    let t = &mut trackers[usize::from(h.flow)];
-                    let (r0, d0) = (t.reordered(), t.duplicates());
-                    t.on_seq(h.seq);
-                    cur.reordered += t.reordered() - r0;
-                    cur.duplicates += t.duplicates() - d0;
-                    if t.duplicates() == d0 {
-                        cur.rx_packets += 1;
-                        cur.rx_bytes += frame_of_payload(full, ipv6);
-                    }
-                }
-                _ => foreign += 1,
+        if clock.is_none() {
+            let f = first_ns.load(Ordering::Relaxed);
+            if f != 0 {
+                let ago = Duration::from_nanos(sys::monotonic_ns().saturating_sub(f));
+                clock = Some(IntervalClock::new(
+                    now.checked_sub(ago).unwrap_or(now),
+                    ctx.interval,
+                ));
             }
         }
         if let Some(c) = clock.as_mut() {
             if let Some((a, b)) = c.due(now) {
-                cur.lost = take_loss(&trackers, &mut missing_reported);
-                emit(ctx, &mut cur, &mut total, a, b);
+                let t = Totals::of(counters.iter().map(|c| c.as_ref()));
+                ctx.emit(iv.sample(t, a, b, 0));
             }
         }
-        // After Stop, drain what is still queued, then finish.
-        if let Some(t) = stop_seen {
-            if n == 0 || now.duration_since(t) > Duration::from_millis(500) {
-                break;
+    }
+    let mut merged: Vec<FlowTracker> = vec![FlowTracker::default(); flows];
+    let mut seen_by = vec![0u32; flows];
+    let mut per_thread = Vec::with_capacity(n);
+    let mut err = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(end)) => {
+                for (id, t) in end.trackers.iter().enumerate() {
+                    if t.next > 0 {
+                        seen_by[id] += 1;
+                        merged[id].absorb(t);
+                    }
+                }
+                per_thread.push(end.figures);
             }
+            Ok(Err(e)) => err = err.or(Some(e)),
+            Err(_) => err = err.or(Some("a receiver thread panicked".to_string())),
         }
+    }
+    if let Some(e) = err {
+        return Err(e);
     }
     // Tail loss: what the senders sent beyond the highest sequence seen.
     let totals = ctx
@@ -430,7 +434,7 @@ pub fn receive(
         .unwrap_or_default();
     let mut flows_out = Vec::new();
     let mut lost_total = 0u64;
-    for (id, t) in trackers.iter().enumerate() {
+    for (id, t) in merged.iter().enumerate() {
         let sent = totals
             .iter()
             .find(|f| usize::from(f.id) == id)
@@ -456,33 +460,133 @@ pub fn receive(
         Some(c) => c.close(end),
         None => (0.0, 0.0),
     };
-    cur.lost = take_loss(&trackers, &mut missing_reported);
-    // The last interval also carries the tail loss the sequence numbers could not see.
-    // Tail loss adds to the last interval; a late packet counted as lost in
-    // an earlier interval is taken back here, so intervals sum to the total.
-    let seen = total.lost + cur.lost;
-    cur.lost = (cur.lost as i128 + lost_total as i128 - seen as i128).max(0) as u64;
-    emit(ctx, &mut cur, &mut total, a, b);
+    let t = Totals::of(counters.iter().map(|c| c.as_ref()));
+    // The last interval also carries the tail loss the sequence numbers
+    // could not see, so the intervals' loss adds up to the total.
+    ctx.emit(iv.last(t, a, b, 0, lost_total));
+    let split = seen_by.iter().filter(|&&k| k > 1).count();
+    if split > 0 {
+        eprintln!(
+            "linerate agent: {split} flow(s) reached more than one receiver thread; \
+             their reordering counts are per thread"
+        );
+    }
     Ok(EndpointSummary {
         elapsed_s: b,
         cpu_s: sys::process_cpu_seconds() - cpu0,
         max_rss_bytes: sys::peak_rss_bytes(),
-        rx_packets: total.rx_packets,
-        rx_bytes: total.rx_bytes,
+        rx_packets: t.rx_packets,
+        rx_bytes: t.rx_bytes,
         lost: lost_total,
-        reordered: total.reordered,
-        duplicates: total.duplicates,
-        foreign,
+        reordered: t.reordered,
+        duplicates: t.duplicates,
+        foreign: t.foreign,
         flows: flows_out,
+        per_thread,
         ..Default::default()
     })
 }
 
-fn take_loss(trackers: &[FlowTracker], reported: &mut u64) -> u64 {
-    let missing: u64 = trackers.iter().map(|t| t.missing()).sum();
-    let new = missing.saturating_sub(*reported);
-    *reported = (*reported).max(missing);
-    new
+/// One receiver socket's loop: counts datagrams per flow into its own
+/// trackers and counters until the job stops and its queue is drained.
+fn rx_worker(
+    ctx: &JobCtx,
+    sock: UdpSocket,
+    flows: usize,
+    c: &Counters,
+    first_ns: &AtomicU64,
+    index: usize,
+    cpu: Option<usize>,
+) -> Result<RxEnd, String> {
+    if let Some(cpu) = cpu {
+        sys::pin_thread(&[cpu])
+            .map_err(|e| format!("pinning a receiver thread to CPU {cpu}: {e}"))?;
+    }
+    let cpu0 = sys::thread_cpu_seconds();
+    let ipv6 = sock.local_addr().map(|a| a.is_ipv6()).unwrap_or(false);
+    let fd = sock.as_raw_fd();
+    let mut mm = Recvmmsg::new(64, HEADER_LEN);
+    let mut trackers: Vec<FlowTracker> = vec![FlowTracker::default(); flows];
+    let mut missing = 0u64;
+    let mut stop_seen: Option<Instant> = None;
+    // While datagrams flow, poll without sleeping: a sleeping receiver costs
+    // the sender's core a wakeup per batch, which caps the rate we measure.
+    let mut poll_until = Instant::now();
+    loop {
+        if stop_seen.is_none() && ctx.stopped() {
+            stop_seen = Some(Instant::now());
+        }
+        let n = match mm.recv(fd, Instant::now() >= poll_until) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                0
+            }
+            Err(e) => return Err(format!("receiving UDP datagrams: {e}")),
+        };
+        let now = Instant::now();
+        if n > 0 {
+            poll_until = now + BUSY_POLL;
+        }
+        let (mut pkts, mut bytes, mut reord, mut dups, mut foreign) =
+            (0u64, 0u64, 0u64, 0u64, 0u64);
+        for i in 0..n {
+            let (head, full) = mm.datagram(i);
+            match Header::parse(head) {
+                Some(h) if usize::from(h.flow) < trackers.len() => {
+                    let t = &mut trackers[usize::from(h.flow)];
+                    let (r0, d0, m0) = (t.reordered(), t.duplicates(), t.missing());
+                    t.on_seq(h.seq);
+                    reord += t.reordered() - r0;
+                    dups += t.duplicates() - d0;
+                    missing = missing + t.missing() - m0;
+                    if t.duplicates() == d0 {
+                        pkts += 1;
+                        bytes += frame_of_payload(full, ipv6);
+                    }
+                }
+                _ => foreign += 1,
+            }
+        }
+        if pkts > 0 && first_ns.load(Ordering::Relaxed) == 0 {
+            let _ = first_ns.compare_exchange(
+                0,
+                sys::monotonic_ns(),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+        // Counters before `missing`: the reporter never sees loss for
+        // packets whose arrival it has not seen yet.
+        Counters::add(&c.rx_packets, pkts);
+        Counters::add(&c.rx_bytes, bytes);
+        Counters::add(&c.reordered, reord);
+        Counters::add(&c.duplicates, dups);
+        Counters::add(&c.foreign, foreign);
+        if n > 0 {
+            c.missing.store(missing, Ordering::Relaxed);
+        }
+        // After Stop, drain what is still queued, then finish.
+        if let Some(t) = stop_seen {
+            if n == 0 || now.duration_since(t) > Duration::from_millis(500) {
+                break;
+            }
+        }
+    }
+    let ids = trackers
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.next > 0)
+        .map(|(id, _)| id as u16)
+        .collect();
+    Ok(RxEnd {
+        figures: workers::figures(index, cpu, ids, c, sys::thread_cpu_seconds() - cpu0),
+        trackers,
+    })
 }
 
 #[cfg(test)]
@@ -554,17 +658,34 @@ mod tests {
 
     #[test]
     fn loss_per_interval_carries_late_fills() {
-        let mut ts = vec![FlowTracker::default()];
-        let mut rep = 0;
-        ts[0].on_seq(0);
-        ts[0].on_seq(2);
-        assert_eq!(take_loss(&ts, &mut rep), 1);
-        ts[0].on_seq(1); // fills the gap of the previous interval
-        ts[0].on_seq(3);
-        assert_eq!(take_loss(&ts, &mut rep), 0);
-        ts[0].on_seq(6);
+        let mut t = FlowTracker::default();
+        let mut iv = Intervals::default();
+        let at = |t: &FlowTracker| Totals {
+            missing: t.missing(),
+            ..Default::default()
+        };
+        t.on_seq(0);
+        t.on_seq(2);
+        assert_eq!(iv.sample(at(&t), 0.0, 1.0, 0).lost, 1);
+        t.on_seq(1); // fills the gap of the previous interval
+        t.on_seq(3);
+        assert_eq!(iv.sample(at(&t), 1.0, 2.0, 0).lost, 0);
+        t.on_seq(6);
         // Two new gaps, one absorbed by the earlier late fill.
-        assert_eq!(take_loss(&ts, &mut rep), 1);
+        assert_eq!(iv.sample(at(&t), 2.0, 3.0, 0).lost, 1);
+    }
+
+    #[test]
+    fn trackers_of_one_flow_merge() {
+        let (mut a, mut b) = (FlowTracker::default(), FlowTracker::default());
+        for s in [0, 2, 4] {
+            a.on_seq(s);
+        }
+        for s in [1, 3] {
+            b.on_seq(s);
+        }
+        a.absorb(&b);
+        assert_eq!((a.unique(), a.missing()), (5, 0));
     }
 
     #[test]

@@ -54,6 +54,60 @@ pub struct LabSpec {
     pub dut_loss_pct: Option<f64>,
     /// Forwarding capacity the DUT is policed to, packets per second.
     pub dut_police_pps: Option<u64>,
+    /// CPUs the lab steers receive work to (RPS on its interfaces), so it
+    /// lands on other cores than the pinned senders; empty: left alone.
+    pub rps: CpuSet,
+}
+
+/// A set of CPUs (0..1024) as plain data, so a [`LabSpec`] stays `Copy`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuSet([u64; 16]);
+
+impl CpuSet {
+    pub fn of(cpus: &[usize]) -> CpuSet {
+        let mut s = CpuSet::default();
+        for &c in cpus.iter().filter(|&&c| c < 1024) {
+            s.0[c / 64] |= 1 << (c % 64);
+        }
+        s
+    }
+    pub fn cpus(&self) -> Vec<usize> {
+        (0..1024)
+            .filter(|&c| self.0[c / 64] & (1 << (c % 64)) != 0)
+            .collect()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|&w| w == 0)
+    }
+
+    /// Where receive work should go when UDP senders run `threads` workers
+    /// (0: each agent's choice) on `cpus` (empty: none given): the CPUs of
+    /// this host the senders are not pinned to. Empty when the senders are
+    /// not pinned (one unpinned worker) or no CPU is left over.
+    pub fn receive_side(cpus: &[usize], threads: u16) -> CpuSet {
+        let Ok(allowed) = crate::sys::allowed_cpus() else {
+            return CpuSet::default();
+        };
+        let senders: Vec<usize> = if !cpus.is_empty() {
+            let n = usize::from(threads.max(1)).min(cpus.len());
+            cpus[..n].to_vec()
+        } else {
+            let n = if threads > 0 {
+                usize::from(threads)
+            } else {
+                allowed.len() / 2
+            };
+            if n <= 1 {
+                return CpuSet::default();
+            }
+            allowed.iter().copied().take(n).collect()
+        };
+        let rest: Vec<usize> = allowed
+            .into_iter()
+            .filter(|c| !senders.contains(c))
+            .collect();
+        CpuSet::of(&rest)
+    }
 }
 
 pub struct Lab {
@@ -332,6 +386,7 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     }
 
     let mut nodes = Vec::new();
+    let mut placed = Vec::new();
     for (idx, node, role) in [
         (Some(gen), g, "gen"),
         (dut, d, "dut"),
@@ -339,7 +394,9 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     ] {
         let Some(idx) = idx else { continue };
         nodes.push(node.configure(&mut fleet, idx, role)?);
+        placed.push(idx);
     }
+    let steering = steer_receive(&mut fleet, &placed, &nodes, spec.rps);
     let topology = LabTopology {
         kind: if spec.dut.is_some() { "dut" } else { "back_to_back" }.into(),
         dut_mode: spec.dut.map(|m| m.name().to_string()),
@@ -350,6 +407,7 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
                    UDP_GRO, veth GRO at its kernel default (off without XDP): every datagram is one \
                    packet at the DUT, checked against interface counters. TCP: TSO/GRO on (bytes count)."
             .into(),
+        steering,
     };
     Ok(Lab {
         fleet,
@@ -370,6 +428,50 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
         },
         topology,
     })
+}
+
+/// Sets RPS on every veth of the lab so receive and forwarding work runs on
+/// `rps`, away from the pinned senders. A host that refuses (no sysfs,
+/// no rx queues) keeps its defaults; the returned note says which it was.
+fn steer_receive(
+    fleet: &mut Fleet,
+    placed: &[usize],
+    nodes: &[LabNode],
+    rps: CpuSet,
+) -> Option<String> {
+    if rps.is_empty() {
+        return None;
+    }
+    let cpus = rps.cpus();
+    let mut done = Vec::new();
+    for (&idx, node) in placed.iter().zip(nodes) {
+        for i in node.interfaces.iter().filter(|i| !i.mac.is_empty()) {
+            let op = NetOp::Rps {
+                dev: i.name.clone(),
+                cpus: cpus.clone(),
+            };
+            match fleet.call(
+                idx,
+                &Request::Configure { ops: vec![op] },
+                Duration::from_secs(10),
+            ) {
+                Ok(Response::Configured) => done.push(format!("{}/{}", node.role, i.name)),
+                Ok(Response::Error { message, .. }) => {
+                    return Some(format!(
+                    "RPS not set ({}/{}: {message}); receive work stays where the kernel puts it",
+                    node.role, i.name
+                ))
+                }
+                Ok(other) => return Some(format!("RPS not set: unexpected answer {other:?}")),
+                Err(e) => return Some(format!("RPS not set: {e:#}")),
+            }
+        }
+    }
+    Some(format!(
+        "RPS: receive work of {} steered to CPUs {cpus:?}, away from the senders' cores \
+         (XPS left alone: a veth has one tx queue)",
+        done.join(", ")
+    ))
 }
 
 fn link(a: &str, b: &str) -> LabLink {

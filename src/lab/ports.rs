@@ -396,6 +396,7 @@ pub fn configure(
         nodes.push(node.configure(fleet, idx, role)?);
     }
     let topology = LabTopology {
+        steering: None,
         kind: if ports.dut.is_some() {
             "dut"
         } else {

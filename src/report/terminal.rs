@@ -421,6 +421,25 @@ fn tx_engine_note(t: &crate::results::TestResult) -> Option<String> {
             (e, Some(n)) => format!("{e} ({n})"),
             (e, None) => e.to_string(),
         };
+        // Several sender threads: how many and what each sent, so an
+        // uneven split (a thread sharing its core) shows.
+        let what = if s.per_thread.len() > 1 {
+            let each: Vec<String> = s
+                .per_thread
+                .iter()
+                .map(|p| match p.cpu {
+                    Some(c) => format!("CPU{c} {}", p.tx_packets),
+                    None => p.tx_packets.to_string(),
+                })
+                .collect();
+            format!(
+                "{what}, {} sender threads ({} packets)",
+                s.per_thread.len(),
+                each.join(" / ")
+            )
+        } else {
+            what
+        };
         if !seen.contains(&what) {
             seen.push(what);
         }

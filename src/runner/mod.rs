@@ -136,6 +136,8 @@ pub struct UdpTest {
     pub allow: Vec<Cidr>,
     /// How the senders put datagrams on the wire.
     pub tx_engine: TxEngine,
+    /// Worker threads per side (0: each agent chooses).
+    pub threads: u16,
 }
 
 #[derive(Debug, Clone)]
@@ -311,12 +313,19 @@ pub fn apply_line_rate(result: &mut TestResult, line_rate_bps: f64) {
 }
 
 /// Sender threads go on the first CPU given, receivers on the second.
-fn pick_tx_cpus(cpus: &[usize]) -> Vec<usize> {
-    cpus.first().map(|&c| vec![c]).unwrap_or_default()
+/// The CPUs a sender gets of those given: the first one, or the first N
+/// with N worker threads (one each).
+fn pick_tx_cpus(cpus: &[usize], threads: u16) -> Vec<usize> {
+    let n = usize::from(threads.max(1)).min(cpus.len());
+    cpus[..n].to_vec()
 }
-fn pick_rx_cpus(cpus: &[usize]) -> Vec<usize> {
-    cpus.get(1)
-        .or(cpus.first())
-        .map(|&c| vec![c])
-        .unwrap_or_default()
+/// The CPUs a receiver gets: those after the senders', else the senders'.
+fn pick_rx_cpus(cpus: &[usize], threads: u16) -> Vec<usize> {
+    let n = usize::from(threads.max(1));
+    let rest: Vec<usize> = cpus.iter().skip(n).copied().collect();
+    if !rest.is_empty() {
+        rest.into_iter().take(n).collect()
+    } else {
+        cpus.first().map(|&c| vec![c]).unwrap_or_default()
+    }
 }

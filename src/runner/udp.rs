@@ -71,7 +71,8 @@ fn udp_inner(
                 bind: unspecified(t.ipv6),
                 flows: t.flows.max(1),
                 interval_ms: INTERVAL_MS,
-                cpus: pick_rx_cpus(&t.cpus),
+                cpus: pick_rx_cpus(&t.cpus, t.threads),
+                threads: t.threads,
             },
             None,
         )?;
@@ -98,9 +99,10 @@ fn udp_inner(
                 duration_ms: t.duration.as_millis() as u64,
                 batch: t.batch,
                 interval_ms: INTERVAL_MS,
-                cpus: pick_tx_cpus(&t.cpus),
+                cpus: pick_tx_cpus(&t.cpus, t.threads),
                 allow: t.allow.clone(),
                 tx_engine: t.tx_engine,
+                threads: t.threads,
             },
             start_at,
         )?;
