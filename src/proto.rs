@@ -118,6 +118,11 @@ pub enum Response {
         test: Option<u32>,
         message: String,
     },
+    /// A latency client's probe samples, in chunks, before its Finished.
+    LatencyProbes {
+        test: u32,
+        probes: Vec<crate::latency::probe::ProbeSample>,
+    },
 }
 
 /// One network configuration step inside a namespace. Fields are typed so an
@@ -248,6 +253,24 @@ pub enum Job {
         /// How datagrams leave the agent; older controllers send none (auto).
         #[serde(default)]
         tx_engine: TxEngine,
+    },
+    /// Answer latency probes of one session: only `token`, only from
+    /// `client`, for `duration_ms` at most, at most `max_pps`.
+    LatencyRespond {
+        bind: IpAddr,
+        token: u64,
+        client: IpAddr,
+        duration_ms: u64,
+        max_pps: u32,
+    },
+    /// Send isochronous latency probes to a responder's session.
+    LatencyProbe {
+        target: SocketAddr,
+        token: u64,
+        interval_us: u64,
+        payload: u16,
+        duration_ms: u64,
+        allow: Vec<Cidr>,
     },
 }
 

@@ -14,7 +14,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub const SCHEMA_VERSION: &str = "1.2.0";
+pub const SCHEMA_VERSION: &str = "1.3.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -281,6 +281,10 @@ pub struct TestResult {
     /// it, from per-core CPU time and the agents' own threads.
     #[serde(default)]
     pub bottleneck: Option<Bottleneck>,
+    /// Latency probes before, during and after the load (`--latency`,
+    /// `linerate latency`, the lab's latency-under-load row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<crate::latency::stats::LatencyResult>,
 }
 
 /// Why a test stopped where it did: every core of every host its agents ran
@@ -412,6 +416,7 @@ impl TestResult {
             aggregate: None,
             dut_counted_lost: None,
             bottleneck: None,
+            latency: None,
         }
     }
 }
