@@ -153,6 +153,11 @@ pub struct LabArgs {
     /// a DUT of known capacity.
     #[arg(long, value_name = "PPS", value_parser = parse_pps_u64)]
     pub dut_police: Option<u64>,
+    /// Shape the DUT's egress towards the sink with tc tbf: RATE (20M, 1G) and an optional
+    /// QUEUE in bytes (125000, 64k) or time at the rate (50ms; default 100ms). A load above
+    /// RATE fills the queue: a bufferbloated DUT, for latency under load.
+    #[arg(long, value_name = "RATE[,QUEUE]", value_parser = crate::lab::Shape::parse)]
+    pub dut_shape: Option<crate::lab::Shape>,
     /// Run only the suite's tests whose names contain this text (case-insensitive; repeatable),
     /// e.g. --only "udp 64B" --only "tcp 1".
     #[arg(long, value_name = "TEXT")]
@@ -165,7 +170,7 @@ pub struct LabArgs {
     /// back in its old state after. The DUT is then the external box the ports are cabled to
     /// (so --dut and its impairments do not apply).
     #[arg(long, value_name = "IF", requires = "sink_port",
-          conflicts_with_all = ["dut", "fw_rules", "dut_loss", "dut_police"])]
+          conflicts_with_all = ["dut", "fw_rules", "dut_loss", "dut_police", "dut_shape"])]
     pub gen_port: Option<String>,
     /// Physical port for the sink (see --gen-port).
     #[arg(long, value_name = "IF", requires = "gen_port")]
@@ -490,19 +495,8 @@ pub enum LoadArg {
 
 #[derive(Args, Debug, Clone)]
 pub struct LatencyArgs {
-    /// Where the client runs: `local`, `ns:NAME` or `ssh://[user@]host[:port]`.
-    #[arg(long, default_value = "local")]
-    pub client: String,
-    /// Where the server (responder and load sink) runs.
-    #[arg(long, default_value = "local")]
-    pub server: String,
-    /// Address of the server.
-    #[arg(long)]
-    pub target: IpAddr,
-    /// Address of the client as the server sees it (the responder answers only it;
-    /// not needed for loopback targets).
-    #[arg(long)]
-    pub client_address: Option<IpAddr>,
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// The load of the loaded phase.
     #[arg(long, value_enum, default_value = "tcp")]
     pub load: LoadArg,
@@ -518,9 +512,6 @@ pub struct LatencyArgs {
     /// Frame size of a udp load (bytes with FCS, or imix).
     #[arg(long, default_value = "1518", value_parser = parse_frame)]
     pub frame_size: FrameSpec,
-    /// Do not write a results directory.
-    #[arg(long)]
-    pub no_results: bool,
     #[command(flatten)]
     pub probes: ProbeArgs,
     #[command(flatten)]
@@ -615,6 +606,10 @@ pub struct TargetArgs {
     /// With --lab: police the DUT to this many packets per second (a DUT of known capacity).
     #[arg(long, value_name = "PPS", value_parser = parse_pps_u64)]
     pub dut_police: Option<u64>,
+    /// With --lab: shape the DUT's egress towards the sink with tc tbf, RATE[,QUEUE]
+    /// (e.g. 20M,50ms): a bufferbloated DUT (see `linerate lab --dut-shape`).
+    #[arg(long, value_name = "RATE[,QUEUE]", value_parser = crate::lab::Shape::parse)]
+    pub dut_shape: Option<crate::lab::Shape>,
     /// With --lab: test over IPv6.
     #[arg(long)]
     pub ipv6: bool,
@@ -800,8 +795,8 @@ pub fn to_config(command: Command) -> Result<Cmd> {
             ))
         }
         Command::Latency(a) => {
-            let (pair, spec) = latency_cmd(&a)?;
-            Ok(Cmd::Pair(pair, spec, a.common.run_opts(!a.no_results)?))
+            let spec = latency_cmd(&a)?;
+            bench_command(&a.target, spec, &a.common)
         }
         Command::Ramp(a) => {
             let spec = TestSpec::Ramp(ramp(&a)?);
@@ -888,6 +883,7 @@ fn lab_config(a: &LabArgs) -> Result<Cmd> {
         mtu: a.mtu,
         dut_loss_pct: a.dut_loss,
         dut_police_pps: a.dut_police,
+        dut_shape: a.dut_shape,
     };
     let cfg = LabConfig {
         spec,
@@ -957,55 +953,53 @@ pub fn tcp(a: &TcpArgs) -> Result<(Pair, TestSpec)> {
     Ok((pair, a.probes.wrap(crate::runner::Load::Tcp(t))?))
 }
 
-/// `linerate latency`: the pair and the load with probes around it.
-pub fn latency_cmd(a: &LatencyArgs) -> Result<(Pair, TestSpec)> {
-    let ends = Endpoints {
-        client: a.client.clone(),
-        server: a.server.clone(),
-        target: a.target,
-        client_address: a.client_address,
-        duration: a.duration,
-        reverse: false,
-        bidir: false,
-        no_results: a.no_results,
-    };
-    let probes = ProbeArgs {
-        latency: true,
-        ..a.probes.clone()
-    };
-    let (pair, spec) = match a.load {
-        LoadArg::Tcp => tcp(&TcpArgs {
-            ends,
-            streams: a.streams,
-            cc: None,
-            buffer: 131072,
-            probes,
-            common: a.common.clone(),
-        })?,
-        LoadArg::Udp => udp_cmd(&UdpArgs {
-            ends,
-            frame_size: a.frame_size,
-            flow_mode: FlowModeArg::One,
-            flows: 1,
-            rate: a.rate,
-            batch: 64,
-            tx_engine: TxEngineArg::Auto,
-            probes,
-            common: a.common.clone(),
-        })?,
-    };
-    let spec = match spec {
-        TestSpec::Latency(mut l) => {
-            let name = format!("latency under {} load", l.load.kind());
-            match &mut l.load {
-                crate::runner::Load::Tcp(t) => t.name = name,
-                crate::runner::Load::Udp(t) => t.name = name,
+/// `linerate latency`: the load with probes around it.
+pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
+    let ipv6 = a.target.ipv6 || a.target.target.is_some_and(|t| t.is_ipv6());
+    let name = |kind: &str| format!("latency under {kind} load");
+    let cpus = a.common.cpus.clone().map(|c| c.0).unwrap_or_default();
+    let load = match a.load {
+        LoadArg::Tcp => {
+            if a.streams == 0 || a.streams > 1024 {
+                bail!("--streams {} is outside 1..=1024", a.streams);
             }
-            TestSpec::Latency(l)
+            crate::runner::Load::Tcp(TcpTest {
+                name: name("tcp"),
+                ipv6,
+                streams: a.streams,
+                direction: Direction::Forward,
+                duration: duration(a.duration)?,
+                cpus,
+                congestion: None,
+                buffer_len: 128 * 1024,
+                allow: a.common.allow_target.clone(),
+            })
         }
-        other => other,
+        LoadArg::Udp => {
+            udp::check_frames(a.frame_size, ipv6).map_err(|m| anyhow!(m))?;
+            crate::runner::Load::Udp(UdpTest {
+                name: name("udp"),
+                ipv6,
+                frame: a.frame_size,
+                flow_mode: FlowMode::One,
+                flows: 1,
+                direction: Direction::Forward,
+                duration: duration(a.duration)?,
+                rate_pps: a
+                    .rate
+                    .map(|r| r.pps(udp::average_frame(a.frame_size), a.common.line_rate)),
+                rate_profile: None,
+                batch: 64,
+                cpus,
+                allow: a.common.allow_target.clone(),
+                tx_engine: TxEngine::Auto,
+            })
+        }
     };
-    Ok((pair, spec))
+    Ok(TestSpec::Latency(crate::runner::LatencyTest {
+        load,
+        probes: a.probes.opts()?,
+    }))
 }
 
 /// `linerate udp`: the pair and the test.
@@ -1050,6 +1044,7 @@ fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
                 mtu: 1500,
                 dut_loss_pct: t.dut_loss,
                 dut_police_pps: t.dut_police,
+                dut_shape: t.dut_shape,
             },
             ipv6: t.ipv6,
         });
@@ -1086,6 +1081,13 @@ fn with_ipv6(spec: TestSpec, ipv6: bool) -> TestSpec {
         TestSpec::Search(mut s) => {
             s.stream.ipv6 = ipv6;
             TestSpec::Search(s)
+        }
+        TestSpec::Latency(mut l) => {
+            match &mut l.load {
+                crate::runner::Load::Tcp(t) => t.ipv6 = ipv6,
+                crate::runner::Load::Udp(t) => t.ipv6 = ipv6,
+            }
+            TestSpec::Latency(l)
         }
         other => other,
     }

@@ -181,6 +181,15 @@ pub enum NetOp {
         dev: String,
         force: bool,
     },
+    /// Shape `dev`'s egress with a token bucket filter (tc tbf): `rate_bps`
+    /// bit/s, bursts of `burst_bytes`, a queue of `limit_bytes` (its delay
+    /// when full is limit_bytes * 8 / rate_bps).
+    Shape {
+        dev: String,
+        rate_bps: u64,
+        burst_bytes: u32,
+        limit_bytes: u32,
+    },
     /// Find the MAC of `addr` on `dev` by ARP/ND and pin it as a permanent
     /// neighbour, for `addr` and for each of `also` (the same box's other
     /// addresses on that port, e.g. its IPv6 one).

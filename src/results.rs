@@ -151,6 +151,9 @@ pub struct LabTopology {
     pub dut_mode: Option<String>,
     /// Rules in the DUT's forward chain in fw mode.
     pub fw_rules: Option<u32>,
+    /// The DUT's egress shaper towards the sink (`--dut-shape`), described.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dut_shape: Option<String>,
     pub nodes: Vec<LabNode>,
     pub links: Vec<LabLink>,
     /// How GSO/GRO were handled so that each datagram is one packet.
