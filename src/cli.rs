@@ -996,9 +996,13 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
             })
         }
     };
+    let mut probes = a.probes.opts()?;
+    if a.target.lab && !a.target.back_to_back {
+        probes.client_seen_as = crate::lab::nat_source(Some(a.target.dut.into()));
+    }
     Ok(TestSpec::Latency(crate::runner::LatencyTest {
         load,
-        probes: a.probes.opts()?,
+        probes,
     }))
 }
 

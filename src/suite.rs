@@ -159,6 +159,12 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         load: crate::runner::Load::Tcp(tcp("latency under load tcp", 1, false)),
         probes: crate::runner::ProbeOpts {
             idle: Duration::from_secs_f64(if args.quick { 1.0 } else { 2.0 }),
+            // An external DUT (ports) is not ours to know; ours may NAT.
+            client_seen_as: if ports.is_none() {
+                lab::nat_source(spec.dut)
+            } else {
+                None
+            },
             ..Default::default()
         },
     };

@@ -312,6 +312,8 @@ fn latency_monitor_journal_metrics_and_smoke_graph() {
     if !require_root() {
         return;
     }
+    // Alone: a lab test beside it would load the cores its RTTs measure.
+    let _g = serial();
     let base = tempdir("monitor");
     let dir = base.join("mon");
     let notes = base.join("notes.txt");

@@ -59,6 +59,13 @@ pub struct LabSpec {
     pub dut_shape: Option<Shape>,
 }
 
+/// Where the NAT DUT masquerades the generator's traffic to (its sink-side
+/// addresses, IPv4 and IPv6): the source a latency responder on the sink
+/// sees. `None` for other modes.
+pub fn nat_source(mode: Option<DutMode>) -> Option<(IpAddr, IpAddr)> {
+    (mode == Some(DutMode::Nat)).then(|| (v4(198, 19, 0, 254), v6(0x20, 0xfe)))
+}
+
 /// `--dut-shape RATE[,QUEUE]`: tc tbf on the DUT's sink-side egress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shape {

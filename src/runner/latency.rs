@@ -26,6 +26,9 @@ pub struct ProbeOpts {
     pub idle: Duration,
     /// The responder's rate cap for the session, probes per second.
     pub max_pps: u32,
+    /// The client's address as the responder sees it, when a NAT between
+    /// them rewrites it (the lab's NAT DUT); else the generator's address.
+    pub client_seen_as: Option<(IpAddr, IpAddr)>,
 }
 
 impl Default for ProbeOpts {
@@ -35,6 +38,7 @@ impl Default for ProbeOpts {
             payload: probe::DEFAULT_PAYLOAD,
             idle: Duration::from_secs(3),
             max_pps: responder::DEFAULT_MAX_PPS,
+            client_seen_as: None,
         }
     }
 }
@@ -167,7 +171,11 @@ fn open(ends: &mut Ends, t: &LatencyTest) -> Result<Session> {
             if v6 { 6 } else { 4 }
         )
     })?;
-    let client_ip = match gen.addr.main(v6) {
+    let seen = t
+        .probes
+        .client_seen_as
+        .map(|(a4, a6)| if v6 { a6 } else { a4 });
+    let client_ip = match seen.or(gen.addr.main(v6)) {
         Some(a) => a,
         None if target_ip.is_loopback() => loopback(v6),
         None => bail!(
