@@ -6,7 +6,7 @@
 
 use crate::engine::{self, tcp, udp, JobCtx};
 use crate::proto::{self, Job, Liveness, Request, Response, PROTO_VERSION};
-use crate::{kernel, netops, sys};
+use crate::{kernel, latency, netops, sys};
 use std::collections::HashMap;
 use std::io::{BufReader, BufWriter};
 use std::path::PathBuf;
@@ -272,6 +272,7 @@ fn job_interval(job: &Job) -> u64 {
         | Job::TcpConnect { interval_ms, .. }
         | Job::UdpReceive { interval_ms, .. }
         | Job::UdpSend { interval_ms, .. } => *interval_ms,
+        Job::LatencyRespond { .. } | Job::LatencyProbe { .. } => 1000,
     }
 }
 
@@ -458,6 +459,59 @@ fn start(
             };
             let sender = engine::tx::open(spec)?;
             spawn("lr-udp-send", ctx.clone(), Box::new(move |c| sender.run(c)))?;
+            Ok(None)
+        }
+        Job::LatencyRespond {
+            bind,
+            token,
+            client,
+            duration_ms,
+            max_pps,
+        } => {
+            let duration = capped(duration_ms, limits)?;
+            let session = latency::responder::Session {
+                token,
+                client,
+                duration,
+                max_pps: max_pps.clamp(1, latency::responder::MAX_PPS_CEILING),
+            };
+            let sock = latency::responder::bind(bind)
+                .map_err(|e| format!("binding the latency responder on {bind}: {e}"))?;
+            let port = sock.local_addr().map_err(|e| e.to_string())?.port();
+            spawn(
+                "lr-lat-respond",
+                ctx.clone(),
+                Box::new(move |c| latency::responder::serve(c, sock, session)),
+            )?;
+            Ok(Some(port))
+        }
+        Job::LatencyProbe {
+            target,
+            token,
+            interval_us,
+            payload,
+            duration_ms,
+            allow,
+        } => {
+            let duration = capped(duration_ms, limits)?;
+            engine::check_destination(target.ip(), &allow)?;
+            let spec = latency::client::ProbeSpec {
+                target,
+                token,
+                interval: Duration::from_micros(interval_us),
+                payload: payload.clamp(
+                    latency::probe::HEADER_LEN as u16,
+                    latency::probe::MAX_PAYLOAD,
+                ),
+                duration,
+            };
+            let sock = latency::client::open(target)
+                .map_err(|e| format!("opening the latency prober towards {target}: {e}"))?;
+            spawn(
+                "lr-lat-probe",
+                ctx.clone(),
+                Box::new(move |c| latency::client::run(c, sock, spec)),
+            )?;
             Ok(None)
         }
     }

@@ -45,6 +45,10 @@ pub enum Command {
     Tcp(TcpArgs),
     /// UDP packet-stream test between two endpoints you name.
     Udp(UdpArgs),
+    /// Latency under load: probes idle, during a TCP or UDP load, and idle after (rrul's shape).
+    Latency(LatencyArgs),
+    /// Monitor latency for hours or days: responders and ICMP echo, smokeping-style windows.
+    Monitor(MonitorArgs),
     /// Load ramp (warmup, linear ramp, hold) with the saturation point, trex-loadtest style.
     Ramp(RampArgs),
     /// Throughput search: MLRsearch NDR/PDR, RFC 2544 throughput and frame loss.
@@ -149,6 +153,11 @@ pub struct LabArgs {
     /// a DUT of known capacity.
     #[arg(long, value_name = "PPS", value_parser = parse_pps_u64)]
     pub dut_police: Option<u64>,
+    /// Shape the DUT's egress towards the sink with tc tbf: RATE (20M, 1G) and an optional
+    /// QUEUE in bytes (125000, 64k) or time at the rate (50ms; default 100ms). A load above
+    /// RATE fills the queue: a bufferbloated DUT, for latency under load.
+    #[arg(long, value_name = "RATE[,QUEUE]", value_parser = crate::lab::Shape::parse)]
+    pub dut_shape: Option<crate::lab::Shape>,
     /// Run only the suite's tests whose names contain this text (case-insensitive; repeatable),
     /// e.g. --only "udp 64B" --only "tcp 1".
     #[arg(long, value_name = "TEXT")]
@@ -167,7 +176,7 @@ pub struct LabArgs {
     /// back in its old state after. The DUT is then the external box the ports are cabled to
     /// (so --dut and its impairments do not apply).
     #[arg(long, value_name = "IF", requires = "sink_port",
-          conflicts_with_all = ["dut", "fw_rules", "dut_loss", "dut_police"])]
+          conflicts_with_all = ["dut", "fw_rules", "dut_loss", "dut_police", "dut_shape"])]
     pub gen_port: Option<String>,
     /// Physical port for the sink (see --gen-port).
     #[arg(long, value_name = "IF", requires = "gen_port")]
@@ -296,6 +305,222 @@ pub struct TcpArgs {
     #[arg(long, default_value_t = 131072)]
     pub buffer: u32,
     #[command(flatten)]
+    pub probes: ProbeArgs,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// Latency probes beside a test.
+#[derive(Args, Debug, Clone)]
+pub struct ProbeArgs {
+    /// Measure latency under this test's load: probes idle before, during and idle after it.
+    #[arg(long)]
+    pub latency: bool,
+    /// Milliseconds between latency probes.
+    #[arg(long, value_name = "MS", default_value_t = 10.0)]
+    pub probe_interval: f64,
+    /// UDP payload bytes per latency probe (48..=1452).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::latency::probe::DEFAULT_PAYLOAD)]
+    pub probe_size: u16,
+    /// Seconds of the idle phases before and after the load.
+    #[arg(long, value_name = "SECS", default_value_t = 3.0)]
+    pub idle: f64,
+}
+
+impl ProbeArgs {
+    pub fn opts(&self) -> Result<crate::runner::ProbeOpts> {
+        if !(1.0..=10_000.0).contains(&self.probe_interval) {
+            bail!(
+                "--probe-interval {} is outside 1..=10000 ms",
+                self.probe_interval
+            );
+        }
+        let (lo, hi) = (
+            crate::latency::probe::HEADER_LEN as u16,
+            crate::latency::probe::MAX_PAYLOAD,
+        );
+        if !(lo..=hi).contains(&self.probe_size) {
+            bail!(
+                "--probe-size {} is outside {lo}..={hi} bytes (a probe's header is {lo})",
+                self.probe_size
+            );
+        }
+        if !(0.0..=600.0).contains(&self.idle) {
+            bail!("--idle {} is outside 0..=600 s", self.idle);
+        }
+        Ok(crate::runner::ProbeOpts {
+            interval: Duration::from_secs_f64(self.probe_interval / 1000.0),
+            payload: self.probe_size,
+            idle: Duration::from_secs_f64(self.idle),
+            ..Default::default()
+        })
+    }
+
+    /// The test itself, or with probes around it when --latency asks.
+    fn wrap(&self, load: crate::runner::Load) -> Result<TestSpec> {
+        if !self.latency {
+            return Ok(match load {
+                crate::runner::Load::Tcp(t) => TestSpec::Tcp(t),
+                crate::runner::Load::Udp(t) => TestSpec::Udp(t),
+            });
+        }
+        Ok(TestSpec::Latency(crate::runner::LatencyTest {
+            load,
+            probes: self.opts()?,
+        }))
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MonitorArgs {
+    /// A latency responder to probe, ENDPOINT=ADDR: linerate starts an agent at ENDPOINT
+    /// (`local`, `ns:NAME`, `ssh://[user@]host[:port]`) and probes ADDR. Repeatable.
+    #[arg(long = "responder", value_name = "ENDPOINT=ADDR")]
+    pub responders: Vec<String>,
+    /// A host to probe with ICMP echo (no responder needed). Repeatable.
+    #[arg(long = "icmp", value_name = "ADDR")]
+    pub icmp: Vec<IpAddr>,
+    /// Seconds per window: one NDJSON line per window and target.
+    #[arg(long, value_name = "SECS", default_value_t = 300.0)]
+    pub window: f64,
+    /// Probes per window, spread evenly over it.
+    #[arg(long, default_value_t = 20)]
+    pub probes: u32,
+    /// Stop after this many seconds (default: run until Ctrl-C or SIGTERM).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+    /// Directory of the journal (monitor.ndjson, rotated to .1, .2, ...).
+    #[arg(long, short = 'o', default_value = "linerate-monitor")]
+    pub out: PathBuf,
+    /// Write an annotation event at the start (e.g. "firmware 1.2 installed"). Repeatable.
+    #[arg(long, value_name = "TEXT")]
+    pub annotate: Vec<String>,
+    /// Watch this file for annotations: each new line `TEXT` or `UNIX_SECONDS TEXT`.
+    #[arg(long, value_name = "FILE")]
+    pub annotations: Option<PathBuf>,
+    /// Serve Prometheus metrics on ADDR:PORT (or PORT, on 127.0.0.1) at /metrics.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics_listen: Option<String>,
+    /// Write Prometheus metrics to this file (atomically) after every window, for
+    /// node_exporter's textfile collector.
+    #[arg(long, value_name = "PATH")]
+    pub metrics_textfile: Option<PathBuf>,
+    /// Rotate the journal when it reaches this many MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 16.0)]
+    pub max_file_mib: f64,
+    /// Journal files kept (the current one included).
+    #[arg(long, default_value_t = 8)]
+    pub max_files: u32,
+    /// UDP payload bytes of responder probes.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::latency::probe::DEFAULT_PAYLOAD)]
+    pub probe_size: u16,
+    /// Also allow probing this prefix (outside loopback, 198.18.0.0/15 and 2001:2::/48). Repeatable.
+    #[arg(long = "allow-target", value_name = "CIDR")]
+    pub allow_target: Vec<Cidr>,
+    #[command(flatten)]
+    pub ssh: SshArgs,
+}
+
+/// `linerate monitor`'s flags, validated.
+pub fn monitor_config(a: &MonitorArgs) -> Result<crate::latency::monitor::MonitorConfig> {
+    let responders = a
+        .responders
+        .iter()
+        .map(|r| crate::latency::monitor::parse_responder(r))
+        .collect::<Result<Vec<_>>>()?;
+    if responders.is_empty() && a.icmp.is_empty() {
+        bail!("nothing to monitor: give --responder ENDPOINT=ADDR and/or --icmp ADDR");
+    }
+    for ip in responders.iter().map(|r| r.1).chain(a.icmp.iter().copied()) {
+        check_destination(ip, &a.allow_target).map_err(|m| anyhow!(m))?;
+    }
+    if !(0.1..=86_400.0).contains(&a.window) {
+        bail!("--window {} is outside 0.1..=86400 s", a.window);
+    }
+    if !(1..=10_000).contains(&a.probes) || f64::from(a.probes) / a.window > 100.0 {
+        bail!(
+            "--probes {}: give 1..=10000 probes per window, at most 100 per second",
+            a.probes
+        );
+    }
+    let duration = match a.duration {
+        Some(d) if d > 0.0 && d.is_finite() => Some(Duration::from_secs_f64(d)),
+        Some(d) => bail!("--duration {d} must be a positive number of seconds"),
+        None => None,
+    };
+    let metrics_listen = match &a.metrics_listen {
+        None => None,
+        Some(s) => {
+            Some(match s.parse::<std::net::SocketAddr>() {
+                Ok(a) => a,
+                Err(_) => {
+                    let port: u16 = s.parse().map_err(|_| {
+                    anyhow!("--metrics-listen '{s}': write ADDR:PORT (e.g. 127.0.0.1:9109) or a port")
+                })?;
+                    std::net::SocketAddr::from(([127, 0, 0, 1], port))
+                }
+            })
+        }
+    };
+    let (lo, hi) = (
+        crate::latency::probe::HEADER_LEN as u16,
+        crate::latency::probe::MAX_PAYLOAD,
+    );
+    if !(lo..=hi).contains(&a.probe_size) {
+        bail!("--probe-size {} is outside {lo}..={hi} bytes", a.probe_size);
+    }
+    if !(0.01..=4096.0).contains(&a.max_file_mib) || !(1..=1000).contains(&a.max_files) {
+        bail!("--max-file-mib must be 0.01..=4096 and --max-files 1..=1000");
+    }
+    Ok(crate::latency::monitor::MonitorConfig {
+        responders,
+        icmp: a.icmp.clone(),
+        window: Duration::from_secs_f64(a.window),
+        probes: a.probes,
+        duration,
+        out: a.out.clone(),
+        annotate: a.annotate.clone(),
+        annotations: a.annotations.clone(),
+        metrics_listen,
+        metrics_textfile: a.metrics_textfile.clone(),
+        max_file_bytes: (a.max_file_mib * 1048576.0) as u64,
+        max_files: a.max_files,
+        probe_size: a.probe_size,
+        ssh: a.ssh.options()?,
+    })
+}
+
+/// What loads the path in `linerate latency`'s loaded phase.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadArg {
+    /// TCP bulk streams (--streams).
+    Tcp,
+    /// A UDP packet stream (--rate, --frame-size).
+    Udp,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LatencyArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// The load of the loaded phase.
+    #[arg(long, value_enum, default_value = "tcp")]
+    pub load: LoadArg,
+    /// Seconds of the loaded phase (the idle phases come on top: --idle).
+    #[arg(long, short = 't', default_value_t = 10.0)]
+    pub duration: f64,
+    /// TCP streams of a tcp load.
+    #[arg(long, short = 'P', default_value_t = 1)]
+    pub streams: u16,
+    /// Rate of a udp load: pps (800kpps), L1 bit/s (50M) or % of the line rate. Default: as fast as possible.
+    #[arg(long, value_parser = parse_rate_arg)]
+    pub rate: Option<Rate>,
+    /// Frame size of a udp load (bytes with FCS, or imix).
+    #[arg(long, default_value = "1518", value_parser = parse_frame)]
+    pub frame_size: FrameSpec,
+    #[command(flatten)]
+    pub probes: ProbeArgs,
+    #[command(flatten)]
     pub common: Common,
 }
 
@@ -330,6 +555,8 @@ pub struct UdpArgs {
     /// --cpus, else half the CPUs of each agent's host; never more than one per flow.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
+    #[command(flatten)]
+    pub probes: ProbeArgs,
     #[command(flatten)]
     pub common: Common,
 }
@@ -393,6 +620,10 @@ pub struct TargetArgs {
     /// With --lab: police the DUT to this many packets per second (a DUT of known capacity).
     #[arg(long, value_name = "PPS", value_parser = parse_pps_u64)]
     pub dut_police: Option<u64>,
+    /// With --lab: shape the DUT's egress towards the sink with tc tbf, RATE[,QUEUE]
+    /// (e.g. 20M,50ms): a bufferbloated DUT (see `linerate lab --dut-shape`).
+    #[arg(long, value_name = "RATE[,QUEUE]", value_parser = crate::lab::Shape::parse)]
+    pub dut_shape: Option<crate::lab::Shape>,
     /// With --lab: test over IPv6.
     #[arg(long)]
     pub ipv6: bool,
@@ -583,6 +814,10 @@ pub fn to_config(command: Command) -> Result<Cmd> {
                 a.common.run_opts(!a.ends.no_results)?,
             ))
         }
+        Command::Latency(a) => {
+            let spec = latency_cmd(&a)?;
+            bench_command(&a.target, spec, &a.common)
+        }
         Command::Ramp(a) => {
             let spec = TestSpec::Ramp(ramp(&a)?);
             bench_command(&a.target, spec, &a.common)
@@ -595,6 +830,7 @@ pub fn to_config(command: Command) -> Result<Cmd> {
         | Command::Doctor(_)
         | Command::Agent(_)
         | Command::Report(_)
+        | Command::Monitor(_)
         | Command::Schema => {
             bail!("not a command with a configuration of its own")
         }
@@ -671,6 +907,7 @@ fn lab_config(a: &LabArgs) -> Result<Cmd> {
             &a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
             a.threads.unwrap_or(0),
         ),
+        dut_shape: a.dut_shape,
     };
     let cfg = LabConfig {
         spec,
@@ -738,7 +975,61 @@ pub fn tcp(a: &TcpArgs) -> Result<(Pair, TestSpec)> {
         buffer_len: a.buffer,
         allow: a.common.allow_target.clone(),
     };
-    Ok((pair, TestSpec::Tcp(t)))
+    Ok((pair, a.probes.wrap(crate::runner::Load::Tcp(t))?))
+}
+
+/// `linerate latency`: the load with probes around it.
+pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
+    let ipv6 = a.target.ipv6 || a.target.target.is_some_and(|t| t.is_ipv6());
+    let name = |kind: &str| format!("latency under {kind} load");
+    let cpus = a.common.cpus.clone().map(|c| c.0).unwrap_or_default();
+    let load = match a.load {
+        LoadArg::Tcp => {
+            if a.streams == 0 || a.streams > 1024 {
+                bail!("--streams {} is outside 1..=1024", a.streams);
+            }
+            crate::runner::Load::Tcp(TcpTest {
+                name: name("tcp"),
+                ipv6,
+                streams: a.streams,
+                direction: Direction::Forward,
+                duration: duration(a.duration)?,
+                cpus,
+                congestion: None,
+                buffer_len: 128 * 1024,
+                allow: a.common.allow_target.clone(),
+            })
+        }
+        LoadArg::Udp => {
+            udp::check_frames(a.frame_size, ipv6).map_err(|m| anyhow!(m))?;
+            crate::runner::Load::Udp(UdpTest {
+                name: name("udp"),
+                ipv6,
+                frame: a.frame_size,
+                flow_mode: FlowMode::One,
+                flows: 1,
+                direction: Direction::Forward,
+                duration: duration(a.duration)?,
+                rate_pps: a
+                    .rate
+                    .map(|r| r.pps(udp::average_frame(a.frame_size), a.common.line_rate)),
+                rate_profile: None,
+                batch: 64,
+                cpus,
+                allow: a.common.allow_target.clone(),
+                tx_engine: TxEngine::Auto,
+                threads: 1,
+            })
+        }
+    };
+    let mut probes = a.probes.opts()?;
+    if a.target.lab && !a.target.back_to_back {
+        probes.client_seen_as = crate::lab::nat_source(Some(a.target.dut.into()));
+    }
+    Ok(TestSpec::Latency(crate::runner::LatencyTest {
+        load,
+        probes,
+    }))
 }
 
 /// `linerate udp`: the pair and the test.
@@ -769,7 +1060,7 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
         tx_engine: a.tx_engine.into(),
         threads: a.threads.unwrap_or(0),
     };
-    Ok((pair, TestSpec::Udp(t)))
+    Ok((pair, a.probes.wrap(crate::runner::Load::Udp(t))?))
 }
 
 fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
@@ -786,6 +1077,7 @@ fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
                 dut_police_pps: t.dut_police,
                 // Set from the test's stream by `bench_command`.
                 rps: Default::default(),
+                dut_shape: t.dut_shape,
             },
             ipv6: t.ipv6,
         });
@@ -835,6 +1127,13 @@ fn with_ipv6(spec: TestSpec, ipv6: bool) -> TestSpec {
         TestSpec::Search(mut s) => {
             s.stream.ipv6 = ipv6;
             TestSpec::Search(s)
+        }
+        TestSpec::Latency(mut l) => {
+            match &mut l.load {
+                crate::runner::Load::Tcp(t) => t.ipv6 = ipv6,
+                crate::runner::Load::Udp(t) => t.ipv6 = ipv6,
+            }
+            TestSpec::Latency(l)
         }
         other => other,
     }

@@ -197,6 +197,8 @@ pub enum TestSpec {
     Udp(UdpTest),
     Ramp(RampConfig),
     Search(SearchConfig),
+    /// A TCP or UDP test with latency probes before, during and after it.
+    Latency(crate::runner::LatencyTest),
 }
 
 impl TestSpec {
@@ -206,6 +208,7 @@ impl TestSpec {
             TestSpec::Udp(_) => "udp",
             TestSpec::Ramp(_) => "ramp",
             TestSpec::Search(_) => "search",
+            TestSpec::Latency(_) => "latency",
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod efficiency;
 pub mod engine;
 pub mod kernel;
 pub mod lab;
+pub mod latency;
 pub mod loadtest;
 pub mod netops;
 pub mod plan;

@@ -97,6 +97,7 @@ pub fn exec_test(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> 
     match spec {
         TestSpec::Tcp(t) => run.tcp(ends, t),
         TestSpec::Udp(t) => run.udp(ends, t),
+        TestSpec::Latency(t) => run.latency(ends, t),
         TestSpec::Ramp(r) => {
             for l in run_ramp(ends, r, run)? {
                 eprintln!("{l}");

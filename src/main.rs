@@ -29,6 +29,19 @@ fn main() -> ExitCode {
             }
         }
         cli::Command::Report(a) => linerate::report::run(&a),
+        cli::Command::Monitor(a) => match cli::monitor_config(&a) {
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                2
+            }
+            Ok(cfg) => {
+                if let Err(e) = signals::install_signal_handlers() {
+                    eprintln!("error: installing signal handlers: {e}");
+                    return ExitCode::from(1);
+                }
+                linerate::latency::monitor::run(cfg)
+            }
+        },
         cli::Command::Schema => {
             let s = serde_json::to_string_pretty(&results::json_schema()).unwrap_or_default();
             println!("{s}");

@@ -240,6 +240,35 @@ pub fn apply(op: &NetOp) -> Result<()> {
             check_ifname(dev)?;
             set_rps(dev, cpus)
         }
+        NetOp::Shape {
+            dev,
+            rate_bps,
+            burst_bytes,
+            limit_bytes,
+        } => {
+            check_ifname(dev)?;
+            if *rate_bps == 0 || *burst_bytes == 0 || *limit_bytes == 0 {
+                bail!("shaping {dev}: rate, burst and queue must be above 0");
+            }
+            run(
+                "tc",
+                &[
+                    "qdisc",
+                    "replace",
+                    "dev",
+                    dev,
+                    "root",
+                    "tbf",
+                    "rate",
+                    &format!("{rate_bps}bit"),
+                    "burst",
+                    &burst_bytes.to_string(),
+                    "limit",
+                    &limit_bytes.to_string(),
+                ],
+                None,
+            )
+        }
         NetOp::TakePort { dev, force } => port::take(dev, *force),
         NetOp::ResolveNeigh { dev, addr, also } => port::resolve(dev, *addr, also).map(drop),
     }

@@ -308,6 +308,16 @@ fn test(plan: &Plan, t: &plan::PlanTest, hosts: &[HostConfig], opts: &RunOpts) -
             x.name = t.name.clone();
             x.allow = opts.allow_target.clone();
         }
+        TestSpec::Latency(l) => match &mut l.load {
+            crate::runner::Load::Tcp(x) => {
+                x.name = t.name.clone();
+                x.allow = opts.allow_target.clone();
+            }
+            crate::runner::Load::Udp(x) => {
+                x.name = t.name.clone();
+                x.allow = opts.allow_target.clone();
+            }
+        },
         TestSpec::Ramp(r) => {
             r.stream.ipv6 = ipv6;
             r.stream.allow = opts.allow_target.clone();

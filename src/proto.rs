@@ -118,6 +118,11 @@ pub enum Response {
         test: Option<u32>,
         message: String,
     },
+    /// A latency client's probe samples, in chunks, before its Finished.
+    LatencyProbes {
+        test: u32,
+        probes: Vec<crate::latency::probe::ProbeSample>,
+    },
 }
 
 /// One network configuration step inside a namespace. Fields are typed so an
@@ -182,6 +187,15 @@ pub enum NetOp {
     TakePort {
         dev: String,
         force: bool,
+    },
+    /// Shape `dev`'s egress with a token bucket filter (tc tbf): `rate_bps`
+    /// bit/s, bursts of `burst_bytes`, a queue of `limit_bytes` (its delay
+    /// when full is limit_bytes * 8 / rate_bps).
+    Shape {
+        dev: String,
+        rate_bps: u64,
+        burst_bytes: u32,
+        limit_bytes: u32,
     },
     /// Find the MAC of `addr` on `dev` by ARP/ND and pin it as a permanent
     /// neighbour, for `addr` and for each of `also` (the same box's other
@@ -263,6 +277,24 @@ pub enum Job {
         /// (0: the agent chooses; older controllers send none).
         #[serde(default)]
         threads: u16,
+    },
+    /// Answer latency probes of one session: only `token`, only from
+    /// `client`, for `duration_ms` at most, at most `max_pps`.
+    LatencyRespond {
+        bind: IpAddr,
+        token: u64,
+        client: IpAddr,
+        duration_ms: u64,
+        max_pps: u32,
+    },
+    /// Send isochronous latency probes to a responder's session.
+    LatencyProbe {
+        target: SocketAddr,
+        token: u64,
+        interval_us: u64,
+        payload: u16,
+        duration_ms: u64,
+        allow: Vec<Cidr>,
     },
 }
 

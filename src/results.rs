@@ -151,6 +151,9 @@ pub struct LabTopology {
     pub dut_mode: Option<String>,
     /// Rules in the DUT's forward chain in fw mode.
     pub fw_rules: Option<u32>,
+    /// The DUT's egress shaper towards the sink (`--dut-shape`), described.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dut_shape: Option<String>,
     pub nodes: Vec<LabNode>,
     pub links: Vec<LabLink>,
     /// How GSO/GRO were handled so that each datagram is one packet.
@@ -284,6 +287,10 @@ pub struct TestResult {
     /// it, from per-core CPU time and the agents' own threads.
     #[serde(default)]
     pub bottleneck: Option<Bottleneck>,
+    /// Latency probes before, during and after the load (`--latency`,
+    /// `linerate latency`, the lab's latency-under-load row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<crate::latency::stats::LatencyResult>,
 }
 
 /// Why a test stopped where it did: every core of every host its agents ran
@@ -415,6 +422,7 @@ impl TestResult {
             aggregate: None,
             dut_counted_lost: None,
             bottleneck: None,
+            latency: None,
         }
     }
 }

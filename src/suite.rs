@@ -155,12 +155,27 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
     }
     tcp_tests.retain(|t| wanted(&t.name));
     udp_tests.retain(|t| wanted(&t.name));
+    // Latency under load: probes idle, through a TCP stream, idle again.
+    let latency = crate::runner::LatencyTest {
+        load: crate::runner::Load::Tcp(tcp("latency under load tcp", 1, false)),
+        probes: crate::runner::ProbeOpts {
+            idle: Duration::from_secs_f64(if args.quick { 1.0 } else { 2.0 }),
+            // An external DUT (ports) is not ours to know; ours may NAT.
+            client_seen_as: if ports.is_none() {
+                lab::nat_source(spec.dut)
+            } else {
+                None
+            },
+            ..Default::default()
+        },
+    };
+    let latency = wanted(latency.load.name()).then_some(latency);
     let any_profile = !args.quick
         && !args.no_search
         && config::SEED_PROFILES
             .iter()
             .any(|n| profile_wanted(args, n));
-    if tcp_tests.is_empty() && udp_tests.is_empty() && !any_profile {
+    if tcp_tests.is_empty() && udp_tests.is_empty() && latency.is_none() && !any_profile {
         if run.results.tests.is_empty() {
             anyhow::bail!("--only {:?} matches no test of the suite", args.only);
         }
@@ -178,6 +193,12 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
             return Ok(());
         }
         run.tcp(&mut ends, t);
+    }
+    if let Some(t) = &latency {
+        if interrupted() {
+            return Ok(());
+        }
+        run.latency(&mut ends, t);
     }
     for t in &udp_tests {
         if interrupted() {

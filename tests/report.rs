@@ -8,7 +8,7 @@
 //! request happened. A screenshot of the lab run's report is left in
 //! `target/tmp/report-lab.png` for a person to look at.
 
-mod browser;
+pub mod browser;
 
 use crate::util::*;
 use browser::{check_page, check_tables, chromium, open, row_cells};

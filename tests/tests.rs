@@ -10,6 +10,7 @@ mod util;
 mod adhoc;
 mod bottleneck;
 mod lab;
+mod latency;
 mod loadtest;
 mod multihost;
 mod ports;

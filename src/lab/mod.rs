@@ -57,6 +57,9 @@ pub struct LabSpec {
     /// CPUs the lab steers receive work to (RPS on its interfaces), so it
     /// lands on other cores than the pinned senders; empty: left alone.
     pub rps: CpuSet,
+    /// A token bucket on the DUT's egress towards the sink (a bottleneck
+    /// with a queue: a bufferbloated DUT on purpose).
+    pub dut_shape: Option<Shape>,
 }
 
 /// A set of CPUs (0..1024) as plain data, so a [`LabSpec`] stays `Copy`.
@@ -107,6 +110,86 @@ impl CpuSet {
             .filter(|c| !senders.contains(c))
             .collect();
         CpuSet::of(&rest)
+    }
+}
+
+/// Where the NAT DUT masquerades the generator's traffic to (its sink-side
+/// addresses, IPv4 and IPv6): the source a latency responder on the sink
+/// sees. `None` for other modes.
+pub fn nat_source(mode: Option<DutMode>) -> Option<(IpAddr, IpAddr)> {
+    (mode == Some(DutMode::Nat)).then(|| (v4(198, 19, 0, 254), v6(0x20, 0xfe)))
+}
+
+/// `--dut-shape RATE[,QUEUE]`: tc tbf on the DUT's sink-side egress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub rate_bps: u64,
+    /// The queue (tbf limit), bytes.
+    pub queue_bytes: u32,
+}
+
+impl Shape {
+    /// The token bucket: 1 ms at the rate, at least four full frames
+    /// (tbf needs at least one MTU, and a little slack keeps the rate).
+    pub fn burst_bytes(&self) -> u32 {
+        ((self.rate_bps / 8 / 1000) as u32).max(4 * 1514)
+    }
+    /// How long a full queue takes to drain: the delay it adds, seconds.
+    pub fn queue_delay_s(&self) -> f64 {
+        f64::from(self.queue_bytes) * 8.0 / self.rate_bps as f64
+    }
+    pub fn describe(&self) -> String {
+        format!(
+            "tbf {:.1} Mbit/s, queue {} B ({:.1} ms when full), burst {} B",
+            self.rate_bps as f64 / 1e6,
+            self.queue_bytes,
+            self.queue_delay_s() * 1e3,
+            self.burst_bytes()
+        )
+    }
+
+    /// Parses `RATE[,QUEUE]`: RATE in bit/s (20M, 1G), QUEUE in bytes
+    /// (125000, 64k, 1M) or as a time at the rate (50ms). The default
+    /// queue holds 100 ms.
+    pub fn parse(s: &str) -> std::result::Result<Shape, String> {
+        let (rate, queue) = match s.split_once(',') {
+            Some((r, q)) => (r, Some(q.trim())),
+            None => (s, None),
+        };
+        let rate_bps = crate::units::parse_bps(rate.trim())? as u64;
+        if !(8_000..=400_000_000_000).contains(&rate_bps) {
+            return Err(format!("--dut-shape rate {rate}: give 8k..400G bit/s"));
+        }
+        let bytes_at = |secs: f64| (rate_bps as f64 / 8.0 * secs) as u64;
+        let queue = match queue {
+            None => bytes_at(0.1),
+            Some(q) => {
+                let lower = q.to_ascii_lowercase();
+                let num = |t: &str| {
+                    t.trim().parse::<f64>().ok().filter(|v| v.is_finite() && *v > 0.0).ok_or_else(|| {
+                        format!("--dut-shape queue '{q}': give bytes (125000, 64k, 1M) or a time (50ms)")
+                    })
+                };
+                if let Some(ms) = lower.strip_suffix("ms") {
+                    bytes_at(num(ms)? / 1000.0)
+                } else if let Some(k) = lower.strip_suffix('k') {
+                    (num(k)? * 1024.0) as u64
+                } else if let Some(m) = lower.strip_suffix('m') {
+                    (num(m)? * 1048576.0) as u64
+                } else {
+                    num(&lower)? as u64
+                }
+            }
+        };
+        if !(1514..=1 << 30).contains(&queue) {
+            return Err(format!(
+                "--dut-shape queue of {queue} B: give at least one frame (1514 B) and at most 1 GiB"
+            ));
+        }
+        Ok(Shape {
+            rate_bps,
+            queue_bytes: queue as u32,
+        })
     }
 }
 
@@ -222,6 +305,9 @@ pub fn preflight(spec: &LabSpec) -> Result<()> {
     }
     if spec.dut_police_pps.is_some() && !netops::tool_exists("nft") {
         bail!("--dut-police needs nftables, which is not installed; install it with: apt-get install nftables");
+    }
+    if spec.dut_shape.is_some() && !netops::tool_exists("tc") {
+        bail!("--dut-shape needs tc (iproute2), which is not installed; install it with: apt-get install iproute2");
     }
     if spec.dut_police_pps == Some(0) {
         bail!("--dut-police must be above 0 packets per second");
@@ -374,6 +460,14 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
                 ruleset: rules::police(pps, (pps / 100).max(10), bridge),
             });
         }
+        if let Some(sh) = spec.dut_shape {
+            d.ops.push(NetOp::Shape {
+                dev: "dut1".into(),
+                rate_bps: sh.rate_bps,
+                burst_bytes: sh.burst_bytes(),
+                limit_bytes: sh.queue_bytes,
+            });
+        }
     }
     // Both ends accept their whole flow prefix locally (AnyIP), so flows can
     // vary source and destination addresses in either direction.
@@ -401,6 +495,7 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
         kind: if spec.dut.is_some() { "dut" } else { "back_to_back" }.into(),
         dut_mode: spec.dut.map(|m| m.name().to_string()),
         fw_rules: (spec.dut == Some(DutMode::Fw)).then_some(spec.fw_rules),
+        dut_shape: spec.dut_shape.filter(|_| dut.is_some()).map(|s| s.describe()),
         nodes,
         links,
         offloads: "UDP: one datagram per sendmmsg message (no UDP_SEGMENT), receiver without \
@@ -502,4 +597,22 @@ pub fn cleanup() -> Result<Vec<String>> {
         }
     }
     Ok(removed)
+}
+
+#[cfg(test)]
+mod shape_tests {
+    use super::Shape;
+
+    #[test]
+    fn parses_rate_and_queue() {
+        let s = Shape::parse("20M,50ms").unwrap();
+        assert_eq!(s.rate_bps, 20_000_000);
+        assert_eq!(s.queue_bytes, 125_000);
+        assert!((s.queue_delay_s() - 0.05).abs() < 1e-9);
+        assert_eq!(Shape::parse("20M,64k").unwrap().queue_bytes, 65_536);
+        assert_eq!(Shape::parse("8M").unwrap().queue_bytes, 100_000);
+        assert!(Shape::parse("20M,10").is_err(), "smaller than a frame");
+        assert!(Shape::parse("fast").is_err());
+        assert!(Shape::parse("20M,x").is_err());
+    }
 }

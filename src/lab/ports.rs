@@ -405,6 +405,7 @@ pub fn configure(
         .into(),
         dut_mode: ports.dut.as_ref().map(|_| "external".to_string()),
         fw_rules: None,
+        dut_shape: None,
         nodes,
         links,
         offloads:

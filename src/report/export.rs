@@ -49,6 +49,18 @@ const CSV_COLUMNS: &[&str] = &[
     "tx_bytes",
     "rx_bytes",
     "bottleneck",
+    "latency_phase",
+    "rtt_p50_s",
+    "rtt_p90_s",
+    "rtt_p99_s",
+    "rtt_p99_9_s",
+    "rtt_max_s",
+    "rtt_mean_s",
+    "owd_forward_p50_s",
+    "owd_reverse_p50_s",
+    "probe_lost_forward",
+    "probe_lost_reverse",
+    "added_latency_s",
 ];
 
 fn csv_field(s: &str) -> String {
@@ -69,7 +81,9 @@ fn opt(v: Option<f64>) -> String {
 pub fn csv(runs: &[Run]) -> String {
     let mut out = CSV_COLUMNS.join(",");
     out.push_str("\r\n");
-    let mut row = |cells: Vec<String>| {
+    let mut row = |mut cells: Vec<String>| {
+        // Rows without latency leave its columns empty.
+        cells.resize(CSV_COLUMNS.len(), String::new());
         let line: Vec<String> = cells.iter().map(|c| csv_field(c)).collect();
         out.push_str(&line.join(","));
         out.push_str("\r\n");
@@ -169,6 +183,39 @@ pub fn csv(runs: &[Run]) -> String {
                     row(cells);
                 }
             }
+            if let Some(l) = &t.latency {
+                for p in &l.phases {
+                    let mut cells = head("", "latency");
+                    cells.extend([
+                        String::new(),
+                        p.start_s.to_string(),
+                        p.end_s.to_string(),
+                        String::new(),
+                        p.sent.to_string(),
+                        p.answered.to_string(),
+                        (p.lost_forward + p.lost_reverse).to_string(),
+                        p.reordered.to_string(),
+                        p.duplicates.to_string(),
+                    ]);
+                    cells.resize(CSV_COLUMNS.len() - 12, String::new());
+                    let r = p.rtt_s;
+                    cells.extend([
+                        p.name.clone(),
+                        opt(r.map(|r| r.p50)),
+                        opt(r.map(|r| r.p90)),
+                        opt(r.map(|r| r.p99)),
+                        opt(r.map(|r| r.p99_9)),
+                        opt(r.map(|r| r.max)),
+                        opt(r.map(|r| r.mean)),
+                        opt(p.forward_s.map(|x| x.p50)),
+                        opt(p.reverse_s.map(|x| x.p50)),
+                        p.lost_forward.to_string(),
+                        p.lost_reverse.to_string(),
+                        opt(l.added_latency_s.filter(|_| p.name == "loaded")),
+                    ]);
+                    row(cells);
+                }
+            }
         }
     }
     out
@@ -242,6 +289,65 @@ fn unix_seconds(s: &str) -> Option<f64> {
     Some(days as f64 * 86_400.0 + hh * 3600.0 + mm * 60.0 + ss)
 }
 
+/// A test's latency: RTT quantiles per phase, added latency, probe loss.
+fn latency_metrics(
+    e: &mut Exposition,
+    run: &str,
+    test: &str,
+    l: &crate::latency::stats::LatencyResult,
+) {
+    for p in &l.phases {
+        if let Some(r) = p.rtt_s {
+            for (q, v) in [
+                ("0.5", r.p50),
+                ("0.9", r.p90),
+                ("0.99", r.p99),
+                ("0.999", r.p99_9),
+                ("1", r.max),
+            ] {
+                e.add(
+                    "linerate_latency_rtt_seconds",
+                    "gauge",
+                    "Probe round-trip time per phase (idle, loaded, after) and quantile.",
+                    &[
+                        ("run", run),
+                        ("test", test),
+                        ("phase", &p.name),
+                        ("quantile", q),
+                    ],
+                    v,
+                );
+            }
+        }
+        for (dir, v) in [
+            ("forward", p.loss_forward_ratio),
+            ("reverse", p.loss_reverse_ratio),
+        ] {
+            e.add(
+                "linerate_latency_probe_loss_ratio",
+                "gauge",
+                "Probes lost per phase and direction, 0-1.",
+                &[
+                    ("run", run),
+                    ("test", test),
+                    ("phase", &p.name),
+                    ("direction", dir),
+                ],
+                v,
+            );
+        }
+    }
+    if let Some(a) = l.added_latency_s {
+        e.add(
+            "linerate_latency_added_seconds",
+            "gauge",
+            "Loaded p50 RTT minus idle p50 RTT.",
+            &[("run", run), ("test", test)],
+            a,
+        );
+    }
+}
+
 /// The runs' results in the Prometheus text exposition format.
 pub fn prometheus(runs: &[Run]) -> String {
     let mut e = Exposition {
@@ -285,6 +391,9 @@ pub fn prometheus(runs: &[Run]) -> String {
         );
         for t in r.tests.iter().filter(|t| t.status == TestStatus::Ok) {
             let tcp = is_tcp(t);
+            if let Some(l) = &t.latency {
+                latency_metrics(&mut e, &run.label, &t.name, l);
+            }
             for d in &t.directions {
                 let l: &[(&str, &str)] = &[
                     ("run", &run.label),

@@ -421,7 +421,19 @@ pub fn single(run: &Run) -> String {
         status_pill(r.status),
         run_line(r)
     );
-    let body = format!("{}{}", cards(r), run_sections("", r, &charts, true));
+    let mut body = format!("{}{}", cards(r), run_sections("", r, &charts, true));
+    let latency: String = r
+        .tests
+        .iter()
+        .filter_map(|t| {
+            t.latency
+                .as_ref()
+                .map(|l| super::latency::section(&t.name, l))
+        })
+        .collect();
+    if !latency.is_empty() {
+        body.push_str(&section("latency", "Latency under load", &latency));
+    }
     render(Page {
         title: format!("linerate · {}", r.name),
         kind: "single",
@@ -431,6 +443,11 @@ pub fn single(run: &Run) -> String {
             ("ramps", "Ramps", !r.ramps.is_empty()),
             ("searches", "Searches", !r.searches.is_empty()),
             ("charts", "Charts", !r.tests.is_empty()),
+            (
+                "latency",
+                "Latency",
+                r.tests.iter().any(|t| t.latency.is_some()),
+            ),
             ("cpu", "CPU", !r.tests.is_empty()),
             ("checks", "Cross-checks", !r.tests.is_empty()),
             ("context", "Context", true),

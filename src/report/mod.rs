@@ -32,9 +32,11 @@ pub mod export;
 pub mod figures;
 pub mod format;
 pub mod html;
+pub mod latency;
 pub mod profiles;
 mod ramps;
 mod sections;
+pub mod smoke;
 pub mod terminal;
 #[cfg(test)]
 mod testdata;
@@ -63,6 +65,13 @@ pub struct ReportArgs {
     /// Default: the run names, or the DUT modes when the names are all the same.
     #[arg(long = "label", value_name = "LABEL")]
     pub labels: Vec<String>,
+    /// For a monitor directory: the smoke graph from this time (Unix seconds or
+    /// YYYY-MM-DDTHH:MM:SSZ; default: the journal's start).
+    #[arg(long, value_name = "TIME")]
+    pub from: Option<String>,
+    /// For a monitor directory: the smoke graph up to this time (default: its end).
+    #[arg(long, value_name = "TIME")]
+    pub to: Option<String>,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +124,21 @@ pub fn run(args: &ReportArgs) -> i32 {
 }
 
 fn report(args: &ReportArgs) -> Result<()> {
+    if let [dir] = args.runs.as_slice() {
+        if smoke::is_monitor_dir(dir) {
+            let from = args.from.as_deref().map(smoke::parse_time).transpose()?;
+            let to = args.to.as_deref().map(smoke::parse_time).transpose()?;
+            let page = smoke::page(dir, from, to)?;
+            let out = args
+                .output
+                .clone()
+                .unwrap_or_else(|| dir.join("smoke.html"));
+            write_atomic(&out, page.as_bytes())
+                .with_context(|| format!("writing {}", out.display()))?;
+            eprintln!("report: {} (smoke graph)", out.display());
+            return Ok(());
+        }
+    }
     let runs = load_runs(&args.runs, &args.labels)?;
     let (bytes, default_out) = match args.format {
         Format::Html => {

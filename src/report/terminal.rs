@@ -189,6 +189,12 @@ pub fn table_styled(r: &RunResults, style: Style) -> String {
         if let Some(n) = tx_engine_note(t) {
             notes.push((format!("{}: {n}", t.name), Tone::Plain));
         }
+        if let Some(l) = &t.latency {
+            notes.push((
+                format!("{}: {}", t.name, super::latency::note(l)),
+                Tone::Plain,
+            ));
+        }
         if let Some(b) = &t.bottleneck {
             let tone = match b.kind {
                 BottleneckKind::TesterSender | BottleneckKind::TesterReceiver => Tone::Bad,

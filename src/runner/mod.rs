@@ -11,6 +11,7 @@
 //! `tcp` (the two test bodies), `record` (counters, CPU and aggregates).
 
 mod jobs;
+pub mod latency;
 mod record;
 mod tcp;
 mod udp;
@@ -24,6 +25,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+pub use latency::{run_latency, LatencyTest, Load, ProbeOpts};
 pub use tcp::run_tcp;
 pub use udp::run_udp;
 

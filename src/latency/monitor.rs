@@ -1,0 +1,689 @@
+//! `linerate monitor`: latency for hours or days, smokeping's way. Every
+//! target gets `probes` probes spread over each `window`; each window ends
+//! in one NDJSON line with its percentiles, loss and the sorted RTTs (the
+//! "smoke"). Targets are latency responders (an agent at an endpoint
+//! answering one session at a time, renewed before the agent's duration
+//! cap) or, for hosts without one, ICMP echo.
+//!
+//! Disk and memory stay flat: NDJSON files rotate by size and count, a
+//! window's samples are dropped once its line is written, and the
+//! Prometheus state is a fixed set of counters per target.
+
+use super::icmp::Pinger;
+use super::metrics::{self, Metrics};
+use super::probe::{self, Kind, Probe, ProbeSample};
+use super::stats::{self, Percentiles};
+use crate::agent::Netns;
+use crate::proto::{Job, Request, Response};
+use crate::signals::interrupted;
+use crate::sys::realtime_ns;
+use crate::topology::ssh::SshOptions;
+use crate::topology::{Endpoint, Hosts};
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::json;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The journal's file name; rotated ones get `.1`, `.2`, ... (older last).
+pub const JOURNAL: &str = "monitor.ndjson";
+/// A responder session is renewed this long before its end.
+const RENEW_BEFORE: Duration = Duration::from_secs(300);
+/// Longest session asked for (agents cap jobs at an hour by default).
+const SESSION_LEN: Duration = Duration::from_secs(3000);
+/// Job ids of the monitor's own agents.
+static NEXT_SESSION: AtomicU32 = AtomicU32::new(1);
+
+/// What `linerate monitor` runs, validated.
+#[derive(Debug, Clone)]
+pub struct MonitorConfig {
+    pub responders: Vec<(Endpoint, IpAddr)>,
+    pub icmp: Vec<IpAddr>,
+    pub window: Duration,
+    pub probes: u32,
+    pub duration: Option<Duration>,
+    pub out: PathBuf,
+    pub annotate: Vec<String>,
+    pub annotations: Option<PathBuf>,
+    pub metrics_listen: Option<SocketAddr>,
+    pub metrics_textfile: Option<PathBuf>,
+    pub max_file_bytes: u64,
+    pub max_files: u32,
+    pub probe_size: u16,
+    pub ssh: SshOptions,
+}
+
+/// The NDJSON journal with size/count rotation.
+pub struct Journal {
+    dir: PathBuf,
+    file: File,
+    written: u64,
+    max_bytes: u64,
+    max_files: u32,
+}
+
+impl Journal {
+    pub fn open(dir: &Path, max_bytes: u64, max_files: u32) -> Result<Journal> {
+        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = dir.join(JOURNAL);
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        let written = file.metadata().map(|m| m.len()).unwrap_or(0);
+        Ok(Journal {
+            dir: dir.into(),
+            file,
+            written,
+            max_bytes: max_bytes.max(4096),
+            max_files: max_files.max(1),
+        })
+    }
+
+    fn rotate(&mut self) -> Result<()> {
+        let name = |k: u32| {
+            if k == 0 {
+                self.dir.join(JOURNAL)
+            } else {
+                self.dir.join(format!("{JOURNAL}.{k}"))
+            }
+        };
+        let _ = fs::remove_file(name(self.max_files - 1));
+        for k in (0..self.max_files - 1).rev() {
+            let _ = fs::rename(name(k), name(k + 1));
+        }
+        self.file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(name(0))
+            .context("opening a fresh journal after rotation")?;
+        self.written = 0;
+        Ok(())
+    }
+
+    /// Appends one line (whole lines only: a crash leaves complete ones).
+    pub fn line(&mut self, v: &serde_json::Value) -> Result<()> {
+        let mut s = v.to_string();
+        s.push('\n');
+        if self.written > 0 && self.written + s.len() as u64 > self.max_bytes {
+            self.rotate()?;
+        }
+        self.file.write_all(s.as_bytes())?;
+        self.written += s.len() as u64;
+        Ok(())
+    }
+}
+
+/// The journal files of a monitor directory, oldest first.
+pub fn journal_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<(u32, PathBuf)> = fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_string_lossy().to_string();
+            let k = if n == JOURNAL {
+                0
+            } else {
+                n.strip_prefix(&format!("{JOURNAL}."))?.parse().ok()?
+            };
+            Some((k, e.path()))
+        })
+        .collect();
+    v.sort_by_key(|e| std::cmp::Reverse(e.0));
+    v.into_iter().map(|(_, p)| p).collect()
+}
+
+struct Shared {
+    journal: Mutex<Journal>,
+    metrics: metrics::Shared,
+    textfile: Option<PathBuf>,
+    stop: AtomicBool,
+}
+
+impl Shared {
+    fn write(&self, v: &serde_json::Value) {
+        if let Ok(mut j) = self.journal.lock() {
+            if let Err(e) = j.line(v) {
+                eprintln!("monitor: writing the journal: {e:#}");
+            }
+        }
+    }
+    fn textfile(&self) {
+        let Some(p) = &self.textfile else { return };
+        let body = self.metrics.lock().map(|m| m.render()).unwrap_or_default();
+        if let Err(e) = crate::results::write_atomic(p, body.as_bytes()) {
+            eprintln!("monitor: writing {}: {e:#}", p.display());
+        }
+    }
+}
+
+fn unix_s() -> f64 {
+    realtime_ns() as f64 / 1e9
+}
+
+fn annotation(text: &str, at: f64) -> serde_json::Value {
+    json!({
+        "type": "annotation",
+        "unix_s": at,
+        "time": crate::results::rfc3339(at as u64),
+        "text": text,
+    })
+}
+
+/// A reply to one probe: its sequence number, RTT, and (responders) the
+/// responder's accepted count.
+struct Reply {
+    seq: u32,
+    rtt_ns: u64,
+    rx_count: Option<u32>,
+}
+
+/// One way of probing a target.
+trait Prober: Send {
+    fn send(&mut self, seq: u32) -> bool;
+    fn recv(&mut self, wait: Duration) -> Option<Reply>;
+}
+
+/// The session a responder target probes: token and address.
+type SessionSlot = Arc<Mutex<Option<(u64, SocketAddr)>>>;
+
+struct UdpProber {
+    sock: UdpSocket,
+    session: SessionSlot,
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl Prober for UdpProber {
+    fn send(&mut self, seq: u32) -> bool {
+        let Some((token, addr)) = self.session.lock().ok().and_then(|g| *g) else {
+            return false;
+        };
+        let mut b = vec![0u8; self.len];
+        Probe::request(token, seq, realtime_ns()).emit(&mut b);
+        self.sock.send_to(&b, addr).is_ok()
+    }
+    fn recv(&mut self, wait: Duration) -> Option<Reply> {
+        self.sock
+            .set_read_timeout(Some(wait.max(Duration::from_micros(100))))
+            .ok()?;
+        let (n, from) = self.sock.recv_from(&mut self.buf).ok()?;
+        let rx = realtime_ns();
+        let (token, addr) = self.session.lock().ok().and_then(|g| *g)?;
+        let p = Probe::parse(&self.buf[..n]).ok()?;
+        if from != addr || p.token != token || p.kind != Kind::Reply {
+            return None;
+        }
+        let turnaround = p.responder_tx_ns.saturating_sub(p.responder_rx_ns);
+        Some(Reply {
+            seq: p.seq,
+            rtt_ns: rx.saturating_sub(p.client_tx_ns).saturating_sub(turnaround),
+            rx_count: Some(p.rx_count),
+        })
+    }
+}
+
+struct IcmpProber {
+    pinger: Pinger,
+    buf: Vec<u8>,
+}
+
+impl Prober for IcmpProber {
+    fn send(&mut self, seq: u32) -> bool {
+        self.pinger.send(seq, realtime_ns()).is_ok()
+    }
+    fn recv(&mut self, wait: Duration) -> Option<Reply> {
+        let (seq, tx) = self.pinger.recv(wait, &mut self.buf)?;
+        Some(Reply {
+            seq,
+            rtt_ns: realtime_ns().saturating_sub(tx),
+            rx_count: None,
+        })
+    }
+}
+
+/// One target's windows, until told to stop.
+fn target_loop(
+    name: String,
+    kind: &'static str,
+    mut p: Box<dyn Prober>,
+    cfg: Arc<MonitorConfig>,
+    sh: Arc<Shared>,
+) {
+    let n = cfg.probes.max(1);
+    let spacing = cfg.window / n;
+    let mut seq: u32 = 0;
+    let mut win_start = Instant::now();
+    let mut win_unix = unix_s();
+    while !sh.stop.load(Ordering::Relaxed) {
+        let base = seq;
+        let mut samples: Vec<ProbeSample> = Vec::with_capacity(n as usize);
+        let take = |r: Reply, samples: &mut Vec<ProbeSample>| {
+            let Some(i) = r.seq.checked_sub(base) else {
+                return;
+            };
+            if let Some(s) = samples.get_mut(i as usize) {
+                if s.2 == 0 {
+                    // Only the RTT matters here: fake times that give it.
+                    s.2 = s.1 + r.rtt_ns.max(1);
+                    s.5 = r.rx_count.unwrap_or(0);
+                }
+            }
+        };
+        let win_end = win_start + cfg.window;
+        for i in 0..n {
+            let due = win_start + spacing * i;
+            while Instant::now() < due {
+                if sh.stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let wait = due
+                    .saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(250));
+                if let Some(r) = p.recv(wait) {
+                    take(r, &mut samples);
+                }
+            }
+            samples.push(ProbeSample(seq, 1_000_000_000, 0, 0, 0, 0, 0));
+            if !p.send(seq) {
+                // Counted as sent and lost: the target is unreachable.
+            }
+            seq = seq.wrapping_add(1);
+        }
+        while Instant::now() < win_end {
+            if sh.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let wait = win_end
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(250));
+            if let Some(r) = p.recv(wait) {
+                take(r, &mut samples);
+            }
+        }
+        let end_unix = unix_s();
+        emit_window(&name, kind, &samples, win_unix, end_unix, &cfg, &sh);
+        win_start = win_end;
+        win_unix = end_unix;
+        // Fell behind (a suspended host): start the next window now.
+        if Instant::now() > win_start + cfg.window {
+            win_start = Instant::now();
+        }
+    }
+}
+
+/// Writes one window's line and adds it to the metrics.
+fn emit_window(
+    name: &str,
+    kind: &str,
+    samples: &[ProbeSample],
+    start: f64,
+    end: f64,
+    cfg: &MonitorConfig,
+    sh: &Shared,
+) {
+    let mut h = stats::histogram();
+    let mut rtts: Vec<f64> = Vec::new();
+    for s in samples.iter().filter(|s| s.answered()) {
+        let ns = s.2 - s.1;
+        let _ = h.record(ns.max(1));
+        rtts.push(ns as f64 / 1e9);
+    }
+    rtts.sort_by(f64::total_cmp);
+    let sent = samples.len() as u64;
+    let received = rtts.len() as u64;
+    let lost = sent - received;
+    let (mut lf, mut lr) = (0u64, 0u64);
+    if kind == "udp" {
+        for d in stats::loss_directions(samples, None).into_iter().flatten() {
+            if d {
+                lf += 1;
+            } else {
+                lr += 1;
+            }
+        }
+    }
+    let pct: Option<Percentiles> = Percentiles::of(&h);
+    let line = json!({
+        "type": "window",
+        "target": name,
+        "kind": kind,
+        "start_unix_s": start,
+        "end_unix_s": end,
+        "time": crate::results::rfc3339(start as u64),
+        "window_s": cfg.window.as_secs_f64(),
+        "sent": sent,
+        "received": received,
+        "lost": lost,
+        "loss_ratio": if sent > 0 { lost as f64 / sent as f64 } else { 0.0 },
+        "lost_forward": if kind == "udp" { Some(lf) } else { None },
+        "lost_reverse": if kind == "udp" { Some(lr) } else { None },
+        "rtt_s": pct,
+        "rtts_s": rtts,
+    });
+    sh.write(&line);
+    if let Ok(mut m) = sh.metrics.lock() {
+        let t = m.target(name, kind);
+        for r in &rtts {
+            t.observe(*r);
+        }
+        t.sent += sent;
+        t.lost += lost;
+        t.lost_forward += lf;
+        t.lost_reverse += lr;
+    }
+    sh.textfile();
+}
+
+/// A responder session on an agent.
+struct Sess {
+    agent: usize,
+    id: u32,
+    began: Instant,
+    len: Duration,
+}
+
+/// The address this host sends from towards `target`.
+fn source_towards(target: IpAddr) -> Result<IpAddr> {
+    let any: IpAddr = if target.is_ipv6() {
+        Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        Ipv4Addr::UNSPECIFIED.into()
+    };
+    let s = UdpSocket::bind(SocketAddr::new(any, 0))?;
+    s.connect(SocketAddr::new(target, 9))
+        .with_context(|| format!("no route towards {target}"))?;
+    Ok(s.local_addr()?.ip())
+}
+
+fn open_session(
+    hosts: &mut Hosts,
+    agent: usize,
+    target: IpAddr,
+    client: IpAddr,
+    len: Duration,
+    slot: &SessionSlot,
+) -> Result<Sess> {
+    let token = probe::new_token()?;
+    let id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
+    let bind: IpAddr = if target.is_ipv6() {
+        Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        Ipv4Addr::UNSPECIFIED.into()
+    };
+    let req = Request::Start {
+        test: id,
+        job: Job::LatencyRespond {
+            bind,
+            token,
+            client,
+            duration_ms: len.as_millis() as u64,
+            max_pps: 100,
+        },
+        start_at_unix_ns: None,
+    };
+    let port = match hosts.fleet.call(agent, &req, Duration::from_secs(15))? {
+        Response::Started { port: Some(p), .. } => p,
+        other => bail!("unexpected answer to a responder start: {other:?}"),
+    };
+    if let Ok(mut g) = slot.lock() {
+        *g = Some((token, SocketAddr::new(target, port)));
+    }
+    Ok(Sess {
+        agent,
+        id,
+        began: Instant::now(),
+        len,
+    })
+}
+
+/// New lines of the annotations file since `offset`: `TEXT` (now) or
+/// `UNIX_SECONDS TEXT`.
+fn read_annotations(path: &Path, offset: &mut u64) -> Vec<(f64, String)> {
+    let Ok(mut f) = File::open(path) else {
+        return Vec::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    if len < *offset {
+        *offset = 0; // truncated or replaced: start over
+    }
+    if f.seek(SeekFrom::Start(*offset)).is_err() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut r = BufReader::new(f).take(1 << 20);
+    let mut line = String::new();
+    while let Ok(n) = r.read_line(&mut line) {
+        if n == 0 || !line.ends_with('\n') {
+            break; // a line still being written waits for its newline
+        }
+        *offset += n as u64;
+        let t = line.trim();
+        if !t.is_empty() && !t.starts_with('#') {
+            let (at, text) = match t.split_once(' ') {
+                Some((a, rest)) if a.parse::<f64>().is_ok() => (
+                    a.parse::<f64>().unwrap_or_else(|_| unix_s()),
+                    rest.trim().to_string(),
+                ),
+                _ => (unix_s(), t.to_string()),
+            };
+            out.push((at, text.chars().take(500).collect()));
+        }
+        line.clear();
+    }
+    out
+}
+
+use std::io::Read as _;
+
+fn vm_rss_bytes() -> u64 {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+/// Runs the monitor; returns the process exit status.
+pub fn run(cfg: MonitorConfig) -> i32 {
+    match monitor(cfg) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("monitor: {e:#}");
+            1
+        }
+    }
+}
+
+fn monitor(cfg: MonitorConfig) -> Result<()> {
+    let cfg = Arc::new(cfg);
+    let journal = Journal::open(&cfg.out, cfg.max_file_bytes, cfg.max_files)?;
+    let sh = Arc::new(Shared {
+        journal: Mutex::new(journal),
+        metrics: Arc::new(Mutex::new(Metrics::default())),
+        textfile: cfg.metrics_textfile.clone(),
+        stop: AtomicBool::new(false),
+    });
+    let names: Vec<String> = cfg
+        .responders
+        .iter()
+        .map(|(e, a)| format!("{e}={a}"))
+        .chain(cfg.icmp.iter().map(|a| format!("icmp={a}")))
+        .collect();
+    sh.write(&json!({
+        "type": "start",
+        "unix_s": unix_s(),
+        "time": crate::results::now_rfc3339(),
+        "linerate_version": env!("CARGO_PKG_VERSION"),
+        "window_s": cfg.window.as_secs_f64(),
+        "probes": cfg.probes,
+        "targets": names,
+    }));
+    for a in &cfg.annotate {
+        sh.write(&annotation(a, unix_s()));
+    }
+    if let Some(addr) = cfg.metrics_listen {
+        let bound = metrics::serve(addr, Arc::clone(&sh.metrics))
+            .with_context(|| format!("listening for metrics on {addr}"))?;
+        eprintln!("monitor: metrics on http://{bound}/metrics");
+    }
+    // Responders: an agent per endpoint, one session each.
+    let mut hosts = Hosts::new(cfg.ssh.clone());
+    let mut sessions: Vec<(Sess, usize, IpAddr, IpAddr, SessionSlot)> = Vec::new();
+    let mut threads = Vec::new();
+    for (i, (ep, target)) in cfg.responders.iter().enumerate() {
+        let agent = hosts
+            .spawn(&format!("responder{i}"), ep, Netns::Current, None, None)
+            .with_context(|| format!("starting a responder at {ep}"))?;
+        let client = source_towards(*target)?;
+        let slot: SessionSlot = Arc::new(Mutex::new(None));
+        let len = session_len(&cfg);
+        let s = open_session(&mut hosts, agent, *target, client, len, &slot)
+            .with_context(|| format!("opening a session on the responder at {ep}"))?;
+        let any: IpAddr = if target.is_ipv6() {
+            Ipv6Addr::UNSPECIFIED.into()
+        } else {
+            Ipv4Addr::UNSPECIFIED.into()
+        };
+        let prober = UdpProber {
+            sock: UdpSocket::bind(SocketAddr::new(any, 0))?,
+            session: Arc::clone(&slot),
+            buf: vec![0u8; 2048],
+            len: usize::from(cfg.probe_size).max(probe::HEADER_LEN),
+        };
+        sessions.push((s, agent, *target, client, slot));
+        let (name, c, shr) = (names[i].clone(), Arc::clone(&cfg), Arc::clone(&sh));
+        threads.push(crate::kernel::spawn_named("lr-mon-udp", move || {
+            target_loop(name, "udp", Box::new(prober), c, shr)
+        })?);
+    }
+    for (j, addr) in cfg.icmp.iter().enumerate() {
+        let pinger = Pinger::open(*addr, probe::new_token()?).with_context(|| {
+            format!("opening an ICMP socket for {addr} (needs root or ping_group_range)")
+        })?;
+        let prober = IcmpProber {
+            pinger,
+            buf: vec![0u8; 2048],
+        };
+        let name = names[cfg.responders.len() + j].clone();
+        let (c, shr) = (Arc::clone(&cfg), Arc::clone(&sh));
+        threads.push(crate::kernel::spawn_named("lr-mon-icmp", move || {
+            target_loop(name, "icmp", Box::new(prober), c, shr)
+        })?);
+    }
+    eprintln!(
+        "monitor: {} target(s), {} probes per {:?} window, writing {}",
+        names.len(),
+        cfg.probes,
+        cfg.window,
+        cfg.out.join(JOURNAL).display()
+    );
+    let began = Instant::now();
+    let mut ann_offset = cfg
+        .annotations
+        .as_ref()
+        .and_then(|p| fs::metadata(p).ok())
+        .map(|m| m.len())
+        .unwrap_or(0);
+    let mut retire: Vec<(usize, u32, Instant)> = Vec::new();
+    let mut error: Option<anyhow::Error> = None;
+    while !interrupted() && cfg.duration.is_none_or(|d| began.elapsed() < d) {
+        match hosts.fleet.next_event(Duration::from_millis(500)) {
+            Ok(Some((_, Response::Error { message, .. }))) => {
+                eprintln!("monitor: a responder reported: {message}")
+            }
+            Ok(_) => {}
+            Err(e) => {
+                error = Some(e.context("a responder agent was lost"));
+                break;
+            }
+        }
+        if let Some(p) = &cfg.annotations {
+            for (at, text) in read_annotations(p, &mut ann_offset) {
+                sh.write(&annotation(&text, at));
+            }
+        }
+        // Renew sessions before the agent's cap ends them; the old one
+        // answers a few seconds more for replies in flight.
+        for (s, agent, target, client, slot) in sessions.iter_mut() {
+            if s.began.elapsed() + RENEW_BEFORE >= s.len {
+                match open_session(
+                    &mut hosts,
+                    *agent,
+                    *target,
+                    *client,
+                    session_len(&cfg),
+                    slot,
+                ) {
+                    Ok(new) => {
+                        retire.push((s.agent, s.id, Instant::now() + Duration::from_secs(10)));
+                        *s = new;
+                    }
+                    Err(e) => eprintln!("monitor: renewing the session to {target}: {e:#}"),
+                }
+            }
+        }
+        retire.retain(|&(agent, id, at)| {
+            if Instant::now() < at {
+                return true;
+            }
+            let _ = hosts.fleet.send(
+                agent,
+                &Request::Stop {
+                    test: id,
+                    sender_totals: vec![],
+                },
+            );
+            false
+        });
+    }
+    sh.stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        let _ = t.join();
+    }
+    sh.write(&json!({
+        "type": "stop",
+        "unix_s": unix_s(),
+        "time": crate::results::now_rfc3339(),
+        "rss_bytes": vm_rss_bytes(),
+        "max_rss_bytes": crate::sys::peak_rss_bytes(),
+    }));
+    sh.textfile();
+    hosts.shutdown();
+    eprintln!(
+        "monitor: stopped after {:.0} s; peak RSS {:.1} MiB",
+        began.elapsed().as_secs_f64(),
+        crate::sys::peak_rss_bytes() as f64 / 1048576.0
+    );
+    match error {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn session_len(cfg: &MonitorConfig) -> Duration {
+    cfg.duration
+        .map(|d| (d + Duration::from_secs(60)).min(SESSION_LEN))
+        .unwrap_or(SESSION_LEN)
+}
+
+/// Parses `ENDPOINT=ADDR` (e.g. `local=127.0.0.1`, `ns:lab=198.18.0.2`).
+pub fn parse_responder(s: &str) -> Result<(Endpoint, IpAddr)> {
+    let (ep, addr) = s
+        .rsplit_once('=')
+        .ok_or_else(|| anyhow!("--responder '{s}': write ENDPOINT=ADDR, e.g. local=127.0.0.1"))?;
+    let addr: IpAddr = addr
+        .parse()
+        .map_err(|_| anyhow!("--responder '{s}': '{addr}' is not an IP address"))?;
+    Ok((Endpoint::parse(ep)?, addr))
+}
