@@ -193,6 +193,8 @@ pub enum TestSpec {
     Udp(UdpTest),
     Ramp(RampConfig),
     Search(SearchConfig),
+    /// HTTP downloads: one test, or the T1/T2/T3 matrix's rows in order.
+    Http(Vec<crate::runner::HttpTest>),
 }
 
 impl TestSpec {
@@ -202,6 +204,7 @@ impl TestSpec {
             TestSpec::Udp(_) => "udp",
             TestSpec::Ramp(_) => "ramp",
             TestSpec::Search(_) => "search",
+            TestSpec::Http(_) => "http",
         }
     }
 }

@@ -296,6 +296,9 @@ fn test(plan: &Plan, t: &plan::PlanTest, hosts: &[HostConfig], opts: &RunOpts) -
         (TestKind::Search, cli::Command::Search(a)) => {
             TestSpec::Search(cli::search_cfg(&a).map_err(at_test)?)
         }
+        (TestKind::Http, cli::Command::Http(a)) => {
+            crate::cli_http::http_tests(&a).map_err(at_test)?.1
+        }
         _ => return Err(at_test(anyhow!("kind '{kind}' cannot run in a plan yet"))),
     };
     let ipv6 = t.target.is_ipv6();
@@ -315,6 +318,14 @@ fn test(plan: &Plan, t: &plan::PlanTest, hosts: &[HostConfig], opts: &RunOpts) -
         TestSpec::Search(s) => {
             s.stream.ipv6 = ipv6;
             s.stream.allow = opts.allow_target.clone();
+        }
+        TestSpec::Http(tests) => {
+            for x in tests.iter_mut() {
+                if x.row.is_none() {
+                    x.name = t.name.clone();
+                }
+                x.allow = opts.allow_target.clone();
+            }
         }
     }
     crate::engine::check_destination(t.target, &opts.allow_target).map_err(|m| {

@@ -10,6 +10,7 @@
 //! Submodules: `jobs` (starting, collecting and stopping jobs), `udp` and
 //! `tcp` (the two test bodies), `record` (counters, CPU and aggregates).
 
+mod http;
 mod jobs;
 mod record;
 mod tcp;
@@ -24,6 +25,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+pub use http::{run_http, HttpServerSide, HttpTest, HttpUrl};
 pub use tcp::run_tcp;
 pub use udp::run_udp;
 
