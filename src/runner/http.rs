@@ -222,6 +222,14 @@ fn http_inner(
         .as_deref()
         .cloned()
         .ok_or_else(|| anyhow!("the HTTP client reported no figures"))?;
+    if chttp.requests == 0 && chttp.body_bytes == 0 {
+        let why = chttp
+            .connections
+            .iter()
+            .find_map(|c| c.error.clone())
+            .unwrap_or_else(|| "no response".into());
+        bail!("no download completed: {why}");
+    }
     let shttp = server.as_ref().and_then(|s| s.http.as_deref().cloned());
     let client_iv = col.intervals.remove(&client_id).unwrap_or_default();
     let server_iv = col.intervals.remove(&server_id).unwrap_or_default();
