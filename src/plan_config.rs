@@ -407,6 +407,24 @@ mod tests {
     const HOSTS: &str = "[hosts.gen1]\nssh = \"root@198.18.9.1\"\n[hosts.gen2]\nssh = \"root@198.18.9.2\"\n[hosts.sink]\nnetns = \"sink\"\naddress = \"198.18.9.3\"\n";
 
     #[test]
+    fn plan_accepts_http() {
+        let text = format!(
+            "{HOSTS}[[test]]\nname = \"dl\"\nkind = \"http\"\nfrom = \"gen1\"\nto = \"sink\"\nconnections = 4\ntls = true\nsize = \"10M\"\nduration = 2\n"
+        );
+        let Command::Plan(p, _) = load_text(&text).unwrap() else {
+            panic!("not a plan")
+        };
+        let TestSpec::Http(v) = &p.tests[0].spec else {
+            panic!("not http")
+        };
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].name, "dl");
+        assert_eq!(v[0].connections, 4);
+        assert!(v[0].tls);
+        assert_eq!(v[0].duration, Duration::from_secs(2));
+    }
+
+    #[test]
     fn plan_tests_become_config() {
         let text = format!(
             "{HOSTS}[[test]]\nname = \"u\"\nkind = \"udp\"\nfrom = [\"gen1\", \"gen2\"]\nto = \"sink\"\ninstances = 3\nframe_size = 128\nrate = \"10kpps\"\nduration = 2\n[[test]]\nkind = \"tcp\"\nfrom = \"gen1\"\nto = \"sink\"\nstreams = 10\n"

@@ -44,9 +44,19 @@ pub fn section(r: &RunResults, prefix: &str, charts: &[Chart]) -> Option<String>
     let mut s = String::new();
     let rows = crate::http::matrix::rows(r);
     if !rows.is_empty() {
-        s.push_str("<h3>T1 HTTP / T2 HTTPS / T3 HTTPS+kTLS</h3><table class=\"matrix\"><thead><tr>");
+        s.push_str(
+            "<h3>T1 HTTP / T2 HTTPS / T3 HTTPS+kTLS</h3><table class=\"matrix\"><thead><tr>",
+        );
         for h in [
-            "row", "test", "Gbit/s", "req/s", "client CPU", "server CPU", "softirq", "kTLS", "note",
+            "row",
+            "test",
+            "Gbit/s",
+            "req/s",
+            "client CPU",
+            "server CPU",
+            "softirq",
+            "kTLS",
+            "note",
         ] {
             s.push_str(&format!("<th>{h}</th>"));
         }
@@ -54,8 +64,15 @@ pub fn section(r: &RunResults, prefix: &str, charts: &[Chart]) -> Option<String>
         for r in rows {
             s.push_str("<tr>");
             for c in [
-                r.row, r.test, r.gbps, r.requests_per_s, r.client_cpu, r.server_cpu, r.softirq,
-                r.ktls, r.note,
+                r.row,
+                r.test,
+                r.gbps,
+                r.requests_per_s,
+                r.client_cpu,
+                r.server_cpu,
+                r.softirq,
+                r.ktls,
+                r.note,
             ] {
                 s.push_str(&format!("<td>{}</td>", esc(&c)));
             }
@@ -91,7 +108,10 @@ pub fn section(r: &RunResults, prefix: &str, charts: &[Chart]) -> Option<String>
             .and_then(|s| s.cache.as_ref())
             .map(|c| {
                 if c.cold {
-                    format!("cold (evicted); {} B read from storage", c.storage_read_bytes)
+                    format!(
+                        "cold (evicted); {} B read from storage",
+                        c.storage_read_bytes
+                    )
                 } else {
                     format!("warmed: {} files, {} B", c.files, c.bytes)
                 }
@@ -214,7 +234,8 @@ pub fn charts(prefix: &str, r: &RunResults) -> Vec<Chart> {
                     (0..b.len()).map(|k| Some(k as f64)).collect(),
                     b.iter().map(|x| Some(x.count as f64)).collect(),
                 ],
-                note: "Request to last body byte, per download (HDR histogram, 1-2-5 buckets).".into(),
+                note: "Request to last body byte, per download (HDR histogram, 1-2-5 buckets)."
+                    .into(),
                 steps: false,
                 marks: Vec::new(),
                 x_labels: b
