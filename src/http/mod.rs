@@ -10,6 +10,7 @@
 //! - `serve_cmd`: the standalone `linerate serve` command.
 
 pub mod client;
+mod content;
 pub mod ffi;
 pub mod job;
 pub mod matrix;

@@ -6,7 +6,7 @@
 
 use super::stats::{self, CacheState, CpuMark, HttpConnection, HttpSummary, KtlsStatus};
 use super::wire::{self, RangeAsk, Reject, MAX_HEAD};
-use super::{ffi, tls, ConnStats};
+use super::{content, ffi, tls, ConnStats};
 use crate::proto::IntervalSample;
 use crate::sys;
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
@@ -15,7 +15,7 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -51,8 +51,6 @@ const MAX_CONNECTIONS: usize = 512;
 const POLL: Duration = Duration::from_millis(200);
 /// A body that makes no progress this long is abandoned.
 const STALL: Duration = Duration::from_secs(30);
-/// Warming reads at most this much of a root.
-const WARM_LIMIT: u64 = 64 << 30;
 
 enum Body {
     Memory(File, u64),
@@ -90,7 +88,7 @@ pub struct Server {
 impl Server {
     pub fn bind(addr: SocketAddr, spec: &ServeSpec, stop: Arc<AtomicBool>) -> Result<Self, String> {
         let (body, cache, object_bytes) = match &spec.content {
-            Content::Size(n) => (Body::Memory(generated(*n)?, *n), None, *n),
+            Content::Size(n) => (Body::Memory(content::generated(*n)?, *n), None, *n),
             Content::Root(dir) => {
                 let root = dir.canonicalize().map_err(|e| {
                     format!("--root {}: {e}; name an existing directory", dir.display())
@@ -98,7 +96,7 @@ impl Server {
                 if !root.is_dir() {
                     return Err(format!("--root {}: not a directory", dir.display()));
                 }
-                let cache = prepare_cache(&root, spec.cold);
+                let cache = content::prepare_cache(&root, spec.cold);
                 (Body::Root(root), Some(cache), 0)
             }
         };
@@ -290,61 +288,6 @@ impl Shared {
 fn sample(sh: &Shared, span: (f64, f64), last: &mut Vec<(u64, u64)>) -> IntervalSample {
     let conns = sh.conns.lock().map(|c| c.clone()).unwrap_or_default();
     super::interval_of(&conns, span, last, true)
-}
-
-/// A memory file of `n` bytes of a repeating pattern (memfd: sendfile-able).
-fn generated(n: u64) -> Result<File, String> {
-    let mut f = sys::memfd_with(&[]).map_err(|e| format!("making the --size object: {e}"))?;
-    let chunk: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
-    let mut left = n;
-    while left > 0 {
-        let k = left.min(chunk.len() as u64) as usize;
-        f.write_all(&chunk[..k])
-            .map_err(|e| format!("making the --size object of {n} bytes in memory: {e}"))?;
-        left -= k as u64;
-    }
-    Ok(f)
-}
-
-/// Warms (reads once) or evicts every regular file under `root`.
-fn prepare_cache(root: &Path, cold: bool) -> CacheState {
-    let mut state = CacheState {
-        warmed: !cold,
-        cold,
-        ..Default::default()
-    };
-    let mut stack = vec![root.to_path_buf()];
-    let mut buf = vec![0u8; 1 << 20];
-    while let Some(dir) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let Ok(ft) = e.file_type() else { continue };
-            if ft.is_dir() {
-                stack.push(e.path());
-            } else if ft.is_file() {
-                let Ok(mut f) = File::open(e.path()) else {
-                    continue;
-                };
-                state.files += 1;
-                if cold {
-                    // Dirty pages stay until written back; flush them first.
-                    let _ = f.sync_data();
-                    let _ = ffi::evict_from_page_cache(&f);
-                    state.bytes += f.metadata().map(|m| m.len()).unwrap_or(0);
-                } else if state.bytes < WARM_LIMIT {
-                    while let Ok(n) = f.read(&mut buf) {
-                        if n == 0 {
-                            break;
-                        }
-                        state.bytes += n as u64;
-                    }
-                }
-            }
-        }
-    }
-    state
 }
 
 /// A connection's byte stream: plain TCP (kTLS too: the kernel encrypts)
