@@ -61,6 +61,9 @@ struct Shared {
     body: Body,
     tls: Option<Arc<ServerConfig>>,
     ktls: bool,
+    /// `--cold`: every file body is dropped from the page cache after it
+    /// was sent, so each download reads the disk again.
+    cold: bool,
     request_timeout: Duration,
     conns: Mutex<Vec<Arc<ConnStats>>>,
     active: AtomicU64,
@@ -119,6 +122,7 @@ impl Server {
                 body,
                 tls,
                 ktls: spec.ktls,
+                cold: spec.cold && matches!(spec.content, Content::Root(_)),
                 request_timeout: spec.request_timeout,
                 conns: Mutex::new(Vec::new()),
                 active: AtomicU64::new(0),
@@ -532,6 +536,10 @@ fn respond(
     sh.count_status(status);
     if !req.head {
         send_body(sh, conn, file, start, count, st)?;
+        if sh.cold {
+            // Pages still referenced by the socket stay; the rest go.
+            let _ = ffi::evict_from_page_cache(file);
+        }
     }
     st.requests.fetch_add(1, Ordering::Relaxed);
     Ok(req.keep_alive)

@@ -390,8 +390,13 @@ fn bound(
             }
         }
     }
-    (
-        Some("network".into()),
-        Some("neither side's CPU was full and the data came from memory".into()),
-    )
+    let why = match cold {
+        Some(cache) => format!(
+            "neither side's CPU was full and only {} of {} body bytes came from storage \
+             (the rest from the page cache)",
+            cache.storage_read_bytes, c.body_bytes
+        ),
+        None => "neither side's CPU was full and the data came from memory".into(),
+    };
+    (Some("network".into()), Some(why))
 }
