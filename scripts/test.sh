@@ -3,7 +3,7 @@
 # the namespace tests (CI runs as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh chromium python3-prometheus-client openssh-server
+scripts/deps.sh chromium python3-prometheus-client openssh-server curl nginx
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --release --locked

@@ -273,6 +273,8 @@ fn job_interval(job: &Job) -> u64 {
         | Job::UdpReceive { interval_ms, .. }
         | Job::UdpSend { interval_ms, .. } => *interval_ms,
         Job::LatencyRespond { .. } | Job::LatencyProbe { .. } => 1000,
+        Job::HttpServe(j) => j.interval_ms,
+        Job::HttpGet(j) => j.interval_ms,
     }
 }
 
@@ -511,6 +513,27 @@ fn start(
                 "lr-lat-probe",
                 ctx.clone(),
                 Box::new(move |c| latency::client::run(c, sock, spec)),
+            )?;
+            Ok(None)
+        }
+        Job::HttpServe(j) => {
+            let d = capped(j.duration_ms, limits)?;
+            let (server, port) = crate::http::job::open_server(ctx, &j)?;
+            spawn(
+                "lr-http-server",
+                ctx.clone(),
+                Box::new(move |c| Ok(crate::http::job::serve(c, server, d))),
+            )?;
+            Ok(Some(port))
+        }
+        Job::HttpGet(j) => {
+            let d = capped(j.duration_ms, limits)?;
+            engine::check_destination(j.target.ip(), &j.allow)?;
+            let spec = crate::http::job::get_spec(&j, d)?;
+            spawn(
+                "lr-http-client",
+                ctx.clone(),
+                Box::new(move |c| crate::http::job::get(c, spec)),
             )?;
             Ok(None)
         }

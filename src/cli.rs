@@ -49,6 +49,10 @@ pub enum Command {
     Latency(LatencyArgs),
     /// Monitor latency for hours or days: responders and ICMP echo, smokeping-style windows.
     Monitor(MonitorArgs),
+    /// HTTP/HTTPS downloads: N connections against `linerate serve` or any --url; --matrix runs T1/T2/T3.
+    Http(crate::cli_http::HttpArgs),
+    /// Serve downloads over HTTP/1.1 or HTTPS (sendfile, rustls, kTLS where present) until Ctrl-C.
+    Serve(crate::cli_http::ServeArgs),
     /// Load ramp (warmup, linear ramp, hold) with the saturation point, trex-loadtest style.
     Ramp(RampArgs),
     /// Throughput search: MLRsearch NDR/PDR, RFC 2544 throughput and frame loss.
@@ -826,7 +830,12 @@ pub fn to_config(command: Command) -> Result<Cmd> {
             let spec = TestSpec::Search(search_cfg(&a)?);
             bench_command(&a.target, spec, &a.common)
         }
+        Command::Http(a) => {
+            let (pair, spec) = crate::cli_http::http_tests(&a)?;
+            Ok(Cmd::Pair(pair, spec, a.common.run_opts(!a.no_results)?))
+        }
         Command::Run(_)
+        | Command::Serve(_)
         | Command::Doctor(_)
         | Command::Agent(_)
         | Command::Report(_)

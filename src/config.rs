@@ -199,6 +199,8 @@ pub enum TestSpec {
     Search(SearchConfig),
     /// A TCP or UDP test with latency probes before, during and after it.
     Latency(crate::runner::LatencyTest),
+    /// HTTP downloads: one test, or the T1/T2/T3 matrix's rows in order.
+    Http(Vec<crate::runner::HttpTest>),
 }
 
 impl TestSpec {
@@ -209,6 +211,7 @@ impl TestSpec {
             TestSpec::Ramp(_) => "ramp",
             TestSpec::Search(_) => "search",
             TestSpec::Latency(_) => "latency",
+            TestSpec::Http(_) => "http",
         }
     }
 }

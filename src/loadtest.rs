@@ -103,6 +103,14 @@ pub fn exec_test(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> 
                 eprintln!("{l}");
             }
         }
+        TestSpec::Http(tests) => {
+            for t in tests {
+                if interrupted() {
+                    break;
+                }
+                run.http(ends, t);
+            }
+        }
         TestSpec::Search(s) => {
             for p in &s.profiles {
                 if interrupted() {

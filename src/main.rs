@@ -42,6 +42,19 @@ fn main() -> ExitCode {
                 linerate::latency::monitor::run(cfg)
             }
         },
+        cli::Command::Serve(a) => match linerate::cli_http::serve_config(&a) {
+            Ok(cfg) => {
+                if let Err(e) = signals::install_signal_handlers() {
+                    eprintln!("error: installing signal handlers: {e}");
+                    return ExitCode::from(1);
+                }
+                linerate::http::serve_cmd::run(&cfg)
+            }
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                2
+            }
+        },
         cli::Command::Schema => {
             let s = serde_json::to_string_pretty(&results::json_schema()).unwrap_or_default();
             println!("{s}");

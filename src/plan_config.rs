@@ -296,6 +296,9 @@ fn test(plan: &Plan, t: &plan::PlanTest, hosts: &[HostConfig], opts: &RunOpts) -
         (TestKind::Search, cli::Command::Search(a)) => {
             TestSpec::Search(cli::search_cfg(&a).map_err(at_test)?)
         }
+        (TestKind::Http, cli::Command::Http(a)) => {
+            crate::cli_http::http_tests(&a).map_err(at_test)?.1
+        }
         _ => return Err(at_test(anyhow!("kind '{kind}' cannot run in a plan yet"))),
     };
     let ipv6 = t.target.is_ipv6();
@@ -325,6 +328,14 @@ fn test(plan: &Plan, t: &plan::PlanTest, hosts: &[HostConfig], opts: &RunOpts) -
         TestSpec::Search(s) => {
             s.stream.ipv6 = ipv6;
             s.stream.allow = opts.allow_target.clone();
+        }
+        TestSpec::Http(tests) => {
+            for x in tests.iter_mut() {
+                if x.row.is_none() {
+                    x.name = t.name.clone();
+                }
+                x.allow = opts.allow_target.clone();
+            }
         }
     }
     crate::engine::check_destination(t.target, &opts.allow_target).map_err(|m| {
@@ -404,6 +415,24 @@ mod tests {
     }
 
     const HOSTS: &str = "[hosts.gen1]\nssh = \"root@198.18.9.1\"\n[hosts.gen2]\nssh = \"root@198.18.9.2\"\n[hosts.sink]\nnetns = \"sink\"\naddress = \"198.18.9.3\"\n";
+
+    #[test]
+    fn plan_accepts_http() {
+        let text = format!(
+            "{HOSTS}[[test]]\nname = \"dl\"\nkind = \"http\"\nfrom = \"gen1\"\nto = \"sink\"\nconnections = 4\ntls = true\nsize = \"10M\"\nduration = 2\n"
+        );
+        let Command::Plan(p, _) = load_text(&text).unwrap() else {
+            panic!("not a plan")
+        };
+        let TestSpec::Http(v) = &p.tests[0].spec else {
+            panic!("not http")
+        };
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].name, "dl");
+        assert_eq!(v[0].connections, 4);
+        assert!(v[0].tls);
+        assert_eq!(v[0].duration, Duration::from_secs(2));
+    }
 
     #[test]
     fn plan_tests_become_config() {

@@ -296,6 +296,39 @@ pub enum Job {
         duration_ms: u64,
         allow: Vec<Cidr>,
     },
+    HttpServe(HttpServeJob),
+    HttpGet(HttpGetJob),
+}
+
+/// The HTTP download jobs (issue 10), apart from the others so they merge
+/// easily: a server on the sink, a client on the generator.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct HttpServeJob {
+    pub bind: SocketAddr,
+    pub content: crate::http::server::Content,
+    pub tls: bool,
+    pub ktls: bool,
+    pub cold: bool,
+    /// The server stops on Stop, or after this long at most.
+    pub duration_ms: u64,
+    pub interval_ms: u64,
+    pub request_timeout_ms: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct HttpGetJob {
+    pub target: SocketAddr,
+    /// Host header and TLS server name.
+    pub host: String,
+    pub path: String,
+    /// `Some` for HTTPS: how the server's certificate is trusted.
+    pub tls: Option<crate::http::tls::Trust>,
+    pub ktls: bool,
+    pub connections: u16,
+    pub duration_ms: u64,
+    pub requests: Option<u64>,
+    pub interval_ms: u64,
+    pub allow: Vec<Cidr>,
 }
 
 /// How a UDP sender puts datagrams on the wire.
@@ -574,6 +607,9 @@ pub struct EndpointSummary {
     /// job's counters above.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_thread: Vec<ThreadFigures>,
+    /// HTTP jobs: requests, latency, TLS and kTLS, per connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<Box<crate::http::stats::HttpSummary>>,
 }
 
 /// What one worker thread of a UDP job did.

@@ -211,6 +211,8 @@ pub struct LabPort {
 pub enum Protocol {
     Tcp,
     Udp,
+    /// HTTP/HTTPS downloads (server to client over TCP).
+    Http,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
@@ -291,6 +293,33 @@ pub struct TestResult {
     /// `linerate latency`, the lab's latency-under-load row).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<crate::latency::stats::LatencyResult>,
+    /// HTTP/HTTPS download tests: requests, latency, TLS/kTLS, CPU split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpResult>,
+}
+
+/// One HTTP download test (issue 10): the client's and (when linerate
+/// started it) the server's figures, totals, and what bound the run.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
+pub struct HttpResult {
+    /// The matrix row (`T1.1` … `T3.2`) when the test is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row: Option<String>,
+    pub url: String,
+    pub tls: bool,
+    pub connections: u16,
+    /// Body bytes received × 8 / the client's run time.
+    pub goodput_bps: f64,
+    pub requests_per_s: f64,
+    pub client: crate::http::stats::HttpSummary,
+    /// Absent for servers linerate did not start (`--url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<crate::http::stats::HttpSummary>,
+    /// What limited the run: `disk`, `cpu` or `network`, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_reason: Option<String>,
 }
 
 /// Why a test stopped where it did: every core of every host its agents ran
@@ -423,6 +452,7 @@ impl TestResult {
             dut_counted_lost: None,
             bottleneck: None,
             latency: None,
+            http: None,
         }
     }
 }

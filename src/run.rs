@@ -134,6 +134,13 @@ impl Run {
         self.add_test(r);
     }
 
+    pub fn http(&mut self, ends: &mut runner::Ends, t: &runner::HttpTest) {
+        let progress = &self.progress;
+        let mut cb = |p: &runner::Progress| progress.update(p);
+        let r = runner::run_http(ends, t, self.dir.as_mut(), &mut cb);
+        self.add_test(r);
+    }
+
     /// Marks the run done, writes the final files and prints the table.
     /// Returns the process exit status.
     pub fn finish(mut self, error: Option<anyhow::Error>) -> i32 {
@@ -150,6 +157,9 @@ impl Run {
         self.save();
         let mut table = report::table(&self.results);
         if let Some(t) = crate::report::profiles::summary_table(&self.results) {
+            table.push_str(&t);
+        }
+        if let Some(t) = crate::http::matrix::table(&self.results) {
             table.push_str(&t);
         }
         if self.json {

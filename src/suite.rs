@@ -6,7 +6,7 @@ use crate::lab::{self, LabSpec};
 use crate::proto::{Direction, FrameSpec};
 use crate::results::FlowMode;
 use crate::run::Run;
-use crate::runner::{Ends, TcpTest, UdpTest};
+use crate::runner::{Ends, HttpServerSide, HttpTest, TcpTest, UdpTest};
 use crate::signals::interrupted;
 use anyhow::Result;
 use std::time::Duration;
@@ -153,6 +153,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
             true,
         ));
     }
+    let mut http_tests = http_rows(d, &allow);
     tcp_tests.retain(|t| wanted(&t.name));
     udp_tests.retain(|t| wanted(&t.name));
     // Latency under load: probes idle, through a TCP stream, idle again.
@@ -170,12 +171,18 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         },
     };
     let latency = wanted(latency.load.name()).then_some(latency);
+    http_tests.retain(|t| wanted(&t.name));
     let any_profile = !args.quick
         && !args.no_search
         && config::SEED_PROFILES
             .iter()
             .any(|n| profile_wanted(args, n));
-    if tcp_tests.is_empty() && udp_tests.is_empty() && latency.is_none() && !any_profile {
+    if tcp_tests.is_empty()
+        && udp_tests.is_empty()
+        && http_tests.is_empty()
+        && latency.is_none()
+        && !any_profile
+    {
         if run.results.tests.is_empty() {
             anyhow::bail!("--only {:?} matches no test of the suite", args.only);
         }
@@ -206,12 +213,52 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         }
         run.udp(&mut ends, t);
     }
+    for t in &http_tests {
+        if interrupted() {
+            return Ok(());
+        }
+        run.http(&mut ends, t);
+    }
     if any_profile {
         profiles(args, opts, run, &mut ends)?;
     }
     drop(ends);
     l.fleet.shutdown();
     Ok(())
+}
+
+/// The suite's HTTP and HTTPS download rows (1 and 4 connections), kept
+/// short: a 100 MB object from the sink's memory, at most 2 s each.
+fn http_rows(d: Duration, allow: &[crate::proto::Cidr]) -> Vec<HttpTest> {
+    let mut v = Vec::new();
+    for tls in [false, true] {
+        for n in [1u16, 4] {
+            v.push(HttpTest {
+                name: format!(
+                    "{} {n} connection{}",
+                    if tls { "https" } else { "http" },
+                    if n == 1 { "" } else { "s" }
+                ),
+                row: None,
+                ipv6: false,
+                server: Some(HttpServerSide {
+                    content: crate::http::server::Content::Size(100_000_000),
+                    cold: false,
+                    request_timeout: Duration::from_secs(10),
+                }),
+                url: None,
+                path: "/".into(),
+                tls,
+                trust: crate::http::tls::Trust::Insecure,
+                ktls: false,
+                connections: n,
+                duration: d.min(Duration::from_secs(2)),
+                requests: None,
+                allow: allow.to_vec(),
+            });
+        }
+    }
+    v
 }
 
 /// `--only` matches a profile by part of its name, or all with `profiles`.

@@ -55,6 +55,20 @@ fn check_tcp(t: &Value) {
     }
 }
 
+/// HTTP downloads through the DUT (issue 10): goodput, completed requests,
+/// cross-checks with the kernel within 1 %.
+fn check_http(t: &Value) {
+    assert_eq!(t["status"], "ok", "{}: {}", t["name"], t["error"]);
+    let h = &t["http"];
+    assert!(f(&h["goodput_bps"]) > 1e8, "{}: {h}", t["name"]);
+    assert!(h["client"]["requests"].as_u64().unwrap() >= 1, "{h}");
+    let checks = t["cross_checks"].as_array().unwrap();
+    assert!(checks.len() >= 2, "{}", t["cross_checks"]);
+    for c in checks {
+        assert!(f(&c["difference_ratio"]) <= 0.01, "{}: {c}", t["name"]);
+    }
+}
+
 fn schema_validate(doc: &Value) {
     let schema: Value =
         serde_json::from_str(include_str!("../schema/results.schema.json")).expect("schema parses");
@@ -161,11 +175,14 @@ fn default_suite_quick_with_self_test_and_ipv6() {
     assert_eq!(doc["labs"][0]["kind"], "back_to_back");
     assert_eq!(doc["labs"][1]["kind"], "dut");
     for t in doc["tests"].as_array().unwrap() {
-        if t["params"]["protocol"] == "udp" {
-            check_udp(t);
-        } else {
-            check_tcp(t);
+        match t["params"]["protocol"].as_str() {
+            Some("udp") => check_udp(t),
+            Some("http") => check_http(t),
+            _ => check_tcp(t),
         }
+    }
+    for want in ["http 1 connection", "https 4 connections"] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
     }
     let v6 = test_named(&doc, "udp 84B var2 ipv6");
     assert_eq!(v6["params"]["ip_version"], 6);

@@ -9,6 +9,7 @@ mod util;
 
 mod adhoc;
 mod bottleneck;
+mod http;
 mod lab;
 mod latency;
 mod loadtest;

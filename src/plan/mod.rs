@@ -175,6 +175,7 @@ pub enum TestKind {
     Udp,
     Ramp,
     Search,
+    Http,
 }
 
 impl TestKind {
@@ -185,6 +186,7 @@ impl TestKind {
             TestKind::Udp => "udp",
             TestKind::Ramp => "ramp",
             TestKind::Search => "search",
+            TestKind::Http => "http",
         }
     }
 }

@@ -137,25 +137,26 @@ pub(super) fn parse_test(
 }
 
 fn parse_kind(s: &str) -> Result<TestKind, String> {
-    const KINDS: [TestKind; 4] = [
+    const KINDS: [TestKind; 5] = [
         TestKind::Tcp,
         TestKind::Udp,
         TestKind::Ramp,
         TestKind::Search,
+        TestKind::Http,
     ];
     if let Some(k) = KINDS.iter().find(|k| k.as_str() == s) {
         return Ok(*k);
     }
-    if s == "http" || s == "latency" {
+    if s == "latency" {
         return Err(format!(
-            "kind \"{s}\" is not supported yet in plans: use tcp, udp, ramp or search"
+            "kind \"{s}\" is not supported yet in plans: use tcp, udp, ramp, search or http"
         ));
     }
     let hint = suggest(s, KINDS.iter().map(|k| k.as_str()))
         .map(|k| format!("did you mean \"{k}\"? "))
         .unwrap_or_default();
     Err(format!(
-        "unknown kind \"{s}\": {hint}kind is one of tcp, udp, ramp, search"
+        "unknown kind \"{s}\": {hint}kind is one of tcp, udp, ramp, search, http"
     ))
 }
 

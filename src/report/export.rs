@@ -61,7 +61,43 @@ const CSV_COLUMNS: &[&str] = &[
     "probe_lost_forward",
     "probe_lost_reverse",
     "added_latency_s",
+    "http_requests",
+    "http_requests_per_s",
+    "http_ttfb_p50_s",
+    "http_latency_p50_s",
+    "http_latency_p99_s",
+    "http_ktls_client",
+    "http_ktls_server",
+    "http_bound",
 ];
+
+/// HTTP columns of a summary row (empty for other tests).
+fn http_cells(t: &crate::results::TestResult) -> Vec<String> {
+    let Some(h) = &t.http else {
+        return vec![String::new(); 8];
+    };
+    let s = |us: Option<u64>| us.map(|v| (v as f64 / 1e6).to_string()).unwrap_or_default();
+    let k = |k: Option<&crate::http::stats::KtlsStatus>| {
+        k.map(|k| match (k.requested, k.in_use) {
+            (false, _) => "off",
+            (true, true) => "in_use",
+            (true, false) => "unavailable",
+        })
+        .unwrap_or("")
+        .to_string()
+    };
+    let c = &h.client;
+    vec![
+        c.requests.to_string(),
+        h.requests_per_s.to_string(),
+        s(c.ttfb.as_ref().map(|l| l.p50_us)),
+        s(c.latency.as_ref().map(|l| l.p50_us)),
+        s(c.latency.as_ref().map(|l| l.p99_us)),
+        k(Some(&c.ktls)),
+        k(h.server.as_ref().map(|s| &s.ktls)),
+        h.bound.clone().unwrap_or_default(),
+    ]
+}
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
@@ -100,7 +136,7 @@ pub fn csv(runs: &[Run]) -> String {
                     run.dut_mode().unwrap_or("").to_string(),
                     t.name.clone(),
                     format!("{:?}", t.status).to_lowercase(),
-                    if tcp { "tcp" } else { "udp" }.to_string(),
+                    format!("{:?}", t.params.protocol).to_lowercase(),
                     t.params.ip_version.to_string(),
                     figures::frame_label(t).replace(" B", "").replace('-', ""),
                     figures::flows_label(t),
@@ -148,6 +184,7 @@ pub fn csv(runs: &[Run]) -> String {
                         .map(|b| b.verdict.clone())
                         .unwrap_or_default(),
                 ]);
+                cells.extend(http_cells(t));
                 row(cells);
                 for f in figures::intervals(t, d) {
                     let mut cells = head(&d.direction, "interval");
@@ -180,6 +217,7 @@ pub fn csv(runs: &[Run]) -> String {
                         f.rx_bytes.to_string(),
                         String::new(),
                     ]);
+                    cells.resize(CSV_COLUMNS.len(), String::new());
                     row(cells);
                 }
             }
@@ -219,6 +257,70 @@ pub fn csv(runs: &[Run]) -> String {
         }
     }
     out
+}
+
+/// An HTTP test's requests, latency quantiles, CPU per side and kTLS.
+fn http_metrics(e: &mut Exposition, run: &str, t: &crate::results::TestResult) {
+    let Some(h) = &t.http else { return };
+    let l: &[(&str, &str)] = &[("run", run), ("test", &t.name)];
+    e.add(
+        "linerate_http_requests_total",
+        "counter",
+        "HTTP downloads the client completed.",
+        l,
+        h.client.requests as f64,
+    );
+    e.add(
+        "linerate_http_goodput_bytes_per_second",
+        "gauge",
+        "HTTP body bytes per second the client received.",
+        l,
+        h.goodput_bps / 8.0,
+    );
+    for (name, lat) in [
+        ("linerate_http_download_seconds", &h.client.latency),
+        ("linerate_http_ttfb_seconds", &h.client.ttfb),
+    ] {
+        let Some(lat) = lat else { continue };
+        for (q, v) in [
+            ("0.5", lat.p50_us),
+            ("0.9", lat.p90_us),
+            ("0.99", lat.p99_us),
+            ("1", lat.max_us),
+        ] {
+            e.add(
+                name,
+                "gauge",
+                "Per-download latency (request to last body byte) or time to first byte, seconds, by quantile.",
+                &[l[0], l[1], ("quantile", q)],
+                v as f64 / 1e6,
+            );
+        }
+    }
+    let sides = [("client", Some(&h.client)), ("server", h.server.as_ref())];
+    for (side, s) in sides {
+        let Some(s) = s else { continue };
+        for (mode, v) in [
+            ("user", s.cpu.user_pct),
+            ("system", s.cpu.system_pct),
+            ("softirq", s.cpu.softirq_pct),
+        ] {
+            e.add(
+                "linerate_http_cpu_ratio",
+                "gauge",
+                "CPU time of one side in cores (1 = one core busy); softirq is system-wide.",
+                &[l[0], l[1], ("side", side), ("mode", mode)],
+                v / 100.0,
+            );
+        }
+        e.add(
+            "linerate_http_ktls_in_use",
+            "gauge",
+            "1 when the kernel did this side's TLS records (kTLS).",
+            &[l[0], l[1], ("side", side)],
+            if s.ktls.in_use { 1.0 } else { 0.0 },
+        );
+    }
 }
 
 /// Metric families in the order first used; samples of a family together.
@@ -390,6 +492,7 @@ pub fn prometheus(runs: &[Run]) -> String {
             r.line_rate_bps / 8.0,
         );
         for t in r.tests.iter().filter(|t| t.status == TestStatus::Ok) {
+            http_metrics(&mut e, &run.label, t);
             let tcp = is_tcp(t);
             if let Some(l) = &t.latency {
                 latency_metrics(&mut e, &run.label, &t.name, l);

@@ -6,8 +6,9 @@ use crate::proto::{FrameSpec, IntervalSample};
 use crate::results::{DirectionResult, Protocol, TestResult};
 use crate::units;
 
+/// TCP bulk and HTTP downloads: goodput and retransmits, no packets.
 pub fn is_tcp(t: &TestResult) -> bool {
-    t.params.protocol == Protocol::Tcp
+    matches!(t.params.protocol, Protocol::Tcp | Protocol::Http)
 }
 
 /// `gen_to_sink` → `gen→sink`.
@@ -26,6 +27,10 @@ pub fn frame_label(t: &TestResult) -> String {
 
 /// Flows (UDP) or streams (TCP), with the flow mode: `16 var2`, `4 streams`.
 pub fn flows_label(t: &TestResult) -> String {
+    if t.params.protocol == Protocol::Http {
+        let n = t.params.streams.unwrap_or(1);
+        return format!("{n} conn{}", if n == 1 { "" } else { "s" });
+    }
     if is_tcp(t) {
         let n = t.params.streams.unwrap_or(1);
         return format!("{n} stream{}", if n == 1 { "" } else { "s" });

@@ -376,6 +376,9 @@ pub fn run_sections(prefix: &str, r: &RunResults, charts: &[Chart], with_charts:
             ),
         ));
     }
+    if let Some(h) = super::http::section(r, prefix, if with_charts { charts } else { &[] }) {
+        s.push_str(&section(&format!("{prefix}http"), "HTTP downloads", &h));
+    }
     if has_tests {
         s.push_str(&section(
             &format!("{prefix}cpu"),
@@ -415,6 +418,7 @@ pub fn single(run: &Run) -> String {
     let mut charts = charts::run_charts("", r);
     charts.extend(ramps::charts("", r));
     charts.extend(super::cpu::cpu_charts("", r));
+    charts.extend(super::http::charts("", r));
     let header = format!(
         "<div class=\"brand\">linerate report</div><h1>{} {}</h1><div class=\"sub\">{}</div>",
         esc(&r.name),
@@ -448,6 +452,7 @@ pub fn single(run: &Run) -> String {
                 "Latency",
                 r.tests.iter().any(|t| t.latency.is_some()),
             ),
+            ("http", "HTTP", r.tests.iter().any(|t| t.http.is_some())),
             ("cpu", "CPU", !r.tests.is_empty()),
             ("checks", "Cross-checks", !r.tests.is_empty()),
             ("context", "Context", true),

@@ -32,6 +32,7 @@ pub mod export;
 pub mod figures;
 pub mod format;
 pub mod html;
+mod http;
 pub mod latency;
 pub mod profiles;
 mod ramps;

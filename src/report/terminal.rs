@@ -2,7 +2,7 @@
 //! only on a terminal and never when NO_COLOR is set (no-color.org) or
 //! TERM=dumb; the layout is the same with or without it.
 
-use crate::results::{BottleneckKind, Protocol, RunResults, TestStatus};
+use crate::results::{BottleneckKind, RunResults, TestStatus};
 use crate::runner::Progress;
 use crate::units;
 use std::io::{IsTerminal, Write};
@@ -118,7 +118,7 @@ pub fn table_styled(r: &RunResults, style: Style) -> String {
             continue;
         }
         for d in &t.directions {
-            let tcp = t.params.protocol == Protocol::Tcp;
+            let tcp = super::figures::is_tcp(t);
             let retr = d.retransmits.unwrap_or(0);
             // A ramp's row averages a changing rate: say so, it is not a
             // throughput (its saturation point is in the profile table).

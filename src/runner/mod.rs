@@ -10,6 +10,7 @@
 //! Submodules: `jobs` (starting, collecting and stopping jobs), `udp` and
 //! `tcp` (the two test bodies), `record` (counters, CPU and aggregates).
 
+mod http;
 mod jobs;
 pub mod latency;
 mod record;
@@ -25,6 +26,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+pub use http::{run_http, HttpServerSide, HttpTest, HttpUrl};
 pub use latency::{run_latency, LatencyTest, Load, ProbeOpts};
 pub use tcp::run_tcp;
 pub use udp::run_udp;

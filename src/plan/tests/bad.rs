@@ -257,7 +257,7 @@ fn bad_tests() {
     );
     bad(&with_test("name = \"\"\n"), 10, 8, "name is empty");
     let t = |body: &str| format!("{HOSTS}[[test]]\n{body}");
-    bad(&t("kind = \"http\"\n"), 7, 8, "not supported yet");
+    bad(&t("kind = \"latency\"\n"), 7, 8, "not supported yet");
     bad(&t("kind = \"tpc\"\n"), 7, 8, "did you mean \"tcp\"?");
     bad(&t("from = \"gen\"\n"), 6, 1, "has no kind");
     bad(

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# linerate HTTP benchmark (issue 10): in one run, on one lab, with one file:
+#
+#   client  linerate http --url  vs  curl            against nginx (sendfile on)
+#           1 and 4 connections, HTTP
+#   server  linerate serve       vs  nginx           with the same client (linerate http)
+#           HTTP and HTTPS (nginx: OpenSSL in user space; linerate: rustls,
+#           kTLS where the kernel has the tls ULP), 1 connection
+#
+# Prints Gbit/s, ratios (linerate / anchor) and CPU per byte (ns of CPU per
+# byte moved, user + system of the side being compared).
+#
+# Lab: two network namespaces joined by a veth pair, 198.18.30.1 (client) ->
+# 198.18.30.2 (server). The file is warmed into the page cache first.
+#
+# Usage: bench/http.sh [--seconds N] [--size BYTES]
+#   --seconds N   seconds per measurement (default 5)
+#   --size BYTES  size of the file served (default 256M; dd syntax)
+#
+# A benchmark, not a test: exits 0 whatever the figures; non-zero only when
+# the lab cannot be built or a tool is missing. Needs root; installs nginx
+# and curl with apt-get if missing. Everything it starts is removed on exit.
+set -euo pipefail
+
+secs=5; size=256M
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) secs=${2:?--seconds needs a value}; shift ;;
+    --size) size=${2:?--size needs a value}; shift ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ "$(id -u)" = 0 ] || { echo "bench/http.sh needs root (network namespaces)" >&2; exit 2; }
+here=$(cd "$(dirname "$0")" && pwd); repo=$(dirname "$here")
+need() {
+  command -v "$1" >/dev/null 2>&1 && return 0
+  echo "installing $2 ..." >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+}
+need nginx nginx; need curl curl; need python3 python3; need openssl openssl
+lr="$repo/target/release/linerate"
+if [ ! -x "$lr" ]; then
+  (cd "$repo" && cargo build --release --quiet)
+fi
+
+p="lrhb$$"; cns="$p-c"; sns="$p-s"; work=$(mktemp -d /tmp/lr-http-bench.XXXXXX)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  sleep 0.5
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+  ip netns del "$cns" 2>/dev/null || true
+  ip netns del "$sns" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+ip netns add "$cns"; ip netns add "$sns"
+ip -n "$cns" link set lo up; ip -n "$sns" link set lo up
+ip link add hb0 netns "$cns" type veth peer name hb1 netns "$sns"
+ip -n "$cns" addr add 198.18.30.1/24 dev hb0; ip -n "$cns" link set hb0 up
+ip -n "$sns" addr add 198.18.30.2/24 dev hb1; ip -n "$sns" link set hb1 up
+S=198.18.30.2
+
+mkdir -p "$work/root"
+dd if=/dev/urandom of="$work/root/file.bin" bs=1M count=1 status=none
+dd if=/dev/zero of="$work/root/file.bin" bs="$size" count=1 oflag=append conv=notrunc status=none 2>/dev/null \
+  || head -c "$size" /dev/zero >> "$work/root/file.bin"
+cat "$work/root/file.bin" > /dev/null   # warm the page cache
+bytes=$(stat -c %s "$work/root/file.bin")
+
+cat > "$work/openssl.cnf" <<EOF
+[req]
+distinguished_name=dn
+x509_extensions=v3
+prompt=no
+[dn]
+CN=linerate-bench
+[v3]
+basicConstraints=critical,CA:FALSE
+subjectAltName=IP:$S
+keyUsage=digitalSignature
+extendedKeyUsage=serverAuth
+EOF
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
+  -config "$work/openssl.cnf" -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+cat > "$work/nginx.conf" <<EOF
+worker_processes 2;
+pid $work/nginx.pid;
+error_log $work/error.log;
+daemon off;
+events { worker_connections 256; }
+http {
+  access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
+  client_body_temp_path $work; proxy_temp_path $work; fastcgi_temp_path $work;
+  uwsgi_temp_path $work; scgi_temp_path $work;
+  server { listen $S:8081; root $work/root; }
+  server { listen $S:8444 ssl; root $work/root; ssl_certificate $work/cert.pem; ssl_certificate_key $work/key.pem; }
+}
+EOF
+ip netns exec "$sns" nginx -c "$work/nginx.conf" & pids+=($!)
+ip netns exec "$sns" "$lr" serve --listen $S:8080 --root "$work/root" >/dev/null & pids+=($!)
+ip netns exec "$sns" "$lr" serve --listen $S:8443 --root "$work/root" --tls \
+  --cert "$work/cert.pem" --key "$work/key.pem" >/dev/null & pids+=($!)
+for url in http://$S:8081/file.bin http://$S:8080/file.bin; do
+  for _ in $(seq 100); do
+    ip netns exec "$cns" curl -s -o /dev/null -r 0-0 "$url" && break; sleep 0.1
+  done
+done
+
+# CPU ticks (user + system) of processes, by pid (a process's stat counts
+# its threads, ended ones included).
+ticks() {
+  local t=0 pid
+  for pid in "$@"; do
+    [ -r /proc/"$pid"/stat ] || continue
+    t=$((t + $(awk '{print $14 + $15}' /proc/"$pid"/stat)))
+  done
+  echo "$t"
+}
+hz=$(getconf CLK_TCK)
+server_pids() { # the server processes listening on a port in the server namespace
+  ip netns exec "$sns" ss -ltnpH "sport = :$1" | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u
+}
+
+# linerate's client: prints "gbps cpu_ns_per_byte(client)"
+lr_client() { # url conns
+  local extra=(); [[ $1 == https* ]] && extra=(--cacert "$work/cert.pem")
+  "$lr" http --client "ns:$cns" --url "$1" -t "$secs" -c "$2" "${extra[@]}" \
+    --json --no-progress --no-results 2>/dev/null | python3 -c "$lr_figures"
+}
+lr_figures='
+import json, sys
+t = json.load(sys.stdin)["tests"][0]["http"]
+c = t["client"]
+cpu_s = (c["cpu"]["user_pct"] + c["cpu"]["system_pct"]) / 100 * c["elapsed_s"]
+print("%.3f %.3f" % (t["goodput_bps"] / 1e9, cpu_s * 1e9 / max(c["body_bytes"], 1)))'
+
+# curl: N processes, each downloading the file over one keep-alive connection
+# a fixed number of times (about $secs at 8 Gbit/s per connection), every
+# download complete; timed from start to the last one's end. Prints "gbps
+# cpu_ns_per_byte(client)".
+curl_client() { # url conns
+  local reps=$(( (secs * 1000000000 / bytes) + 1 )) urls=() i
+  for i in $(seq "$reps"); do urls+=(-o /dev/null "$1"); done
+  local t0 t1 out="$work/curl.out"
+  : > "$out"
+  TIMEFORMAT='%U %S'
+  t0=$(date +%s.%N)
+  { time (for i in $(seq "$2"); do
+      ip netns exec "$cns" curl -s -w '%{size_download}\n' "${urls[@]}" >> "$out" &
+    done; wait) ; } 2> "$work/curl.time"
+  t1=$(date +%s.%N)
+  python3 - "$out" "$work/curl.time" "$t0" "$t1" <<'EOF'
+import sys
+got = sum(int(l) for l in open(sys.argv[1]) if l.strip().isdigit())
+u, s = (float(x) for x in open(sys.argv[2]).read().split()[-2:])
+wall = float(sys.argv[4]) - float(sys.argv[3])
+print(f"{got * 8 / wall / 1e9:.3f} {(u + s) * 1e9 / max(got, 1):.3f}")
+EOF
+}
+
+# A server measured with linerate's client: prints "gbps cpu_ns_per_byte(server)".
+server_run() { # url port
+  local pids_s; pids_s=$(server_pids "$2")
+  local a b res
+  a=$(ticks $pids_s $(for q in $pids_s; do pgrep -P "$q"; done))
+  res=$(lr_client "$1" 1)
+  b=$(ticks $pids_s $(for q in $pids_s; do pgrep -P "$q"; done))
+  python3 -c "
+g, _ = '$res'.split()
+g = float(g); secs = $secs
+byts = g * 1e9 / 8 * secs
+print(f'{g:.3f} {($b - $a) / $hz * 1e9 / max(byts, 1):.3f}')"
+}
+
+ratio() { python3 -c "a, b = $1, $2; print(f'{a / b:.2f}x' if b > 0 else '-')"; }
+
+printf '%-42s %10s %10s %10s %10s %8s\n' measurement "linerate" "ns CPU/B" anchor "ns CPU/B" ratio
+row() { # name lin_result anchor_result
+  set -- "$1" $2 $3
+  printf '%-42s %10s %10s %10s %10s %8s\n' "$1" "$2" "$3" "$4" "$5" "$(ratio "$2" "$4")"
+}
+for c in 1 4; do
+  row "client vs curl, nginx, $c conn (Gbit/s)" "$(lr_client http://$S:8081/file.bin $c)" "$(curl_client http://$S:8081/file.bin $c)"
+done
+row "server vs nginx, HTTP (Gbit/s)" "$(server_run http://$S:8080/file.bin 8080)" "$(server_run http://$S:8081/file.bin 8081)"
+row "server vs nginx, HTTPS (Gbit/s)" "$(server_run https://$S:8443/file.bin 8443)" "$(server_run https://$S:8444/file.bin 8444)"
+echo "kTLS: $(cat /proc/sys/net/ipv4/tcp_available_ulp 2>/dev/null | grep -qw tls && echo 'tls ULP present' || echo 'kTLS not available on this kernel (tls ULP missing): linerate serve used rustls in user space')"
+echo "file: $bytes bytes from the page cache; $secs s per measurement; CPU per byte is the compared side's user+system time"

@@ -1,0 +1,390 @@
+//! The flags of `linerate serve` and `linerate http`, and their conversion
+//! into validated configuration (stage two), apart from `cli` so the HTTP
+//! commands stay in one place.
+
+use crate::cli::Common;
+use crate::config::{Pair, TestSpec};
+use crate::engine::check_destination;
+use crate::http::serve_cmd::ServeConfig;
+use crate::http::server::{Content, ServeSpec};
+use crate::http::tls::Trust;
+use crate::runner::{HttpServerSide, HttpTest, HttpUrl};
+use crate::topology::Endpoint;
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address and port to listen on (e.g. 198.18.0.2:8080, [::1]:8443, 127.0.0.1:0).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: SocketAddr,
+    /// Serve the files under this directory (never a path outside it).
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "size",
+        conflicts_with = "size"
+    )]
+    pub root: Option<PathBuf>,
+    /// Serve a generated object of this size from memory at every path (e.g. 1G, 100M, 4096).
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// HTTPS (rustls, TLS 1.3 and 1.2); a self-signed certificate is made unless --cert/--key.
+    #[arg(long)]
+    pub tls: bool,
+    /// Certificate chain (PEM) for --tls.
+    #[arg(long, value_name = "FILE", requires_all = ["tls", "key"])]
+    pub cert: Option<PathBuf>,
+    /// Private key (PEM) for --tls.
+    #[arg(long, value_name = "FILE", requires_all = ["tls", "cert"])]
+    pub key: Option<PathBuf>,
+    /// Write the generated self-signed certificate (PEM) here, for `curl --cacert`.
+    #[arg(long, value_name = "FILE", requires = "tls")]
+    pub write_cert: Option<PathBuf>,
+    /// Do not hand TLS records to the kernel even where it has the tls ULP.
+    #[arg(long)]
+    pub no_ktls: bool,
+    /// Evict --root files from the page cache first (measure the disk), instead of warming them.
+    #[arg(long, requires = "root")]
+    pub cold: bool,
+    /// Seconds a client has to send a complete request head.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub request_timeout: f64,
+    /// Stop after this many seconds (default: until Ctrl-C).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct HttpArgs {
+    /// Where the client runs: `local`, `ns:NAME` or `ssh://[user@]host[:port]`.
+    #[arg(long, default_value = "local")]
+    pub client: String,
+    /// Where linerate's server runs: `local`, `ns:NAME` or `ssh://[user@]host[:port]`.
+    #[arg(long, default_value = "local")]
+    pub server: String,
+    /// The server's address the client connects to (with --server).
+    #[arg(long, required_unless_present = "url")]
+    pub target: Option<IpAddr>,
+    /// Accepted for plans (unused by HTTP tests).
+    #[arg(long, hide = true)]
+    pub client_address: Option<IpAddr>,
+    /// Download from a server linerate did not start (nginx, caddy, ...): http(s)://ADDR[:PORT]/PATH.
+    #[arg(long, conflicts_with_all = ["target", "matrix", "root", "size", "cold"])]
+    pub url: Option<String>,
+    /// Seconds to run.
+    #[arg(long, short = 't', default_value_t = 10.0)]
+    pub duration: f64,
+    /// Connections (the matrix's second column; default 1, or 4 with --matrix).
+    #[arg(long, short = 'c')]
+    pub connections: Option<u16>,
+    /// Stop after this many downloads in all instead of after --duration.
+    #[arg(long)]
+    pub requests: Option<u64>,
+    /// Size of the generated object linerate's server sends (default 100M).
+    #[arg(long, value_parser = parse_size, conflicts_with = "root")]
+    pub size: Option<u64>,
+    /// Serve real files from this directory on the server's host (with --path).
+    #[arg(long, value_name = "DIR", requires = "path")]
+    pub root: Option<PathBuf>,
+    /// The file to download under --root (e.g. /big.bin).
+    #[arg(long, value_name = "/PATH")]
+    pub path: Option<String>,
+    /// HTTPS.
+    #[arg(long)]
+    pub tls: bool,
+    /// HTTPS with kernel TLS where the kernel has the tls ULP (T3).
+    #[arg(long)]
+    pub ktls: bool,
+    /// Accept any server certificate (self-signed servers), as curl -k.
+    #[arg(long, short = 'k')]
+    pub insecure: bool,
+    /// Trust this CA certificate (PEM) for --url https://.
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    pub cacert: Option<PathBuf>,
+    /// Evict --root files from the page cache first and name what bound the run.
+    #[arg(long, requires = "root")]
+    pub cold: bool,
+    /// Seconds the server gives a client to send its request head.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub request_timeout: f64,
+    /// Run the T1 HTTP / T2 HTTPS / T3 HTTPS+kTLS × 1 / -c N connection matrix.
+    #[arg(long)]
+    pub matrix: bool,
+    /// Do not write a results directory.
+    #[arg(long)]
+    pub no_results: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `100M`, `1G`, `4096`, `64k`, `1GiB`: bytes (k/M/G decimal, Ki/Mi/Gi binary).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t.strip_suffix('B').unwrap_or(t);
+    let (num, mult) = [
+        ("Ki", 1u64 << 10),
+        ("Mi", 1 << 20),
+        ("Gi", 1 << 30),
+        ("k", 1_000),
+        ("K", 1_000),
+        ("M", 1_000_000),
+        ("G", 1_000_000_000),
+    ]
+    .iter()
+    .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n, *m)))
+    .unwrap_or((t, 1));
+    let v: f64 = num.trim().parse().map_err(|_| {
+        format!("'{s}' is not a size: use bytes with an optional k/M/G or Ki/Mi/Gi suffix")
+    })?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(format!("'{s}' is not a size"));
+    }
+    Ok((v * mult as f64).round() as u64)
+}
+
+fn secs(flag: &str, s: f64) -> Result<Duration> {
+    if !(0.1..=3600.0).contains(&s) {
+        bail!("{flag} {s} is outside 0.1..=3600 s");
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+pub fn serve_config(a: &ServeArgs) -> Result<ServeConfig> {
+    let content = match (&a.root, a.size) {
+        (Some(r), _) => Content::Root(r.clone()),
+        (None, Some(n)) => Content::Size(n),
+        (None, None) => bail!("give --root DIR or --size BYTES"),
+    };
+    Ok(ServeConfig {
+        listen: a.listen,
+        spec: ServeSpec {
+            content,
+            tls: a.tls.then(|| a.cert.clone().zip(a.key.clone())),
+            ktls: !a.no_ktls,
+            cold: a.cold,
+            request_timeout: secs("--request-timeout", a.request_timeout)?,
+            names: vec!["localhost".into(), a.listen.ip().to_string()],
+        },
+        duration: a.duration.map(|d| secs("--duration", d)).transpose()?,
+        write_cert: a.write_cert.clone(),
+    })
+}
+
+/// An `http(s)://host[:port]/path` URL, resolved on this host.
+fn parse_url(url: &str) -> Result<(bool, HttpUrl)> {
+    let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
+        (true, r)
+    } else if let Some(r) = url.strip_prefix("http://") {
+        (false, r)
+    } else {
+        bail!("--url {url}: write http://ADDR[:PORT]/PATH or https://…");
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    if authority.is_empty() {
+        bail!("--url {url}: no host");
+    }
+    // A port after the host (IPv6 literals are bracketed).
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !p.contains(']') => (
+            h,
+            p.parse::<u16>()
+                .map_err(|_| anyhow!("--url {url}: bad port '{p}'"))?,
+        ),
+        _ => (authority, if tls { 443 } else { 80 }),
+    };
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let target = (bare, port)
+        .to_socket_addrs()
+        .with_context(|| format!("--url {url}: resolving {bare}"))?
+        .next()
+        .ok_or_else(|| anyhow!("--url {url}: {bare} has no address"))?;
+    Ok((
+        tls,
+        HttpUrl {
+            url: url.to_string(),
+            target,
+            host: bare.to_string(),
+            path: path.to_string(),
+        },
+    ))
+}
+
+/// `linerate http`: the endpoints and the test (or the matrix's six).
+pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
+    let allow = a.common.allow_target.clone();
+    let duration = secs("--duration", a.duration)?;
+    let n = a.connections.unwrap_or(if a.matrix { 4 } else { 1 });
+    if n == 0 || n > 1024 {
+        bail!("--connections {n} is outside 1..=1024");
+    }
+    if a.requests == Some(0) {
+        bail!("--requests 0: ask for at least one download");
+    }
+    let trust = match &a.cacert {
+        Some(p) => Trust::CaPem(
+            std::fs::read_to_string(p)
+                .with_context(|| format!("--cacert {}: reading it", p.display()))?,
+        ),
+        None => Trust::Insecure,
+    };
+    let (url, tls, target) = match &a.url {
+        Some(u) => {
+            let (tls, url) = parse_url(u)?;
+            if tls && !a.insecure && a.cacert.is_none() {
+                bail!(
+                    "--url {u}: linerate carries no public CA list; pass --cacert FILE with the \
+                     server's CA (or its self-signed certificate), or --insecure"
+                );
+            }
+            check_destination(url.target.ip(), &allow).map_err(|m| anyhow!(m))?;
+            let ip = url.target.ip();
+            (Some(url), tls, ip)
+        }
+        None => {
+            let t = a
+                .target
+                .ok_or_else(|| anyhow!("give --target ADDR (the server's) or --url URL"))?;
+            check_destination(t, &allow).map_err(|m| anyhow!(m))?;
+            (None, a.tls || a.ktls, t)
+        }
+    };
+    let server = url.is_none().then(|| -> Result<HttpServerSide> {
+        Ok(HttpServerSide {
+            content: match &a.root {
+                Some(r) => Content::Root(r.clone()),
+                None => Content::Size(a.size.unwrap_or(100_000_000)),
+            },
+            cold: a.cold,
+            request_timeout: secs("--request-timeout", a.request_timeout)?,
+        })
+    });
+    let server = server.transpose()?;
+    let path = a.path.clone().unwrap_or_else(|| "/".into());
+    if !path.starts_with('/') {
+        bail!("--path {path}: start it with / (a path under --root)");
+    }
+    let base = HttpTest {
+        name: String::new(),
+        row: None,
+        ipv6: target.is_ipv6(),
+        server,
+        url,
+        path,
+        tls,
+        trust,
+        ktls: a.ktls,
+        connections: n,
+        duration,
+        requests: a.requests,
+        allow,
+    };
+    let plural = |n: u16| if n == 1 { "" } else { "s" };
+    let tests = if a.matrix {
+        let mut v = Vec::new();
+        for (t, label, tls, ktls) in [
+            (1, "HTTP", false, false),
+            (2, "HTTPS", true, false),
+            (3, "HTTPS+kTLS", true, true),
+        ] {
+            for (k, c) in [(1, 1u16), (2, n)] {
+                v.push(HttpTest {
+                    name: format!("T{t}.{k} {label} {c} connection{}", plural(c)),
+                    row: Some(format!("T{t}.{k}")),
+                    tls,
+                    ktls,
+                    connections: c,
+                    ..base.clone()
+                });
+            }
+        }
+        v
+    } else {
+        let label = match (base.tls, base.ktls) {
+            (false, _) => "http",
+            (true, false) => "https",
+            (true, true) => "https+ktls",
+        };
+        vec![HttpTest {
+            name: format!("{label} {n} connection{}", plural(n)),
+            ..base
+        }]
+    };
+    let pair = Pair {
+        client: Endpoint::parse(&a.client).map_err(|m| anyhow!("--client: {m:#}"))?,
+        server: Endpoint::parse(&a.server).map_err(|m| anyhow!("--server: {m:#}"))?,
+        target,
+        client_address: a.client_address,
+    };
+    Ok((pair, TestSpec::Http(tests)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("100M").unwrap(), 100_000_000);
+        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
+        assert_eq!(parse_size("64k").unwrap(), 64_000);
+        assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn urls() {
+        let (tls, u) = parse_url("https://198.18.0.2:8443/big.bin").unwrap();
+        assert!(tls);
+        assert_eq!(u.target, "198.18.0.2:8443".parse().unwrap());
+        assert_eq!(u.path, "/big.bin");
+        let (tls, u) = parse_url("http://[2001:2::1]/").unwrap();
+        assert!(!tls);
+        assert_eq!(u.target.port(), 80);
+        assert_eq!(u.host, "2001:2::1");
+        assert!(parse_url("ftp://x/").is_err());
+    }
+
+    #[test]
+    fn matrix_has_six_rows() {
+        let cli = crate::cli::Cli::try_parse_from([
+            "linerate",
+            "http",
+            "--target",
+            "198.18.0.2",
+            "--matrix",
+            "-t",
+            "1",
+        ])
+        .unwrap();
+        let crate::cli::Command::Http(a) = cli.command else {
+            panic!("not http")
+        };
+        let (_, TestSpec::Http(v)) = http_tests(&a).unwrap() else {
+            panic!("not http")
+        };
+        let rows: Vec<_> = v.iter().filter_map(|t| t.row.clone()).collect();
+        assert_eq!(rows, ["T1.1", "T1.2", "T2.1", "T2.2", "T3.1", "T3.2"]);
+        assert_eq!(v[1].connections, 4);
+        assert!(v[5].ktls && v[5].tls && !v[0].tls);
+    }
+
+    #[test]
+    fn refuses_foreign_urls() {
+        let cli =
+            crate::cli::Cli::try_parse_from(["linerate", "http", "--url", "http://10.1.2.3/x"])
+                .unwrap();
+        let crate::cli::Command::Http(a) = cli.command else {
+            panic!("not http")
+        };
+        let e = http_tests(&a).unwrap_err().to_string();
+        assert!(e.contains("--allow-target"), "{e}");
+    }
+}

@@ -1,0 +1,72 @@
+//! The HTTP jobs as an agent runs them: set-up that must answer at once
+//! (bind, certificate), then the data plane on the job's thread.
+
+use super::client::{self, GetSpec};
+use super::server::{ServeSpec, Server};
+use super::tls;
+use crate::engine::JobCtx;
+use crate::proto::{EndpointSummary, HttpGetJob, HttpServeJob};
+use std::time::{Duration, Instant};
+
+pub fn open_server(ctx: &JobCtx, j: &HttpServeJob) -> Result<(Server, u16), String> {
+    let spec = ServeSpec {
+        content: j.content.clone(),
+        tls: j.tls.then_some(None),
+        ktls: j.ktls,
+        cold: j.cold,
+        request_timeout: Duration::from_millis(j.request_timeout_ms.max(100)),
+        names: vec!["localhost".into(), j.bind.ip().to_string()],
+    };
+    let server = Server::bind(j.bind, &spec, ctx.stop.clone())?;
+    let port = server.local_addr().map_err(|e| e.to_string())?.port();
+    Ok((server, port))
+}
+
+/// Serves until the controller stops the job (or `cap` passes).
+pub fn serve(ctx: &JobCtx, server: Server, cap: Duration) -> EndpointSummary {
+    let cpu0 = crate::sys::process_cpu_seconds();
+    let until = Instant::now() + cap + Duration::from_secs(60);
+    let s = server.run(Some(until), ctx.interval, &mut |iv| ctx.emit(iv));
+    EndpointSummary {
+        elapsed_s: s.elapsed_s,
+        cpu_s: crate::sys::process_cpu_seconds() - cpu0,
+        max_rss_bytes: crate::sys::peak_rss_bytes(),
+        tx_bytes: s.body_bytes,
+        streams: vec![],
+        http: Some(Box::new(s)),
+        ..Default::default()
+    }
+}
+
+pub fn get_spec(j: &HttpGetJob, duration: Duration) -> Result<GetSpec, String> {
+    let tls = match &j.tls {
+        None => None,
+        Some(trust) => Some(tls::client_config(trust, j.ktls)?),
+    };
+    if !j.path.starts_with('/') {
+        return Err(format!("HTTP path '{}' must start with /", j.path));
+    }
+    Ok(GetSpec {
+        target: j.target,
+        host: j.host.clone(),
+        path: j.path.clone(),
+        tls,
+        ktls: j.ktls,
+        connections: j.connections.max(1),
+        duration,
+        requests: j.requests,
+    })
+}
+
+pub fn get(ctx: &JobCtx, spec: GetSpec) -> Result<EndpointSummary, String> {
+    let cpu0 = crate::sys::process_cpu_seconds();
+    let s = client::run(spec, ctx.stop.clone(), ctx.interval, &mut |iv| ctx.emit(iv))?;
+    Ok(EndpointSummary {
+        elapsed_s: s.elapsed_s,
+        cpu_s: crate::sys::process_cpu_seconds() - cpu0,
+        max_rss_bytes: crate::sys::peak_rss_bytes(),
+        rx_bytes: s.body_bytes,
+        http: Some(Box::new(s)),
+        ..Default::default()
+    })
+}

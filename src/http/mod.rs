@@ -1,0 +1,151 @@
+//! HTTP and HTTPS downloads: the server (`linerate serve`, the agent's
+//! `http_serve` job), the client (the `http_get` job), TLS and kTLS, and
+//! the per-connection counters both report.
+//!
+//! - `wire`: request/response heads, Range, paths inside a root (no I/O).
+//! - `server`, `client`: the data planes, std threads, one per connection.
+//! - `tls`: rustls configurations, the kTLS key structures.
+//! - `stats`: the summary types (results.json) and HDR histograms.
+//! - `ffi`: the few syscalls `sys` lacks (TCP_ULP, SOL_TLS, fadvise).
+//! - `serve_cmd`: the standalone `linerate serve` command.
+
+pub mod client;
+mod content;
+pub mod ffi;
+pub mod job;
+pub mod matrix;
+pub mod serve_cmd;
+pub mod server;
+pub mod stats;
+pub mod tls;
+pub mod wire;
+
+use crate::proto::{IntervalSample, StreamSample};
+use crate::sys;
+use hdrhistogram::Histogram;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// One connection's live counters, shared between its thread and the
+/// sampler that reports intervals.
+pub struct ConnStats {
+    pub id: u16,
+    /// The socket sampled for TCP_INFO; -1 between connections.
+    fd: AtomicI32,
+    /// Retransmits of sockets already closed.
+    retrans_closed: AtomicU32,
+    pub bytes: AtomicU64,
+    pub requests: AtomicU64,
+    done: AtomicBool,
+    pub error: Mutex<Option<String>>,
+    pub ttfb: Mutex<Option<Histogram<u64>>>,
+    pub latency: Mutex<Option<Histogram<u64>>>,
+}
+
+impl ConnStats {
+    /// `fd` must stay open until [`ConnStats::finish`] (its owner keeps it).
+    pub fn new(id: u16, fd: RawFd) -> Self {
+        ConnStats {
+            id,
+            fd: AtomicI32::new(fd),
+            retrans_closed: AtomicU32::new(0),
+            bytes: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+            done: AtomicBool::new(false),
+            error: Mutex::new(None),
+            ttfb: Mutex::new(None),
+            latency: Mutex::new(None),
+        }
+    }
+
+    fn retrans(&self) -> u32 {
+        let fd = self.fd.load(Ordering::Acquire);
+        let open = if fd >= 0 {
+            sys::tcp_info(fd).map(|t| t.total_retrans).unwrap_or(0)
+        } else {
+            0
+        };
+        self.retrans_closed.load(Ordering::Relaxed) + open
+    }
+
+    /// Samples a new socket of this connection (after a reconnect).
+    pub fn attach(&self, fd: RawFd) {
+        self.fd.store(fd, Ordering::Release);
+    }
+
+    /// Takes the socket's last TCP_INFO while it is still open.
+    pub fn detach(&self) {
+        let fd = self.fd.swap(-1, Ordering::AcqRel);
+        if fd >= 0 {
+            if let Ok(t) = sys::tcp_info(fd) {
+                self.retrans_closed
+                    .fetch_add(t.total_retrans, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The connection is over: its last figures are final.
+    pub fn finish(&self) {
+        self.detach();
+        self.done.store(true, Ordering::Release);
+    }
+
+    pub fn record(&self, elapsed_s: f64) -> stats::HttpConnection {
+        let bytes = self.bytes.load(Ordering::Relaxed);
+        let lat = |h: &Mutex<Option<Histogram<u64>>>| {
+            h.lock()
+                .ok()
+                .and_then(|g| g.as_ref().and_then(stats::latency_of))
+        };
+        stats::HttpConnection {
+            id: self.id,
+            requests: self.requests.load(Ordering::Relaxed),
+            body_bytes: bytes,
+            goodput_bps: bytes as f64 * 8.0 / elapsed_s.max(1e-6),
+            retransmits: u64::from(self.retrans()),
+            ttfb: lat(&self.ttfb),
+            latency: lat(&self.latency),
+            error: self.error.lock().ok().and_then(|e| e.clone()),
+        }
+    }
+}
+
+/// One interval of many connections: bytes per connection as streams
+/// (`sender`: the server side) and their sum.
+pub fn interval_of(
+    conns: &[std::sync::Arc<ConnStats>],
+    span: (f64, f64),
+    last: &mut Vec<(u64, u64)>,
+    sender: bool,
+) -> IntervalSample {
+    let mut iv = IntervalSample {
+        t_start: span.0,
+        t_end: span.1,
+        ..Default::default()
+    };
+    last.resize(conns.len(), (0, 0));
+    for (c, l) in conns.iter().zip(last.iter_mut()) {
+        let bytes = c.bytes.load(Ordering::Relaxed);
+        let retr = u64::from(c.retrans());
+        let (db, dr) = (bytes.saturating_sub(l.0), retr.saturating_sub(l.1));
+        *l = (bytes, retr);
+        if c.done.load(Ordering::Acquire) && db == 0 {
+            continue; // a closed connection says nothing more
+        }
+        if sender {
+            iv.tx_bytes += db;
+        } else {
+            iv.rx_bytes += db;
+        }
+        iv.streams.push(StreamSample {
+            id: c.id,
+            sender,
+            bytes: db,
+            retransmits: dr,
+            cwnd: 0,
+            rtt_us: 0,
+        });
+    }
+    iv
+}

@@ -1,0 +1,108 @@
+//! `linerate serve`: the download server on its own, for any client (curl,
+//! browsers, Go), until Ctrl-C. Prints where it listens, what it serves,
+//! the certificate's fingerprint and whether kTLS is in use.
+
+use super::server::{Content, ServeSpec, Server};
+use crate::signals::interrupted;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `linerate serve`, validated.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub listen: SocketAddr,
+    pub spec: ServeSpec,
+    /// Stop after this long (tests); `None`: until Ctrl-C.
+    pub duration: Option<Duration>,
+    /// Write the generated certificate (PEM) here, for `curl --cacert`.
+    pub write_cert: Option<std::path::PathBuf>,
+}
+
+pub fn run(cfg: &ServeConfig) -> i32 {
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = match Server::bind(cfg.listen, &cfg.spec, Arc::clone(&stop)) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let addr = server.local_addr().unwrap_or(cfg.listen);
+    let scheme = if cfg.spec.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let what = match &cfg.spec.content {
+        Content::Size(n) => format!("a generated object of {n} bytes at every path"),
+        Content::Root(d) => format!("files under {}", d.display()),
+    };
+    println!("linerate serve: listening on {scheme}://{addr}/ serving {what}");
+    if let Some(c) = server.cache() {
+        println!(
+            "page cache: {} files, {} bytes {}",
+            c.files,
+            c.bytes,
+            if c.cold {
+                "evicted (--cold): bodies come from the disk"
+            } else {
+                "warmed (read once): bodies come from the page cache"
+            }
+        );
+    }
+    if let Some(fp) = &server.fingerprint {
+        let origin = if server.generated_pem.is_some() {
+            "self-signed, made at start"
+        } else {
+            "from --cert"
+        };
+        println!("TLS certificate ({origin}) SHA-256 fingerprint: {fp}");
+        if let (Some(path), Some(pem)) = (&cfg.write_cert, &server.generated_pem) {
+            match std::fs::write(path, pem) {
+                Ok(()) => println!("certificate written to {}", path.display()),
+                Err(e) => eprintln!("warning: writing {}: {e}", path.display()),
+            }
+        }
+        match &server.ktls_probe {
+            Some(Ok(())) => {
+                println!("kTLS: tls ULP present; records go through the kernel (sendfile)")
+            }
+            Some(Err(why)) => println!("kTLS: {why}; using user-space TLS (rustls)"),
+            None => println!("kTLS: off (--no-ktls); using user-space TLS (rustls)"),
+        }
+    }
+    let until = cfg.duration.map(|d| Instant::now() + d);
+    let watcher = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || loop {
+            if interrupted() {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        })
+    };
+    let summary = server.run(until, Duration::from_secs(1), &mut |_| {});
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = watcher.join();
+    let statuses: Vec<String> = summary
+        .status_counts
+        .iter()
+        .map(|s| format!("{}×{}", s.count, s.status))
+        .collect();
+    println!(
+        "served {} responses ({}), {} body bytes over {} connections in {:.1} s; {} connection errors; kTLS in use: {}",
+        summary.requests,
+        statuses.join(", "),
+        summary.body_bytes,
+        summary.connections.len(),
+        summary.elapsed_s,
+        summary.errors,
+        if summary.ktls.in_use { "yes" } else { "no" }
+    );
+    0
+}

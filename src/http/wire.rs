@@ -1,0 +1,402 @@
+//! HTTP/1.1 wire details both sides share, with no I/O: request heads,
+//! Range, status lines, request paths inside a root.
+
+use std::path::{Component, Path, PathBuf};
+
+/// The largest request (or response) head either side accepts.
+pub const MAX_HEAD: usize = 16 * 1024;
+pub const MAX_HEADERS: usize = 64;
+
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        206 => "Partial Content",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        416 => "Range Not Satisfiable",
+        431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "Error",
+    }
+}
+
+/// A parsed request head: what the server acts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestHead {
+    pub head: bool,
+    pub target: String,
+    pub keep_alive: bool,
+    pub range: Option<String>,
+    /// Bytes of the head, CRLFCRLF included.
+    pub len: usize,
+}
+
+/// Why a request gets an error answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reject {
+    /// More bytes are needed (not an error yet).
+    Partial,
+    Status(u16),
+}
+
+/// Parses a request head at the start of `buf`.
+pub fn parse_request(buf: &[u8]) -> Result<RequestHead, Reject> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    let len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            return Err(if buf.len() >= MAX_HEAD {
+                Reject::Status(431)
+            } else {
+                Reject::Partial
+            })
+        }
+        Err(httparse::Error::TooManyHeaders) => return Err(Reject::Status(431)),
+        Err(_) => return Err(Reject::Status(400)),
+    };
+    if len > MAX_HEAD {
+        return Err(Reject::Status(431));
+    }
+    let version = req.version.unwrap_or(1);
+    let method = req.method.unwrap_or("");
+    let target = req.path.unwrap_or("").to_string();
+    let header = |name: &str| {
+        req.headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .and_then(|h| std::str::from_utf8(h.value).ok())
+            .map(|v| v.trim().to_string())
+    };
+    let connection = header("connection")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let keep_alive = if version == 1 {
+        !connection.contains("close")
+    } else {
+        connection.contains("keep-alive")
+    };
+    let head = match method {
+        "GET" => false,
+        "HEAD" => true,
+        _ => return Err(Reject::Status(405)),
+    };
+    if version == 1 && header("host").is_none() {
+        return Err(Reject::Status(400));
+    }
+    Ok(RequestHead {
+        head,
+        target,
+        keep_alive,
+        range: header("range"),
+        len,
+    })
+}
+
+/// What a Range header asks of an object of `len` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeAsk {
+    /// The whole object (no header, or one the server may ignore:
+    /// several ranges, another unit, bad syntax).
+    Whole,
+    /// Bytes start..=end.
+    Part { start: u64, end: u64 },
+    /// No byte of the object is in the range: 416.
+    Unsatisfiable,
+}
+
+pub fn parse_range(header: Option<&str>, len: u64) -> RangeAsk {
+    let Some(spec) = header.and_then(|h| h.trim().strip_prefix("bytes=")) else {
+        return RangeAsk::Whole;
+    };
+    if spec.contains(',') {
+        return RangeAsk::Whole;
+    }
+    let Some((a, b)) = spec.trim().split_once('-') else {
+        return RangeAsk::Whole;
+    };
+    let (a, b) = (a.trim(), b.trim());
+    let num = |s: &str| s.parse::<u64>().ok();
+    match (a.is_empty(), b.is_empty()) {
+        // bytes=-N: the last N bytes.
+        (true, false) => match num(b) {
+            Some(0) => RangeAsk::Unsatisfiable,
+            Some(n) if len > 0 => RangeAsk::Part {
+                start: len.saturating_sub(n),
+                end: len - 1,
+            },
+            Some(_) => RangeAsk::Unsatisfiable,
+            None => RangeAsk::Whole,
+        },
+        (false, _) => {
+            let Some(start) = num(a) else {
+                return RangeAsk::Whole;
+            };
+            let end = if b.is_empty() {
+                u64::MAX
+            } else {
+                match num(b) {
+                    Some(e) if e >= start => e,
+                    _ => return RangeAsk::Whole,
+                }
+            };
+            if start >= len {
+                RangeAsk::Unsatisfiable
+            } else {
+                RangeAsk::Part {
+                    start,
+                    end: end.min(len - 1),
+                }
+            }
+        }
+        (true, true) => RangeAsk::Whole,
+    }
+}
+
+/// Where a request path leads inside `root` (canonical), or the status that
+/// refuses it: 400 for a target that is not a path, 403 for anything that
+/// would leave the root (`..`, a symlink out), 404 for what is not a file.
+pub fn resolve(root: &Path, target: &str) -> Result<PathBuf, u16> {
+    let path = target.split(['?', '#']).next().unwrap_or("");
+    if !path.starts_with('/') {
+        return Err(400);
+    }
+    let decoded = percent_decode(path).ok_or(400u16)?;
+    if decoded.contains(&0) {
+        return Err(400);
+    }
+    let rel = String::from_utf8(decoded).map_err(|_| 400u16)?;
+    let mut out = root.to_path_buf();
+    for seg in rel.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => return Err(403),
+            s => {
+                // A segment must be one plain name (no separators of its own).
+                let mut c = Path::new(s).components();
+                match (c.next(), c.next()) {
+                    (Some(Component::Normal(_)), None) => out.push(s),
+                    _ => return Err(403),
+                }
+            }
+        }
+    }
+    let real = out.canonicalize().map_err(|_| 404u16)?;
+    if !real.starts_with(root) {
+        return Err(403);
+    }
+    if !real.is_file() {
+        return Err(404);
+    }
+    Ok(real)
+}
+
+fn percent_decode(s: &str) -> Option<Vec<u8>> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = b.get(i + 1..i + 3)?;
+            let h = std::str::from_utf8(hex).ok()?;
+            out.push(u8::from_str_radix(h, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+/// A response head.
+pub fn response_head(status: u16, extra: &[(&str, String)], keep_alive: bool) -> Vec<u8> {
+    let mut s = format!(
+        "HTTP/1.1 {status} {}\r\nServer: linerate\r\n",
+        reason(status)
+    );
+    for (k, v) in extra {
+        s.push_str(k);
+        s.push_str(": ");
+        s.push_str(v);
+        s.push_str("\r\n");
+    }
+    s.push_str(if keep_alive {
+        "Connection: keep-alive\r\n\r\n"
+    } else {
+        "Connection: close\r\n\r\n"
+    });
+    s.into_bytes()
+}
+
+/// An error answer with a short text body.
+pub fn error_response(status: u16, keep_alive: bool) -> Vec<u8> {
+    let body = format!("{status} {}\n", reason(status));
+    let mut v = response_head(
+        status,
+        &[
+            ("Content-Type", "text/plain".into()),
+            ("Content-Length", body.len().to_string()),
+        ],
+        keep_alive,
+    );
+    v.extend_from_slice(body.as_bytes());
+    v
+}
+
+/// A parsed response head, for the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseHead {
+    pub status: u16,
+    pub content_length: Option<u64>,
+    pub keep_alive: bool,
+    pub len: usize,
+}
+
+pub fn parse_response(buf: &[u8]) -> Result<Option<ResponseHead>, String> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut headers);
+    let len = match resp.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
+            return Err(format!("response head over {MAX_HEAD} bytes"))
+        }
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(format!("malformed response: {e}")),
+    };
+    let header = |name: &str| {
+        resp.headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .and_then(|h| std::str::from_utf8(h.value).ok())
+            .map(|v| v.trim().to_ascii_lowercase())
+    };
+    if header("transfer-encoding").is_some_and(|t| t != "identity") {
+        return Err("chunked responses are not supported; serve a file with a length".into());
+    }
+    let content_length = match header("content-length") {
+        Some(v) => Some(
+            v.parse::<u64>()
+                .map_err(|_| format!("bad Content-Length '{v}'"))?,
+        ),
+        None => None,
+    };
+    let conn = header("connection").unwrap_or_default();
+    Ok(Some(ResponseHead {
+        status: resp.code.unwrap_or(0),
+        content_length,
+        keep_alive: resp.version == Some(1) && !conn.contains("close"),
+        len,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests() {
+        let r = parse_request(b"GET /a HTTP/1.1\r\nHost: x\r\nRange: bytes=0-9\r\n\r\n").unwrap();
+        assert_eq!(r.target, "/a");
+        assert!(r.keep_alive && !r.head);
+        assert_eq!(r.range.as_deref(), Some("bytes=0-9"));
+        assert_eq!(
+            parse_request(b"GET /a HTTP/1.1\r\nHo"),
+            Err(Reject::Partial)
+        );
+        assert_eq!(parse_request(b"GARBAGE\r\n\r\n"), Err(Reject::Status(400)));
+        assert_eq!(
+            parse_request(b"POST / HTTP/1.1\r\nHost: x\r\n\r\n"),
+            Err(Reject::Status(405))
+        );
+        assert_eq!(
+            parse_request(b"GET / HTTP/1.1\r\n\r\n"),
+            Err(Reject::Status(400))
+        );
+        let c = parse_request(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        assert!(!c.keep_alive);
+        let big = format!("GET / HTTP/1.1\r\nHost: x\r\nX: {}", "a".repeat(MAX_HEAD));
+        assert_eq!(parse_request(big.as_bytes()), Err(Reject::Status(431)));
+        let mut many = String::from("GET / HTTP/1.1\r\nHost: x\r\n");
+        for i in 0..100 {
+            many.push_str(&format!("X{i}: y\r\n"));
+        }
+        many.push_str("\r\n");
+        assert_eq!(parse_request(many.as_bytes()), Err(Reject::Status(431)));
+    }
+
+    #[test]
+    fn ranges() {
+        use RangeAsk::*;
+        assert_eq!(parse_range(None, 100), Whole);
+        assert_eq!(
+            parse_range(Some("bytes=0-9"), 100),
+            Part { start: 0, end: 9 }
+        );
+        assert_eq!(
+            parse_range(Some("bytes=90-"), 100),
+            Part { start: 90, end: 99 }
+        );
+        assert_eq!(
+            parse_range(Some("bytes=90-200"), 100),
+            Part { start: 90, end: 99 }
+        );
+        assert_eq!(
+            parse_range(Some("bytes=-10"), 100),
+            Part { start: 90, end: 99 }
+        );
+        assert_eq!(
+            parse_range(Some("bytes=-1000"), 100),
+            Part { start: 0, end: 99 }
+        );
+        assert_eq!(parse_range(Some("bytes=100-"), 100), Unsatisfiable);
+        assert_eq!(parse_range(Some("bytes=-0"), 100), Unsatisfiable);
+        assert_eq!(parse_range(Some("bytes=0-1,5-6"), 100), Whole);
+        assert_eq!(parse_range(Some("bytes=9-1"), 100), Whole);
+        assert_eq!(parse_range(Some("items=0-1"), 100), Whole);
+    }
+
+    #[test]
+    fn paths_stay_inside_the_root() {
+        let dir = std::env::temp_dir().join(format!("lr-wire-{}", std::process::id()));
+        let root = dir.join("root");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/f"), b"x").unwrap();
+        std::fs::write(dir.join("secret"), b"s").unwrap();
+        std::os::unix::fs::symlink(dir.join("secret"), root.join("out")).unwrap();
+        std::os::unix::fs::symlink(root.join("sub/f"), root.join("in")).unwrap();
+        let root = root.canonicalize().unwrap();
+        assert!(resolve(&root, "/sub/f").is_ok());
+        assert!(resolve(&root, "/sub/./f?x=1").is_ok());
+        assert!(resolve(&root, "/in").is_ok());
+        assert_eq!(resolve(&root, "/../secret"), Err(403));
+        assert_eq!(resolve(&root, "/sub/../../secret"), Err(403));
+        assert_eq!(resolve(&root, "/%2e%2e/secret"), Err(403));
+        assert_eq!(resolve(&root, "/out"), Err(403));
+        assert_eq!(resolve(&root, "/etc/passwd"), Err(404));
+        assert_eq!(resolve(&root, "etc/passwd"), Err(400));
+        assert_eq!(resolve(&root, "/a%00b"), Err(400));
+        assert_eq!(resolve(&root, "/sub"), Err(404));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn responses() {
+        let r = parse_response(b"HTTP/1.1 206 Partial Content\r\nContent-Length: 10\r\n\r\nxx")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (r.status, r.content_length, r.keep_alive),
+            (206, Some(10), true)
+        );
+        assert_eq!(parse_response(b"HTTP/1.1 200 OK\r\n").unwrap(), None);
+        assert!(parse_response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n").is_err());
+        let e = error_response(404, false);
+        let p = parse_response(&e).unwrap().unwrap();
+        assert_eq!((p.status, p.keep_alive), (404, false));
+    }
+}

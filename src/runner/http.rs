@@ -1,0 +1,402 @@
+//! HTTP download tests: a server job on the sink (unless the test names a
+//! server linerate did not start), a client job with N connections on the
+//! generator, and the result: goodput, requests, latency, TLS/kTLS per
+//! side, CPU split, and what bound the run.
+
+use super::jobs::{collect, Collected, Jobs, LiveSum};
+use super::record::{self, delta_ns};
+use super::{finish_test, unspecified, Ends, OnProgress, Progress, INTERVAL_MS};
+use crate::http::server::Content;
+use crate::http::stats::HttpSummary;
+use crate::http::tls::Trust;
+use crate::proto::{Cidr, Direction, EndpointSummary, HttpGetJob, HttpServeJob, Job};
+use crate::results::{
+    pair_intervals, CrossCheck, DirectionResult, HttpResult, Protocol, RunDir, TestParams,
+    TestResult,
+};
+use anyhow::{anyhow, bail, Result};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// The server side of a test linerate runs itself.
+#[derive(Debug, Clone)]
+pub struct HttpServerSide {
+    pub content: Content,
+    pub cold: bool,
+    pub request_timeout: Duration,
+}
+
+/// A server linerate did not start (`--url`).
+#[derive(Debug, Clone)]
+pub struct HttpUrl {
+    pub url: String,
+    pub target: SocketAddr,
+    pub host: String,
+    pub path: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct HttpTest {
+    pub name: String,
+    /// The matrix row (`T1.1` …), when the test is one.
+    pub row: Option<String>,
+    pub ipv6: bool,
+    /// `Some`: linerate starts this server on the sink.
+    pub server: Option<HttpServerSide>,
+    /// `Some`: the client downloads from here instead.
+    pub url: Option<HttpUrl>,
+    /// What the client asks for on linerate's own server.
+    pub path: String,
+    pub tls: bool,
+    pub trust: Trust,
+    pub ktls: bool,
+    pub connections: u16,
+    pub duration: Duration,
+    pub requests: Option<u64>,
+    pub allow: Vec<Cidr>,
+}
+
+pub fn run_http(
+    ends: &mut Ends,
+    t: &HttpTest,
+    mut dir: Option<&mut RunDir>,
+    on_progress: OnProgress,
+) -> TestResult {
+    let params = TestParams {
+        protocol: Protocol::Http,
+        ip_version: if t.ipv6 { 6 } else { 4 },
+        direction: Direction::Reverse,
+        duration_s: t.duration.as_secs_f64(),
+        frame: None,
+        average_frame_bytes: None,
+        flow_mode: None,
+        flows: None,
+        rate_pps: None,
+        rate_profile: None,
+        streams: Some(t.connections),
+        congestion: None,
+        cpus: vec![],
+        lab: ends.lab,
+    };
+    finish_test(
+        TestResult::new(&t.name, crate::results::now_rfc3339(), params),
+        |r| http_inner(ends, t, &mut dir, on_progress, r),
+    )
+}
+
+fn http_inner(
+    ends: &mut Ends,
+    t: &HttpTest,
+    dir: &mut Option<&mut RunDir>,
+    on_progress: OnProgress,
+    result: &mut TestResult,
+) -> Result<()> {
+    let gen = ends
+        .gens
+        .first()
+        .map(|g| g.agent)
+        .ok_or_else(|| anyhow!("an HTTP test needs a client"))?;
+    let sink = ends.sink.agent;
+    let server_id = super::next_id();
+    let client_id = super::next_id();
+    let ms = |d: Duration| d.as_millis() as u64;
+    let mut agents = vec![gen];
+    let mut jobs = Jobs::new(ends.fleet);
+    let (target, host, path, url) = match (&t.url, &t.server) {
+        (Some(u), _) => (u.target, u.host.clone(), u.path.clone(), u.url.clone()),
+        (None, Some(s)) => {
+            let ip = ends.sink.addr.main(t.ipv6).ok_or_else(|| {
+                anyhow!(
+                    "the server side has no IPv{} address",
+                    if t.ipv6 { 6 } else { 4 }
+                )
+            })?;
+            let port = jobs
+                .start(
+                    sink,
+                    server_id,
+                    Job::HttpServe(HttpServeJob {
+                        bind: SocketAddr::new(unspecified(t.ipv6), 0),
+                        content: s.content.clone(),
+                        tls: t.tls,
+                        ktls: t.ktls,
+                        cold: s.cold,
+                        duration_ms: ms(t.duration),
+                        interval_ms: INTERVAL_MS,
+                        request_timeout_ms: ms(s.request_timeout),
+                    }),
+                    None,
+                )?
+                .ok_or_else(|| anyhow!("the HTTP server reported no port"))?;
+            agents.push(sink);
+            let target = SocketAddr::new(ip, port);
+            let scheme = if t.tls { "https" } else { "http" };
+            let host = match ip {
+                std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+                v4 => v4.to_string(),
+            };
+            let url = format!("{scheme}://{host}:{port}{}", t.path);
+            (target, ip.to_string(), t.path.clone(), url)
+        }
+        (None, None) => bail!("an HTTP test needs a server or a URL"),
+    };
+    agents.extend(ends.observers.iter().copied());
+    let before = jobs.snapshot(&agents)?;
+    let t0 = Instant::now();
+    jobs.start(
+        gen,
+        client_id,
+        Job::HttpGet(HttpGetJob {
+            target,
+            host,
+            path,
+            tls: t.tls.then(|| t.trust.clone()),
+            ktls: t.ktls,
+            connections: t.connections.max(1),
+            duration_ms: ms(t.duration),
+            requests: t.requests,
+            interval_ms: INTERVAL_MS,
+            allow: t.allow.clone(),
+        }),
+        None,
+    )?;
+    let mut col = Collected::default();
+    let dur = t.duration.as_secs_f64();
+    let mut live = LiveSum::default();
+    let mut last = Progress {
+        test: t.name.clone(),
+        duration_s: dur,
+        ..Default::default()
+    };
+    let cap = if t.requests.is_some() {
+        Duration::from_secs(3600)
+    } else {
+        t.duration
+    };
+    let done = collect(
+        jobs.fleet,
+        &mut col,
+        &[client_id],
+        t0 + cap + Duration::from_secs(20),
+        |id, s| {
+            if let Some(d) = dir.as_deref_mut() {
+                d.log_interval(&t.name, if id == client_id { "gen" } else { "sink" }, s);
+            }
+            if id == client_id {
+                live.update(id, s, s.rx_bytes, 0);
+                (_, last.rx_bps, _) = live.sum(&[client_id]);
+                last.elapsed_s = t0.elapsed().as_secs_f64().min(dur);
+                on_progress(&last);
+            }
+        },
+    )?;
+    if !done {
+        jobs.stop(gen, client_id, vec![]);
+    }
+    let ours = t.server.is_some() && t.url.is_none();
+    if ours {
+        jobs.stop(sink, server_id, vec![]);
+    }
+    let wait: Vec<u32> = if ours {
+        vec![client_id, server_id]
+    } else {
+        vec![client_id]
+    };
+    let _ = collect(
+        jobs.fleet,
+        &mut col,
+        &wait,
+        Instant::now() + Duration::from_secs(5),
+        |_, _| {},
+    );
+    let after = jobs.snapshot(&agents)?;
+    jobs.disarm();
+    if !col.errors.is_empty() {
+        bail!("{}", col.errors.join("; "));
+    }
+    record::counters(ends, &before, &after, result);
+    let client = col.summary(client_id);
+    let server = ours.then(|| col.summary(server_id));
+    let chttp = client
+        .http
+        .as_deref()
+        .cloned()
+        .ok_or_else(|| anyhow!("the HTTP client reported no figures"))?;
+    if chttp.requests == 0 && chttp.body_bytes == 0 {
+        let why = chttp
+            .connections
+            .iter()
+            .find_map(|c| c.error.clone())
+            .unwrap_or_else(|| "no response".into());
+        bail!("no download completed: {why}");
+    }
+    let shttp = server.as_ref().and_then(|s| s.http.as_deref().cloned());
+    let client_iv = col.intervals.remove(&client_id).unwrap_or_default();
+    let server_iv = col.intervals.remove(&server_id).unwrap_or_default();
+    let elapsed = chttp.elapsed_s.max(1e-6);
+    let goodput = chttp.body_bytes as f64 * 8.0 / elapsed;
+    let retransmits = shttp
+        .as_ref()
+        .unwrap_or(&chttp)
+        .connections
+        .iter()
+        .map(|c| c.retransmits)
+        .sum();
+    let d = DirectionResult {
+        direction: format!("{}_to_{}", ends.role(sink), ends.role(gen)),
+        sender: if ours { ends.role(sink) } else { url.clone() },
+        receiver: ends.role(gen),
+        duration_s: chttp.elapsed_s,
+        rx_l2_bps: goodput,
+        retransmits: Some(retransmits),
+        intervals: pair_intervals(server_iv, client_iv),
+        sender_summary: server.clone().unwrap_or_default(),
+        receiver_summary: EndpointSummary {
+            streams: vec![],
+            ..client.clone()
+        },
+        ..Default::default()
+    };
+    result.directions.push(d);
+    checks(
+        ends,
+        t,
+        gen,
+        sink,
+        &chttp,
+        shttp.as_ref(),
+        (&before, &after),
+        result,
+    );
+    // CPU over the client's run: the client is this test's timing leg.
+    let timing = vec![super::Leg {
+        name: t.name.clone(),
+        tx_agent: gen,
+        rx_agent: gen,
+        tx_id: client_id,
+        rx_id: client_id,
+        from: ends.gens[0].addr.clone(),
+        to: ends.sink.addr.clone(),
+        instance: None,
+        gen_agent: gen,
+    }];
+    record::cpu(ends, &before, &after, &col, &timing, result);
+    let (bound, why) = bound(t, &chttp, shttp.as_ref());
+    result.http = Some(HttpResult {
+        row: t.row.clone(),
+        url,
+        tls: t.tls,
+        connections: t.connections,
+        goodput_bps: goodput,
+        requests_per_s: chttp.requests as f64 / elapsed,
+        client: chttp,
+        server: shttp,
+        bound,
+        bound_reason: why,
+    });
+    if !done {
+        bail!("interrupted before the test ended");
+    }
+    Ok(())
+}
+
+type Snapshots = std::collections::HashMap<usize, crate::proto::Snapshot>;
+
+/// Body bytes sent vs received; bytes read from the socket (heads and TLS
+/// framing included) vs the client namespace's kernel rx_bytes, when the
+/// client has its namespace to itself (not over loopback).
+#[allow(clippy::too_many_arguments)]
+fn checks(
+    ends: &Ends,
+    t: &HttpTest,
+    gen: usize,
+    sink: usize,
+    c: &HttpSummary,
+    s: Option<&HttpSummary>,
+    (before, after): (&Snapshots, &Snapshots),
+    result: &mut TestResult,
+) {
+    if let Some(s) = s {
+        result.cross_checks.push(CrossCheck::new(
+            format!(
+                "{}: HTTP body bytes sent by {} vs received",
+                ends.role(gen),
+                ends.role(sink)
+            ),
+            s.body_bytes,
+            c.body_bytes,
+        ));
+    }
+    let shared = ends.fleet.agent(gen).netns_key == ends.fleet.agent(sink).netns_key;
+    let lo = t.url.as_ref().is_some_and(|u| u.target.ip().is_loopback());
+    if shared || lo {
+        return;
+    }
+    let rx = delta_ns(before, after, gen);
+    let retr: u64 = s
+        .map(|s| s.connections.iter().map(|c| c.retransmits).sum())
+        .unwrap_or(0);
+    let header: u64 = if t.ipv6 { 14 + 40 + 32 } else { 14 + 20 + 32 };
+    let mss: u64 = if t.ipv6 { 1428 } else { 1448 };
+    result.cross_checks.push(CrossCheck::new(
+        format!(
+            "{}: HTTP bytes read from the sockets + headers + retransmitted segments vs kernel rx_bytes",
+            ends.role(gen)
+        ),
+        c.wire_bytes + rx.rx_packets * header + retr * mss,
+        rx.rx_bytes,
+    ));
+}
+
+/// What limited the run: a side's CPU, the disk (cold cache and the data
+/// came from storage), or else the network.
+fn bound(
+    t: &HttpTest,
+    c: &HttpSummary,
+    s: Option<&HttpSummary>,
+) -> (Option<String>, Option<String>) {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1) as f64;
+    let busy = (f64::from(t.connections.max(1))).min(cores) * 100.0 * 0.85;
+    let pct = |h: &HttpSummary| h.cpu.user_pct + h.cpu.system_pct;
+    let cold = s.and_then(|s| s.cache.as_ref()).filter(|c| c.cold);
+    if let Some(cache) = cold {
+        if cache.storage_read_bytes * 2 >= c.body_bytes.max(1) {
+            return (
+                Some("disk".into()),
+                Some(format!(
+                    "cold cache: the server read {} bytes from storage ({:.2} Gbit/s) for {} body bytes",
+                    cache.storage_read_bytes,
+                    cache.storage_read_bps / 1e9,
+                    c.body_bytes
+                )),
+            );
+        }
+    }
+    for (side, h) in [("client", Some(c)), ("server", s)] {
+        if let Some(h) = h {
+            if pct(h) >= busy {
+                return (
+                    Some("cpu".into()),
+                    Some(format!(
+                        "the {side} used {:.0} % of a core ({:.0} % user, {:.0} % system) with {} connection(s)",
+                        pct(h),
+                        h.cpu.user_pct,
+                        h.cpu.system_pct,
+                        t.connections
+                    )),
+                );
+            }
+        }
+    }
+    let why = match cold {
+        Some(cache) => format!(
+            "neither side's CPU was full and only {} of {} body bytes came from storage \
+             (the rest from the page cache)",
+            cache.storage_read_bytes, c.body_bytes
+        ),
+        None => "neither side's CPU was full and the data came from memory".into(),
+    };
+    (Some("network".into()), Some(why))
+}
