@@ -832,7 +832,20 @@ pub fn to_config(command: Command) -> Result<Cmd> {
         }
         Command::Http(a) => {
             let (pair, spec) = crate::cli_http::http_tests(&a)?;
-            Ok(Cmd::Pair(pair, spec, a.common.run_opts(!a.no_results)?))
+            let opts = a.common.run_opts(!a.no_results)?;
+            if a.lab {
+                let lab = LabSpec {
+                    dut: Some(DutMode::Route),
+                    fw_rules: 0,
+                    mtu: 1500,
+                    dut_loss_pct: None,
+                    dut_police_pps: None,
+                    rps: Default::default(),
+                    dut_shape: None,
+                };
+                return Ok(Cmd::LabBench(lab, spec, opts));
+            }
+            Ok(Cmd::Pair(pair, spec, opts))
         }
         Command::Run(_)
         | Command::Serve(_)

@@ -67,8 +67,12 @@ pub struct HttpArgs {
     #[arg(long, default_value = "local")]
     pub server: String,
     /// The server's address the client connects to (with --server).
-    #[arg(long, required_unless_present = "url")]
+    #[arg(long, required_unless_present_any = ["url", "lab"])]
     pub target: Option<IpAddr>,
+    /// Build a namespace lab (gen -> routing DUT -> sink) and download across it:
+    /// the client on gen, linerate's server on sink.
+    #[arg(long, conflicts_with_all = ["target", "url", "client", "server"])]
+    pub lab: bool,
     /// Accepted for plans (unused by HTTP tests).
     #[arg(long, hide = true)]
     pub client_address: Option<IpAddr>,
@@ -247,10 +251,12 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
             let ip = url.target.ip();
             (Some(url), tls, ip)
         }
+        // The lab's sink, where its server runs (routed DUT).
+        None if a.lab => (None, a.tls || a.ktls, IpAddr::from([198, 19, 0, 1])),
         None => {
             let t = a
                 .target
-                .ok_or_else(|| anyhow!("give --target ADDR (the server's) or --url URL"))?;
+                .ok_or_else(|| anyhow!("give --target ADDR (the server's), --url URL or --lab"))?;
             check_destination(t, &allow).map_err(|m| anyhow!(m))?;
             (None, a.tls || a.ktls, t)
         }

@@ -405,6 +405,46 @@ fn serve_answers_curl_and_linerate_byte_exact_and_survives_bad_clients() {
 }
 
 #[test]
+fn matrix_in_the_lab_prints_six_rows_across_the_dut() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let out = run(&[
+        "http",
+        "--lab",
+        "--matrix",
+        "-t",
+        "1",
+        "-c",
+        "2",
+        "--size",
+        "20M",
+        "--json",
+        "--no-progress",
+        "--no-results",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for row in ["T1.1", "T1.2", "T2.1", "T2.2", "T3.1", "T3.2"] {
+        assert!(
+            stderr.lines().any(|l| l.starts_with(row)),
+            "row {row} missing from the matrix:\n{stderr}"
+        );
+    }
+    assert_eq!(doc["labs"][0]["kind"], "dut", "{}", doc["labs"]);
+    let tests = doc["tests"].as_array().unwrap();
+    assert_eq!(tests.len(), 6);
+    for t in tests {
+        assert_eq!(t["status"], "ok", "{t}");
+        assert!(f(&t["http"]["goodput_bps"]) > 1e8, "{}", t["name"]);
+        cross_checks_ok(t);
+    }
+    assert_nothing_left(&lab_pids(&doc));
+}
+
+#[test]
 fn matrix_between_agents_reports_ktls_fallback() {
     if !require_root() {
         return;
