@@ -427,18 +427,7 @@ fn handshake(sh: &Arc<Shared>, sock: TcpStream, cfg: &Arc<ClientConfig>) -> Resu
             Err(e) => return Err(format!("TLS handshake with {}: {e}", sh.spec.target)),
         }
     }
-    if let Ok(mut g) = sh.tls_version.lock() {
-        if g.is_none() {
-            *g = Some((
-                tls.protocol_version()
-                    .map(|v| format!("{v:?}"))
-                    .unwrap_or_default(),
-                tls.negotiated_cipher_suite()
-                    .map(|s| format!("{:?}", s.suite()))
-                    .unwrap_or_default(),
-            ));
-        }
-    }
+    tls::remember_version(&sh.tls_version, &tls);
     if !ulp {
         return Ok(Conn::Tls(Box::new(StreamOwned::new(tls, io))));
     }

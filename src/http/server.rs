@@ -457,18 +457,7 @@ fn handshake(sh: &Shared, sock: TcpStream, cfg: &Arc<ServerConfig>) -> Result<Co
         tls.write_tls(&mut sock)
             .map_err(|e| format!("TLS handshake: {e}"))?;
     }
-    if let Ok(mut g) = sh.tls_version.lock() {
-        if g.is_none() {
-            *g = Some((
-                tls.protocol_version()
-                    .map(|v| format!("{v:?}"))
-                    .unwrap_or_default(),
-                tls.negotiated_cipher_suite()
-                    .map(|s| format!("{:?}", s.suite()))
-                    .unwrap_or_default(),
-            ));
-        }
-    }
+    tls::remember_version(&sh.tls_version, &tls);
     if !ulp {
         return Ok(Conn::Tls(Box::new(StreamOwned::new(tls, sock))));
     }

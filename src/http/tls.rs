@@ -273,6 +273,26 @@ pub fn probe_ulp() -> Result<(), String> {
     }
 }
 
+/// Keeps the first connection's TLS version and cipher suite (all of one
+/// test's connections negotiate the same).
+pub fn remember_version(
+    slot: &std::sync::Mutex<Option<(String, String)>>,
+    tls: &rustls::CommonState,
+) {
+    if let Ok(mut g) = slot.lock() {
+        if g.is_none() {
+            *g = Some((
+                tls.protocol_version()
+                    .map(|v| format!("{v:?}"))
+                    .unwrap_or_default(),
+                tls.negotiated_cipher_suite()
+                    .map(|s| format!("{:?}", s.suite()))
+                    .unwrap_or_default(),
+            ));
+        }
+    }
+}
+
 /// Hands both directions of a finished handshake to the kernel. On error
 /// the connection is unusable (rustls gave its keys away).
 pub fn enable_ktls(
