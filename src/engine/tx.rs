@@ -136,6 +136,12 @@ pub fn open(spec: SendSpec) -> Result<Sender, String> {
     let batch = spec.batch.clamp(1, 1024);
     let sizes = frame_sequence(spec.frame);
     let n = workers::thread_count(spec.threads, &spec.cpus, spec.flows.len());
+    if spec.tx_engine == TxEngine::Xdp && n > 1 {
+        return Err(format!(
+            "--tx-engine xdp binds one AF_XDP socket to queue 0 of each interface, so it runs \
+             one sender thread, not {n}; use --threads 1, or --tx-engine packet for several"
+        ));
+    }
     let total_flows = spec.flows.len() as f64;
     let mut shares = Vec::with_capacity(n);
     let mut note = None;
