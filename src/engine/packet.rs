@@ -463,14 +463,13 @@ impl PacketTx {
         ipv6: bool,
         batch: usize,
     ) -> Result<PacketTx, String> {
-        let Resolved {
-            templates,
-            by_if,
-            slot,
-            port,
-        } = resolve(flows, sizes, ipv6)?;
+        PacketTx::with(resolve(flows, sizes, ipv6)?, sizes.len(), batch)
+    }
+
+    /// Opens one AF_PACKET socket per egress interface of resolved flows.
+    fn with(r: Resolved, sizes: usize, batch: usize) -> Result<PacketTx, String> {
         let mut sockets = Vec::new();
-        for (ifindex, fl) in by_if {
+        for (&ifindex, fl) in &r.by_if {
             let fd = sys::packet_socket().map_err(|e| {
                 format!("opening an AF_PACKET socket: {e} (needs root or CAP_NET_RAW)")
             })?;
@@ -480,17 +479,36 @@ impl PacketTx {
                 .map_err(|e| format!("sizing the packet socket's send buffer: {e}"))?;
             sys::bind_packet(raw, ifindex)
                 .map_err(|e| format!("binding the packet socket to ifindex {ifindex}: {e}"))?;
-            sockets.push((fd, fl));
+            sockets.push((fd, fl.clone()));
         }
+        let slot = r.slot;
         Ok(PacketTx {
             sockets,
-            templates,
-            sizes: sizes.len(),
+            templates: r.templates,
+            sizes,
             slot,
             bufs: vec![FILL; batch * slot],
             mm: Sendmmsg::new(batch),
-            _port: port,
+            _port: r.port,
         })
+    }
+}
+
+/// The engine `auto` picks among the frame-building ones, with the flows'
+/// paths resolved once: AF_XDP where every interface runs it zero-copy,
+/// else AF_PACKET. The error says why neither can run here.
+pub fn open_fastest(
+    flows: &[FlowSpec],
+    sizes: &[u32],
+    ipv6: bool,
+    batch: usize,
+) -> Result<Box<dyn Transmit>, String> {
+    let r = resolve(flows, sizes, ipv6)?;
+    match XdpTx::sockets(&r) {
+        Ok(s) if s.iter().all(|(x, _)| x.zero_copy()) => {
+            Ok(Box::new(XdpTx::with(s, r, sizes.len())))
+        }
+        _ => Ok(Box::new(PacketTx::with(r, sizes.len(), batch)?)),
     }
 }
 
@@ -535,28 +553,33 @@ const XDP_FRAMES: u32 = 4096;
 impl XdpTx {
     pub fn open(flows: &[FlowSpec], sizes: &[u32], ipv6: bool) -> Result<XdpTx, String> {
         let r = resolve(flows, sizes, ipv6)?;
+        let sockets = XdpTx::sockets(&r)?;
+        Ok(XdpTx::with(sockets, r, sizes.len()))
+    }
+
+    /// One AF_XDP socket per egress interface of resolved flows.
+    fn sockets(r: &Resolved) -> Result<Vec<(sys::Xsk, Vec<usize>)>, String> {
         let frame_size = (r.slot as u32).next_power_of_two().max(2048);
         let mut sockets = Vec::new();
-        for (ifindex, fl) in r.by_if {
+        for (&ifindex, fl) in &r.by_if {
             let mut x = sys::Xsk::open(ifindex, XDP_FRAMES, frame_size).map_err(|e| {
                 format!("opening an AF_XDP socket on ifindex {ifindex}: {e} (needs root and a kernel with AF_XDP)")
             })?;
             // Payload bytes after the linerate header are the same in every
             // frame: fill every UMEM frame once.
             x.fill_new_frames(FILL);
-            sockets.push((x, fl));
+            sockets.push((x, fl.clone()));
         }
-        Ok(XdpTx {
-            sockets,
-            templates: r.templates,
-            sizes: sizes.len(),
-            _port: r.port,
-        })
+        Ok(sockets)
     }
 
-    /// Whether every socket runs zero-copy.
-    pub fn zero_copy(&self) -> bool {
-        self.sockets.iter().all(|s| s.0.zero_copy())
+    fn with(sockets: Vec<(sys::Xsk, Vec<usize>)>, r: Resolved, sizes: usize) -> XdpTx {
+        XdpTx {
+            sockets,
+            templates: r.templates,
+            sizes,
+            _port: r.port,
+        }
     }
 }
 

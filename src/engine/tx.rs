@@ -103,17 +103,14 @@ fn open_engine(
             None,
         ),
         // Auto: AF_XDP where the driver runs it zero-copy (the fastest);
-        // its copy mode (veth, most drivers) is slower than the packet
-        // engine, which comes next, then the socket engine.
-        TxEngine::Auto => match packet::XdpTx::open(&spec.flows, sizes, ipv6) {
-            Ok(x) if x.zero_copy() => (Box::new(x), None),
-            _ => match packet::PacketTx::open(&spec.flows, sizes, ipv6, batch) {
-                Ok(p) => (Box::new(p), None),
-                Err(e) => (
-                    Box::new(udp::SocketTx::open(spec, ipv6, batch)?),
-                    Some(format!("packet refused: {e}")),
-                ),
-            },
+        // its copy mode (veth, most drivers) is not reliably faster than
+        // the packet engine, which comes next, then the socket engine.
+        TxEngine::Auto => match packet::open_fastest(&spec.flows, sizes, ipv6, batch) {
+            Ok(t) => (t, None),
+            Err(e) => (
+                Box::new(udp::SocketTx::open(spec, ipv6, batch)?),
+                Some(format!("packet refused: {e}")),
+            ),
         },
     })
 }

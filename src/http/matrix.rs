@@ -18,6 +18,36 @@ pub struct Row {
     pub note: String,
 }
 
+/// The matrix's column names, for the terminal and the HTML report.
+pub const HEADER: [&str; 9] = [
+    "row",
+    "test",
+    "Gbit/s",
+    "req/s",
+    "client CPU",
+    "server CPU",
+    "softirq",
+    "kTLS",
+    "note",
+];
+
+impl Row {
+    /// The row's cells in [`HEADER`]'s order.
+    pub fn cells(self) -> [String; 9] {
+        [
+            self.row,
+            self.test,
+            self.gbps,
+            self.requests_per_s,
+            self.client_cpu,
+            self.server_cpu,
+            self.softirq,
+            self.ktls,
+            self.note,
+        ]
+    }
+}
+
 pub fn rows(results: &RunResults) -> Vec<Row> {
     results
         .tests
@@ -96,33 +126,8 @@ pub fn table(results: &RunResults) -> Option<String> {
     if rows.is_empty() {
         return None;
     }
-    let header = [
-        "row",
-        "test",
-        "Gbit/s",
-        "req/s",
-        "client CPU",
-        "server CPU",
-        "softirq",
-        "kTLS",
-        "note",
-    ];
-    let cells: Vec<[String; 9]> = rows
-        .into_iter()
-        .map(|r| {
-            [
-                r.row,
-                r.test,
-                r.gbps,
-                r.requests_per_s,
-                r.client_cpu,
-                r.server_cpu,
-                r.softirq,
-                r.ktls,
-                r.note,
-            ]
-        })
-        .collect();
+    let header = HEADER;
+    let cells: Vec<[String; 9]> = rows.into_iter().map(Row::cells).collect();
     let mut width = header.map(|h| h.chars().count());
     for c in &cells {
         for (w, v) in width.iter_mut().zip(c) {

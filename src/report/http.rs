@@ -47,33 +47,13 @@ pub fn section(r: &RunResults, prefix: &str, charts: &[Chart]) -> Option<String>
         s.push_str(
             "<h3>T1 HTTP / T2 HTTPS / T3 HTTPS+kTLS</h3><table class=\"matrix\"><thead><tr>",
         );
-        for h in [
-            "row",
-            "test",
-            "Gbit/s",
-            "req/s",
-            "client CPU",
-            "server CPU",
-            "softirq",
-            "kTLS",
-            "note",
-        ] {
+        for h in crate::http::matrix::HEADER {
             s.push_str(&format!("<th>{h}</th>"));
         }
         s.push_str("</tr></thead><tbody>");
         for r in rows {
             s.push_str("<tr>");
-            for c in [
-                r.row,
-                r.test,
-                r.gbps,
-                r.requests_per_s,
-                r.client_cpu,
-                r.server_cpu,
-                r.softirq,
-                r.ktls,
-                r.note,
-            ] {
+            for c in r.cells() {
                 s.push_str(&format!("<td>{}</td>", esc(&c)));
             }
             s.push_str("</tr>");
