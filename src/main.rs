@@ -1,6 +1,6 @@
 //! The `linerate` binary: parses the command line (stage one), converts it
 //! into a validated configuration (stage two) and hands over to the library.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 use linerate::{agent, app, cli, plan_config, results, signals};
 

@@ -5,9 +5,10 @@
 
 use super::stats::{self, CpuMark, HttpSummary, KtlsStatus};
 use super::wire::{self, MAX_HEAD};
-use super::{ffi, tls, ConnStats};
+use super::{tls, ConnStats};
 use crate::proto::IntervalSample;
 use crate::sys;
+use crate::sys::tls as ffi;
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, StreamOwned};
 use std::io::{self, Read, Write};

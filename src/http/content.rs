@@ -1,9 +1,9 @@
 //! What the server sends: a generated object in memory (`--size`), or the
 //! files of a root warmed into (or evicted from) the page cache.
 
-use super::ffi;
 use super::stats::CacheState;
 use crate::sys;
+use crate::sys::tls as ffi;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::Path;

@@ -11,7 +11,6 @@
 
 pub mod client;
 mod content;
-pub mod ffi;
 pub mod job;
 pub mod matrix;
 pub mod serve_cmd;

@@ -6,9 +6,10 @@
 
 use super::stats::{self, CacheState, CpuMark, HttpConnection, HttpSummary, KtlsStatus};
 use super::wire::{self, RangeAsk, Reject, MAX_HEAD};
-use super::{content, ffi, tls, ConnStats};
+use super::{content, tls, ConnStats};
 use crate::proto::IntervalSample;
 use crate::sys;
+use crate::sys::tls as ffi;
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use std::fs::File;
 use std::io::{self, Read, Write};

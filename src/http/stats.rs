@@ -187,7 +187,7 @@ fn bucket_edge(v: u64) -> u64 {
 
 /// This process's user and system CPU seconds (/proc/self/stat).
 pub fn process_user_system_s() -> (f64, f64) {
-    let tick = super::ffi::clock_ticks_per_s();
+    let tick = crate::sys::tls::clock_ticks_per_s();
     let Ok(text) = std::fs::read_to_string("/proc/self/stat") else {
         return (0.0, 0.0);
     };

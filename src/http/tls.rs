@@ -3,7 +3,7 @@
 //! fingerprint for the user), and kernel TLS: the `tls` ULP probe and the
 //! `tls12_crypto_info_*` structures built from rustls's extracted secrets.
 
-use super::ffi;
+use crate::sys::tls as ffi;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::ring as provider;
 use rustls::pki_types::pem::PemObject;

@@ -2,7 +2,7 @@
 //! carries a 64-bit token and its send time in its data, so a reply is
 //! matched by its data whatever identifier the kernel chose.
 
-use super::ffi::{self, IcmpKind};
+use crate::sys::icmp::{self as ffi, IcmpKind};
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::Duration;

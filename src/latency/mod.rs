@@ -6,7 +6,6 @@
 //! without a responder lives in [`icmp`] over the syscalls of [`ffi`].
 
 pub mod client;
-pub mod ffi;
 pub mod icmp;
 pub mod metrics;
 pub mod monitor;

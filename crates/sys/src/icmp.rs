@@ -1,6 +1,5 @@
 //! The syscalls the latency code needs that std does not wrap: ICMP echo
 //! sockets. Safe wrappers only; every unsafe block argues its soundness.
-#![allow(unsafe_code)]
 
 use std::io;
 use std::net::UdpSocket;

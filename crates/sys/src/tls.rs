@@ -1,9 +1,8 @@
 //! The system calls of the HTTP engine that neither the standard library nor
-//! [`crate::sys`] wraps: the kernel TLS ULP and its keys, page-cache
+//! the rest of this crate wraps: the kernel TLS ULP and its keys, page-cache
 //! eviction, the clock tick. (sendfile, MSG_TRUNC receives and TCP_INFO come
 //! from `sys`.) Safe wrappers only; each returns `io::Result` for the caller
 //! to add context.
-#![allow(unsafe_code)]
 
 use std::fs::File;
 use std::io;

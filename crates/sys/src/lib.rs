@@ -1,0 +1,40 @@
+//! Every system call linerate makes that Rust's standard library does not
+//! wrap: namespaces, thread pinning, batched UDP I/O, socket options,
+//! TCP_INFO, perf counters, AF_XDP, kernel TLS and ICMP sockets.
+//!
+//! This is the only crate of linerate allowed `unsafe`; every other crate
+//! says `#![forbid(unsafe_code)]`. Each function hands back `io::Result` so
+//! callers add their own context; nothing here panics or logs. Every unsafe
+//! block carries a `// SAFETY:` comment that argues why it is sound.
+
+use std::io;
+
+pub mod icmp;
+mod mmsg;
+mod perf;
+mod process;
+mod socket;
+pub mod tls;
+mod xsk;
+
+pub use mmsg::{bind_packet, packet_socket, set_qdisc_bypass, Recvmmsg, Sendmmsg};
+pub use perf::{perf_cycles_on_cpu, perf_read};
+pub use process::{
+    allowed_cpus, die_with_parent, enter_netns, enter_netns_file, is_root, memfd_with,
+    monotonic_ns, peak_rss_bytes, pin_thread, private_sysfs, process_cpu_seconds, realtime_ns,
+    set_parent_death_signal, thread_cpu_seconds, unshare_netns,
+};
+pub use socket::{
+    recv_discard, sendfile, set_buffer, set_congestion, set_rcvlowat, set_transparent, tcp_info,
+    udp_reuseport, Cmsg, SockAddr, TcpInfo,
+};
+pub use xsk::Xsk;
+
+/// Turns a libc return value into `io::Result`, reading `errno` on failure.
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}

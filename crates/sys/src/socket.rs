@@ -1,0 +1,275 @@
+//! Socket options and single-socket calls std does not wrap: buffers,
+//! congestion control, TCP_INFO, MSG_TRUNC receives, sendfile, raw
+//! `sockaddr` and control-message builders.
+
+use crate::cvt;
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsRawFd, RawFd};
+
+pub(crate) fn setsockopt<T>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    val: &T,
+) -> io::Result<()> {
+    // SAFETY: `val` points to a live T of the size we pass.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (val as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// Lets a socket send from addresses that are not local (varying source
+/// addresses per flow). Needs CAP_NET_ADMIN.
+pub fn set_transparent(fd: RawFd, ipv6: bool) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    if ipv6 {
+        setsockopt(fd, libc::SOL_IPV6, libc::IPV6_TRANSPARENT, &one)
+    } else {
+        setsockopt(fd, libc::SOL_IP, libc::IP_TRANSPARENT, &one)
+    }
+}
+
+/// Sets a socket buffer size past the rmem_max/wmem_max sysctls (root only),
+/// falling back to the ordinary option, which the kernel caps silently.
+pub fn set_buffer(fd: RawFd, receive: bool, bytes: usize) -> io::Result<()> {
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    let (force, plain) = if receive {
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF)
+    } else {
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)
+    };
+    setsockopt(fd, libc::SOL_SOCKET, force, &v)
+        .or_else(|_| setsockopt(fd, libc::SOL_SOCKET, plain, &v))
+}
+
+/// Chooses the TCP congestion control of one socket (e.g. "bbr").
+pub fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
+    let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let bytes = c.as_bytes();
+    // SAFETY: pointer and length describe the bytes of `c`, alive for the call.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            bytes.as_ptr().cast(),
+            bytes.len() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// The TCP_INFO fields linerate reports.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TcpInfo {
+    pub total_retrans: u32,
+    pub snd_cwnd: u32,
+    pub rtt_us: u32,
+}
+
+pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
+    // SAFETY: tcp_info is plain data; the kernel fills at most `len` bytes.
+    let mut ti: libc::tcp_info = unsafe { zeroed() };
+    let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: pointer and length describe `ti`, which we own.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut ti as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(TcpInfo {
+        total_retrans: ti.tcpi_total_retrans,
+        snd_cwnd: ti.tcpi_snd_cwnd,
+        rtt_us: ti.tcpi_rtt,
+    })
+}
+
+/// Receives and discards up to `buf.len()` bytes of a TCP stream without
+/// copying them to user space (MSG_TRUNC). Returns 0 at end of stream.
+pub fn recv_discard(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: buf is valid for buf.len() bytes; with MSG_TRUNC the kernel
+        // writes nothing into it for TCP, but the region is ours either way.
+        let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_TRUNC) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// A socket address in the kernel's own layout, built once per flow.
+#[derive(Clone)]
+pub struct SockAddr {
+    pub(crate) storage: libc::sockaddr_storage,
+    pub(crate) len: libc::socklen_t,
+}
+
+impl SockAddr {
+    pub fn new(addr: SocketAddr) -> Self {
+        // SAFETY: sockaddr_storage is plain data; zero is a valid start.
+        let mut storage: libc::sockaddr_storage = unsafe { zeroed() };
+        let len = match addr {
+            SocketAddr::V4(a) => {
+                let sin = libc::sockaddr_in {
+                    sin_family: libc::AF_INET as libc::sa_family_t,
+                    sin_port: a.port().to_be(),
+                    sin_addr: libc::in_addr {
+                        s_addr: u32::from(*a.ip()).to_be(),
+                    },
+                    sin_zero: [0; 8],
+                };
+                // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+                unsafe {
+                    std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin)
+                };
+                size_of::<libc::sockaddr_in>()
+            }
+            SocketAddr::V6(a) => {
+                let sin6 = libc::sockaddr_in6 {
+                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                    sin6_port: a.port().to_be(),
+                    sin6_flowinfo: a.flowinfo(),
+                    sin6_addr: libc::in6_addr {
+                        s6_addr: a.ip().octets(),
+                    },
+                    sin6_scope_id: a.scope_id(),
+                };
+                // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+                unsafe {
+                    std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6)
+                };
+                size_of::<libc::sockaddr_in6>()
+            }
+        };
+        SockAddr {
+            storage,
+            len: len as libc::socklen_t,
+        }
+    }
+}
+
+/// Ancillary data for one datagram, 8-byte aligned as cmsghdr requires.
+#[derive(Clone, Default)]
+pub struct Cmsg {
+    pub(crate) buf: Vec<u64>,
+    pub(crate) len: usize,
+}
+
+impl Cmsg {
+    /// IP_PKTINFO / IPV6_PKTINFO choosing the datagram's source address.
+    pub fn source_address(src: IpAddr) -> Self {
+        let (level, kind, data): (libc::c_int, libc::c_int, Vec<u8>) = match src {
+            IpAddr::V4(a) => {
+                let info = libc::in_pktinfo {
+                    ipi_ifindex: 0,
+                    ipi_spec_dst: libc::in_addr {
+                        s_addr: u32::from(a).to_be(),
+                    },
+                    ipi_addr: libc::in_addr { s_addr: 0 },
+                };
+                (libc::IPPROTO_IP, libc::IP_PKTINFO, as_bytes(&info))
+            }
+            IpAddr::V6(a) => {
+                let info = libc::in6_pktinfo {
+                    ipi6_addr: libc::in6_addr {
+                        s6_addr: a.octets(),
+                    },
+                    ipi6_ifindex: 0,
+                };
+                (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, as_bytes(&info))
+            }
+        };
+        // SAFETY: CMSG_SPACE/CMSG_LEN are pure arithmetic on the length.
+        let (space, cmsg_len) = unsafe {
+            (
+                libc::CMSG_SPACE(data.len() as u32) as usize,
+                libc::CMSG_LEN(data.len() as u32) as usize,
+            )
+        };
+        let mut buf = vec![0u64; space.div_ceil(8)];
+        let hdr = libc::cmsghdr {
+            cmsg_len: cmsg_len as _,
+            cmsg_level: level,
+            cmsg_type: kind,
+        };
+        let bytes = as_bytes(&hdr);
+        let dst = buf.as_mut_ptr().cast::<u8>();
+        // SAFETY: `buf` holds `space` bytes: the header, padding to its
+        // alignment, and the data; CMSG_DATA offset equals the aligned header size.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len());
+            let data_off = cmsg_len - data.len();
+            std::ptr::copy_nonoverlapping(data.as_ptr(), dst.add(data_off), data.len());
+        }
+        Cmsg { buf, len: space }
+    }
+}
+
+fn as_bytes<T>(v: &T) -> Vec<u8> {
+    // SAFETY: reads size_of::<T>() initialised bytes of a plain C struct.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
+}
+
+/// sendfile(2): hands pages of `file` to the socket without copying them
+/// through user space. Returns bytes queued; advances `offset`.
+pub fn sendfile(sock: RawFd, file: &File, offset: &mut i64, count: usize) -> io::Result<usize> {
+    let mut off: libc::off_t = *offset;
+    // SAFETY: both fds are open for the call; `off` is a valid pointer.
+    let n = unsafe { libc::sendfile(sock, file.as_raw_fd(), &mut off, count) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    *offset = off;
+    Ok(n as usize)
+}
+
+/// SO_RCVLOWAT: how many bytes must be queued before a read wakes up.
+pub fn set_rcvlowat(fd: RawFd, bytes: i32) -> io::Result<()> {
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, &bytes)
+}
+
+/// A UDP socket bound to `addr` with SO_REUSEPORT set before the bind, so
+/// several sockets (one per receiver thread) share one port and the kernel
+/// spreads flows over them by their address hash.
+pub fn udp_reuseport(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
+    let family = if addr.is_ipv6() {
+        libc::AF_INET6
+    } else {
+        libc::AF_INET
+    };
+    // SAFETY: socket takes plain integers and touches no memory of ours.
+    let fd = cvt(unsafe { libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: socket returned a new fd that nothing else owns.
+    let owned = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let one: libc::c_int = 1;
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, &one)?;
+    let sa = SockAddr::new(addr);
+    // SAFETY: pointer and length describe `sa`'s storage, alive for the call.
+    cvt(unsafe {
+        libc::bind(
+            fd,
+            (&sa.storage as *const libc::sockaddr_storage).cast(),
+            sa.len,
+        )
+    })?;
+    Ok(std::net::UdpSocket::from(owned))
+}
