@@ -6,30 +6,22 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
-pub mod app;
 pub mod bottleneck;
 pub mod cli;
-pub mod cli_http;
-pub mod config;
 pub mod efficiency;
 pub mod engine;
 pub mod http;
 pub mod kernel;
 pub mod lab;
 pub mod latency;
-pub mod loadtest;
 pub mod netops;
 pub mod plan;
-pub mod plan_config;
-pub mod plan_run;
 pub mod proto;
 pub mod report;
 pub mod results;
-pub mod run;
 pub mod runner;
 pub mod search;
 pub mod signals;
-pub mod suite;
 pub mod topology;
 pub mod units;
 

@@ -2,7 +2,8 @@
 //! into a validated configuration (stage two) and hands over to the library.
 #![forbid(unsafe_code)]
 
-use linerate::{agent, app, cli, plan_config, results, signals};
+use linerate::cli::{self, app, plan_config};
+use linerate::{agent, results, signals};
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -11,15 +12,7 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let code = match cli.command {
         cli::Command::Agent(a) => {
-            let netns = match a.netns.as_deref() {
-                None => agent::Netns::Current,
-                Some("new") => agent::Netns::New,
-                Some(n) => agent::Netns::Named(n.to_string()),
-            };
-            let limits = agent::Limits {
-                max_duration: std::time::Duration::from_secs(a.max_duration),
-                max_rate_pps: a.max_rate,
-            };
+            let (netns, limits) = cli::agent::agent(&a);
             match agent::run(netns, limits) {
                 Ok(()) => 0,
                 Err(e) => {
@@ -29,7 +22,7 @@ fn main() -> ExitCode {
             }
         }
         cli::Command::Report(a) => linerate::report::run(&a),
-        cli::Command::Monitor(a) => match cli::monitor_config(&a) {
+        cli::Command::Monitor(a) => match cli::monitor::monitor_config(&a) {
             Err(e) => {
                 eprintln!("error: {e:#}");
                 2
@@ -42,7 +35,7 @@ fn main() -> ExitCode {
                 linerate::latency::monitor::run(cfg)
             }
         },
-        cli::Command::Serve(a) => match linerate::cli_http::serve_config(&a) {
+        cli::Command::Serve(a) => match cli::serve::serve_config(&a) {
             Ok(cfg) => {
                 if let Err(e) = signals::install_signal_handlers() {
                     eprintln!("error: installing signal handlers: {e}");
@@ -83,9 +76,9 @@ fn main() -> ExitCode {
 
 /// Stage two: a plan file or the flags of a controller command become one
 /// validated configuration.
-fn configure(command: cli::Command) -> anyhow::Result<linerate::config::Command> {
+fn configure(command: cli::Command) -> anyhow::Result<cli::config::Command> {
     match command {
-        cli::Command::Run(a) => plan_config::load(&a.plan, a.common.run_opts(true)?),
+        cli::Command::Run(a) => plan_config::run_config(&a),
         other => cli::to_config(other),
     }
 }

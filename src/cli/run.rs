@@ -1,7 +1,7 @@
 //! One run from start to finish: the results document, its directory, the
 //! progress line, and what happens on Ctrl-C. Shared by every command.
 
-use crate::config::RunOpts;
+use crate::cli::config::RunOpts;
 use crate::report::terminal::{self as report, ProgressLine};
 use crate::results::{self, RunDir, RunResults, RunStatus, TestResult, SCHEMA_VERSION};
 use crate::runner;

@@ -4,8 +4,11 @@
 //! parser, so a plan accepts exactly the options the command takes, and any
 //! error points at the key's line and column.
 
+use crate::cli::config::{
+    Command, HostConfig, PlanConfig, PlanTest, PortLabConfig, RunOpts, TestSpec,
+};
+use crate::cli::run_args::RunArgs;
 use crate::cli::{self, Cli};
-use crate::config::{Command, HostConfig, PlanConfig, PlanTest, PortLabConfig, RunOpts, TestSpec};
 use crate::lab::ports::{PortFlags, PortsSpec};
 use crate::plan::{self, HostKind, Plan, TestKind};
 use crate::topology::ssh::SshTarget;
@@ -38,6 +41,11 @@ const RUN_FLAGS: [&str; 19] = [
     "push",
     "help",
 ];
+
+/// `linerate run`: the plan its flags name, validated.
+pub fn run_config(a: &RunArgs) -> Result<Command> {
+    load(&a.plan, a.common.run_opts(true)?)
+}
 
 /// Reads, parses and validates the plan at `path`.
 pub fn load(path: &Path, mut opts: RunOpts) -> Result<Command> {
@@ -290,15 +298,15 @@ fn test(plan: &Plan, t: &plan::PlanTest, hosts: &[HostConfig], opts: &RunOpts) -
     };
     let parsed = Cli::try_parse_from(&argv).map_err(|e| clap_error(plan, t, &e))?;
     let mut spec = match (t.kind, parsed.command) {
-        (TestKind::Tcp, cli::Command::Tcp(a)) => cli::tcp(&a).map_err(at_test)?.1,
-        (TestKind::Udp, cli::Command::Udp(a)) => cli::udp_cmd(&a).map_err(at_test)?.1,
-        (TestKind::Ramp, cli::Command::Ramp(a)) => TestSpec::Ramp(cli::ramp(&a).map_err(at_test)?),
+        (TestKind::Tcp, cli::Command::Tcp(a)) => cli::tcp::tcp(&a).map_err(at_test)?.1,
+        (TestKind::Udp, cli::Command::Udp(a)) => cli::udp::udp_cmd(&a).map_err(at_test)?.1,
+        (TestKind::Ramp, cli::Command::Ramp(a)) => {
+            TestSpec::Ramp(cli::ramp::ramp(&a).map_err(at_test)?)
+        }
         (TestKind::Search, cli::Command::Search(a)) => {
-            TestSpec::Search(cli::search_cfg(&a).map_err(at_test)?)
+            TestSpec::Search(cli::search::search_cfg(&a).map_err(at_test)?)
         }
-        (TestKind::Http, cli::Command::Http(a)) => {
-            crate::cli_http::http_tests(&a).map_err(at_test)?.1
-        }
+        (TestKind::Http, cli::Command::Http(a)) => cli::http::http_tests(&a).map_err(at_test)?.1,
         _ => return Err(at_test(anyhow!("kind '{kind}' cannot run in a plan yet"))),
     };
     let ipv6 = t.target.is_ipv6();

@@ -1,11 +1,11 @@
 //! `linerate lab`: build the lab, run the standard suite, tear down.
 
-use crate::config::{self, LabConfig, RunOpts, SearchConfig, SearchPlan, Stream};
+use crate::cli::config::{self, LabConfig, RunOpts, SearchConfig, SearchPlan, Stream};
+use crate::cli::run::Run;
 use crate::engine::udp;
 use crate::lab::{self, LabSpec};
 use crate::proto::{Direction, FrameSpec};
 use crate::results::FlowMode;
-use crate::run::Run;
 use crate::runner::{Ends, HttpServerSide, HttpTest, TcpTest, UdpTest};
 use crate::signals::interrupted;
 use anyhow::Result;
@@ -273,7 +273,7 @@ fn profile_wanted(args: &LabConfig, name: &str) -> bool {
 /// Per seed profile: a ramp, then an MLRsearch for NDR and PDR, both bounded
 /// by what the tester showed it can send in the self-test.
 fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) -> Result<()> {
-    use crate::config::{Method, RampConfig};
+    use crate::cli::config::{Method, RampConfig};
     use crate::search;
     use crate::units::Rate;
     // The tester's own ceiling: above it every trial measures the tester.
@@ -324,7 +324,7 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
             export_viz: None,
             line_rate_bps: opts.line_rate_bps,
         };
-        lines.extend(crate::loadtest::run_ramp(ends, &ramp, run)?);
+        lines.extend(crate::cli::loadtest::run_ramp(ends, &ramp, run)?);
         let goal = search::MlrGoal {
             final_trial_duration_s: 1.0,
             initial_trial_duration_s: 0.5,
@@ -357,7 +357,12 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
             plan,
             line_rate_bps: opts.line_rate_bps,
         };
-        lines.extend(crate::loadtest::run_search(ends.reborrow(), &p, &cfg, run)?);
+        lines.extend(crate::cli::loadtest::run_search(
+            ends.reborrow(),
+            &p,
+            &cfg,
+            run,
+        )?);
     }
     for l in lines {
         eprintln!("{l}");

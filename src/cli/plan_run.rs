@@ -6,9 +6,9 @@
 //! there, and the two ports become a lab around the external DUT.
 
 use crate::agent::Netns;
-use crate::config::{PlanConfig, RunOpts};
+use crate::cli::config::{PlanConfig, RunOpts};
+use crate::cli::run::Run;
 use crate::lab::ports::PortLab;
-use crate::run::Run;
 use crate::runner::{Ends, Side};
 use crate::signals::interrupted;
 use crate::topology::{Addressing, Hosts};
@@ -117,7 +117,7 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
             observers: vec![],
             lab: in_lab.map(|(_, _, _, idx)| *idx),
         };
-        let r = crate::loadtest::exec_test(run, &mut ends, &t.spec);
+        let r = crate::cli::loadtest::exec_test(run, &mut ends, &t.spec);
         drop(ends);
         run.record_agents(&hosts);
         if let Err(e) = r {

@@ -1,63 +1,19 @@
-//! The flags of `linerate serve` and `linerate http`, and their conversion
-//! into validated configuration (stage two), apart from `cli` so the HTTP
-//! commands stay in one place.
+//! `linerate http`: its flags and the download tests they describe.
 
-use crate::cli::Common;
-use crate::config::{Pair, TestSpec};
+use super::common::{secs, Common};
+use super::config::{Pair, TestSpec};
+use super::parse::parse_size;
 use crate::engine::check_destination;
-use crate::http::serve_cmd::ServeConfig;
-use crate::http::server::{Content, ServeSpec};
+use crate::http::server::Content;
 use crate::http::tls::Trust;
 use crate::runner::{HttpServerSide, HttpTest, HttpUrl};
 use crate::topology::Endpoint;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, ToSocketAddrs};
 use std::path::PathBuf;
-use std::time::Duration;
 
-#[derive(Args, Debug, Clone)]
-pub struct ServeArgs {
-    /// Address and port to listen on (e.g. 198.18.0.2:8080, [::1]:8443, 127.0.0.1:0).
-    #[arg(long, value_name = "ADDR:PORT")]
-    pub listen: SocketAddr,
-    /// Serve the files under this directory (never a path outside it).
-    #[arg(
-        long,
-        value_name = "DIR",
-        required_unless_present = "size",
-        conflicts_with = "size"
-    )]
-    pub root: Option<PathBuf>,
-    /// Serve a generated object of this size from memory at every path (e.g. 1G, 100M, 4096).
-    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
-    pub size: Option<u64>,
-    /// HTTPS (rustls, TLS 1.3 and 1.2); a self-signed certificate is made unless --cert/--key.
-    #[arg(long)]
-    pub tls: bool,
-    /// Certificate chain (PEM) for --tls.
-    #[arg(long, value_name = "FILE", requires_all = ["tls", "key"])]
-    pub cert: Option<PathBuf>,
-    /// Private key (PEM) for --tls.
-    #[arg(long, value_name = "FILE", requires_all = ["tls", "cert"])]
-    pub key: Option<PathBuf>,
-    /// Write the generated self-signed certificate (PEM) here, for `curl --cacert`.
-    #[arg(long, value_name = "FILE", requires = "tls")]
-    pub write_cert: Option<PathBuf>,
-    /// Do not hand TLS records to the kernel even where it has the tls ULP.
-    #[arg(long)]
-    pub no_ktls: bool,
-    /// Evict --root files from the page cache first (measure the disk), instead of warming them.
-    #[arg(long, requires = "root")]
-    pub cold: bool,
-    /// Seconds a client has to send a complete request head.
-    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
-    pub request_timeout: f64,
-    /// Stop after this many seconds (default: until Ctrl-C).
-    #[arg(long, value_name = "SECS")]
-    pub duration: Option<f64>,
-}
-
+/// Flags of `linerate http`.
 #[derive(Args, Debug, Clone)]
 pub struct HttpArgs {
     /// Where the client runs: `local`, `ns:NAME` or `ssh://[user@]host[:port]`.
@@ -123,59 +79,6 @@ pub struct HttpArgs {
     pub no_results: bool,
     #[command(flatten)]
     pub common: Common,
-}
-
-/// `100M`, `1G`, `4096`, `64k`, `1GiB`: bytes (k/M/G decimal, Ki/Mi/Gi binary).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let t = t.strip_suffix('B').unwrap_or(t);
-    let (num, mult) = [
-        ("Ki", 1u64 << 10),
-        ("Mi", 1 << 20),
-        ("Gi", 1 << 30),
-        ("k", 1_000),
-        ("K", 1_000),
-        ("M", 1_000_000),
-        ("G", 1_000_000_000),
-    ]
-    .iter()
-    .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n, *m)))
-    .unwrap_or((t, 1));
-    let v: f64 = num.trim().parse().map_err(|_| {
-        format!("'{s}' is not a size: use bytes with an optional k/M/G or Ki/Mi/Gi suffix")
-    })?;
-    if !(v.is_finite() && v >= 0.0) {
-        return Err(format!("'{s}' is not a size"));
-    }
-    Ok((v * mult as f64).round() as u64)
-}
-
-fn secs(flag: &str, s: f64) -> Result<Duration> {
-    if !(0.1..=3600.0).contains(&s) {
-        bail!("{flag} {s} is outside 0.1..=3600 s");
-    }
-    Ok(Duration::from_secs_f64(s))
-}
-
-pub fn serve_config(a: &ServeArgs) -> Result<ServeConfig> {
-    let content = match (&a.root, a.size) {
-        (Some(r), _) => Content::Root(r.clone()),
-        (None, Some(n)) => Content::Size(n),
-        (None, None) => bail!("give --root DIR or --size BYTES"),
-    };
-    Ok(ServeConfig {
-        listen: a.listen,
-        spec: ServeSpec {
-            content,
-            tls: a.tls.then(|| a.cert.clone().zip(a.key.clone())),
-            ktls: !a.no_ktls,
-            cold: a.cold,
-            request_timeout: secs("--request-timeout", a.request_timeout)?,
-            names: vec!["localhost".into(), a.listen.ip().to_string()],
-        },
-        duration: a.duration.map(|d| secs("--duration", d)).transpose()?,
-        write_cert: a.write_cert.clone(),
-    })
 }
 
 /// An `http(s)://host[:port]/path` URL, resolved on this host.
@@ -336,13 +239,17 @@ mod tests {
     use super::*;
     use clap::Parser;
 
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("4096").unwrap(), 4096);
-        assert_eq!(parse_size("100M").unwrap(), 100_000_000);
-        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
-        assert_eq!(parse_size("64k").unwrap(), 64_000);
-        assert!(parse_size("lots").is_err());
+    /// `linerate http`'s flags alone, parsed as the command line would.
+    #[derive(Parser)]
+    struct Http {
+        #[command(flatten)]
+        a: HttpArgs,
+    }
+
+    fn parse(args: &[&str]) -> HttpArgs {
+        Http::try_parse_from(std::iter::once("linerate-http").chain(args.iter().copied()))
+            .unwrap()
+            .a
     }
 
     #[test]
@@ -360,19 +267,7 @@ mod tests {
 
     #[test]
     fn matrix_has_six_rows() {
-        let cli = crate::cli::Cli::try_parse_from([
-            "linerate",
-            "http",
-            "--target",
-            "198.18.0.2",
-            "--matrix",
-            "-t",
-            "1",
-        ])
-        .unwrap();
-        let crate::cli::Command::Http(a) = cli.command else {
-            panic!("not http")
-        };
+        let a = parse(&["--target", "198.18.0.2", "--matrix", "-t", "1"]);
         let (_, TestSpec::Http(v)) = http_tests(&a).unwrap() else {
             panic!("not http")
         };
@@ -384,12 +279,7 @@ mod tests {
 
     #[test]
     fn refuses_foreign_urls() {
-        let cli =
-            crate::cli::Cli::try_parse_from(["linerate", "http", "--url", "http://10.1.2.3/x"])
-                .unwrap();
-        let crate::cli::Command::Http(a) = cli.command else {
-            panic!("not http")
-        };
+        let a = parse(&["--url", "http://10.1.2.3/x"]);
         let e = http_tests(&a).unwrap_err().to_string();
         assert!(e.contains("--allow-target"), "{e}");
     }

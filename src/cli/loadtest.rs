@@ -6,12 +6,12 @@
 //! The search logic lives in [`crate::search`] and knows nothing of sockets;
 //! this module gives it a [`TrialRunner`] that runs real UDP trials.
 
-use crate::config::{Method, Profile, RampConfig, SearchConfig, SearchPlan, Stream, TestSpec};
+use crate::cli::config::{Method, Profile, RampConfig, SearchConfig, SearchPlan, Stream, TestSpec};
+use crate::cli::run::Run;
 use crate::engine::udp;
 use crate::proto::Direction;
 use crate::report::terminal::ProgressLine;
 use crate::results::{RunDir, TestStatus};
-use crate::run::Run;
 use crate::runner::{self, Ends, UdpTest};
 use crate::search::{self, TrialOutcome, TrialRunner};
 use crate::signals::interrupted;

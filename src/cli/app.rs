@@ -3,10 +3,10 @@
 //! its tests to [`exec_test`], the one place every kind of test is run.
 
 use crate::agent::Netns;
-use crate::config::{Command, Pair, RunOpts, TestSpec};
+use crate::cli::config::{Command, Pair, RunOpts, TestSpec};
+use crate::cli::loadtest;
+use crate::cli::run::Run;
 use crate::lab::{self, LabSpec};
-use crate::loadtest;
-use crate::run::Run;
 use crate::runner::Ends;
 use crate::topology::{Addressing, Hosts};
 use anyhow::Result;
@@ -15,7 +15,7 @@ use anyhow::Result;
 pub fn execute(cmd: Command) -> i32 {
     match cmd {
         Command::LabCleanup => cleanup(),
-        Command::Lab(cfg, opts) => crate::suite::lab(&cfg, &opts),
+        Command::Lab(cfg, opts) => crate::cli::suite::lab(&cfg, &opts),
         Command::Pair(pair, spec, opts) => {
             let name = opts.name.clone().unwrap_or_else(|| spec.kind().to_string());
             with_run(&opts, &name, |run| pair_test(&pair, &spec, &opts, run))
@@ -30,7 +30,9 @@ pub fn execute(cmd: Command) -> i32 {
         }
         Command::Plan(plan, opts) => {
             let name = opts.name.clone().unwrap_or_else(|| plan.name.clone());
-            with_run(&opts, &name, |run| crate::plan_run::run(&plan, &opts, run))
+            with_run(&opts, &name, |run| {
+                crate::cli::plan_run::run(&plan, &opts, run)
+            })
         }
     }
 }

@@ -1,0 +1,331 @@
+//! Flag groups shared by several commands (`Common`, `SshArgs`, `Endpoints`,
+//! `ProbeArgs`, the value enums) and the conversions they share. Every
+//! command file imports this one; it imports none of them.
+
+use super::config::{Pair, RunOpts, TestSpec};
+use super::parse::{parse_bps, parse_cpu_list, CpuList};
+use crate::engine::check_destination;
+use crate::lab::DutMode;
+use crate::proto::{Cidr, Direction, TxEngine};
+use crate::results::FlowMode;
+use crate::topology::ssh::SshOptions;
+use crate::topology::Endpoint;
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How ssh hosts are reached (flags shared by every command that can use them).
+#[derive(Args, Debug, Clone)]
+pub struct SshArgs {
+    /// ssh client configuration file (passed to ssh -F).
+    #[arg(long, value_name = "FILE")]
+    pub ssh_config: Option<PathBuf>,
+    /// Extra ssh option KEY=VALUE (passed to ssh -o; repeatable).
+    #[arg(long = "ssh-option", value_name = "KEY=VALUE")]
+    pub ssh_option: Vec<String>,
+    /// Accept and remember host keys not seen before (StrictHostKeyChecking=accept-new).
+    /// Without it, host-key checking is exactly what your ssh configuration says.
+    #[arg(long)]
+    pub ssh_accept_new: bool,
+    /// Seconds to wait for an ssh connection (ConnectTimeout).
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub connect_timeout: u64,
+    /// linerate on the remote hosts (default: `linerate` on their PATH).
+    #[arg(long, value_name = "PATH")]
+    pub remote_binary: Option<String>,
+    /// Copy this linerate to hosts that lack the same version (into a per-user cache).
+    #[arg(long)]
+    pub push: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// L1 line rate that "% of line rate" refers to (e.g. 10G, 25G, 100G).
+    #[arg(long, default_value = "10G", value_parser = parse_bps)]
+    pub line_rate: f64,
+    /// Where run directories go.
+    #[arg(long, default_value = "linerate-results")]
+    pub results_dir: PathBuf,
+    /// Name of the run (part of its directory name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Print the results document (results.json) to stdout; the table goes to stderr.
+    #[arg(long)]
+    pub json: bool,
+    /// No live progress line.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Also allow sending to this prefix (outside loopback, 198.18.0.0/15 and 2001:2::/48). Repeatable.
+    #[arg(long = "allow-target", value_name = "CIDR")]
+    pub allow_target: Vec<Cidr>,
+    /// CPUs to pin to: the first for senders, the second for receivers (e.g. 0,1).
+    #[arg(long, value_parser = parse_cpu_list)]
+    pub cpus: Option<CpuList>,
+    #[command(flatten)]
+    pub ssh: SshArgs,
+}
+
+impl SshArgs {
+    pub fn options(&self) -> Result<SshOptions> {
+        let options = self
+            .ssh_option
+            .iter()
+            .map(|o| {
+                o.split_once('=')
+                    .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                    .filter(|(k, _)| !k.is_empty())
+                    .ok_or_else(|| {
+                        anyhow!("--ssh-option '{o}': write KEY=VALUE, e.g. --ssh-option Port=2222")
+                    })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if !(1..=300).contains(&self.connect_timeout) {
+            bail!(
+                "--connect-timeout {} is outside 1..=300 seconds",
+                self.connect_timeout
+            );
+        }
+        Ok(SshOptions {
+            config: self.ssh_config.clone(),
+            options,
+            accept_new: self.ssh_accept_new,
+            connect_timeout: Duration::from_secs(self.connect_timeout),
+            remote_binary: self.remote_binary.clone(),
+            push: self.push,
+            local_binary: None,
+        })
+    }
+}
+
+impl Common {
+    pub fn run_opts(&self, write_results: bool) -> Result<RunOpts> {
+        if let Some(cfg) = &self.ssh.ssh_config {
+            if !cfg.is_file() {
+                bail!(
+                    "--ssh-config {}: no such file; name your ssh client configuration file",
+                    cfg.display()
+                );
+            }
+        }
+        Ok(RunOpts {
+            name: self.name.clone(),
+            line_rate_bps: self.line_rate,
+            results_dir: self.results_dir.clone(),
+            write_results,
+            json: self.json,
+            progress: !self.no_progress,
+            allow_target: self.allow_target.clone(),
+            cpus: self.cpus.clone().map(|c| c.0).unwrap_or_default(),
+            ssh: self.ssh.options()?,
+        })
+    }
+}
+
+/// The DUT modes of the lab.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DutArg {
+    /// Linux routes between two subnets.
+    Route,
+    /// Linux bridges the two links.
+    Bridge,
+    /// Routes and masquerades (nftables) towards the sink.
+    Nat,
+    /// Routes through an nftables forward chain of N rules, the last matching.
+    Fw,
+}
+
+impl From<DutArg> for DutMode {
+    fn from(d: DutArg) -> Self {
+        match d {
+            DutArg::Route => DutMode::Route,
+            DutArg::Bridge => DutMode::Bridge,
+            DutArg::Nat => DutMode::Nat,
+            DutArg::Fw => DutMode::Fw,
+        }
+    }
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirectionArg {
+    Forward,
+    Reverse,
+    Both,
+}
+
+impl From<DirectionArg> for Direction {
+    fn from(d: DirectionArg) -> Self {
+        match d {
+            DirectionArg::Forward => Direction::Forward,
+            DirectionArg::Reverse => Direction::Reverse,
+            DirectionArg::Both => Direction::Both,
+        }
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct Endpoints {
+    /// Where the client/generator runs: `local` (this namespace), `ns:NAME` (an existing
+    /// `ip netns`) or `ssh://[user@]host[:port]` (another host, over your ssh configuration).
+    #[arg(long, default_value = "local")]
+    pub client: String,
+    /// Where the server/sink runs: `local`, `ns:NAME` or `ssh://[user@]host[:port]`.
+    #[arg(long, default_value = "local")]
+    pub server: String,
+    /// Address of the server the client sends to (e.g. 198.18.0.2 or 127.0.0.1).
+    #[arg(long)]
+    pub target: IpAddr,
+    /// Address of the client, needed as the target of reverse UDP traffic.
+    #[arg(long)]
+    pub client_address: Option<IpAddr>,
+    /// Seconds to run.
+    #[arg(long, short = 't', default_value_t = 10.0)]
+    pub duration: f64,
+    /// Send from the server to the client instead.
+    #[arg(long, short = 'R', conflicts_with = "bidir")]
+    pub reverse: bool,
+    /// Send both ways at once.
+    #[arg(long)]
+    pub bidir: bool,
+    /// Do not write a results directory.
+    #[arg(long)]
+    pub no_results: bool,
+}
+
+/// Latency probes beside a test.
+#[derive(Args, Debug, Clone)]
+pub struct ProbeArgs {
+    /// Measure latency under this test's load: probes idle before, during and idle after it.
+    #[arg(long)]
+    pub latency: bool,
+    /// Milliseconds between latency probes.
+    #[arg(long, value_name = "MS", default_value_t = 10.0)]
+    pub probe_interval: f64,
+    /// UDP payload bytes per latency probe (48..=1452).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::latency::probe::DEFAULT_PAYLOAD)]
+    pub probe_size: u16,
+    /// Seconds of the idle phases before and after the load.
+    #[arg(long, value_name = "SECS", default_value_t = 3.0)]
+    pub idle: f64,
+}
+
+impl ProbeArgs {
+    pub fn opts(&self) -> Result<crate::runner::ProbeOpts> {
+        if !(1.0..=10_000.0).contains(&self.probe_interval) {
+            bail!(
+                "--probe-interval {} is outside 1..=10000 ms",
+                self.probe_interval
+            );
+        }
+        let (lo, hi) = (
+            crate::latency::probe::HEADER_LEN as u16,
+            crate::latency::probe::MAX_PAYLOAD,
+        );
+        if !(lo..=hi).contains(&self.probe_size) {
+            bail!(
+                "--probe-size {} is outside {lo}..={hi} bytes (a probe's header is {lo})",
+                self.probe_size
+            );
+        }
+        if !(0.0..=600.0).contains(&self.idle) {
+            bail!("--idle {} is outside 0..=600 s", self.idle);
+        }
+        Ok(crate::runner::ProbeOpts {
+            interval: Duration::from_secs_f64(self.probe_interval / 1000.0),
+            payload: self.probe_size,
+            idle: Duration::from_secs_f64(self.idle),
+            ..Default::default()
+        })
+    }
+
+    /// The test itself, or with probes around it when --latency asks.
+    pub fn wrap(&self, load: crate::runner::Load) -> Result<TestSpec> {
+        if !self.latency {
+            return Ok(match load {
+                crate::runner::Load::Tcp(t) => TestSpec::Tcp(t),
+                crate::runner::Load::Udp(t) => TestSpec::Udp(t),
+            });
+        }
+        Ok(TestSpec::Latency(crate::runner::LatencyTest {
+            load,
+            probes: self.opts()?,
+        }))
+    }
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxEngineArg {
+    Auto,
+    Socket,
+    Packet,
+    Xdp,
+}
+
+impl From<TxEngineArg> for TxEngine {
+    fn from(e: TxEngineArg) -> Self {
+        match e {
+            TxEngineArg::Auto => TxEngine::Auto,
+            TxEngineArg::Socket => TxEngine::Socket,
+            TxEngineArg::Packet => TxEngine::Packet,
+            TxEngineArg::Xdp => TxEngine::Xdp,
+        }
+    }
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowModeArg {
+    One,
+    Var1,
+    Var2,
+    Ports,
+}
+
+impl From<FlowModeArg> for FlowMode {
+    fn from(f: FlowModeArg) -> Self {
+        match f {
+            FlowModeArg::One => FlowMode::One,
+            FlowModeArg::Var1 => FlowMode::Var1,
+            FlowModeArg::Var2 => FlowMode::Var2,
+            FlowModeArg::Ports => FlowMode::Ports,
+        }
+    }
+}
+
+pub fn direction(e: &Endpoints) -> Direction {
+    if e.bidir {
+        Direction::Both
+    } else if e.reverse {
+        Direction::Reverse
+    } else {
+        Direction::Forward
+    }
+}
+
+pub fn pair(e: &Endpoints, common: &Common) -> Result<Pair> {
+    check_destination(e.target, &common.allow_target).map_err(|m| anyhow!(m))?;
+    if let Some(c) = e.client_address {
+        check_destination(c, &common.allow_target).map_err(|m| anyhow!(m))?;
+    }
+    Ok(Pair {
+        client: Endpoint::parse(&e.client).map_err(|m| anyhow!("--client: {m:#}"))?,
+        server: Endpoint::parse(&e.server).map_err(|m| anyhow!("--server: {m:#}"))?,
+        target: e.target,
+        client_address: e.client_address,
+    })
+}
+
+pub fn duration(s: f64) -> Result<Duration> {
+    if !(0.1..=3600.0).contains(&s) {
+        bail!("--duration {s} is outside 0.1..=3600 s");
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+/// A number of seconds given to `flag`, within 0.1..=3600.
+pub fn secs(flag: &str, s: f64) -> Result<Duration> {
+    if !(0.1..=3600.0).contains(&s) {
+        bail!("{flag} {s} is outside 0.1..=3600 s");
+    }
+    Ok(Duration::from_secs_f64(s))
+}

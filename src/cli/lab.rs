@@ -1,0 +1,146 @@
+//! `linerate lab`: its flags and the lab configuration they describe.
+
+use super::common::{Common, DirectionArg, DutArg, TxEngineArg};
+use super::config::{Command as Cmd, LabConfig};
+use super::parse::parse_pps_u64;
+use crate::lab::LabSpec;
+use anyhow::Result;
+use clap::Args;
+
+/// Flags of `linerate lab`.
+#[derive(Args, Debug, Clone)]
+pub struct LabArgs {
+    /// What the DUT namespace does with the traffic.
+    #[arg(long, value_enum, default_value = "route")]
+    pub dut: DutArg,
+    /// Rules in the DUT's forward chain in fw mode (the last one matches).
+    #[arg(long, default_value_t = 100)]
+    pub fw_rules: u32,
+    /// Short suite (about 20 s): no ramps or NDR/PDR searches.
+    #[arg(long)]
+    pub quick: bool,
+    /// Skip the per-profile ramps and NDR/PDR searches of the full suite.
+    #[arg(long)]
+    pub no_search: bool,
+    /// Seconds per test (overrides the suite's default).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Add an IPv6 pass (2001:2::/48). IPv6 cannot carry a 64 B test frame; that pass uses 84 B.
+    #[arg(long)]
+    pub ipv6: bool,
+    /// UDP tests in one direction (default) or both at once.
+    #[arg(long, value_enum, default_value = "forward")]
+    pub direction: DirectionArg,
+    /// MTU of every lab link.
+    #[arg(long, default_value_t = 1500)]
+    pub mtu: u32,
+    /// Remove leftovers of earlier runs (namespaces named lr-*) and exit.
+    #[arg(long)]
+    pub cleanup: bool,
+    /// Make the DUT drop this % of forwarded packets at random (nftables numgen),
+    /// e.g. to check that the tester reports loss right.
+    #[arg(long, value_name = "PERCENT")]
+    pub dut_loss: Option<f64>,
+    /// Police the DUT's forwarding to this many packets per second (nftables limit):
+    /// a DUT of known capacity.
+    #[arg(long, value_name = "PPS", value_parser = parse_pps_u64)]
+    pub dut_police: Option<u64>,
+    /// Shape the DUT's egress towards the sink with tc tbf: RATE (20M, 1G) and an optional
+    /// QUEUE in bytes (125000, 64k) or time at the rate (50ms; default 100ms). A load above
+    /// RATE fills the queue: a bufferbloated DUT, for latency under load.
+    #[arg(long, value_name = "RATE[,QUEUE]", value_parser = crate::lab::Shape::parse)]
+    pub dut_shape: Option<crate::lab::Shape>,
+    /// Run only the suite's tests whose names contain this text (case-insensitive; repeatable),
+    /// e.g. --only "udp 64B" --only "tcp 1".
+    #[arg(long, value_name = "TEXT")]
+    pub only: Vec<String>,
+    /// How the UDP tests' senders put datagrams on the wire: packet (AF_PACKET frames,
+    /// qdisc bypass), socket (UDP sockets) or auto (packet where it can run, else socket).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub tx_engine: TxEngineArg,
+    /// Worker threads per side for UDP: each sender thread owns a share of the flows and a
+    /// core, receivers spread over SO_REUSEPORT sockets. With --cpus, the list is split:
+    /// the first N CPUs for the senders, the next N for the receivers. Default: 1 with
+    /// --cpus, else half the CPUs of each agent's host; never more than one per flow.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
+    /// Physical port for the generator: moved into the gen namespace for the run and given
+    /// back in its old state after. The DUT is then the external box the ports are cabled to
+    /// (so --dut and its impairments do not apply).
+    #[arg(long, value_name = "IF", requires = "sink_port",
+          conflicts_with_all = ["dut", "fw_rules", "dut_loss", "dut_police", "dut_shape"])]
+    pub gen_port: Option<String>,
+    /// Physical port for the sink (see --gen-port).
+    #[arg(long, value_name = "IF", requires = "gen_port")]
+    pub sink_port: Option<String>,
+    /// Take ports even if they carry a default route, addresses outside the benchmarking
+    /// ranges or a bridge/bond membership.
+    #[arg(long, requires = "gen_port")]
+    pub force_port: bool,
+    /// The two ports are cabled to each other (no DUT): one subnet, as the back-to-back lab.
+    #[arg(long, requires = "gen_port")]
+    pub back_to_back: bool,
+    /// The external DUT's address on the gen side (default 198.18.0.254 and 2001:2:0:10::fe;
+    /// give an IPv4 and/or an IPv6 one). The gen port takes host 1 of its subnet (2 if the DUT is 1).
+    #[arg(long, value_name = "ADDR", requires = "gen_port")]
+    pub dut_gen_addr: Vec<std::net::IpAddr>,
+    /// The external DUT's address on the sink side (default 198.19.0.254 and 2001:2:0:20::fe).
+    #[arg(long, value_name = "ADDR", requires = "gen_port")]
+    pub dut_sink_addr: Vec<std::net::IpAddr>,
+    /// The DUT's MAC on the gen side; without it, found by ARP once before the tests.
+    #[arg(long, value_name = "MAC", requires = "gen_port")]
+    pub dut_gen_mac: Option<String>,
+    /// The DUT's MAC on the sink side; without it, found by ARP once before the tests.
+    #[arg(long, value_name = "MAC", requires = "gen_port")]
+    pub dut_sink_mac: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+impl LabArgs {
+    /// The port flags, for [`crate::lab::ports::PortsSpec::from_flags`].
+    pub fn port_flags(&self) -> crate::lab::ports::PortFlags<'_> {
+        crate::lab::ports::PortFlags {
+            gen_port: self.gen_port.as_deref(),
+            sink_port: self.sink_port.as_deref(),
+            force: self.force_port,
+            back_to_back: self.back_to_back,
+            dut_gen_addr: &self.dut_gen_addr,
+            dut_sink_addr: &self.dut_sink_addr,
+            dut_gen_mac: self.dut_gen_mac.as_deref(),
+            dut_sink_mac: self.dut_sink_mac.as_deref(),
+        }
+    }
+}
+
+/// `linerate lab`: the lab and its suite, or the clean-up of old labs.
+pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
+    if a.cleanup {
+        return Ok(Cmd::LabCleanup);
+    }
+    let spec = LabSpec {
+        dut: Some(a.dut.into()),
+        fw_rules: a.fw_rules,
+        mtu: a.mtu,
+        dut_loss_pct: a.dut_loss,
+        dut_police_pps: a.dut_police,
+        rps: crate::lab::CpuSet::receive_side(
+            &a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
+            a.threads.unwrap_or(0),
+        ),
+        dut_shape: a.dut_shape,
+    };
+    let cfg = LabConfig {
+        spec,
+        ports: crate::lab::ports::PortsSpec::from_flags(&a.port_flags())?,
+        quick: a.quick,
+        no_search: a.no_search,
+        duration_s: a.duration,
+        ipv6: a.ipv6,
+        direction: a.direction.into(),
+        only: a.only.iter().map(|o| o.to_lowercase()).collect(),
+        tx_engine: a.tx_engine.into(),
+        threads: a.threads.unwrap_or(0),
+    };
+    Ok(Cmd::Lab(cfg, a.common.run_opts(true)?))
+}

@@ -1,0 +1,102 @@
+//! `linerate latency`: its flags and the latency-under-load test they describe.
+
+use super::common::{duration, Common, ProbeArgs};
+use super::config::TestSpec;
+use super::parse::{parse_frame, parse_rate_arg};
+use super::target::TargetArgs;
+use crate::engine::udp;
+use crate::proto::{Direction, FrameSpec, TxEngine};
+use crate::results::FlowMode;
+use crate::runner::{TcpTest, UdpTest};
+use crate::units::Rate;
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+
+/// What loads the path in `linerate latency`'s loaded phase.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadArg {
+    /// TCP bulk streams (--streams).
+    Tcp,
+    /// A UDP packet stream (--rate, --frame-size).
+    Udp,
+}
+
+/// Flags of `linerate latency`.
+#[derive(Args, Debug, Clone)]
+pub struct LatencyArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// The load of the loaded phase.
+    #[arg(long, value_enum, default_value = "tcp")]
+    pub load: LoadArg,
+    /// Seconds of the loaded phase (the idle phases come on top: --idle).
+    #[arg(long, short = 't', default_value_t = 10.0)]
+    pub duration: f64,
+    /// TCP streams of a tcp load.
+    #[arg(long, short = 'P', default_value_t = 1)]
+    pub streams: u16,
+    /// Rate of a udp load: pps (800kpps), L1 bit/s (50M) or % of the line rate. Default: as fast as possible.
+    #[arg(long, value_parser = parse_rate_arg)]
+    pub rate: Option<Rate>,
+    /// Frame size of a udp load (bytes with FCS, or imix).
+    #[arg(long, default_value = "1518", value_parser = parse_frame)]
+    pub frame_size: FrameSpec,
+    #[command(flatten)]
+    pub probes: ProbeArgs,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `linerate latency`: the load with probes around it.
+pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
+    let ipv6 = a.target.ipv6 || a.target.target.is_some_and(|t| t.is_ipv6());
+    let name = |kind: &str| format!("latency under {kind} load");
+    let cpus = a.common.cpus.clone().map(|c| c.0).unwrap_or_default();
+    let load = match a.load {
+        LoadArg::Tcp => {
+            if a.streams == 0 || a.streams > 1024 {
+                bail!("--streams {} is outside 1..=1024", a.streams);
+            }
+            crate::runner::Load::Tcp(TcpTest {
+                name: name("tcp"),
+                ipv6,
+                streams: a.streams,
+                direction: Direction::Forward,
+                duration: duration(a.duration)?,
+                cpus,
+                congestion: None,
+                buffer_len: 128 * 1024,
+                allow: a.common.allow_target.clone(),
+            })
+        }
+        LoadArg::Udp => {
+            udp::check_frames(a.frame_size, ipv6).map_err(|m| anyhow!(m))?;
+            crate::runner::Load::Udp(UdpTest {
+                name: name("udp"),
+                ipv6,
+                frame: a.frame_size,
+                flow_mode: FlowMode::One,
+                flows: 1,
+                direction: Direction::Forward,
+                duration: duration(a.duration)?,
+                rate_pps: a
+                    .rate
+                    .map(|r| r.pps(udp::average_frame(a.frame_size), a.common.line_rate)),
+                rate_profile: None,
+                batch: 64,
+                cpus,
+                allow: a.common.allow_target.clone(),
+                tx_engine: TxEngine::Auto,
+                threads: 1,
+            })
+        }
+    };
+    let mut probes = a.probes.opts()?;
+    if a.target.lab && !a.target.back_to_back {
+        probes.client_seen_as = crate::lab::nat_source(Some(a.target.dut.into()));
+    }
+    Ok(TestSpec::Latency(crate::runner::LatencyTest {
+        load,
+        probes,
+    }))
+}

@@ -1,0 +1,181 @@
+//! Command-line flags (stage one: close to what the user typed) and their
+//! conversion into the validated [`config`] (stage two). Nothing
+//! below this module sees a clap type. Plan files reach the same stage two:
+//! each `[[test]]` is turned into the flags of its ad-hoc command and parsed
+//! here, so a plan accepts exactly what the command line does.
+//!
+//! One file per command holds its flags and the function that turns them
+//! into the validated configuration; the flag groups several commands share
+//! are in `common` and `target`, the value parsers in `parse`. This file
+//! holds the command enum on top of them. Below the command files:
+//! `config` (the validated configuration), and the code that executes it:
+//! `app` → `suite`, `plan_run` → `loadtest` → `run`.
+
+pub mod agent;
+pub mod app;
+pub mod common;
+pub mod config;
+pub mod http;
+pub mod lab;
+pub mod latency;
+pub mod loadtest;
+pub mod monitor;
+pub mod parse;
+pub mod plan_config;
+pub mod plan_run;
+pub mod ramp;
+pub mod run;
+pub mod run_args;
+pub mod search;
+pub mod serve;
+pub mod suite;
+pub mod target;
+pub mod tcp;
+pub mod udp;
+
+use self::config::{Command as Cmd, TestSpec};
+use crate::lab::{DutMode, LabSpec};
+use anyhow::{bail, Result};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "linerate",
+    version,
+    about = "A network loadtest lab in one binary",
+    long_about = "linerate measures what a link, host or router forwards, from 64-byte packets to \
+                  bulk TCP, on the ordinary Linux network stack. `linerate lab` builds a throwaway \
+                  gen -> DUT -> sink lab of network namespaces and runs the standard suite."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Build a namespace lab (gen -> DUT -> sink), run the standard suite, tear it down.
+    Lab(lab::LabArgs),
+    /// TCP bulk test between two endpoints you name (local, ns:NAME, ssh://host).
+    Tcp(tcp::TcpArgs),
+    /// UDP packet-stream test between two endpoints you name.
+    Udp(udp::UdpArgs),
+    /// Latency under load: probes idle, during a TCP or UDP load, and idle after (rrul's shape).
+    Latency(latency::LatencyArgs),
+    /// Monitor latency for hours or days: responders and ICMP echo, smokeping-style windows.
+    Monitor(monitor::MonitorArgs),
+    /// HTTP/HTTPS downloads: N connections against `linerate serve` or any --url; --matrix runs T1/T2/T3.
+    Http(http::HttpArgs),
+    /// Serve downloads over HTTP/1.1 or HTTPS (sendfile, rustls, kTLS where present) until Ctrl-C.
+    Serve(serve::ServeArgs),
+    /// Load ramp (warmup, linear ramp, hold) with the saturation point, trex-loadtest style.
+    Ramp(ramp::RampArgs),
+    /// Throughput search: MLRsearch NDR/PDR, RFC 2544 throughput and frame loss.
+    Search(search::SearchArgs),
+    /// Run a plan file: named hosts (local, netns, ssh) and the tests between them.
+    Run(run_args::RunArgs),
+    /// Explain likely bottlenecks of this host from sysfs/procfs evidence.
+    Doctor(linerate_doctor::DoctorArgs),
+    /// Run as an agent speaking the control protocol on stdin/stdout (started by the controller).
+    Agent(agent::AgentArgs),
+    /// Write the HTML report (or CSV / Prometheus exports) of one or more run directories.
+    Report(crate::report::ReportArgs),
+    /// Print the JSON Schema of results.json.
+    Schema,
+}
+
+// ---------------------------------------------------------------------------
+// Stage two: flags → validated configuration.
+
+/// Converts a controller command into its validated configuration.
+pub fn to_config(command: Command) -> Result<Cmd> {
+    match command {
+        Command::Lab(a) => lab::lab_config(&a),
+        Command::Tcp(a) => {
+            let (pair, spec) = tcp::tcp(&a)?;
+            Ok(Cmd::Pair(
+                pair,
+                spec,
+                a.common.run_opts(!a.ends.no_results)?,
+            ))
+        }
+        Command::Udp(a) => {
+            let (pair, spec) = udp::udp_cmd(&a)?;
+            Ok(Cmd::Pair(
+                pair,
+                spec,
+                a.common.run_opts(!a.ends.no_results)?,
+            ))
+        }
+        Command::Latency(a) => {
+            let spec = latency::latency_cmd(&a)?;
+            target::bench_command(&a.target, spec, &a.common)
+        }
+        Command::Ramp(a) => {
+            let spec = TestSpec::Ramp(ramp::ramp(&a)?);
+            target::bench_command(&a.target, spec, &a.common)
+        }
+        Command::Search(a) => {
+            let spec = TestSpec::Search(search::search_cfg(&a)?);
+            target::bench_command(&a.target, spec, &a.common)
+        }
+        Command::Http(a) => {
+            let (pair, spec) = http::http_tests(&a)?;
+            let opts = a.common.run_opts(!a.no_results)?;
+            if a.lab {
+                let lab = LabSpec {
+                    dut: Some(DutMode::Route),
+                    fw_rules: 0,
+                    mtu: 1500,
+                    dut_loss_pct: None,
+                    dut_police_pps: None,
+                    rps: Default::default(),
+                    dut_shape: None,
+                };
+                return Ok(Cmd::LabBench(lab, spec, opts));
+            }
+            Ok(Cmd::Pair(pair, spec, opts))
+        }
+        Command::Run(_)
+        | Command::Serve(_)
+        | Command::Doctor(_)
+        | Command::Agent(_)
+        | Command::Report(_)
+        | Command::Monitor(_)
+        | Command::Schema => {
+            bail!("not a command with a configuration of its own")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::Endpoint;
+
+    #[test]
+    fn ssh_options() {
+        let cli = Cli::try_parse_from([
+            "linerate",
+            "tcp",
+            "--target",
+            "198.18.0.2",
+            "--client",
+            "ssh://root@198.18.0.1:2222",
+            "--ssh-option",
+            "Compression=no",
+        ])
+        .unwrap();
+        let Command::Tcp(a) = cli.command else {
+            panic!()
+        };
+        let o = a.common.ssh.options().unwrap();
+        assert_eq!(o.options, vec![("Compression".into(), "no".into())]);
+        assert!(!o.accept_new && !o.push);
+        let (p, _) = tcp::tcp(&a).unwrap();
+        assert!(matches!(p.client, Endpoint::Ssh(_)));
+        let mut bad = a.common.ssh.clone();
+        bad.ssh_option = vec!["novalue".into()];
+        assert!(bad.options().unwrap_err().to_string().contains("KEY=VALUE"));
+    }
+}

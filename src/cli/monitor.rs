@@ -1,0 +1,130 @@
+//! `linerate monitor`: its flags and the monitor configuration they describe.
+
+use super::common::SshArgs;
+use crate::engine::check_destination;
+use crate::proto::Cidr;
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Flags of `linerate monitor`.
+#[derive(Args, Debug, Clone)]
+pub struct MonitorArgs {
+    /// A latency responder to probe, ENDPOINT=ADDR: linerate starts an agent at ENDPOINT
+    /// (`local`, `ns:NAME`, `ssh://[user@]host[:port]`) and probes ADDR. Repeatable.
+    #[arg(long = "responder", value_name = "ENDPOINT=ADDR")]
+    pub responders: Vec<String>,
+    /// A host to probe with ICMP echo (no responder needed). Repeatable.
+    #[arg(long = "icmp", value_name = "ADDR")]
+    pub icmp: Vec<IpAddr>,
+    /// Seconds per window: one NDJSON line per window and target.
+    #[arg(long, value_name = "SECS", default_value_t = 300.0)]
+    pub window: f64,
+    /// Probes per window, spread evenly over it.
+    #[arg(long, default_value_t = 20)]
+    pub probes: u32,
+    /// Stop after this many seconds (default: run until Ctrl-C or SIGTERM).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+    /// Directory of the journal (monitor.ndjson, rotated to .1, .2, ...).
+    #[arg(long, short = 'o', default_value = "linerate-monitor")]
+    pub out: PathBuf,
+    /// Write an annotation event at the start (e.g. "firmware 1.2 installed"). Repeatable.
+    #[arg(long, value_name = "TEXT")]
+    pub annotate: Vec<String>,
+    /// Watch this file for annotations: each new line `TEXT` or `UNIX_SECONDS TEXT`.
+    #[arg(long, value_name = "FILE")]
+    pub annotations: Option<PathBuf>,
+    /// Serve Prometheus metrics on ADDR:PORT (or PORT, on 127.0.0.1) at /metrics.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics_listen: Option<String>,
+    /// Write Prometheus metrics to this file (atomically) after every window, for
+    /// node_exporter's textfile collector.
+    #[arg(long, value_name = "PATH")]
+    pub metrics_textfile: Option<PathBuf>,
+    /// Rotate the journal when it reaches this many MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 16.0)]
+    pub max_file_mib: f64,
+    /// Journal files kept (the current one included).
+    #[arg(long, default_value_t = 8)]
+    pub max_files: u32,
+    /// UDP payload bytes of responder probes.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::latency::probe::DEFAULT_PAYLOAD)]
+    pub probe_size: u16,
+    /// Also allow probing this prefix (outside loopback, 198.18.0.0/15 and 2001:2::/48). Repeatable.
+    #[arg(long = "allow-target", value_name = "CIDR")]
+    pub allow_target: Vec<Cidr>,
+    #[command(flatten)]
+    pub ssh: SshArgs,
+}
+
+/// `linerate monitor`'s flags, validated.
+pub fn monitor_config(a: &MonitorArgs) -> Result<crate::latency::monitor::MonitorConfig> {
+    let responders = a
+        .responders
+        .iter()
+        .map(|r| crate::latency::monitor::parse_responder(r))
+        .collect::<Result<Vec<_>>>()?;
+    if responders.is_empty() && a.icmp.is_empty() {
+        bail!("nothing to monitor: give --responder ENDPOINT=ADDR and/or --icmp ADDR");
+    }
+    for ip in responders.iter().map(|r| r.1).chain(a.icmp.iter().copied()) {
+        check_destination(ip, &a.allow_target).map_err(|m| anyhow!(m))?;
+    }
+    if !(0.1..=86_400.0).contains(&a.window) {
+        bail!("--window {} is outside 0.1..=86400 s", a.window);
+    }
+    if !(1..=10_000).contains(&a.probes) || f64::from(a.probes) / a.window > 100.0 {
+        bail!(
+            "--probes {}: give 1..=10000 probes per window, at most 100 per second",
+            a.probes
+        );
+    }
+    let duration = match a.duration {
+        Some(d) if d > 0.0 && d.is_finite() => Some(Duration::from_secs_f64(d)),
+        Some(d) => bail!("--duration {d} must be a positive number of seconds"),
+        None => None,
+    };
+    let metrics_listen = match &a.metrics_listen {
+        None => None,
+        Some(s) => {
+            Some(match s.parse::<std::net::SocketAddr>() {
+                Ok(a) => a,
+                Err(_) => {
+                    let port: u16 = s.parse().map_err(|_| {
+                    anyhow!("--metrics-listen '{s}': write ADDR:PORT (e.g. 127.0.0.1:9109) or a port")
+                })?;
+                    std::net::SocketAddr::from(([127, 0, 0, 1], port))
+                }
+            })
+        }
+    };
+    let (lo, hi) = (
+        crate::latency::probe::HEADER_LEN as u16,
+        crate::latency::probe::MAX_PAYLOAD,
+    );
+    if !(lo..=hi).contains(&a.probe_size) {
+        bail!("--probe-size {} is outside {lo}..={hi} bytes", a.probe_size);
+    }
+    if !(0.01..=4096.0).contains(&a.max_file_mib) || !(1..=1000).contains(&a.max_files) {
+        bail!("--max-file-mib must be 0.01..=4096 and --max-files 1..=1000");
+    }
+    Ok(crate::latency::monitor::MonitorConfig {
+        responders,
+        icmp: a.icmp.clone(),
+        window: Duration::from_secs_f64(a.window),
+        probes: a.probes,
+        duration,
+        out: a.out.clone(),
+        annotate: a.annotate.clone(),
+        annotations: a.annotations.clone(),
+        metrics_listen,
+        metrics_textfile: a.metrics_textfile.clone(),
+        max_file_bytes: (a.max_file_mib * 1048576.0) as u64,
+        max_files: a.max_files,
+        probe_size: a.probe_size,
+        ssh: a.ssh.options()?,
+    })
+}

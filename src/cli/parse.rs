@@ -1,0 +1,142 @@
+//! Value parsers for clap: the units and lists a flag accepts (`10G`,
+//! `1.5Mpps`, `50%`, `imix`, `0-3,8`, `100M`). They see one string and know
+//! nothing of the commands; every command file uses them.
+
+use crate::proto::FrameSpec;
+use crate::units::Rate;
+
+pub fn parse_pps_u64(s: &str) -> Result<u64, String> {
+    crate::units::parse_pps(s).map(|v| v.round() as u64)
+}
+
+pub fn parse_bps(s: &str) -> Result<f64, String> {
+    crate::units::parse_bps(s)
+}
+
+pub fn parse_rate_arg(s: &str) -> Result<Rate, String> {
+    Rate::parse(s)
+}
+
+pub fn parse_frame(s: &str) -> Result<FrameSpec, String> {
+    if s.eq_ignore_ascii_case("imix") {
+        return Ok(FrameSpec::Imix);
+    }
+    let n: u32 = s
+        .trim_end_matches('B')
+        .trim_end_matches('b')
+        .parse()
+        .map_err(|_| {
+            format!("'{s}' is not a frame size: give bytes (64..9000, FCS included) or imix")
+        })?;
+    if !(crate::units::MIN_FRAME..=crate::units::MAX_FRAME).contains(&n) {
+        return Err(format!(
+            "frame size {n} is outside 64..9000 bytes (FCS included)"
+        ));
+    }
+    Ok(FrameSpec::Fixed(n))
+}
+
+/// A validated CPU list (a newtype so clap treats it as one value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+pub fn parse_cpu_list(s: &str) -> Result<CpuList, String> {
+    parse_cpus(s).map(CpuList)
+}
+
+/// Parses `0-3,8,10-11` into CPU numbers.
+pub fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
+    let bad = || format!("'{s}' is not a CPU list: use numbers and ranges like 0,2 or 0-3");
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) =
+                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                if a > b || b - a > 4096 {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    if out.is_empty() {
+        return Err(bad());
+    }
+    let n = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    if let Some(&c) = out.iter().find(|&&c| c >= n) {
+        return Err(format!(
+            "CPU {c} does not exist: this host has CPUs 0-{}",
+            n - 1
+        ));
+    }
+    Ok(out)
+}
+/// `100M`, `1G`, `4096`, `64k`, `1GiB`: bytes (k/M/G decimal, Ki/Mi/Gi binary).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t.strip_suffix('B').unwrap_or(t);
+    let (num, mult) = [
+        ("Ki", 1u64 << 10),
+        ("Mi", 1 << 20),
+        ("Gi", 1 << 30),
+        ("k", 1_000),
+        ("K", 1_000),
+        ("M", 1_000_000),
+        ("G", 1_000_000_000),
+    ]
+    .iter()
+    .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n, *m)))
+    .unwrap_or((t, 1));
+    let v: f64 = num.trim().parse().map_err(|_| {
+        format!("'{s}' is not a size: use bytes with an optional k/M/G or Ki/Mi/Gi suffix")
+    })?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(format!("'{s}' is not a size"));
+    }
+    Ok((v * mult as f64).round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpus() {
+        assert_eq!(parse_cpus("0").unwrap(), vec![0]);
+        assert!(parse_cpus("x").is_err());
+        assert!(parse_cpus("3-1").is_err());
+        assert!(parse_cpus("100000").unwrap_err().contains("does not exist"));
+    }
+
+    #[test]
+    fn frames() {
+        assert_eq!(parse_frame("64").unwrap(), FrameSpec::Fixed(64));
+        assert_eq!(parse_frame("1518B").unwrap(), FrameSpec::Fixed(1518));
+        assert_eq!(parse_frame("IMIX").unwrap(), FrameSpec::Imix);
+        assert!(parse_frame("63").is_err());
+        assert!(parse_frame("jumbo").is_err());
+    }
+
+    #[test]
+    fn rates() {
+        let pps = |s: &str| Rate::parse(s).unwrap().pps(64.0, 10e9);
+        assert_eq!(pps("1Mpps"), 1e6);
+        assert!((pps("50%") - 7_440_476.19).abs() < 1.0);
+        assert!((pps("10G") - 14_880_952.38).abs() < 1.0);
+        assert!(Rate::parse("150%").is_err());
+        assert!(Rate::parse("lots").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("100M").unwrap(), 100_000_000);
+        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
+        assert_eq!(parse_size("64k").unwrap(), 64_000);
+        assert!(parse_size("lots").is_err());
+    }
+}

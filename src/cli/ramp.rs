@@ -1,0 +1,83 @@
+//! `linerate ramp`: its flags and the ramp configuration they describe.
+
+use super::common::Common;
+use super::config::RampConfig;
+use super::parse::parse_rate_arg;
+use super::target::{ProfileArgs, TargetArgs};
+use crate::engine::udp;
+use crate::search;
+use crate::units::Rate;
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use std::path::PathBuf;
+
+/// Flags of `linerate ramp`.
+#[derive(Args, Debug, Clone)]
+pub struct RampArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+    /// Warmup rate: pps (10kpps), L1 bit/s (100M) or % of the line rate (1%).
+    #[arg(long, default_value = "1%", value_parser = parse_rate_arg)]
+    pub warmup_rate: Rate,
+    /// Warmup seconds.
+    #[arg(long, default_value_t = 5.0)]
+    pub warmup: f64,
+    /// Rate the ramp ends at: pps, L1 bit/s or % of the line rate.
+    #[arg(long, default_value = "100%", value_parser = parse_rate_arg)]
+    pub ramp_to: Rate,
+    /// Ramp seconds (linear from 0 to --ramp-to).
+    #[arg(long, default_value_t = 30.0)]
+    pub ramp: f64,
+    /// Seconds to hold --ramp-to after the ramp.
+    #[arg(long, default_value_t = 5.0)]
+    pub hold: f64,
+    /// Loss (%) above which a one-second sample counts as lossy.
+    #[arg(long, default_value_t = 0.1)]
+    pub loss_threshold: f64,
+    /// Also write the samples for another tool: `--export trex-loadtest-viz FILE`.
+    #[arg(long, num_args = 2, value_names = ["FORMAT", "FILE"])]
+    pub export: Option<Vec<String>>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `linerate ramp`: the validated ramp.
+pub fn ramp(a: &RampArgs) -> Result<RampConfig> {
+    let p = a.profile.resolve(a.target.lab)?;
+    let frame = udp::average_frame(p.frame);
+    let spec = search::RampSpec {
+        warmup_pps: a.warmup_rate.pps(frame, a.common.line_rate),
+        warmup_s: a.warmup,
+        target_pps: a.ramp_to.pps(frame, a.common.line_rate),
+        ramp_s: a.ramp,
+        hold_s: a.hold,
+    };
+    spec.validate().map_err(|e| anyhow!("{e}"))?;
+    if !(0.0..100.0).contains(&a.loss_threshold) {
+        bail!(
+            "--loss-threshold {} must be a percentage in 0..100",
+            a.loss_threshold
+        );
+    }
+    let export_viz = match &a.export {
+        None => None,
+        Some(ex) => {
+            if ex.first().map(String::as_str) != Some("trex-loadtest-viz") {
+                bail!("--export knows one format: trex-loadtest-viz (e.g. --export trex-loadtest-viz ramp.json)");
+            }
+            Some(PathBuf::from(
+                ex.get(1).ok_or_else(|| anyhow!("--export needs a file"))?,
+            ))
+        }
+    };
+    Ok(RampConfig {
+        profile: p,
+        stream: a.profile.stream(&a.common),
+        spec,
+        loss_threshold: a.loss_threshold / 100.0,
+        export_viz,
+        line_rate_bps: a.common.line_rate,
+    })
+}

@@ -1,0 +1,16 @@
+//! `linerate run`'s flags. The plan file they name becomes the validated
+//! configuration in `plan_config`, which parses each test's flags through
+//! the command enum and so sits above it (this file sits below).
+
+use super::common::Common;
+use clap::Args;
+use std::path::PathBuf;
+
+/// Flags of `linerate run`.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// The plan file (TOML): hosts, and the tests between them.
+    pub plan: PathBuf,
+    #[command(flatten)]
+    pub common: Common,
+}

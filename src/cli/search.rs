@@ -1,0 +1,146 @@
+//! `linerate search`: its flags and the throughput search they describe.
+
+use super::common::Common;
+use super::config::{Method, Profile, SearchConfig, SearchPlan};
+use super::parse::{parse_frame, parse_rate_arg};
+use super::target::{ProfileArgs, TargetArgs};
+use crate::proto::FrameSpec;
+use crate::search;
+use crate::units::Rate;
+use anyhow::{anyhow, Result};
+use clap::Args;
+
+/// The search methods.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MethodArg {
+    /// MLRsearch: NDR and PDR (and any --goal) in one search.
+    Mlr,
+    /// RFC 2544 throughput: binary search for the highest zero-loss rate.
+    Rfc2544,
+    /// Both, one after the other.
+    Both,
+}
+
+/// Flags of `linerate search`.
+#[derive(Args, Debug, Clone)]
+pub struct SearchArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+    /// Frame sizes to search one after the other, e.g. 64,128,256,512,1024,1280,1518,imix.
+    #[arg(long, value_delimiter = ',', value_parser = parse_frame)]
+    pub sizes: Vec<FrameSpec>,
+    #[arg(long, value_enum, default_value = "mlr")]
+    pub method: MethodArg,
+    /// Lowest rate to try: pps, L1 bit/s or % of the line rate (default 1 kpps, or half of
+    /// --max-rate if that is lower).
+    #[arg(long, value_parser = parse_rate_arg)]
+    pub min_rate: Option<Rate>,
+    /// Highest rate to try: pps, L1 bit/s or % of the line rate.
+    #[arg(long, default_value = "100%", value_parser = parse_rate_arg)]
+    pub max_rate: Rate,
+    /// RFC 2544 trial seconds (the RFC asks for 60; shorter is labelled non-compliant).
+    #[arg(long, default_value_t = 60.0)]
+    pub trial: f64,
+    /// RFC 2544: skip the §23 waits around trials (labelled non-compliant).
+    #[arg(long)]
+    pub no_waits: bool,
+    /// RFC 2544 method: loss (%) a trial may have and still pass (RFC 2544 itself
+    /// allows none; above 0 the result is a partial drop rate, labelled so).
+    #[arg(long, default_value_t = 0.0)]
+    pub acceptable_loss: f64,
+    /// RFC 2544: also measure the frame loss rate at 100 %, 90 % … of --max-rate.
+    #[arg(long)]
+    pub frame_loss: bool,
+    /// MLRsearch goal NAME=LOSS% (repeatable; default ndr=0 and pdr=0.5).
+    #[arg(long = "goal", value_name = "NAME=LOSS%")]
+    pub goals: Vec<String>,
+    /// MLRsearch: final trial seconds.
+    #[arg(long, default_value_t = 1.0)]
+    pub final_trial: f64,
+    /// MLRsearch: trial seconds summed at a load before it is decided.
+    #[arg(long, default_value_t = 21.0)]
+    pub duration_sum: f64,
+    /// Relative width of the answer, % (MLRsearch goals; RFC 2544 resolution).
+    #[arg(long, default_value_t = 0.5)]
+    pub width: f64,
+    /// MLRsearch: share of trial time allowed to exceed the loss ratio.
+    #[arg(long, default_value_t = 0.5)]
+    pub exceed_ratio: f64,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// One `--goal NAME=LOSS%` on top of the shared goal settings.
+pub fn parse_goal(s: &str, base: &search::MlrGoal) -> Result<search::MlrGoal> {
+    let (name, loss) = s
+        .split_once('=')
+        .ok_or_else(|| anyhow!("--goal '{s}': write NAME=LOSS%, e.g. ndr=0 or pdr=0.5"))?;
+    let loss: f64 = loss
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| anyhow!("--goal '{s}': the loss must be a percentage, e.g. 0.5"))?;
+    Ok(search::MlrGoal {
+        name: name.trim().into(),
+        loss_ratio: loss / 100.0,
+        ..base.clone()
+    })
+}
+
+/// `linerate search`: the validated search.
+pub fn search_cfg(a: &SearchArgs) -> Result<SearchConfig> {
+    let p = a.profile.resolve(a.target.lab)?;
+    let base = search::MlrGoal {
+        final_trial_duration_s: a.final_trial,
+        initial_trial_duration_s: a.final_trial.min(1.0),
+        duration_sum_s: a.duration_sum,
+        relative_width: a.width / 100.0,
+        exceed_ratio: a.exceed_ratio,
+        ..search::MlrGoal::ndr()
+    };
+    let goals = if a.goals.is_empty() {
+        vec![
+            base.clone(),
+            search::MlrGoal {
+                name: "pdr".into(),
+                loss_ratio: 0.005,
+                ..base.clone()
+            },
+        ]
+    } else {
+        a.goals
+            .iter()
+            .map(|g| parse_goal(g, &base))
+            .collect::<Result<_>>()?
+    };
+    let profiles = if a.sizes.is_empty() {
+        vec![p]
+    } else {
+        a.sizes
+            .iter()
+            .map(|&frame| Profile::custom(frame, p.flow_mode))
+            .collect()
+    };
+    Ok(SearchConfig {
+        profiles,
+        stream: a.profile.stream(&a.common),
+        plan: SearchPlan {
+            method: match a.method {
+                MethodArg::Mlr => Method::Mlr,
+                MethodArg::Rfc2544 => Method::Rfc2544,
+                MethodArg::Both => Method::Both,
+            },
+            min_rate: a.min_rate,
+            max_rate: a.max_rate,
+            goals,
+            rfc_trial_s: a.trial,
+            rfc_waits: !a.no_waits,
+            rfc_acceptable_loss: a.acceptable_loss / 100.0,
+            rfc_resolution: a.width / 100.0,
+            frame_loss: a.frame_loss,
+            cap_pps: None,
+        },
+        line_rate_bps: a.common.line_rate,
+    })
+}

@@ -1,0 +1,75 @@
+//! `linerate serve`: its flags and the server configuration they describe.
+
+use super::common::secs;
+use super::parse::parse_size;
+use crate::http::serve_cmd::ServeConfig;
+use crate::http::server::{Content, ServeSpec};
+use anyhow::{bail, Result};
+use clap::Args;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Flags of `linerate serve`.
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address and port to listen on (e.g. 198.18.0.2:8080, [::1]:8443, 127.0.0.1:0).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: SocketAddr,
+    /// Serve the files under this directory (never a path outside it).
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "size",
+        conflicts_with = "size"
+    )]
+    pub root: Option<PathBuf>,
+    /// Serve a generated object of this size from memory at every path (e.g. 1G, 100M, 4096).
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// HTTPS (rustls, TLS 1.3 and 1.2); a self-signed certificate is made unless --cert/--key.
+    #[arg(long)]
+    pub tls: bool,
+    /// Certificate chain (PEM) for --tls.
+    #[arg(long, value_name = "FILE", requires_all = ["tls", "key"])]
+    pub cert: Option<PathBuf>,
+    /// Private key (PEM) for --tls.
+    #[arg(long, value_name = "FILE", requires_all = ["tls", "cert"])]
+    pub key: Option<PathBuf>,
+    /// Write the generated self-signed certificate (PEM) here, for `curl --cacert`.
+    #[arg(long, value_name = "FILE", requires = "tls")]
+    pub write_cert: Option<PathBuf>,
+    /// Do not hand TLS records to the kernel even where it has the tls ULP.
+    #[arg(long)]
+    pub no_ktls: bool,
+    /// Evict --root files from the page cache first (measure the disk), instead of warming them.
+    #[arg(long, requires = "root")]
+    pub cold: bool,
+    /// Seconds a client has to send a complete request head.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub request_timeout: f64,
+    /// Stop after this many seconds (default: until Ctrl-C).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+}
+
+/// `linerate serve`: the validated server.
+pub fn serve_config(a: &ServeArgs) -> Result<ServeConfig> {
+    let content = match (&a.root, a.size) {
+        (Some(r), _) => Content::Root(r.clone()),
+        (None, Some(n)) => Content::Size(n),
+        (None, None) => bail!("give --root DIR or --size BYTES"),
+    };
+    Ok(ServeConfig {
+        listen: a.listen,
+        spec: ServeSpec {
+            content,
+            tls: a.tls.then(|| a.cert.clone().zip(a.key.clone())),
+            ktls: !a.no_ktls,
+            cold: a.cold,
+            request_timeout: secs("--request-timeout", a.request_timeout)?,
+            names: vec!["localhost".into(), a.listen.ip().to_string()],
+        },
+        duration: a.duration.map(|d| secs("--duration", d)).transpose()?,
+        write_cert: a.write_cert.clone(),
+    })
+}

@@ -1,0 +1,200 @@
+//! Where ramps, searches and latency runs send (`TargetArgs`: a lab built
+//! for the run, or endpoints you name) and what they send (`ProfileArgs`),
+//! and the bench command built from them.
+
+use super::common::{Common, DutArg, FlowModeArg, TxEngineArg};
+use super::config::{self, Bench, Command as Cmd, Pair, Profile, Stream, TestSpec};
+use super::parse::{parse_frame, parse_pps_u64};
+use crate::engine::check_destination;
+use crate::lab::LabSpec;
+use crate::proto::FrameSpec;
+use crate::results::FlowMode;
+use crate::topology::Endpoint;
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use std::net::IpAddr;
+
+/// Where ramps and searches send: a lab built for the run, or endpoints you name.
+#[derive(Args, Debug, Clone)]
+pub struct TargetArgs {
+    /// Build a lab (gen -> DUT -> sink) and test its DUT.
+    #[arg(long)]
+    pub lab: bool,
+    /// With --lab: no DUT, generator and sink back to back (measures the tester).
+    #[arg(long)]
+    pub back_to_back: bool,
+    /// With --lab: what the DUT does.
+    #[arg(long, value_enum, default_value = "route")]
+    pub dut: DutArg,
+    /// With --lab --dut fw: rules in the forward chain.
+    #[arg(long, default_value_t = 100)]
+    pub fw_rules: u32,
+    /// With --lab: random loss the DUT applies, in %.
+    #[arg(long, value_name = "PERCENT")]
+    pub dut_loss: Option<f64>,
+    /// With --lab: police the DUT to this many packets per second (a DUT of known capacity).
+    #[arg(long, value_name = "PPS", value_parser = parse_pps_u64)]
+    pub dut_police: Option<u64>,
+    /// With --lab: shape the DUT's egress towards the sink with tc tbf, RATE[,QUEUE]
+    /// (e.g. 20M,50ms): a bufferbloated DUT (see `linerate lab --dut-shape`).
+    #[arg(long, value_name = "RATE[,QUEUE]", value_parser = crate::lab::Shape::parse)]
+    pub dut_shape: Option<crate::lab::Shape>,
+    /// With --lab: test over IPv6.
+    #[arg(long)]
+    pub ipv6: bool,
+    /// Without --lab: where the generator runs (`local`, `ns:NAME` or `ssh://host`).
+    #[arg(long, default_value = "local")]
+    pub client: String,
+    /// Without --lab: where the sink runs (`local`, `ns:NAME` or `ssh://host`).
+    #[arg(long, default_value = "local")]
+    pub server: String,
+    /// Without --lab: the sink's address.
+    #[arg(long)]
+    pub target: Option<IpAddr>,
+    /// Without --lab: the generator's address (needed for --bidir).
+    #[arg(long)]
+    pub client_address: Option<IpAddr>,
+}
+
+/// What to send.
+#[derive(Args, Debug, Clone)]
+pub struct ProfileArgs {
+    /// A seed profile: bench-var2-1514b (1518 B frames with FCS), bench-var2-imix,
+    /// bench-var2-64b (var2 = source and destination vary), bench (64 B, one flow).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Frame size with FCS, or imix (overrides the profile's).
+    #[arg(long, value_parser = parse_frame)]
+    pub frame_size: Option<FrameSpec>,
+    /// How flows differ (overrides the profile's); var1/var2 need --lab.
+    #[arg(long, value_enum)]
+    pub flow_mode: Option<FlowModeArg>,
+    /// Number of flows.
+    #[arg(long, default_value_t = 16)]
+    pub flows: u16,
+    /// Send both directions at once (loss and results per direction).
+    #[arg(long)]
+    pub bidir: bool,
+    /// How UDP senders put datagrams on the wire: packet (frames built by linerate on an
+    /// AF_PACKET socket bypassing the qdisc; root, Ethernet next hop), socket (UDP sockets),
+    /// or auto (packet where it can run, else socket, with the reason in the results).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub tx_engine: TxEngineArg,
+    /// Worker threads per side for UDP: each sender thread owns a share of the flows and a
+    /// core, receivers spread over SO_REUSEPORT sockets. With --cpus, the list is split:
+    /// the first N CPUs for the senders, the next N for the receivers. Default: 1 with
+    /// --cpus, else half the CPUs of each agent's host; never more than one per flow.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
+}
+
+pub fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
+    if t.lab {
+        if t.target.is_some() {
+            bail!("--lab builds its own endpoints; drop --target (or drop --lab to test endpoints you name)");
+        }
+        return Ok(Bench::Lab {
+            spec: LabSpec {
+                dut: (!t.back_to_back).then_some(t.dut.into()),
+                fw_rules: t.fw_rules,
+                mtu: 1500,
+                dut_loss_pct: t.dut_loss,
+                dut_police_pps: t.dut_police,
+                // Set from the test's stream by `bench_command`.
+                rps: Default::default(),
+                dut_shape: t.dut_shape,
+            },
+            ipv6: t.ipv6,
+        });
+    }
+    let target = t.target.ok_or_else(|| {
+        anyhow!("say where to send: --target ADDR (with --client/--server), or --lab")
+    })?;
+    check_destination(target, &common.allow_target).map_err(|m| anyhow!(m))?;
+    Ok(Bench::Pair(Pair {
+        client: Endpoint::parse(&t.client).map_err(|m| anyhow!("--client: {m:#}"))?,
+        server: Endpoint::parse(&t.server).map_err(|m| anyhow!("--server: {m:#}"))?,
+        target,
+        client_address: t.client_address,
+    }))
+}
+
+pub fn bench_command(t: &TargetArgs, spec: TestSpec, common: &Common) -> Result<Cmd> {
+    let opts = common.run_opts(true)?;
+    Ok(match bench(t, common)? {
+        Bench::Lab {
+            spec: mut lab,
+            ipv6,
+        } => {
+            let stream = match &spec {
+                TestSpec::Ramp(r) => Some(&r.stream),
+                TestSpec::Search(s) => Some(&s.stream),
+                _ => None,
+            };
+            if let Some(s) = stream {
+                lab.rps = crate::lab::CpuSet::receive_side(&s.cpus, s.threads);
+            }
+            Cmd::LabBench(lab, with_ipv6(spec, ipv6), opts)
+        }
+        Bench::Pair(p) => {
+            let ipv6 = p.target.is_ipv6();
+            Cmd::Pair(p, with_ipv6(spec, ipv6), opts)
+        }
+    })
+}
+
+fn with_ipv6(spec: TestSpec, ipv6: bool) -> TestSpec {
+    match spec {
+        TestSpec::Ramp(mut r) => {
+            r.stream.ipv6 = ipv6;
+            TestSpec::Ramp(r)
+        }
+        TestSpec::Search(mut s) => {
+            s.stream.ipv6 = ipv6;
+            TestSpec::Search(s)
+        }
+        TestSpec::Latency(mut l) => {
+            match &mut l.load {
+                crate::runner::Load::Tcp(t) => t.ipv6 = ipv6,
+                crate::runner::Load::Udp(t) => t.ipv6 = ipv6,
+            }
+            TestSpec::Latency(l)
+        }
+        other => other,
+    }
+}
+
+impl ProfileArgs {
+    /// The profile these flags describe; `lab` picks the default flow mode.
+    pub fn resolve(&self, lab: bool) -> Result<Profile> {
+        let mut p = match &self.profile {
+            Some(n) => config::seed_profile(n)?,
+            None => Profile {
+                name: String::new(),
+                frame: FrameSpec::Fixed(64),
+                flow_mode: if lab { FlowMode::Var2 } else { FlowMode::One },
+            },
+        };
+        if let Some(f) = self.frame_size {
+            p.frame = f;
+        }
+        if let Some(m) = self.flow_mode {
+            p.flow_mode = m.into();
+        }
+        if p.name.is_empty() || self.frame_size.is_some() || self.flow_mode.is_some() {
+            p = Profile::custom(p.frame, p.flow_mode);
+        }
+        Ok(p)
+    }
+    pub fn stream(&self, common: &Common) -> Stream {
+        Stream {
+            flows: self.flows.max(1),
+            bidir: self.bidir,
+            ipv6: false,
+            cpus: common.cpus.clone().map(|c| c.0).unwrap_or_default(),
+            allow: common.allow_target.clone(),
+            tx_engine: self.tx_engine.into(),
+            threads: self.threads.unwrap_or(0),
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! `linerate udp`: its flags and the test they describe.
+
+use super::common::{
+    direction, duration, pair, Common, Endpoints, FlowModeArg, ProbeArgs, TxEngineArg,
+};
+use super::config::{self, Pair, TestSpec};
+use super::parse::{parse_frame, parse_rate_arg};
+use crate::engine::udp;
+use crate::proto::{Direction, FrameSpec};
+use crate::runner::UdpTest;
+use crate::units::Rate;
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+
+/// Flags of `linerate udp`.
+#[derive(Args, Debug, Clone)]
+pub struct UdpArgs {
+    #[command(flatten)]
+    pub ends: Endpoints,
+    /// Frame size in bytes including the 4-byte FCS (64..9000), or `imix` (64/594/1518 at 7:4:1).
+    #[arg(long, default_value = "64", value_parser = parse_frame)]
+    pub frame_size: FrameSpec,
+    /// How flows differ: one, ports (source port varies); var1/var2 need the lab.
+    #[arg(long, value_enum, default_value = "one")]
+    pub flow_mode: FlowModeArg,
+    /// Number of flows.
+    #[arg(long, default_value_t = 16)]
+    pub flows: u16,
+    /// Target rate: packets (1.5Mpps, 800kpps), L1 bit/s (5G, 100M) or % of the line rate (50%).
+    /// Default: as fast as possible.
+    #[arg(long, value_parser = parse_rate_arg)]
+    pub rate: Option<Rate>,
+    /// Datagrams per sendmmsg call.
+    #[arg(long, default_value_t = 64)]
+    pub batch: u16,
+    /// How UDP senders put datagrams on the wire: packet (frames built by linerate on an
+    /// AF_PACKET socket bypassing the qdisc; root, Ethernet next hop), socket (UDP sockets),
+    /// or auto (packet where it can run, else socket, with the reason in the results).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub tx_engine: TxEngineArg,
+    /// Worker threads per side for UDP: each sender thread owns a share of the flows and a
+    /// core, receivers spread over SO_REUSEPORT sockets. With --cpus, the list is split:
+    /// the first N CPUs for the senders, the next N for the receivers. Default: 1 with
+    /// --cpus, else half the CPUs of each agent's host; never more than one per flow.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
+    #[command(flatten)]
+    pub probes: ProbeArgs,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `linerate udp`: the pair and the test.
+pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
+    let pair = pair(&a.ends, &a.common)?;
+    let ipv6 = a.ends.target.is_ipv6();
+    udp::check_frames(a.frame_size, ipv6).map_err(|m| anyhow!(m))?;
+    let dir = direction(&a.ends);
+    if dir != Direction::Forward && a.ends.client_address.is_none() {
+        bail!("UDP traffic towards the client needs its address: add --client-address ADDR");
+    }
+    let rate = a
+        .rate
+        .map(|r| r.pps(udp::average_frame(a.frame_size), a.common.line_rate));
+    let t = UdpTest {
+        name: format!("udp {} {:?}", config::frame_name(a.frame_size), a.flow_mode).to_lowercase(),
+        ipv6,
+        frame: a.frame_size,
+        flow_mode: a.flow_mode.into(),
+        flows: a.flows.max(1),
+        direction: dir,
+        duration: duration(a.ends.duration)?,
+        rate_pps: rate,
+        rate_profile: None,
+        batch: a.batch.clamp(1, 1024),
+        cpus: a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
+        allow: a.common.allow_target.clone(),
+        tx_engine: a.tx_engine.into(),
+        threads: a.threads.unwrap_or(0),
+    };
+    Ok((pair, a.probes.wrap(crate::runner::Load::Udp(t))?))
+}
