@@ -1,6 +1,7 @@
 //! `linerate agent`: its flags and the namespace and limits they describe.
 
-use crate::agent::{Limits, Netns};
+use crate::agent::Limits;
+use crate::topology::Netns;
 use clap::Args;
 use std::time::Duration;
 

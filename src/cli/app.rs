@@ -2,12 +2,12 @@
 //! two named endpoints, a plan's hosts), turns it into [`Ends`] and hands
 //! its tests to [`exec_test`], the one place every kind of test is run.
 
-use crate::agent::Netns;
 use crate::cli::config::{Command, Pair, RunOpts, TestSpec};
 use crate::cli::loadtest;
 use crate::cli::run::Run;
 use crate::lab::{self, LabSpec};
 use crate::runner::Ends;
+use crate::topology::Netns;
 use crate::topology::{Addressing, Hosts};
 use anyhow::Result;
 

@@ -5,12 +5,12 @@
 //! Hosts that bring a physical port run their agent in a fresh namespace
 //! there, and the two ports become a lab around the external DUT.
 
-use crate::agent::Netns;
 use crate::cli::config::{PlanConfig, RunOpts};
 use crate::cli::run::Run;
 use crate::lab::ports::PortLab;
 use crate::runner::{Ends, Side};
 use crate::signals::interrupted;
+use crate::topology::Netns;
 use crate::topology::{Addressing, Hosts};
 use anyhow::{bail, Result};
 use std::collections::BTreeSet;

@@ -10,12 +10,12 @@
 pub mod ports;
 pub mod rules;
 
-use crate::agent::Netns;
 use crate::netops::{self, mac_string};
 use crate::proto::{NetOp, Request, Response};
 use crate::results::{LabInterface, LabLink, LabNode, LabTopology};
 pub use crate::topology::Addressing;
 use crate::topology::Fleet;
+use crate::topology::Netns;
 use anyhow::{bail, Context, Result};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;

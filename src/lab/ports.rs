@@ -17,12 +17,12 @@
 //! 2001:2:0:20::/60.
 
 use super::{link, preflight, v4, v6, Addressing, Lab, LabSpec, Node};
-use crate::agent::Netns;
 use crate::netops::check_ifname;
 use crate::netops::port::{self, PortState};
 use crate::proto::NetOp;
 use crate::results::{LabLink, LabTopology};
 use crate::topology::Fleet;
+use crate::topology::Netns;
 use anyhow::{bail, Result};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;

@@ -11,12 +11,24 @@ pub mod ssh;
 
 pub use fleet::{AgentLost, ClockSync, Fleet};
 
-use crate::agent::Netns;
 use anyhow::{bail, Context, Result};
 use ssh::{ControlDir, SshOptions, SshSession, SshTarget};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::process::Command;
+
+/// Where an agent's data plane lives: the network namespace it serves in.
+/// It belongs here, with the hosts and transports that start agents; the
+/// agent itself only enters it.
+#[derive(Debug, Clone)]
+pub enum Netns {
+    /// The namespace the agent was started in.
+    Current,
+    /// A fresh anonymous namespace that dies with the agent.
+    New,
+    /// An existing named namespace (/run/netns/NAME).
+    Named(String),
+}
 
 /// Where an agent runs, as the user named it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,367 @@
+//! The jobs a `start` request asks for: each is opened synchronously (so the
+//! controller learns its port and any set-up error at once), then run on a
+//! named thread of its own that reports `Finished` or `Error` when it ends.
+//!
+//! One function per job kind opens it; `start` checks the agreed start time,
+//! opens, and spawns. The engines' own errors are carried as they are.
+
+use super::Limits;
+use crate::engine::{self, tcp, udp, JobCtx};
+use crate::proto::{self, Job, Response};
+use crate::{kernel, latency, sys};
+use anyhow::{anyhow, bail, Context, Result};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// The longest an agent waits for an agreed start time.
+const MAX_START_DELAY: Duration = Duration::from_secs(30);
+
+/// The body of a job's thread.
+type JobFn = Box<dyn FnOnce(&JobCtx) -> Result<proto::EndpointSummary> + Send>;
+
+/// A job opened and ready to run.
+struct Opened {
+    /// The port a listening job took (the controller tells its peer).
+    port: Option<u16>,
+    /// The thread's name: the bottleneck verdict reads it back from
+    /// /proc/self/task to tell whose core is full.
+    thread: &'static str,
+    run: JobFn,
+}
+
+/// How often a job reports its counters, in milliseconds.
+pub(super) fn interval_ms(job: &Job) -> u64 {
+    match job {
+        Job::TcpListen { interval_ms, .. }
+        | Job::TcpConnect { interval_ms, .. }
+        | Job::UdpReceive { interval_ms, .. }
+        | Job::UdpSend { interval_ms, .. } => *interval_ms,
+        Job::LatencyRespond { .. } | Job::LatencyProbe { .. } => 1000,
+        Job::HttpServe(j) => j.interval_ms,
+        Job::HttpGet(j) => j.interval_ms,
+    }
+}
+
+/// Opens what a job needs, then runs the job on its own thread; the port it
+/// listens on, if any.
+pub(super) fn start(
+    ctx: &JobCtx,
+    job: Job,
+    limits: &Limits,
+    start_at_unix_ns: Option<u64>,
+) -> Result<Option<u16>> {
+    check_start_delay(start_at_unix_ns)?;
+    let opened = open(ctx, job, limits)?;
+    spawn(opened.thread, ctx.clone(), start_at_unix_ns, opened.run)?;
+    Ok(opened.port)
+}
+
+fn check_start_delay(start_at_unix_ns: Option<u64>) -> Result<()> {
+    if let Some(at) = start_at_unix_ns {
+        let wait = Duration::from_nanos(at.saturating_sub(sys::realtime_ns()));
+        if wait > MAX_START_DELAY {
+            bail!(
+                "asked to start {wait:?} from now, more than this agent waits ({MAX_START_DELAY:?}); \
+                 is this host's clock far off the controller's?"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
+    match job {
+        Job::TcpListen {
+            bind,
+            expect_streams,
+            duration_ms,
+            cpus,
+            congestion,
+            ..
+        } => {
+            let d = capped(duration_ms, limits)?;
+            tcp_listen(bind, expect_streams, d, cpus, congestion)
+        }
+        Job::TcpConnect {
+            target,
+            streams,
+            direction,
+            duration_ms,
+            cpus,
+            congestion,
+            buffer_len,
+            allow,
+            ..
+        } => {
+            let d = capped(duration_ms, limits)?;
+            allowed(target.ip(), &allow)?;
+            tcp_connect(target, streams, direction, d, cpus, congestion, buffer_len)
+        }
+        Job::UdpReceive {
+            bind,
+            flows,
+            cpus,
+            threads,
+            ..
+        } => udp_receive(bind, flows, cpus, threads),
+        Job::UdpSend {
+            flows,
+            frame,
+            rate,
+            duration_ms,
+            batch,
+            cpus,
+            allow,
+            tx_engine,
+            threads,
+            ..
+        } => {
+            let spec = engine::tx::SendSpec {
+                flows,
+                frame,
+                rate,
+                duration: capped(duration_ms, limits)?,
+                batch: usize::from(batch),
+                cpus,
+                allow,
+                tx_engine,
+                threads,
+            };
+            udp_send(spec, limits)
+        }
+        Job::LatencyRespond {
+            bind,
+            token,
+            client,
+            duration_ms,
+            max_pps,
+        } => {
+            let session = latency::responder::Session {
+                token,
+                client,
+                duration: capped(duration_ms, limits)?,
+                max_pps: max_pps.clamp(1, latency::responder::MAX_PPS_CEILING),
+            };
+            latency_respond(bind, session)
+        }
+        Job::LatencyProbe {
+            target,
+            token,
+            interval_us,
+            payload,
+            duration_ms,
+            allow,
+        } => {
+            let duration = capped(duration_ms, limits)?;
+            allowed(target.ip(), &allow)?;
+            let spec = latency::client::ProbeSpec {
+                target,
+                token,
+                interval: Duration::from_micros(interval_us),
+                payload: payload.clamp(
+                    latency::probe::HEADER_LEN as u16,
+                    latency::probe::MAX_PAYLOAD,
+                ),
+                duration,
+            };
+            latency_probe(target, spec)
+        }
+        Job::HttpServe(j) => {
+            let d = capped(j.duration_ms, limits)?;
+            http_serve(ctx, &j, d)
+        }
+        Job::HttpGet(j) => {
+            let d = capped(j.duration_ms, limits)?;
+            allowed(j.target.ip(), &j.allow)?;
+            http_get(&j, d)
+        }
+    }
+}
+
+fn tcp_listen(
+    bind: IpAddr,
+    expect_streams: u16,
+    d: Duration,
+    cpus: Vec<usize>,
+    congestion: Option<String>,
+) -> Result<Opened> {
+    let l = tcp::listen(bind).with_context(|| format!("listening on {bind}"))?;
+    let port = l.local_addr()?.port();
+    Ok(Opened {
+        port: Some(port),
+        thread: "lr-tcp-serve",
+        run: Box::new(move |c| {
+            tcp::serve(c, l, expect_streams, d, &cpus, congestion.as_deref())
+                .map_err(anyhow::Error::msg)
+        }),
+    })
+}
+
+fn tcp_connect(
+    target: SocketAddr,
+    streams: u16,
+    direction: proto::Direction,
+    d: Duration,
+    cpus: Vec<usize>,
+    congestion: Option<String>,
+    buffer_len: u32,
+) -> Result<Opened> {
+    let run: JobFn = Box::new(move |c| {
+        let buffer_len = buffer_len as usize;
+        tcp::connect(
+            c,
+            target,
+            streams,
+            direction,
+            d,
+            &cpus,
+            congestion.as_deref(),
+            buffer_len,
+        )
+        .map_err(anyhow::Error::msg)
+    });
+    Ok(Opened {
+        port: None,
+        thread: "lr-tcp-client",
+        run,
+    })
+}
+
+fn udp_receive(bind: IpAddr, flows: u16, cpus: Vec<usize>, threads: u16) -> Result<Opened> {
+    let n = engine::workers::thread_count(threads, &cpus, usize::from(flows));
+    let socks =
+        udp::bind_receivers(bind, n).with_context(|| format!("binding UDP receiver on {bind}"))?;
+    let port = socks
+        .first()
+        .ok_or_else(|| anyhow!("no receiver socket"))?
+        .local_addr()?
+        .port();
+    Ok(Opened {
+        port: Some(port),
+        thread: "lr-udp-recv",
+        run: Box::new(move |c| udp::receive(c, socks, flows, &cpus).map_err(anyhow::Error::msg)),
+    })
+}
+
+/// Checks a sender against this agent's limits and the allowed
+/// destinations, then opens it.
+fn udp_send(spec: engine::tx::SendSpec, limits: &Limits) -> Result<Opened> {
+    if let Some(r) = &spec.rate {
+        r.validate().map_err(anyhow::Error::msg)?;
+    }
+    if let (Some(cap), r) = (limits.max_rate_pps, spec.rate.as_ref().map(|r| r.max_pps())) {
+        if r.is_none_or(|r| r > cap) {
+            bail!("this agent caps UDP senders at {cap} pps; ask for a rate at or below it");
+        }
+    }
+    for f in &spec.flows {
+        allowed(f.dst.ip(), &spec.allow)?;
+    }
+    let ipv6 = spec.flows.first().is_some_and(|f| f.dst.is_ipv6());
+    udp::check_frames(spec.frame, ipv6).map_err(anyhow::Error::msg)?;
+    let sender = engine::tx::open(spec).map_err(anyhow::Error::msg)?;
+    Ok(Opened {
+        port: None,
+        thread: "lr-udp-send",
+        run: Box::new(move |c| sender.run(c).map_err(anyhow::Error::msg)),
+    })
+}
+
+fn latency_respond(bind: IpAddr, session: latency::responder::Session) -> Result<Opened> {
+    let sock = latency::responder::bind(bind)
+        .with_context(|| format!("binding the latency responder on {bind}"))?;
+    let port = sock.local_addr()?.port();
+    Ok(Opened {
+        port: Some(port),
+        thread: "lr-lat-respond",
+        run: Box::new(move |c| {
+            latency::responder::serve(c, sock, session).map_err(anyhow::Error::msg)
+        }),
+    })
+}
+
+fn latency_probe(target: SocketAddr, spec: latency::client::ProbeSpec) -> Result<Opened> {
+    let sock = latency::client::open(target)
+        .with_context(|| format!("opening the latency prober towards {target}"))?;
+    Ok(Opened {
+        port: None,
+        thread: "lr-lat-probe",
+        run: Box::new(move |c| latency::client::run(c, sock, spec).map_err(anyhow::Error::msg)),
+    })
+}
+
+fn http_serve(ctx: &JobCtx, j: &proto::HttpServeJob, d: Duration) -> Result<Opened> {
+    let (server, port) = crate::http::job::open_server(ctx, j).map_err(anyhow::Error::msg)?;
+    Ok(Opened {
+        port: Some(port),
+        thread: "lr-http-server",
+        run: Box::new(move |c| Ok(crate::http::job::serve(c, server, d))),
+    })
+}
+
+fn http_get(j: &proto::HttpGetJob, d: Duration) -> Result<Opened> {
+    let spec = crate::http::job::get_spec(j, d).map_err(anyhow::Error::msg)?;
+    Ok(Opened {
+        port: None,
+        thread: "lr-http-client",
+        run: Box::new(move |c| crate::http::job::get(c, spec).map_err(anyhow::Error::msg)),
+    })
+}
+
+/// The job's duration, refused past this agent's cap.
+fn capped(duration_ms: u64, limits: &Limits) -> Result<Duration> {
+    let d = Duration::from_millis(duration_ms);
+    if d > limits.max_duration {
+        bail!(
+            "a {:?} test exceeds this agent's cap of {:?}; start the agent with a larger --max-duration",
+            d,
+            limits.max_duration
+        );
+    }
+    Ok(d)
+}
+
+/// The agent checks every destination itself, whatever the controller did.
+fn allowed(ip: IpAddr, allow: &[proto::Cidr]) -> Result<()> {
+    engine::check_destination(ip, allow).map_err(anyhow::Error::msg)
+}
+
+/// Runs `f` on a thread named `name`: it waits for the agreed start, runs,
+/// and reports `Finished` or `Error` for the job.
+fn spawn(name: &str, ctx: JobCtx, start_at_unix_ns: Option<u64>, f: JobFn) -> Result<()> {
+    kernel::spawn_named(name, move || {
+        // Senders on many hosts begin together at the agreed instant.
+        if let Some(at) = start_at_unix_ns {
+            while !ctx.stopped() {
+                let left = at.saturating_sub(sys::realtime_ns());
+                if left == 0 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_nanos(left).min(Duration::from_millis(50)));
+            }
+        }
+        let started_unix_ns = sys::realtime_ns();
+        // A panicking job must still answer, or its test would wait for
+        // counts that never come.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&ctx)))
+            .unwrap_or_else(|_| Err(anyhow!("the job panicked; see the agent log")));
+        let msg = match outcome {
+            Ok(mut summary) => {
+                summary.started_unix_ns = started_unix_ns;
+                Response::Finished {
+                    test: ctx.test,
+                    summary,
+                }
+            }
+            Err(e) => Response::Error {
+                test: Some(ctx.test),
+                message: format!("{e:#}"),
+            },
+        };
+        ctx.stop.store(true, Ordering::Relaxed);
+        let _ = ctx.out.send(msg);
+    })
+    .map(drop)
+    .with_context(|| format!("starting the {name} thread"))
+}

@@ -1,0 +1,312 @@
+//! `linerate agent --stdio`: the process that owns a data plane.
+//!
+//! It reads control frames on stdin and writes them on stdout (logs go to
+//! stderr), opens no control port, and exits as soon as its controller goes
+//! away: EOF on stdin, a failed write, or silence past the peer timeout.
+//!
+//! This file holds the control loop (enter the namespace → serve requests →
+//! give ports back); `jobs` opens and runs what a `start` request asks for.
+
+mod jobs;
+
+use crate::engine::JobCtx;
+use crate::proto::{self, Liveness, Request, Response, PROTO_VERSION};
+use crate::topology::Netns;
+use crate::{kernel, netops, sys};
+use anyhow::{anyhow, Result};
+use std::collections::HashMap;
+use std::io::{BufReader, BufWriter};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What this agent accepts from a controller.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_duration: Duration,
+    pub max_rate_pps: Option<f64>,
+}
+
+struct Running {
+    ctx: JobCtx,
+}
+
+pub fn run(netns: Netns, limits: Limits) -> Result<()> {
+    enter(&netns)?;
+    let outcome = serve(limits);
+    // Every way out of `serve` gives held ports back (the control-channel
+    // threads do the same before they exit the process).
+    netops::port::restore_all();
+    outcome
+}
+
+/// Moves this process into the namespace its data plane lives in.
+fn enter(netns: &Netns) -> Result<()> {
+    match netns {
+        Netns::Current => {}
+        Netns::New => {
+            // Physical ports are taken from, and given back to, this namespace.
+            netops::port::remember_original_netns()
+                .map_err(|e| anyhow!("opening this namespace before leaving it: {e}"))?;
+            sys::unshare_netns()
+                .map_err(|e| anyhow!("creating a network namespace: {e} (needs root)"))?;
+            netops::apply(&proto::NetOp::LinkUp { dev: "lo".into() })?;
+        }
+        Netns::Named(name) => {
+            let path = PathBuf::from("/run/netns").join(name);
+            sys::enter_netns(&path).map_err(|e| {
+                anyhow!(
+                    "entering network namespace {name} ({}): {e}; list them with `ip netns list`",
+                    path.display()
+                )
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Starts the two control-channel threads: requests from stdin, responses to
+/// stdout. Either ends the process when its side of the channel closes.
+fn spawn_io() -> (Receiver<Request>, Sender<Response>) {
+    let (req_tx, req_rx) = mpsc::channel::<Request>();
+    let (resp_tx, resp_rx) = mpsc::channel::<Response>();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(std::io::stdin().lock());
+        loop {
+            match proto::read_message::<Request>(&mut r) {
+                Ok(Some(m)) => {
+                    if req_tx.send(m).is_err() {
+                        break;
+                    }
+                }
+                Ok(None) => {
+                    netops::port::restore_all();
+                    std::process::exit(0)
+                }
+                Err(e) => {
+                    eprintln!("agent: {e}; exiting");
+                    netops::port::restore_all();
+                    std::process::exit(1);
+                }
+            }
+        }
+    });
+    std::thread::spawn(move || {
+        let mut w = BufWriter::new(std::io::stdout().lock());
+        for m in resp_rx {
+            if proto::write_frame(&mut w, &m).is_err() {
+                netops::port::restore_all();
+                std::process::exit(0);
+            }
+        }
+    });
+    (req_rx, resp_tx)
+}
+
+/// What the loop does after a request.
+enum Step {
+    /// Send this response (boxed: a snapshot makes it large).
+    Reply(Box<Response>),
+    /// Nothing to answer.
+    Quiet,
+    /// Stop serving.
+    Exit,
+}
+
+/// The agent's state between requests.
+struct Agent {
+    limits: Limits,
+    out: Sender<Response>,
+    live: Liveness,
+    greeted: bool,
+    jobs: HashMap<u32, Running>,
+    beat: u64,
+}
+
+fn serve(limits: Limits) -> Result<()> {
+    let (requests, out) = spawn_io();
+    let mut agent = Agent {
+        limits,
+        out,
+        live: Liveness::new(Instant::now()),
+        greeted: false,
+        jobs: HashMap::new(),
+        beat: 0,
+    };
+    loop {
+        let msg = match requests.recv_timeout(Duration::from_millis(250)) {
+            Ok(m) => Some(m),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+        };
+        if netops::port::signalled() {
+            eprintln!("agent: signalled; giving ports back and exiting");
+            agent.stop_all();
+            return Ok(());
+        }
+        let now = Instant::now();
+        agent.heartbeat(now);
+        let Some(msg) = msg else {
+            if agent.live.peer_gone(now) {
+                eprintln!(
+                    "agent: controller silent for {:?}; exiting",
+                    proto::PEER_TIMEOUT
+                );
+                return Ok(());
+            }
+            continue;
+        };
+        agent.live.heard(now);
+        match agent.handle(msg) {
+            Step::Reply(reply) => {
+                if agent.out.send(*reply).is_err() {
+                    return Ok(());
+                }
+                agent.live.sent(Instant::now());
+            }
+            Step::Quiet => {}
+            Step::Exit => return Ok(()),
+        }
+    }
+}
+
+impl Agent {
+    fn stop_all(&self) {
+        for j in self.jobs.values() {
+            j.ctx.stop.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Sends a heartbeat when one is due, once the controller has said hello.
+    fn heartbeat(&mut self, now: Instant) {
+        if self.live.heartbeat_due(now) && self.greeted {
+            self.beat += 1;
+            let _ = self.out.send(Response::Heartbeat { seq: self.beat });
+            self.live.sent(now);
+        }
+    }
+
+    fn handle(&mut self, msg: Request) -> Step {
+        let reply = match msg {
+            Request::Hello {
+                proto_version,
+                linerate_version,
+            } => return self.hello(proto_version, &linerate_version),
+            _ if !self.greeted => error("the first control message must be hello".into()),
+            Request::Heartbeat { .. } => return Step::Quiet,
+            Request::Time { seq } => Response::Time {
+                seq,
+                unix_ns: sys::realtime_ns(),
+            },
+            Request::Shutdown => {
+                self.stop_all();
+                return Step::Exit;
+            }
+            Request::Configure { ops } => match ops.iter().try_for_each(netops::apply) {
+                Ok(()) => Response::Configured,
+                Err(e) => error(format!("{e:#}")),
+            },
+            Request::InspectPort { dev, force } => {
+                match netops::port::inspect_original(&dev, force) {
+                    Ok(st) => Response::PortState {
+                        port: st.record(),
+                        mac: st.mac,
+                    },
+                    Err(e) => error(format!("{e:#}")),
+                }
+            }
+            Request::Snapshot => match kernel::snapshot() {
+                Ok(snapshot) => Response::Snapshot { snapshot },
+                Err(e) => error(format!("reading kernel counters: {e}")),
+            },
+            Request::Stop {
+                test,
+                sender_totals,
+            } => {
+                if let Some(j) = self.jobs.get(&test) {
+                    if let Ok(mut g) = j.ctx.sender_totals.lock() {
+                        *g = Some(sender_totals);
+                    }
+                    j.ctx.stop.store(true, Ordering::Relaxed);
+                }
+                return Step::Quiet;
+            }
+            Request::Start {
+                test,
+                job,
+                start_at_unix_ns,
+            } => self.start(test, job, start_at_unix_ns),
+        };
+        Step::Reply(Box::new(reply))
+    }
+
+    /// The handshake: the same protocol and the same build, or the agent
+    /// says why not and exits.
+    fn hello(&mut self, proto_version: u16, linerate_version: &str) -> Step {
+        let checked = proto::check_version(proto_version)
+            .map_err(anyhow::Error::msg)
+            .and_then(|()| check_linerate_version(linerate_version));
+        if let Err(e) = checked {
+            let _ = self.out.send(error(format!("{e:#}")));
+            std::thread::sleep(Duration::from_millis(100));
+            return Step::Exit;
+        }
+        self.greeted = true;
+        Step::Reply(Box::new(Response::HelloAck {
+            proto_version: PROTO_VERSION,
+            linerate_version: env!("CARGO_PKG_VERSION").into(),
+            pid: std::process::id(),
+            hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+            netns_id: std::fs::metadata("/proc/self/ns/net")
+                .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+                .unwrap_or(0),
+        }))
+    }
+
+    fn start(&mut self, test: u32, job: proto::Job, start_at_unix_ns: Option<u64>) -> Response {
+        let ctx = JobCtx {
+            test,
+            stop: Arc::new(AtomicBool::new(false)),
+            out: self.out.clone(),
+            interval: Duration::from_millis(jobs::interval_ms(&job).max(10)),
+            sender_totals: Arc::new(Mutex::new(None)),
+        };
+        match jobs::start(&ctx, job, &self.limits, start_at_unix_ns) {
+            Ok(port) => {
+                self.jobs.retain(|_, j| !j.ctx.stopped());
+                self.jobs.insert(test, Running { ctx });
+                Response::Started { test, port }
+            }
+            Err(e) => Response::Error {
+                test: Some(test),
+                message: format!("{e:#}"),
+            },
+        }
+    }
+}
+
+/// An error that belongs to no test.
+fn error(message: String) -> Response {
+    Response::Error {
+        test: None,
+        message,
+    }
+}
+
+/// The controller and its agents must be the same build of linerate: the
+/// control protocol and the results they produce are versioned together.
+fn check_linerate_version(controller: &str) -> Result<()> {
+    let mine = env!("CARGO_PKG_VERSION");
+    if controller == mine {
+        return Ok(());
+    }
+    Err(anyhow!(
+        "linerate version mismatch: this agent is linerate {mine}, the controller is {controller}; \
+         install the same version on both, or let the controller copy itself with --push"
+    ))
+}
