@@ -6,7 +6,8 @@
 //! builder here, not new JavaScript. Snapshot tests pin this data.
 
 use super::figures::{self, IntervalFigures};
-use super::Run;
+use super::format::esc;
+use super::run::Run;
 use crate::results::{DirectionResult, RunResults, TestResult, TestStatus};
 use serde::Serialize;
 
@@ -411,6 +412,25 @@ pub fn comparison_charts(runs: &[Run]) -> Vec<Chart> {
         });
     }
     out
+}
+
+/// The figure a chart is drawn into, with its caption and a message for
+/// readers without JavaScript.
+pub fn chart_figure(c: &Chart, subtitle: &str) -> String {
+    let labels: Vec<&str> = c.series.iter().map(|s| s.label.as_str()).collect();
+    format!(
+        "<figure class=\"chart\" id=\"{id}\" data-chart=\"{id}\" data-series-expected=\"{n}\">\
+<figcaption><span class=\"title\">{title}</span> <span class=\"muted\">{sub}</span></figcaption>\
+<div class=\"plot\" data-series-labels=\"{labels}\"></div>\
+<noscript><p class=\"muted\">This chart needs JavaScript; the tables hold the figures.</p></noscript>\
+<p class=\"legend\">{note}</p></figure>",
+        id = esc(&c.id),
+        n = c.series.len(),
+        title = esc(&c.title),
+        sub = esc(subtitle),
+        labels = esc(&labels.join("|")),
+        note = esc(&c.note),
+    )
 }
 
 #[cfg(test)]

@@ -5,8 +5,9 @@
 use super::charts::{comparison_keys, find, RUN_COLORS};
 use super::figures::{self, dir_label, is_tcp};
 use super::format::{self as fmt, esc};
+use super::ramps;
+use super::run::Run;
 use super::sections::{bar, dash, num};
-use super::{ramps, Run};
 
 /// One row per run: label, name, DUT mode, when, where.
 pub fn runs_table(runs: &[Run]) -> String {

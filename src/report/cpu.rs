@@ -109,7 +109,7 @@ pub fn verdicts(r: &RunResults, prefix: &str, charts: &[Chart]) -> String {
         ));
         let id = cpu_anchor(prefix, i);
         if let Some(c) = charts.iter().find(|c| c.id == id) {
-            s.push_str(&super::html::chart_figure(c, "busy % per core"));
+            s.push_str(&super::charts::chart_figure(c, "busy % per core"));
         }
         s.push_str(&table(&b.host_cpus));
         s.push_str("</div>");

@@ -12,7 +12,7 @@
 //! so node_exporter's textfile collector accepts the file as it is.
 
 use super::figures::{self, is_tcp};
-use super::Run;
+use super::run::Run;
 use crate::results::TestStatus;
 
 const CSV_COLUMNS: &[&str] = &[

@@ -5,10 +5,11 @@
 //! request. Sections come from `sections` and `compare`; chart data from
 //! `charts`.
 
-use super::charts::{self, Chart};
+use super::charts::{self, chart_figure, Chart};
 use super::format::{self as fmt, esc, script_json};
+use super::run::{self, Run};
 use super::sections;
-use super::{compare, figures, ramps, Run};
+use super::{compare, figures, ramps};
 use crate::results::{RunResults, RunStatus, TestStatus};
 
 const UPLOT_JS: &str = include_str!("assets/uPlot.iife.min.js");
@@ -87,7 +88,7 @@ fn status_pill(s: RunStatus) -> String {
 
 /// What the run was, in one line under the title.
 fn run_line(r: &RunResults) -> String {
-    let dut = super::dut_mode(r)
+    let dut = run::dut_mode(r)
         .map(|m| format!("DUT {m}"))
         .unwrap_or_else(|| "no DUT".into());
     format!(
@@ -261,25 +262,6 @@ fn section(id: &str, title: &str, body: &str) -> String {
     format!(
         "<section id=\"{id}\"><h2>{}</h2>{body}</section>",
         esc(title)
-    )
-}
-
-/// The figure a chart is drawn into, with its caption and a message for
-/// readers without JavaScript.
-pub fn chart_figure(c: &Chart, subtitle: &str) -> String {
-    let labels: Vec<&str> = c.series.iter().map(|s| s.label.as_str()).collect();
-    format!(
-        "<figure class=\"chart\" id=\"{id}\" data-chart=\"{id}\" data-series-expected=\"{n}\">\
-<figcaption><span class=\"title\">{title}</span> <span class=\"muted\">{sub}</span></figcaption>\
-<div class=\"plot\" data-series-labels=\"{labels}\"></div>\
-<noscript><p class=\"muted\">This chart needs JavaScript; the tables hold the figures.</p></noscript>\
-<p class=\"legend\">{note}</p></figure>",
-        id = esc(&c.id),
-        n = c.series.len(),
-        title = esc(&c.title),
-        sub = esc(subtitle),
-        labels = esc(&labels.join("|")),
-        note = esc(&c.note),
     )
 }
 

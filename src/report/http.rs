@@ -136,7 +136,7 @@ pub fn section(r: &RunResults, prefix: &str, charts: &[Chart]) -> Option<String>
     let figs: String = charts
         .iter()
         .filter(|c| c.id.starts_with(&format!("{prefix}http")))
-        .map(|c| super::html::chart_figure(c, ""))
+        .map(|c| super::charts::chart_figure(c, ""))
         .collect();
     s.push_str(&format!("<div class=\"chart-grid\">{figs}</div>"));
     Some(s)

@@ -36,11 +36,14 @@ mod http;
 pub mod latency;
 pub mod profiles;
 mod ramps;
+mod run;
 mod sections;
 pub mod smoke;
 pub mod terminal;
 #[cfg(test)]
 mod testdata;
+
+pub use run::{dut_mode, Run};
 
 use crate::results::{write_atomic, RunResults};
 use anyhow::{bail, Context, Result};
@@ -80,29 +83,6 @@ pub enum Format {
     Html,
     Csv,
     Prometheus,
-}
-
-/// One results document and how the report calls it.
-#[derive(Debug, Clone)]
-pub struct Run {
-    pub label: String,
-    /// The run directory (or the directory of the results file given).
-    pub dir: PathBuf,
-    pub results: RunResults,
-}
-
-impl Run {
-    /// DUT mode of the run's lab, if it had a DUT.
-    pub fn dut_mode(&self) -> Option<&str> {
-        dut_mode(&self.results)
-    }
-}
-
-pub fn dut_mode(r: &RunResults) -> Option<&str> {
-    r.labs
-        .iter()
-        .filter(|l| l.kind == "dut")
-        .find_map(|l| l.dut_mode.as_deref())
 }
 
 /// `linerate report`: returns the exit status (0 ok, 1 failure, 2 usage).

@@ -274,7 +274,7 @@ pub fn charts(prefix: &str, r: &RunResults) -> Vec<Chart> {
 /// One chart per ramp and direction across runs: each run's forwarded rate
 /// over the offered load (every run at its own offered values, merged on one
 /// axis), the ideal line, and each run's saturation point.
-pub fn comparison_charts(runs: &[super::Run]) -> Vec<Chart> {
+pub fn comparison_charts(runs: &[super::run::Run]) -> Vec<Chart> {
     let mut keys: Vec<(String, String)> = Vec::new();
     for r in runs {
         for ramp in &r.results.ramps {

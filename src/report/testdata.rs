@@ -3,9 +3,9 @@
 //! UDP, and a paced loopback UDP run with flagged cross-checks).
 #![allow(clippy::unwrap_used)]
 
-use super::Run;
+use super::run::Run;
 use crate::proto::FrameSpec;
-use crate::results::{RunResults, TestResult};
+use crate::results::{Protocol, RunResults, TestResult};
 use std::path::PathBuf;
 
 pub fn lab() -> RunResults {
@@ -27,14 +27,16 @@ pub fn paced() -> RunResults {
     serde_json::from_str(include_str!("../../tests/fixtures/report/udp-paced.json")).unwrap()
 }
 
+/// As `figures::is_tcp`, kept here so the fixtures need no report module
+/// (the modules' tests use the fixtures).
+fn is_tcp(t: &TestResult) -> bool {
+    matches!(t.params.protocol, Protocol::Tcp | Protocol::Http)
+}
+
 /// The fixture's UDP test, renamed, with fixed frames of `frame` bytes and
 /// one direction.
 pub fn udp_test(name: &str, frame: u32) -> TestResult {
-    let mut t = lab()
-        .tests
-        .into_iter()
-        .find(|t| !super::figures::is_tcp(t))
-        .unwrap();
+    let mut t = lab().tests.into_iter().find(|t| !is_tcp(t)).unwrap();
     t.name = name.into();
     t.params.frame = Some(FrameSpec::Fixed(frame));
     t.params.average_frame_bytes = Some(f64::from(frame));
@@ -43,11 +45,7 @@ pub fn udp_test(name: &str, frame: u32) -> TestResult {
 }
 
 pub fn tcp_test(name: &str) -> TestResult {
-    let mut t = lab()
-        .tests
-        .into_iter()
-        .find(super::figures::is_tcp)
-        .unwrap();
+    let mut t = lab().tests.into_iter().find(is_tcp).unwrap();
     t.name = name.into();
     t
 }
