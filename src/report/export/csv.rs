@@ -1,0 +1,293 @@
+//! CSV (RFC 4180): one row per test and direction (`kind` = `summary`) and
+//! one per interval sample pair (`kind` = `interval`) with the same columns,
+//! so a spreadsheet filters on `kind` and plots either. Rates are computed as
+//! in the HTML report (`figures`); summary rows end with the test's
+//! bottleneck verdict.
+
+use crate::report::figures::{self, is_tcp};
+use crate::report::run::Run;
+use crate::results::TestStatus;
+
+const CSV_COLUMNS: &[&str] = &[
+    "run",
+    "label",
+    "dut",
+    "test",
+    "status",
+    "protocol",
+    "ip_version",
+    "frame",
+    "flows",
+    "direction",
+    "kind",
+    "interval",
+    "t_start_s",
+    "t_end_s",
+    "target_pps",
+    "tx_packets",
+    "rx_packets",
+    "lost",
+    "reordered",
+    "duplicates",
+    "tx_errors",
+    "tester_drops",
+    "tx_pps",
+    "rx_pps",
+    "tx_l2_bps",
+    "rx_l2_bps",
+    "rx_l1_bps",
+    "line_rate_pct",
+    "loss_ratio",
+    "retransmits",
+    "tx_bytes",
+    "rx_bytes",
+    "bottleneck",
+    "latency_phase",
+    "rtt_p50_s",
+    "rtt_p90_s",
+    "rtt_p99_s",
+    "rtt_p99_9_s",
+    "rtt_max_s",
+    "rtt_mean_s",
+    "owd_forward_p50_s",
+    "owd_reverse_p50_s",
+    "probe_lost_forward",
+    "probe_lost_reverse",
+    "added_latency_s",
+    "http_requests",
+    "http_requests_per_s",
+    "http_ttfb_p50_s",
+    "http_latency_p50_s",
+    "http_latency_p99_s",
+    "http_ktls_client",
+    "http_ktls_server",
+    "http_bound",
+];
+
+/// HTTP columns of a summary row (empty for other tests).
+fn http_cells(t: &crate::results::TestResult) -> Vec<String> {
+    let Some(h) = &t.http else {
+        return vec![String::new(); 8];
+    };
+    let s = |us: Option<u64>| us.map(|v| (v as f64 / 1e6).to_string()).unwrap_or_default();
+    let k = |k: Option<&crate::http::stats::KtlsStatus>| {
+        k.map(|k| match (k.requested, k.in_use) {
+            (false, _) => "off",
+            (true, true) => "in_use",
+            (true, false) => "unavailable",
+        })
+        .unwrap_or("")
+        .to_string()
+    };
+    let c = &h.client;
+    vec![
+        c.requests.to_string(),
+        h.requests_per_s.to_string(),
+        s(c.ttfb.as_ref().map(|l| l.p50_us)),
+        s(c.latency.as_ref().map(|l| l.p50_us)),
+        s(c.latency.as_ref().map(|l| l.p99_us)),
+        k(Some(&c.ktls)),
+        k(h.server.as_ref().map(|s| &s.ktls)),
+        h.bound.clone().unwrap_or_default(),
+    ]
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.filter(|v| v.is_finite())
+        .map(|v| v.to_string())
+        .unwrap_or_default()
+}
+
+/// Every run's summaries and interval samples as one CSV document.
+pub fn csv(runs: &[Run]) -> String {
+    let mut out = CSV_COLUMNS.join(",");
+    out.push_str("\r\n");
+    let mut row = |mut cells: Vec<String>| {
+        // Rows without latency leave its columns empty.
+        cells.resize(CSV_COLUMNS.len(), String::new());
+        let line: Vec<String> = cells.iter().map(|c| csv_field(c)).collect();
+        out.push_str(&line.join(","));
+        out.push_str("\r\n");
+    };
+    for run in runs {
+        let r = &run.results;
+        let line_rate = r.line_rate_bps;
+        for t in &r.tests {
+            let tcp = is_tcp(t);
+            let head = |direction: &str, kind: &str| {
+                vec![
+                    r.name.clone(),
+                    run.label.clone(),
+                    run.dut_mode().unwrap_or("").to_string(),
+                    t.name.clone(),
+                    format!("{:?}", t.status).to_lowercase(),
+                    format!("{:?}", t.params.protocol).to_lowercase(),
+                    t.params.ip_version.to_string(),
+                    figures::frame_label(t).replace(" B", "").replace('-', ""),
+                    figures::flows_label(t),
+                    direction.to_string(),
+                    kind.to_string(),
+                ]
+            };
+            if t.status != TestStatus::Ok && t.directions.is_empty() {
+                let mut cells = head("", "summary");
+                cells.resize(CSV_COLUMNS.len(), String::new());
+                row(cells);
+                continue;
+            }
+            for d in &t.directions {
+                let mut cells = head(&d.direction, "summary");
+                let tx_l2 = if tcp {
+                    Some(figures::offered(t, d))
+                } else {
+                    figures::avg_frame(t).map(|f| crate::units::l2_bps(d.tx_pps, f))
+                };
+                cells.extend([
+                    String::new(),
+                    "0".into(),
+                    d.duration_s.to_string(),
+                    opt(figures::target_pps(t, d).filter(|_| !tcp)),
+                    d.tx_packets.to_string(),
+                    d.rx_packets.to_string(),
+                    d.lost.to_string(),
+                    d.reordered.to_string(),
+                    d.duplicates.to_string(),
+                    d.tx_errors.to_string(),
+                    d.tester_drops.to_string(),
+                    opt((!tcp).then_some(d.tx_pps)),
+                    opt((!tcp).then_some(d.rx_pps)),
+                    opt(tx_l2),
+                    d.rx_l2_bps.to_string(),
+                    opt(d.rx_l1_bps),
+                    d.line_rate_pct.to_string(),
+                    opt((!tcp).then_some(d.loss_ratio)),
+                    d.retransmits.map(|x| x.to_string()).unwrap_or_default(),
+                    d.sender_summary.tx_bytes.to_string(),
+                    d.receiver_summary.rx_bytes.to_string(),
+                    t.bottleneck
+                        .as_ref()
+                        .map(|b| b.verdict.clone())
+                        .unwrap_or_default(),
+                ]);
+                cells.extend(http_cells(t));
+                row(cells);
+                for f in figures::intervals(t, d) {
+                    let mut cells = head(&d.direction, "interval");
+                    let pct = f
+                        .rx_l1_bps
+                        .or(f.rx_l2_bps)
+                        .map(|b| b / line_rate * 100.0)
+                        .filter(|_| line_rate > 0.0);
+                    cells.extend([
+                        f.index.to_string(),
+                        f.t_start.to_string(),
+                        f.t_end.to_string(),
+                        opt(f.target_pps),
+                        f.tx_packets.to_string(),
+                        f.rx_packets.to_string(),
+                        f.lost.to_string(),
+                        f.reordered.to_string(),
+                        f.duplicates.to_string(),
+                        f.tx_errors.to_string(),
+                        String::new(),
+                        opt(f.tx_pps),
+                        opt(f.rx_pps),
+                        opt(f.tx_l2_bps),
+                        opt(f.rx_l2_bps),
+                        opt(f.rx_l1_bps),
+                        opt(pct),
+                        opt(f.loss_ratio),
+                        f.retransmits.map(|x| x.to_string()).unwrap_or_default(),
+                        f.tx_bytes.to_string(),
+                        f.rx_bytes.to_string(),
+                        String::new(),
+                    ]);
+                    cells.resize(CSV_COLUMNS.len(), String::new());
+                    row(cells);
+                }
+            }
+            if let Some(l) = &t.latency {
+                for p in &l.phases {
+                    let mut cells = head("", "latency");
+                    cells.extend([
+                        String::new(),
+                        p.start_s.to_string(),
+                        p.end_s.to_string(),
+                        String::new(),
+                        p.sent.to_string(),
+                        p.answered.to_string(),
+                        (p.lost_forward + p.lost_reverse).to_string(),
+                        p.reordered.to_string(),
+                        p.duplicates.to_string(),
+                    ]);
+                    cells.resize(CSV_COLUMNS.len() - 12, String::new());
+                    let r = p.rtt_s;
+                    cells.extend([
+                        p.name.clone(),
+                        opt(r.map(|r| r.p50)),
+                        opt(r.map(|r| r.p90)),
+                        opt(r.map(|r| r.p99)),
+                        opt(r.map(|r| r.p99_9)),
+                        opt(r.map(|r| r.max)),
+                        opt(r.map(|r| r.mean)),
+                        opt(p.forward_s.map(|x| x.p50)),
+                        opt(p.reverse_s.map(|x| x.p50)),
+                        p.lost_forward.to_string(),
+                        p.lost_reverse.to_string(),
+                        opt(l.added_latency_s.filter(|_| p.name == "loaded")),
+                    ]);
+                    row(cells);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::testdata;
+
+    #[test]
+    fn csv_rows_per_direction_and_interval() {
+        let runs = testdata::three_runs();
+        let out = csv(&runs[..1]);
+        let lines: Vec<&str> = out.lines().collect();
+        // Fields, counting commas outside quotes (verdicts hold commas).
+        let fields = |l: &str| {
+            let mut quoted = false;
+            1 + l
+                .chars()
+                .filter(|&c| {
+                    if c == '"' {
+                        quoted = !quoted;
+                    }
+                    c == ',' && !quoted
+                })
+                .count()
+        };
+        assert_eq!(fields(lines[0]), CSV_COLUMNS.len());
+        let r = &runs[0].results;
+        let dirs: usize = r.tests.iter().map(|t| t.directions.len()).sum();
+        let intervals: usize = r
+            .tests
+            .iter()
+            .flat_map(|t| &t.directions)
+            .map(|d| d.intervals.len())
+            .sum();
+        assert_eq!(lines.len(), 1 + dirs + intervals);
+        for l in &lines[1..] {
+            assert_eq!(fields(l), CSV_COLUMNS.len(), "{l}");
+        }
+        assert_eq!(csv_field("a,\"b\""), "\"a,\"\"b\"\"\"");
+    }
+}
