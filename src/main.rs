@@ -21,7 +21,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        cli::Command::Report(a) => linerate::report::run(&a),
+        cli::Command::Report(a) => linerate::report::run(&cli::report::report(&a)),
         cli::Command::Monitor(a) => match cli::monitor::monitor_config(&a) {
             Err(e) => {
                 eprintln!("error: {e:#}");

@@ -24,6 +24,7 @@ pub mod parse;
 pub mod plan_config;
 pub mod plan_run;
 pub mod ramp;
+pub mod report;
 pub mod run;
 pub mod run_args;
 pub mod search;
@@ -79,7 +80,7 @@ pub enum Command {
     /// Run as an agent speaking the control protocol on stdin/stdout (started by the controller).
     Agent(agent::AgentArgs),
     /// Write the HTML report (or CSV / Prometheus exports) of one or more run directories.
-    Report(crate::report::ReportArgs),
+    Report(report::ReportFlags),
     /// Print the JSON Schema of results.json.
     Schema,
 }

@@ -1,23 +1,32 @@
 //! Value parsers for clap: the units and lists a flag accepts (`10G`,
 //! `1.5Mpps`, `50%`, `imix`, `0-3,8`, `100M`). They see one string and know
 //! nothing of the commands; every command file uses them.
+//!
+//! Errors are `anyhow`, as in the rest of the command layer: clap takes any
+//! error that converts into `Box<dyn Error + Send + Sync>` and prints its
+//! message after "invalid value 'X' for '--flag'". The unit parsers below
+//! the command layer still answer with a message string; it is carried as
+//! it is.
 
 use crate::proto::FrameSpec;
 use crate::units::Rate;
+use anyhow::{anyhow, bail, Result};
 
-pub fn parse_pps_u64(s: &str) -> Result<u64, String> {
-    crate::units::parse_pps(s).map(|v| v.round() as u64)
+pub fn parse_pps_u64(s: &str) -> Result<u64> {
+    crate::units::parse_pps(s)
+        .map(|v| v.round() as u64)
+        .map_err(anyhow::Error::msg)
 }
 
-pub fn parse_bps(s: &str) -> Result<f64, String> {
-    crate::units::parse_bps(s)
+pub fn parse_bps(s: &str) -> Result<f64> {
+    crate::units::parse_bps(s).map_err(anyhow::Error::msg)
 }
 
-pub fn parse_rate_arg(s: &str) -> Result<Rate, String> {
-    Rate::parse(s)
+pub fn parse_rate_arg(s: &str) -> Result<Rate> {
+    Rate::parse(s).map_err(anyhow::Error::msg)
 }
 
-pub fn parse_frame(s: &str) -> Result<FrameSpec, String> {
+pub fn parse_frame(s: &str) -> Result<FrameSpec> {
     if s.eq_ignore_ascii_case("imix") {
         return Ok(FrameSpec::Imix);
     }
@@ -26,12 +35,10 @@ pub fn parse_frame(s: &str) -> Result<FrameSpec, String> {
         .trim_end_matches('b')
         .parse()
         .map_err(|_| {
-            format!("'{s}' is not a frame size: give bytes (64..9000, FCS included) or imix")
+            anyhow!("'{s}' is not a frame size: give bytes (64..9000, FCS included) or imix")
         })?;
     if !(crate::units::MIN_FRAME..=crate::units::MAX_FRAME).contains(&n) {
-        return Err(format!(
-            "frame size {n} is outside 64..9000 bytes (FCS included)"
-        ));
+        bail!("frame size {n} is outside 64..9000 bytes (FCS included)");
     }
     Ok(FrameSpec::Fixed(n))
 }
@@ -40,13 +47,13 @@ pub fn parse_frame(s: &str) -> Result<FrameSpec, String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpuList(pub Vec<usize>);
 
-pub fn parse_cpu_list(s: &str) -> Result<CpuList, String> {
+pub fn parse_cpu_list(s: &str) -> Result<CpuList> {
     parse_cpus(s).map(CpuList)
 }
 
 /// Parses `0-3,8,10-11` into CPU numbers.
-pub fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
-    let bad = || format!("'{s}' is not a CPU list: use numbers and ranges like 0,2 or 0-3");
+pub fn parse_cpus(s: &str) -> Result<Vec<usize>> {
+    let bad = || anyhow!("'{s}' is not a CPU list: use numbers and ranges like 0,2 or 0-3");
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match part.split_once('-') {
@@ -68,15 +75,13 @@ pub fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
         .map(|n| n.get())
         .unwrap_or(1);
     if let Some(&c) = out.iter().find(|&&c| c >= n) {
-        return Err(format!(
-            "CPU {c} does not exist: this host has CPUs 0-{}",
-            n - 1
-        ));
+        bail!("CPU {c} does not exist: this host has CPUs 0-{}", n - 1);
     }
     Ok(out)
 }
+
 /// `100M`, `1G`, `4096`, `64k`, `1GiB`: bytes (k/M/G decimal, Ki/Mi/Gi binary).
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64> {
     let t = s.trim();
     let t = t.strip_suffix('B').unwrap_or(t);
     let (num, mult) = [
@@ -92,10 +97,10 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n, *m)))
     .unwrap_or((t, 1));
     let v: f64 = num.trim().parse().map_err(|_| {
-        format!("'{s}' is not a size: use bytes with an optional k/M/G or Ki/Mi/Gi suffix")
+        anyhow!("'{s}' is not a size: use bytes with an optional k/M/G or Ki/Mi/Gi suffix")
     })?;
     if !(v.is_finite() && v >= 0.0) {
-        return Err(format!("'{s}' is not a size"));
+        bail!("'{s}' is not a size");
     }
     Ok((v * mult as f64).round() as u64)
 }
@@ -109,7 +114,10 @@ mod tests {
         assert_eq!(parse_cpus("0").unwrap(), vec![0]);
         assert!(parse_cpus("x").is_err());
         assert!(parse_cpus("3-1").is_err());
-        assert!(parse_cpus("100000").unwrap_err().contains("does not exist"));
+        assert!(parse_cpus("100000")
+            .unwrap_err()
+            .to_string()
+            .contains("does not exist"));
     }
 
     #[test]

@@ -50,35 +50,24 @@ use anyhow::{bail, Context, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Flags of `linerate report`.
-#[derive(clap::Args, Debug, Clone)]
+/// What `linerate report` is asked for (the command layer builds it from
+/// the flags; see `cli::report`).
+#[derive(Debug, Clone)]
 pub struct ReportArgs {
-    /// Run directories (or their results.json) to report on; several are compared.
-    /// A directory of run directories (e.g. linerate-results) stands for its latest run.
-    #[arg(required = true, value_name = "RUN_DIR")]
+    /// Run directories or results files; a directory of runs stands for its latest.
     pub runs: Vec<PathBuf>,
-    /// Output file, `-` for stdout (default: report.html in the run directory for one run,
-    /// ./linerate-compare.html for several; stdout for csv and prometheus).
-    #[arg(short, long)]
+    /// Output file, `-` for stdout; `None` for the format's default.
     pub output: Option<PathBuf>,
-    /// html: the interactive report. csv: one row per test and direction (kind=summary)
-    /// and one per interval sample (kind=interval). prometheus: text exposition format.
-    #[arg(long, value_enum, default_value = "html")]
     pub format: Format,
-    /// Name of each run in comparisons, in the order of the run directories (repeatable).
-    /// Default: the run names, or the DUT modes when the names are all the same.
-    #[arg(long = "label", value_name = "LABEL")]
+    /// One label per run, or none.
     pub labels: Vec<String>,
-    /// For a monitor directory: the smoke graph from this time (Unix seconds or
-    /// YYYY-MM-DDTHH:MM:SSZ; default: the journal's start).
-    #[arg(long, value_name = "TIME")]
+    /// For a monitor directory: the smoke graph's time range, as the user wrote it.
     pub from: Option<String>,
-    /// For a monitor directory: the smoke graph up to this time (default: its end).
-    #[arg(long, value_name = "TIME")]
     pub to: Option<String>,
 }
 
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+/// What `linerate report` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Html,
     Csv,

@@ -1,0 +1,63 @@
+//! `linerate report`: its flags and the report request they describe.
+
+use crate::report::{Format, ReportArgs};
+use clap::Args;
+use std::path::PathBuf;
+
+/// Flags of `linerate report`.
+#[derive(Args, Debug, Clone)]
+pub struct ReportFlags {
+    /// Run directories (or their results.json) to report on; several are compared.
+    /// A directory of run directories (e.g. linerate-results) stands for its latest run.
+    #[arg(required = true, value_name = "RUN_DIR")]
+    pub runs: Vec<PathBuf>,
+    /// Output file, `-` for stdout (default: report.html in the run directory for one run,
+    /// ./linerate-compare.html for several; stdout for csv and prometheus).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// html: the interactive report. csv: one row per test and direction (kind=summary)
+    /// and one per interval sample (kind=interval). prometheus: text exposition format.
+    #[arg(long, value_enum, default_value = "html")]
+    pub format: FormatArg,
+    /// Name of each run in comparisons, in the order of the run directories (repeatable).
+    /// Default: the run names, or the DUT modes when the names are all the same.
+    #[arg(long = "label", value_name = "LABEL")]
+    pub labels: Vec<String>,
+    /// For a monitor directory: the smoke graph from this time (Unix seconds or
+    /// YYYY-MM-DDTHH:MM:SSZ; default: the journal's start).
+    #[arg(long, value_name = "TIME")]
+    pub from: Option<String>,
+    /// For a monitor directory: the smoke graph up to this time (default: its end).
+    #[arg(long, value_name = "TIME")]
+    pub to: Option<String>,
+}
+
+/// The formats `--format` names.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormatArg {
+    Html,
+    Csv,
+    Prometheus,
+}
+
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Self {
+        match f {
+            FormatArg::Html => Format::Html,
+            FormatArg::Csv => Format::Csv,
+            FormatArg::Prometheus => Format::Prometheus,
+        }
+    }
+}
+
+/// `linerate report`: what to report on, and how.
+pub fn report(a: &ReportFlags) -> ReportArgs {
+    ReportArgs {
+        runs: a.runs.clone(),
+        output: a.output.clone(),
+        format: a.format.into(),
+        labels: a.labels.clone(),
+        from: a.from.clone(),
+        to: a.to.clone(),
+    }
+}
