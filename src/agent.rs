@@ -138,6 +138,7 @@ fn serve(limits: Limits) -> anyhow::Result<()> {
                 proto_version,
                 linerate_version,
             } => match proto::check_version(proto_version)
+                .map_err(|e| e.to_string())
                 .and_then(|()| check_linerate_version(&linerate_version))
             {
                 Ok(()) => {

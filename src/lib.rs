@@ -22,7 +22,6 @@ pub mod netops;
 pub mod plan;
 pub mod plan_config;
 pub mod plan_run;
-pub mod proto;
 pub mod report;
 pub mod results;
 pub mod run;
@@ -33,6 +32,8 @@ pub mod suite;
 pub mod topology;
 pub mod units;
 
+/// The control protocol and wire formats live in the `linerate-proto` crate.
+pub use linerate_proto as proto;
 /// Every unsafe line lives in the `linerate-sys` crate; it keeps its old
 /// path here so callers name it as one of the crate's layers.
 pub use linerate_sys as sys;

@@ -191,20 +191,7 @@ pub struct LabLink {
     pub ports: Vec<LabPort>,
 }
 
-/// A physical port moved into the lab, as it was before (and is again after).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
-pub struct LabPort {
-    pub name: String,
-    pub mac: String,
-    pub previous_mtu: u32,
-    pub previous_up: bool,
-    pub previous_addresses: Vec<String>,
-    pub previous_alias: Option<String>,
-    /// Bridge or bond it belonged to (only with --force-port).
-    pub previous_master: Option<String>,
-    /// Link kind (`veth` for the test stand-ins), absent for plain NICs.
-    pub kind: Option<String>,
-}
+pub use crate::proto::lab::LabPort;
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -311,10 +298,10 @@ pub struct HttpResult {
     /// Body bytes received × 8 / the client's run time.
     pub goodput_bps: f64,
     pub requests_per_s: f64,
-    pub client: crate::http::stats::HttpSummary,
+    pub client: crate::proto::http::HttpSummary,
     /// Absent for servers linerate did not start (`--url`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<crate::http::stats::HttpSummary>,
+    pub server: Option<crate::proto::http::HttpSummary>,
     /// What limited the run: `disk`, `cpu` or `network`, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound: Option<String>,

@@ -11,7 +11,7 @@
 //! reason to refuse, and auto falls back to the socket engine.
 
 use super::tx::{Msg, Transmit};
-use super::udp::{Header, HEADER_LEN};
+use crate::proto::frame::{Header, HEADER_LEN};
 use crate::proto::FlowSpec;
 use crate::sys::{self, Sendmmsg};
 use crate::units;

@@ -4,9 +4,10 @@
 //! [`Transmit`]: UDP sockets ([`super::udp::SocketTx`]) or whole Ethernet
 //! frames on an AF_PACKET socket ([`super::packet::PacketTx`]).
 
-use super::udp::{check_frames, frame_sequence, Header};
+use super::udp::{check_frames, frame_sequence};
 use super::workers::{self, Counters, Intervals, Totals};
 use super::{check_destination, packet, udp, IntervalClock, JobCtx};
+use crate::proto::frame::Header;
 use crate::proto::{
     Cidr, EndpointSummary, FlowCounters, FlowSpec, FrameSpec, RateProfile, ThreadFigures, TxEngine,
 };

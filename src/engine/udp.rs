@@ -14,6 +14,7 @@ use super::tx::{Msg, SendSpec, Transmit};
 use super::workers::{self, Counters, Intervals, Totals};
 use super::{IntervalClock, JobCtx};
 use crate::kernel;
+use crate::proto::frame::{Header, HEADER_LEN};
 use crate::proto::{EndpointSummary, FlowCounters, FrameSpec, ThreadFigures};
 use crate::sys::{self, Cmsg, Recvmmsg, Sendmmsg, SockAddr};
 use crate::units;
@@ -24,41 +25,6 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-pub const HEADER_LEN: usize = 18;
-const MAGIC: [u8; 2] = *b"LR";
-const SEQ_MASK: u64 = (1 << 48) - 1;
-
-/// The linerate payload header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Header {
-    pub flow: u16,
-    pub seq: u64,
-    pub sent_ns: u64,
-}
-
-impl Header {
-    pub fn emit(&self, buf: &mut [u8]) {
-        buf[0..2].copy_from_slice(&MAGIC);
-        buf[2..4].copy_from_slice(&self.flow.to_be_bytes());
-        buf[4..10].copy_from_slice(&(self.seq & SEQ_MASK).to_be_bytes()[2..8]);
-        buf[10..18].copy_from_slice(&self.sent_ns.to_be_bytes());
-    }
-
-    /// `None` for datagrams that are too short or not ours.
-    pub fn parse(buf: &[u8]) -> Option<Header> {
-        if buf.len() < HEADER_LEN || buf[0..2] != MAGIC {
-            return None;
-        }
-        let mut seq = [0u8; 8];
-        seq[2..8].copy_from_slice(&buf[4..10]);
-        Some(Header {
-            flow: u16::from_be_bytes([buf[2], buf[3]]),
-            seq: u64::from_be_bytes(seq),
-            sent_ns: u64::from_be_bytes(buf[10..18].try_into().ok()?),
-        })
-    }
-}
 
 /// Frame sizes a sender cycles through. The imix interleaves its 7:4:1 mix
 /// over 12 frames rather than sending runs of one size.

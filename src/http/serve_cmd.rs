@@ -2,7 +2,8 @@
 //! browsers, Go), until Ctrl-C. Prints where it listens, what it serves,
 //! the certificate's fingerprint and whether kTLS is in use.
 
-use super::server::{Content, ServeSpec, Server};
+use super::server::{ServeSpec, Server};
+use crate::proto::http::Content;
 use crate::signals::interrupted;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;

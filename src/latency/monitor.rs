@@ -410,7 +410,7 @@ fn open_session(
     len: Duration,
     slot: &SessionSlot,
 ) -> Result<Sess> {
-    let token = probe::new_token()?;
+    let token = super::new_token()?;
     let id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
     let bind: IpAddr = if target.is_ipv6() {
         Ipv6Addr::UNSPECIFIED.into()
@@ -568,7 +568,7 @@ fn monitor(cfg: MonitorConfig) -> Result<()> {
         })?);
     }
     for (j, addr) in cfg.icmp.iter().enumerate() {
-        let pinger = Pinger::open(*addr, probe::new_token()?).with_context(|| {
+        let pinger = Pinger::open(*addr, super::new_token()?).with_context(|| {
             format!("opening an ICMP socket for {addr} (needs root or ping_group_range)")
         })?;
         let prober = IcmpProber {

@@ -77,7 +77,7 @@ fn http_cells(t: &crate::results::TestResult) -> Vec<String> {
         return vec![String::new(); 8];
     };
     let s = |us: Option<u64>| us.map(|v| (v as f64 / 1e6).to_string()).unwrap_or_default();
-    let k = |k: Option<&crate::http::stats::KtlsStatus>| {
+    let k = |k: Option<&crate::proto::http::KtlsStatus>| {
         k.map(|k| match (k.requested, k.in_use) {
             (false, _) => "off",
             (true, true) => "in_use",

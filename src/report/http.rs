@@ -5,7 +5,7 @@
 
 use super::charts::{axis, series, Chart, RUN_COLORS};
 use super::format::esc;
-use crate::http::stats::{CpuSplit, HttpSummary, KtlsStatus, Latency};
+use crate::proto::http::{CpuSplit, HttpSummary, KtlsStatus, Latency};
 use crate::results::{RunResults, TestStatus};
 
 fn ms(l: &Option<Latency>, f: fn(&Latency) -> u64) -> String {

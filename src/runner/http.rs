@@ -6,10 +6,11 @@
 use super::jobs::{collect, Collected, Jobs, LiveSum};
 use super::record::{self, delta_ns};
 use super::{finish_test, unspecified, Ends, OnProgress, Progress, INTERVAL_MS};
-use crate::http::server::Content;
-use crate::http::stats::HttpSummary;
-use crate::http::tls::Trust;
-use crate::proto::{Cidr, Direction, EndpointSummary, HttpGetJob, HttpServeJob, Job};
+use crate::proto::http::Content;
+use crate::proto::http::HttpSummary;
+use crate::proto::http::Trust;
+use crate::proto::http::{HttpGetJob, HttpServeJob};
+use crate::proto::{Cidr, Direction, EndpointSummary, Job};
 use crate::results::{
     pair_intervals, CrossCheck, DirectionResult, HttpResult, Protocol, RunDir, TestParams,
     TestResult,

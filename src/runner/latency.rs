@@ -182,7 +182,7 @@ fn open(ends: &mut Ends, t: &LatencyTest) -> Result<Session> {
             "the latency responder answers only the client's address: add --client-address ADDR"
         ),
     };
-    let token = probe::new_token().context("drawing a session token")?;
+    let token = crate::latency::new_token().context("drawing a session token")?;
     let total = t.probes.idle * 2 + t.load.duration() + Duration::from_secs(60);
     let resp_id = super::next_id();
     let client_id = super::next_id();
