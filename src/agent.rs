@@ -448,8 +448,11 @@ fn start(
             for f in &flows {
                 engine::check_destination(f.dst.ip(), &allow)?;
             }
-            udp::check_frames(frame, flows.first().is_some_and(|f| f.dst.is_ipv6()))?;
-            let spec = engine::tx::SendSpec {
+            crate::engine::frame::check_frames(
+                frame,
+                flows.first().is_some_and(|f| f.dst.is_ipv6()),
+            )?;
+            let spec = engine::frame::SendSpec {
                 flows,
                 frame,
                 rate,

@@ -8,7 +8,7 @@ use crate::config::{
     self, Bench, Command as Cmd, LabConfig, Method, Pair, Profile, RampConfig, RunOpts,
     SearchConfig, SearchPlan, Stream, TestSpec,
 };
-use crate::engine::{check_destination, udp};
+use crate::engine::check_destination;
 use crate::lab::{DutMode, LabSpec};
 use crate::proto::{Cidr, Direction, FrameSpec, TxEngine};
 use crate::results::FlowMode;
@@ -1023,7 +1023,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
             })
         }
         LoadArg::Udp => {
-            udp::check_frames(a.frame_size, ipv6).map_err(|m| anyhow!(m))?;
+            crate::engine::frame::check_frames(a.frame_size, ipv6).map_err(|m| anyhow!(m))?;
             crate::runner::Load::Udp(UdpTest {
                 name: name("udp"),
                 ipv6,
@@ -1032,9 +1032,12 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 flows: 1,
                 direction: Direction::Forward,
                 duration: duration(a.duration)?,
-                rate_pps: a
-                    .rate
-                    .map(|r| r.pps(udp::average_frame(a.frame_size), a.common.line_rate)),
+                rate_pps: a.rate.map(|r| {
+                    r.pps(
+                        crate::engine::frame::average_frame(a.frame_size),
+                        a.common.line_rate,
+                    )
+                }),
                 rate_profile: None,
                 batch: 64,
                 cpus,
@@ -1058,14 +1061,17 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
 pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
     let pair = pair(&a.ends, &a.common)?;
     let ipv6 = a.ends.target.is_ipv6();
-    udp::check_frames(a.frame_size, ipv6).map_err(|m| anyhow!(m))?;
+    crate::engine::frame::check_frames(a.frame_size, ipv6).map_err(|m| anyhow!(m))?;
     let dir = direction(&a.ends);
     if dir != Direction::Forward && a.ends.client_address.is_none() {
         bail!("UDP traffic towards the client needs its address: add --client-address ADDR");
     }
-    let rate = a
-        .rate
-        .map(|r| r.pps(udp::average_frame(a.frame_size), a.common.line_rate));
+    let rate = a.rate.map(|r| {
+        r.pps(
+            crate::engine::frame::average_frame(a.frame_size),
+            a.common.line_rate,
+        )
+    });
     let t = UdpTest {
         name: format!("udp {} {:?}", config::frame_name(a.frame_size), a.flow_mode).to_lowercase(),
         ipv6,
@@ -1198,7 +1204,7 @@ impl ProfileArgs {
 
 pub fn ramp(a: &RampArgs) -> Result<RampConfig> {
     let p = a.profile.resolve(a.target.lab)?;
-    let frame = udp::average_frame(p.frame);
+    let frame = crate::engine::frame::average_frame(p.frame);
     let spec = search::RampSpec {
         warmup_pps: a.warmup_rate.pps(frame, a.common.line_rate),
         warmup_s: a.warmup,

@@ -7,7 +7,6 @@
 //! this module gives it a [`TrialRunner`] that runs real UDP trials.
 
 use crate::config::{Method, Profile, RampConfig, SearchConfig, SearchPlan, Stream, TestSpec};
-use crate::engine::udp;
 use crate::proto::Direction;
 use crate::report::terminal::ProgressLine;
 use crate::results::{RunDir, TestStatus};
@@ -130,7 +129,7 @@ pub const DEFAULT_MIN_PPS: f64 = 1_000.0;
 
 /// The UDP test a ramp or search repeats, at the profile's frames and flows.
 pub fn base_test(p: &Profile, s: &Stream) -> Result<UdpTest> {
-    udp::check_frames(p.frame, s.ipv6).map_err(|m| anyhow!(m))?;
+    crate::engine::frame::check_frames(p.frame, s.ipv6).map_err(|m| anyhow!(m))?;
     Ok(UdpTest {
         name: p.name.clone(),
         ipv6: s.ipv6,
@@ -188,7 +187,7 @@ pub fn ramp_samples(
 }
 
 fn line_rate_pps(line_rate_bps: f64, p: &Profile) -> f64 {
-    crate::units::line_rate_pps(line_rate_bps, udp::average_frame(p.frame))
+    crate::units::line_rate_pps(line_rate_bps, crate::engine::frame::average_frame(p.frame))
 }
 
 /// Runs one ramp and records it; returns a verdict line per direction.
@@ -294,7 +293,7 @@ pub fn run_search(
     let plan: &SearchPlan = &cfg.plan;
     let base = base_test(p, &cfg.stream)?;
     let lr_pps = line_rate_pps(cfg.line_rate_bps, p);
-    let frame = udp::average_frame(p.frame);
+    let frame = crate::engine::frame::average_frame(p.frame);
     let mut max = plan.max_rate.pps(frame, cfg.line_rate_bps);
     if let Some(cap) = plan.cap_pps {
         max = max.min(cap);

@@ -1,7 +1,6 @@
 //! `linerate lab`: build the lab, run the standard suite, tear down.
 
 use crate::config::{self, LabConfig, RunOpts, SearchConfig, SearchPlan, Stream};
-use crate::engine::udp;
 use crate::lab::{self, LabSpec};
 use crate::proto::{Direction, FrameSpec};
 use crate::results::FlowMode;
@@ -303,7 +302,10 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
             continue;
         }
         let p = config::seed_profile(name)?;
-        let line_pps = crate::units::line_rate_pps(opts.line_rate_bps, udp::average_frame(p.frame));
+        let line_pps = crate::units::line_rate_pps(
+            opts.line_rate_bps,
+            crate::engine::frame::average_frame(p.frame),
+        );
         let top = if cap > 0.0 {
             (cap * 1.2).min(line_pps)
         } else {

@@ -3,7 +3,11 @@
 //! Data-plane errors are counted, not propagated per packet; only set-up
 //! failures end a job with an error.
 
+pub mod afxdp;
+pub mod frame;
 pub mod packet;
+pub mod path;
+pub mod socket;
 pub mod tcp;
 pub mod tx;
 pub mod udp;

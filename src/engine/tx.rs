@@ -1,62 +1,18 @@
 //! The sending loop both UDP engines share: validation, engine choice, pacing
 //! to a rate profile, sequence numbers per flow, interval reports, counters
 //! and the sender's summary. How one batch reaches the wire is a
-//! [`Transmit`]: UDP sockets ([`super::udp::SocketTx`]) or whole Ethernet
+//! [`Transmit`]: UDP sockets ([`super::socket::SocketTx`]) or whole Ethernet
 //! frames on an AF_PACKET socket ([`super::packet::PacketTx`]).
 
-use super::udp::{check_frames, frame_sequence};
+use super::frame::{check_frames, frame_sequence, Msg, SendSpec, Transmit};
 use super::workers::{self, Counters, Intervals, Totals};
-use super::{check_destination, packet, udp, IntervalClock, JobCtx};
+use super::{afxdp, check_destination, packet, socket, IntervalClock, JobCtx};
 use crate::proto::frame::Header;
-use crate::proto::{
-    Cidr, EndpointSummary, FlowCounters, FlowSpec, FrameSpec, RateProfile, ThreadFigures, TxEngine,
-};
+use crate::proto::{EndpointSummary, FlowCounters, RateProfile, ThreadFigures, TxEngine};
 use crate::{kernel, sys};
-use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Parameters of a sending job (from `Job::UdpSend`).
-#[derive(Clone)]
-pub struct SendSpec {
-    pub flows: Vec<FlowSpec>,
-    pub frame: FrameSpec,
-    pub rate: Option<RateProfile>,
-    pub duration: Duration,
-    pub batch: usize,
-    pub cpus: Vec<usize>,
-    pub allow: Vec<Cidr>,
-    pub tx_engine: TxEngine,
-    /// Worker threads (0: one per CPU given, else half this agent's CPUs).
-    pub threads: u16,
-}
-
-/// One datagram of a batch: its flow (index into the job's flows), its frame
-/// size (index into [`frame_sequence`]) and the linerate header it carries.
-#[derive(Debug, Clone, Copy)]
-pub struct Msg {
-    pub flow: usize,
-    pub size: usize,
-    pub header: Header,
-}
-
-/// Puts batches of datagrams on the wire.
-pub trait Transmit: Send {
-    /// Flows per send group (one socket each); no group is empty.
-    fn groups(&self) -> Vec<Vec<usize>>;
-    /// Sends `msgs`, all of group `group`; returns how many the kernel took
-    /// (a prefix of `msgs`). At most the batch size given at opening.
-    fn send(&mut self, group: usize, msgs: &[Msg]) -> io::Result<usize>;
-    /// "socket", "packet" or "xdp", for results.
-    fn name(&self) -> &'static str;
-    /// Called once after the last batch: engines that queue frames for the
-    /// kernel wait for them here and return how many never left (counted
-    /// as send errors; they were counted as sent).
-    fn finish(&mut self) -> u64 {
-        0
-    }
-}
 
 /// One worker's part of a sending job: its flows (a sub-spec whose rate is
 /// the flows' share of the job's rate) and its open engine.
@@ -84,7 +40,7 @@ fn open_engine(
     batch: usize,
 ) -> Result<(Box<dyn Transmit>, Option<String>), String> {
     Ok(match spec.tx_engine {
-        TxEngine::Socket => (Box::new(udp::SocketTx::open(spec, ipv6, batch)?), None),
+        TxEngine::Socket => (Box::new(socket::SocketTx::open(spec, ipv6, batch)?), None),
         TxEngine::Packet => (
             Box::new(
                 packet::PacketTx::open(&spec.flows, sizes, ipv6, batch).map_err(|e| {
@@ -96,7 +52,7 @@ fn open_engine(
             None,
         ),
         TxEngine::Xdp => (
-            Box::new(packet::XdpTx::open(&spec.flows, sizes, ipv6).map_err(|e| {
+            Box::new(afxdp::XdpTx::open(&spec.flows, sizes, ipv6).map_err(|e| {
                 format!(
                     "the xdp engine cannot run here: {e}; use --tx-engine packet, socket or auto"
                 )
@@ -109,7 +65,7 @@ fn open_engine(
         TxEngine::Auto => match packet::open_fastest(&spec.flows, sizes, ipv6, batch) {
             Ok(t) => (t, None),
             Err(e) => (
-                Box::new(udp::SocketTx::open(spec, ipv6, batch)?),
+                Box::new(socket::SocketTx::open(spec, ipv6, batch)?),
                 Some(format!("packet refused: {e}")),
             ),
         },

@@ -1,5 +1,6 @@
-//! UDP packet streams: a sender that paces batches of datagrams with
-//! sendmmsg, and a receiver that counts them per flow with recvmmsg.
+//! The UDP receiver: counts linerate datagrams per flow with recvmmsg
+//! (sequence tracking, loss, reorder, duplicates). The senders are in
+//! [`super::tx`] with their engines beside it.
 //!
 //! Every datagram is one packet at the DUT: the sender never uses UDP GSO and
 //! the receiver never enables UDP GRO. Each payload starts with an 18-byte
@@ -10,194 +11,19 @@
 //! | 'LR' | flow id | sequence (u48) | send time (ns)  |
 //! ```
 
-use super::tx::{Msg, SendSpec, Transmit};
+use super::frame::frame_of_payload;
 use super::workers::{self, Counters, Intervals, Totals};
 use super::{IntervalClock, JobCtx};
 use crate::kernel;
 use crate::proto::frame::{Header, HEADER_LEN};
-use crate::proto::{EndpointSummary, FlowCounters, FrameSpec, ThreadFigures};
-use crate::sys::{self, Cmsg, Recvmmsg, Sendmmsg, SockAddr};
-use crate::units;
-use std::collections::BTreeMap;
+use crate::proto::{EndpointSummary, FlowCounters, ThreadFigures};
+use crate::sys::{self, Recvmmsg};
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Frame sizes a sender cycles through. The imix interleaves its 7:4:1 mix
-/// over 12 frames rather than sending runs of one size.
-pub fn frame_sequence(spec: FrameSpec) -> Vec<u32> {
-    match spec {
-        FrameSpec::Fixed(n) => vec![n],
-        FrameSpec::Imix => vec![64, 594, 64, 64, 594, 64, 1518, 64, 594, 64, 64, 594],
-    }
-}
-
-/// Average frame size of a spec, in bytes with FCS.
-pub fn average_frame(spec: FrameSpec) -> f64 {
-    match spec {
-        FrameSpec::Fixed(n) => f64::from(n),
-        FrameSpec::Imix => units::imix_average(),
-    }
-}
-
-/// Checks a frame spec against the IP version: the frame must hold Ethernet,
-/// IP and UDP headers plus the linerate header.
-pub fn check_frames(spec: FrameSpec, ipv6: bool) -> Result<(), String> {
-    for size in frame_sequence(spec) {
-        if !(units::MIN_FRAME..=units::MAX_FRAME).contains(&size) {
-            return Err(format!(
-                "frame size {size} B is outside {}..={} B (sizes include the 4-byte FCS)",
-                units::MIN_FRAME,
-                units::MAX_FRAME
-            ));
-        }
-        let payload = units::udp_payload_for_frame(size, ipv6).unwrap_or(0);
-        if (payload as usize) < HEADER_LEN {
-            let min = units::FCS
-                + units::ETH_HEADER
-                + if ipv6 {
-                    units::IPV6_HEADER
-                } else {
-                    units::IPV4_HEADER
-                }
-                + units::UDP_HEADER
-                + HEADER_LEN as u32;
-            return Err(format!(
-                "a {size} B frame cannot carry {} + UDP + the 18-byte linerate header; the smallest {} frame is {min} B",
-                if ipv6 { "IPv6" } else { "IPv4" },
-                if ipv6 { "IPv6" } else { "IPv4" },
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Bytes on the L2 wire (FCS included) of a datagram with `payload` bytes.
-fn frame_of_payload(payload: usize, ipv6: bool) -> u64 {
-    let ip = if ipv6 {
-        units::IPV6_HEADER
-    } else {
-        units::IPV4_HEADER
-    };
-    payload as u64 + u64::from(units::UDP_HEADER + ip + units::ETH_HEADER + units::FCS)
-}
-
-struct TxSocket {
-    sock: UdpSocket,
-    connected: bool,
-    flows: Vec<usize>,
-}
-
-fn unspecified(ipv6: bool, port: u16) -> SocketAddr {
-    if ipv6 {
-        SocketAddr::from((Ipv6Addr::UNSPECIFIED, port))
-    } else {
-        SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))
-    }
-}
-
-fn open_tx_sockets(spec: &SendSpec, ipv6: bool) -> io::Result<Vec<TxSocket>> {
-    // One socket per distinct source port; flows that vary only addresses share one.
-    let mut by_port: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
-    for (i, f) in spec.flows.iter().enumerate() {
-        by_port.entry(f.src_port).or_default().push(i);
-    }
-    let mut out = Vec::new();
-    for (port, flows) in by_port {
-        let sock = UdpSocket::bind(unspecified(ipv6, port))?;
-        let fd = sock.as_raw_fd();
-        sys::set_buffer(fd, false, 4 << 20)?;
-        if flows.iter().any(|&i| spec.flows[i].src.is_some()) {
-            sys::set_transparent(fd, ipv6)?;
-        }
-        // A single plain flow goes through a connected socket: the route is
-        // looked up once instead of per datagram.
-        let connected = flows.len() == 1 && spec.flows[flows[0]].src.is_none();
-        if connected {
-            sock.connect(spec.flows[flows[0]].dst)?;
-        }
-        out.push(TxSocket {
-            sock,
-            connected,
-            flows,
-        });
-    }
-    Ok(out)
-}
-
-/// The socket engine: datagrams through UDP sockets, the kernel's UDP/IP
-/// send path and the qdisc.
-pub struct SocketTx {
-    sockets: Vec<TxSocket>,
-    dsts: Vec<SockAddr>,
-    cmsgs: Vec<Option<Cmsg>>,
-    /// UDP payload bytes per entry of the frame sequence.
-    payloads: Vec<usize>,
-    max_payload: usize,
-    /// Preallocated payloads; only the header is rewritten per datagram.
-    bufs: Vec<u8>,
-    mm: Sendmmsg,
-}
-
-impl SocketTx {
-    pub fn open(spec: &SendSpec, ipv6: bool, batch: usize) -> Result<SocketTx, String> {
-        let sockets = open_tx_sockets(spec, ipv6).map_err(|e| {
-            format!("opening UDP sender sockets: {e} (varying source addresses needs root for IP_TRANSPARENT)")
-        })?;
-        let payloads: Vec<usize> = frame_sequence(spec.frame)
-            .iter()
-            .map(|&s| units::udp_payload_for_frame(s, ipv6).unwrap_or(HEADER_LEN as u32) as usize)
-            .map(|p| p.max(HEADER_LEN))
-            .collect();
-        let max_payload = payloads.iter().copied().max().unwrap_or(HEADER_LEN);
-        Ok(SocketTx {
-            sockets,
-            dsts: spec.flows.iter().map(|f| SockAddr::new(f.dst)).collect(),
-            cmsgs: spec
-                .flows
-                .iter()
-                .map(|f| f.src.map(Cmsg::source_address))
-                .collect(),
-            payloads,
-            max_payload,
-            bufs: vec![0x78u8; batch * max_payload],
-            mm: Sendmmsg::new(batch),
-        })
-    }
-}
-
-impl Transmit for SocketTx {
-    fn groups(&self) -> Vec<Vec<usize>> {
-        self.sockets.iter().map(|s| s.flows.clone()).collect()
-    }
-
-    fn send(&mut self, group: usize, msgs: &[Msg]) -> io::Result<usize> {
-        let max = self.max_payload;
-        let n = msgs.len().min(self.bufs.len() / max);
-        for (j, m) in msgs[..n].iter().enumerate() {
-            m.header.emit(&mut self.bufs[j * max..j * max + HEADER_LEN]);
-        }
-        let s = &self.sockets[group];
-        let (bufs, payloads, dsts, cmsgs) = (&self.bufs, &self.payloads, &self.dsts, &self.cmsgs);
-        self.mm.send(s.sock.as_raw_fd(), n, |j| {
-            let m = &msgs[j];
-            let payload = &bufs[j * max..j * max + payloads[m.size]];
-            let dst = if s.connected {
-                None
-            } else {
-                Some(&dsts[m.flow])
-            };
-            (payload, dst, cmsgs[m.flow].as_ref())
-        })
-    }
-
-    fn name(&self) -> &'static str {
-        "socket"
-    }
-}
 
 const WINDOW: u64 = 4096;
 /// How long the receiver keeps polling after the last datagram.
@@ -560,21 +386,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn header_round_trip() {
-        let h = Header {
-            flow: 513,
-            seq: (1 << 47) + 5,
-            sent_ns: 123_456_789_012,
-        };
-        let mut buf = [0u8; 18];
-        h.emit(&mut buf);
-        assert_eq!(Header::parse(&buf), Some(h));
-        assert_eq!(Header::parse(&buf[..17]), None);
-        buf[0] = b'X';
-        assert_eq!(Header::parse(&buf), None);
-    }
-
-    #[test]
     fn in_order_no_loss() {
         let mut t = FlowTracker::default();
         for s in 0..10_000 {
@@ -652,31 +463,5 @@ mod tests {
         }
         a.absorb(&b);
         assert_eq!((a.unique(), a.missing()), (5, 0));
-    }
-
-    #[test]
-    fn frame_checks() {
-        assert!(check_frames(FrameSpec::Fixed(64), false).is_ok());
-        let e = check_frames(FrameSpec::Fixed(64), true).unwrap_err();
-        assert!(e.contains("84 B"), "{e}");
-        assert!(check_frames(FrameSpec::Fixed(63), false).is_err());
-        assert!(check_frames(FrameSpec::Fixed(9001), false).is_err());
-        assert!(check_frames(FrameSpec::Imix, false).is_ok());
-        assert!(check_frames(FrameSpec::Imix, true).is_err());
-    }
-
-    #[test]
-    fn imix_sequence_matches_ratio() {
-        let seq = frame_sequence(FrameSpec::Imix);
-        let count = |n| seq.iter().filter(|&&s| s == n).count();
-        assert_eq!((count(64), count(594), count(1518)), (7, 4, 1));
-        let avg = seq.iter().map(|&s| f64::from(s)).sum::<f64>() / seq.len() as f64;
-        assert!((avg - average_frame(FrameSpec::Imix)).abs() < 1e-9);
-    }
-
-    #[test]
-    fn frame_bytes() {
-        assert_eq!(frame_of_payload(18, false), 64);
-        assert_eq!(frame_of_payload(18, true), 84);
     }
 }

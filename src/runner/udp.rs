@@ -9,7 +9,7 @@ use crate::proto::{FlowTotal, Job, RateProfile};
 use crate::results::{
     pair_intervals, DirectionResult, FlowMode, Protocol, RunDir, TestParams, TestResult,
 };
-use crate::{engine::udp, units};
+use crate::units;
 use anyhow::{anyhow, bail, Result};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -27,7 +27,7 @@ pub fn run_udp(
         direction: t.direction,
         duration_s: t.duration.as_secs_f64(),
         frame: Some(t.frame),
-        average_frame_bytes: Some(udp::average_frame(t.frame)),
+        average_frame_bytes: Some(crate::engine::frame::average_frame(t.frame)),
         flow_mode: Some(t.flow_mode),
         flows: Some(if t.flow_mode == FlowMode::One {
             1
@@ -53,7 +53,7 @@ fn udp_inner(
     on_progress: OnProgress,
     result: &mut TestResult,
 ) -> Result<()> {
-    udp::check_frames(t.frame, t.ipv6).map_err(|e| anyhow!(e))?;
+    crate::engine::frame::check_frames(t.frame, t.ipv6).map_err(|e| anyhow!(e))?;
     let legs = legs(ends, t.direction);
     let agents = ends.agents();
     let roles: HashMap<u32, String> = legs
@@ -110,7 +110,7 @@ fn udp_inner(
     let mut col = Collected::default();
     let tx_ids: Vec<u32> = legs.iter().map(|l| l.tx_id).collect();
     let rx_ids: Vec<u32> = legs.iter().map(|l| l.rx_id).collect();
-    let frame = udp::average_frame(t.frame);
+    let frame = crate::engine::frame::average_frame(t.frame);
     let dur = t.duration.as_secs_f64();
     let mut live = LiveSum::default();
     let mut last = Progress {

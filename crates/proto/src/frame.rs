@@ -41,3 +41,23 @@ impl Header {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip() {
+        let h = Header {
+            flow: 513,
+            seq: (1 << 47) + 5,
+            sent_ns: 123_456_789_012,
+        };
+        let mut buf = [0u8; 18];
+        h.emit(&mut buf);
+        assert_eq!(Header::parse(&buf), Some(h));
+        assert_eq!(Header::parse(&buf[..17]), None);
+        buf[0] = b'X';
+        assert_eq!(Header::parse(&buf), None);
+    }
+}
