@@ -5,8 +5,9 @@
 //! away: EOF on stdin, a failed write, or silence past the peer timeout.
 
 use crate::engine::{self, tcp, udp, JobCtx};
+use crate::host::kernel;
 use crate::proto::{self, Job, Liveness, Request, Response, PROTO_VERSION};
-use crate::{kernel, latency, netops, sys};
+use crate::{latency, netops, sys};
 use std::collections::HashMap;
 use std::io::{BufReader, BufWriter};
 use std::path::PathBuf;

@@ -10,13 +10,13 @@ use crate::config::{
 };
 use crate::engine::check_destination;
 use crate::lab::{DutMode, LabSpec};
+use crate::model::units::Rate;
 use crate::proto::{Cidr, Direction, FrameSpec, TxEngine};
 use crate::results::FlowMode;
 use crate::runner::{TcpTest, UdpTest};
 use crate::search;
 use crate::topology::ssh::SshOptions;
 use crate::topology::Endpoint;
-use crate::units::Rate;
 use anyhow::{anyhow, bail, Result};
 use clap::{Args, Parser, Subcommand};
 use std::net::IpAddr;
@@ -1312,11 +1312,11 @@ pub fn search_cfg(a: &SearchArgs) -> Result<SearchConfig> {
 }
 
 pub fn parse_pps_u64(s: &str) -> Result<u64, String> {
-    crate::units::parse_pps(s).map(|v| v.round() as u64)
+    crate::model::units::parse_pps(s).map(|v| v.round() as u64)
 }
 
 pub fn parse_bps(s: &str) -> Result<f64, String> {
-    crate::units::parse_bps(s)
+    crate::model::units::parse_bps(s)
 }
 
 fn parse_rate_arg(s: &str) -> Result<Rate, String> {
@@ -1334,7 +1334,7 @@ pub fn parse_frame(s: &str) -> Result<FrameSpec, String> {
         .map_err(|_| {
             format!("'{s}' is not a frame size: give bytes (64..9000, FCS included) or imix")
         })?;
-    if !(crate::units::MIN_FRAME..=crate::units::MAX_FRAME).contains(&n) {
+    if !(crate::model::units::MIN_FRAME..=crate::model::units::MAX_FRAME).contains(&n) {
         return Err(format!(
             "frame size {n} is outside 64..9000 bytes (FCS included)"
         ));

@@ -7,17 +7,16 @@
 
 pub mod agent;
 pub mod app;
-pub mod bottleneck;
 pub mod cli;
 pub mod cli_http;
 pub mod config;
-pub mod efficiency;
 pub mod engine;
+pub mod host;
 pub mod http;
-pub mod kernel;
 pub mod lab;
 pub mod latency;
 pub mod loadtest;
+pub mod model;
 pub mod netops;
 pub mod plan;
 pub mod plan_config;
@@ -27,10 +26,8 @@ pub mod results;
 pub mod run;
 pub mod runner;
 pub mod search;
-pub mod signals;
 pub mod suite;
 pub mod topology;
-pub mod units;
 
 /// The control protocol and wire formats live in the `linerate-proto` crate.
 pub use linerate_proto as proto;

@@ -7,13 +7,13 @@
 //! this module gives it a [`TrialRunner`] that runs real UDP trials.
 
 use crate::config::{Method, Profile, RampConfig, SearchConfig, SearchPlan, Stream, TestSpec};
+use crate::model::signals::interrupted;
 use crate::proto::Direction;
 use crate::report::terminal::ProgressLine;
 use crate::results::{RunDir, TestStatus};
 use crate::run::Run;
 use crate::runner::{self, Ends, UdpTest};
 use crate::search::{self, TrialOutcome, TrialRunner};
-use crate::signals::interrupted;
 use anyhow::{anyhow, bail, Result};
 use std::time::Duration;
 
@@ -187,7 +187,7 @@ pub fn ramp_samples(
 }
 
 fn line_rate_pps(line_rate_bps: f64, p: &Profile) -> f64 {
-    crate::units::line_rate_pps(line_rate_bps, crate::engine::frame::average_frame(p.frame))
+    crate::model::units::line_rate_pps(line_rate_bps, crate::engine::frame::average_frame(p.frame))
 }
 
 /// Runs one ramp and records it; returns a verdict line per direction.
@@ -250,7 +250,7 @@ pub fn run_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<
         let forward = samples.first().map(Vec::as_slice).unwrap_or(&[]);
         let reverse = samples.get(1).map(Vec::as_slice);
         let v = search::viz_export(&r.spec, forward, reverse, &p.name, r.line_rate_pps);
-        crate::results::write_atomic(file, serde_json::to_string_pretty(&v)?.as_bytes())?;
+        crate::model::files::write_atomic(file, serde_json::to_string_pretty(&v)?.as_bytes())?;
         eprintln!("wrote {} (trex-loadtest-viz vars/stats)", file.display());
     }
     Ok(lines)

@@ -2,7 +2,8 @@
 //! into a validated configuration (stage two) and hands over to the library.
 #![forbid(unsafe_code)]
 
-use linerate::{agent, app, cli, plan_config, results, signals};
+use linerate::model::signals;
+use linerate::{agent, app, cli, plan_config, results};
 
 use clap::Parser;
 use std::process::ExitCode;

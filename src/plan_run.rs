@@ -8,9 +8,9 @@
 use crate::agent::Netns;
 use crate::config::{PlanConfig, RunOpts};
 use crate::lab::ports::PortLab;
+use crate::model::signals::interrupted;
 use crate::run::Run;
 use crate::runner::{Ends, Side};
-use crate::signals::interrupted;
 use crate::topology::{Addressing, Hosts};
 use anyhow::{bail, Result};
 use std::collections::BTreeSet;

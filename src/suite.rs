@@ -2,11 +2,11 @@
 
 use crate::config::{self, LabConfig, RunOpts, SearchConfig, SearchPlan, Stream};
 use crate::lab::{self, LabSpec};
+use crate::model::signals::interrupted;
 use crate::proto::{Direction, FrameSpec};
 use crate::results::FlowMode;
 use crate::run::Run;
 use crate::runner::{Ends, HttpServerSide, HttpTest, TcpTest, UdpTest};
-use crate::signals::interrupted;
 use anyhow::Result;
 use std::time::Duration;
 
@@ -273,8 +273,8 @@ fn profile_wanted(args: &LabConfig, name: &str) -> bool {
 /// by what the tester showed it can send in the self-test.
 fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) -> Result<()> {
     use crate::config::{Method, RampConfig};
+    use crate::model::units::Rate;
     use crate::search;
-    use crate::units::Rate;
     // The tester's own ceiling: above it every trial measures the tester.
     let cap = run
         .results
@@ -302,7 +302,7 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
             continue;
         }
         let p = config::seed_profile(name)?;
-        let line_pps = crate::units::line_rate_pps(
+        let line_pps = crate::model::units::line_rate_pps(
             opts.line_rate_bps,
             crate::engine::frame::average_frame(p.frame),
         );

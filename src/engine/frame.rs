@@ -6,9 +6,9 @@
 //! frame. The socket, packet, AF_XDP and XDP engines all build on this
 //! module and on nothing of each other's.
 
+use crate::model::units;
 use crate::proto::frame::{Header, HEADER_LEN};
 use crate::proto::{Cidr, FlowSpec, FrameSpec, RateProfile, TxEngine};
-use crate::units;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;

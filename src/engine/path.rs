@@ -6,8 +6,8 @@
 //! back to the socket engine.
 
 use super::frame::{FlowPath, Template, ETH_HEADER};
+use crate::model::units;
 use crate::proto::FlowSpec;
-use crate::units;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr, UdpSocket};

@@ -3,9 +3,9 @@
 //! flows allow it). The portable fallback of every other engine.
 
 use super::frame::{frame_sequence, Msg, SendSpec, Transmit};
+use crate::model::units;
 use crate::proto::frame::HEADER_LEN;
 use crate::sys::{self, Cmsg, Sendmmsg, SockAddr};
-use crate::units;
 use std::collections::BTreeMap;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};

@@ -201,7 +201,7 @@ fn run_streams(
         } else {
             "lr-tcp-recv"
         };
-        let handle = crate::kernel::spawn_named(name, move || {
+        let handle = crate::host::kernel::spawn_named(name, move || {
             // Pinning is best effort per stream; a bad CPU was checked by the controller.
             let _ = sys::pin_thread(&pin);
             let _ = s.conn.set_read_timeout(Some(IO_TIMEOUT));

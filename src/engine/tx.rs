@@ -7,9 +7,10 @@
 use super::frame::{check_frames, frame_sequence, Msg, SendSpec, Transmit};
 use super::workers::{self, Counters, Intervals, Totals};
 use super::{afxdp, check_destination, packet, socket, IntervalClock, JobCtx};
+use crate::host::kernel;
 use crate::proto::frame::Header;
 use crate::proto::{EndpointSummary, FlowCounters, RateProfile, ThreadFigures, TxEngine};
-use crate::{kernel, sys};
+use crate::sys;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -14,7 +14,7 @@
 use super::frame::frame_of_payload;
 use super::workers::{self, Counters, Intervals, Totals};
 use super::{IntervalClock, JobCtx};
-use crate::kernel;
+use crate::host::kernel;
 use crate::proto::frame::{Header, HEADER_LEN};
 use crate::proto::{EndpointSummary, FlowCounters, ThreadFigures};
 use crate::sys::{self, Recvmmsg};

@@ -110,7 +110,7 @@ pub fn run(
         let st = Arc::new(ConnStats::new(id, sock.as_raw_fd()));
         conns.push(Arc::clone(&st));
         let sh2 = Arc::clone(&sh);
-        let h = crate::kernel::spawn_named("lr-http-get", move || {
+        let h = crate::host::kernel::spawn_named("lr-http-get", move || {
             let mut sock = Some(sock);
             let mut ttfb = stats::new_histogram();
             let mut lat = stats::new_histogram();

@@ -12,7 +12,6 @@
 pub mod client;
 mod content;
 pub mod job;
-pub mod matrix;
 pub mod serve_cmd;
 pub mod server;
 pub mod stats;

@@ -3,8 +3,8 @@
 //! the certificate's fingerprint and whether kTLS is in use.
 
 use super::server::{ServeSpec, Server};
+use crate::model::signals::interrupted;
 use crate::proto::http::Content;
-use crate::signals::interrupted;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

@@ -255,7 +255,7 @@ impl Server {
         }
         sh.active.fetch_add(1, Ordering::Relaxed);
         let sh2 = Arc::clone(&sh);
-        let spawned = crate::kernel::spawn_named("lr-http-serve", move || {
+        let spawned = crate::host::kernel::spawn_named("lr-http-serve", move || {
             if let Err(e) = serve_conn(&sh2, conn, &stats) {
                 sh2.errors.fetch_add(1, Ordering::Relaxed);
                 if let Ok(mut g) = stats.error.lock() {

@@ -73,7 +73,7 @@ pub fn process_user_system_s() -> (f64, f64) {
 /// System-wide softirq seconds (/proc/stat, first line).
 pub fn softirq_s() -> f64 {
     std::fs::read_to_string("/proc/stat")
-        .map(|t| crate::kernel::parse_proc_stat(&t).softirq_s)
+        .map(|t| crate::host::kernel::parse_proc_stat(&t).softirq_s)
         .unwrap_or(0.0)
 }
 

@@ -18,7 +18,7 @@
 //! This module must not touch any interface it was not asked to take.
 
 use super::{check_ifname, mac_string, run, run_output};
-use crate::results::LabPort;
+use crate::proto::lab::LabPort;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 use std::fs::File;

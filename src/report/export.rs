@@ -155,7 +155,7 @@ pub fn csv(runs: &[Run]) -> String {
                 let tx_l2 = if tcp {
                     Some(figures::offered(t, d))
                 } else {
-                    figures::avg_frame(t).map(|f| crate::units::l2_bps(d.tx_pps, f))
+                    figures::avg_frame(t).map(|f| crate::model::units::l2_bps(d.tx_pps, f))
                 };
                 cells.extend([
                     String::new(),
@@ -809,7 +809,7 @@ mod tests {
     #[test]
     fn rfc3339_round_trip() {
         for t in [0u64, 951_782_400, 1_795_000_000] {
-            let s = crate::results::rfc3339(t);
+            let s = crate::model::clock::rfc3339(t);
             assert_eq!(unix_seconds(&s), Some(t as f64), "{s}");
         }
         assert_eq!(unix_seconds("garbage"), None);

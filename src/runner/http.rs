@@ -80,7 +80,7 @@ pub fn run_http(
         lab: ends.lab,
     };
     finish_test(
-        TestResult::new(&t.name, crate::results::now_rfc3339(), params),
+        TestResult::new(&t.name, crate::model::clock::now_rfc3339(), params),
         |r| http_inner(ends, t, &mut dir, on_progress, r),
     )
 }

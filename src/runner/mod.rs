@@ -17,9 +17,9 @@ mod record;
 mod tcp;
 mod udp;
 
+use crate::model::signals::interrupted;
 use crate::proto::{Cidr, Direction, FlowSpec, FrameSpec, RateProfile, TxEngine};
 use crate::results::{FlowMode, TestResult, TestStatus};
-use crate::signals::interrupted;
 use crate::topology::{Addressing, Fleet};
 use anyhow::{anyhow, bail, Result};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};

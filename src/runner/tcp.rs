@@ -38,7 +38,7 @@ pub fn run_tcp(
         lab: ends.lab,
     };
     finish_test(
-        TestResult::new(&t.name, crate::results::now_rfc3339(), params),
+        TestResult::new(&t.name, crate::model::clock::now_rfc3339(), params),
         |r| tcp_inner(ends, t, &mut dir, on_progress, r),
     )
 }

@@ -5,11 +5,11 @@ use super::jobs::{collect, Collected, Jobs, LiveSum};
 use super::record::{self, delta_ns};
 use super::{finish_test, legs, pick_rx_cpus, pick_tx_cpus, unspecified, Ends, Leg, OnProgress};
 use super::{Progress, UdpTest, INTERVAL_MS};
+use crate::model::units;
 use crate::proto::{FlowTotal, Job, RateProfile};
 use crate::results::{
     pair_intervals, DirectionResult, FlowMode, Protocol, RunDir, TestParams, TestResult,
 };
-use crate::units;
 use anyhow::{anyhow, bail, Result};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ pub fn run_udp(
     mut dir: Option<&mut RunDir>,
     on_progress: OnProgress,
 ) -> TestResult {
-    let started_at = crate::results::now_rfc3339();
+    let started_at = crate::model::clock::now_rfc3339();
     let params = TestParams {
         protocol: Protocol::Udp,
         ip_version: if t.ipv6 { 6 } else { 4 },
@@ -81,7 +81,7 @@ fn udp_inner(
         flows_of.insert(leg.tx_id, flows);
     }
     let before = jobs.snapshot(&agents)?;
-    let meter = crate::efficiency::Meter::start();
+    let meter = crate::host::efficiency::Meter::start();
     let senders: Vec<usize> = legs.iter().map(|l| l.tx_agent).collect();
     let start_at = jobs.agree_start(&senders);
     let t0 = Instant::now();
