@@ -365,6 +365,7 @@ fn start(
                 ctx.clone(),
                 Box::new(move |c| {
                     tcp::serve(c, l, expect_streams, d, &cpus, congestion.as_deref())
+                        .map_err(String::from)
                 }),
             )?;
             Ok(Some(port))
@@ -396,6 +397,7 @@ fn start(
                         congestion.as_deref(),
                         buffer_len as usize,
                     )
+                    .map_err(String::from)
                 }),
             )?;
             Ok(None)
@@ -419,7 +421,7 @@ fn start(
             spawn(
                 "lr-udp-recv",
                 ctx.clone(),
-                Box::new(move |c| udp::receive(c, socks, flows, &cpus)),
+                Box::new(move |c| udp::receive(c, socks, flows, &cpus).map_err(String::from)),
             )?;
             Ok(Some(port))
         }
@@ -465,7 +467,11 @@ fn start(
                 threads,
             };
             let sender = engine::tx::open(spec)?;
-            spawn("lr-udp-send", ctx.clone(), Box::new(move |c| sender.run(c)))?;
+            spawn(
+                "lr-udp-send",
+                ctx.clone(),
+                Box::new(move |c| sender.run(c).map_err(String::from)),
+            )?;
             Ok(None)
         }
         Job::LatencyRespond {

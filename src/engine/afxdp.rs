@@ -4,6 +4,7 @@
 
 use super::frame::{Msg, Template, Transmit, FILL};
 use super::path::{resolve, Resolved};
+use super::EngineError;
 use crate::proto::FlowSpec;
 use crate::sys;
 use std::io;
@@ -24,19 +25,19 @@ pub struct XdpTx {
 const XDP_FRAMES: u32 = 4096;
 
 impl XdpTx {
-    pub fn open(flows: &[FlowSpec], sizes: &[u32], ipv6: bool) -> Result<XdpTx, String> {
+    pub fn open(flows: &[FlowSpec], sizes: &[u32], ipv6: bool) -> Result<XdpTx, EngineError> {
         let r = resolve(flows, sizes, ipv6)?;
         let sockets = XdpTx::sockets(&r)?;
         Ok(XdpTx::with(sockets, r, sizes.len()))
     }
 
     /// One AF_XDP socket per egress interface of resolved flows.
-    pub(super) fn sockets(r: &Resolved) -> Result<Vec<(sys::Xsk, Vec<usize>)>, String> {
+    pub(super) fn sockets(r: &Resolved) -> Result<Vec<(sys::Xsk, Vec<usize>)>, EngineError> {
         let frame_size = (r.slot as u32).next_power_of_two().max(2048);
         let mut sockets = Vec::new();
         for (&ifindex, fl) in &r.by_if {
             let mut x = sys::Xsk::open(ifindex, XDP_FRAMES, frame_size).map_err(|e| {
-                format!("opening an AF_XDP socket on ifindex {ifindex}: {e} (needs root and a kernel with AF_XDP)")
+                EngineError::Unavailable(format!("opening an AF_XDP socket on ifindex {ifindex}: {e} (needs root and a kernel with AF_XDP)"))
             })?;
             // Payload bytes after the linerate header are the same in every
             // frame: fill every UMEM frame once.

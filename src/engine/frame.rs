@@ -6,6 +6,7 @@
 //! frame. The socket, packet, AF_XDP and XDP engines all build on this
 //! module and on nothing of each other's.
 
+use super::EngineError;
 use crate::model::units;
 use crate::proto::frame::{Header, HEADER_LEN};
 use crate::proto::{Cidr, FlowSpec, FrameSpec, RateProfile, TxEngine};
@@ -73,14 +74,14 @@ pub fn average_frame(spec: FrameSpec) -> f64 {
 
 /// Checks a frame spec against the IP version: the frame must hold Ethernet,
 /// IP and UDP headers plus the linerate header.
-pub fn check_frames(spec: FrameSpec, ipv6: bool) -> Result<(), String> {
+pub fn check_frames(spec: FrameSpec, ipv6: bool) -> Result<(), EngineError> {
     for size in frame_sequence(spec) {
         if !(units::MIN_FRAME..=units::MAX_FRAME).contains(&size) {
-            return Err(format!(
+            return Err(EngineError::Invalid(format!(
                 "frame size {size} B is outside {}..={} B (sizes include the 4-byte FCS)",
                 units::MIN_FRAME,
                 units::MAX_FRAME
-            ));
+            )));
         }
         let payload = units::udp_payload_for_frame(size, ipv6).unwrap_or(0);
         if (payload as usize) < HEADER_LEN {
@@ -93,11 +94,11 @@ pub fn check_frames(spec: FrameSpec, ipv6: bool) -> Result<(), String> {
                 }
                 + units::UDP_HEADER
                 + HEADER_LEN as u32;
-            return Err(format!(
+            return Err(EngineError::Invalid(format!(
                 "a {size} B frame cannot carry {} + UDP + the 18-byte linerate header; the smallest {} frame is {min} B",
                 if ipv6 { "IPv6" } else { "IPv4" },
                 if ipv6 { "IPv6" } else { "IPv4" },
-            ));
+            )));
         }
     }
     Ok(())
@@ -166,18 +167,22 @@ pub fn fold(mut s: u64) -> u16 {
 
 impl Template {
     /// The frame of `frame_size` bytes (FCS included) for one flow path.
-    pub fn new(path: &FlowPath, frame_size: u32) -> Result<Template, String> {
+    pub fn new(path: &FlowPath, frame_size: u32) -> Result<Template, EngineError> {
         let ipv6 = path.dst.is_ipv6();
         if path.src.is_ipv6() != ipv6 {
-            return Err(format!(
+            return Err(EngineError::Invalid(format!(
                 "source {} and destination {} are of different IP versions",
                 path.src, path.dst
-            ));
+            )));
         }
         let payload = units::udp_payload_for_frame(frame_size, ipv6)
             .map(|p| p as usize)
             .filter(|&p| p >= HEADER_LEN)
-            .ok_or_else(|| format!("a {frame_size} B frame cannot carry the linerate header"))?;
+            .ok_or_else(|| {
+                EngineError::Invalid(format!(
+                    "a {frame_size} B frame cannot carry the linerate header"
+                ))
+            })?;
         let udp_len = UDP_HEADER + payload;
         let mut head = [0u8; ETH_HEADER + IPV6_HEADER + UDP_HEADER];
         head[0..6].copy_from_slice(&path.dst_mac);
@@ -186,8 +191,9 @@ impl Template {
         let ip_len = match (path.src.ip(), path.dst.ip()) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
                 head[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-                let total = u16::try_from(IPV4_HEADER + udp_len)
-                    .map_err(|_| format!("a {frame_size} B frame is too long for IPv4"))?;
+                let total = u16::try_from(IPV4_HEADER + udp_len).map_err(|_| {
+                    EngineError::Invalid(format!("a {frame_size} B frame is too long for IPv4"))
+                })?;
                 let ip = &mut head[ETH_HEADER..ETH_HEADER + IPV4_HEADER];
                 ip[0] = 0x45;
                 ip[2..4].copy_from_slice(&total.to_be_bytes());
@@ -207,8 +213,9 @@ impl Template {
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => {
                 head[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-                let plen = u16::try_from(udp_len)
-                    .map_err(|_| format!("a {frame_size} B frame is too long for IPv6"))?;
+                let plen = u16::try_from(udp_len).map_err(|_| {
+                    EngineError::Invalid(format!("a {frame_size} B frame is too long for IPv6"))
+                })?;
                 let ip = &mut head[ETH_HEADER..ETH_HEADER + IPV6_HEADER];
                 ip[0] = 0x60;
                 ip[4..6].copy_from_slice(&plen.to_be_bytes());
@@ -402,7 +409,8 @@ mod tests {
     fn frame_checks() {
         assert!(check_frames(FrameSpec::Fixed(64), false).is_ok());
         let e = check_frames(FrameSpec::Fixed(64), true).unwrap_err();
-        assert!(e.contains("84 B"), "{e}");
+        assert!(matches!(e, EngineError::Invalid(_)));
+        assert!(e.to_string().contains("84 B"), "{e}");
         assert!(check_frames(FrameSpec::Fixed(63), false).is_err());
         assert!(check_frames(FrameSpec::Fixed(9001), false).is_err());
         assert!(check_frames(FrameSpec::Imix, false).is_ok());

@@ -13,6 +13,7 @@
 use super::afxdp::XdpTx;
 use super::frame::{Msg, Template, Transmit, FILL};
 use super::path::{resolve, Resolved};
+use super::EngineError;
 use crate::proto::FlowSpec;
 use crate::sys::{self, Sendmmsg};
 use std::io;
@@ -41,23 +42,31 @@ impl PacketTx {
         sizes: &[u32],
         ipv6: bool,
         batch: usize,
-    ) -> Result<PacketTx, String> {
+    ) -> Result<PacketTx, EngineError> {
         PacketTx::with(resolve(flows, sizes, ipv6)?, sizes.len(), batch)
     }
 
     /// Opens one AF_PACKET socket per egress interface of resolved flows.
-    fn with(r: Resolved, sizes: usize, batch: usize) -> Result<PacketTx, String> {
+    fn with(r: Resolved, sizes: usize, batch: usize) -> Result<PacketTx, EngineError> {
         let mut sockets = Vec::new();
         for (&ifindex, fl) in &r.by_if {
             let fd = sys::packet_socket().map_err(|e| {
-                format!("opening an AF_PACKET socket: {e} (needs root or CAP_NET_RAW)")
+                EngineError::Unavailable(format!(
+                    "opening an AF_PACKET socket: {e} (needs root or CAP_NET_RAW)"
+                ))
             })?;
             let raw = fd.as_raw_fd();
-            sys::set_qdisc_bypass(raw).map_err(|e| format!("setting PACKET_QDISC_BYPASS: {e}"))?;
-            sys::set_buffer(raw, false, 4 << 20)
-                .map_err(|e| format!("sizing the packet socket's send buffer: {e}"))?;
-            sys::bind_packet(raw, ifindex)
-                .map_err(|e| format!("binding the packet socket to ifindex {ifindex}: {e}"))?;
+            sys::set_qdisc_bypass(raw).map_err(|e| {
+                EngineError::Unavailable(format!("setting PACKET_QDISC_BYPASS: {e}"))
+            })?;
+            sys::set_buffer(raw, false, 4 << 20).map_err(|e| {
+                EngineError::Unavailable(format!("sizing the packet socket's send buffer: {e}"))
+            })?;
+            sys::bind_packet(raw, ifindex).map_err(|e| {
+                EngineError::Unavailable(format!(
+                    "binding the packet socket to ifindex {ifindex}: {e}"
+                ))
+            })?;
             sockets.push((fd, fl.clone()));
         }
         let slot = r.slot;
@@ -81,7 +90,7 @@ pub fn open_fastest(
     sizes: &[u32],
     ipv6: bool,
     batch: usize,
-) -> Result<Box<dyn Transmit>, String> {
+) -> Result<Box<dyn Transmit>, EngineError> {
     let r = resolve(flows, sizes, ipv6)?;
     match XdpTx::sockets(&r) {
         Ok(s) if s.iter().all(|(x, _)| x.zero_copy()) => {

@@ -6,6 +6,7 @@
 //! back to the socket engine.
 
 use super::frame::{FlowPath, Template, ETH_HEADER};
+use super::EngineError;
 use crate::model::units;
 use crate::proto::FlowSpec;
 use serde_json::Value;
@@ -20,13 +21,14 @@ pub struct Route {
     pub prefsrc: Option<IpAddr>,
 }
 
-fn first(json: &str, what: &str) -> Result<Value, String> {
-    let v: Value = serde_json::from_str(json.trim())
-        .map_err(|e| format!("unreadable `ip -j` output for {what}: {e}"))?;
+fn first(json: &str, what: &str) -> Result<Value, EngineError> {
+    let v: Value = serde_json::from_str(json.trim()).map_err(|e| {
+        EngineError::Unavailable(format!("unreadable `ip -j` output for {what}: {e}"))
+    })?;
     v.as_array()
         .and_then(|a| a.first())
         .cloned()
-        .ok_or_else(|| format!("no entry for {what}"))
+        .ok_or_else(|| EngineError::Unavailable(format!("no entry for {what}")))
 }
 
 fn ip_field(v: &Value, key: &str) -> Option<IpAddr> {
@@ -34,22 +36,24 @@ fn ip_field(v: &Value, key: &str) -> Option<IpAddr> {
 }
 
 /// Parses `ip -j route get DST`: refuses local, unreachable and loopback routes.
-pub fn parse_route(json: &str, dst: IpAddr) -> Result<Route, String> {
+pub fn parse_route(json: &str, dst: IpAddr) -> Result<Route, EngineError> {
     let r = first(json, &format!("the route to {dst}"))?;
     if let Some(t) = r.get("type").and_then(Value::as_str) {
         if t != "unicast" {
-            return Err(format!(
+            return Err(EngineError::Unavailable(format!(
                 "the route to {dst} is of type {t}, not a unicast route out of an interface"
-            ));
+            )));
         }
     }
     let dev = r
         .get("dev")
         .and_then(Value::as_str)
-        .ok_or_else(|| format!("the route to {dst} names no interface"))?
+        .ok_or_else(|| EngineError::Unavailable(format!("the route to {dst} names no interface")))?
         .to_string();
     if dev == "lo" {
-        return Err(format!("{dst} is reached over the loopback interface"));
+        return Err(EngineError::Unavailable(format!(
+            "{dst} is reached over the loopback interface"
+        )));
     }
     Ok(Route {
         dev,
@@ -76,31 +80,31 @@ fn parse_mac(s: &str) -> Option<[u8; 6]> {
 }
 
 /// Parses `ip -j link show dev DEV`: an Ethernet interface that is up.
-pub fn parse_link(json: &str, dev: &str) -> Result<Link, String> {
+pub fn parse_link(json: &str, dev: &str) -> Result<Link, EngineError> {
     let l = first(json, &format!("interface {dev}"))?;
     let kind = l.get("link_type").and_then(Value::as_str).unwrap_or("?");
     if kind != "ether" {
-        return Err(format!(
+        return Err(EngineError::Unavailable(format!(
             "interface {dev} is of link type {kind}, not Ethernet"
-        ));
+        )));
     }
     let up = l
         .get("flags")
         .and_then(Value::as_array)
         .is_some_and(|f| f.iter().any(|x| x.as_str() == Some("UP")));
     if !up {
-        return Err(format!("interface {dev} is down"));
+        return Err(EngineError::Unavailable(format!("interface {dev} is down")));
     }
     let ifindex = l
         .get("ifindex")
         .and_then(Value::as_u64)
         .and_then(|i| u32::try_from(i).ok())
-        .ok_or_else(|| format!("interface {dev} has no ifindex"))?;
+        .ok_or_else(|| EngineError::Unavailable(format!("interface {dev} has no ifindex")))?;
     let mac = l
         .get("address")
         .and_then(Value::as_str)
         .and_then(parse_mac)
-        .ok_or_else(|| format!("interface {dev} has no MAC address"))?;
+        .ok_or_else(|| EngineError::Unavailable(format!("interface {dev} has no MAC address")))?;
     let mtu = l
         .get("mtu")
         .and_then(Value::as_u64)
@@ -110,12 +114,12 @@ pub fn parse_link(json: &str, dev: &str) -> Result<Link, String> {
 }
 
 /// Parses `ip -j neigh show to NH dev DEV`: the next hop's MAC, if known.
-pub fn parse_neigh(json: &str, nh: IpAddr, dev: &str) -> Result<[u8; 6], String> {
+pub fn parse_neigh(json: &str, nh: IpAddr, dev: &str) -> Result<[u8; 6], EngineError> {
     let missing = || {
-        format!(
+        EngineError::Unavailable(format!(
             "no usable neighbour entry for {nh} on {dev} (the packet engine does not run \
              ARP/ND; ping {nh} first or add a static neighbour)"
-        )
+        ))
     };
     if json.trim().is_empty() {
         return Err(missing());
@@ -134,8 +138,8 @@ pub fn parse_neigh(json: &str, nh: IpAddr, dev: &str) -> Result<[u8; 6], String>
         .ok_or_else(missing)
 }
 
-fn ip_json(args: &[&str]) -> Result<String, String> {
-    crate::netops::run_output("ip", args).map_err(|e| format!("{e:#}"))
+fn ip_json(args: &[&str]) -> Result<String, EngineError> {
+    crate::netops::run_output("ip", args).map_err(|e| EngineError::Unavailable(format!("{e:#}")))
 }
 
 /// Route, interface and next hop of every flow, looked up once.
@@ -145,7 +149,7 @@ pub struct Resolver {
 }
 
 impl Resolver {
-    fn route(&self, dst: IpAddr, src: Option<IpAddr>) -> Result<Route, String> {
+    fn route(&self, dst: IpAddr, src: Option<IpAddr>) -> Result<Route, EngineError> {
         let fam = if dst.is_ipv6() { "-6" } else { "-4" };
         let d = dst.to_string();
         // With the flow's source first (policy routing), else without: a
@@ -159,17 +163,17 @@ impl Resolver {
         parse_route(&ip_json(&["-j", fam, "route", "get", &d])?, dst)
     }
 
-    fn link(&mut self, dev: &str) -> Result<Link, String> {
+    fn link(&mut self, dev: &str) -> Result<Link, EngineError> {
         if let Some(l) = self.links.get(dev) {
             return Ok(l.clone());
         }
-        crate::netops::check_ifname(dev).map_err(|e| format!("{e:#}"))?;
+        crate::netops::check_ifname(dev).map_err(|e| EngineError::Unavailable(format!("{e:#}")))?;
         let l = parse_link(&ip_json(&["-j", "link", "show", "dev", dev])?, dev)?;
         self.links.insert(dev.to_string(), l.clone());
         Ok(l)
     }
 
-    fn neighbour(&mut self, nh: IpAddr, dev: &str) -> Result<[u8; 6], String> {
+    fn neighbour(&mut self, nh: IpAddr, dev: &str) -> Result<[u8; 6], EngineError> {
         let key = (nh, dev.to_string());
         if let Some(m) = self.neighbours.get(&key) {
             return Ok(*m);
@@ -204,12 +208,15 @@ pub struct Resolved {
 
 /// Resolves every flow's path (route, source, next-hop MAC) and builds its
 /// frame templates; the error says why frames cannot be built here.
-pub fn resolve(flows: &[FlowSpec], sizes: &[u32], ipv6: bool) -> Result<Resolved, String> {
+pub fn resolve(flows: &[FlowSpec], sizes: &[u32], ipv6: bool) -> Result<Resolved, EngineError> {
     if sizes.is_empty() {
-        return Err("no frame sizes".into());
+        return Err(EngineError::Unavailable("no frame sizes".into()));
     }
     if let Some(f) = flows.iter().find(|f| f.dst.ip().is_loopback()) {
-        return Err(format!("{} is a loopback address", f.dst.ip()));
+        return Err(EngineError::Unavailable(format!(
+            "{} is a loopback address",
+            f.dst.ip()
+        )));
     }
     // The socket engine binds one ephemeral port for flows without a
     // source port; so does this engine, and keeps it bound.
@@ -221,7 +228,7 @@ pub fn resolve(flows: &[FlowSpec], sizes: &[u32], ipv6: bool) -> Result<Resolved
         };
         Some(
             UdpSocket::bind(SocketAddr::new(any, 0))
-                .map_err(|e| format!("reserving a source port: {e}"))?,
+                .map_err(|e| EngineError::Unavailable(format!("reserving a source port: {e}")))?,
         )
     } else {
         None
@@ -229,7 +236,9 @@ pub fn resolve(flows: &[FlowSpec], sizes: &[u32], ipv6: bool) -> Result<Resolved
     let eph = match &port {
         Some(s) => s
             .local_addr()
-            .map_err(|e| format!("reading the reserved source port: {e}"))?
+            .map_err(|e| {
+                EngineError::Unavailable(format!("reading the reserved source port: {e}"))
+            })?
             .port(),
         None => 0,
     };
@@ -246,17 +255,19 @@ pub fn resolve(flows: &[FlowSpec], sizes: &[u32], ipv6: bool) -> Result<Resolved
         // An L2 frame of the largest size must fit the interface's MTU.
         let l3 = max_frame as usize - units::FCS as usize - ETH_HEADER;
         if l3 > link.mtu as usize {
-            return Err(format!(
+            return Err(EngineError::Unavailable(format!(
                 "{max_frame} B frames exceed the MTU {} of {}",
                 link.mtu, route.dev
-            ));
+            )));
         }
         let nh = route.gateway.unwrap_or(f.dst.ip());
         let dst_mac = res.neighbour(nh, &route.dev)?;
-        let src_ip = f
-            .src
-            .or(route.prefsrc)
-            .ok_or_else(|| format!("no source address for {} (the route names none)", f.dst))?;
+        let src_ip = f.src.or(route.prefsrc).ok_or_else(|| {
+            EngineError::Unavailable(format!(
+                "no source address for {} (the route names none)",
+                f.dst
+            ))
+        })?;
         let src_port = if f.src_port == 0 { eph } else { f.src_port };
         let path = FlowPath {
             src_mac: link.mac,
@@ -296,7 +307,7 @@ mod tests {
             r#"[{"type":"local","dst":"127.0.0.1","dev":"lo","prefsrc":"127.0.0.1","flags":[],"uid":0,"cache":["local"]}]"#,
             "127.0.0.1".parse().unwrap(),
         );
-        assert!(lo.unwrap_err().contains("local"));
+        assert!(lo.unwrap_err().to_string().contains("local"));
         let l = parse_link(
             r#"[{"ifindex":4,"ifname":"gen0","flags":["BROADCAST","MULTICAST","UP","LOWER_UP"],"mtu":1500,"link_type":"ether","address":"02:4c:52:00:00:0a"}]"#,
             "gen0",
@@ -310,7 +321,7 @@ mod tests {
             r#"[{"ifindex":1,"flags":["LOOPBACK","UP"],"mtu":65536,"link_type":"loopback","address":"00:00:00:00:00:00"}]"#,
             "lo",
         );
-        assert!(e.unwrap_err().contains("not Ethernet"));
+        assert!(e.unwrap_err().to_string().contains("not Ethernet"));
         let nh: IpAddr = "198.18.0.1".parse().unwrap();
         assert_eq!(
             parse_neigh(

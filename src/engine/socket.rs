@@ -3,6 +3,7 @@
 //! flows allow it). The portable fallback of every other engine.
 
 use super::frame::{frame_sequence, Msg, SendSpec, Transmit};
+use super::EngineError;
 use crate::model::units;
 use crate::proto::frame::HEADER_LEN;
 use crate::sys::{self, Cmsg, Sendmmsg, SockAddr};
@@ -69,9 +70,9 @@ pub struct SocketTx {
 }
 
 impl SocketTx {
-    pub fn open(spec: &SendSpec, ipv6: bool, batch: usize) -> Result<SocketTx, String> {
+    pub fn open(spec: &SendSpec, ipv6: bool, batch: usize) -> Result<SocketTx, EngineError> {
         let sockets = open_tx_sockets(spec, ipv6).map_err(|e| {
-            format!("opening UDP sender sockets: {e} (varying source addresses needs root for IP_TRANSPARENT)")
+            EngineError::Unavailable(format!("opening UDP sender sockets: {e} (varying source addresses needs root for IP_TRANSPARENT)"))
         })?;
         let payloads: Vec<usize> = frame_sequence(spec.frame)
             .iter()

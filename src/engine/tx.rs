@@ -6,6 +6,7 @@
 
 use super::frame::{check_frames, frame_sequence, Msg, SendSpec, Transmit};
 use super::workers::{self, Counters, Intervals, Totals};
+use super::EngineError;
 use super::{afxdp, check_destination, packet, socket, IntervalClock, JobCtx};
 use crate::host::kernel;
 use crate::proto::frame::Header;
@@ -39,24 +40,24 @@ fn open_engine(
     sizes: &[u32],
     ipv6: bool,
     batch: usize,
-) -> Result<(Box<dyn Transmit>, Option<String>), String> {
+) -> Result<(Box<dyn Transmit>, Option<String>), EngineError> {
     Ok(match spec.tx_engine {
         TxEngine::Socket => (Box::new(socket::SocketTx::open(spec, ipv6, batch)?), None),
         TxEngine::Packet => (
             Box::new(
                 packet::PacketTx::open(&spec.flows, sizes, ipv6, batch).map_err(|e| {
-                    format!(
+                    EngineError::Unavailable(format!(
                         "the packet engine cannot run here: {e}; use --tx-engine socket or auto"
-                    )
+                    ))
                 })?,
             ),
             None,
         ),
         TxEngine::Xdp => (
             Box::new(afxdp::XdpTx::open(&spec.flows, sizes, ipv6).map_err(|e| {
-                format!(
+                EngineError::Unavailable(format!(
                     "the xdp engine cannot run here: {e}; use --tx-engine packet, socket or auto"
-                )
+                ))
             })?),
             None,
         ),
@@ -76,13 +77,17 @@ fn open_engine(
 /// Validates a sending job and opens its engines, one per worker thread:
 /// done before the agreed start instant, so route and neighbour look-ups do
 /// not delay the first packet and a refusal reaches the controller at once.
-pub fn open(spec: SendSpec) -> Result<Sender, String> {
+pub fn open(spec: SendSpec) -> Result<Sender, EngineError> {
     if spec.flows.is_empty() {
-        return Err("a UDP send job needs at least one flow".into());
+        return Err(EngineError::Invalid(
+            "a UDP send job needs at least one flow".into(),
+        ));
     }
     let ipv6 = spec.flows[0].dst.is_ipv6();
     if spec.flows.iter().any(|f| f.dst.is_ipv6() != ipv6) {
-        return Err("all flows of one job must use the same IP version".into());
+        return Err(EngineError::Invalid(
+            "all flows of one job must use the same IP version".into(),
+        ));
     }
     for f in &spec.flows {
         check_destination(f.dst.ip(), &spec.allow)?;
@@ -92,10 +97,10 @@ pub fn open(spec: SendSpec) -> Result<Sender, String> {
     let sizes = frame_sequence(spec.frame);
     let n = workers::thread_count(spec.threads, &spec.cpus, spec.flows.len());
     if spec.tx_engine == TxEngine::Xdp && n > 1 {
-        return Err(format!(
+        return Err(EngineError::Invalid(format!(
             "--tx-engine xdp binds one AF_XDP socket to queue 0 of each interface, so it runs \
              one sender thread, not {n}; use --threads 1, or --tx-engine packet for several"
-        ));
+        )));
     }
     let total_flows = spec.flows.len() as f64;
     let mut shares = Vec::with_capacity(n);
@@ -127,7 +132,7 @@ pub fn open(spec: SendSpec) -> Result<Sender, String> {
 impl Sender {
     /// Sends until the duration ends or the controller stops the job: one
     /// worker per share, this thread reporting the sum of their counters.
-    pub fn run(self, ctx: &JobCtx) -> Result<EndpointSummary, String> {
+    pub fn run(self, ctx: &JobCtx) -> Result<EndpointSummary, EngineError> {
         let Sender {
             spec,
             sizes,
@@ -152,7 +157,7 @@ impl Sender {
                 }
                 out
             })
-            .map_err(|e| format!("starting a sender thread: {e}"))?;
+            .map_err(EngineError::io("starting a sender thread"))?;
             handles.push(h);
         }
         let mut clock = IntervalClock::new(start, ctx.interval);
@@ -187,7 +192,9 @@ impl Sender {
                     ended = ended.max(w.ended);
                 }
                 Ok(Err(e)) => err = err.or(Some(e)),
-                Err(_) => err = err.or(Some("a sender thread panicked".to_string())),
+                Err(_) => {
+                    err = err.or(Some(EngineError::Failed("a sender thread panicked".into())))
+                }
             }
         }
         if let Some(e) = err {
@@ -215,7 +222,7 @@ impl Sender {
 }
 
 /// Opens and runs a sending job in one go (tests, tools).
-pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, String> {
+pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, EngineError> {
     open(spec)?.run(ctx)
 }
 
@@ -237,13 +244,18 @@ fn worker(
     c: &Counters,
     start: Instant,
     index: usize,
-) -> Result<WorkerEnd, String> {
+) -> Result<WorkerEnd, EngineError> {
     if let Some(cpu) = share.cpu {
-        sys::pin_thread(&[cpu])
-            .map_err(|e| format!("pinning a sender thread to CPU {cpu}: {e}"))?;
+        sys::pin_thread(&[cpu]).map_err(EngineError::io(format!(
+            "pinning a sender thread to CPU {cpu}"
+        )))?;
     } else {
-        sys::pin_thread(&share.spec.cpus)
-            .map_err(|e| format!("pinning the sender to CPUs {:?}: {e}", share.spec.cpus))?;
+        sys::pin_thread(&share.spec.cpus).map_err(|e| {
+            EngineError::Invalid(format!(
+                "pinning the sender to CPUs {:?}: {e}",
+                share.spec.cpus
+            ))
+        })?;
     }
     let cpu0 = sys::thread_cpu_seconds();
     let stopped = || ctx.stopped() || abort.load(Ordering::Relaxed);
@@ -286,10 +298,12 @@ fn pace(
     tx: &mut dyn Transmit,
     c: &Counters,
     start: Instant,
-) -> Result<Vec<u64>, String> {
+) -> Result<Vec<u64>, EngineError> {
     let groups = tx.groups();
     if groups.is_empty() || groups.iter().any(|g| g.is_empty()) {
-        return Err("the sender has a send group without flows".into());
+        return Err(EngineError::Invalid(
+            "the sender has a send group without flows".into(),
+        ));
     }
     let mut msgs: Vec<Msg> = Vec::with_capacity(batch);
     let mut seq = vec![0u64; spec.flows.len()];
@@ -378,10 +392,10 @@ fn pace(
                     _ => {
                         hard_errors += 1;
                         if hard_errors > 1000 {
-                            return Err(format!(
+                            return Err(EngineError::Invalid(format!(
                                 "sending UDP datagrams ({} engine) keeps failing: {e}",
                                 tx.name()
-                            ));
+                            )));
                         }
                     }
                 }

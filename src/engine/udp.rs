@@ -13,6 +13,7 @@
 
 use super::frame::frame_of_payload;
 use super::workers::{self, Counters, Intervals, Totals};
+use super::EngineError;
 use super::{IntervalClock, JobCtx};
 use crate::host::kernel;
 use crate::proto::frame::{Header, HEADER_LEN};
@@ -150,8 +151,10 @@ pub fn receive(
     socks: Vec<UdpSocket>,
     flows: u16,
     cpus: &[usize],
-) -> Result<EndpointSummary, String> {
-    sys::pin_thread(cpus).map_err(|e| format!("pinning the receiver to CPUs {cpus:?}: {e}"))?;
+) -> Result<EndpointSummary, EngineError> {
+    sys::pin_thread(cpus).map_err(EngineError::io(format!(
+        "pinning the receiver to CPUs {cpus:?}"
+    )))?;
     let flows = usize::from(flows.max(1));
     let cpu0 = sys::process_cpu_seconds();
     // Monotonic ns of the first datagram any worker saw (0: none yet): the
@@ -170,7 +173,7 @@ pub fn receive(
         let h = kernel::spawn_named("lr-udp-recv", move || {
             rx_worker(&ctx, sock, flows, &c, &first_ns, i, cpu)
         })
-        .map_err(|e| format!("starting a receiver thread: {e}"))?;
+        .map_err(EngineError::io("starting a receiver thread"))?;
         handles.push(h);
     }
     let mut clock: Option<IntervalClock> = None;
@@ -211,7 +214,11 @@ pub fn receive(
                 per_thread.push(end.figures);
             }
             Ok(Err(e)) => err = err.or(Some(e)),
-            Err(_) => err = err.or(Some("a receiver thread panicked".to_string())),
+            Err(_) => {
+                err = err.or(Some(EngineError::Failed(
+                    "a receiver thread panicked".into(),
+                )))
+            }
         }
     }
     if let Some(e) = err {
@@ -289,10 +296,11 @@ fn rx_worker(
     first_ns: &AtomicU64,
     index: usize,
     cpu: Option<usize>,
-) -> Result<RxEnd, String> {
+) -> Result<RxEnd, EngineError> {
     if let Some(cpu) = cpu {
-        sys::pin_thread(&[cpu])
-            .map_err(|e| format!("pinning a receiver thread to CPU {cpu}: {e}"))?;
+        sys::pin_thread(&[cpu]).map_err(EngineError::io(format!(
+            "pinning a receiver thread to CPU {cpu}"
+        )))?;
     }
     let cpu0 = sys::thread_cpu_seconds();
     let ipv6 = sock.local_addr().map(|a| a.is_ipv6()).unwrap_or(false);
@@ -318,7 +326,7 @@ fn rx_worker(
             {
                 0
             }
-            Err(e) => return Err(format!("receiving UDP datagrams: {e}")),
+            Err(e) => return Err(EngineError::io("receiving UDP datagrams")(e)),
         };
         let now = Instant::now();
         if n > 0 {
