@@ -5,7 +5,7 @@
 
 use super::jobs::{collect, Collected, Jobs, LiveSum};
 use super::record::{self, delta_ns};
-use super::{finish_test, unspecified, Ends, OnProgress, Progress, INTERVAL_MS};
+use super::setup::{finish_test, unspecified, Ends, OnProgress, Progress, INTERVAL_MS};
 use crate::proto::http::Content;
 use crate::proto::http::HttpSummary;
 use crate::proto::http::Trust;
@@ -98,8 +98,8 @@ fn http_inner(
         .map(|g| g.agent)
         .ok_or_else(|| anyhow!("an HTTP test needs a client"))?;
     let sink = ends.sink.agent;
-    let server_id = super::next_id();
-    let client_id = super::next_id();
+    let server_id = super::setup::next_id();
+    let client_id = super::setup::next_id();
     let ms = |d: Duration| d.as_millis() as u64;
     let mut agents = vec![gen];
     let mut jobs = Jobs::new(ends.fleet);
@@ -270,7 +270,7 @@ fn http_inner(
         result,
     );
     // CPU over the client's run: the client is this test's timing leg.
-    let timing = vec![super::Leg {
+    let timing = vec![super::setup::Leg {
         name: t.name.clone(),
         tx_agent: gen,
         rx_agent: gen,

@@ -2,7 +2,7 @@
 //! cross-checks per agent, CPU use, and the aggregate of many senders.
 
 use super::jobs::Collected;
-use super::{Ends, Leg};
+use super::setup::{Ends, Leg};
 use crate::proto::{EndpointSummary, Snapshot, UdpCounters};
 use crate::results::{
     Aggregate, AggregateInterval, CpuUse, CrossCheck, HostShare, KernelCounters, TestResult,

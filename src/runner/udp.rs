@@ -3,8 +3,10 @@
 
 use super::jobs::{collect, Collected, Jobs, LiveSum};
 use super::record::{self, delta_ns};
-use super::{finish_test, legs, pick_rx_cpus, pick_tx_cpus, unspecified, Ends, Leg, OnProgress};
-use super::{Progress, UdpTest, INTERVAL_MS};
+use super::setup::{
+    finish_test, legs, pick_rx_cpus, pick_tx_cpus, unspecified, Ends, Leg, OnProgress,
+};
+use super::setup::{Progress, UdpTest, INTERVAL_MS};
 use crate::model::units;
 use crate::proto::{FlowTotal, Job, RateProfile};
 use crate::results::{
