@@ -5,20 +5,19 @@
 //! Bump [`SCHEMA_VERSION`]'s major number on an incompatible change.
 
 pub mod bottleneck;
+mod dir;
+mod host;
 
-use crate::model::clock::time_stamp_compact;
-use crate::model::files::write_atomic;
+pub use dir::RunDir;
+pub use host::host_facts;
+
 use crate::model::lab::LabTopology;
 
 use crate::proto::{
     Direction, EndpointSummary, FrameSpec, IfCounters, IntervalSample, UdpCounters,
 };
-use anyhow::{Context, Result};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::path::{Path, PathBuf};
 
 pub const SCHEMA_VERSION: &str = "1.3.0";
 
@@ -520,101 +519,6 @@ impl CrossCheck {
 /// The JSON Schema of [`RunResults`], as committed in `schema/`.
 pub fn json_schema() -> serde_json::Value {
     serde_json::to_value(schemars::schema_for!(RunResults)).unwrap_or_default()
-}
-
-/// One run's directory on disk.
-pub struct RunDir {
-    pub path: PathBuf,
-    ndjson: File,
-}
-
-impl RunDir {
-    pub fn create(base: &Path, name: &str) -> Result<Self> {
-        let stamp = time_stamp_compact();
-        let path = base.join(format!("{stamp}-{name}"));
-        fs::create_dir_all(path.join("agents")).with_context(|| {
-            format!(
-                "creating the results directory {} (choose another with --results-dir)",
-                path.display()
-            )
-        })?;
-        let ndjson = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path.join("intervals.ndjson"))
-            .context("creating intervals.ndjson")?;
-        Ok(RunDir { path, ndjson })
-    }
-
-    pub fn agent_log(&self, role: &str) -> PathBuf {
-        self.path.join("agents").join(format!("{role}.log"))
-    }
-
-    /// Appends one complete line; a SIGKILL leaves every earlier line intact.
-    pub fn log_interval(&mut self, test: &str, role: &str, sample: &IntervalSample) {
-        let line = serde_json::json!({"test": test, "endpoint": role, "sample": sample});
-        let mut s = line.to_string();
-        s.push('\n');
-        // A full disk must not stop the measurement; results.json reports the run.
-        let _ = self.ndjson.write_all(s.as_bytes());
-    }
-
-    pub fn write_results(&self, r: &RunResults) -> Result<()> {
-        let bytes = serde_json::to_vec_pretty(r)?;
-        write_atomic(&self.path.join("results.json"), &bytes)
-    }
-}
-
-/// Facts about this host that every result carries.
-pub fn host_facts() -> HostFacts {
-    let read = |p: &str| {
-        fs::read_to_string(p)
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default()
-    };
-    let cpuinfo = read("/proc/cpuinfo");
-    let cpu_model = cpuinfo
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .and_then(|r| r.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_default();
-    let memory_bytes = read("/proc/meminfo")
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-        .unwrap_or(0);
-    let mut sysctls = std::collections::BTreeMap::new();
-    for key in [
-        "net.ipv4.tcp_congestion_control",
-        "net.ipv4.tcp_rmem",
-        "net.ipv4.tcp_wmem",
-        "net.core.rmem_max",
-        "net.core.wmem_max",
-        "net.core.netdev_max_backlog",
-        "net.core.default_qdisc",
-    ] {
-        let v = read(&format!("/proc/sys/{}", key.replace('.', "/")));
-        if !v.is_empty() {
-            sysctls.insert(
-                key.to_string(),
-                v.split_whitespace().collect::<Vec<_>>().join(" "),
-            );
-        }
-    }
-    HostFacts {
-        hostname: read("/proc/sys/kernel/hostname"),
-        kernel: read("/proc/sys/kernel/osrelease"),
-        cpu_model,
-        cpus: std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
-        memory_bytes,
-        sysctls,
-    }
 }
 
 #[cfg(test)]
