@@ -513,8 +513,8 @@ fn start(
                 token,
                 interval: Duration::from_micros(interval_us),
                 payload: payload.clamp(
-                    latency::probe::HEADER_LEN as u16,
-                    latency::probe::MAX_PAYLOAD,
+                    crate::proto::probe::HEADER_LEN as u16,
+                    crate::proto::probe::MAX_PAYLOAD,
                 ),
                 duration,
             };

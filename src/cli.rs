@@ -324,7 +324,7 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "MS", default_value_t = 10.0)]
     pub probe_interval: f64,
     /// UDP payload bytes per latency probe (48..=1452).
-    #[arg(long, value_name = "BYTES", default_value_t = crate::latency::probe::DEFAULT_PAYLOAD)]
+    #[arg(long, value_name = "BYTES", default_value_t = crate::proto::probe::DEFAULT_PAYLOAD)]
     pub probe_size: u16,
     /// Seconds of the idle phases before and after the load.
     #[arg(long, value_name = "SECS", default_value_t = 3.0)]
@@ -340,8 +340,8 @@ impl ProbeArgs {
             );
         }
         let (lo, hi) = (
-            crate::latency::probe::HEADER_LEN as u16,
-            crate::latency::probe::MAX_PAYLOAD,
+            crate::proto::probe::HEADER_LEN as u16,
+            crate::proto::probe::MAX_PAYLOAD,
         );
         if !(lo..=hi).contains(&self.probe_size) {
             bail!(
@@ -416,7 +416,7 @@ pub struct MonitorArgs {
     #[arg(long, default_value_t = 8)]
     pub max_files: u32,
     /// UDP payload bytes of responder probes.
-    #[arg(long, value_name = "BYTES", default_value_t = crate::latency::probe::DEFAULT_PAYLOAD)]
+    #[arg(long, value_name = "BYTES", default_value_t = crate::proto::probe::DEFAULT_PAYLOAD)]
     pub probe_size: u16,
     /// Also allow probing this prefix (outside loopback, 198.18.0.0/15 and 2001:2::/48). Repeatable.
     #[arg(long = "allow-target", value_name = "CIDR")]
@@ -467,8 +467,8 @@ pub fn monitor_config(a: &MonitorArgs) -> Result<crate::latency::monitor::Monito
         }
     };
     let (lo, hi) = (
-        crate::latency::probe::HEADER_LEN as u16,
-        crate::latency::probe::MAX_PAYLOAD,
+        crate::proto::probe::HEADER_LEN as u16,
+        crate::proto::probe::MAX_PAYLOAD,
     );
     if !(lo..=hi).contains(&a.probe_size) {
         bail!("--probe-size {} is outside {lo}..={hi} bytes", a.probe_size);

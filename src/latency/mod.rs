@@ -1,4 +1,4 @@
-//! Latency probes: the wire format ([`probe`]), the responder that answers
+//! Latency probes (the wire format is `proto::probe`): the responder that answers
 //! only sessions the controller opened ([`responder`]), the isochronous
 //! client ([`client`]), the statistics the controller computes from the
 //! client's samples ([`stats`]), and the long-running monitor with its
@@ -11,9 +11,6 @@ pub mod metrics;
 pub mod monitor;
 pub mod responder;
 pub mod stats;
-
-/// The probe wire format lives with the other wire formats in linerate-proto.
-pub use crate::proto::probe;
 
 /// A random 64-bit session token from the OS (never 0).
 pub fn new_token() -> std::io::Result<u64> {

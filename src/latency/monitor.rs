@@ -11,10 +11,10 @@
 
 use super::icmp::Pinger;
 use super::metrics::{self, Metrics};
-use super::probe::{self, Kind, Probe, ProbeSample};
 use super::stats::{self, Percentiles};
 use crate::agent::Netns;
 use crate::model::signals::interrupted;
+use crate::proto::probe::{self, Kind, Probe, ProbeSample};
 use crate::proto::{Job, Request, Response};
 use crate::sys::realtime_ns;
 use crate::topology::ssh::SshOptions;

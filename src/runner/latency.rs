@@ -5,10 +5,10 @@
 //! client's clock and computes the statistics ([`crate::latency::stats`]).
 
 use super::setup::{finish_test, Ends, OnProgress, TcpTest, UdpTest};
-use crate::latency::probe::{self, ProbeSample};
 use crate::latency::responder;
 use crate::latency::stats::{self, LatencyResult, OneWayClock, PhaseSpan, ResponderCounts};
 use crate::model::signals::interrupted;
+use crate::proto::probe::{self, ProbeSample};
 use crate::proto::{Cidr, EndpointSummary, Job, Request, Response};
 use crate::results::{RunDir, TestResult, TestStatus};
 use crate::sys::realtime_ns;
