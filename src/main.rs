@@ -3,7 +3,8 @@
 #![forbid(unsafe_code)]
 
 use linerate::cli::{self, app, plan_config};
-use linerate::{agent, results, signals};
+use linerate::model::signals;
+use linerate::{agent, results};
 
 use clap::Parser;
 use std::process::ExitCode;

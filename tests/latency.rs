@@ -4,7 +4,7 @@
 //! headless Chromium).
 
 use crate::util::*;
-use linerate::latency::probe::{Kind, Probe};
+use linerate::proto::probe::{Kind, Probe};
 use linerate::proto::{self, Job, Request, Response, PROTO_VERSION};
 use serde_json::Value;
 use std::io::{Read, Write};

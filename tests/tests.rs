@@ -12,6 +12,7 @@ mod bottleneck;
 mod http;
 mod lab;
 mod latency;
+mod layers;
 mod loadtest;
 mod multihost;
 mod ports;

@@ -7,8 +7,9 @@
 
 use super::Limits;
 use crate::engine::{self, tcp, udp, JobCtx};
+use crate::host::kernel;
 use crate::proto::{self, Job, Response};
-use crate::{kernel, latency, sys};
+use crate::{latency, sys};
 use anyhow::{anyhow, bail, Context, Result};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
@@ -117,7 +118,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             threads,
             ..
         } => {
-            let spec = engine::tx::SendSpec {
+            let spec = engine::frame::SendSpec {
                 flows,
                 frame,
                 rate,
@@ -160,8 +161,8 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
                 token,
                 interval: Duration::from_micros(interval_us),
                 payload: payload.clamp(
-                    latency::probe::HEADER_LEN as u16,
-                    latency::probe::MAX_PAYLOAD,
+                    crate::proto::probe::HEADER_LEN as u16,
+                    crate::proto::probe::MAX_PAYLOAD,
                 ),
                 duration,
             };
@@ -246,7 +247,7 @@ fn udp_receive(bind: IpAddr, flows: u16, cpus: Vec<usize>, threads: u16) -> Resu
 
 /// Checks a sender against this agent's limits and the allowed
 /// destinations, then opens it.
-fn udp_send(spec: engine::tx::SendSpec, limits: &Limits) -> Result<Opened> {
+fn udp_send(spec: engine::frame::SendSpec, limits: &Limits) -> Result<Opened> {
     if let Some(r) = &spec.rate {
         r.validate().map_err(anyhow::Error::msg)?;
     }
@@ -259,7 +260,7 @@ fn udp_send(spec: engine::tx::SendSpec, limits: &Limits) -> Result<Opened> {
         allowed(f.dst.ip(), &spec.allow)?;
     }
     let ipv6 = spec.flows.first().is_some_and(|f| f.dst.is_ipv6());
-    udp::check_frames(spec.frame, ipv6).map_err(anyhow::Error::msg)?;
+    engine::frame::check_frames(spec.frame, ipv6).map_err(anyhow::Error::msg)?;
     let sender = engine::tx::open(spec).map_err(anyhow::Error::msg)?;
     Ok(Opened {
         port: None,
@@ -291,7 +292,7 @@ fn latency_probe(target: SocketAddr, spec: latency::client::ProbeSpec) -> Result
     })
 }
 
-fn http_serve(ctx: &JobCtx, j: &proto::HttpServeJob, d: Duration) -> Result<Opened> {
+fn http_serve(ctx: &JobCtx, j: &proto::http::HttpServeJob, d: Duration) -> Result<Opened> {
     let (server, port) = crate::http::job::open_server(ctx, j).map_err(anyhow::Error::msg)?;
     Ok(Opened {
         port: Some(port),
@@ -300,7 +301,7 @@ fn http_serve(ctx: &JobCtx, j: &proto::HttpServeJob, d: Duration) -> Result<Open
     })
 }
 
-fn http_get(j: &proto::HttpGetJob, d: Duration) -> Result<Opened> {
+fn http_get(j: &proto::http::HttpGetJob, d: Duration) -> Result<Opened> {
     let spec = crate::http::job::get_spec(j, d).map_err(anyhow::Error::msg)?;
     Ok(Opened {
         port: None,

@@ -10,9 +10,10 @@
 mod jobs;
 
 use crate::engine::JobCtx;
+use crate::host::kernel;
 use crate::proto::{self, Liveness, Request, Response, PROTO_VERSION};
 use crate::topology::Netns;
-use crate::{kernel, netops, sys};
+use crate::{netops, sys};
 use anyhow::{anyhow, Result};
 use std::collections::HashMap;
 use std::io::{BufReader, BufWriter};

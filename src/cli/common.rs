@@ -203,7 +203,7 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "MS", default_value_t = 10.0)]
     pub probe_interval: f64,
     /// UDP payload bytes per latency probe (48..=1452).
-    #[arg(long, value_name = "BYTES", default_value_t = crate::latency::probe::DEFAULT_PAYLOAD)]
+    #[arg(long, value_name = "BYTES", default_value_t = crate::proto::probe::DEFAULT_PAYLOAD)]
     pub probe_size: u16,
     /// Seconds of the idle phases before and after the load.
     #[arg(long, value_name = "SECS", default_value_t = 3.0)]
@@ -219,8 +219,8 @@ impl ProbeArgs {
             );
         }
         let (lo, hi) = (
-            crate::latency::probe::HEADER_LEN as u16,
-            crate::latency::probe::MAX_PAYLOAD,
+            crate::proto::probe::HEADER_LEN as u16,
+            crate::proto::probe::MAX_PAYLOAD,
         );
         if !(lo..=hi).contains(&self.probe_size) {
             bail!(

@@ -4,13 +4,13 @@
 //! the CLI sees a flag.
 
 use crate::lab::LabSpec;
+use crate::model::units::Rate;
 use crate::proto::{Cidr, Direction, FrameSpec, TxEngine};
 use crate::results::FlowMode;
 use crate::runner::{TcpTest, UdpTest};
 use crate::search;
 use crate::topology::ssh::SshOptions;
 use crate::topology::Endpoint;
-use crate::units::Rate;
 use anyhow::{bail, Result};
 use std::net::IpAddr;
 use std::path::PathBuf;

@@ -4,11 +4,10 @@ use super::common::{duration, Common, ProbeArgs};
 use super::config::TestSpec;
 use super::parse::{parse_frame, parse_rate_arg};
 use super::target::TargetArgs;
-use crate::engine::udp;
+use crate::model::units::Rate;
 use crate::proto::{Direction, FrameSpec, TxEngine};
 use crate::results::FlowMode;
 use crate::runner::{TcpTest, UdpTest};
-use crate::units::Rate;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 
@@ -70,7 +69,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
             })
         }
         LoadArg::Udp => {
-            udp::check_frames(a.frame_size, ipv6).map_err(|m| anyhow!(m))?;
+            crate::engine::frame::check_frames(a.frame_size, ipv6).map_err(|m| anyhow!(m))?;
             crate::runner::Load::Udp(UdpTest {
                 name: name("udp"),
                 ipv6,
@@ -79,9 +78,12 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 flows: 1,
                 direction: Direction::Forward,
                 duration: duration(a.duration)?,
-                rate_pps: a
-                    .rate
-                    .map(|r| r.pps(udp::average_frame(a.frame_size), a.common.line_rate)),
+                rate_pps: a.rate.map(|r| {
+                    r.pps(
+                        crate::engine::frame::average_frame(a.frame_size),
+                        a.common.line_rate,
+                    )
+                }),
                 rate_profile: None,
                 batch: 64,
                 cpus,

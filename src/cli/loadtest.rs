@@ -8,13 +8,12 @@
 
 use crate::cli::config::{Method, Profile, RampConfig, SearchConfig, SearchPlan, Stream, TestSpec};
 use crate::cli::run::Run;
-use crate::engine::udp;
+use crate::model::signals::interrupted;
 use crate::proto::Direction;
 use crate::report::terminal::ProgressLine;
 use crate::results::{RunDir, TestStatus};
 use crate::runner::{self, Ends, UdpTest};
 use crate::search::{self, TrialOutcome, TrialRunner};
-use crate::signals::interrupted;
 use anyhow::{anyhow, bail, Result};
 use std::time::Duration;
 
@@ -130,7 +129,7 @@ pub const DEFAULT_MIN_PPS: f64 = 1_000.0;
 
 /// The UDP test a ramp or search repeats, at the profile's frames and flows.
 pub fn base_test(p: &Profile, s: &Stream) -> Result<UdpTest> {
-    udp::check_frames(p.frame, s.ipv6).map_err(|m| anyhow!(m))?;
+    crate::engine::frame::check_frames(p.frame, s.ipv6).map_err(|m| anyhow!(m))?;
     Ok(UdpTest {
         name: p.name.clone(),
         ipv6: s.ipv6,
@@ -188,7 +187,7 @@ pub fn ramp_samples(
 }
 
 fn line_rate_pps(line_rate_bps: f64, p: &Profile) -> f64 {
-    crate::units::line_rate_pps(line_rate_bps, udp::average_frame(p.frame))
+    crate::model::units::line_rate_pps(line_rate_bps, crate::engine::frame::average_frame(p.frame))
 }
 
 /// Runs one ramp and records it; returns a verdict line per direction.
@@ -251,7 +250,7 @@ pub fn run_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<
         let forward = samples.first().map(Vec::as_slice).unwrap_or(&[]);
         let reverse = samples.get(1).map(Vec::as_slice);
         let v = search::viz_export(&r.spec, forward, reverse, &p.name, r.line_rate_pps);
-        crate::results::write_atomic(file, serde_json::to_string_pretty(&v)?.as_bytes())?;
+        crate::model::files::write_atomic(file, serde_json::to_string_pretty(&v)?.as_bytes())?;
         eprintln!("wrote {} (trex-loadtest-viz vars/stats)", file.display());
     }
     Ok(lines)
@@ -294,7 +293,7 @@ pub fn run_search(
     let plan: &SearchPlan = &cfg.plan;
     let base = base_test(p, &cfg.stream)?;
     let lr_pps = line_rate_pps(cfg.line_rate_bps, p);
-    let frame = udp::average_frame(p.frame);
+    let frame = crate::engine::frame::average_frame(p.frame);
     let mut max = plan.max_rate.pps(frame, cfg.line_rate_bps);
     if let Some(cap) = plan.cap_pps {
         max = max.min(cap);

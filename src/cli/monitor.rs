@@ -51,7 +51,7 @@ pub struct MonitorArgs {
     #[arg(long, default_value_t = 8)]
     pub max_files: u32,
     /// UDP payload bytes of responder probes.
-    #[arg(long, value_name = "BYTES", default_value_t = crate::latency::probe::DEFAULT_PAYLOAD)]
+    #[arg(long, value_name = "BYTES", default_value_t = crate::proto::probe::DEFAULT_PAYLOAD)]
     pub probe_size: u16,
     /// Also allow probing this prefix (outside loopback, 198.18.0.0/15 and 2001:2::/48). Repeatable.
     #[arg(long = "allow-target", value_name = "CIDR")]
@@ -102,8 +102,8 @@ pub fn monitor_config(a: &MonitorArgs) -> Result<crate::latency::monitor::Monito
         }
     };
     let (lo, hi) = (
-        crate::latency::probe::HEADER_LEN as u16,
-        crate::latency::probe::MAX_PAYLOAD,
+        crate::proto::probe::HEADER_LEN as u16,
+        crate::proto::probe::MAX_PAYLOAD,
     );
     if !(lo..=hi).contains(&a.probe_size) {
         bail!("--probe-size {} is outside {lo}..={hi} bytes", a.probe_size);

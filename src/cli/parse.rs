@@ -8,18 +8,18 @@
 //! the command layer still answer with a message string; it is carried as
 //! it is.
 
+use crate::model::units::Rate;
 use crate::proto::FrameSpec;
-use crate::units::Rate;
 use anyhow::{anyhow, bail, Result};
 
 pub fn parse_pps_u64(s: &str) -> Result<u64> {
-    crate::units::parse_pps(s)
+    crate::model::units::parse_pps(s)
         .map(|v| v.round() as u64)
         .map_err(anyhow::Error::msg)
 }
 
 pub fn parse_bps(s: &str) -> Result<f64> {
-    crate::units::parse_bps(s).map_err(anyhow::Error::msg)
+    crate::model::units::parse_bps(s).map_err(anyhow::Error::msg)
 }
 
 pub fn parse_rate_arg(s: &str) -> Result<Rate> {
@@ -37,7 +37,7 @@ pub fn parse_frame(s: &str) -> Result<FrameSpec> {
         .map_err(|_| {
             anyhow!("'{s}' is not a frame size: give bytes (64..9000, FCS included) or imix")
         })?;
-    if !(crate::units::MIN_FRAME..=crate::units::MAX_FRAME).contains(&n) {
+    if !(crate::model::units::MIN_FRAME..=crate::model::units::MAX_FRAME).contains(&n) {
         bail!("frame size {n} is outside 64..9000 bytes (FCS included)");
     }
     Ok(FrameSpec::Fixed(n))

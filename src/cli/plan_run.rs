@@ -8,8 +8,8 @@
 use crate::cli::config::{PlanConfig, RunOpts};
 use crate::cli::run::Run;
 use crate::lab::ports::PortLab;
+use crate::model::signals::interrupted;
 use crate::runner::{Ends, Side};
-use crate::signals::interrupted;
 use crate::topology::Netns;
 use crate::topology::{Addressing, Hosts};
 use anyhow::{bail, Result};

@@ -4,9 +4,8 @@ use super::common::Common;
 use super::config::RampConfig;
 use super::parse::parse_rate_arg;
 use super::target::{ProfileArgs, TargetArgs};
-use crate::engine::udp;
+use crate::model::units::Rate;
 use crate::search;
-use crate::units::Rate;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use std::path::PathBuf;
@@ -46,7 +45,7 @@ pub struct RampArgs {
 /// `linerate ramp`: the validated ramp.
 pub fn ramp(a: &RampArgs) -> Result<RampConfig> {
     let p = a.profile.resolve(a.target.lab)?;
-    let frame = udp::average_frame(p.frame);
+    let frame = crate::engine::frame::average_frame(p.frame);
     let spec = search::RampSpec {
         warmup_pps: a.warmup_rate.pps(frame, a.common.line_rate),
         warmup_s: a.warmup,

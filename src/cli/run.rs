@@ -2,10 +2,10 @@
 //! progress line, and what happens on Ctrl-C. Shared by every command.
 
 use crate::cli::config::RunOpts;
+use crate::model::signals::interrupted;
 use crate::report::terminal::{self as report, ProgressLine};
 use crate::results::{self, RunDir, RunResults, RunStatus, TestResult, SCHEMA_VERSION};
 use crate::runner;
-use crate::signals::interrupted;
 use crate::topology::Hosts;
 use anyhow::Result;
 use std::io::Write;
@@ -38,7 +38,7 @@ impl Run {
             status: RunStatus::Partial,
             name: name.into(),
             command_line: std::env::args().collect(),
-            started_at: results::now_rfc3339(),
+            started_at: crate::model::clock::now_rfc3339(),
             finished_at: None,
             host: results::host_facts(),
             line_rate_bps: common.line_rate_bps,
@@ -145,7 +145,7 @@ impl Run {
     /// Returns the process exit status.
     pub fn finish(mut self, error: Option<anyhow::Error>) -> i32 {
         self.progress.clear();
-        self.results.finished_at = Some(results::now_rfc3339());
+        self.results.finished_at = Some(crate::model::clock::now_rfc3339());
         self.results.status = if interrupted() {
             RunStatus::Interrupted
         } else if error.is_some() {
@@ -159,7 +159,7 @@ impl Run {
         if let Some(t) = crate::report::profiles::summary_table(&self.results) {
             table.push_str(&t);
         }
-        if let Some(t) = crate::http::matrix::table(&self.results) {
+        if let Some(t) = crate::report::matrix::table(&self.results) {
             table.push_str(&t);
         }
         if self.json {

@@ -4,9 +4,9 @@ use super::common::Common;
 use super::config::{Method, Profile, SearchConfig, SearchPlan};
 use super::parse::{parse_frame, parse_rate_arg};
 use super::target::{ProfileArgs, TargetArgs};
+use crate::model::units::Rate;
 use crate::proto::FrameSpec;
 use crate::search;
-use crate::units::Rate;
 use anyhow::{anyhow, Result};
 use clap::Args;
 

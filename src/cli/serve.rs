@@ -3,7 +3,8 @@
 use super::common::secs;
 use super::parse::parse_size;
 use crate::http::serve_cmd::ServeConfig;
-use crate::http::server::{Content, ServeSpec};
+use crate::http::server::ServeSpec;
+use crate::proto::http::Content;
 use anyhow::{bail, Result};
 use clap::Args;
 use std::net::SocketAddr;

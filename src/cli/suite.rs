@@ -2,12 +2,11 @@
 
 use crate::cli::config::{self, LabConfig, RunOpts, SearchConfig, SearchPlan, Stream};
 use crate::cli::run::Run;
-use crate::engine::udp;
 use crate::lab::{self, LabSpec};
+use crate::model::signals::interrupted;
 use crate::proto::{Direction, FrameSpec};
 use crate::results::FlowMode;
 use crate::runner::{Ends, HttpServerSide, HttpTest, TcpTest, UdpTest};
-use crate::signals::interrupted;
 use anyhow::Result;
 use std::time::Duration;
 
@@ -242,14 +241,14 @@ fn http_rows(d: Duration, allow: &[crate::proto::Cidr]) -> Vec<HttpTest> {
                 row: None,
                 ipv6: false,
                 server: Some(HttpServerSide {
-                    content: crate::http::server::Content::Size(100_000_000),
+                    content: crate::proto::http::Content::Size(100_000_000),
                     cold: false,
                     request_timeout: Duration::from_secs(10),
                 }),
                 url: None,
                 path: "/".into(),
                 tls,
-                trust: crate::http::tls::Trust::Insecure,
+                trust: crate::proto::http::Trust::Insecure,
                 ktls: false,
                 connections: n,
                 duration: d.min(Duration::from_secs(2)),
@@ -274,8 +273,8 @@ fn profile_wanted(args: &LabConfig, name: &str) -> bool {
 /// by what the tester showed it can send in the self-test.
 fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) -> Result<()> {
     use crate::cli::config::{Method, RampConfig};
+    use crate::model::units::Rate;
     use crate::search;
-    use crate::units::Rate;
     // The tester's own ceiling: above it every trial measures the tester.
     let cap = run
         .results
@@ -303,7 +302,10 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
             continue;
         }
         let p = config::seed_profile(name)?;
-        let line_pps = crate::units::line_rate_pps(opts.line_rate_bps, udp::average_frame(p.frame));
+        let line_pps = crate::model::units::line_rate_pps(
+            opts.line_rate_bps,
+            crate::engine::frame::average_frame(p.frame),
+        );
         let top = if cap > 0.0 {
             (cap * 1.2).min(line_pps)
         } else {

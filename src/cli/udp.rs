@@ -5,10 +5,9 @@ use super::common::{
 };
 use super::config::{self, Pair, TestSpec};
 use super::parse::{parse_frame, parse_rate_arg};
-use crate::engine::udp;
+use crate::model::units::Rate;
 use crate::proto::{Direction, FrameSpec};
 use crate::runner::UdpTest;
-use crate::units::Rate;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 
@@ -54,14 +53,17 @@ pub struct UdpArgs {
 pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
     let pair = pair(&a.ends, &a.common)?;
     let ipv6 = a.ends.target.is_ipv6();
-    udp::check_frames(a.frame_size, ipv6).map_err(|m| anyhow!(m))?;
+    crate::engine::frame::check_frames(a.frame_size, ipv6).map_err(|m| anyhow!(m))?;
     let dir = direction(&a.ends);
     if dir != Direction::Forward && a.ends.client_address.is_none() {
         bail!("UDP traffic towards the client needs its address: add --client-address ADDR");
     }
-    let rate = a
-        .rate
-        .map(|r| r.pps(udp::average_frame(a.frame_size), a.common.line_rate));
+    let rate = a.rate.map(|r| {
+        r.pps(
+            crate::engine::frame::average_frame(a.frame_size),
+            a.common.line_rate,
+        )
+    });
     let t = UdpTest {
         name: format!("udp {} {:?}", config::frame_name(a.frame_size), a.flow_mode).to_lowercase(),
         ipv6,

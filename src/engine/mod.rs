@@ -3,11 +3,18 @@
 //! Data-plane errors are counted, not propagated per packet; only set-up
 //! failures end a job with an error.
 
+pub mod afxdp;
+mod error;
+pub mod frame;
 pub mod packet;
+pub mod path;
+pub mod socket;
 pub mod tcp;
 pub mod tx;
 pub mod udp;
 pub mod workers;
+
+pub use error::EngineError;
 
 use crate::proto::{Cidr, FlowTotal, IntervalSample, Response};
 use std::net::IpAddr;
@@ -97,18 +104,18 @@ pub fn benchmark_ranges() -> [Cidr; 2] {
 }
 
 /// The generator's safety rule (RFC 6815: isolated test networks only).
-pub fn check_destination(ip: IpAddr, allow: &[Cidr]) -> Result<(), String> {
+pub fn check_destination(ip: IpAddr, allow: &[Cidr]) -> Result<(), EngineError> {
     if ip.is_loopback()
         || benchmark_ranges().iter().any(|c| c.contains(ip))
         || allow.iter().any(|c| c.contains(ip))
     {
         Ok(())
     } else {
-        Err(format!(
+        Err(EngineError::Refused(format!(
             "refusing to send test traffic to {ip}: it is outside loopback, 198.18.0.0/15 and \
              2001:2::/48. Load tests belong on isolated test networks (RFC 6815); if {ip} is \
              one, pass --allow-target {ip}/32 (or its prefix) to say so"
-        ))
+        )))
     }
 }
 
@@ -131,7 +138,8 @@ mod tests {
         let allow = ["10.1.0.0/16".parse().unwrap()];
         assert!(check_destination("10.1.2.3".parse().unwrap(), &allow).is_ok());
         let e = check_destination("10.2.0.1".parse().unwrap(), &allow).unwrap_err();
-        assert!(e.contains("--allow-target"), "{e}");
+        assert!(matches!(e, EngineError::Refused(_)));
+        assert!(e.to_string().contains("--allow-target"), "{e}");
     }
 
     #[test]

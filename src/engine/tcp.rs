@@ -5,6 +5,7 @@
 //! A connection opens with an 8-byte hello from the connecting side:
 //! `'LRT1' | stream id (u16) | 1 if the connecting side sends | 0`.
 
+use super::EngineError;
 use super::{IntervalClock, JobCtx};
 use crate::proto::{Direction, EndpointSummary, IntervalSample, StreamSample};
 use crate::sys;
@@ -76,27 +77,33 @@ pub fn serve(
     duration: Duration,
     cpus: &[usize],
     congestion: Option<&str>,
-) -> Result<EndpointSummary, String> {
+) -> Result<EndpointSummary, EngineError> {
     let accept_deadline = Instant::now() + Duration::from_secs(10);
     let mut streams = Vec::new();
     while streams.len() < usize::from(expect) {
         if ctx.stopped() {
-            return Err("stopped before all TCP streams connected".into());
+            return Err(EngineError::Failed(
+                "stopped before all TCP streams connected".into(),
+            ));
         }
         match listener.accept() {
             Ok((conn, _)) => {
-                conn.set_nonblocking(false).map_err(|e| e.to_string())?;
+                conn.set_nonblocking(false)
+                    .map_err(EngineError::io("setting up a TCP stream"))?;
                 conn.set_read_timeout(Some(Duration::from_secs(5)))
-                    .map_err(|e| e.to_string())?;
+                    .map_err(EngineError::io("setting up a TCP stream"))?;
                 let mut h = [0u8; 8];
                 (&conn)
                     .read_exact(&mut h)
-                    .map_err(|e| format!("reading a TCP stream hello: {e}"))?;
-                let (id, client_sends) = parse_hello(&h)
-                    .ok_or("a TCP connection on the test port did not speak linerate")?;
+                    .map_err(EngineError::io("reading a TCP stream hello"))?;
+                let (id, client_sends) = parse_hello(&h).ok_or_else(|| {
+                    EngineError::Failed(
+                        "a TCP connection on the test port did not speak linerate".into(),
+                    )
+                })?;
                 if let Some(cc) = congestion {
                     sys::set_congestion(conn.as_raw_fd(), cc)
-                        .map_err(|e| format!("congestion control '{cc}': {e}"))?;
+                        .map_err(EngineError::io(format!("congestion control '{cc}'")))?;
                 }
                 streams.push(Stream {
                     id,
@@ -106,14 +113,14 @@ pub fn serve(
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 if Instant::now() > accept_deadline {
-                    return Err(format!(
+                    return Err(EngineError::Failed(format!(
                         "only {} of {expect} TCP streams connected within 10 s",
                         streams.len()
-                    ));
+                    )));
                 }
                 std::thread::sleep(Duration::from_millis(2));
             }
-            Err(e) => return Err(format!("accepting TCP streams: {e}")),
+            Err(e) => return Err(EngineError::io("accepting TCP streams")(e)),
         }
     }
     run_streams(ctx, streams, duration, cpus, 128 * 1024)
@@ -130,7 +137,7 @@ pub fn connect(
     cpus: &[usize],
     congestion: Option<&str>,
     buffer_len: usize,
-) -> Result<EndpointSummary, String> {
+) -> Result<EndpointSummary, EngineError> {
     let mut roles = Vec::new();
     for i in 0..streams {
         match direction {
@@ -144,16 +151,17 @@ pub fn connect(
     }
     let mut out = Vec::new();
     for (id, client_sends) in roles {
-        let conn = TcpStream::connect_timeout(&target, Duration::from_secs(5))
-            .map_err(|e| format!("connecting TCP stream {id} to {target}: {e}"))?;
+        let conn = TcpStream::connect_timeout(&target, Duration::from_secs(5)).map_err(
+            EngineError::io(format!("connecting TCP stream {id} to {target}")),
+        )?;
         if let Some(cc) = congestion {
             sys::set_congestion(conn.as_raw_fd(), cc).map_err(|e| {
-                format!("congestion control '{cc}': {e} (see /proc/sys/net/ipv4/tcp_available_congestion_control)")
+                EngineError::Invalid(format!("congestion control '{cc}': {e} (see /proc/sys/net/ipv4/tcp_available_congestion_control)"))
             })?;
         }
         (&conn)
             .write_all(&hello(id, client_sends))
-            .map_err(|e| format!("starting TCP stream {id}: {e}"))?;
+            .map_err(EngineError::io(format!("starting TCP stream {id}")))?;
         out.push(Stream {
             id,
             sender: client_sends,
@@ -169,7 +177,7 @@ fn run_streams(
     duration: Duration,
     cpus: &[usize],
     buffer_len: usize,
-) -> Result<EndpointSummary, String> {
+) -> Result<EndpointSummary, EngineError> {
     let cpu0 = sys::process_cpu_seconds();
     let start = Instant::now();
     let deadline = start + duration;
@@ -184,7 +192,10 @@ fn run_streams(
             last_retrans: AtomicU32::new(0),
         });
         let fd = s.conn.as_raw_fd();
-        let conn = s.conn.try_clone().map_err(|e| e.to_string())?;
+        let conn = s
+            .conn
+            .try_clone()
+            .map_err(EngineError::io("setting up a TCP stream"))?;
         meta.push((s.id, s.sender, fd, Arc::clone(&shared), conn));
         // Stream i runs on cpus[i % n] at both ends, so a stream's sender
         // and receiver share a core when both ends get the same list.
@@ -201,7 +212,7 @@ fn run_streams(
         } else {
             "lr-tcp-recv"
         };
-        let handle = crate::kernel::spawn_named(name, move || {
+        let handle = crate::host::kernel::spawn_named(name, move || {
             // Pinning is best effort per stream; a bad CPU was checked by the controller.
             let _ = sys::pin_thread(&pin);
             let _ = s.conn.set_read_timeout(Some(IO_TIMEOUT));
@@ -214,7 +225,7 @@ fn run_streams(
             shared.done.store(true, Ordering::Release);
         });
         // Streams already started stop with the job (the agent sets `stop`).
-        handles.push(handle.map_err(|e| format!("starting a TCP stream thread: {e}"))?);
+        handles.push(handle.map_err(EngineError::io("starting a TCP stream thread"))?);
     }
     let mut clock = IntervalClock::new(start, ctx.interval);
     let mut last: Vec<(u64, u32)> = vec![(0, 0); meta.len()];

@@ -1,61 +1,20 @@
 //! The sending loop both UDP engines share: validation, engine choice, pacing
 //! to a rate profile, sequence numbers per flow, interval reports, counters
 //! and the sender's summary. How one batch reaches the wire is a
-//! [`Transmit`]: UDP sockets ([`super::udp::SocketTx`]) or whole Ethernet
+//! [`Transmit`]: UDP sockets ([`super::socket::SocketTx`]) or whole Ethernet
 //! frames on an AF_PACKET socket ([`super::packet::PacketTx`]).
 
-use super::udp::{check_frames, frame_sequence, Header};
+use super::frame::{check_frames, frame_sequence, Msg, SendSpec, Transmit};
 use super::workers::{self, Counters, Intervals, Totals};
-use super::{check_destination, packet, udp, IntervalClock, JobCtx};
-use crate::proto::{
-    Cidr, EndpointSummary, FlowCounters, FlowSpec, FrameSpec, RateProfile, ThreadFigures, TxEngine,
-};
-use crate::{kernel, sys};
-use std::io;
+use super::EngineError;
+use super::{afxdp, check_destination, packet, socket, IntervalClock, JobCtx};
+use crate::host::kernel;
+use crate::proto::frame::Header;
+use crate::proto::{EndpointSummary, FlowCounters, RateProfile, ThreadFigures, TxEngine};
+use crate::sys;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Parameters of a sending job (from `Job::UdpSend`).
-#[derive(Clone)]
-pub struct SendSpec {
-    pub flows: Vec<FlowSpec>,
-    pub frame: FrameSpec,
-    pub rate: Option<RateProfile>,
-    pub duration: Duration,
-    pub batch: usize,
-    pub cpus: Vec<usize>,
-    pub allow: Vec<Cidr>,
-    pub tx_engine: TxEngine,
-    /// Worker threads (0: one per CPU given, else half this agent's CPUs).
-    pub threads: u16,
-}
-
-/// One datagram of a batch: its flow (index into the job's flows), its frame
-/// size (index into [`frame_sequence`]) and the linerate header it carries.
-#[derive(Debug, Clone, Copy)]
-pub struct Msg {
-    pub flow: usize,
-    pub size: usize,
-    pub header: Header,
-}
-
-/// Puts batches of datagrams on the wire.
-pub trait Transmit: Send {
-    /// Flows per send group (one socket each); no group is empty.
-    fn groups(&self) -> Vec<Vec<usize>>;
-    /// Sends `msgs`, all of group `group`; returns how many the kernel took
-    /// (a prefix of `msgs`). At most the batch size given at opening.
-    fn send(&mut self, group: usize, msgs: &[Msg]) -> io::Result<usize>;
-    /// "socket", "packet" or "xdp", for results.
-    fn name(&self) -> &'static str;
-    /// Called once after the last batch: engines that queue frames for the
-    /// kernel wait for them here and return how many never left (counted
-    /// as send errors; they were counted as sent).
-    fn finish(&mut self) -> u64 {
-        0
-    }
-}
 
 /// One worker's part of a sending job: its flows (a sub-spec whose rate is
 /// the flows' share of the job's rate) and its open engine.
@@ -81,24 +40,24 @@ fn open_engine(
     sizes: &[u32],
     ipv6: bool,
     batch: usize,
-) -> Result<(Box<dyn Transmit>, Option<String>), String> {
+) -> Result<(Box<dyn Transmit>, Option<String>), EngineError> {
     Ok(match spec.tx_engine {
-        TxEngine::Socket => (Box::new(udp::SocketTx::open(spec, ipv6, batch)?), None),
+        TxEngine::Socket => (Box::new(socket::SocketTx::open(spec, ipv6, batch)?), None),
         TxEngine::Packet => (
             Box::new(
                 packet::PacketTx::open(&spec.flows, sizes, ipv6, batch).map_err(|e| {
-                    format!(
+                    EngineError::Unavailable(format!(
                         "the packet engine cannot run here: {e}; use --tx-engine socket or auto"
-                    )
+                    ))
                 })?,
             ),
             None,
         ),
         TxEngine::Xdp => (
-            Box::new(packet::XdpTx::open(&spec.flows, sizes, ipv6).map_err(|e| {
-                format!(
+            Box::new(afxdp::XdpTx::open(&spec.flows, sizes, ipv6).map_err(|e| {
+                EngineError::Unavailable(format!(
                     "the xdp engine cannot run here: {e}; use --tx-engine packet, socket or auto"
-                )
+                ))
             })?),
             None,
         ),
@@ -108,7 +67,7 @@ fn open_engine(
         TxEngine::Auto => match packet::open_fastest(&spec.flows, sizes, ipv6, batch) {
             Ok(t) => (t, None),
             Err(e) => (
-                Box::new(udp::SocketTx::open(spec, ipv6, batch)?),
+                Box::new(socket::SocketTx::open(spec, ipv6, batch)?),
                 Some(format!("packet refused: {e}")),
             ),
         },
@@ -118,13 +77,17 @@ fn open_engine(
 /// Validates a sending job and opens its engines, one per worker thread:
 /// done before the agreed start instant, so route and neighbour look-ups do
 /// not delay the first packet and a refusal reaches the controller at once.
-pub fn open(spec: SendSpec) -> Result<Sender, String> {
+pub fn open(spec: SendSpec) -> Result<Sender, EngineError> {
     if spec.flows.is_empty() {
-        return Err("a UDP send job needs at least one flow".into());
+        return Err(EngineError::Invalid(
+            "a UDP send job needs at least one flow".into(),
+        ));
     }
     let ipv6 = spec.flows[0].dst.is_ipv6();
     if spec.flows.iter().any(|f| f.dst.is_ipv6() != ipv6) {
-        return Err("all flows of one job must use the same IP version".into());
+        return Err(EngineError::Invalid(
+            "all flows of one job must use the same IP version".into(),
+        ));
     }
     for f in &spec.flows {
         check_destination(f.dst.ip(), &spec.allow)?;
@@ -134,10 +97,10 @@ pub fn open(spec: SendSpec) -> Result<Sender, String> {
     let sizes = frame_sequence(spec.frame);
     let n = workers::thread_count(spec.threads, &spec.cpus, spec.flows.len());
     if spec.tx_engine == TxEngine::Xdp && n > 1 {
-        return Err(format!(
+        return Err(EngineError::Invalid(format!(
             "--tx-engine xdp binds one AF_XDP socket to queue 0 of each interface, so it runs \
              one sender thread, not {n}; use --threads 1, or --tx-engine packet for several"
-        ));
+        )));
     }
     let total_flows = spec.flows.len() as f64;
     let mut shares = Vec::with_capacity(n);
@@ -169,7 +132,7 @@ pub fn open(spec: SendSpec) -> Result<Sender, String> {
 impl Sender {
     /// Sends until the duration ends or the controller stops the job: one
     /// worker per share, this thread reporting the sum of their counters.
-    pub fn run(self, ctx: &JobCtx) -> Result<EndpointSummary, String> {
+    pub fn run(self, ctx: &JobCtx) -> Result<EndpointSummary, EngineError> {
         let Sender {
             spec,
             sizes,
@@ -194,7 +157,7 @@ impl Sender {
                 }
                 out
             })
-            .map_err(|e| format!("starting a sender thread: {e}"))?;
+            .map_err(EngineError::io("starting a sender thread"))?;
             handles.push(h);
         }
         let mut clock = IntervalClock::new(start, ctx.interval);
@@ -229,7 +192,9 @@ impl Sender {
                     ended = ended.max(w.ended);
                 }
                 Ok(Err(e)) => err = err.or(Some(e)),
-                Err(_) => err = err.or(Some("a sender thread panicked".to_string())),
+                Err(_) => {
+                    err = err.or(Some(EngineError::Failed("a sender thread panicked".into())))
+                }
             }
         }
         if let Some(e) = err {
@@ -257,7 +222,7 @@ impl Sender {
 }
 
 /// Opens and runs a sending job in one go (tests, tools).
-pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, String> {
+pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, EngineError> {
     open(spec)?.run(ctx)
 }
 
@@ -279,13 +244,18 @@ fn worker(
     c: &Counters,
     start: Instant,
     index: usize,
-) -> Result<WorkerEnd, String> {
+) -> Result<WorkerEnd, EngineError> {
     if let Some(cpu) = share.cpu {
-        sys::pin_thread(&[cpu])
-            .map_err(|e| format!("pinning a sender thread to CPU {cpu}: {e}"))?;
+        sys::pin_thread(&[cpu]).map_err(EngineError::io(format!(
+            "pinning a sender thread to CPU {cpu}"
+        )))?;
     } else {
-        sys::pin_thread(&share.spec.cpus)
-            .map_err(|e| format!("pinning the sender to CPUs {:?}: {e}", share.spec.cpus))?;
+        sys::pin_thread(&share.spec.cpus).map_err(|e| {
+            EngineError::Invalid(format!(
+                "pinning the sender to CPUs {:?}: {e}",
+                share.spec.cpus
+            ))
+        })?;
     }
     let cpu0 = sys::thread_cpu_seconds();
     let stopped = || ctx.stopped() || abort.load(Ordering::Relaxed);
@@ -328,10 +298,12 @@ fn pace(
     tx: &mut dyn Transmit,
     c: &Counters,
     start: Instant,
-) -> Result<Vec<u64>, String> {
+) -> Result<Vec<u64>, EngineError> {
     let groups = tx.groups();
     if groups.is_empty() || groups.iter().any(|g| g.is_empty()) {
-        return Err("the sender has a send group without flows".into());
+        return Err(EngineError::Invalid(
+            "the sender has a send group without flows".into(),
+        ));
     }
     let mut msgs: Vec<Msg> = Vec::with_capacity(batch);
     let mut seq = vec![0u64; spec.flows.len()];
@@ -420,10 +392,10 @@ fn pace(
                     _ => {
                         hard_errors += 1;
                         if hard_errors > 1000 {
-                            return Err(format!(
+                            return Err(EngineError::Invalid(format!(
                                 "sending UDP datagrams ({} engine) keeps failing: {e}",
                                 tx.name()
-                            ));
+                            )));
                         }
                     }
                 }

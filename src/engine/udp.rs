@@ -1,5 +1,6 @@
-//! UDP packet streams: a sender that paces batches of datagrams with
-//! sendmmsg, and a receiver that counts them per flow with recvmmsg.
+//! The UDP receiver: counts linerate datagrams per flow with recvmmsg
+//! (sequence tracking, loss, reorder, duplicates). The senders are in
+//! [`super::tx`] with their engines beside it.
 //!
 //! Every datagram is one packet at the DUT: the sender never uses UDP GSO and
 //! the receiver never enables UDP GRO. Each payload starts with an 18-byte
@@ -10,228 +11,20 @@
 //! | 'LR' | flow id | sequence (u48) | send time (ns)  |
 //! ```
 
-use super::tx::{Msg, SendSpec, Transmit};
+use super::frame::frame_of_payload;
 use super::workers::{self, Counters, Intervals, Totals};
+use super::EngineError;
 use super::{IntervalClock, JobCtx};
-use crate::kernel;
-use crate::proto::{EndpointSummary, FlowCounters, FrameSpec, ThreadFigures};
-use crate::sys::{self, Cmsg, Recvmmsg, Sendmmsg, SockAddr};
-use crate::units;
-use std::collections::BTreeMap;
+use crate::host::kernel;
+use crate::proto::frame::{Header, HEADER_LEN};
+use crate::proto::{EndpointSummary, FlowCounters, ThreadFigures};
+use crate::sys::{self, Recvmmsg};
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-pub const HEADER_LEN: usize = 18;
-const MAGIC: [u8; 2] = *b"LR";
-const SEQ_MASK: u64 = (1 << 48) - 1;
-
-/// The linerate payload header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Header {
-    pub flow: u16,
-    pub seq: u64,
-    pub sent_ns: u64,
-}
-
-impl Header {
-    pub fn emit(&self, buf: &mut [u8]) {
-        buf[0..2].copy_from_slice(&MAGIC);
-        buf[2..4].copy_from_slice(&self.flow.to_be_bytes());
-        buf[4..10].copy_from_slice(&(self.seq & SEQ_MASK).to_be_bytes()[2..8]);
-        buf[10..18].copy_from_slice(&self.sent_ns.to_be_bytes());
-    }
-
-    /// `None` for datagrams that are too short or not ours.
-    pub fn parse(buf: &[u8]) -> Option<Header> {
-        if buf.len() < HEADER_LEN || buf[0..2] != MAGIC {
-            return None;
-        }
-        let mut seq = [0u8; 8];
-        seq[2..8].copy_from_slice(&buf[4..10]);
-        Some(Header {
-            flow: u16::from_be_bytes([buf[2], buf[3]]),
-            seq: u64::from_be_bytes(seq),
-            sent_ns: u64::from_be_bytes(buf[10..18].try_into().ok()?),
-        })
-    }
-}
-
-/// Frame sizes a sender cycles through. The imix interleaves its 7:4:1 mix
-/// over 12 frames rather than sending runs of one size.
-pub fn frame_sequence(spec: FrameSpec) -> Vec<u32> {
-    match spec {
-        FrameSpec::Fixed(n) => vec![n],
-        FrameSpec::Imix => vec![64, 594, 64, 64, 594, 64, 1518, 64, 594, 64, 64, 594],
-    }
-}
-
-/// Average frame size of a spec, in bytes with FCS.
-pub fn average_frame(spec: FrameSpec) -> f64 {
-    match spec {
-        FrameSpec::Fixed(n) => f64::from(n),
-        FrameSpec::Imix => units::imix_average(),
-    }
-}
-
-/// Checks a frame spec against the IP version: the frame must hold Ethernet,
-/// IP and UDP headers plus the linerate header.
-pub fn check_frames(spec: FrameSpec, ipv6: bool) -> Result<(), String> {
-    for size in frame_sequence(spec) {
-        if !(units::MIN_FRAME..=units::MAX_FRAME).contains(&size) {
-            return Err(format!(
-                "frame size {size} B is outside {}..={} B (sizes include the 4-byte FCS)",
-                units::MIN_FRAME,
-                units::MAX_FRAME
-            ));
-        }
-        let payload = units::udp_payload_for_frame(size, ipv6).unwrap_or(0);
-        if (payload as usize) < HEADER_LEN {
-            let min = units::FCS
-                + units::ETH_HEADER
-                + if ipv6 {
-                    units::IPV6_HEADER
-                } else {
-                    units::IPV4_HEADER
-                }
-                + units::UDP_HEADER
-                + HEADER_LEN as u32;
-            return Err(format!(
-                "a {size} B frame cannot carry {} + UDP + the 18-byte linerate header; the smallest {} frame is {min} B",
-                if ipv6 { "IPv6" } else { "IPv4" },
-                if ipv6 { "IPv6" } else { "IPv4" },
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Bytes on the L2 wire (FCS included) of a datagram with `payload` bytes.
-fn frame_of_payload(payload: usize, ipv6: bool) -> u64 {
-    let ip = if ipv6 {
-        units::IPV6_HEADER
-    } else {
-        units::IPV4_HEADER
-    };
-    payload as u64 + u64::from(units::UDP_HEADER + ip + units::ETH_HEADER + units::FCS)
-}
-
-struct TxSocket {
-    sock: UdpSocket,
-    connected: bool,
-    flows: Vec<usize>,
-}
-
-fn unspecified(ipv6: bool, port: u16) -> SocketAddr {
-    if ipv6 {
-        SocketAddr::from((Ipv6Addr::UNSPECIFIED, port))
-    } else {
-        SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))
-    }
-}
-
-fn open_tx_sockets(spec: &SendSpec, ipv6: bool) -> io::Result<Vec<TxSocket>> {
-    // One socket per distinct source port; flows that vary only addresses share one.
-    let mut by_port: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
-    for (i, f) in spec.flows.iter().enumerate() {
-        by_port.entry(f.src_port).or_default().push(i);
-    }
-    let mut out = Vec::new();
-    for (port, flows) in by_port {
-        let sock = UdpSocket::bind(unspecified(ipv6, port))?;
-        let fd = sock.as_raw_fd();
-        sys::set_buffer(fd, false, 4 << 20)?;
-        if flows.iter().any(|&i| spec.flows[i].src.is_some()) {
-            sys::set_transparent(fd, ipv6)?;
-        }
-        // A single plain flow goes through a connected socket: the route is
-        // looked up once instead of per datagram.
-        let connected = flows.len() == 1 && spec.flows[flows[0]].src.is_none();
-        if connected {
-            sock.connect(spec.flows[flows[0]].dst)?;
-        }
-        out.push(TxSocket {
-            sock,
-            connected,
-            flows,
-        });
-    }
-    Ok(out)
-}
-
-/// The socket engine: datagrams through UDP sockets, the kernel's UDP/IP
-/// send path and the qdisc.
-pub struct SocketTx {
-    sockets: Vec<TxSocket>,
-    dsts: Vec<SockAddr>,
-    cmsgs: Vec<Option<Cmsg>>,
-    /// UDP payload bytes per entry of the frame sequence.
-    payloads: Vec<usize>,
-    max_payload: usize,
-    /// Preallocated payloads; only the header is rewritten per datagram.
-    bufs: Vec<u8>,
-    mm: Sendmmsg,
-}
-
-impl SocketTx {
-    pub fn open(spec: &SendSpec, ipv6: bool, batch: usize) -> Result<SocketTx, String> {
-        let sockets = open_tx_sockets(spec, ipv6).map_err(|e| {
-            format!("opening UDP sender sockets: {e} (varying source addresses needs root for IP_TRANSPARENT)")
-        })?;
-        let payloads: Vec<usize> = frame_sequence(spec.frame)
-            .iter()
-            .map(|&s| units::udp_payload_for_frame(s, ipv6).unwrap_or(HEADER_LEN as u32) as usize)
-            .map(|p| p.max(HEADER_LEN))
-            .collect();
-        let max_payload = payloads.iter().copied().max().unwrap_or(HEADER_LEN);
-        Ok(SocketTx {
-            sockets,
-            dsts: spec.flows.iter().map(|f| SockAddr::new(f.dst)).collect(),
-            cmsgs: spec
-                .flows
-                .iter()
-                .map(|f| f.src.map(Cmsg::source_address))
-                .collect(),
-            payloads,
-            max_payload,
-            bufs: vec![0x78u8; batch * max_payload],
-            mm: Sendmmsg::new(batch),
-        })
-    }
-}
-
-impl Transmit for SocketTx {
-    fn groups(&self) -> Vec<Vec<usize>> {
-        self.sockets.iter().map(|s| s.flows.clone()).collect()
-    }
-
-    fn send(&mut self, group: usize, msgs: &[Msg]) -> io::Result<usize> {
-        let max = self.max_payload;
-        let n = msgs.len().min(self.bufs.len() / max);
-        for (j, m) in msgs[..n].iter().enumerate() {
-            m.header.emit(&mut self.bufs[j * max..j * max + HEADER_LEN]);
-        }
-        let s = &self.sockets[group];
-        let (bufs, payloads, dsts, cmsgs) = (&self.bufs, &self.payloads, &self.dsts, &self.cmsgs);
-        self.mm.send(s.sock.as_raw_fd(), n, |j| {
-            let m = &msgs[j];
-            let payload = &bufs[j * max..j * max + payloads[m.size]];
-            let dst = if s.connected {
-                None
-            } else {
-                Some(&dsts[m.flow])
-            };
-            (payload, dst, cmsgs[m.flow].as_ref())
-        })
-    }
-
-    fn name(&self) -> &'static str {
-        "socket"
-    }
-}
 
 const WINDOW: u64 = 4096;
 /// How long the receiver keeps polling after the last datagram.
@@ -358,8 +151,10 @@ pub fn receive(
     socks: Vec<UdpSocket>,
     flows: u16,
     cpus: &[usize],
-) -> Result<EndpointSummary, String> {
-    sys::pin_thread(cpus).map_err(|e| format!("pinning the receiver to CPUs {cpus:?}: {e}"))?;
+) -> Result<EndpointSummary, EngineError> {
+    sys::pin_thread(cpus).map_err(EngineError::io(format!(
+        "pinning the receiver to CPUs {cpus:?}"
+    )))?;
     let flows = usize::from(flows.max(1));
     let cpu0 = sys::process_cpu_seconds();
     // Monotonic ns of the first datagram any worker saw (0: none yet): the
@@ -378,7 +173,7 @@ pub fn receive(
         let h = kernel::spawn_named("lr-udp-recv", move || {
             rx_worker(&ctx, sock, flows, &c, &first_ns, i, cpu)
         })
-        .map_err(|e| format!("starting a receiver thread: {e}"))?;
+        .map_err(EngineError::io("starting a receiver thread"))?;
         handles.push(h);
     }
     let mut clock: Option<IntervalClock> = None;
@@ -419,7 +214,11 @@ pub fn receive(
                 per_thread.push(end.figures);
             }
             Ok(Err(e)) => err = err.or(Some(e)),
-            Err(_) => err = err.or(Some("a receiver thread panicked".to_string())),
+            Err(_) => {
+                err = err.or(Some(EngineError::Failed(
+                    "a receiver thread panicked".into(),
+                )))
+            }
         }
     }
     if let Some(e) = err {
@@ -497,10 +296,11 @@ fn rx_worker(
     first_ns: &AtomicU64,
     index: usize,
     cpu: Option<usize>,
-) -> Result<RxEnd, String> {
+) -> Result<RxEnd, EngineError> {
     if let Some(cpu) = cpu {
-        sys::pin_thread(&[cpu])
-            .map_err(|e| format!("pinning a receiver thread to CPU {cpu}: {e}"))?;
+        sys::pin_thread(&[cpu]).map_err(EngineError::io(format!(
+            "pinning a receiver thread to CPU {cpu}"
+        )))?;
     }
     let cpu0 = sys::thread_cpu_seconds();
     let ipv6 = sock.local_addr().map(|a| a.is_ipv6()).unwrap_or(false);
@@ -526,7 +326,7 @@ fn rx_worker(
             {
                 0
             }
-            Err(e) => return Err(format!("receiving UDP datagrams: {e}")),
+            Err(e) => return Err(EngineError::io("receiving UDP datagrams")(e)),
         };
         let now = Instant::now();
         if n > 0 {
@@ -592,21 +392,6 @@ fn rx_worker(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn header_round_trip() {
-        let h = Header {
-            flow: 513,
-            seq: (1 << 47) + 5,
-            sent_ns: 123_456_789_012,
-        };
-        let mut buf = [0u8; 18];
-        h.emit(&mut buf);
-        assert_eq!(Header::parse(&buf), Some(h));
-        assert_eq!(Header::parse(&buf[..17]), None);
-        buf[0] = b'X';
-        assert_eq!(Header::parse(&buf), None);
-    }
 
     #[test]
     fn in_order_no_loss() {
@@ -686,31 +471,5 @@ mod tests {
         }
         a.absorb(&b);
         assert_eq!((a.unique(), a.missing()), (5, 0));
-    }
-
-    #[test]
-    fn frame_checks() {
-        assert!(check_frames(FrameSpec::Fixed(64), false).is_ok());
-        let e = check_frames(FrameSpec::Fixed(64), true).unwrap_err();
-        assert!(e.contains("84 B"), "{e}");
-        assert!(check_frames(FrameSpec::Fixed(63), false).is_err());
-        assert!(check_frames(FrameSpec::Fixed(9001), false).is_err());
-        assert!(check_frames(FrameSpec::Imix, false).is_ok());
-        assert!(check_frames(FrameSpec::Imix, true).is_err());
-    }
-
-    #[test]
-    fn imix_sequence_matches_ratio() {
-        let seq = frame_sequence(FrameSpec::Imix);
-        let count = |n| seq.iter().filter(|&&s| s == n).count();
-        assert_eq!((count(64), count(594), count(1518)), (7, 4, 1));
-        let avg = seq.iter().map(|&s| f64::from(s)).sum::<f64>() / seq.len() as f64;
-        assert!((avg - average_frame(FrameSpec::Imix)).abs() < 1e-9);
-    }
-
-    #[test]
-    fn frame_bytes() {
-        assert_eq!(frame_of_payload(18, false), 64);
-        assert_eq!(frame_of_payload(18, true), 84);
     }
 }

@@ -3,9 +3,10 @@
 //! requests. Plain-TCP bodies are discarded in the kernel (MSG_TRUNC); TLS
 //! bodies go through rustls (or kTLS RX where the kernel has the ULP).
 
-use super::stats::{self, CpuMark, HttpSummary, KtlsStatus};
+use super::stats::{self, CpuMark};
 use super::wire::{self, MAX_HEAD};
 use super::{tls, ConnStats};
+use crate::proto::http::{HttpSummary, KtlsStatus};
 use crate::proto::IntervalSample;
 use crate::sys;
 use crate::sys::tls as ffi;
@@ -46,7 +47,7 @@ struct Shared {
     /// Requests left to claim; negative: unlimited.
     budget: AtomicI64,
     wire_bytes: AtomicU64,
-    status: Mutex<Vec<stats::StatusCount>>,
+    status: Mutex<Vec<crate::proto::http::StatusCount>>,
     errors: AtomicU64,
     ktls_used: AtomicBool,
     ktls_note: Mutex<Option<String>>,
@@ -109,7 +110,7 @@ pub fn run(
         let st = Arc::new(ConnStats::new(id, sock.as_raw_fd()));
         conns.push(Arc::clone(&st));
         let sh2 = Arc::clone(&sh);
-        let h = crate::kernel::spawn_named("lr-http-get", move || {
+        let h = crate::host::kernel::spawn_named("lr-http-get", move || {
             let mut sock = Some(sock);
             let mut ttfb = stats::new_histogram();
             let mut lat = stats::new_histogram();
@@ -384,7 +385,7 @@ fn connection(
         let _ = lat.record(us(done - t0));
         st.requests.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut s) = sh.status.lock() {
-            stats::add_status(&mut s, resp.status, 1);
+            crate::proto::http::add_status(&mut s, resp.status, 1);
         }
         if !resp.keep_alive {
             return Ok(true);
@@ -401,7 +402,7 @@ fn handshake(sh: &Arc<Shared>, sock: TcpStream, cfg: &Arc<ClientConfig>) -> Resu
             Err(e) => {
                 if let Ok(mut n) = sh.ktls_note.lock() {
                     *n = Some(if tls::ulp_missing(&e) {
-                        stats::KTLS_MISSING.to_string()
+                        crate::proto::http::KTLS_MISSING.to_string()
                     } else {
                         format!("setting TCP_ULP tls: {e}")
                     });

@@ -1,7 +1,7 @@
 //! What the server sends: a generated object in memory (`--size`), or the
 //! files of a root warmed into (or evicted from) the page cache.
 
-use super::stats::CacheState;
+use crate::proto::http::CacheState;
 use crate::sys;
 use crate::sys::tls as ffi;
 use std::fs::File;

@@ -5,7 +5,8 @@ use super::client::{self, GetSpec};
 use super::server::{ServeSpec, Server};
 use super::tls;
 use crate::engine::JobCtx;
-use crate::proto::{EndpointSummary, HttpGetJob, HttpServeJob};
+use crate::proto::http::{HttpGetJob, HttpServeJob};
+use crate::proto::EndpointSummary;
 use std::time::{Duration, Instant};
 
 pub fn open_server(ctx: &JobCtx, j: &HttpServeJob) -> Result<(Server, u16), String> {

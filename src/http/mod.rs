@@ -12,7 +12,6 @@
 pub mod client;
 mod content;
 pub mod job;
-pub mod matrix;
 pub mod serve_cmd;
 pub mod server;
 pub mod stats;
@@ -90,14 +89,14 @@ impl ConnStats {
         self.done.store(true, Ordering::Release);
     }
 
-    pub fn record(&self, elapsed_s: f64) -> stats::HttpConnection {
+    pub fn record(&self, elapsed_s: f64) -> crate::proto::http::HttpConnection {
         let bytes = self.bytes.load(Ordering::Relaxed);
         let lat = |h: &Mutex<Option<Histogram<u64>>>| {
             h.lock()
                 .ok()
                 .and_then(|g| g.as_ref().and_then(stats::latency_of))
         };
-        stats::HttpConnection {
+        crate::proto::http::HttpConnection {
             id: self.id,
             requests: self.requests.load(Ordering::Relaxed),
             body_bytes: bytes,

@@ -2,8 +2,9 @@
 //! browsers, Go), until Ctrl-C. Prints where it listens, what it serves,
 //! the certificate's fingerprint and whether kTLS is in use.
 
-use super::server::{Content, ServeSpec, Server};
-use crate::signals::interrupted;
+use super::server::{ServeSpec, Server};
+use crate::model::signals::interrupted;
+use crate::proto::http::Content;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

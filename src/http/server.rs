@@ -4,9 +4,11 @@
 //! through rustls from pread buffers (user-space TLS). Errors are answered
 //! and counted; a bad client never stops the others.
 
-use super::stats::{self, CacheState, CpuMark, HttpConnection, HttpSummary, KtlsStatus};
+use super::stats::{self, CpuMark};
 use super::wire::{self, RangeAsk, Reject, MAX_HEAD};
 use super::{content, tls, ConnStats};
+use crate::proto::http::Content;
+use crate::proto::http::{CacheState, HttpConnection, HttpSummary, KtlsStatus};
 use crate::proto::IntervalSample;
 use crate::sys;
 use crate::sys::tls as ffi;
@@ -20,16 +22,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// What the server serves.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Content {
-    /// A generated object of this many bytes, from memory, at every path.
-    Size(u64),
-    /// Real files under this directory.
-    Root(PathBuf),
-}
 
 #[derive(Debug, Clone)]
 pub struct ServeSpec {
@@ -70,7 +62,7 @@ struct Shared {
     active: AtomicU64,
     ktls_used: AtomicBool,
     ktls_note: Mutex<Option<String>>,
-    status: Mutex<Vec<stats::StatusCount>>,
+    status: Mutex<Vec<crate::proto::http::StatusCount>>,
     errors: AtomicU64,
     wire_bytes: AtomicU64,
     tls_version: Mutex<Option<(String, String)>>,
@@ -263,7 +255,7 @@ impl Server {
         }
         sh.active.fetch_add(1, Ordering::Relaxed);
         let sh2 = Arc::clone(&sh);
-        let spawned = crate::kernel::spawn_named("lr-http-serve", move || {
+        let spawned = crate::host::kernel::spawn_named("lr-http-serve", move || {
             if let Err(e) = serve_conn(&sh2, conn, &stats) {
                 sh2.errors.fetch_add(1, Ordering::Relaxed);
                 if let Ok(mut g) = stats.error.lock() {
@@ -285,7 +277,7 @@ impl Server {
 impl Shared {
     fn count_status(&self, status: u16) {
         if let Ok(mut s) = self.status.lock() {
-            stats::add_status(&mut s, status, 1);
+            crate::proto::http::add_status(&mut s, status, 1);
         }
     }
 }
@@ -432,7 +424,7 @@ fn handshake(sh: &Shared, sock: TcpStream, cfg: &Arc<ServerConfig>) -> Result<Co
             Err(e) => {
                 if let Ok(mut n) = sh.ktls_note.lock() {
                     *n = Some(if tls::ulp_missing(&e) {
-                        stats::KTLS_MISSING.to_string()
+                        crate::proto::http::KTLS_MISSING.to_string()
                     } else {
                         format!("setting TCP_ULP tls: {e}")
                     });

@@ -1,138 +1,9 @@
-//! What one side of an HTTP test reports: per-connection and total counts,
-//! latency percentiles from HDR histograms, kTLS state, CPU split. Plain
-//! data (serde + JSON Schema) shared by the agent messages and results.json.
+//! What one side of an HTTP test measures, computed in the agent: latency
+//! histograms, process CPU split, softirq and storage counters. The plain
+//! types it fills live in linerate-proto (`proto::http`).
 
+use crate::proto::http::{CpuSplit, Latency, LatencyBucket};
 use hdrhistogram::Histogram;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-/// Whether the kernel did the TLS record layer on this side.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
-pub struct KtlsStatus {
-    /// kTLS was asked for (the T3 rows, `--ktls`).
-    pub requested: bool,
-    /// The kernel did the record layer for at least one connection.
-    pub in_use: bool,
-    /// Why not, when asked and not in use (e.g. the tls ULP is missing).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
-
-/// The note the matrix and the results carry when the kernel lacks the ULP.
-pub const KTLS_MISSING: &str = "kTLS not available on this kernel (tls ULP missing)";
-
-/// Latency percentiles, microseconds.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
-pub struct Latency {
-    pub count: u64,
-    pub mean_us: f64,
-    pub p50_us: u64,
-    pub p90_us: u64,
-    pub p99_us: u64,
-    pub max_us: u64,
-}
-
-/// One bucket of a latency histogram: downloads that took up to `le_us`.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
-pub struct LatencyBucket {
-    pub le_us: u64,
-    pub count: u64,
-}
-
-/// One connection's figures.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
-pub struct HttpConnection {
-    pub id: u16,
-    /// Complete responses (client) or responses sent (server).
-    pub requests: u64,
-    /// Body bytes moved (partial last body included).
-    pub body_bytes: u64,
-    pub goodput_bps: f64,
-    /// TCP_INFO total_retrans of this connection at its end.
-    pub retransmits: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttfb: Option<Latency>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency: Option<Latency>,
-    /// Why the connection ended early, if it did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// CPU time of one side over the test, in % of one core.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
-pub struct CpuSplit {
-    pub user_pct: f64,
-    pub system_pct: f64,
-    /// System-wide softirq time (packet processing) in % of one core; on
-    /// one host shared by both sides.
-    pub softirq_pct: f64,
-}
-
-/// The page-cache state of a `--root` server.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
-pub struct CacheState {
-    /// Files were read once before serving (the default).
-    pub warmed: bool,
-    /// Files were evicted first (`--cold`, posix_fadvise DONTNEED).
-    pub cold: bool,
-    pub files: u64,
-    pub bytes: u64,
-    /// Bytes the server process read from storage during the test
-    /// (/proc/self/io read_bytes), and that as a rate.
-    pub storage_read_bytes: u64,
-    pub storage_read_bps: f64,
-}
-
-/// One side's HTTP summary (inside the agent's endpoint summary).
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
-pub struct HttpSummary {
-    pub tls: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tls_version: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cipher_suite: Option<String>,
-    pub ktls: KtlsStatus,
-    pub requests: u64,
-    pub body_bytes: u64,
-    /// Every byte read from (client) or written to (server) the sockets:
-    /// HTTP heads and TLS framing included.
-    pub wire_bytes: u64,
-    /// Responses by status class on the client; error answers on the server.
-    pub status_counts: Vec<StatusCount>,
-    /// Connections that failed or were closed for a protocol error/timeout.
-    pub errors: u64,
-    pub elapsed_s: f64,
-    pub cpu: CpuSplit,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttfb: Option<Latency>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency: Option<Latency>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub latency_histogram: Vec<LatencyBucket>,
-    pub connections: Vec<HttpConnection>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache: Option<CacheState>,
-    /// The size of the object served or downloaded, when one.
-    #[serde(default)]
-    pub object_bytes: u64,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
-pub struct StatusCount {
-    pub status: u16,
-    pub count: u64,
-}
-
-pub fn add_status(v: &mut Vec<StatusCount>, status: u16, n: u64) {
-    match v.iter_mut().find(|s| s.status == status) {
-        Some(s) => s.count += n,
-        None => {
-            v.push(StatusCount { status, count: n });
-            v.sort_by_key(|s| s.status);
-        }
-    }
-}
 
 /// A latency histogram in microseconds: 1 µs .. 1 h, 3 significant digits.
 pub fn new_histogram() -> Histogram<u64> {
@@ -202,7 +73,7 @@ pub fn process_user_system_s() -> (f64, f64) {
 /// System-wide softirq seconds (/proc/stat, first line).
 pub fn softirq_s() -> f64 {
     std::fs::read_to_string("/proc/stat")
-        .map(|t| crate::kernel::parse_proc_stat(&t).softirq_s)
+        .map(|t| crate::host::kernel::parse_proc_stat(&t).softirq_s)
         .unwrap_or(0.0)
 }
 
@@ -267,22 +138,6 @@ mod tests {
         assert_eq!(b.iter().map(|b| b.count).sum::<u64>(), 1000, "{b:?}");
         assert_eq!(b.first().map(|b| b.le_us), Some(1));
         assert!(latency_of(&new_histogram()).is_none());
-    }
-
-    #[test]
-    fn status_counts_merge() {
-        let mut v = vec![];
-        add_status(&mut v, 200, 3);
-        add_status(&mut v, 206, 1);
-        add_status(&mut v, 200, 2);
-        assert_eq!(
-            v[0],
-            StatusCount {
-                status: 200,
-                count: 5
-            }
-        );
-        assert_eq!(v.len(), 2);
     }
 
     #[test]

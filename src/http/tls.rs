@@ -3,6 +3,7 @@
 //! fingerprint for the user), and kernel TLS: the `tls` ULP probe and the
 //! `tls12_crypto_info_*` structures built from rustls's extracted secrets.
 
+use crate::proto::http::Trust;
 use crate::sys::tls as ffi;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::ring as provider;
@@ -138,16 +139,6 @@ impl ServerCertVerifier for AnyCert {
     }
 }
 
-/// How the client trusts the server.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Trust {
-    /// Any certificate (`--insecure`).
-    Insecure,
-    /// Certificates issued by (or equal to) these PEM certificates.
-    CaPem(String),
-}
-
 pub fn client_config(trust: &Trust, ktls: bool) -> Result<Arc<ClientConfig>, String> {
     let provider = Arc::new(provider::default_provider());
     let b = ClientConfig::builder_with_provider(provider.clone())
@@ -268,7 +259,7 @@ pub fn probe_ulp() -> Result<(), String> {
     let c = TcpStream::connect(addr).map_err(|e| format!("no loopback to probe: {e}"))?;
     match ffi::set_tls_ulp(c.as_raw_fd()) {
         Ok(()) => Ok(()),
-        Err(e) if ulp_missing(&e) => Err(super::stats::KTLS_MISSING.into()),
+        Err(e) if ulp_missing(&e) => Err(crate::proto::http::KTLS_MISSING.into()),
         Err(e) => Err(format!("kTLS probe: setting TCP_ULP tls: {e}")),
     }
 }

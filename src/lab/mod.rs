@@ -10,9 +10,9 @@
 pub mod ports;
 pub mod rules;
 
+use crate::model::lab::{LabInterface, LabLink, LabNode, LabTopology};
 use crate::netops::{self, mac_string};
 use crate::proto::{NetOp, Request, Response};
-use crate::results::{LabInterface, LabLink, LabNode, LabTopology};
 pub use crate::topology::Addressing;
 use crate::topology::Fleet;
 use crate::topology::Netns;
@@ -156,7 +156,7 @@ impl Shape {
             Some((r, q)) => (r, Some(q.trim())),
             None => (s, None),
         };
-        let rate_bps = crate::units::parse_bps(rate.trim())? as u64;
+        let rate_bps = crate::model::units::parse_bps(rate.trim())? as u64;
         if !(8_000..=400_000_000_000).contains(&rate_bps) {
             return Err(format!("--dut-shape rate {rate}: give 8k..400G bit/s"));
         }

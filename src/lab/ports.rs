@@ -17,10 +17,10 @@
 //! 2001:2:0:20::/60.
 
 use super::{link, preflight, v4, v6, Addressing, Lab, LabSpec, Node};
+use crate::model::lab::{LabLink, LabTopology};
 use crate::netops::check_ifname;
 use crate::netops::port::{self, PortState};
 use crate::proto::NetOp;
-use crate::results::{LabLink, LabTopology};
 use crate::topology::Fleet;
 use crate::topology::Netns;
 use anyhow::{bail, Result};
@@ -266,7 +266,7 @@ pub struct PortLab {
 
 /// A port as its agent found it before taking it.
 struct Inspected {
-    record: crate::results::LabPort,
+    record: crate::proto::lab::LabPort,
     mac: Option<[u8; 6]>,
 }
 

@@ -3,8 +3,8 @@
 //! at the end (in chunks that fit a control frame), which cuts them into
 //! phases and computes the statistics.
 
-use super::probe::{Kind, Probe, ProbeSample, HEADER_LEN};
 use crate::engine::JobCtx;
+use crate::proto::probe::{Kind, Probe, ProbeSample, HEADER_LEN};
 use crate::proto::{EndpointSummary, Response};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};

@@ -149,7 +149,7 @@ impl Metrics {
 pub fn serve(addr: SocketAddr, m: Shared) -> std::io::Result<SocketAddr> {
     let l = TcpListener::bind(addr)?;
     let bound = l.local_addr()?;
-    crate::kernel::spawn_named("lr-metrics", move || {
+    crate::host::kernel::spawn_named("lr-metrics", move || {
         for conn in l.incoming().flatten() {
             // One connection at a time: scrapes are rare and small.
             let _ = answer(conn, &m);

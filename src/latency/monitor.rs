@@ -11,10 +11,10 @@
 
 use super::icmp::Pinger;
 use super::metrics::{self, Metrics};
-use super::probe::{self, Kind, Probe, ProbeSample};
 use super::stats::{self, Percentiles};
+use crate::model::signals::interrupted;
+use crate::proto::probe::{self, Kind, Probe, ProbeSample};
 use crate::proto::{Job, Request, Response};
-use crate::signals::interrupted;
 use crate::sys::realtime_ns;
 use crate::topology::ssh::SshOptions;
 use crate::topology::Netns;
@@ -157,7 +157,7 @@ impl Shared {
     fn textfile(&self) {
         let Some(p) = &self.textfile else { return };
         let body = self.metrics.lock().map(|m| m.render()).unwrap_or_default();
-        if let Err(e) = crate::results::write_atomic(p, body.as_bytes()) {
+        if let Err(e) = crate::model::files::write_atomic(p, body.as_bytes()) {
             eprintln!("monitor: writing {}: {e:#}", p.display());
         }
     }
@@ -171,7 +171,7 @@ fn annotation(text: &str, at: f64) -> serde_json::Value {
     json!({
         "type": "annotation",
         "unix_s": at,
-        "time": crate::results::rfc3339(at as u64),
+        "time": crate::model::clock::rfc3339(at as u64),
         "text": text,
     })
 }
@@ -356,7 +356,7 @@ fn emit_window(
         "kind": kind,
         "start_unix_s": start,
         "end_unix_s": end,
-        "time": crate::results::rfc3339(start as u64),
+        "time": crate::model::clock::rfc3339(start as u64),
         "window_s": cfg.window.as_secs_f64(),
         "sent": sent,
         "received": received,
@@ -410,7 +410,7 @@ fn open_session(
     len: Duration,
     slot: &SessionSlot,
 ) -> Result<Sess> {
-    let token = probe::new_token()?;
+    let token = super::new_token()?;
     let id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
     let bind: IpAddr = if target.is_ipv6() {
         Ipv6Addr::UNSPECIFIED.into()
@@ -523,7 +523,7 @@ fn monitor(cfg: MonitorConfig) -> Result<()> {
     sh.write(&json!({
         "type": "start",
         "unix_s": unix_s(),
-        "time": crate::results::now_rfc3339(),
+        "time": crate::model::clock::now_rfc3339(),
         "linerate_version": env!("CARGO_PKG_VERSION"),
         "window_s": cfg.window.as_secs_f64(),
         "probes": cfg.probes,
@@ -563,12 +563,12 @@ fn monitor(cfg: MonitorConfig) -> Result<()> {
         };
         sessions.push((s, agent, *target, client, slot));
         let (name, c, shr) = (names[i].clone(), Arc::clone(&cfg), Arc::clone(&sh));
-        threads.push(crate::kernel::spawn_named("lr-mon-udp", move || {
+        threads.push(crate::host::kernel::spawn_named("lr-mon-udp", move || {
             target_loop(name, "udp", Box::new(prober), c, shr)
         })?);
     }
     for (j, addr) in cfg.icmp.iter().enumerate() {
-        let pinger = Pinger::open(*addr, probe::new_token()?).with_context(|| {
+        let pinger = Pinger::open(*addr, super::new_token()?).with_context(|| {
             format!("opening an ICMP socket for {addr} (needs root or ping_group_range)")
         })?;
         let prober = IcmpProber {
@@ -577,9 +577,10 @@ fn monitor(cfg: MonitorConfig) -> Result<()> {
         };
         let name = names[cfg.responders.len() + j].clone();
         let (c, shr) = (Arc::clone(&cfg), Arc::clone(&sh));
-        threads.push(crate::kernel::spawn_named("lr-mon-icmp", move || {
-            target_loop(name, "icmp", Box::new(prober), c, shr)
-        })?);
+        threads.push(crate::host::kernel::spawn_named(
+            "lr-mon-icmp",
+            move || target_loop(name, "icmp", Box::new(prober), c, shr),
+        )?);
     }
     eprintln!(
         "monitor: {} target(s), {} probes per {:?} window, writing {}",
@@ -654,7 +655,7 @@ fn monitor(cfg: MonitorConfig) -> Result<()> {
     sh.write(&json!({
         "type": "stop",
         "unix_s": unix_s(),
-        "time": crate::results::now_rfc3339(),
+        "time": crate::model::clock::now_rfc3339(),
         "rss_bytes": vm_rss_bytes(),
         "max_rss_bytes": crate::sys::peak_rss_bytes(),
     }));

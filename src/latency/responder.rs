@@ -7,8 +7,8 @@
 //! reply is the request rewritten in place, so it is exactly as long as the
 //! request. Everything else is counted and dropped without a byte sent.
 
-use super::probe::{Kind, Probe};
 use crate::engine::JobCtx;
+use crate::proto::probe::{Kind, Probe};
 use crate::proto::EndpointSummary;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! IPDV, loss per direction, reordering and duplicates. Pure logic: no I/O,
 //! no clocks of its own.
 
-use super::probe::ProbeSample;
+use crate::proto::probe::ProbeSample;
 use hdrhistogram::Histogram;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -17,8 +17,8 @@
 //!
 //! This module must not touch any interface it was not asked to take.
 
-use super::{check_ifname, mac_string, run, run_output};
-use crate::results::LabPort;
+use super::cmd::{check_ifname, mac_string, run, run_output, set_neighbour};
+use crate::proto::lab::LabPort;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 use std::fs::File;
@@ -404,11 +404,7 @@ pub fn resolve(dev: &str, addr: IpAddr, also: &[IpAddr]) -> Result<[u8; 6]> {
         }
     };
     for a in std::iter::once(&addr).chain(also) {
-        super::apply(&crate::proto::NetOp::Neigh {
-            dev: dev.to_string(),
-            addr: *a,
-            mac,
-        })?;
+        set_neighbour(dev, *a, &mac)?;
     }
     Ok(mac)
 }

@@ -1,6 +1,6 @@
 //! Where the CPU time went during each test: a stacked bar per core and host
 //! (user, system, softirq, irq) and the bottleneck verdict
-//! ([`crate::bottleneck`]) above it, for the report's CPU section.
+//! ([`crate::results::bottleneck`]) above it, for the report's CPU section.
 
 use super::charts::{axis, series, sig, Chart};
 use super::format::esc;

@@ -2,9 +2,9 @@
 //! every output (terminal, HTML, charts, CSV, Prometheus): labels, rates per
 //! interval, and the offered load. Pure functions over `results` types.
 
+use crate::model::units;
 use crate::proto::{FrameSpec, IntervalSample};
 use crate::results::{DirectionResult, Protocol, TestResult};
-use crate::units;
 
 /// TCP bulk and HTTP downloads: goodput and retransmits, no packets.
 pub fn is_tcp(t: &TestResult) -> bool {

@@ -5,7 +5,7 @@
 
 use super::charts::{axis, series, Chart, RUN_COLORS};
 use super::format::esc;
-use crate::http::stats::{CpuSplit, HttpSummary, KtlsStatus, Latency};
+use crate::proto::http::{CpuSplit, HttpSummary, KtlsStatus, Latency};
 use crate::results::{RunResults, TestStatus};
 
 fn ms(l: &Option<Latency>, f: fn(&Latency) -> u64) -> String {
@@ -42,12 +42,12 @@ pub fn section(r: &RunResults, prefix: &str, charts: &[Chart]) -> Option<String>
         return None;
     }
     let mut s = String::new();
-    let rows = crate::http::matrix::rows(r);
+    let rows = crate::report::matrix::rows(r);
     if !rows.is_empty() {
         s.push_str(
             "<h3>T1 HTTP / T2 HTTPS / T3 HTTPS+kTLS</h3><table class=\"matrix\"><thead><tr>",
         );
-        for h in crate::http::matrix::HEADER {
+        for h in crate::report::matrix::HEADER {
             s.push_str(&format!("<th>{h}</th>"));
         }
         s.push_str("</tr></thead><tbody>");

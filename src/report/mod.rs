@@ -34,6 +34,7 @@ pub mod format;
 pub mod html;
 mod http;
 pub mod latency;
+pub mod matrix;
 pub mod profiles;
 mod ramps;
 mod run;
@@ -45,7 +46,8 @@ mod testdata;
 
 pub use run::{dut_mode, Run};
 
-use crate::results::{write_atomic, RunResults};
+use crate::model::files::write_atomic;
+use crate::results::RunResults;
 use anyhow::{bail, Context, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,6 @@
 //! The seed write-ups' per-profile table: where each ramp saturated and the
 //! NDR/PDR of each search.
 
-use crate::engine::udp;
 use crate::proto::FrameSpec;
 use crate::search;
 
@@ -35,7 +34,8 @@ pub fn summary_table(r: &crate::results::RunResults) -> Option<String> {
             .map(|x| x.frame)
             .or(srch.map(|x| x.frame))
             .unwrap_or(FrameSpec::Fixed(64));
-        let l1 = |pps: f64| crate::units::l1_bps(pps, udp::average_frame(frame));
+        let l1 =
+            |pps: f64| crate::model::units::l1_bps(pps, crate::engine::frame::average_frame(frame));
         // A goal's rate, and whether it is only a lower bound (the tester's
         // limit or the search's maximum), which the table marks with ">=".
         let goal = |g: &str| -> Option<(f64, bool)> {

@@ -14,7 +14,7 @@ use crate::search::{RampPhase, SearchTrial};
 fn frame_bytes(f: FrameSpec) -> f64 {
     match f {
         FrameSpec::Fixed(n) => f64::from(n),
-        FrameSpec::Imix => crate::units::imix_average(),
+        FrameSpec::Imix => crate::model::units::imix_average(),
     }
 }
 
@@ -466,7 +466,7 @@ pub fn searches_table(r: &RunResults) -> String {
             ));
         }
         for (i, (label, pps, note)) in results.iter().enumerate() {
-            let l1 = crate::units::l1_bps(*pps, frame_bytes(x.frame));
+            let l1 = crate::model::units::l1_bps(*pps, frame_bytes(x.frame));
             let ratio = if x.line_rate_pps > 0.0 {
                 pps / x.line_rate_pps
             } else {

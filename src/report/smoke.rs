@@ -242,7 +242,7 @@ fn graph(name: &str, cols: &[Column], notes: &[Annotation], t0: f64, t1: f64) ->
             "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}</text>",
             sx(t),
             H - B + 14.0,
-            crate::results::rfc3339(t.max(0.0) as u64).replace('T', " ")
+            crate::model::clock::rfc3339(t.max(0.0) as u64).replace('T', " ")
         );
     }
     // The smoke: nested bands between symmetric quantiles.
@@ -366,8 +366,8 @@ pub fn page(dir: &Path, from: Option<f64>, to: Option<f64>) -> Result<String> {
         .collect();
     Ok(format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>linerate monitor · {dir}</title><style>body{{font:14px system-ui,sans-serif;margin:24px;color:#222}}figure{{margin:0 0 8px}}figcaption{{font-weight:600;margin:12px 0 4px}}.legend{{margin-right:12px}}.legend i{{display:inline-block;width:14px;height:4px;margin-right:4px;vertical-align:middle}}.summary{{color:#555;margin:0 0 16px}}</style></head><body><h1>linerate monitor</h1><p class=\"span\">{} – {} · median line coloured by loss: {legend}</p>{body}</body></html>",
-        crate::results::rfc3339(t0.max(0.0) as u64),
-        crate::results::rfc3339(t1.max(0.0) as u64),
+        crate::model::clock::rfc3339(t0.max(0.0) as u64),
+        crate::model::clock::rfc3339(t1.max(0.0) as u64),
         dir = esc(&dir.display().to_string()),
     ))
 }
@@ -380,7 +380,10 @@ mod tests {
     fn times_and_columns() {
         assert_eq!(parse_time("1700000000").unwrap(), 1.7e9);
         let t = parse_time("2026-11-22T10:00:00Z").unwrap();
-        assert_eq!(crate::results::rfc3339(t as u64), "2026-11-22T10:00:00Z");
+        assert_eq!(
+            crate::model::clock::rfc3339(t as u64),
+            "2026-11-22T10:00:00Z"
+        );
         assert!(parse_time("yesterday").is_err());
         let w: Vec<Column> = (0..3000)
             .map(|i| Column {

@@ -2,9 +2,9 @@
 //! only on a terminal and never when NO_COLOR is set (no-color.org) or
 //! TERM=dumb; the layout is the same with or without it.
 
+use crate::model::units;
 use crate::results::{BottleneckKind, RunResults, TestStatus};
 use crate::runner::Progress;
-use crate::units;
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 

@@ -5,11 +5,12 @@
 
 use super::jobs::{collect, Collected, Jobs, LiveSum};
 use super::record::{self, delta_ns};
-use super::{finish_test, unspecified, Ends, OnProgress, Progress, INTERVAL_MS};
-use crate::http::server::Content;
-use crate::http::stats::HttpSummary;
-use crate::http::tls::Trust;
-use crate::proto::{Cidr, Direction, EndpointSummary, HttpGetJob, HttpServeJob, Job};
+use super::setup::{finish_test, unspecified, Ends, OnProgress, Progress, INTERVAL_MS};
+use crate::proto::http::Content;
+use crate::proto::http::HttpSummary;
+use crate::proto::http::Trust;
+use crate::proto::http::{HttpGetJob, HttpServeJob};
+use crate::proto::{Cidr, Direction, EndpointSummary, Job};
 use crate::results::{
     pair_intervals, CrossCheck, DirectionResult, HttpResult, Protocol, RunDir, TestParams,
     TestResult,
@@ -79,7 +80,7 @@ pub fn run_http(
         lab: ends.lab,
     };
     finish_test(
-        TestResult::new(&t.name, crate::results::now_rfc3339(), params),
+        TestResult::new(&t.name, crate::model::clock::now_rfc3339(), params),
         |r| http_inner(ends, t, &mut dir, on_progress, r),
     )
 }
@@ -97,8 +98,8 @@ fn http_inner(
         .map(|g| g.agent)
         .ok_or_else(|| anyhow!("an HTTP test needs a client"))?;
     let sink = ends.sink.agent;
-    let server_id = super::next_id();
-    let client_id = super::next_id();
+    let server_id = super::setup::next_id();
+    let client_id = super::setup::next_id();
     let ms = |d: Duration| d.as_millis() as u64;
     let mut agents = vec![gen];
     let mut jobs = Jobs::new(ends.fleet);
@@ -269,7 +270,7 @@ fn http_inner(
         result,
     );
     // CPU over the client's run: the client is this test's timing leg.
-    let timing = vec![super::Leg {
+    let timing = vec![super::setup::Leg {
         name: t.name.clone(),
         tx_agent: gen,
         rx_agent: gen,

@@ -1,8 +1,8 @@
 //! Jobs on agents: starting them (senders together, at an agreed instant),
 //! gathering their reports, and stopping whatever a failed test left running.
 
+use crate::model::signals::interrupted;
 use crate::proto::{EndpointSummary, IntervalSample, Job, Request, Response, Snapshot};
-use crate::signals::interrupted;
 use crate::sys;
 use crate::topology::Fleet;
 use anyhow::{bail, Result};

@@ -4,13 +4,13 @@
 //! The controller cuts the client's samples into the phases on the
 //! client's clock and computes the statistics ([`crate::latency::stats`]).
 
-use super::{finish_test, Ends, OnProgress, TcpTest, UdpTest};
-use crate::latency::probe::{self, ProbeSample};
+use super::setup::{finish_test, Ends, OnProgress, TcpTest, UdpTest};
 use crate::latency::responder;
 use crate::latency::stats::{self, LatencyResult, OneWayClock, PhaseSpan, ResponderCounts};
+use crate::model::signals::interrupted;
+use crate::proto::probe::{self, ProbeSample};
 use crate::proto::{Cidr, EndpointSummary, Job, Request, Response};
 use crate::results::{RunDir, TestResult, TestStatus};
-use crate::signals::interrupted;
 use crate::sys::realtime_ns;
 use anyhow::{anyhow, bail, Context, Result};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -120,8 +120,8 @@ pub fn run_latency(
     }
     let load_before = realtime_ns();
     let mut result = match &t.load {
-        Load::Tcp(x) => super::run_tcp(ends, x, dir, on_progress),
-        Load::Udp(x) => super::run_udp(ends, x, dir, on_progress),
+        Load::Tcp(x) => super::tcp::run_tcp(ends, x, dir, on_progress),
+        Load::Udp(x) => super::udp::run_udp(ends, x, dir, on_progress),
     };
     let load_after = realtime_ns();
     let outcome = session.and_then(|s| {
@@ -182,17 +182,17 @@ fn open(ends: &mut Ends, t: &LatencyTest) -> Result<Session> {
             "the latency responder answers only the client's address: add --client-address ADDR"
         ),
     };
-    let token = probe::new_token().context("drawing a session token")?;
+    let token = crate::latency::new_token().context("drawing a session token")?;
     let total = t.probes.idle * 2 + t.load.duration() + Duration::from_secs(60);
-    let resp_id = super::next_id();
-    let client_id = super::next_id();
+    let resp_id = super::setup::next_id();
+    let client_id = super::setup::next_id();
     let sink = ends.sink.agent;
     let port = start(
         ends,
         sink,
         resp_id,
         Job::LatencyRespond {
-            bind: super::unspecified(v6),
+            bind: super::setup::unspecified(v6),
             token,
             client: client_ip,
             duration_ms: (total + Duration::from_secs(10)).as_millis() as u64,

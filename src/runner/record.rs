@@ -2,7 +2,7 @@
 //! cross-checks per agent, CPU use, and the aggregate of many senders.
 
 use super::jobs::Collected;
-use super::{Ends, Leg};
+use super::setup::{Ends, Leg};
 use crate::proto::{EndpointSummary, Snapshot, UdpCounters};
 use crate::results::{
     Aggregate, AggregateInterval, CpuUse, CrossCheck, HostShare, KernelCounters, TestResult,
@@ -186,7 +186,7 @@ fn traffic_s(col: &Collected, legs: &[Leg]) -> f64 {
 }
 
 /// Per-core load on every host of the test and the verdict naming the
-/// first full core ([`crate::bottleneck`]). Agents on one host share its
+/// first full core ([`crate::results::bottleneck`]). Agents on one host share its
 /// /proc/stat and are counted once; their threads are each their own.
 pub(super) fn bottleneck(
     ends: &Ends,
@@ -207,14 +207,14 @@ pub(super) fn bottleneck(
         } else {
             ag.netns_key.0.clone()
         };
-        agents.push(crate::bottleneck::AgentCpu {
+        agents.push(crate::results::bottleneck::AgentCpu {
             host,
             role: ag.role.clone(),
             before: b,
             after: a,
         });
     }
-    result.bottleneck = crate::bottleneck::analyse(&agents, traffic_s(col, legs));
+    result.bottleneck = crate::results::bottleneck::analyse(&agents, traffic_s(col, legs));
 }
 
 pub(super) fn cpu(
@@ -315,7 +315,7 @@ pub(super) fn aggregate(
     } else {
         0.0
     };
-    agg.rx_l1_bps = frame.map(|f| crate::units::l1_bps(agg.rx_pps, f));
+    agg.rx_l1_bps = frame.map(|f| crate::model::units::l1_bps(agg.rx_pps, f));
     agg.retransmits = frame.is_none().then_some(retransmits);
     agg.per_host = hosts;
     agg.intervals = intervals;

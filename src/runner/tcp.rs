@@ -4,8 +4,8 @@
 
 use super::jobs::{collect, Collected, Jobs, LiveSum};
 use super::record::{self, delta_ns};
-use super::INTERVAL_MS;
-use super::{finish_test, legs, unspecified, Ends, Leg, OnProgress, Progress, TcpTest};
+use super::setup::INTERVAL_MS;
+use super::setup::{finish_test, legs, unspecified, Ends, Leg, OnProgress, Progress, TcpTest};
 use crate::proto::{Direction, EndpointSummary, IntervalSample, Job};
 use crate::results::{
     pair_intervals, CrossCheck, DirectionResult, Protocol, RunDir, TestParams, TestResult,
@@ -38,7 +38,7 @@ pub fn run_tcp(
         lab: ends.lab,
     };
     finish_test(
-        TestResult::new(&t.name, crate::results::now_rfc3339(), params),
+        TestResult::new(&t.name, crate::model::clock::now_rfc3339(), params),
         |r| tcp_inner(ends, t, &mut dir, on_progress, r),
     )
 }
@@ -60,8 +60,8 @@ fn pairs(ends: &Ends, direction: Direction) -> Vec<Pair> {
     all.chunks(per)
         .map(|c| Pair {
             client_agent: c[0].gen_agent,
-            client_id: super::next_id(),
-            server_id: super::next_id(),
+            client_id: super::setup::next_id(),
+            server_id: super::setup::next_id(),
             legs: c.to_vec(),
         })
         .collect()

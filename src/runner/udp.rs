@@ -3,13 +3,15 @@
 
 use super::jobs::{collect, Collected, Jobs, LiveSum};
 use super::record::{self, delta_ns};
-use super::{finish_test, legs, pick_rx_cpus, pick_tx_cpus, unspecified, Ends, Leg, OnProgress};
-use super::{Progress, UdpTest, INTERVAL_MS};
+use super::setup::{
+    finish_test, legs, pick_rx_cpus, pick_tx_cpus, unspecified, Ends, Leg, OnProgress,
+};
+use super::setup::{Progress, UdpTest, INTERVAL_MS};
+use crate::model::units;
 use crate::proto::{FlowTotal, Job, RateProfile};
 use crate::results::{
     pair_intervals, DirectionResult, FlowMode, Protocol, RunDir, TestParams, TestResult,
 };
-use crate::{engine::udp, units};
 use anyhow::{anyhow, bail, Result};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -20,14 +22,14 @@ pub fn run_udp(
     mut dir: Option<&mut RunDir>,
     on_progress: OnProgress,
 ) -> TestResult {
-    let started_at = crate::results::now_rfc3339();
+    let started_at = crate::model::clock::now_rfc3339();
     let params = TestParams {
         protocol: Protocol::Udp,
         ip_version: if t.ipv6 { 6 } else { 4 },
         direction: t.direction,
         duration_s: t.duration.as_secs_f64(),
         frame: Some(t.frame),
-        average_frame_bytes: Some(udp::average_frame(t.frame)),
+        average_frame_bytes: Some(crate::engine::frame::average_frame(t.frame)),
         flow_mode: Some(t.flow_mode),
         flows: Some(if t.flow_mode == FlowMode::One {
             1
@@ -53,7 +55,7 @@ fn udp_inner(
     on_progress: OnProgress,
     result: &mut TestResult,
 ) -> Result<()> {
-    udp::check_frames(t.frame, t.ipv6).map_err(|e| anyhow!(e))?;
+    crate::engine::frame::check_frames(t.frame, t.ipv6).map_err(|e| anyhow!(e))?;
     let legs = legs(ends, t.direction);
     let agents = ends.agents();
     let roles: HashMap<u32, String> = legs
@@ -81,7 +83,7 @@ fn udp_inner(
         flows_of.insert(leg.tx_id, flows);
     }
     let before = jobs.snapshot(&agents)?;
-    let meter = crate::efficiency::Meter::start();
+    let meter = crate::host::efficiency::Meter::start();
     let senders: Vec<usize> = legs.iter().map(|l| l.tx_agent).collect();
     let start_at = jobs.agree_start(&senders);
     let t0 = Instant::now();
@@ -110,7 +112,7 @@ fn udp_inner(
     let mut col = Collected::default();
     let tx_ids: Vec<u32> = legs.iter().map(|l| l.tx_id).collect();
     let rx_ids: Vec<u32> = legs.iter().map(|l| l.rx_id).collect();
-    let frame = udp::average_frame(t.frame);
+    let frame = crate::engine::frame::average_frame(t.frame);
     let dur = t.duration.as_secs_f64();
     let mut live = LiveSum::default();
     let mut last = Progress {

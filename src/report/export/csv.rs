@@ -70,7 +70,7 @@ fn http_cells(t: &crate::results::TestResult) -> Vec<String> {
         return vec![String::new(); 8];
     };
     let s = |us: Option<u64>| us.map(|v| (v as f64 / 1e6).to_string()).unwrap_or_default();
-    let k = |k: Option<&crate::http::stats::KtlsStatus>| {
+    let k = |k: Option<&crate::proto::http::KtlsStatus>| {
         k.map(|k| match (k.requested, k.in_use) {
             (false, _) => "off",
             (true, true) => "in_use",
@@ -148,7 +148,7 @@ pub fn csv(runs: &[Run]) -> String {
                 let tx_l2 = if tcp {
                     Some(figures::offered(t, d))
                 } else {
-                    figures::avg_frame(t).map(|f| crate::units::l2_bps(d.tx_pps, f))
+                    figures::avg_frame(t).map(|f| crate::model::units::l2_bps(d.tx_pps, f))
                 };
                 cells.extend([
                     String::new(),

@@ -561,7 +561,7 @@ mod tests {
     #[test]
     fn rfc3339_round_trip() {
         for t in [0u64, 951_782_400, 1_795_000_000] {
-            let s = crate::results::rfc3339(t);
+            let s = crate::model::clock::rfc3339(t);
             assert_eq!(unix_seconds(&s), Some(t as f64), "{s}");
         }
         assert_eq!(unix_seconds("garbage"), None);

@@ -170,13 +170,6 @@ impl ProbeSample {
     }
 }
 
-/// A random 64-bit session token from the OS (never 0).
-pub fn new_token() -> std::io::Result<u64> {
-    let mut b = [0u8; 8];
-    getrandom::fill(&mut b).map_err(|e| std::io::Error::other(e.to_string()))?;
-    Ok(u64::from_ne_bytes(b).max(1))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 //! row (T1.1 … T3.2), Gbit/s and CPU per side; T3 rows on a kernel without
 //! the tls ULP say so instead of passing user-space TLS off as kTLS.
 
-use super::stats::KTLS_MISSING;
+use crate::proto::http::KTLS_MISSING;
 use crate::results::{RunResults, TestResult, TestStatus};
 
 /// One row's cells, for the terminal and the HTML report.
@@ -72,7 +72,7 @@ fn row_of(row: String, t: &TestResult) -> Row {
             note: t.error.clone().unwrap_or_else(|| "failed".into()),
         };
     };
-    let cpu = |c: &super::stats::CpuSplit| {
+    let cpu = |c: &crate::proto::http::CpuSplit| {
         format!(
             "{:.0}% ({:.0}u/{:.0}s)",
             c.user_pct + c.system_pct,
@@ -82,7 +82,7 @@ fn row_of(row: String, t: &TestResult) -> Row {
     };
     let s = h.server.as_ref();
     let requested = h.client.ktls.requested || s.is_some_and(|s| s.ktls.requested);
-    let used = |k: &super::stats::KtlsStatus| if k.in_use { "yes" } else { "no" };
+    let used = |k: &crate::proto::http::KtlsStatus| if k.in_use { "yes" } else { "no" };
     let ktls = if requested {
         format!(
             "client {}, server {}",

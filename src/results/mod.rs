@@ -4,15 +4,20 @@
 //!
 //! Bump [`SCHEMA_VERSION`]'s major number on an incompatible change.
 
+pub mod bottleneck;
+mod dir;
+mod host;
+
+pub use dir::RunDir;
+pub use host::host_facts;
+
+use crate::model::lab::LabTopology;
+
 use crate::proto::{
     Direction, EndpointSummary, FrameSpec, IfCounters, IntervalSample, UdpCounters,
 };
-use anyhow::{Context, Result};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::path::{Path, PathBuf};
 
 pub const SCHEMA_VERSION: &str = "1.3.0";
 
@@ -143,69 +148,6 @@ pub struct HostFacts {
     pub sysctls: std::collections::BTreeMap<String, String>,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
-pub struct LabTopology {
-    /// `back_to_back` or `dut`.
-    pub kind: String,
-    /// DUT mode: route, bridge, nat, fw (absent back to back).
-    pub dut_mode: Option<String>,
-    /// Rules in the DUT's forward chain in fw mode.
-    pub fw_rules: Option<u32>,
-    /// The DUT's egress shaper towards the sink (`--dut-shape`), described.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dut_shape: Option<String>,
-    pub nodes: Vec<LabNode>,
-    pub links: Vec<LabLink>,
-    /// How GSO/GRO were handled so that each datagram is one packet.
-    pub offloads: String,
-    /// Where receive work was steered (RPS), or why it was not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub steering: Option<String>,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
-pub struct LabNode {
-    /// gen, dut or sink.
-    pub role: String,
-    /// Pid of the agent holding the namespace (`nsenter -t PID -n` enters it).
-    pub pid: u32,
-    pub interfaces: Vec<LabInterface>,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
-pub struct LabInterface {
-    pub name: String,
-    pub mac: String,
-    pub mtu: u32,
-    pub addresses: Vec<String>,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
-pub struct LabLink {
-    pub a: String,
-    pub b: String,
-    /// `veth`, or `physical` for a real port (`--gen-port`/`--sink-port`).
-    pub kind: String,
-    /// The physical ports on this link and the state each is given back in.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ports: Vec<LabPort>,
-}
-
-/// A physical port moved into the lab, as it was before (and is again after).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
-pub struct LabPort {
-    pub name: String,
-    pub mac: String,
-    pub previous_mtu: u32,
-    pub previous_up: bool,
-    pub previous_addresses: Vec<String>,
-    pub previous_alias: Option<String>,
-    /// Bridge or bond it belonged to (only with --force-port).
-    pub previous_master: Option<String>,
-    /// Link kind (`veth` for the test stand-ins), absent for plain NICs.
-    pub kind: Option<String>,
-}
-
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Protocol {
@@ -276,7 +218,7 @@ pub struct TestResult {
     pub cross_checks: Vec<CrossCheck>,
     /// Cycles and energy per packet (UDP tests).
     #[serde(default)]
-    pub efficiency: Option<crate::efficiency::Efficiency>,
+    pub efficiency: Option<crate::host::efficiency::Efficiency>,
     /// With several generators or instances: their sum, per host and per
     /// interval on the controller's timebase.
     #[serde(default)]
@@ -311,10 +253,10 @@ pub struct HttpResult {
     /// Body bytes received × 8 / the client's run time.
     pub goodput_bps: f64,
     pub requests_per_s: f64,
-    pub client: crate::http::stats::HttpSummary,
+    pub client: crate::proto::http::HttpSummary,
     /// Absent for servers linerate did not start (`--url`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<crate::http::stats::HttpSummary>,
+    pub server: Option<crate::proto::http::HttpSummary>,
     /// What limited the run: `disk`, `cpu` or `network`, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound: Option<String>,
@@ -579,177 +521,9 @@ pub fn json_schema() -> serde_json::Value {
     serde_json::to_value(schemars::schema_for!(RunResults)).unwrap_or_default()
 }
 
-/// Writes `bytes` to `path` atomically: temp file, fsync, rename, fsync dir.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("out"),
-        std::process::id()
-    ));
-    {
-        let mut f = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, path)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
-
-/// One run's directory on disk.
-pub struct RunDir {
-    pub path: PathBuf,
-    ndjson: File,
-}
-
-impl RunDir {
-    pub fn create(base: &Path, name: &str) -> Result<Self> {
-        let stamp = time_stamp_compact();
-        let path = base.join(format!("{stamp}-{name}"));
-        fs::create_dir_all(path.join("agents")).with_context(|| {
-            format!(
-                "creating the results directory {} (choose another with --results-dir)",
-                path.display()
-            )
-        })?;
-        let ndjson = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path.join("intervals.ndjson"))
-            .context("creating intervals.ndjson")?;
-        Ok(RunDir { path, ndjson })
-    }
-
-    pub fn agent_log(&self, role: &str) -> PathBuf {
-        self.path.join("agents").join(format!("{role}.log"))
-    }
-
-    /// Appends one complete line; a SIGKILL leaves every earlier line intact.
-    pub fn log_interval(&mut self, test: &str, role: &str, sample: &IntervalSample) {
-        let line = serde_json::json!({"test": test, "endpoint": role, "sample": sample});
-        let mut s = line.to_string();
-        s.push('\n');
-        // A full disk must not stop the measurement; results.json reports the run.
-        let _ = self.ndjson.write_all(s.as_bytes());
-    }
-
-    pub fn write_results(&self, r: &RunResults) -> Result<()> {
-        let bytes = serde_json::to_vec_pretty(r)?;
-        write_atomic(&self.path.join("results.json"), &bytes)
-    }
-}
-
-/// Seconds since the Unix epoch → RFC 3339 UTC (no time-zone database needed).
-pub fn rfc3339(unix: u64) -> String {
-    let (days, secs) = (unix / 86_400, unix % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
-}
-
-pub fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-pub fn now_rfc3339() -> String {
-    rfc3339(now_unix())
-}
-
-fn time_stamp_compact() -> String {
-    rfc3339(now_unix())
-        .replace([':', '-'], "")
-        .replace('T', "-")
-        .trim_end_matches('Z')
-        .to_string()
-}
-
-/// Days since 1970-01-01 → (year, month, day), Howard Hinnant's algorithm.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-/// Facts about this host that every result carries.
-pub fn host_facts() -> HostFacts {
-    let read = |p: &str| {
-        fs::read_to_string(p)
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default()
-    };
-    let cpuinfo = read("/proc/cpuinfo");
-    let cpu_model = cpuinfo
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .and_then(|r| r.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_default();
-    let memory_bytes = read("/proc/meminfo")
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-        .unwrap_or(0);
-    let mut sysctls = std::collections::BTreeMap::new();
-    for key in [
-        "net.ipv4.tcp_congestion_control",
-        "net.ipv4.tcp_rmem",
-        "net.ipv4.tcp_wmem",
-        "net.core.rmem_max",
-        "net.core.wmem_max",
-        "net.core.netdev_max_backlog",
-        "net.core.default_qdisc",
-    ] {
-        let v = read(&format!("/proc/sys/{}", key.replace('.', "/")));
-        if !v.is_empty() {
-            sysctls.insert(
-                key.to_string(),
-                v.split_whitespace().collect::<Vec<_>>().join(" "),
-            );
-        }
-    }
-    HostFacts {
-        hostname: read("/proc/sys/kernel/hostname"),
-        kernel: read("/proc/sys/kernel/osrelease"),
-        cpu_model,
-        cpus: std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
-        memory_bytes,
-        sysctls,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dates() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(rfc3339(1_795_000_000), "2026-11-18T11:06:40Z");
-    }
 
     #[test]
     fn cross_check_flags_over_one_percent() {
@@ -760,20 +534,8 @@ mod tests {
     }
 
     #[test]
-    fn atomic_write_replaces_whole_file() {
-        let dir = std::env::temp_dir().join(format!("lr-atomic-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let p = dir.join("results.json");
-        write_atomic(&p, b"{\"a\":1}").unwrap();
-        write_atomic(&p, b"{\"a\":2}").unwrap();
-        assert_eq!(fs::read_to_string(&p).unwrap(), "{\"a\":2}");
-        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "no temp file left");
-        fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
     fn committed_schema_is_current() {
-        let committed = include_str!("../schema/results.schema.json");
+        let committed = include_str!("../../schema/results.schema.json");
         let committed: serde_json::Value = serde_json::from_str(committed).unwrap();
         // Not assert_eq: the diff of two schemas is unreadable; regenerate instead.
         assert!(

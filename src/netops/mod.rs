@@ -7,118 +7,14 @@
 //! shell string, and a missing tool is reported with the package to install.
 //! Physical ports (take, check, give back) live in [`port`].
 
+mod cmd;
 pub mod port;
+
+use cmd::family;
+pub use cmd::{check_ifname, mac_string, run, run_output, set_neighbour, tool_exists};
 
 use crate::proto::NetOp;
 use anyhow::{bail, Context, Result};
-use std::net::IpAddr;
-use std::process::Command;
-
-/// Tool → Debian package that provides it.
-const PACKAGES: &[(&str, &str)] = &[
-    ("ip", "iproute2"),
-    ("nft", "nftables"),
-    ("ethtool", "ethtool"),
-];
-
-pub fn tool_exists(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-        .unwrap_or(false)
-        || ["/usr/sbin", "/sbin", "/usr/bin"]
-            .iter()
-            .any(|d| std::path::Path::new(d).join(tool).is_file())
-}
-
-fn require(tool: &str) -> Result<()> {
-    if tool_exists(tool) {
-        return Ok(());
-    }
-    let pkg = PACKAGES
-        .iter()
-        .find(|(t, _)| *t == tool)
-        .map(|p| p.1)
-        .unwrap_or(tool);
-    bail!("`{tool}` is not installed; it is needed to configure the lab. Install it with: apt-get install {pkg}")
-}
-
-/// Runs a tool, turning a failure into an error with its stderr.
-pub fn run(tool: &str, args: &[&str], stdin: Option<&str>) -> Result<()> {
-    require(tool)?;
-    let mut cmd = Command::new(tool);
-    cmd.args(args);
-    let out = if let Some(input) = stdin {
-        use std::io::Write;
-        let mut child = cmd
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .with_context(|| format!("starting {tool}"))?;
-        if let Some(mut s) = child.stdin.take() {
-            s.write_all(input.as_bytes())
-                .with_context(|| format!("writing to {tool}"))?;
-        }
-        child.wait_with_output()?
-    } else {
-        cmd.output().with_context(|| format!("starting {tool}"))?
-    };
-    if !out.status.success() {
-        bail!(
-            "`{tool} {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
-}
-
-/// Runs a tool and returns its stdout, turning a failure into an error with its stderr.
-pub fn run_output(tool: &str, args: &[&str]) -> Result<String> {
-    require(tool)?;
-    let out = Command::new(tool)
-        .args(args)
-        .output()
-        .with_context(|| format!("starting {tool}"))?;
-    if !out.status.success() {
-        bail!(
-            "`{tool} {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Interface names: what the kernel accepts (1..=15 bytes, no '/', ':' or space).
-pub fn check_ifname(name: &str) -> Result<()> {
-    if name.is_empty()
-        || name.len() > 15
-        || !name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-    {
-        bail!(
-            "'{name}' is not a valid interface name (1-15 characters of a-z, 0-9, '-', '_', '.')"
-        );
-    }
-    Ok(())
-}
-
-pub fn mac_string(mac: &[u8; 6]) -> String {
-    mac.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
-fn family(a: &IpAddr) -> &'static str {
-    if a.is_ipv4() {
-        "-4"
-    } else {
-        "-6"
-    }
-}
 
 pub fn apply(op: &NetOp) -> Result<()> {
     match op {
@@ -190,25 +86,7 @@ pub fn apply(op: &NetOp) -> Result<()> {
                 None,
             )
         }
-        NetOp::Neigh { dev, addr, mac } => {
-            check_ifname(dev)?;
-            run(
-                "ip",
-                &[
-                    family(addr),
-                    "neigh",
-                    "replace",
-                    &addr.to_string(),
-                    "lladdr",
-                    &mac_string(mac),
-                    "dev",
-                    dev,
-                    "nud",
-                    "permanent",
-                ],
-                None,
-            )
-        }
+        NetOp::Neigh { dev, addr, mac } => set_neighbour(dev, *addr, mac),
         NetOp::Sysctl { key, value } => {
             if !key.starts_with("net.")
                 || !key
@@ -402,11 +280,5 @@ mod tests {
         assert_eq!(cpu_mask(&[0, 2, 3]), "0000000d");
         assert_eq!(cpu_mask(&[2, 34]), "00000004,00000004");
         assert_eq!(cpu_mask(&[]), "00000000");
-    }
-
-    #[test]
-    fn missing_tool_says_what_to_install() {
-        let e = require("linerate-no-such-tool").unwrap_err().to_string();
-        assert!(e.contains("apt-get install"), "{e}");
     }
 }

@@ -3,7 +3,7 @@
 //! reading process's network namespace (unlike `/sys/class/net`, which shows
 //! the namespace sysfs was mounted in), so agents read these. Per-core CPU
 //! time, softirq counts and the agent's own threads feed the bottleneck
-//! verdict (`crate::bottleneck`).
+//! verdict (`crate::results::bottleneck`).
 
 use crate::proto::{CpuTicks, IfCounters, Snapshot, SystemCpu, ThreadTicks, UdpCounters};
 use std::fs;

@@ -8,7 +8,11 @@
 //! clock; it performs no network or process I/O of its own beyond the
 //! `Read`/`Write` it is handed.
 
-use schemars::JsonSchema;
+use crate::http::{HttpGetJob, HttpServeJob};
+use crate::lab::LabPort;
+use crate::probe::ProbeSample;
+use crate::sample::{EndpointSummary, FlowTotal, IntervalSample, Snapshot};
+use crate::spec::{Cidr, Direction, FlowSpec, FrameSpec, RateProfile, TxEngine};
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr};
@@ -95,7 +99,7 @@ pub enum Response {
     Configured,
     /// The port as it is now, i.e. the state it will be given back in.
     PortState {
-        port: crate::results::LabPort,
+        port: LabPort,
         mac: Option<[u8; 6]>,
     },
     Snapshot {
@@ -121,7 +125,7 @@ pub enum Response {
     /// A latency client's probe samples, in chunks, before its Finished.
     LatencyProbes {
         test: u32,
-        probes: Vec<crate::latency::probe::ProbeSample>,
+        probes: Vec<ProbeSample>,
     },
 }
 
@@ -207,24 +211,6 @@ pub enum NetOp {
     },
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Direction {
-    /// Client (generator) sends, server (sink) receives.
-    Forward,
-    /// Server sends, client receives.
-    Reverse,
-    Both,
-}
-
-/// Frame sizes in bytes, FCS included.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum FrameSpec {
-    Fixed(u32),
-    Imix,
-}
-
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Job {
@@ -298,447 +284,6 @@ pub enum Job {
     },
     HttpServe(HttpServeJob),
     HttpGet(HttpGetJob),
-}
-
-/// The HTTP download jobs (issue 10), apart from the others so they merge
-/// easily: a server on the sink, a client on the generator.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct HttpServeJob {
-    pub bind: SocketAddr,
-    pub content: crate::http::server::Content,
-    pub tls: bool,
-    pub ktls: bool,
-    pub cold: bool,
-    /// The server stops on Stop, or after this long at most.
-    pub duration_ms: u64,
-    pub interval_ms: u64,
-    pub request_timeout_ms: u64,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct HttpGetJob {
-    pub target: SocketAddr,
-    /// Host header and TLS server name.
-    pub host: String,
-    pub path: String,
-    /// `Some` for HTTPS: how the server's certificate is trusted.
-    pub tls: Option<crate::http::tls::Trust>,
-    pub ktls: bool,
-    pub connections: u16,
-    pub duration_ms: u64,
-    pub requests: Option<u64>,
-    pub interval_ms: u64,
-    pub allow: Vec<Cidr>,
-}
-
-/// How a UDP sender puts datagrams on the wire.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum TxEngine {
-    /// The packet engine where it can run, else the socket engine (the
-    /// reason is kept in the sender's summary).
-    #[default]
-    Auto,
-    /// UDP sockets: the kernel's UDP/IP send path and the qdisc.
-    Socket,
-    /// Whole Ethernet frames built by linerate on an AF_PACKET socket that
-    /// bypasses the qdisc (root, an Ethernet next hop with a known neighbour).
-    Packet,
-    /// The packet engine's frames on an AF_XDP socket's TX ring: zero-copy
-    /// where the driver offers it, copy mode elsewhere (veth).
-    Xdp,
-}
-
-impl TxEngine {
-    pub fn name(self) -> &'static str {
-        match self {
-            TxEngine::Auto => "auto",
-            TxEngine::Socket => "socket",
-            TxEngine::Packet => "packet",
-            TxEngine::Xdp => "xdp",
-        }
-    }
-}
-
-/// A target packet rate over time: piecewise linear between points, the
-/// last point's rate held after it. A constant rate is one point.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
-pub struct RateProfile {
-    pub points: Vec<RatePoint>,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, JsonSchema)]
-pub struct RatePoint {
-    /// Seconds since the sender started.
-    pub t_s: f64,
-    pub pps: f64,
-}
-
-impl RateProfile {
-    pub fn constant(pps: f64) -> Self {
-        RateProfile {
-            points: vec![RatePoint { t_s: 0.0, pps }],
-        }
-    }
-
-    /// The same profile with every rate multiplied by `factor` (one
-    /// worker's share of a job's rate).
-    pub fn scaled(&self, factor: f64) -> Self {
-        RateProfile {
-            points: self
-                .points
-                .iter()
-                .map(|p| RatePoint {
-                    t_s: p.t_s,
-                    pps: p.pps * factor,
-                })
-                .collect(),
-        }
-    }
-
-    /// Checks the profile is usable: points in time order, rates finite and >= 0.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.points.is_empty() {
-            return Err("a rate profile needs at least one point".into());
-        }
-        let mut last = f64::NEG_INFINITY;
-        for p in &self.points {
-            if !(p.t_s.is_finite() && p.pps.is_finite() && p.pps >= 0.0 && p.t_s >= 0.0)
-                || p.t_s < last
-            {
-                return Err(format!(
-                    "bad rate profile point {p:?}: times ascending, rates >= 0"
-                ));
-            }
-            last = p.t_s;
-        }
-        Ok(())
-    }
-
-    pub fn max_pps(&self) -> f64 {
-        self.points.iter().map(|p| p.pps).fold(0.0, f64::max)
-    }
-
-    /// Target rate at `t` seconds.
-    pub fn rate_at(&self, t: f64) -> f64 {
-        let pts = &self.points;
-        match pts.iter().position(|p| p.t_s > t) {
-            None => pts.last().map(|p| p.pps).unwrap_or(0.0),
-            Some(0) => pts[0].pps,
-            Some(i) => {
-                let (a, b) = (pts[i - 1], pts[i]);
-                a.pps + (b.pps - a.pps) * (t - a.t_s) / (b.t_s - a.t_s)
-            }
-        }
-    }
-
-    /// Packets due from 0 to `t` seconds: the integral of the rate.
-    pub fn due(&self, t: f64) -> f64 {
-        let pts = &self.points;
-        let Some(first) = pts.first() else { return 0.0 };
-        // Before the first point the first rate applies.
-        let mut sum = first.pps * first.t_s.min(t).max(0.0);
-        for w in pts.windows(2) {
-            let (a, b) = (w[0], w[1]);
-            if t <= a.t_s {
-                return sum;
-            }
-            if b.t_s <= a.t_s {
-                continue; // a step: no time passes
-            }
-            let end = t.min(b.t_s);
-            let r_end = a.pps + (b.pps - a.pps) * (end - a.t_s) / (b.t_s - a.t_s);
-            sum += (a.pps + r_end) / 2.0 * (end - a.t_s);
-        }
-        if let Some(last) = pts.last() {
-            if t > last.t_s {
-                sum += last.pps * (t - last.t_s);
-            }
-        }
-        sum
-    }
-}
-
-/// One UDP flow: its id in the payload header, its addresses.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
-pub struct FlowSpec {
-    pub id: u16,
-    /// Source address, when it is not the socket's own (needs IP_TRANSPARENT).
-    pub src: Option<IpAddr>,
-    /// Source port, when flows vary ports; 0 lets the kernel choose.
-    pub src_port: u16,
-    pub dst: SocketAddr,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
-pub struct Cidr {
-    pub addr: IpAddr,
-    pub prefix: u8,
-}
-
-impl Cidr {
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.addr, ip) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) if self.prefix <= 32 => {
-                let mask = u32::MAX
-                    .checked_shl(32 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u32::from(net) & mask == u32::from(ip) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) if self.prefix <= 128 => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u128::from(net) & mask == u128::from(ip) & mask
-            }
-            _ => false,
-        }
-    }
-}
-
-impl std::str::FromStr for Cidr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let (a, p) = s.split_once('/').unwrap_or((s, ""));
-        let addr: IpAddr = a
-            .parse()
-            .map_err(|_| format!("'{s}' is not an address or prefix like 192.0.2.0/24"))?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = if p.is_empty() {
-            max
-        } else {
-            p.parse::<u8>()
-                .ok()
-                .filter(|&p| p <= max)
-                .ok_or_else(|| format!("'{s}': prefix length must be 0..={max}"))?
-        };
-        Ok(Cidr { addr, prefix })
-    }
-}
-
-impl std::fmt::Display for Cidr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
-    }
-}
-
-/// Per-flow packets a sender sent, handed to the receiver at the end.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
-pub struct FlowTotal {
-    pub id: u16,
-    pub tx_packets: u64,
-}
-
-/// Counters of one interval at one endpoint. A sender fills the tx fields, a
-/// receiver the rx fields; TCP endpoints also fill `streams`.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
-pub struct IntervalSample {
-    /// Seconds since the job started.
-    pub t_start: f64,
-    pub t_end: f64,
-    pub tx_packets: u64,
-    /// Bytes at L2 with FCS for UDP; payload bytes for TCP.
-    pub tx_bytes: u64,
-    /// Failed send calls (ENOBUFS, EAGAIN): the tester could not keep up.
-    pub tx_errors: u64,
-    /// Packets the rate profile asked for in this interval (0 when unpaced).
-    #[serde(default)]
-    pub tx_target: u64,
-    pub rx_packets: u64,
-    pub rx_bytes: u64,
-    /// Packets missing by sequence number in this interval.
-    pub lost: u64,
-    pub reordered: u64,
-    pub duplicates: u64,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub streams: Vec<StreamSample>,
-}
-
-/// One TCP stream in one interval.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
-pub struct StreamSample {
-    pub id: u16,
-    /// True where this endpoint sends on the stream.
-    pub sender: bool,
-    pub bytes: u64,
-    /// Segments retransmitted in the interval (TCP_INFO total_retrans delta).
-    pub retransmits: u64,
-    pub cwnd: u32,
-    pub rtt_us: u32,
-}
-
-/// What one endpoint saw over a whole job.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
-pub struct EndpointSummary {
-    pub elapsed_s: f64,
-    /// When the job's traffic began, on the agent's realtime clock (ns since
-    /// the Unix epoch); the controller maps it onto its own timebase.
-    #[serde(default)]
-    pub started_unix_ns: u64,
-    /// CPU seconds (user + system) of the agent process during the job.
-    pub cpu_s: f64,
-    /// Peak resident memory of the agent process (VmHWM), bytes.
-    #[serde(default)]
-    pub max_rss_bytes: u64,
-    pub tx_packets: u64,
-    pub tx_bytes: u64,
-    pub tx_errors: u64,
-    /// Packets the rate profile asked for (0 when unpaced).
-    #[serde(default)]
-    pub tx_target: u64,
-    pub rx_packets: u64,
-    pub rx_bytes: u64,
-    pub lost: u64,
-    pub reordered: u64,
-    pub duplicates: u64,
-    /// Datagrams on the test port that carried no linerate header.
-    pub foreign: u64,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub flows: Vec<FlowCounters>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub streams: Vec<StreamSample>,
-    /// The UDP send engine that ran: "socket" or "packet" (senders only).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub tx_engine: String,
-    /// Why auto did not run the packet engine, when it did not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tx_engine_note: Option<String>,
-    /// Each worker thread's own figures (UDP jobs); they add up to the
-    /// job's counters above.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub per_thread: Vec<ThreadFigures>,
-    /// HTTP jobs: requests, latency, TLS and kTLS, per connection.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub http: Option<Box<crate::http::stats::HttpSummary>>,
-}
-
-/// What one worker thread of a UDP job did.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
-pub struct ThreadFigures {
-    /// Index of the worker within its job, from 0.
-    pub thread: u16,
-    /// The core the worker was pinned to, if it was.
-    pub cpu: Option<usize>,
-    /// Flow ids the worker sent (senders) or received (receivers).
-    pub flows: Vec<u16>,
-    /// CPU seconds (user + system) of this thread.
-    pub cpu_s: f64,
-    pub tx_packets: u64,
-    pub tx_bytes: u64,
-    pub tx_errors: u64,
-    pub rx_packets: u64,
-    pub rx_bytes: u64,
-    pub reordered: u64,
-    pub duplicates: u64,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
-pub struct FlowCounters {
-    pub id: u16,
-    pub tx_packets: u64,
-    pub rx_packets: u64,
-    pub lost: u64,
-    pub reordered: u64,
-    pub duplicates: u64,
-}
-
-/// Kernel counters and CPU time read inside one namespace.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
-pub struct Snapshot {
-    pub interfaces: Vec<IfCounters>,
-    pub udp: UdpCounters,
-    /// CPU seconds used by the agent process so far.
-    pub process_cpu_s: f64,
-    /// System-wide CPU seconds (all cores) by kind, from /proc/stat.
-    pub system_cpu: SystemCpu,
-    /// Per-core CPU ticks and network softirq counts (/proc/stat `cpuN`
-    /// lines, /proc/softirqs): which core did the work, not just how much.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub per_cpu: Vec<CpuTicks>,
-    /// The agent process's own threads (/proc/self/task/*/stat).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub threads: Vec<ThreadTicks>,
-}
-
-/// One core's time by kind since boot, in USER_HZ ticks (100 per second),
-/// and its NET_RX / NET_TX softirq counts.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
-pub struct CpuTicks {
-    pub cpu: u32,
-    pub user: u64,
-    pub nice: u64,
-    pub system: u64,
-    pub idle: u64,
-    pub iowait: u64,
-    pub irq: u64,
-    pub softirq: u64,
-    pub steal: u64,
-    #[serde(default)]
-    pub net_rx: u64,
-    #[serde(default)]
-    pub net_tx: u64,
-}
-
-impl CpuTicks {
-    /// Every tick the core counted (busy and idle).
-    pub fn total(&self) -> u64 {
-        self.user
-            + self.nice
-            + self.system
-            + self.idle
-            + self.iowait
-            + self.irq
-            + self.softirq
-            + self.steal
-    }
-}
-
-/// One thread of an agent: its name (`lr-udp-send` for engine threads), CPU
-/// ticks used so far and the core it last ran on.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
-pub struct ThreadTicks {
-    pub tid: u32,
-    pub name: String,
-    pub utime: u64,
-    pub stime: u64,
-    /// The CPU the thread last ran on (field 39 of its stat line).
-    pub cpu: u32,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
-pub struct IfCounters {
-    pub name: String,
-    pub rx_bytes: u64,
-    pub rx_packets: u64,
-    pub rx_errors: u64,
-    pub rx_dropped: u64,
-    pub tx_bytes: u64,
-    pub tx_packets: u64,
-    pub tx_errors: u64,
-    pub tx_dropped: u64,
-}
-
-/// The UDP lines of /proc/net/snmp: receive overruns show up here.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
-pub struct UdpCounters {
-    pub in_datagrams: u64,
-    pub no_ports: u64,
-    pub in_errors: u64,
-    pub out_datagrams: u64,
-    pub rcvbuf_errors: u64,
-    pub sndbuf_errors: u64,
-    /// Datagrams whose UDP checksum the kernel found wrong.
-    #[serde(default)]
-    pub in_csum_errors: u64,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
-pub struct SystemCpu {
-    pub user_s: f64,
-    pub system_s: f64,
-    pub softirq_s: f64,
-    pub irq_s: f64,
-    pub idle_s: f64,
 }
 
 /// Why a frame could not be read.
@@ -817,15 +362,22 @@ pub fn read_message<T: for<'de> Deserialize<'de>>(
     }
 }
 
+/// The peers of a control channel speak different protocol versions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "control protocol version mismatch: this side speaks {PROTO_VERSION}, the peer {peer}; \
+     run the same linerate version on both ends"
+)]
+pub struct VersionMismatch {
+    pub peer: u16,
+}
+
 /// The handshake rule: both sides must speak the same protocol version.
-pub fn check_version(peer: u16) -> Result<(), String> {
+pub fn check_version(peer: u16) -> Result<(), VersionMismatch> {
     if peer == PROTO_VERSION {
         Ok(())
     } else {
-        Err(format!(
-            "control protocol version mismatch: this side speaks {PROTO_VERSION}, the peer {peer}; \
-             run the same linerate version on both ends"
-        ))
+        Err(VersionMismatch { peer })
     }
 }
 
@@ -861,6 +413,8 @@ impl Liveness {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::RatePoint;
+    use crate::StreamSample;
     use std::io::Cursor;
 
     fn round_trip<T: Serialize + for<'de> Deserialize<'de> + PartialEq + std::fmt::Debug>(m: T) {
@@ -1016,7 +570,8 @@ mod tests {
     fn version_check() {
         assert!(check_version(PROTO_VERSION).is_ok());
         let e = check_version(PROTO_VERSION + 1).unwrap_err();
-        assert!(e.contains("same linerate version"), "{e}");
+        assert_eq!(e.peer, PROTO_VERSION + 1);
+        assert!(e.to_string().contains("same linerate version"), "{e}");
     }
 
     #[test]

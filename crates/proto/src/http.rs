@@ -1,0 +1,210 @@
+//! HTTP on the control channel and in results: the serve and download jobs,
+//! what is served and how the client trusts it, and what one side reports
+//! (per-connection and total counts, latency percentiles, kTLS state, CPU
+//! split). Plain data (serde + JSON Schema).
+
+use crate::spec::Cidr;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Whether the kernel did the TLS record layer on this side.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct KtlsStatus {
+    /// kTLS was asked for (the T3 rows, `--ktls`).
+    pub requested: bool,
+    /// The kernel did the record layer for at least one connection.
+    pub in_use: bool,
+    /// Why not, when asked and not in use (e.g. the tls ULP is missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The note the matrix and the results carry when the kernel lacks the ULP.
+pub const KTLS_MISSING: &str = "kTLS not available on this kernel (tls ULP missing)";
+
+/// Latency percentiles, microseconds.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct Latency {
+    pub count: u64,
+    pub mean_us: f64,
+    pub p50_us: u64,
+    pub p90_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
+/// One bucket of a latency histogram: downloads that took up to `le_us`.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct LatencyBucket {
+    pub le_us: u64,
+    pub count: u64,
+}
+
+/// One connection's figures.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct HttpConnection {
+    pub id: u16,
+    /// Complete responses (client) or responses sent (server).
+    pub requests: u64,
+    /// Body bytes moved (partial last body included).
+    pub body_bytes: u64,
+    pub goodput_bps: f64,
+    /// TCP_INFO total_retrans of this connection at its end.
+    pub retransmits: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfb: Option<Latency>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Latency>,
+    /// Why the connection ended early, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// CPU time of one side over the test, in % of one core.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct CpuSplit {
+    pub user_pct: f64,
+    pub system_pct: f64,
+    /// System-wide softirq time (packet processing) in % of one core; on
+    /// one host shared by both sides.
+    pub softirq_pct: f64,
+}
+
+/// The page-cache state of a `--root` server.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct CacheState {
+    /// Files were read once before serving (the default).
+    pub warmed: bool,
+    /// Files were evicted first (`--cold`, posix_fadvise DONTNEED).
+    pub cold: bool,
+    pub files: u64,
+    pub bytes: u64,
+    /// Bytes the server process read from storage during the test
+    /// (/proc/self/io read_bytes), and that as a rate.
+    pub storage_read_bytes: u64,
+    pub storage_read_bps: f64,
+}
+
+/// One side's HTTP summary (inside the agent's endpoint summary).
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct HttpSummary {
+    pub tls: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cipher_suite: Option<String>,
+    pub ktls: KtlsStatus,
+    pub requests: u64,
+    pub body_bytes: u64,
+    /// Every byte read from (client) or written to (server) the sockets:
+    /// HTTP heads and TLS framing included.
+    pub wire_bytes: u64,
+    /// Responses by status class on the client; error answers on the server.
+    pub status_counts: Vec<StatusCount>,
+    /// Connections that failed or were closed for a protocol error/timeout.
+    pub errors: u64,
+    pub elapsed_s: f64,
+    pub cpu: CpuSplit,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfb: Option<Latency>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Latency>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_histogram: Vec<LatencyBucket>,
+    pub connections: Vec<HttpConnection>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheState>,
+    /// The size of the object served or downloaded, when one.
+    #[serde(default)]
+    pub object_bytes: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+pub struct StatusCount {
+    pub status: u16,
+    pub count: u64,
+}
+
+pub fn add_status(v: &mut Vec<StatusCount>, status: u16, n: u64) {
+    match v.iter_mut().find(|s| s.status == status) {
+        Some(s) => s.count += n,
+        None => {
+            v.push(StatusCount { status, count: n });
+            v.sort_by_key(|s| s.status);
+        }
+    }
+}
+
+/// What the server serves.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Content {
+    /// A generated object of this many bytes, from memory, at every path.
+    Size(u64),
+    /// Real files under this directory.
+    Root(PathBuf),
+}
+
+/// How the client trusts the server.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trust {
+    /// Any certificate (`--insecure`).
+    Insecure,
+    /// Certificates issued by (or equal to) these PEM certificates.
+    CaPem(String),
+}
+
+/// The HTTP download jobs (issue 10), apart from the others so they merge
+/// easily: a server on the sink, a client on the generator.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct HttpServeJob {
+    pub bind: SocketAddr,
+    pub content: Content,
+    pub tls: bool,
+    pub ktls: bool,
+    pub cold: bool,
+    /// The server stops on Stop, or after this long at most.
+    pub duration_ms: u64,
+    pub interval_ms: u64,
+    pub request_timeout_ms: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct HttpGetJob {
+    pub target: SocketAddr,
+    /// Host header and TLS server name.
+    pub host: String,
+    pub path: String,
+    /// `Some` for HTTPS: how the server's certificate is trusted.
+    pub tls: Option<Trust>,
+    pub ktls: bool,
+    pub connections: u16,
+    pub duration_ms: u64,
+    pub requests: Option<u64>,
+    pub interval_ms: u64,
+    pub allow: Vec<Cidr>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_counts_merge() {
+        let mut v = vec![];
+        add_status(&mut v, 200, 3);
+        add_status(&mut v, 206, 1);
+        add_status(&mut v, 200, 2);
+        assert_eq!(
+            v[0],
+            StatusCount {
+                status: 200,
+                count: 5
+            }
+        );
+        assert_eq!(v.len(), 2);
+    }
+}

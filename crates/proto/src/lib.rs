@@ -1,0 +1,26 @@
+//! linerate's control protocol and every wire format, as pure code: no
+//! sockets, no processes, no clock of its own (callers pass `Instant`s in),
+//! and no dependency on the linerate crate. A fuzzer or a second
+//! implementation of an agent can use it alone.
+//!
+//! - [`control`]: the length-prefixed JSON messages between controller and
+//!   agents, their bounded decoder and the liveness rules.
+//! - [`spec`]: what a test asks for (frames, rates, flows, engines).
+//! - [`sample`]: what agents measure and report (intervals, summaries,
+//!   kernel counters).
+//! - [`http`], [`lab`]: the HTTP jobs and summaries, lab port records.
+//! - [`frame`]: the linerate header in every test frame.
+//! - [`probe`]: the latency probe format.
+#![forbid(unsafe_code)]
+
+pub mod control;
+pub mod frame;
+pub mod http;
+pub mod lab;
+pub mod probe;
+pub mod sample;
+pub mod spec;
+
+pub use control::*;
+pub use sample::*;
+pub use spec::*;

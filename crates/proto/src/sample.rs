@@ -1,0 +1,226 @@
+//! What agents measure and report: per-interval samples, per-job endpoint
+//! summaries, per-flow totals and the kernel counters of a namespace. The
+//! results schema carries these as they are.
+
+use crate::http::HttpSummary;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Per-flow packets a sender sent, handed to the receiver at the end.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
+pub struct FlowTotal {
+    pub id: u16,
+    pub tx_packets: u64,
+}
+
+/// Counters of one interval at one endpoint. A sender fills the tx fields, a
+/// receiver the rx fields; TCP endpoints also fill `streams`.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct IntervalSample {
+    /// Seconds since the job started.
+    pub t_start: f64,
+    pub t_end: f64,
+    pub tx_packets: u64,
+    /// Bytes at L2 with FCS for UDP; payload bytes for TCP.
+    pub tx_bytes: u64,
+    /// Failed send calls (ENOBUFS, EAGAIN): the tester could not keep up.
+    pub tx_errors: u64,
+    /// Packets the rate profile asked for in this interval (0 when unpaced).
+    #[serde(default)]
+    pub tx_target: u64,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    /// Packets missing by sequence number in this interval.
+    pub lost: u64,
+    pub reordered: u64,
+    pub duplicates: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<StreamSample>,
+}
+
+/// One TCP stream in one interval.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct StreamSample {
+    pub id: u16,
+    /// True where this endpoint sends on the stream.
+    pub sender: bool,
+    pub bytes: u64,
+    /// Segments retransmitted in the interval (TCP_INFO total_retrans delta).
+    pub retransmits: u64,
+    pub cwnd: u32,
+    pub rtt_us: u32,
+}
+
+/// What one endpoint saw over a whole job.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct EndpointSummary {
+    pub elapsed_s: f64,
+    /// When the job's traffic began, on the agent's realtime clock (ns since
+    /// the Unix epoch); the controller maps it onto its own timebase.
+    #[serde(default)]
+    pub started_unix_ns: u64,
+    /// CPU seconds (user + system) of the agent process during the job.
+    pub cpu_s: f64,
+    /// Peak resident memory of the agent process (VmHWM), bytes.
+    #[serde(default)]
+    pub max_rss_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub tx_errors: u64,
+    /// Packets the rate profile asked for (0 when unpaced).
+    #[serde(default)]
+    pub tx_target: u64,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub lost: u64,
+    pub reordered: u64,
+    pub duplicates: u64,
+    /// Datagrams on the test port that carried no linerate header.
+    pub foreign: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flows: Vec<FlowCounters>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<StreamSample>,
+    /// The UDP send engine that ran: "socket" or "packet" (senders only).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tx_engine: String,
+    /// Why auto did not run the packet engine, when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_engine_note: Option<String>,
+    /// Each worker thread's own figures (UDP jobs); they add up to the
+    /// job's counters above.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_thread: Vec<ThreadFigures>,
+    /// HTTP jobs: requests, latency, TLS and kTLS, per connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<Box<HttpSummary>>,
+}
+
+/// What one worker thread of a UDP job did.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct ThreadFigures {
+    /// Index of the worker within its job, from 0.
+    pub thread: u16,
+    /// The core the worker was pinned to, if it was.
+    pub cpu: Option<usize>,
+    /// Flow ids the worker sent (senders) or received (receivers).
+    pub flows: Vec<u16>,
+    /// CPU seconds (user + system) of this thread.
+    pub cpu_s: f64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub tx_errors: u64,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub reordered: u64,
+    pub duplicates: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+pub struct FlowCounters {
+    pub id: u16,
+    pub tx_packets: u64,
+    pub rx_packets: u64,
+    pub lost: u64,
+    pub reordered: u64,
+    pub duplicates: u64,
+}
+
+/// Kernel counters and CPU time read inside one namespace.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct Snapshot {
+    pub interfaces: Vec<IfCounters>,
+    pub udp: UdpCounters,
+    /// CPU seconds used by the agent process so far.
+    pub process_cpu_s: f64,
+    /// System-wide CPU seconds (all cores) by kind, from /proc/stat.
+    pub system_cpu: SystemCpu,
+    /// Per-core CPU ticks and network softirq counts (/proc/stat `cpuN`
+    /// lines, /proc/softirqs): which core did the work, not just how much.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_cpu: Vec<CpuTicks>,
+    /// The agent process's own threads (/proc/self/task/*/stat).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<ThreadTicks>,
+}
+
+/// One core's time by kind since boot, in USER_HZ ticks (100 per second),
+/// and its NET_RX / NET_TX softirq counts.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+pub struct CpuTicks {
+    pub cpu: u32,
+    pub user: u64,
+    pub nice: u64,
+    pub system: u64,
+    pub idle: u64,
+    pub iowait: u64,
+    pub irq: u64,
+    pub softirq: u64,
+    pub steal: u64,
+    #[serde(default)]
+    pub net_rx: u64,
+    #[serde(default)]
+    pub net_tx: u64,
+}
+
+impl CpuTicks {
+    /// Every tick the core counted (busy and idle).
+    pub fn total(&self) -> u64 {
+        self.user
+            + self.nice
+            + self.system
+            + self.idle
+            + self.iowait
+            + self.irq
+            + self.softirq
+            + self.steal
+    }
+}
+
+/// One thread of an agent: its name (`lr-udp-send` for engine threads), CPU
+/// ticks used so far and the core it last ran on.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+pub struct ThreadTicks {
+    pub tid: u32,
+    pub name: String,
+    pub utime: u64,
+    pub stime: u64,
+    /// The CPU the thread last ran on (field 39 of its stat line).
+    pub cpu: u32,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+pub struct IfCounters {
+    pub name: String,
+    pub rx_bytes: u64,
+    pub rx_packets: u64,
+    pub rx_errors: u64,
+    pub rx_dropped: u64,
+    pub tx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_errors: u64,
+    pub tx_dropped: u64,
+}
+
+/// The UDP lines of /proc/net/snmp: receive overruns show up here.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+pub struct UdpCounters {
+    pub in_datagrams: u64,
+    pub no_ports: u64,
+    pub in_errors: u64,
+    pub out_datagrams: u64,
+    pub rcvbuf_errors: u64,
+    pub sndbuf_errors: u64,
+    /// Datagrams whose UDP checksum the kernel found wrong.
+    #[serde(default)]
+    pub in_csum_errors: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct SystemCpu {
+    pub user_s: f64,
+    pub system_s: f64,
+    pub softirq_s: f64,
+    pub irq_s: f64,
+    pub idle_s: f64,
+}

@@ -1,0 +1,216 @@
+//! What a test asks for, as the controller sends it to agents and results
+//! record it: directions, frame sizes, send engines, rate profiles, flows and
+//! the destination allow-list.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::net::{IpAddr, SocketAddr};
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Client (generator) sends, server (sink) receives.
+    Forward,
+    /// Server sends, client receives.
+    Reverse,
+    Both,
+}
+
+/// Frame sizes in bytes, FCS included.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameSpec {
+    Fixed(u32),
+    Imix,
+}
+
+/// How a UDP sender puts datagrams on the wire.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TxEngine {
+    /// The packet engine where it can run, else the socket engine (the
+    /// reason is kept in the sender's summary).
+    #[default]
+    Auto,
+    /// UDP sockets: the kernel's UDP/IP send path and the qdisc.
+    Socket,
+    /// Whole Ethernet frames built by linerate on an AF_PACKET socket that
+    /// bypasses the qdisc (root, an Ethernet next hop with a known neighbour).
+    Packet,
+    /// The packet engine's frames on an AF_XDP socket's TX ring: zero-copy
+    /// where the driver offers it, copy mode elsewhere (veth).
+    Xdp,
+}
+
+impl TxEngine {
+    pub fn name(self) -> &'static str {
+        match self {
+            TxEngine::Auto => "auto",
+            TxEngine::Socket => "socket",
+            TxEngine::Packet => "packet",
+            TxEngine::Xdp => "xdp",
+        }
+    }
+}
+
+/// A target packet rate over time: piecewise linear between points, the
+/// last point's rate held after it. A constant rate is one point.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+pub struct RateProfile {
+    pub points: Vec<RatePoint>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, JsonSchema)]
+pub struct RatePoint {
+    /// Seconds since the sender started.
+    pub t_s: f64,
+    pub pps: f64,
+}
+
+impl RateProfile {
+    pub fn constant(pps: f64) -> Self {
+        RateProfile {
+            points: vec![RatePoint { t_s: 0.0, pps }],
+        }
+    }
+
+    /// The same profile with every rate multiplied by `factor` (one
+    /// worker's share of a job's rate).
+    pub fn scaled(&self, factor: f64) -> Self {
+        RateProfile {
+            points: self
+                .points
+                .iter()
+                .map(|p| RatePoint {
+                    t_s: p.t_s,
+                    pps: p.pps * factor,
+                })
+                .collect(),
+        }
+    }
+
+    /// Checks the profile is usable: points in time order, rates finite and >= 0.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.points.is_empty() {
+            return Err("a rate profile needs at least one point".into());
+        }
+        let mut last = f64::NEG_INFINITY;
+        for p in &self.points {
+            if !(p.t_s.is_finite() && p.pps.is_finite() && p.pps >= 0.0 && p.t_s >= 0.0)
+                || p.t_s < last
+            {
+                return Err(format!(
+                    "bad rate profile point {p:?}: times ascending, rates >= 0"
+                ));
+            }
+            last = p.t_s;
+        }
+        Ok(())
+    }
+
+    pub fn max_pps(&self) -> f64 {
+        self.points.iter().map(|p| p.pps).fold(0.0, f64::max)
+    }
+
+    /// Target rate at `t` seconds.
+    pub fn rate_at(&self, t: f64) -> f64 {
+        let pts = &self.points;
+        match pts.iter().position(|p| p.t_s > t) {
+            None => pts.last().map(|p| p.pps).unwrap_or(0.0),
+            Some(0) => pts[0].pps,
+            Some(i) => {
+                let (a, b) = (pts[i - 1], pts[i]);
+                a.pps + (b.pps - a.pps) * (t - a.t_s) / (b.t_s - a.t_s)
+            }
+        }
+    }
+
+    /// Packets due from 0 to `t` seconds: the integral of the rate.
+    pub fn due(&self, t: f64) -> f64 {
+        let pts = &self.points;
+        let Some(first) = pts.first() else { return 0.0 };
+        // Before the first point the first rate applies.
+        let mut sum = first.pps * first.t_s.min(t).max(0.0);
+        for w in pts.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            if t <= a.t_s {
+                return sum;
+            }
+            if b.t_s <= a.t_s {
+                continue; // a step: no time passes
+            }
+            let end = t.min(b.t_s);
+            let r_end = a.pps + (b.pps - a.pps) * (end - a.t_s) / (b.t_s - a.t_s);
+            sum += (a.pps + r_end) / 2.0 * (end - a.t_s);
+        }
+        if let Some(last) = pts.last() {
+            if t > last.t_s {
+                sum += last.pps * (t - last.t_s);
+            }
+        }
+        sum
+    }
+}
+
+/// One UDP flow: its id in the payload header, its addresses.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
+pub struct FlowSpec {
+    pub id: u16,
+    /// Source address, when it is not the socket's own (needs IP_TRANSPARENT).
+    pub src: Option<IpAddr>,
+    /// Source port, when flows vary ports; 0 lets the kernel choose.
+    pub src_port: u16,
+    pub dst: SocketAddr,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+pub struct Cidr {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+impl Cidr {
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) if self.prefix <= 32 => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) if self.prefix <= 128 => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl std::str::FromStr for Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (a, p) = s.split_once('/').unwrap_or((s, ""));
+        let addr: IpAddr = a
+            .parse()
+            .map_err(|_| format!("'{s}' is not an address or prefix like 192.0.2.0/24"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = if p.is_empty() {
+            max
+        } else {
+            p.parse::<u8>()
+                .ok()
+                .filter(|&p| p <= max)
+                .ok_or_else(|| format!("'{s}': prefix length must be 0..={max}"))?
+        };
+        Ok(Cidr { addr, prefix })
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}

@@ -1,0 +1,434 @@
+//! What every frame-building engine shares: the parameters of a sending
+//! job, the [`Transmit`] trait an engine implements to put a batch on the
+//! wire, the frame sizes a sender cycles through, and [`Template`]: one
+//! flow's Ethernet/IP/UDP headers for one frame size with its checksums
+//! precomputed, so only the linerate header and the UDP checksum change per
+//! frame. The socket, packet, AF_XDP and XDP engines all build on this
+//! module and on nothing of each other's.
+
+use super::EngineError;
+use crate::model::units;
+use crate::proto::frame::{Header, HEADER_LEN};
+use crate::proto::{Cidr, FlowSpec, FrameSpec, RateProfile, TxEngine};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+/// Parameters of a sending job (from `Job::UdpSend`).
+#[derive(Clone)]
+pub struct SendSpec {
+    pub flows: Vec<FlowSpec>,
+    pub frame: FrameSpec,
+    pub rate: Option<RateProfile>,
+    pub duration: Duration,
+    pub batch: usize,
+    pub cpus: Vec<usize>,
+    pub allow: Vec<Cidr>,
+    pub tx_engine: TxEngine,
+    /// Worker threads (0: one per CPU given, else half this agent's CPUs).
+    pub threads: u16,
+}
+
+/// One datagram of a batch: its flow (index into the job's flows), its frame
+/// size (index into [`frame_sequence`]) and the linerate header it carries.
+#[derive(Debug, Clone, Copy)]
+pub struct Msg {
+    pub flow: usize,
+    pub size: usize,
+    pub header: Header,
+}
+
+/// Puts batches of datagrams on the wire.
+pub trait Transmit: Send {
+    /// Flows per send group (one socket each); no group is empty.
+    fn groups(&self) -> Vec<Vec<usize>>;
+    /// Sends `msgs`, all of group `group`; returns how many the kernel took
+    /// (a prefix of `msgs`). At most the batch size given at opening.
+    fn send(&mut self, group: usize, msgs: &[Msg]) -> io::Result<usize>;
+    /// "socket", "packet" or "xdp", for results.
+    fn name(&self) -> &'static str;
+    /// Called once after the last batch: engines that queue frames for the
+    /// kernel wait for them here and return how many never left (counted
+    /// as send errors; they were counted as sent).
+    fn finish(&mut self) -> u64 {
+        0
+    }
+}
+
+/// Frame sizes a sender cycles through. The imix interleaves its 7:4:1 mix
+/// over 12 frames rather than sending runs of one size.
+pub fn frame_sequence(spec: FrameSpec) -> Vec<u32> {
+    match spec {
+        FrameSpec::Fixed(n) => vec![n],
+        FrameSpec::Imix => vec![64, 594, 64, 64, 594, 64, 1518, 64, 594, 64, 64, 594],
+    }
+}
+
+/// Average frame size of a spec, in bytes with FCS.
+pub fn average_frame(spec: FrameSpec) -> f64 {
+    match spec {
+        FrameSpec::Fixed(n) => f64::from(n),
+        FrameSpec::Imix => units::imix_average(),
+    }
+}
+
+/// Checks a frame spec against the IP version: the frame must hold Ethernet,
+/// IP and UDP headers plus the linerate header.
+pub fn check_frames(spec: FrameSpec, ipv6: bool) -> Result<(), EngineError> {
+    for size in frame_sequence(spec) {
+        if !(units::MIN_FRAME..=units::MAX_FRAME).contains(&size) {
+            return Err(EngineError::Invalid(format!(
+                "frame size {size} B is outside {}..={} B (sizes include the 4-byte FCS)",
+                units::MIN_FRAME,
+                units::MAX_FRAME
+            )));
+        }
+        let payload = units::udp_payload_for_frame(size, ipv6).unwrap_or(0);
+        if (payload as usize) < HEADER_LEN {
+            let min = units::FCS
+                + units::ETH_HEADER
+                + if ipv6 {
+                    units::IPV6_HEADER
+                } else {
+                    units::IPV4_HEADER
+                }
+                + units::UDP_HEADER
+                + HEADER_LEN as u32;
+            return Err(EngineError::Invalid(format!(
+                "a {size} B frame cannot carry {} + UDP + the 18-byte linerate header; the smallest {} frame is {min} B",
+                if ipv6 { "IPv6" } else { "IPv4" },
+                if ipv6 { "IPv6" } else { "IPv4" },
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Bytes on the L2 wire (FCS included) of a datagram with `payload` bytes.
+pub fn frame_of_payload(payload: usize, ipv6: bool) -> u64 {
+    let ip = if ipv6 {
+        units::IPV6_HEADER
+    } else {
+        units::IPV4_HEADER
+    };
+    payload as u64 + u64::from(units::UDP_HEADER + ip + units::ETH_HEADER + units::FCS)
+}
+
+pub const ETH_HEADER: usize = 14;
+pub const IPV4_HEADER: usize = 20;
+pub const IPV6_HEADER: usize = 40;
+pub const UDP_HEADER: usize = 8;
+const TTL: u8 = 64;
+/// Payload bytes after the linerate header, as the socket engine fills them.
+pub const FILL: u8 = 0x78;
+
+/// Where one flow's frames go out: interface, MACs, addresses and ports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowPath {
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+}
+
+/// A flow's frame of one size, headers ready; only the linerate header and
+/// the UDP checksum change per frame.
+#[derive(Debug, Clone)]
+pub struct Template {
+    head: [u8; ETH_HEADER + IPV6_HEADER + UDP_HEADER],
+    head_len: usize,
+    /// Bytes handed to the socket: the frame size less the FCS the NIC adds.
+    frame_len: usize,
+    /// One's-complement sum of the UDP pseudo-header, UDP header and payload
+    /// with the linerate header zeroed.
+    csum_base: u64,
+}
+
+/// Sums big-endian 16-bit words; an odd last byte is the high byte of a word.
+pub fn sum16(bytes: &[u8]) -> u64 {
+    let mut chunks = bytes.chunks_exact(2);
+    let mut s: u64 = chunks
+        .by_ref()
+        .map(|w| u64::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    if let [last] = chunks.remainder() {
+        s += u64::from(*last) << 8;
+    }
+    s
+}
+
+/// Folds a sum into 16 bits and complements it (RFC 1071).
+pub fn fold(mut s: u64) -> u16 {
+    while s >> 16 != 0 {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+impl Template {
+    /// The frame of `frame_size` bytes (FCS included) for one flow path.
+    pub fn new(path: &FlowPath, frame_size: u32) -> Result<Template, EngineError> {
+        let ipv6 = path.dst.is_ipv6();
+        if path.src.is_ipv6() != ipv6 {
+            return Err(EngineError::Invalid(format!(
+                "source {} and destination {} are of different IP versions",
+                path.src, path.dst
+            )));
+        }
+        let payload = units::udp_payload_for_frame(frame_size, ipv6)
+            .map(|p| p as usize)
+            .filter(|&p| p >= HEADER_LEN)
+            .ok_or_else(|| {
+                EngineError::Invalid(format!(
+                    "a {frame_size} B frame cannot carry the linerate header"
+                ))
+            })?;
+        let udp_len = UDP_HEADER + payload;
+        let mut head = [0u8; ETH_HEADER + IPV6_HEADER + UDP_HEADER];
+        head[0..6].copy_from_slice(&path.dst_mac);
+        head[6..12].copy_from_slice(&path.src_mac);
+        let mut pseudo = Vec::with_capacity(40);
+        let ip_len = match (path.src.ip(), path.dst.ip()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                head[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+                let total = u16::try_from(IPV4_HEADER + udp_len).map_err(|_| {
+                    EngineError::Invalid(format!("a {frame_size} B frame is too long for IPv4"))
+                })?;
+                let ip = &mut head[ETH_HEADER..ETH_HEADER + IPV4_HEADER];
+                ip[0] = 0x45;
+                ip[2..4].copy_from_slice(&total.to_be_bytes());
+                // Identification 0 with DF: an atomic datagram (RFC 6864).
+                ip[6] = 0x40;
+                ip[8] = TTL;
+                ip[9] = libc::IPPROTO_UDP as u8;
+                ip[12..16].copy_from_slice(&s.octets());
+                ip[16..20].copy_from_slice(&d.octets());
+                let c = fold(sum16(ip));
+                ip[10..12].copy_from_slice(&c.to_be_bytes());
+                pseudo.extend_from_slice(&s.octets());
+                pseudo.extend_from_slice(&d.octets());
+                pseudo.extend_from_slice(&[0, libc::IPPROTO_UDP as u8]);
+                pseudo.extend_from_slice(&(udp_len as u16).to_be_bytes());
+                IPV4_HEADER
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                head[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+                let plen = u16::try_from(udp_len).map_err(|_| {
+                    EngineError::Invalid(format!("a {frame_size} B frame is too long for IPv6"))
+                })?;
+                let ip = &mut head[ETH_HEADER..ETH_HEADER + IPV6_HEADER];
+                ip[0] = 0x60;
+                ip[4..6].copy_from_slice(&plen.to_be_bytes());
+                ip[6] = libc::IPPROTO_UDP as u8;
+                ip[7] = TTL;
+                ip[8..24].copy_from_slice(&s.octets());
+                ip[24..40].copy_from_slice(&d.octets());
+                pseudo.extend_from_slice(&s.octets());
+                pseudo.extend_from_slice(&d.octets());
+                pseudo.extend_from_slice(&(udp_len as u32).to_be_bytes());
+                pseudo.extend_from_slice(&[0, 0, 0, libc::IPPROTO_UDP as u8]);
+                IPV6_HEADER
+            }
+            _ => unreachable!("IP versions checked above"),
+        };
+        let u = ETH_HEADER + ip_len;
+        head[u..u + 2].copy_from_slice(&path.src.port().to_be_bytes());
+        head[u + 2..u + 4].copy_from_slice(&path.dst.port().to_be_bytes());
+        head[u + 4..u + 6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+        let head_len = u + UDP_HEADER;
+        let fill = payload - HEADER_LEN;
+        // The fill bytes start at an even offset (the header is 18 bytes).
+        let fill_sum = (fill / 2) as u64 * u64::from(u16::from_be_bytes([FILL, FILL]))
+            + if fill % 2 == 1 {
+                u64::from(FILL) << 8
+            } else {
+                0
+            };
+        let csum_base = sum16(&pseudo) + sum16(&head[u..head_len]) + fill_sum;
+        Ok(Template {
+            head,
+            head_len,
+            frame_len: head_len + payload,
+            csum_base,
+        })
+    }
+
+    /// Writes the frame with `h` into `buf`, whose bytes past the linerate
+    /// header must already hold the fill. Returns the frame's length.
+    pub fn write(&self, h: &Header, buf: &mut [u8]) -> usize {
+        let (hl, fl) = (self.head_len, self.frame_len);
+        buf[..hl].copy_from_slice(&self.head[..hl]);
+        h.emit(&mut buf[hl..hl + HEADER_LEN]);
+        let c = fold(self.csum_base + sum16(&buf[hl..hl + HEADER_LEN]));
+        // 0 means "no checksum" in UDP over IPv4 and is invalid over IPv6.
+        let c = if c == 0 { 0xffff } else { c };
+        buf[hl - 2..hl].copy_from_slice(&c.to_be_bytes());
+        fl
+    }
+
+    /// The whole frame with `h`, fill included (tests, tools).
+    pub fn frame(&self, h: &Header) -> Vec<u8> {
+        let mut buf = vec![FILL; self.frame_len];
+        self.write(h, &mut buf);
+        buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::FrameSpec;
+
+    /// RFC 1071 checksum written out independently of the engine's.
+    fn rfc1071(data: &[u8]) -> u16 {
+        let mut sum: u32 = 0;
+        let mut i = 0;
+        while i + 1 < data.len() {
+            sum += (u32::from(data[i]) << 8) | u32::from(data[i + 1]);
+            i += 2;
+        }
+        if i < data.len() {
+            sum += u32::from(data[i]) << 8;
+        }
+        while sum > 0xffff {
+            sum = (sum >> 16) + (sum & 0xffff);
+        }
+        !(sum as u16)
+    }
+
+    fn path(src: &str, dst: &str) -> FlowPath {
+        FlowPath {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+        }
+    }
+
+    const H: Header = Header {
+        flow: 7,
+        seq: 123_456_789,
+        sent_ns: 0x0102_0304_0506_0708,
+    };
+
+    /// Checks a frame as a receiver would and returns its UDP payload.
+    fn check_v4(f: &[u8], size: u32) -> Vec<u8> {
+        assert_eq!(f.len(), size as usize - 4, "frame less FCS");
+        assert_eq!(&f[0..6], &[2, 0, 0, 0, 0, 2]);
+        assert_eq!(&f[6..12], &[2, 0, 0, 0, 0, 1]);
+        assert_eq!(&f[12..14], &[0x08, 0x00]);
+        let ip = &f[14..34];
+        assert_eq!(ip[0], 0x45);
+        assert_eq!(
+            usize::from(u16::from_be_bytes([ip[2], ip[3]])),
+            f.len() - 14
+        );
+        assert_eq!(ip[9], 17);
+        assert_eq!(rfc1071(ip), 0, "IPv4 header checksum");
+        let udp = &f[34..];
+        assert_eq!(usize::from(u16::from_be_bytes([udp[4], udp[5]])), udp.len());
+        assert_ne!(&udp[6..8], &[0, 0], "UDP checksum present");
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&ip[12..20]);
+        pseudo.extend_from_slice(&[0, 17]);
+        pseudo.extend_from_slice(&(udp.len() as u16).to_be_bytes());
+        pseudo.extend_from_slice(udp);
+        assert_eq!(rfc1071(&pseudo), 0, "UDP checksum");
+        udp.to_vec()
+    }
+
+    #[test]
+    fn ipv4_frames_parse_with_right_checksums() {
+        let p = path("198.18.0.2:40000", "198.19.0.9:5001");
+        for size in [64, 65, 594, 1518] {
+            let t = Template::new(&p, size).unwrap();
+            let f = t.frame(&H);
+            let udp = check_v4(&f, size);
+            assert_eq!(&udp[0..2], &40000u16.to_be_bytes());
+            assert_eq!(&udp[2..4], &5001u16.to_be_bytes());
+            assert_eq!(Header::parse(&udp[8..]), Some(H));
+            assert!(udp[8 + HEADER_LEN..].iter().all(|&b| b == FILL));
+            assert_eq!(&f[26..30], &[198, 18, 0, 2]);
+            assert_eq!(&f[30..34], &[198, 19, 0, 9]);
+        }
+    }
+
+    #[test]
+    fn ipv6_frames_parse_with_right_checksums() {
+        let p = path("[2001:2::2]:40000", "[2001:2:0:1::9]:5001");
+        for size in [84, 85, 1518] {
+            let t = Template::new(&p, size).unwrap();
+            let f = t.frame(&H);
+            assert_eq!(f.len(), size as usize - 4);
+            assert_eq!(&f[12..14], &[0x86, 0xdd]);
+            let ip = &f[14..54];
+            assert_eq!(ip[0] >> 4, 6);
+            assert_eq!(ip[6], 17);
+            let udp = &f[54..];
+            assert_eq!(usize::from(u16::from_be_bytes([ip[4], ip[5]])), udp.len());
+            assert_eq!(usize::from(u16::from_be_bytes([udp[4], udp[5]])), udp.len());
+            assert_ne!(&udp[6..8], &[0, 0], "IPv6 requires a UDP checksum");
+            let mut pseudo = Vec::new();
+            pseudo.extend_from_slice(&ip[8..40]);
+            pseudo.extend_from_slice(&(udp.len() as u32).to_be_bytes());
+            pseudo.extend_from_slice(&[0, 0, 0, 17]);
+            pseudo.extend_from_slice(udp);
+            assert_eq!(rfc1071(&pseudo), 0, "UDP checksum");
+            assert_eq!(Header::parse(&udp[8..]), Some(H));
+        }
+    }
+
+    #[test]
+    fn checksums_follow_every_header() {
+        let t = Template::new(&path("198.18.0.2:1", "198.19.0.9:2"), 64).unwrap();
+        let mut buf = vec![FILL; 60];
+        for seq in [0, 1, 0xffff, (1 << 48) - 1] {
+            for sent_ns in [0, u64::MAX, 0xffff_0000_ffff_0000] {
+                let h = Header {
+                    flow: 0xffff,
+                    seq,
+                    sent_ns,
+                };
+                assert_eq!(t.write(&h, &mut buf), 60);
+                check_v4(&buf, 64);
+            }
+        }
+    }
+
+    #[test]
+    fn imix_sizes_per_frame_sequence() {
+        let p = path("198.18.0.2:1", "198.19.0.9:2");
+        for size in frame_sequence(FrameSpec::Imix) {
+            let f = Template::new(&p, size).unwrap().frame(&H);
+            check_v4(&f, size);
+        }
+        assert!(Template::new(&path("[2001:2::2]:1", "[2001:2::3]:2"), 64).is_err());
+    }
+
+    #[test]
+    fn frame_checks() {
+        assert!(check_frames(FrameSpec::Fixed(64), false).is_ok());
+        let e = check_frames(FrameSpec::Fixed(64), true).unwrap_err();
+        assert!(matches!(e, EngineError::Invalid(_)));
+        assert!(e.to_string().contains("84 B"), "{e}");
+        assert!(check_frames(FrameSpec::Fixed(63), false).is_err());
+        assert!(check_frames(FrameSpec::Fixed(9001), false).is_err());
+        assert!(check_frames(FrameSpec::Imix, false).is_ok());
+        assert!(check_frames(FrameSpec::Imix, true).is_err());
+    }
+
+    #[test]
+    fn imix_sequence_matches_ratio() {
+        let seq = frame_sequence(FrameSpec::Imix);
+        let count = |n| seq.iter().filter(|&&s| s == n).count();
+        assert_eq!((count(64), count(594), count(1518)), (7, 4, 1));
+        let avg = seq.iter().map(|&s| f64::from(s)).sum::<f64>() / seq.len() as f64;
+        assert!((avg - average_frame(FrameSpec::Imix)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn frame_bytes() {
+        assert_eq!(frame_of_payload(18, false), 64);
+        assert_eq!(frame_of_payload(18, true), 84);
+    }
+}

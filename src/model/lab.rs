@@ -1,0 +1,56 @@
+//! The lab as results record it: nodes, their interfaces and addresses,
+//! links (with any physical ports and the state they go back to), DUT mode
+//! and how offloads and receive work were arranged. Built by `lab`, stored
+//! by `results`, drawn by `report`.
+
+use crate::proto::lab::LabPort;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct LabTopology {
+    /// `back_to_back` or `dut`.
+    pub kind: String,
+    /// DUT mode: route, bridge, nat, fw (absent back to back).
+    pub dut_mode: Option<String>,
+    /// Rules in the DUT's forward chain in fw mode.
+    pub fw_rules: Option<u32>,
+    /// The DUT's egress shaper towards the sink (`--dut-shape`), described.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dut_shape: Option<String>,
+    pub nodes: Vec<LabNode>,
+    pub links: Vec<LabLink>,
+    /// How GSO/GRO were handled so that each datagram is one packet.
+    pub offloads: String,
+    /// Where receive work was steered (RPS), or why it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steering: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct LabNode {
+    /// gen, dut or sink.
+    pub role: String,
+    /// Pid of the agent holding the namespace (`nsenter -t PID -n` enters it).
+    pub pid: u32,
+    pub interfaces: Vec<LabInterface>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct LabInterface {
+    pub name: String,
+    pub mac: String,
+    pub mtu: u32,
+    pub addresses: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct LabLink {
+    pub a: String,
+    pub b: String,
+    /// `veth`, or `physical` for a real port (`--gen-port`/`--sink-port`).
+    pub kind: String,
+    /// The physical ports on this link and the state each is given back in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<LabPort>,
+}

@@ -1,0 +1,10 @@
+//! The bottom layer of the main crate: what several features share and
+//! none owns. Line-rate arithmetic ([`units`]), the process-wide stop flag
+//! ([`signals`]), wall-clock formatting ([`clock`]), atomic file writes ([`files`])
+//! and the lab's topology record ([`lab`]). It imports nothing of the crate above it.
+
+pub mod clock;
+pub mod files;
+pub mod lab;
+pub mod signals;
+pub mod units;

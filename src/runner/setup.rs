@@ -1,0 +1,318 @@
+//! What one test is and where it runs, shared by every test body: the two
+//! ends (fleet, agents, addressing), the UDP and TCP test specs, progress
+//! reports, the legs a test is cut into, flow lists and the finishing touch
+//! on a result. The test bodies (`tcp`, `udp`, `http`, `latency`) build on
+//! this and on nothing of each other's, except latency, which runs a TCP or
+//! UDP load beside its probes.
+
+use crate::model::signals::interrupted;
+use crate::proto::{Cidr, Direction, FlowSpec, FrameSpec, RateProfile, TxEngine};
+use crate::results::{FlowMode, TestResult, TestStatus};
+use crate::topology::{Addressing, Fleet};
+use anyhow::{anyhow, bail, Result};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+static NEXT_TEST: AtomicU32 = AtomicU32::new(1);
+
+pub(super) fn next_id() -> u32 {
+    NEXT_TEST.fetch_add(1, Ordering::Relaxed)
+}
+
+/// One end of a test: an agent and the addresses it offers.
+#[derive(Debug, Clone)]
+pub struct Side {
+    pub agent: usize,
+    pub addr: Addressing,
+}
+
+/// The endpoints of a test and whoever else should be watched.
+pub struct Ends<'a> {
+    pub fleet: &'a mut Fleet,
+    /// One or many generators; each runs `instances` parallel instances.
+    pub gens: Vec<Side>,
+    pub sink: Side,
+    pub instances: u16,
+    /// Agents whose kernel counters are recorded too (the DUT).
+    pub observers: Vec<usize>,
+    /// The lab's index in results.json, if the ends are a lab's.
+    pub lab: Option<usize>,
+}
+
+impl<'a> Ends<'a> {
+    /// Generator and sink (agent indexes), with the DUT's agent watched when
+    /// there is one; `lab` is the lab's index in results.json, if any.
+    pub fn new(
+        fleet: &'a mut Fleet,
+        (gen, sink, dut): (usize, usize, Option<usize>),
+        (gen_addr, sink_addr): (Addressing, Addressing),
+        lab: Option<usize>,
+    ) -> Self {
+        Ends {
+            fleet,
+            gens: vec![Side {
+                agent: gen,
+                addr: gen_addr,
+            }],
+            sink: Side {
+                agent: sink,
+                addr: sink_addr,
+            },
+            instances: 1,
+            observers: dut.into_iter().collect(),
+            lab,
+        }
+    }
+
+    /// A lab's generator and sink (and DUT, watched) as test endpoints;
+    /// `index` is the lab's place in results.json's `labs`.
+    pub fn of_lab(l: &'a mut crate::lab::Lab, index: Option<usize>) -> Ends<'a> {
+        Ends::new(
+            &mut l.fleet,
+            (l.gen, l.sink, l.dut),
+            (l.gen_addr.clone(), l.sink_addr.clone()),
+            index,
+        )
+    }
+
+    /// The same endpoints, borrowed again for a callee that takes `Ends`.
+    pub fn reborrow(&mut self) -> Ends<'_> {
+        Ends {
+            fleet: &mut *self.fleet,
+            gens: self.gens.clone(),
+            sink: self.sink.clone(),
+            instances: self.instances,
+            observers: self.observers.clone(),
+            lab: self.lab,
+        }
+    }
+
+    /// More than one sender per direction: results get an aggregate.
+    pub(super) fn many(&self) -> bool {
+        self.gens.len() > 1 || self.instances > 1
+    }
+
+    /// Every agent whose counters a test records: generators, observers, sink.
+    pub(super) fn agents(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = self.gens.iter().map(|g| g.agent).collect();
+        v.extend(self.observers.iter().copied());
+        v.push(self.sink.agent);
+        v
+    }
+
+    pub(super) fn role(&self, idx: usize) -> String {
+        self.fleet.agent(idx).role.clone()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct UdpTest {
+    pub name: String,
+    pub ipv6: bool,
+    pub frame: FrameSpec,
+    pub flow_mode: FlowMode,
+    pub flows: u16,
+    pub direction: Direction,
+    pub duration: Duration,
+    pub rate_pps: Option<f64>,
+    /// A rate that changes over time (ramps); overrides `rate_pps`.
+    pub rate_profile: Option<RateProfile>,
+    pub batch: u16,
+    pub cpus: Vec<usize>,
+    pub allow: Vec<Cidr>,
+    /// How the senders put datagrams on the wire.
+    pub tx_engine: TxEngine,
+    /// Worker threads per side (0: each agent chooses).
+    pub threads: u16,
+}
+
+#[derive(Debug, Clone)]
+pub struct TcpTest {
+    pub name: String,
+    pub ipv6: bool,
+    pub streams: u16,
+    pub direction: Direction,
+    pub duration: Duration,
+    pub cpus: Vec<usize>,
+    pub congestion: Option<String>,
+    pub buffer_len: u32,
+    pub allow: Vec<Cidr>,
+}
+
+/// Live figures for the progress line.
+#[derive(Debug, Clone, Default)]
+pub struct Progress {
+    pub test: String,
+    pub elapsed_s: f64,
+    pub duration_s: f64,
+    pub tx_pps: f64,
+    pub rx_pps: f64,
+    pub tx_bps: f64,
+    pub rx_bps: f64,
+    pub loss_ratio: f64,
+}
+
+pub type OnProgress<'a> = &'a mut dyn FnMut(&Progress);
+
+pub(super) const INTERVAL_MS: u64 = 1000;
+
+pub(super) fn unspecified(v6: bool) -> IpAddr {
+    if v6 {
+        IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+    } else {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+    }
+}
+
+/// One sender job and the receiver job it sends to.
+#[derive(Debug, Clone)]
+pub(super) struct Leg {
+    pub(super) name: String,
+    pub(super) tx_agent: usize,
+    pub(super) rx_agent: usize,
+    pub(super) tx_id: u32,
+    pub(super) rx_id: u32,
+    pub(super) from: Addressing,
+    pub(super) to: Addressing,
+    /// Which instance of its generator (1-based) when there are several.
+    pub(super) instance: Option<u16>,
+    /// The generator this leg belongs to (sender forward, receiver reverse).
+    pub(super) gen_agent: usize,
+}
+
+/// The legs of a test: per generator, per instance, per direction.
+pub(super) fn legs(ends: &Ends, direction: Direction) -> Vec<Leg> {
+    let s = ends.role(ends.sink.agent);
+    let mut out = Vec::new();
+    for g in &ends.gens {
+        let gr = ends.role(g.agent);
+        for i in 1..=ends.instances.max(1) {
+            let (instance, tag) = if ends.instances > 1 {
+                (Some(i), format!("{gr}#{i}"))
+            } else {
+                (None, gr.clone())
+            };
+            let fwd = Leg {
+                name: format!("{tag}_to_{s}"),
+                tx_agent: g.agent,
+                rx_agent: ends.sink.agent,
+                tx_id: next_id(),
+                rx_id: next_id(),
+                from: g.addr.clone(),
+                to: ends.sink.addr.clone(),
+                instance,
+                gen_agent: g.agent,
+            };
+            let rev = Leg {
+                name: format!("{s}_to_{tag}"),
+                tx_agent: ends.sink.agent,
+                rx_agent: g.agent,
+                tx_id: next_id(),
+                rx_id: next_id(),
+                from: ends.sink.addr.clone(),
+                to: g.addr.clone(),
+                instance,
+                gen_agent: g.agent,
+            };
+            match direction {
+                Direction::Forward => out.push(fwd),
+                Direction::Reverse => out.push(rev),
+                Direction::Both => out.extend([fwd, rev]),
+            }
+        }
+    }
+    out
+}
+
+/// Builds the flows of one direction towards a receiver's port.
+pub fn build_flows(
+    mode: FlowMode,
+    n: u16,
+    v6: bool,
+    from: &Addressing,
+    to: &Addressing,
+    port: u16,
+) -> Result<Vec<FlowSpec>> {
+    let dst_main = to
+        .main(v6)
+        .ok_or_else(|| anyhow!("the receiver has no IPv{} address", if v6 { 6 } else { 4 }))?;
+    let need_prefix = |a: &Addressing, side: &str| -> Result<()> {
+        if a.flow_v4.is_none() && a.flow_v6.is_none() {
+            bail!(
+                "flow mode {mode:?} varies {side} addresses, which needs a locally accepted prefix \
+                 (the lab sets one up); between named endpoints use --flow-mode one or ports"
+            );
+        }
+        Ok(())
+    };
+    let n = if mode == FlowMode::One { 1 } else { n.max(1) };
+    if mode == FlowMode::Ports && n > 4096 {
+        bail!("--flows {n}: the ports flow mode opens one socket per flow; use at most 4096");
+    }
+    let mut flows = Vec::with_capacity(usize::from(n));
+    for i in 0..n {
+        let (src, src_port, dst) = match mode {
+            FlowMode::One => (None, 0, dst_main),
+            FlowMode::Ports => (None, 10_000 + i, dst_main),
+            FlowMode::Var1 => {
+                need_prefix(from, "source")?;
+                (from.flow(v6, i), 0, dst_main)
+            }
+            FlowMode::Var2 => {
+                need_prefix(from, "source")?;
+                need_prefix(to, "destination")?;
+                (from.flow(v6, i), 0, to.flow(v6, i).unwrap_or(dst_main))
+            }
+        };
+        flows.push(FlowSpec {
+            id: i,
+            src,
+            src_port,
+            dst: SocketAddr::new(dst, port),
+        });
+    }
+    Ok(flows)
+}
+
+/// Runs a test body; an error marks the result failed (or interrupted).
+pub(super) fn finish_test(
+    mut result: TestResult,
+    body: impl FnOnce(&mut TestResult) -> Result<()>,
+) -> TestResult {
+    if let Err(e) = body(&mut result) {
+        result.status = if interrupted() {
+            TestStatus::Interrupted
+        } else {
+            TestStatus::Failed
+        };
+        result.error = Some(format!("{e:#}"));
+    }
+    result
+}
+
+/// Fills in "% of line rate" once the line rate is known.
+pub fn apply_line_rate(result: &mut TestResult, line_rate_bps: f64) {
+    for d in &mut result.directions {
+        let bps = d.rx_l1_bps.unwrap_or(d.rx_l2_bps);
+        d.line_rate_pct = bps / line_rate_bps * 100.0;
+    }
+}
+
+/// Sender threads go on the first CPU given, receivers on the second.
+/// The CPUs a sender gets of those given: the first one, or the first N
+/// with N worker threads (one each).
+pub(super) fn pick_tx_cpus(cpus: &[usize], threads: u16) -> Vec<usize> {
+    let n = usize::from(threads.max(1)).min(cpus.len());
+    cpus[..n].to_vec()
+}
+/// The CPUs a receiver gets: those after the senders', else the senders'.
+pub(super) fn pick_rx_cpus(cpus: &[usize], threads: u16) -> Vec<usize> {
+    let n = usize::from(threads.max(1));
+    let rest: Vec<usize> = cpus.iter().skip(n).copied().collect();
+    if !rest.is_empty() {
+        rest.into_iter().take(n).collect()
+    } else {
+        cpus.first().map(|&c| vec![c]).unwrap_or_default()
+    }
+}

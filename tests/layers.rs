@@ -1,0 +1,482 @@
+//! The layer rule of ARCHITECTURE.md, checked on the source: every module
+//! imports only its own layer and those below it (`linerate::LAYERS`), and
+//! no files import each other in a circle. Reads `src/` as text, so it needs
+//! no tool beyond the test itself.
+//!
+//! An import is any path that starts at `crate::`, `super::` or `self::`
+//! (in `use` lines, use groups and inline paths); it points at the longest
+//! prefix that names a file module. A parent declaring a child (`mod x;`)
+//! is ownership, not an import. Test modules (`#[cfg(test)]`) are left out.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+type Module = Vec<String>;
+
+fn src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The module a file is: src/a/b.rs and src/a/b/mod.rs are ["a", "b"].
+fn module_of(root: &Path, file: &Path) -> Module {
+    let rel = file.strip_prefix(root).unwrap().with_extension("");
+    let mut m: Module = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if matches!(m.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+        m.pop();
+    }
+    m
+}
+
+/// Drops comments, string and char literals and `#[cfg(test)]` items, so
+/// only code is searched for paths.
+fn code_of(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = String::with_capacity(src.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let mut depth = 0;
+                while i < b.len() {
+                    if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
+                        depth += 1;
+                        i += 2;
+                    } else if b[i] == b'*' && b.get(i + 1) == Some(&b'/') {
+                        depth -= 1;
+                        i += 2;
+                        if depth == 0 {
+                            break;
+                        }
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+            b'r' if b.get(i + 1) == Some(&b'#') || (b.get(i + 1) == Some(&b'"')) => {
+                // Raw string r"..." or r#"..."#.
+                let mut j = i + 1;
+                let mut hashes = 0;
+                while b.get(j) == Some(&b'#') {
+                    hashes += 1;
+                    j += 1;
+                }
+                if b.get(j) != Some(&b'"')
+                    || (i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'))
+                {
+                    out.push('r');
+                    i += 1;
+                    continue;
+                }
+                j += 1;
+                loop {
+                    if j >= b.len() {
+                        break;
+                    }
+                    if b[j] == b'"'
+                        && b[j + 1..]
+                            .iter()
+                            .take(hashes)
+                            .filter(|&&c| c == b'#')
+                            .count()
+                            == hashes
+                    {
+                        j += 1 + hashes;
+                        break;
+                    }
+                    j += 1;
+                }
+                out.push_str("\"\"");
+                i = j;
+            }
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                i += 1;
+                out.push_str("\"\"");
+            }
+            b'\'' if b.get(i + 2) == Some(&b'\'') || (b.get(i + 1) == Some(&b'\\')) => {
+                // A char literal ('x' or '\n'); lifetimes ('a) are left alone.
+                i += 1;
+                while i < b.len() && b[i] != b'\'' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                i += 1;
+                out.push_str("' '");
+            }
+            c => {
+                out.push(c as char);
+                i += 1;
+            }
+        }
+    }
+    // Test modules may reach anywhere; they are not part of the layering.
+    let test_mod = out
+        .match_indices("#[cfg(test)]")
+        .find(|(at, m)| out[at + m.len()..].trim_start().starts_with("mod "));
+    match test_mod {
+        Some((at, _)) => out[..at].to_string(),
+        None => out,
+    }
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// Every path a file names from `crate::`, `super::` or `self::`, made
+/// absolute (a list of segments from the crate root).
+fn paths_in(code: &str, me: &Module, is_mod_file: bool) -> Vec<Module> {
+    let chars: Vec<char> = code.chars().collect();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let starts_word = i == 0 || !is_ident(chars[i - 1]) && chars[i - 1] != ':';
+        let rest: String = chars[i..chars.len().min(i + 8)].iter().collect();
+        let base = ["crate::", "super::", "self::"]
+            .into_iter()
+            .find(|b| rest.starts_with(b));
+        let Some(base) = base.filter(|_| starts_word) else {
+            i += 1;
+            continue;
+        };
+        // The module `super` and `self` are relative to: a mod.rs file is
+        // its folder's module, another file is itself.
+        let mut prefix: Module = match base {
+            "crate::" => vec![],
+            "self::" => me.clone(),
+            _ => {
+                let mut p = me.clone();
+                p.pop();
+                let _ = is_mod_file;
+                p
+            }
+        };
+        i += base.len();
+        // Further `super::` steps.
+        loop {
+            let rest: String = chars[i..chars.len().min(i + 7)].iter().collect();
+            if rest == "super::" {
+                prefix.pop();
+                i += 7;
+            } else {
+                break;
+            }
+        }
+        collect_tree(&chars, &mut i, prefix, &mut found);
+    }
+    found
+}
+
+/// Reads `a::b::{c, d::e}` at `i`, pushing each full path.
+fn collect_tree(chars: &[char], i: &mut usize, prefix: Module, found: &mut Vec<Module>) {
+    let mut path = prefix;
+    loop {
+        if chars.get(*i) == Some(&'{') {
+            *i += 1;
+            loop {
+                while chars
+                    .get(*i)
+                    .is_some_and(|c| c.is_whitespace() || *c == ',')
+                {
+                    *i += 1;
+                }
+                match chars.get(*i) {
+                    None => return,
+                    Some('}') => {
+                        *i += 1;
+                        return;
+                    }
+                    _ => {
+                        let before = *i;
+                        collect_tree(chars, i, path.clone(), found);
+                        // `as name` and other tails up to the next item.
+                        while chars.get(*i).is_some_and(|c| *c != ',' && *c != '}') {
+                            *i += 1;
+                        }
+                        if *i == before {
+                            *i += 1;
+                        }
+                    }
+                }
+            }
+        }
+        let start = *i;
+        while *i < chars.len() && is_ident(chars[*i]) {
+            *i += 1;
+        }
+        if *i > start {
+            path.push(chars[start..*i].iter().collect());
+        }
+        let next2: String = chars[*i..chars.len().min(*i + 2)].iter().collect();
+        if next2 == "::" && *i > start {
+            *i += 2;
+            continue;
+        }
+        if path.last().is_some_and(|s| s == "self") {
+            path.pop();
+        }
+        found.push(path);
+        return;
+    }
+}
+
+struct Tree {
+    /// Every file module of src/, by its path.
+    modules: BTreeMap<Module, PathBuf>,
+    /// File module → file modules it imports.
+    imports: BTreeMap<Module, BTreeSet<Module>>,
+}
+
+fn read_tree() -> Tree {
+    let root = src_dir();
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let modules: BTreeMap<Module, PathBuf> = files
+        .iter()
+        .map(|f| (module_of(&root, f), f.clone()))
+        .collect();
+    let mut imports = BTreeMap::new();
+    for (m, f) in &modules {
+        let src = std::fs::read_to_string(f).unwrap();
+        let is_mod_file = f.file_name().is_some_and(|n| n == "mod.rs");
+        let mut to = BTreeSet::new();
+        for p in paths_in(&code_of(&src), m, is_mod_file) {
+            // The longest prefix that is a file module; `crate::sys::x` and
+            // `crate::proto::x` name the crates below, kept as ["sys"] etc.
+            let target = (1..=p.len())
+                .rev()
+                .map(|k| p[..k].to_vec())
+                .find(|k| modules.contains_key(k))
+                .or_else(|| {
+                    p.first()
+                        .filter(|s| *s == "sys" || *s == "proto")
+                        .map(|s| vec![s.clone()])
+                });
+            if let Some(t) = target {
+                if &t != m && !t.is_empty() {
+                    to.insert(t);
+                }
+            }
+        }
+        imports.insert(m.clone(), to);
+    }
+    Tree { modules, imports }
+}
+
+fn layer_of(m: &Module) -> Option<usize> {
+    let top = m.first()?;
+    linerate::LAYERS
+        .iter()
+        .position(|l| l.iter().any(|n| n == top))
+}
+
+fn show(m: &Module) -> String {
+    if m.is_empty() {
+        "crate root".into()
+    } else {
+        m.join("/")
+    }
+}
+
+#[test]
+fn every_top_level_module_has_a_layer() {
+    let t = read_tree();
+    let missing: BTreeSet<String> = t
+        .modules
+        .keys()
+        .filter(|m| !m.is_empty() && layer_of(m).is_none())
+        .map(|m| m[0].clone())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "modules without a layer: {missing:?}; add each to linerate::LAYERS in src/lib.rs \
+         (and to ARCHITECTURE.md)"
+    );
+}
+
+#[test]
+fn no_module_imports_a_higher_layer() {
+    let t = read_tree();
+    let mut up = Vec::new();
+    for (from, tos) in &t.imports {
+        let Some(lf) = layer_of(from) else { continue };
+        for to in tos {
+            if let Some(lt) = layer_of(to) {
+                if lt > lf {
+                    up.push(format!(
+                        "{} ({}) imports {} ({})",
+                        show(from),
+                        linerate::LAYERS[lf].join("/"),
+                        show(to),
+                        linerate::LAYERS[lt].join("/")
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        up.is_empty(),
+        "imports from a lower layer up to a higher one (move the shared item down, \
+         see ARCHITECTURE.md):\n{}",
+        up.join("\n")
+    );
+}
+
+#[test]
+fn no_files_import_each_other_in_a_circle() {
+    let t = read_tree();
+    // Tarjan's strongly connected components over the file modules.
+    struct S<'a> {
+        g: &'a BTreeMap<Module, BTreeSet<Module>>,
+        index: BTreeMap<Module, usize>,
+        low: BTreeMap<Module, usize>,
+        stack: Vec<Module>,
+        on: BTreeSet<Module>,
+        next: usize,
+        circles: Vec<Vec<Module>>,
+    }
+    fn visit(s: &mut S, v: &Module) {
+        s.index.insert(v.clone(), s.next);
+        s.low.insert(v.clone(), s.next);
+        s.next += 1;
+        s.stack.push(v.clone());
+        s.on.insert(v.clone());
+        let g = s.g;
+        for w in g.get(v).into_iter().flatten() {
+            if !s.index.contains_key(w) {
+                visit(s, w);
+                let lw = s.low[w];
+                let lv = s.low.get_mut(v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if s.on.contains(w) {
+                let iw = s.index[w];
+                let lv = s.low.get_mut(v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut c = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                s.on.remove(&w);
+                let done = &w == v;
+                c.push(w);
+                if done {
+                    break;
+                }
+            }
+            if c.len() > 1 {
+                s.circles.push(c);
+            }
+        }
+    }
+    let mut s = S {
+        g: &t.imports,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        next: 0,
+        circles: Vec::new(),
+    };
+    for m in t.modules.keys() {
+        if !s.index.contains_key(m) {
+            visit(&mut s, m);
+        }
+    }
+    let shown: Vec<String> = s
+        .circles
+        .iter()
+        .map(|c| c.iter().map(show).collect::<Vec<_>>().join(" ↔ "))
+        .collect();
+    assert!(
+        shown.is_empty(),
+        "files that import each other in a circle (move what they share into a \
+         module both use):\n{}",
+        shown.join("\n")
+    );
+}
+
+/// The checker itself: it must see the imports a file really has.
+#[test]
+fn the_reader_sees_use_groups_super_and_inline_paths() {
+    let me: Module = vec!["engine".into(), "tx".into()];
+    let code = code_of(
+        "use super::{frame::{Msg, Transmit}, IntervalClock};\n\
+         // use crate::report::nothing;\n\
+         let s = \"crate::cli::nope\";\n\
+         fn f() { crate::host::kernel::read(); self::inner::x(); }\n\
+         #[cfg(test)]\nmod tests { use crate::cli::Cli; }",
+    );
+    let got: BTreeSet<String> = paths_in(&code, &me, false)
+        .iter()
+        .map(|p| p.join("::"))
+        .collect();
+    let want: BTreeSet<String> = [
+        "engine::frame::Msg",
+        "engine::frame::Transmit",
+        "engine::IntervalClock",
+        "host::kernel::read",
+        "engine::tx::inner::x",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(got, want);
+}
+
+/// The unsafe boundary is a crate boundary: nothing in src/ may opt out of
+/// the workspace's `forbid(unsafe_code)`.
+#[test]
+fn unsafe_lives_only_in_crates_sys() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    for c in ["proto", "doctor"] {
+        rust_files(&root.join("crates").join(c).join("src"), &mut files);
+    }
+    let mut bad = Vec::new();
+    for f in files {
+        let code = code_of(&std::fs::read_to_string(&f).unwrap());
+        for needle in ["unsafe ", "unsafe{", "allow(unsafe_code)"] {
+            if code.contains(needle) {
+                bad.push(format!("{}: `{needle}`", f.display()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "unsafe outside crates/sys (move it behind a safe function there):\n{}",
+        bad.join("\n")
+    );
+}
