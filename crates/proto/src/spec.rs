@@ -43,6 +43,16 @@ pub enum TxEngine {
 }
 
 impl TxEngine {
+    /// Every engine, in the order `--help` lists them. The command line and
+    /// plan files take exactly these names, so a new engine is one variant
+    /// here and one arm in the engine layer.
+    pub const ALL: [TxEngine; 4] = [
+        TxEngine::Auto,
+        TxEngine::Socket,
+        TxEngine::Packet,
+        TxEngine::Xdp,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             TxEngine::Auto => "auto",
@@ -50,6 +60,26 @@ impl TxEngine {
             TxEngine::Packet => "packet",
             TxEngine::Xdp => "xdp",
         }
+    }
+
+    /// The names [`TxEngine::from_str`](std::str::FromStr) accepts.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        Self::ALL.into_iter().map(Self::name)
+    }
+}
+
+/// A name that is no send engine.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown send engine '{0}'")]
+pub struct UnknownEngine(pub String);
+
+impl std::str::FromStr for TxEngine {
+    type Err = UnknownEngine;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|e| e.name() == s)
+            .ok_or_else(|| UnknownEngine(s.to_string()))
     }
 }
 
@@ -212,5 +242,23 @@ impl std::str::FromStr for Cidr {
 impl std::fmt::Display for Cidr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_names_round_trip() {
+        for e in TxEngine::ALL {
+            assert_eq!(e.name().parse::<TxEngine>(), Ok(e));
+            // The wire name (serde) is the same as the command-line name.
+            assert_eq!(
+                serde_json::to_value(e).ok(),
+                Some(serde_json::Value::String(e.name().into()))
+            );
+        }
+        assert!("warp".parse::<TxEngine>().is_err());
     }
 }
