@@ -42,10 +42,3 @@ impl EngineError {
     }
 }
 
-// Transitional: the agent still reports errors as text until the command
-// layer's move lands; removed with it.
-impl From<EngineError> for String {
-    fn from(e: EngineError) -> String {
-        e.to_string()
-    }
-}
