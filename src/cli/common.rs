@@ -6,7 +6,7 @@ use super::config::{Pair, RunOpts, TestSpec};
 use super::parse::{parse_bps, parse_cpu_list, CpuList};
 use crate::engine::check_destination;
 use crate::lab::DutMode;
-use crate::proto::{Cidr, Direction, TxEngine};
+use crate::proto::{Cidr, Direction};
 use crate::results::FlowMode;
 use crate::topology::ssh::SshOptions;
 use crate::topology::Endpoint;
@@ -251,25 +251,6 @@ impl ProbeArgs {
             load,
             probes: self.opts()?,
         }))
-    }
-}
-
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TxEngineArg {
-    Auto,
-    Socket,
-    Packet,
-    Xdp,
-}
-
-impl From<TxEngineArg> for TxEngine {
-    fn from(e: TxEngineArg) -> Self {
-        match e {
-            TxEngineArg::Auto => TxEngine::Auto,
-            TxEngineArg::Socket => TxEngine::Socket,
-            TxEngineArg::Packet => TxEngine::Packet,
-            TxEngineArg::Xdp => TxEngine::Xdp,
-        }
     }
 }
 

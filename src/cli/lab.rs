@@ -1,9 +1,10 @@
 //! `linerate lab`: its flags and the lab configuration they describe.
 
-use super::common::{Common, DirectionArg, DutArg, TxEngineArg};
+use super::common::{Common, DirectionArg, DutArg};
 use super::config::{Command as Cmd, LabConfig};
 use super::parse::parse_pps_u64;
 use crate::lab::LabSpec;
+use crate::proto::TxEngine;
 use anyhow::Result;
 use clap::Args;
 
@@ -56,8 +57,8 @@ pub struct LabArgs {
     pub only: Vec<String>,
     /// How the UDP tests' senders put datagrams on the wire: packet (AF_PACKET frames,
     /// qdisc bypass), socket (UDP sockets) or auto (packet where it can run, else socket).
-    #[arg(long, value_enum, default_value = "auto")]
-    pub tx_engine: TxEngineArg,
+    #[arg(long, value_parser = super::parse::tx_engine(), default_value = "auto")]
+    pub tx_engine: TxEngine,
     /// Worker threads per side for UDP: each sender thread owns a share of the flows and a
     /// core, receivers spread over SO_REUSEPORT sockets. With --cpus, the list is split:
     /// the first N CPUs for the senders, the next N for the receivers. Default: 1 with
@@ -139,7 +140,7 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
         ipv6: a.ipv6,
         direction: a.direction.into(),
         only: a.only.iter().map(|o| o.to_lowercase()).collect(),
-        tx_engine: a.tx_engine.into(),
+        tx_engine: a.tx_engine,
         threads: a.threads.unwrap_or(0),
     };
     Ok(Cmd::Lab(cfg, a.common.run_opts(true)?))

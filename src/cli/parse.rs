@@ -9,8 +9,9 @@
 //! it is.
 
 use crate::model::units::Rate;
-use crate::proto::FrameSpec;
+use crate::proto::{FrameSpec, TxEngine};
 use anyhow::{anyhow, bail, Result};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 
 pub fn parse_pps_u64(s: &str) -> Result<u64> {
     crate::model::units::parse_pps(s)
@@ -147,4 +148,11 @@ mod tests {
         assert_eq!(parse_size("64k").unwrap(), 64_000);
         assert!(parse_size("lots").is_err());
     }
+}
+
+/// `--tx-engine`: exactly the names of `proto::TxEngine`, so an engine
+/// added there is on the command line with nothing to change here.
+pub fn tx_engine() -> impl TypedValueParser<Value = TxEngine> {
+    PossibleValuesParser::new(TxEngine::names())
+        .map(|name| name.parse::<TxEngine>().unwrap_or_default())
 }

@@ -2,12 +2,13 @@
 //! for the run, or endpoints you name) and what they send (`ProfileArgs`),
 //! and the bench command built from them.
 
-use super::common::{Common, DutArg, FlowModeArg, TxEngineArg};
+use super::common::{Common, DutArg, FlowModeArg};
 use super::config::{self, Bench, Command as Cmd, Pair, Profile, Stream, TestSpec};
 use super::parse::{parse_frame, parse_pps_u64};
 use crate::engine::check_destination;
 use crate::lab::LabSpec;
 use crate::proto::FrameSpec;
+use crate::proto::TxEngine;
 use crate::results::FlowMode;
 use crate::topology::Endpoint;
 use anyhow::{anyhow, bail, Result};
@@ -78,8 +79,8 @@ pub struct ProfileArgs {
     /// How UDP senders put datagrams on the wire: packet (frames built by linerate on an
     /// AF_PACKET socket bypassing the qdisc; root, Ethernet next hop), socket (UDP sockets),
     /// or auto (packet where it can run, else socket, with the reason in the results).
-    #[arg(long, value_enum, default_value = "auto")]
-    pub tx_engine: TxEngineArg,
+    #[arg(long, value_parser = super::parse::tx_engine(), default_value = "auto")]
+    pub tx_engine: TxEngine,
     /// Worker threads per side for UDP: each sender thread owns a share of the flows and a
     /// core, receivers spread over SO_REUSEPORT sockets. With --cpus, the list is split:
     /// the first N CPUs for the senders, the next N for the receivers. Default: 1 with
@@ -193,7 +194,7 @@ impl ProfileArgs {
             ipv6: false,
             cpus: common.cpus.clone().map(|c| c.0).unwrap_or_default(),
             allow: common.allow_target.clone(),
-            tx_engine: self.tx_engine.into(),
+            tx_engine: self.tx_engine,
             threads: self.threads.unwrap_or(0),
         }
     }

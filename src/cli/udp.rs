@@ -1,11 +1,10 @@
 //! `linerate udp`: its flags and the test they describe.
 
-use super::common::{
-    direction, duration, pair, Common, Endpoints, FlowModeArg, ProbeArgs, TxEngineArg,
-};
+use super::common::{direction, duration, pair, Common, Endpoints, FlowModeArg, ProbeArgs};
 use super::config::{self, Pair, TestSpec};
 use super::parse::{parse_frame, parse_rate_arg};
 use crate::model::units::Rate;
+use crate::proto::TxEngine;
 use crate::proto::{Direction, FrameSpec};
 use crate::runner::UdpTest;
 use anyhow::{anyhow, bail, Result};
@@ -35,8 +34,8 @@ pub struct UdpArgs {
     /// How UDP senders put datagrams on the wire: packet (frames built by linerate on an
     /// AF_PACKET socket bypassing the qdisc; root, Ethernet next hop), socket (UDP sockets),
     /// or auto (packet where it can run, else socket, with the reason in the results).
-    #[arg(long, value_enum, default_value = "auto")]
-    pub tx_engine: TxEngineArg,
+    #[arg(long, value_parser = super::parse::tx_engine(), default_value = "auto")]
+    pub tx_engine: TxEngine,
     /// Worker threads per side for UDP: each sender thread owns a share of the flows and a
     /// core, receivers spread over SO_REUSEPORT sockets. With --cpus, the list is split:
     /// the first N CPUs for the senders, the next N for the receivers. Default: 1 with
@@ -77,7 +76,7 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
         batch: a.batch.clamp(1, 1024),
         cpus: a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
         allow: a.common.allow_target.clone(),
-        tx_engine: a.tx_engine.into(),
+        tx_engine: a.tx_engine,
         threads: a.threads.unwrap_or(0),
     };
     Ok((pair, a.probes.wrap(crate::runner::Load::Udp(t))?))

@@ -41,4 +41,3 @@ impl EngineError {
         move |source| EngineError::Io { what, source }
     }
 }
-
