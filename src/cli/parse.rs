@@ -106,6 +106,13 @@ pub fn parse_size(s: &str) -> Result<u64> {
     Ok((v * mult as f64).round() as u64)
 }
 
+/// `--tx-engine`: exactly the names of `proto::TxEngine`, so an engine
+/// added there is on the command line with nothing to change here.
+pub fn tx_engine() -> impl TypedValueParser<Value = TxEngine> {
+    PossibleValuesParser::new(TxEngine::names())
+        .map(|name| name.parse::<TxEngine>().unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,11 +155,4 @@ mod tests {
         assert_eq!(parse_size("64k").unwrap(), 64_000);
         assert!(parse_size("lots").is_err());
     }
-}
-
-/// `--tx-engine`: exactly the names of `proto::TxEngine`, so an engine
-/// added there is on the command line with nothing to change here.
-pub fn tx_engine() -> impl TypedValueParser<Value = TxEngine> {
-    PossibleValuesParser::new(TxEngine::names())
-        .map(|name| name.parse::<TxEngine>().unwrap_or_default())
 }
