@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what linerate needs on a fresh Debian/Ubuntu machine: the tools
-# the lab calls (iproute2, nftables, ethtool), setpriv for the tests, and a
+# the lab calls (iproute2, nftables, ethtool), setpriv for the tests, clang,
+# llvm and libbpf-dev for building the BPF programs (build.rs), and a
 # Rust toolchain with rustfmt and clippy if none is present. Idempotent.
 # Extra Debian packages can be named as arguments: the report's browser tests
 # (tests/report.rs) run `scripts/deps.sh chromium python3-prometheus-client`
@@ -8,9 +9,10 @@
 set -euo pipefail
 
 need_pkgs=()
-for pair in ip:iproute2 nft:nftables ethtool:ethtool setpriv:util-linux; do
+for pair in ip:iproute2 nft:nftables ethtool:ethtool setpriv:util-linux clang:clang llvm-objdump:llvm \
+    /usr/include/bpf/bpf_helpers.h:libbpf-dev; do
   tool=${pair%%:*}; pkg=${pair#*:}
-  command -v "$tool" >/dev/null 2>&1 || need_pkgs+=("$pkg")
+  command -v "$tool" >/dev/null 2>&1 || [ -e "$tool" ] || need_pkgs+=("$pkg")
 done
 for pkg in "$@"; do need_pkgs+=("$pkg"); done
 missing=()

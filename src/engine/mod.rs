@@ -13,6 +13,7 @@ pub mod tcp;
 pub mod tx;
 pub mod udp;
 pub mod workers;
+pub mod xdp;
 
 pub use error::EngineError;
 

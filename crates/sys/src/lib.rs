@@ -1,6 +1,6 @@
 //! Every system call linerate makes that Rust's standard library does not
 //! wrap: namespaces, thread pinning, batched UDP I/O, socket options,
-//! TCP_INFO, perf counters, AF_XDP, kernel TLS and ICMP sockets.
+//! TCP_INFO, perf counters, AF_XDP, kernel TLS, ICMP sockets and BPF_PROG_RUN.
 //!
 //! This is the only crate of linerate allowed `unsafe`; every other crate
 //! says `#![forbid(unsafe_code)]`. Each function hands back `io::Result` so
@@ -9,6 +9,7 @@
 
 use std::io;
 
+mod bpf;
 pub mod icmp;
 mod mmsg;
 mod perf;
@@ -17,6 +18,7 @@ mod socket;
 pub mod tls;
 mod xsk;
 
+pub use bpf::{xdp_test_run, XdpRun, XdpRunResult, BPF_F_TEST_XDP_LIVE_FRAMES};
 pub use mmsg::{bind_packet, packet_socket, set_qdisc_bypass, Recvmmsg, Sendmmsg};
 pub use perf::{perf_cycles_on_cpu, perf_read};
 pub use process::{

@@ -1,0 +1,14 @@
+// SPDX-License-Identifier: (MIT OR Apache-2.0)
+/* The floor the generator is measured against (bench/run.sh): the same
+ * live-frames path with no per-frame work, transmitting the run's input
+ * frame unchanged. */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+SEC("xdp")
+int lr_floor(struct xdp_md *ctx)
+{
+	return XDP_TX;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,69 @@
+/* Constants and map layouts shared by linerate's BPF programs and its Rust
+ * side. build.rs turns every `#define LR_<NAME> <number>` line of this file
+ * into a Rust `pub const <NAME>: u64` (src/engine/xdp/consts.rs in OUT_DIR),
+ * so each number is written once. Keep those lines of the form
+ * `#define LR_NAME 123` (decimal or 0x hex, nothing after the number). */
+#ifndef LINERATE_H
+#define LINERATE_H
+
+/* The linerate payload header (crates/proto/src/frame.rs), big-endian:
+ * magic "LR" [0..2], flow u16 [2..4], sequence 48 bit [4..10],
+ * TX timestamp ns u64 [10..18]. */
+#define LR_MAGIC 0x4c52
+#define LR_HEADER_LEN 18
+
+/* Ethernet + IPv6 + UDP: the longest header a template carries. */
+#define LR_HEAD_MAX 62
+#define LR_ETH_LEN 14
+#define LR_IPV4_HEAD 42
+#define LR_IPV6_HEAD 62
+
+/* Flows one generator instance (one sender thread and egress) serves, and
+ * distinct frame sizes per flow (imix has 3; the sequence has 12 slots). */
+#define LR_MAX_FLOWS 65536
+#define LR_MAX_SIZES 4
+#define LR_MAX_SEQUENCE 16
+
+/* Frames per BPF_PROG_RUN batch in live-frames mode (kernel max 256). */
+#define LR_BATCH 64
+
+/* BPF_PROG_RUN flag asking for live frames (uapi bpf.h, kernel >= 5.18). */
+#define LR_F_TEST_XDP_LIVE_FRAMES 2
+
+#ifdef __BPF__
+#include <linux/types.h>
+
+/* One flow's frame of one distinct size: the Ethernet/IP/UDP headers with
+ * the IPv4 checksum final and the UDP checksum field zero, and the partial
+ * one's-complement sum (pseudo-header + UDP header + fill, not
+ * complemented, at most 0xffff) the linerate header's words are added to. */
+struct lr_template {
+	__u8 head[64];
+	__u32 csum_base;
+	__u16 head_len;  /* LR_IPV4_HEAD or LR_IPV6_HEAD */
+	__u16 frame_len; /* bytes without FCS */
+	__u16 flow_id;
+	__u16 pad;
+};
+
+/* Per-run settings, written by user space before the first run. */
+struct lr_gen_config {
+	/* Added to bpf_ktime_get_ns() (CLOCK_MONOTONIC) to give the clock the
+	 * other engines stamp frames with. */
+	__u64 clock_offset;
+	__u32 flows;
+	__u32 sequence_len;
+	/* Frame-sequence slot -> distinct size index (imix's 7:4:1 order). */
+	__u8 sequence[LR_MAX_SEQUENCE];
+	__u32 sizes;
+	__u32 pad;
+};
+
+/* Where the generator is in its round-robin over flows and sizes. */
+struct lr_gen_cursor {
+	__u64 flow;
+	__u64 slot;
+};
+#endif
+
+#endif

@@ -1,0 +1,275 @@
+//! linerate's BPF programs and their loader. The programs are C in this
+//! directory (`*.bpf.c`, constants shared with Rust in `linerate.h`),
+//! compiled by build.rs with clang for the bpf target and embedded here;
+//! [aya](https://docs.rs/aya) loads them, reaches their maps and attaches
+//! XDP programs. The one `bpf(2)` command aya does not offer, BPF_PROG_RUN
+//! with live frames, is [`crate::sys::xdp_test_run`].
+//!
+//! This module owns loading and attaching; what a program does with its
+//! maps belongs to the engine that uses it ([`live`] for the generator).
+
+use super::EngineError;
+use aya::maps::{Array, MapData, PerCpuArray};
+use aya::programs::xdp::XdpLink;
+use aya::programs::{Xdp, XdpFlags};
+use aya::{Ebpf, EbpfLoader};
+use std::os::fd::{AsFd, BorrowedFd};
+
+/// The numbers `linerate.h` defines (`LR_NAME` there is `NAME` here).
+pub mod consts {
+    include!(concat!(env!("OUT_DIR"), "/xdp_consts.rs"));
+}
+
+/// Every embedded object, by the name of its source (`gen` is
+/// `gen.bpf.c`). The RX side adds its programs here.
+const OBJECTS: &[(&str, &[u8])] = &[
+    (
+        "gen",
+        aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gen.bpf.o")),
+    ),
+    (
+        "floor",
+        aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/floor.bpf.o")),
+    ),
+];
+
+/// Set in the environment, makes every load fail as the kernel would
+/// without CAP_BPF: lets tests and users check the fallback path.
+pub const DENY_ENV: &str = "LINERATE_XDP_DENY";
+
+/// A loaded object: its programs and maps live as long as this value.
+pub struct Object {
+    name: &'static str,
+    ebpf: Ebpf,
+}
+
+/// How an XDP program got attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachMode {
+    /// In the driver (native XDP): what the data plane needs.
+    Native,
+    /// The kernel's generic skb path: works everywhere, runs after the skb
+    /// is built, so it is slow and cannot take XDP_TX'd frames.
+    Generic,
+}
+
+/// An attached XDP program; dropping it detaches the program, so no run of
+/// linerate leaves one behind on an interface.
+pub struct Attached {
+    _link: XdpLink,
+    pub ifname: String,
+    pub mode: AttachMode,
+}
+
+/// Why BPF is unavailable, in a user's words, for a load error.
+fn load_error(what: &str, e: impl std::fmt::Display) -> EngineError {
+    let text = e.to_string();
+    let hint = if text.contains("Operation not permitted") || text.contains("EPERM") {
+        " (BPF needs root or CAP_BPF + CAP_NET_ADMIN; run the agent as root)"
+    } else {
+        ""
+    };
+    EngineError::Unavailable(format!("loading the BPF {what}: {text}{hint}"))
+}
+
+impl Object {
+    /// Loads the embedded object `name`, sizing the maps named in
+    /// `max_entries` (the C side declares their upper bound).
+    pub fn load(name: &'static str, max_entries: &[(&str, u32)]) -> Result<Object, EngineError> {
+        let bytes = OBJECTS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, b)| *b)
+            .ok_or_else(|| EngineError::Invalid(format!("no BPF object named {name}")))?;
+        if std::env::var_os(DENY_ENV).is_some() {
+            return Err(EngineError::Unavailable(format!(
+                "loading the BPF object {name}: refused because {DENY_ENV} is set"
+            )));
+        }
+        let mut loader = EbpfLoader::new();
+        for (map, n) in max_entries {
+            loader.set_max_entries(map, *n);
+        }
+        let ebpf = loader
+            .load(bytes)
+            .map_err(|e| load_error(&format!("object {name}"), e))?;
+        Ok(Object { name, ebpf })
+    }
+
+    /// Loads (verifies) the XDP program `prog` into the kernel, once.
+    pub fn xdp(&mut self, prog: &str) -> Result<&mut Xdp, EngineError> {
+        let name = self.name;
+        let p: &mut Xdp = self
+            .ebpf
+            .program_mut(prog)
+            .ok_or_else(|| EngineError::Invalid(format!("{name}.bpf.c has no program {prog}")))?
+            .try_into()
+            .map_err(|e| EngineError::Invalid(format!("{name}.bpf.c: {prog}: {e}")))?;
+        if p.fd().is_err() {
+            p.load()
+                .map_err(|e| load_error(&format!("program {name}/{prog}"), verifier(e)))?;
+        }
+        Ok(p)
+    }
+
+    /// The loaded program's descriptor, for BPF_PROG_RUN.
+    pub fn prog_fd(&mut self, prog: &str) -> Result<BorrowedFd<'_>, EngineError> {
+        let p = self.xdp(prog)?;
+        let fd = p
+            .fd()
+            .map_err(|e| EngineError::Invalid(format!("program {prog} not loaded: {e}")))?;
+        Ok(fd.as_fd())
+    }
+
+    /// Attaches `prog` to `ifname`, in the driver where it can be, else in
+    /// generic mode unless `native_only`.
+    pub fn attach(
+        &mut self,
+        prog: &str,
+        ifname: &str,
+        native_only: bool,
+    ) -> Result<Attached, EngineError> {
+        let p = self.xdp(prog)?;
+        let (id, mode) = match p.attach(ifname, XdpFlags::DRV_MODE) {
+            Ok(id) => (id, AttachMode::Native),
+            Err(e) if native_only => {
+                return Err(EngineError::Unavailable(format!(
+                    "attaching XDP to {ifname} in driver mode: {e}; its driver has no native XDP"
+                )))
+            }
+            Err(_) => (
+                p.attach(ifname, XdpFlags::SKB_MODE).map_err(|e| {
+                    EngineError::Unavailable(format!("attaching XDP to {ifname}: {e}"))
+                })?,
+                AttachMode::Generic,
+            ),
+        };
+        let link = p
+            .take_link(id)
+            .map_err(|e| EngineError::Failed(format!("keeping the XDP link on {ifname}: {e}")))?;
+        Ok(Attached {
+            _link: link,
+            ifname: ifname.to_string(),
+            mode,
+        })
+    }
+
+    /// Takes the array map `name` out of the object, its values `N` bytes.
+    pub fn array<const N: usize>(
+        &mut self,
+        name: &str,
+    ) -> Result<Array<MapData, [u8; N]>, EngineError> {
+        let map = self.take(name)?;
+        Array::try_from(map).map_err(|e| self.map_error(name, e))
+    }
+
+    /// Takes the u64 array map `name` out of the object.
+    pub fn array_u64(&mut self, name: &str) -> Result<Array<MapData, u64>, EngineError> {
+        let map = self.take(name)?;
+        Array::try_from(map).map_err(|e| self.map_error(name, e))
+    }
+
+    /// Takes the per-CPU u64 array map `name` out of the object.
+    pub fn percpu_u64(&mut self, name: &str) -> Result<PerCpuArray<MapData, u64>, EngineError> {
+        let map = self.take(name)?;
+        PerCpuArray::try_from(map).map_err(|e| self.map_error(name, e))
+    }
+
+    fn take(&mut self, name: &str) -> Result<aya::maps::Map, EngineError> {
+        let obj = self.name;
+        self.ebpf
+            .take_map(name)
+            .ok_or_else(|| EngineError::Invalid(format!("{obj}.bpf.c has no map {name}")))
+    }
+
+    fn map_error(&self, name: &str, e: impl std::fmt::Display) -> EngineError {
+        EngineError::Invalid(format!("{}.bpf.c: map {name}: {e}", self.name))
+    }
+}
+
+/// Sums one index of a per-CPU u64 array over every CPU.
+pub fn percpu_sum(map: &PerCpuArray<MapData, u64>, index: u32) -> Result<u64, EngineError> {
+    let values = map
+        .get(&index, 0)
+        .map_err(|e| EngineError::Failed(format!("reading per-CPU map entry {index}: {e}")))?;
+    Ok(values.iter().sum())
+}
+
+/// The verifier's log is the useful part of a load failure; aya keeps it
+/// in the error's source chain.
+fn verifier(e: aya::programs::ProgramError) -> String {
+    use std::error::Error;
+    let mut text = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        text.push_str(&format!(": {s}"));
+        src = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::sys::{self, XdpRun};
+
+    /// Loads `name`, or says why BPF is unavailable here: a test that needs
+    /// BPF reports itself skipped with the reason (failing under CI=true,
+    /// where the runner is root and a skip must not hide a regression).
+    pub fn load_or_skip(name: &'static str, sizes: &[(&str, u32)]) -> Option<Object> {
+        match Object::load(name, sizes) {
+            Ok(o) => Some(o),
+            Err(e) => {
+                assert!(
+                    std::env::var_os("CI").is_none() || !sys::is_root(),
+                    "CI runs as root: BPF must load: {e}"
+                );
+                eprintln!("skipping: BPF unavailable: {e}");
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn the_floor_program_loads_and_returns_xdp_tx() {
+        let Some(mut obj) = load_or_skip("floor", &[]) else {
+            return;
+        };
+        let fd = obj.prog_fd("lr_floor").expect("floor loads");
+        let frame = [0x5au8; 60];
+        let mut out = [0u8; 128];
+        let r = sys::xdp_test_run(
+            fd,
+            XdpRun {
+                data_in: &frame,
+                data_out: Some(&mut out),
+                repeat: 1,
+                ingress_ifindex: 0,
+                flags: 0,
+                batch_size: 0,
+            },
+        )
+        .expect("BPF_PROG_RUN");
+        assert_eq!(r.retval, 3, "XDP_TX");
+        assert_eq!(&out[..r.data_len], &frame[..]);
+    }
+
+    #[test]
+    fn constants_come_from_linerate_h() {
+        assert_eq!(consts::HEADER_LEN as usize, crate::proto::frame::HEADER_LEN);
+        assert_eq!(
+            (consts::MAGIC as u16).to_be_bytes(),
+            crate::proto::frame::MAGIC
+        );
+        assert_eq!(
+            consts::F_TEST_XDP_LIVE_FRAMES as u32,
+            sys::BPF_F_TEST_XDP_LIVE_FRAMES
+        );
+    }
+
+    #[test]
+    fn unknown_objects_are_refused_by_name() {
+        let e = Object::load("nope", &[]).err().map(|e| e.to_string());
+        assert!(e.is_some_and(|e| e.contains("no BPF object named nope")));
+    }
+}
