@@ -15,6 +15,12 @@ use aya::programs::{Xdp, XdpFlags};
 use aya::{Ebpf, EbpfLoader};
 use std::os::fd::{AsFd, BorrowedFd};
 
+pub mod live;
+pub mod probe;
+
+#[cfg(test)]
+mod gen_tests;
+
 /// The numbers `linerate.h` defines (`LR_NAME` there is `NAME` here).
 pub mod consts {
     include!(concat!(env!("OUT_DIR"), "/xdp_consts.rs"));
