@@ -5,7 +5,7 @@
 
 use super::jobs::{collect, Collected, Jobs, LiveSum};
 use super::record::{self, delta_ns};
-use super::setup::{finish_test, unspecified, Ends, OnProgress, Progress, INTERVAL_MS};
+use super::setup::{finish_test, unspecified, Ends, OnProgress, Progress, Side, INTERVAL_MS};
 use crate::proto::http::Content;
 use crate::proto::http::HttpSummary;
 use crate::proto::http::Trust;
@@ -98,15 +98,82 @@ fn http_inner(
         .map(|g| g.agent)
         .ok_or_else(|| anyhow!("an HTTP test needs a client"))?;
     let sink = ends.sink.agent;
-    let server_id = super::setup::next_id();
-    let client_id = super::setup::next_id();
-    let ms = |d: Duration| d.as_millis() as u64;
-    let mut agents = vec![gen];
+    let ids = Ids {
+        server: super::setup::next_id(),
+        client: super::setup::next_id(),
+    };
     let mut jobs = Jobs::new(ends.fleet);
-    let (target, host, path, url) = match (&t.url, &t.server) {
-        (Some(u), _) => (u.target, u.host.clone(), u.path.clone(), u.url.clone()),
+    let (server, mut agents) = open_server(&ends.sink, t, &mut jobs, ids.server)?;
+    agents.insert(0, gen);
+    agents.extend(ends.observers.iter().copied());
+    let before = jobs.snapshot(&agents)?;
+    let (mut col, done) = download(&mut jobs, t, (gen, sink), &server, ids, dir, on_progress)?;
+    let after = jobs.snapshot(&agents)?;
+    jobs.disarm();
+    if !col.errors.is_empty() {
+        bail!("{}", col.errors.join("; "));
+    }
+    record::counters(ends, &before, &after, result);
+    record_download(
+        ends,
+        t,
+        (gen, sink),
+        &server,
+        ids,
+        &mut col,
+        (&before, &after),
+        result,
+    )?;
+    if !done {
+        bail!("interrupted before the test ended");
+    }
+    Ok(())
+}
+
+/// The job ids of one HTTP test.
+#[derive(Clone, Copy)]
+struct Ids {
+    server: u32,
+    client: u32,
+}
+
+/// Where the client downloads from: linerate's own server (started here)
+/// or a URL the user gave.
+struct Target {
+    addr: SocketAddr,
+    host: String,
+    path: String,
+    url: String,
+    /// The server is ours: stopped with the test, its figures recorded.
+    ours: bool,
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+/// Starts linerate's server on the sink unless the test names a URL;
+/// returns the target and the agents whose counters the test reads.
+fn open_server(
+    side: &Side,
+    t: &HttpTest,
+    jobs: &mut Jobs,
+    server_id: u32,
+) -> Result<(Target, Vec<usize>)> {
+    let sink = side.agent;
+    match (&t.url, &t.server) {
+        (Some(u), _) => Ok((
+            Target {
+                addr: u.target,
+                host: u.host.clone(),
+                path: u.path.clone(),
+                url: u.url.clone(),
+                ours: false,
+            },
+            vec![],
+        )),
         (None, Some(s)) => {
-            let ip = ends.sink.addr.main(t.ipv6).ok_or_else(|| {
+            let ip = side.addr.main(t.ipv6).ok_or_else(|| {
                 anyhow!(
                     "the server side has no IPv{} address",
                     if t.ipv6 { 6 } else { 4 }
@@ -129,28 +196,46 @@ fn http_inner(
                     None,
                 )?
                 .ok_or_else(|| anyhow!("the HTTP server reported no port"))?;
-            agents.push(sink);
-            let target = SocketAddr::new(ip, port);
             let scheme = if t.tls { "https" } else { "http" };
             let host = match ip {
                 std::net::IpAddr::V6(v6) => format!("[{v6}]"),
                 v4 => v4.to_string(),
             };
-            let url = format!("{scheme}://{host}:{port}{}", t.path);
-            (target, ip.to_string(), t.path.clone(), url)
+            Ok((
+                Target {
+                    addr: SocketAddr::new(ip, port),
+                    host: ip.to_string(),
+                    path: t.path.clone(),
+                    url: format!("{scheme}://{host}:{port}{}", t.path),
+                    ours: true,
+                },
+                vec![sink],
+            ))
         }
         (None, None) => bail!("an HTTP test needs a server or a URL"),
-    };
-    agents.extend(ends.observers.iter().copied());
-    let before = jobs.snapshot(&agents)?;
+    }
+}
+
+/// Runs the client for the test's time (or its request count), reporting
+/// progress, then stops both sides and gathers their summaries. `done` is
+/// false when the run was cut short.
+fn download(
+    jobs: &mut Jobs,
+    t: &HttpTest,
+    (gen, sink): (usize, usize),
+    server: &Target,
+    ids: Ids,
+    dir: &mut Option<&mut RunDir>,
+    on_progress: OnProgress,
+) -> Result<(Collected, bool)> {
     let t0 = Instant::now();
     jobs.start(
         gen,
-        client_id,
+        ids.client,
         Job::HttpGet(HttpGetJob {
-            target,
-            host,
-            path,
+            target: server.addr,
+            host: server.host.clone(),
+            path: server.path.clone(),
             tls: t.tls.then(|| t.trust.clone()),
             ktls: t.ktls,
             connections: t.connections.max(1),
@@ -174,6 +259,7 @@ fn http_inner(
     } else {
         t.duration
     };
+    let client_id = ids.client;
     let done = collect(
         jobs.fleet,
         &mut col,
@@ -192,16 +278,13 @@ fn http_inner(
         },
     )?;
     if !done {
-        jobs.stop(gen, client_id, vec![]);
+        jobs.stop(gen, ids.client, vec![]);
     }
-    let ours = t.server.is_some() && t.url.is_none();
-    if ours {
-        jobs.stop(sink, server_id, vec![]);
-    }
-    let wait: Vec<u32> = if ours {
-        vec![client_id, server_id]
+    let wait = if server.ours {
+        jobs.stop(sink, ids.server, vec![]);
+        vec![ids.client, ids.server]
     } else {
-        vec![client_id]
+        vec![ids.client]
     };
     let _ = collect(
         jobs.fleet,
@@ -210,14 +293,26 @@ fn http_inner(
         Instant::now() + Duration::from_secs(5),
         |_, _| {},
     );
-    let after = jobs.snapshot(&agents)?;
-    jobs.disarm();
-    if !col.errors.is_empty() {
-        bail!("{}", col.errors.join("; "));
-    }
-    record::counters(ends, &before, &after, result);
-    let client = col.summary(client_id);
-    let server = ours.then(|| col.summary(server_id));
+    Ok((col, done))
+}
+
+/// Turns the two sides' summaries into the test's direction, checks, CPU
+/// figures and HTTP result.
+#[allow(clippy::too_many_arguments)]
+fn record_download(
+    ends: &Ends,
+    t: &HttpTest,
+    (gen, sink): (usize, usize),
+    server: &Target,
+    ids: Ids,
+    col: &mut Collected,
+    (before, after): (&Snapshots, &Snapshots),
+    result: &mut TestResult,
+) -> Result<()> {
+    let ours = server.ours;
+    let url = server.url.clone();
+    let client = col.summary(ids.client);
+    let server_summary = ours.then(|| col.summary(ids.server));
     let chttp = client
         .http
         .as_deref()
@@ -231,9 +326,11 @@ fn http_inner(
             .unwrap_or_else(|| "no response".into());
         bail!("no download completed: {why}");
     }
-    let shttp = server.as_ref().and_then(|s| s.http.as_deref().cloned());
-    let client_iv = col.intervals.remove(&client_id).unwrap_or_default();
-    let server_iv = col.intervals.remove(&server_id).unwrap_or_default();
+    let shttp = server_summary
+        .as_ref()
+        .and_then(|s| s.http.as_deref().cloned());
+    let client_iv = col.intervals.remove(&ids.client).unwrap_or_default();
+    let server_iv = col.intervals.remove(&ids.server).unwrap_or_default();
     let elapsed = chttp.elapsed_s.max(1e-6);
     let goodput = chttp.body_bytes as f64 * 8.0 / elapsed;
     let retransmits = shttp
@@ -251,7 +348,7 @@ fn http_inner(
         rx_l2_bps: goodput,
         retransmits: Some(retransmits),
         intervals: pair_intervals(server_iv, client_iv),
-        sender_summary: server.clone().unwrap_or_default(),
+        sender_summary: server_summary.clone().unwrap_or_default(),
         receiver_summary: EndpointSummary {
             streams: vec![],
             ..client.clone()
@@ -266,7 +363,7 @@ fn http_inner(
         sink,
         &chttp,
         shttp.as_ref(),
-        (&before, &after),
+        (before, after),
         result,
     );
     // CPU over the client's run: the client is this test's timing leg.
@@ -274,14 +371,14 @@ fn http_inner(
         name: t.name.clone(),
         tx_agent: gen,
         rx_agent: gen,
-        tx_id: client_id,
-        rx_id: client_id,
+        tx_id: ids.client,
+        rx_id: ids.client,
         from: ends.gens[0].addr.clone(),
         to: ends.sink.addr.clone(),
         instance: None,
         gen_agent: gen,
     }];
-    record::cpu(ends, &before, &after, &col, &timing, result);
+    record::cpu(ends, before, after, col, &timing, result);
     let (bound, why) = bound(t, &chttp, shttp.as_ref());
     result.http = Some(HttpResult {
         row: t.row.clone(),
@@ -295,9 +392,6 @@ fn http_inner(
         bound,
         bound_reason: why,
     });
-    if !done {
-        bail!("interrupted before the test ended");
-    }
     Ok(())
 }
 

@@ -85,6 +85,7 @@ pub fn process_cpu_seconds() -> f64 {
 
 /// CLOCK_MONOTONIC in nanoseconds: the same clock in every namespace of a
 /// host, so send timestamps can be compared at the receiver.
+#[inline]
 pub fn monotonic_ns() -> u64 {
     // SAFETY: timespec is plain data, clock_gettime fills it.
     let mut ts: libc::timespec = unsafe { zeroed() };
@@ -96,6 +97,7 @@ pub fn monotonic_ns() -> u64 {
 /// The realtime clock (CLOCK_REALTIME) in nanoseconds since the Unix epoch:
 /// the clock hosts share through NTP, used to agree on start times and to
 /// map interval timestamps of many hosts onto one timebase.
+#[inline]
 pub fn realtime_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
