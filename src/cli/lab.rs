@@ -55,8 +55,9 @@ pub struct LabArgs {
     /// e.g. --only "udp 64B" --only "tcp 1".
     #[arg(long, value_name = "TEXT")]
     pub only: Vec<String>,
-    /// How the UDP tests' senders put datagrams on the wire: packet (AF_PACKET frames,
-    /// qdisc bypass), socket (UDP sockets) or auto (packet where it can run, else socket).
+    /// How the UDP tests' senders put datagrams on the wire: live (XDP live frames),
+    /// packet (AF_PACKET frames, qdisc bypass), xdp (AF_XDP), socket (UDP sockets) or auto
+    /// (live where it can run, else packet, else socket).
     #[arg(long, value_parser = super::parse::tx_engine(), default_value = "auto")]
     pub tx_engine: TxEngine,
     /// Worker threads per side for UDP: each sender thread owns a share of the flows and a

@@ -31,9 +31,11 @@ pub struct UdpArgs {
     /// Datagrams per sendmmsg call.
     #[arg(long, default_value_t = 64)]
     pub batch: u16,
-    /// How UDP senders put datagrams on the wire: packet (frames built by linerate on an
-    /// AF_PACKET socket bypassing the qdisc; root, Ethernet next hop), socket (UDP sockets),
-    /// or auto (packet where it can run, else socket, with the reason in the results).
+    /// How UDP senders put datagrams on the wire: live (frames written by an XDP program
+    /// and sent with BPF live frames; kernel >= 5.18, root, native XDP, a veth peer with
+    /// GRO or XDP), packet (frames built by linerate on an AF_PACKET socket bypassing the
+    /// qdisc; root, Ethernet next hop), xdp (AF_XDP), socket (UDP sockets), or auto (live,
+    /// else packet, else socket, with the reasons in the results).
     #[arg(long, value_parser = super::parse::tx_engine(), default_value = "auto")]
     pub tx_engine: TxEngine,
     /// Worker threads per side for UDP: each sender thread owns a share of the flows and a

@@ -6,6 +6,7 @@
 
 use super::frame::{check_frames, frame_sequence, Msg, SendSpec, Transmit};
 use super::workers::{self, Counters, Intervals, Totals};
+use super::xdp::live::LiveTx;
 use super::EngineError;
 use super::{afxdp, check_destination, packet, socket, IntervalClock, JobCtx};
 use crate::host::kernel;
@@ -24,6 +25,9 @@ struct Share {
     cpu: Option<usize>,
 }
 
+/// Frames per BPF_PROG_RUN of the live engine at an unlimited rate.
+const LIVE_UNPACED_BATCH: usize = 8192;
+
 /// A sending job with its engines open, ready to run on its own thread.
 pub struct Sender {
     spec: SendSpec,
@@ -34,7 +38,8 @@ pub struct Sender {
 }
 
 /// Opens the engine `spec.tx_engine` asks for over `spec`'s flows; with
-/// auto, the packet engine where it runs, else the socket engine and why.
+/// auto, the live engine where it runs, else the packet engine, else the
+/// socket engine, and why the faster ones were refused.
 fn open_engine(
     spec: &SendSpec,
     sizes: &[u32],
@@ -61,16 +66,36 @@ fn open_engine(
             })?),
             None,
         ),
-        // Auto: AF_XDP where the driver runs it zero-copy (the fastest);
-        // its copy mode (veth, most drivers) is not reliably faster than
-        // the packet engine, which comes next, then the socket engine.
-        TxEngine::Auto => match packet::open_fastest(&spec.flows, sizes, ipv6, batch) {
-            Ok(t) => (t, None),
-            Err(e) => (
-                Box::new(socket::SocketTx::open(spec, ipv6, batch)?),
-                Some(format!("packet refused: {e}")),
-            ),
-        },
+        TxEngine::Live => {
+            let t = LiveTx::open(&spec.flows, sizes, ipv6).map_err(|e| {
+                EngineError::Unavailable(format!(
+                    "the live engine cannot run here: {e}; use --tx-engine packet, socket or auto"
+                ))
+            })?;
+            let note = t.note();
+            (Box::new(t), note)
+        }
+        // Auto: live frames where the kernel, permissions and egress allow
+        // (the kernel's own floor); then AF_XDP where the driver runs it
+        // zero-copy; its copy mode (veth, most drivers) is not reliably
+        // faster than the packet engine, which comes next, then the socket
+        // engine.
+        TxEngine::Auto => {
+            let live = match LiveTx::open(&spec.flows, sizes, ipv6) {
+                Ok(t) => {
+                    let note = t.note();
+                    return Ok((Box::new(t), note));
+                }
+                Err(e) => format!("live refused: {e}"),
+            };
+            match packet::open_fastest(&spec.flows, sizes, ipv6, batch) {
+                Ok(t) => (t, Some(live)),
+                Err(e) => (
+                    Box::new(socket::SocketTx::open(spec, ipv6, batch)?),
+                    Some(format!("{live}; packet refused: {e}")),
+                ),
+            }
+        }
     })
 }
 
@@ -120,6 +145,13 @@ pub fn open(spec: SendSpec) -> Result<Sender, EngineError> {
             cpu: workers::worker_cpu(i, n, &spec.cpus),
         });
     }
+    // The live engine sends a batch in one BPF_PROG_RUN whose fixed cost
+    // (a page pool per call) is tens of µs: unpaced, it takes long runs;
+    // paced, batches stay at --batch so no burst exceeds one batch.
+    let batch = match shares.first() {
+        Some(s) if s.tx.name() == "live" && spec.rate.is_none() => LIVE_UNPACED_BATCH,
+        _ => batch,
+    };
     Ok(Sender {
         spec,
         sizes,

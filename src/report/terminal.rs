@@ -424,6 +424,7 @@ fn tx_engine_note(t: &crate::results::TestResult) -> Option<String> {
         let what = match (s.tx_engine.as_str(), &s.tx_engine_note) {
             ("", _) => continue,
             ("packet", None) => "packet (AF_PACKET, qdisc bypass)".to_string(),
+            ("live", None) => "live (XDP live frames, BPF_PROG_RUN)".to_string(),
             (e, Some(n)) => format!("{e} ({n})"),
             (e, None) => e.to_string(),
         };

@@ -28,8 +28,9 @@ pub enum FrameSpec {
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TxEngine {
-    /// The packet engine where it can run, else the socket engine (the
-    /// reason is kept in the sender's summary).
+    /// The live engine where it can run, else the packet engine (AF_XDP
+    /// where zero-copy), else the socket engine (the reasons are kept in
+    /// the sender's summary).
     #[default]
     Auto,
     /// UDP sockets: the kernel's UDP/IP send path and the qdisc.
@@ -40,17 +41,22 @@ pub enum TxEngine {
     /// The packet engine's frames on an AF_XDP socket's TX ring: zero-copy
     /// where the driver offers it, copy mode elsewhere (veth).
     Xdp,
+    /// Frames written by an XDP program in the kernel and sent with
+    /// BPF_PROG_RUN live frames, XDP_TX on the egress (kernel ≥ 5.18, root
+    /// or CAP_BPF, native XDP; a veth peer with NAPI).
+    Live,
 }
 
 impl TxEngine {
     /// Every engine, in the order `--help` lists them. The command line and
     /// plan files take exactly these names, so a new engine is one variant
     /// here and one arm in the engine layer.
-    pub const ALL: [TxEngine; 4] = [
+    pub const ALL: [TxEngine; 5] = [
         TxEngine::Auto,
         TxEngine::Socket,
         TxEngine::Packet,
         TxEngine::Xdp,
+        TxEngine::Live,
     ];
 
     pub fn name(self) -> &'static str {
@@ -59,6 +65,7 @@ impl TxEngine {
             TxEngine::Socket => "socket",
             TxEngine::Packet => "packet",
             TxEngine::Xdp => "xdp",
+            TxEngine::Live => "live",
         }
     }
 

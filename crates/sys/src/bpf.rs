@@ -49,8 +49,10 @@ struct XdpMd {
 
 /// One XDP test run.
 pub struct XdpRun<'a> {
-    /// The frame every run starts from.
+    /// The frame every run starts from, after `meta_len` bytes of XDP
+    /// metadata (a multiple of 4, at most 32).
     pub data_in: &'a [u8],
+    pub meta_len: u32,
     /// Where the output frame goes (test mode only; `None` for live).
     pub data_out: Option<&'a mut [u8]>,
     /// Times to run the program (live: frames to send).
@@ -79,6 +81,7 @@ pub fn xdp_test_run(prog: BorrowedFd<'_>, run: XdpRun<'_>) -> io::Result<XdpRunR
     let data_size_in = u32::try_from(run.data_in.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "frame too long"))?;
     let ctx = XdpMd {
+        data: run.meta_len,
         data_end: data_size_in,
         ingress_ifindex: run.ingress_ifindex,
         ..XdpMd::default()

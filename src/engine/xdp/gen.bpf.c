@@ -60,6 +60,11 @@ static __always_inline void copy_words(void *dst, const void *src, int words)
 SEC("xdp")
 int lr_gen(struct xdp_md *ctx)
 {
+	/* Attached to lo only to stay in the XDP dispatcher (linerate.h). */
+	void *meta = (void *)(long)ctx->data_meta;
+	if (meta + LR_META_LEN > (void *)(long)ctx->data ||
+	    *(__u32 *)meta != LR_GEN_META)
+		return XDP_PASS;
 	__u32 zero = 0;
 	struct lr_gen_config *cfg = bpf_map_lookup_elem(&lr_config, &zero);
 	struct lr_gen_cursor *cur = bpf_map_lookup_elem(&lr_cursor, &zero);

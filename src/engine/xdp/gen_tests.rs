@@ -5,6 +5,7 @@
 
 use super::live::Generator;
 use super::tests::load_or_skip;
+use super::{consts, with_meta};
 use crate::engine::frame::{frame_sequence, FlowPath, Template, FILL};
 use crate::proto::frame::{Header, HEADER_LEN};
 use crate::proto::FrameSpec;
@@ -50,10 +51,12 @@ fn udp_ok(f: &[u8]) -> bool {
 fn run_once(g: &mut Generator, input: &[u8]) -> Vec<u8> {
     let mut out = vec![0u8; 2048];
     let fd = g.obj.prog_fd("lr_gen").expect("program loaded");
+    let input = with_meta(input);
     let r = sys::xdp_test_run(
         fd,
         XdpRun {
-            data_in: input,
+            data_in: &input,
+            meta_len: consts::META_LEN as u32,
             data_out: Some(&mut out),
             repeat: 1,
             ingress_ifindex: 0,
@@ -63,8 +66,9 @@ fn run_once(g: &mut Generator, input: &[u8]) -> Vec<u8> {
     )
     .expect("BPF_PROG_RUN in test mode");
     assert_eq!(r.retval, 3, "the generator returns XDP_TX");
+    // The output starts with the metadata, as the input did.
     out.truncate(r.data_len);
-    out
+    out.split_off(consts::META_LEN as usize)
 }
 
 /// Checks `frames` runs of a generator over `paths` with sequence `sizes`.

@@ -14,7 +14,7 @@
 //! group took a batch, or a run failed).
 
 use super::probe;
-use super::{consts, Object};
+use super::{consts, hold_in_dispatcher, with_meta, Attached, Object};
 use crate::engine::frame::{sum16, Msg, Template, Transmit, FILL};
 use crate::engine::path::{resolve, Resolved};
 use crate::engine::EngineError;
@@ -32,6 +32,8 @@ const CURSOR_LEN: usize = 16;
 
 /// One generator instance: the flows of one sender thread on one egress.
 struct Group {
+    /// Declared before `obj`: detached before the program is unloaded.
+    _hold: Option<Attached>,
     obj: Object,
     ifindex: u32,
     ifname: String,
@@ -209,13 +211,19 @@ impl Group {
                 (specs[fi].id, t)
             })
             .collect();
-        let Generator { obj, cursor, seq } = Generator::load(&per_flow, sizes)?;
+        let Generator {
+            mut obj,
+            cursor,
+            seq,
+        } = Generator::load(&per_flow, sizes)?;
+        let hold = hold_in_dispatcher(&mut obj, "lr_gen");
         let mut pos = vec![u32::MAX; specs.len()];
         for (p, &fi) in flows.iter().enumerate() {
             pos[fi] = p as u32;
         }
         let ifname = probe::ifname(ifindex)?;
         Ok(Group {
+            _hold: hold,
             obj,
             ifindex,
             ifname,
@@ -271,7 +279,7 @@ impl LiveTx {
             probe::check_egress(&g.ifname, ifindex)?;
             groups.push(g);
         }
-        let frame = vec![FILL; r.slot - 4];
+        let frame = with_meta(&vec![FILL; r.slot - 4]);
         Ok(LiveTx {
             groups,
             frame,
@@ -283,6 +291,16 @@ impl LiveTx {
     /// The interfaces frames leave by, for results and messages.
     pub fn interfaces(&self) -> Vec<String> {
         self.groups.iter().map(|g| g.ifname.clone()).collect()
+    }
+
+    /// Why runs are slower than they could be, for the results: lo's
+    /// generic XDP slot was taken, so every run waits for the dispatcher.
+    pub fn note(&self) -> Option<String> {
+        self.groups.iter().any(|g| g._hold.is_none()).then(|| {
+            "lo of the sender's namespace already has a generic XDP program, so the \
+             generator could not stay in the XDP dispatcher: each run waits ~25 ms"
+                .to_string()
+        })
     }
 }
 
@@ -311,6 +329,7 @@ impl Transmit for LiveTx {
             fd,
             XdpRun {
                 data_in: &self.frame,
+                meta_len: consts::META_LEN as u32,
                 data_out: None,
                 repeat: msgs.len() as u32,
                 ingress_ifindex: ifindex,

@@ -193,6 +193,25 @@ impl Object {
     }
 }
 
+/// `frame` behind the metadata the live engine's programs look for
+/// (`LR_GEN_META`): the input of a BPF_PROG_RUN, with `META_LEN` as its
+/// `meta_len`.
+pub fn with_meta(frame: &[u8]) -> Vec<u8> {
+    let mut v = (consts::GEN_META as u32).to_ne_bytes().to_vec();
+    v.extend_from_slice(frame);
+    v
+}
+
+/// Attaches `prog` (gated on the metadata, so a pass-all for real traffic)
+/// to this namespace's lo in generic mode, which keeps it in the kernel's
+/// XDP dispatcher for as long as the guard lives: BPF_PROG_RUN calls then
+/// skip the dispatcher update and its RCU grace period (~25 ms a call
+/// here). `None` when lo's generic slot is taken (another generator):
+/// runs still work, each call just waits that long.
+pub fn hold_in_dispatcher(obj: &mut Object, prog: &str) -> Option<Attached> {
+    obj.attach(prog, "lo", false).ok()
+}
+
 /// Sums one index of a per-CPU u64 array over every CPU.
 pub fn percpu_sum(map: &PerCpuArray<MapData, u64>, index: u32) -> Result<u64, EngineError> {
     let values = map
@@ -243,11 +262,13 @@ pub(crate) mod tests {
         };
         let fd = obj.prog_fd("lr_floor").expect("floor loads");
         let frame = [0x5au8; 60];
+        let input = with_meta(&frame);
         let mut out = [0u8; 128];
         let r = sys::xdp_test_run(
             fd,
             XdpRun {
-                data_in: &frame,
+                data_in: &input,
+                meta_len: consts::META_LEN as u32,
                 data_out: Some(&mut out),
                 repeat: 1,
                 ingress_ifindex: 0,
@@ -257,7 +278,22 @@ pub(crate) mod tests {
         )
         .expect("BPF_PROG_RUN");
         assert_eq!(r.retval, 3, "XDP_TX");
-        assert_eq!(&out[..r.data_len], &frame[..]);
+        assert_eq!(&out[..r.data_len], &input[..]);
+        // Without the metadata a frame is real traffic: passed on.
+        let r = sys::xdp_test_run(
+            fd,
+            XdpRun {
+                data_in: &frame,
+                meta_len: 0,
+                data_out: None,
+                repeat: 1,
+                ingress_ifindex: 0,
+                flags: 0,
+                batch_size: 0,
+            },
+        )
+        .expect("BPF_PROG_RUN");
+        assert_eq!(r.retval, 2, "XDP_PASS");
     }
 
     #[test]

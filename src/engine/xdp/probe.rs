@@ -6,13 +6,13 @@
 //! (same namespace) its settings are read; otherwise a short probe burst of
 //! non-IP frames shows whether the interface drops them.
 
-use super::{consts, AttachMode, Object};
+use super::{consts, with_meta, AttachMode, Object};
 use crate::engine::EngineError;
 use crate::sys::{self, XdpRun};
 use serde_json::Value;
 
 /// Frames in the probe burst.
-const PROBE_FRAMES: u32 = 64;
+const PROBE_FRAMES: u32 = 16;
 /// IEEE 802 local experimental ethertype: no stack on the way answers it.
 const PROBE_ETHERTYPE: [u8; 2] = [0x88, 0xb5];
 
@@ -149,11 +149,11 @@ fn mac_bytes(s: &str) -> Option<[u8; 6]> {
     parts.next().is_none().then_some(m)
 }
 
-fn tx_dropped(ifname: &str) -> Result<u64, EngineError> {
+fn tx_packets(ifname: &str) -> Result<u64, EngineError> {
     let l = ip_json(&["-j", "-s", "link", "show", "dev", ifname])?;
-    Ok(l.first()
-        .and_then(|l| l["stats64"]["tx"]["dropped"].as_u64())
-        .unwrap_or(0))
+    l.first()
+        .and_then(|l| l["stats64"]["tx"]["packets"].as_u64())
+        .ok_or_else(|| EngineError::Unavailable(format!("no TX counters for {ifname}")))
 }
 
 fn probe_burst(ifname: &str, ifindex: u32, mac: Option<[u8; 6]>) -> Result<(), EngineError> {
@@ -165,13 +165,15 @@ fn probe_burst(ifname: &str, ifindex: u32, mac: Option<[u8; 6]>) -> Result<(), E
         frame[6..12].copy_from_slice(&m);
     }
     frame[12..14].copy_from_slice(&PROBE_ETHERTYPE);
-    let before = tx_dropped(ifname)?;
+    let frame = with_meta(&frame);
+    let before = tx_packets(ifname)?;
     let mut obj = Object::load("floor", &[])?;
     let fd = obj.prog_fd("lr_floor")?;
     sys::xdp_test_run(
         fd,
         XdpRun {
             data_in: &frame,
+            meta_len: consts::META_LEN as u32,
             data_out: None,
             repeat: PROBE_FRAMES,
             ingress_ifindex: ifindex,
@@ -184,12 +186,16 @@ fn probe_burst(ifname: &str, ifindex: u32, mac: Option<[u8; 6]>) -> Result<(), E
             "sending live XDP frames on {ifname}: {e} (BPF_PROG_RUN with live frames)"
         ))
     })?;
-    let dropped = tx_dropped(ifname)?.saturating_sub(before);
-    if dropped > 0 {
+    // A veth counts XDP frames its peer took as its own TX; frames the
+    // peer refused (no NAPI) are counted nowhere. Drivers count XDP
+    // transmits as TX too.
+    let sent = tx_packets(ifname)?.saturating_sub(before);
+    if sent < u64::from(PROBE_FRAMES) {
         return Err(EngineError::Unavailable(format!(
-            "{dropped} of {PROBE_FRAMES} probe frames sent with XDP_TX on {ifname} were dropped \
-             by the interface: its peer cannot take XDP frames (a veth peer needs NAPI: run \
-             `ethtool -K PEER gro on` in the peer's namespace or attach an XDP program to it)"
+            "only {sent} of {PROBE_FRAMES} probe frames sent with XDP_TX on {ifname} left it: \
+             its peer cannot take XDP frames and would drop every frame silently (a veth peer \
+             needs NAPI: run `ethtool -K PEER gro on` in the peer's namespace or attach an XDP \
+             program to it, e.g. --rx-engine xdp)"
         )));
     }
     Ok(())
