@@ -24,3 +24,4 @@ mod ssh;
 mod sshd;
 mod threads;
 mod txengine;
+mod xdplive;

@@ -340,9 +340,18 @@ impl Transmit for LiveTx {
         match r {
             Ok(_) => Ok(msgs.len()),
             Err(e) => {
-                // The program may have run part of the batch: re-seed it.
+                // Re-seed the program's state before the next run, whatever
+                // of this one it managed.
                 g.next_flow = u32::MAX;
                 g.next_seq.iter_mut().for_each(|s| *s = u64::MAX);
+                if e.raw_os_error() == Some(libc::ENOSPC) {
+                    // Setting up the run's page pool found no free memory
+                    // model id: earlier runs' pools are still waiting for
+                    // pages a slow receiver holds. Transient: back off a
+                    // moment and let the loop count a full queue.
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                    return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
+                }
                 Err(e)
             }
         }
