@@ -21,6 +21,14 @@
 #   udp 64 B 2 thr  linerate udp --threads 2  vs  linerate 1 thread, trafgen --cpus 2
 #                   (packet engine, 16 flows by source port; scaling reported)
 #   udp 64 B xdp    linerate udp --tx-engine xdp (copy mode on veth), reported
+#   udp 64 B live   linerate udp --tx-engine live, one sender thread, counted
+#                   at the sink veth (rx_packets/s) vs trafgen --cpus 1 (goal
+#                   >= 12x) and vs the floor (goal >= 0.8x)
+#   live floor      the same live-frames path with floor.bpf.c (XDP_TX of a
+#                   constant frame, no per-frame work), run by the example
+#                   binary target/release/examples/xdp_floor (not a linerate
+#                   command), counted the same way. Both with GRO on the sink
+#                   veth for the measurement (a veth peer needs NAPI).
 #   self-test       linerate lab's back-to-back self-test vs trafgen --cpus 1
 #   agent peak RSS  the largest max_rss_bytes of any linerate agent in any run
 #
@@ -37,7 +45,7 @@ while [ $# -gt 0 ]; do
     --routed) routed=1 ;;
     --seconds) secs=${2:?--seconds needs a value}; shift ;;
     --rounds) rounds=${2:?--rounds needs a value}; shift ;;
-    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -55,9 +63,9 @@ need() {
 }
 need iperf3 iperf3; need trafgen netsniff-ng; need python3 python3; need ping iputils-ping
 
-if [ ! -x "$repo/target/release/linerate" ]; then
-  echo "building linerate (cargo build --release) ..." >&2
-  (cd "$repo" && cargo build --release --quiet)
+if [ ! -x "$repo/target/release/linerate" ] || [ ! -x "$repo/target/release/examples/xdp_floor" ]; then
+  echo "building linerate and the live-frames floor (cargo build --release) ..." >&2
+  (cd "$repo" && cargo build --release --quiet && cargo build --release --quiet --example xdp_floor)
 fi
 
 # ---------------------------------------------------------------- cleanup ---
@@ -88,6 +96,7 @@ trap 'exit 130' INT TERM
 # A private copy of the binary, so a concurrent `cargo build` cannot swap it
 # out in the middle of a run (agents are started from current_exe()).
 cp "$repo/target/release/linerate" "$tmp/linerate"
+cp "$repo/target/release/examples/xdp_floor" "$tmp/xdp_floor"
 lr="$tmp/linerate"
 
 # -------------------------------------------------------------------- lab ---
@@ -241,6 +250,40 @@ run_trafgen() {
   rec "$round" "$key" trafgen "$v"
 }
 
+# NAPI on the peer of the sender's veth (the DUT's d0 with --routed), which
+# XDP_TX'd frames need; only for the live rows, so the others are unchanged.
+peer_ns() { if [ $routed = 1 ]; then echo "$dut"; else echo "$dst"; fi; }
+peer_dev() { if [ $routed = 1 ]; then echo d0; else echo "$rdev"; fi; }
+napi() { ip netns exec "$(peer_ns)" ethtool -K "$(peer_dev)" gro "$1" >/dev/null 2>&1 || true; }
+rx_count() { ip netns exec "$dst" cat "/sys/class/net/$rdev/statistics/rx_packets"; }
+
+# The live engine, one sender thread; rx pps at the sink veth as for trafgen.
+run_live() {
+  local rx0 rx1 t0 t1
+  napi on; rx0=$(rx_count); t0=$(date +%s.%N)
+  run_linerate udp64live-lr udp --frame-size 64 --tx-engine live --threads 1
+  rx1=$(rx_count); t1=$(date +%s.%N); napi off
+  local v
+  v=$(python3 -c "import sys; print(int((int(sys.argv[2])-int(sys.argv[1]))/$secs))" "$rx0" "$rx1")
+  say "linerate live (sink veth)" "$(python3 -c "import sys; print(f'{int(sys.argv[1])/1e3:9.1f} kpps rx at $rdev')" "$v")"
+  rec "$round" udp64live linerate "$v"
+}
+
+# The floor: floor.bpf.c through the same live-frames path on one core.
+run_floor() {
+  local rx0 rx1 rc=0
+  napi on; rx0=$(rx_count)
+  run timeout "$tmo" ip netns exec "$src" "$tmp/xdp_floor" "$sdev" "$secs" 8192 0 >"$tmp/fl.out" 2>&1 || rc=$?
+  rx1=$(rx_count); napi off
+  if [ "$rc" != 0 ]; then
+    say "live-frames floor" "FAILED (exit $rc): $(tail -n 2 "$tmp/fl.out" | tr '\n' ' ')"
+    rec "$round" udp64live floor nan; return 0
+  fi
+  local v=$(( (rx1 - rx0) / secs ))
+  say "live-frames floor" "$(python3 -c "import sys; print(f'{int(sys.argv[1])/1e3:9.1f} kpps rx at $rdev')" "$v")  ($(cat "$tmp/fl.out"))"
+  rec "$round" udp64live floor "$v"
+}
+
 # linerate lab's back-to-back self-test (its own namespaces): the tester's ceiling.
 run_selftest() {
   local out="$tmp/st.json" err="$tmp/st.err"
@@ -272,7 +315,9 @@ for round in $(seq 1 "$rounds"); do
     run_linerate udp64pkt udp --frame-size 64 --tx-engine packet; run_iperf3_udp
     run_linerate udp64mt udp --frame-size 64 --tx-engine packet --flow-mode ports --threads 2; run_trafgen 2
     run_selftest; run_linerate udp64xdp udp --frame-size 64 --tx-engine xdp
+    run_live; run_floor
   else
+    run_floor; run_live
     run_linerate udp64xdp udp --frame-size 64 --tx-engine xdp; run_selftest
     run_trafgen 2; run_linerate udp64mt udp --frame-size 64 --tx-engine packet --flow-mode ports --threads 2
     run_iperf3_tcp 1; run_linerate tcp1 tcp -P 1
@@ -316,6 +361,10 @@ for key, label, (akey, atool), aname, fmt, tgt in [
     ("selftest", "lab self-test ceiling", T1, "trafgen (1 core)", pps, 1.2),
     # The other engine, for the record (copy mode on veth).
     ("udp64xdp", "udp 64B rx pps, xdp engine", T1, "trafgen (1 core)", pps, None),
+    # The live engine (issue 16): vs trafgen, and vs the live-frames floor.
+    ("udp64live", "udp 64B sink rx pps, live engine", T1, "trafgen (1 core)", pps, 12.0),
+    ("udp64live", "udp 64B sink rx pps, live engine", ("udp64live", "floor"),
+     "live-frames floor", pps, 0.8),
     # --threads 2: its scaling over one thread, and trafgen on the same 2 cores.
     ("udp64mt", "udp 64B rx pps, packet, 2 threads", ("udp64pkt", "linerate"),
      "linerate 1 thread", pps, None),

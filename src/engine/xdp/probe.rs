@@ -1,12 +1,12 @@
 //! Checks made before the live engine sends (issue 16, "detect the traps"):
-//! the kernel has live frames (≥ 5.18), the egress driver has native XDP
-//! (generic XDP cannot take XDP_TX'd frames), and the frames arrive: a veth
-//! whose peer has neither an XDP program nor GRO has no NAPI, and every
-//! frame sent to it vanishes without an error. Where the peer is visible
-//! (same namespace) its settings are read; otherwise a short probe burst of
-//! non-IP frames shows whether the interface drops them.
+//! the kernel has live frames (≥ 5.18) and the frames leave: a veth whose
+//! peer has neither an XDP program nor GRO has no NAPI, and every frame
+//! sent to it vanishes without an error; a driver without native XDP
+//! (generic XDP only) cannot transmit them. Where a veth peer is visible
+//! (same namespace) its settings are read; otherwise a short probe burst
+//! of non-IP frames shows whether the interface's TX counter takes them.
 
-use super::{consts, with_meta, AttachMode, Object};
+use super::{consts, with_meta, Object};
 use crate::engine::EngineError;
 use crate::sys::{self, XdpRun};
 use serde_json::Value;
@@ -101,9 +101,9 @@ pub fn check_egress(ifname: &str, ifindex: u32) -> Result<(), EngineError> {
         .find(|l| l["ifindex"].as_u64() == Some(u64::from(ifindex)))
         .ok_or_else(|| EngineError::Unavailable(format!("interface {ifname} vanished")))?;
     let facts = link_facts(me);
-    if !facts.has_xdp {
-        native_xdp(ifname)?;
-    }
+    // No test attach of a program to learn whether the driver has native
+    // XDP: on physical NICs (mlx5, i40e…) attaching resets the rings. A
+    // driver without it (ndo_xdp_xmit) sends none of the probe frames.
     if facts.kind == "veth" {
         if let Some(peer) = facts.local_peer {
             let p = links
@@ -120,23 +120,12 @@ pub fn check_egress(ifname: &str, ifindex: u32) -> Result<(), EngineError> {
     }
     // The peer is out of sight (another namespace, a physical link): send
     // a burst of frames no stack answers and see whether they are dropped.
-    probe_burst(ifname, ifindex, me["address"].as_str().and_then(mac_bytes))
-}
-
-/// Attaches a pass-all program in driver mode for a moment: an interface
-/// without native XDP would only run generic XDP, which cannot transmit
-/// XDP_TX'd frames from BPF_PROG_RUN.
-fn native_xdp(ifname: &str) -> Result<(), EngineError> {
-    let mut obj = Object::load("floor", &[])?;
-    let a = obj.attach("lr_pass", ifname, true).map_err(|e| {
-        EngineError::Unavailable(format!(
-            "{e}: the live engine needs native XDP on the egress (generic XDP cannot send \
-             XDP_TX frames); use --tx-engine packet"
-        ))
-    })?;
-    debug_assert_eq!(a.mode, AttachMode::Native);
-    drop(a);
-    Ok(())
+    probe_burst(
+        ifname,
+        ifindex,
+        me["address"].as_str().and_then(mac_bytes),
+        facts.kind == "veth",
+    )
 }
 
 /// "02:4c:52:00:00:0a" as bytes.
@@ -156,7 +145,12 @@ fn tx_packets(ifname: &str) -> Result<u64, EngineError> {
         .ok_or_else(|| EngineError::Unavailable(format!("no TX counters for {ifname}")))
 }
 
-fn probe_burst(ifname: &str, ifindex: u32, mac: Option<[u8; 6]>) -> Result<(), EngineError> {
+fn probe_burst(
+    ifname: &str,
+    ifindex: u32,
+    mac: Option<[u8; 6]>,
+    veth: bool,
+) -> Result<(), EngineError> {
     let mut frame = vec![0u8; 60];
     // To our own MAC: a learning switch keeps it on our port, a peer
     // drops it as not its own.
@@ -191,11 +185,17 @@ fn probe_burst(ifname: &str, ifindex: u32, mac: Option<[u8; 6]>) -> Result<(), E
     // transmits as TX too.
     let sent = tx_packets(ifname)?.saturating_sub(before);
     if sent < u64::from(PROBE_FRAMES) {
+        let why = if veth {
+            "its veth peer cannot take XDP frames and would drop every frame silently (the \
+             peer needs NAPI: run `ethtool -K PEER gro on` in the peer's namespace or attach \
+             an XDP program to it, e.g. --rx-engine xdp)"
+        } else {
+            "its driver cannot transmit XDP frames (it needs native XDP with ndo_xdp_xmit, \
+             e.g. mlx5, i40e, ice, ixgbe; generic XDP cannot send them); use --tx-engine packet"
+        };
         return Err(EngineError::Unavailable(format!(
             "only {sent} of {PROBE_FRAMES} probe frames sent with XDP_TX on {ifname} left it: \
-             its peer cannot take XDP frames and would drop every frame silently (a veth peer \
-             needs NAPI: run `ethtool -K PEER gro on` in the peer's namespace or attach an XDP \
-             program to it, e.g. --rx-engine xdp)"
+             {why}"
         )));
     }
     Ok(())
