@@ -259,7 +259,11 @@ struct Tree {
 }
 
 fn read_tree() -> Tree {
-    let root = src_dir();
+    read_tree_at(&src_dir())
+}
+
+fn read_tree_at(root: &Path) -> Tree {
+    let root = root.to_path_buf();
     let mut files = Vec::new();
     rust_files(&root, &mut files);
     let modules: BTreeMap<Module, PathBuf> = files
@@ -327,7 +331,16 @@ fn every_top_level_module_has_a_layer() {
 
 #[test]
 fn no_module_imports_a_higher_layer() {
-    let t = read_tree();
+    let up = upward_imports(&read_tree());
+    assert!(
+        up.is_empty(),
+        "imports from a lower layer up to a higher one (move the shared item down, \
+         see ARCHITECTURE.md):\n{}",
+        up.join("\n")
+    );
+}
+
+fn upward_imports(t: &Tree) -> Vec<String> {
     let mut up = Vec::new();
     for (from, tos) in &t.imports {
         let Some(lf) = layer_of(from) else { continue };
@@ -345,17 +358,34 @@ fn no_module_imports_a_higher_layer() {
             }
         }
     }
-    assert!(
-        up.is_empty(),
-        "imports from a lower layer up to a higher one (move the shared item down, \
-         see ARCHITECTURE.md):\n{}",
-        up.join("\n")
-    );
+    up
 }
 
 #[test]
 fn no_files_import_each_other_in_a_circle() {
-    let t = read_tree();
+    let base = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut shown = Vec::new();
+    for dir in [
+        "src",
+        "crates/proto/src",
+        "crates/sys/src",
+        "crates/doctor/src",
+    ] {
+        for c in circles(&read_tree_at(&base.join(dir))) {
+            shown.push(format!("{dir}: {c}"));
+        }
+    }
+    assert!(
+        shown.is_empty(),
+        "files that import each other in a circle (move what they share into a \
+         module both use):\n{}",
+        shown.join("\n")
+    );
+}
+
+/// The strongly connected components of more than one file, each shown as
+/// `a ↔ b ↔ c`.
+fn circles(t: &Tree) -> Vec<String> {
     // Tarjan's strongly connected components over the file modules.
     struct S<'a> {
         g: &'a BTreeMap<Module, BTreeSet<Module>>,
@@ -414,17 +444,10 @@ fn no_files_import_each_other_in_a_circle() {
             visit(&mut s, m);
         }
     }
-    let shown: Vec<String> = s
-        .circles
+    s.circles
         .iter()
         .map(|c| c.iter().map(show).collect::<Vec<_>>().join(" ↔ "))
-        .collect();
-    assert!(
-        shown.is_empty(),
-        "files that import each other in a circle (move what they share into a \
-         module both use):\n{}",
-        shown.join("\n")
-    );
+        .collect()
 }
 
 /// The checker itself: it must see the imports a file really has.
@@ -478,5 +501,41 @@ fn unsafe_lives_only_in_crates_sys() {
         bad.is_empty(),
         "unsafe outside crates/sys (move it behind a safe function there):\n{}",
         bad.join("\n")
+    );
+}
+
+/// The checks themselves: a planted circle and a planted upward import are
+/// found, and a clean tree passes.
+#[test]
+fn the_checks_find_planted_faults() {
+    let m = |p: &str| -> Module { p.split('/').map(String::from).collect() };
+    let tree = |edges: &[(&str, &str)]| {
+        let mut modules = BTreeMap::new();
+        let mut imports: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
+        for (a, b) in edges {
+            modules.insert(m(a), PathBuf::new());
+            modules.insert(m(b), PathBuf::new());
+            imports.entry(m(a)).or_default().insert(m(b));
+        }
+        Tree { modules, imports }
+    };
+    let clean = tree(&[("engine/tx", "engine/frame"), ("cli/udp", "engine/tx")]);
+    assert!(circles(&clean).is_empty());
+    assert!(upward_imports(&clean).is_empty());
+    let circle = tree(&[
+        ("engine/tx", "engine/udp"),
+        ("engine/udp", "engine/packet"),
+        ("engine/packet", "engine/tx"),
+    ]);
+    assert_eq!(
+        circles(&circle).len(),
+        1,
+        "the three-file circle is one component"
+    );
+    let up = upward_imports(&tree(&[("engine/tx", "cli/udp")]));
+    assert_eq!(up.len(), 1, "{up:?}");
+    assert!(
+        up[0].contains("engine/tx") && up[0].contains("cli/udp"),
+        "{up:?}"
     );
 }

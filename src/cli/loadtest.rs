@@ -13,7 +13,7 @@ use crate::proto::Direction;
 use crate::report::terminal::ProgressLine;
 use crate::results::{RunDir, TestStatus};
 use crate::runner::{self, Ends, UdpTest};
-use crate::search::{self, TrialOutcome, TrialRunner};
+use crate::search::{self, TrialError, TrialOutcome, TrialRunner};
 use anyhow::{anyhow, bail, Result};
 use std::time::Duration;
 
@@ -28,9 +28,9 @@ pub struct UdpTrials<'a, 'b> {
 }
 
 impl TrialRunner for UdpTrials<'_, '_> {
-    fn trial(&mut self, rate_pps: f64, duration: Duration) -> Result<TrialOutcome, String> {
+    fn trial(&mut self, rate_pps: f64, duration: Duration) -> Result<TrialOutcome, TrialError> {
         if interrupted() {
-            return Err("interrupted".into());
+            return Err(TrialError::Interrupted);
         }
         let t = UdpTest {
             name: format!("{} trial {:.0} pps", self.base.name, rate_pps),
@@ -44,7 +44,9 @@ impl TrialRunner for UdpTrials<'_, '_> {
         let r = runner::run_udp(&mut self.ends, &t, self.dir.as_deref_mut(), &mut cb);
         progress.clear();
         if r.status != TestStatus::Ok {
-            return Err(r.error.clone().unwrap_or_else(|| "trial failed".into()));
+            return Err(TrialError::Failed(
+                r.error.clone().unwrap_or_else(|| "trial failed".into()),
+            ));
         }
         let sum = |f: fn(&crate::results::DirectionResult) -> u64| {
             r.directions.iter().map(f).sum::<u64>()
@@ -257,11 +259,11 @@ pub fn run_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<
 }
 
 impl UdpTrials<'_, '_> {
-    fn sleep(&mut self, d: Duration) -> Result<(), String> {
+    fn sleep(&mut self, d: Duration) -> Result<(), TrialError> {
         let end = std::time::Instant::now() + d;
         while std::time::Instant::now() < end {
             if interrupted() {
-                return Err("interrupted".into());
+                return Err(TrialError::Interrupted);
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -270,12 +272,12 @@ impl UdpTrials<'_, '_> {
 }
 
 impl TrialRunner for UdpTrialsWait<'_, '_, '_> {
-    fn trial(&mut self, rate_pps: f64, duration: Duration) -> Result<TrialOutcome, String> {
+    fn trial(&mut self, rate_pps: f64, duration: Duration) -> Result<TrialOutcome, TrialError> {
         self.0.trial(rate_pps, duration)
     }
     /// Learning needs no frames in a linerate lab (static neighbours), so
     /// every §23 wait is a plain wait.
-    fn wait(&mut self, _phase: search::WaitPhase, d: Duration) -> Result<(), String> {
+    fn wait(&mut self, _phase: search::WaitPhase, d: Duration) -> Result<(), TrialError> {
         self.0.sleep(d)
     }
 }

@@ -14,17 +14,15 @@ use anyhow::{anyhow, bail, Result};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 
 pub fn parse_pps_u64(s: &str) -> Result<u64> {
-    crate::model::units::parse_pps(s)
-        .map(|v| v.round() as u64)
-        .map_err(anyhow::Error::msg)
+    Ok(crate::model::units::parse_pps(s)?.round() as u64)
 }
 
 pub fn parse_bps(s: &str) -> Result<f64> {
-    crate::model::units::parse_bps(s).map_err(anyhow::Error::msg)
+    Ok(crate::model::units::parse_bps(s)?)
 }
 
 pub fn parse_rate_arg(s: &str) -> Result<Rate> {
-    Rate::parse(s).map_err(anyhow::Error::msg)
+    Ok(Rate::parse(s)?)
 }
 
 pub fn parse_frame(s: &str) -> Result<FrameSpec> {

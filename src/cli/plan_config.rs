@@ -232,7 +232,8 @@ fn host(plan: &Plan, h: &plan::PlanHost) -> Result<HostConfig> {
         HostKind::Local => Endpoint::Local,
         HostKind::Netns(n) => Endpoint::Netns(n.clone()),
         HostKind::Ssh(s) => Endpoint::Ssh(
-            SshTarget::parse_bare(s).map_err(|e| anyhow!("{}", plan.error_at(h.span, e)))?,
+            SshTarget::parse_bare(s)
+                .map_err(|e| anyhow!("{}", plan.error_at(h.span, e.to_string())))?,
         ),
     };
     Ok(HostConfig {

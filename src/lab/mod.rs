@@ -128,6 +128,19 @@ pub struct Shape {
     pub queue_bytes: u32,
 }
 
+/// Why `--dut-shape` could not be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ShapeError {
+    #[error(transparent)]
+    NotRate(#[from] crate::model::units::RateError),
+    #[error("--dut-shape rate {0}: give 8k..400G bit/s")]
+    Rate(String),
+    #[error("--dut-shape queue '{0}': give bytes (125000, 64k, 1M) or a time (50ms)")]
+    Queue(String),
+    #[error("--dut-shape queue of {0} B: give at least one frame (1514 B) and at most 1 GiB")]
+    QueueSize(u64),
+}
+
 impl Shape {
     /// The token bucket: 1 ms at the rate, at least four full frames
     /// (tbf needs at least one MTU, and a little slack keeps the rate).
@@ -151,14 +164,14 @@ impl Shape {
     /// Parses `RATE[,QUEUE]`: RATE in bit/s (20M, 1G), QUEUE in bytes
     /// (125000, 64k, 1M) or as a time at the rate (50ms). The default
     /// queue holds 100 ms.
-    pub fn parse(s: &str) -> std::result::Result<Shape, String> {
+    pub fn parse(s: &str) -> std::result::Result<Shape, ShapeError> {
         let (rate, queue) = match s.split_once(',') {
             Some((r, q)) => (r, Some(q.trim())),
             None => (s, None),
         };
         let rate_bps = crate::model::units::parse_bps(rate.trim())? as u64;
         if !(8_000..=400_000_000_000).contains(&rate_bps) {
-            return Err(format!("--dut-shape rate {rate}: give 8k..400G bit/s"));
+            return Err(ShapeError::Rate(rate.to_string()));
         }
         let bytes_at = |secs: f64| (rate_bps as f64 / 8.0 * secs) as u64;
         let queue = match queue {
@@ -166,9 +179,11 @@ impl Shape {
             Some(q) => {
                 let lower = q.to_ascii_lowercase();
                 let num = |t: &str| {
-                    t.trim().parse::<f64>().ok().filter(|v| v.is_finite() && *v > 0.0).ok_or_else(|| {
-                        format!("--dut-shape queue '{q}': give bytes (125000, 64k, 1M) or a time (50ms)")
-                    })
+                    t.trim()
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|v| v.is_finite() && *v > 0.0)
+                        .ok_or_else(|| ShapeError::Queue(q.to_string()))
                 };
                 if let Some(ms) = lower.strip_suffix("ms") {
                     bytes_at(num(ms)? / 1000.0)
@@ -182,9 +197,7 @@ impl Shape {
             }
         };
         if !(1514..=1 << 30).contains(&queue) {
-            return Err(format!(
-                "--dut-shape queue of {queue} B: give at least one frame (1514 B) and at most 1 GiB"
-            ));
+            return Err(ShapeError::QueueSize(queue));
         }
         Ok(Shape {
             rate_bps,

@@ -3,7 +3,7 @@
 //! at the end (in chunks that fit a control frame), which cuts them into
 //! phases and computes the statistics.
 
-use crate::engine::JobCtx;
+use crate::engine::{EngineError, JobCtx};
 use crate::proto::probe::{Kind, Probe, ProbeSample, HEADER_LEN};
 use crate::proto::{EndpointSummary, Response};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -84,7 +84,7 @@ impl Tracker {
 
 /// Sends probes until the duration ends or the controller stops the job,
 /// waits [`GRACE`] for late replies, then hands the samples over.
-pub fn run(ctx: &JobCtx, sock: UdpSocket, spec: ProbeSpec) -> Result<EndpointSummary, String> {
+pub fn run(ctx: &JobCtx, sock: UdpSocket, spec: ProbeSpec) -> Result<EndpointSummary, EngineError> {
     let interval = spec.interval.max(MIN_INTERVAL);
     let len = usize::from(spec.payload).max(HEADER_LEN);
     let expected = (spec.duration.as_secs_f64() / interval.as_secs_f64()).ceil() as usize + 1;

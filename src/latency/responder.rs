@@ -7,7 +7,7 @@
 //! reply is the request rewritten in place, so it is exactly as long as the
 //! request. Everything else is counted and dropped without a byte sent.
 
-use crate::engine::JobCtx;
+use crate::engine::{EngineError, JobCtx};
 use crate::proto::probe::{Kind, Probe};
 use crate::proto::EndpointSummary;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -118,7 +118,7 @@ pub fn bind(addr: IpAddr) -> std::io::Result<UdpSocket> {
 /// Summary: `rx_packets` probes accepted, `tx_packets` replies sent,
 /// `foreign` datagrams refused (not a probe, wrong token or address, after
 /// the end), `tx_errors` probes over the rate cap plus failed sends.
-pub fn serve(ctx: &JobCtx, sock: UdpSocket, s: Session) -> Result<EndpointSummary, String> {
+pub fn serve(ctx: &JobCtx, sock: UdpSocket, s: Session) -> Result<EndpointSummary, EngineError> {
     let t0 = Instant::now();
     let mut cap = RateCap::new(s.max_pps);
     let mut buf = vec![0u8; 2048];
@@ -141,7 +141,7 @@ pub fn serve(ctx: &JobCtx, sock: UdpSocket, s: Session) -> Result<EndpointSummar
             {
                 continue
             }
-            Err(e) => return Err(format!("latency responder: receiving: {e}")),
+            Err(e) => return Err(EngineError::io("latency responder: receiving")(e)),
         };
         let rx_ns = crate::sys::realtime_ns();
         let now = Instant::now();

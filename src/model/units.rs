@@ -55,16 +55,33 @@ pub fn udp_payload_for_frame(frame_size: u32, ipv6: bool) -> Option<u32> {
     frame_size.checked_sub(FCS + ETH_HEADER + ip + UDP_HEADER)
 }
 
+/// Why a rate the user wrote could not be read; each names the text and
+/// shows the forms that work.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RateError {
+    #[error(
+        "'{0}' is not a bit rate: use a number with an optional k/M/G/T suffix, e.g. 10G or 2.5G"
+    )]
+    NotBitRate(String),
+    #[error("'{0}' is not a packet rate: use a number with an optional k/M/G suffix, e.g. 1.5M or 800kpps")]
+    NotPacketRate(String),
+    #[error("'{0}' is not a percentage")]
+    NotPercentage(String),
+    #[error("'{0}': a share of the line rate must be in (0, 100] %")]
+    ShareOutOfRange(String),
+    #[error("'{0}' is not a rate: use 1.5Mpps, 5G (L1 bit/s) or 50%")]
+    NotRate(String),
+}
+
 /// Parses a rate such as `10G`, `2.5g`, `100M`, `1e9` or `25000000000` into bit/s.
-pub fn parse_bps(s: &str) -> Result<f64, String> {
+pub fn parse_bps(s: &str) -> Result<f64, RateError> {
     parse_si(s.trim_end_matches("bps").trim_end_matches("bit/s"))
-        .ok_or_else(|| format!("'{s}' is not a bit rate: use a number with an optional k/M/G/T suffix, e.g. 10G or 2.5G"))
+        .ok_or_else(|| RateError::NotBitRate(s.to_string()))
 }
 
 /// Parses a packet rate such as `1.5Mpps`, `800k` or `14880952`.
-pub fn parse_pps(s: &str) -> Result<f64, String> {
-    parse_si(s.trim_end_matches("pps"))
-        .ok_or_else(|| format!("'{s}' is not a packet rate: use a number with an optional k/M/G suffix, e.g. 1.5M or 800kpps"))
+pub fn parse_pps(s: &str) -> Result<f64, RateError> {
+    parse_si(s.trim_end_matches("pps")).ok_or_else(|| RateError::NotPacketRate(s.to_string()))
 }
 
 /// A load as the user gave it: packets per second, an L1 bit rate, or a
@@ -78,17 +95,15 @@ pub enum Rate {
 
 impl Rate {
     /// Parses `1.5Mpps`, `5G` (L1 bit/s) or `50%` (of the line rate).
-    pub fn parse(s: &str) -> Result<Rate, String> {
+    pub fn parse(s: &str) -> Result<Rate, RateError> {
         let t = s.trim();
         if let Some(p) = t.strip_suffix('%') {
             let pct: f64 = p
                 .trim()
                 .parse()
-                .map_err(|_| format!("'{s}' is not a percentage"))?;
+                .map_err(|_| RateError::NotPercentage(s.to_string()))?;
             if !(pct > 0.0 && pct <= 100.0) {
-                return Err(format!(
-                    "'{s}': a share of the line rate must be in (0, 100] %"
-                ));
+                return Err(RateError::ShareOutOfRange(s.to_string()));
             }
             return Ok(Rate::LinePct(pct));
         }
@@ -97,7 +112,7 @@ impl Rate {
         }
         parse_bps(t)
             .map(Rate::L1Bps)
-            .map_err(|_| format!("'{s}' is not a rate: use 1.5Mpps, 5G (L1 bit/s) or 50%"))
+            .map_err(|_| RateError::NotRate(s.to_string()))
     }
 
     /// Packets per second for frames of `avg_frame` bytes on a line of

@@ -2,6 +2,7 @@
 //! (ssh, netns, local), and the expansion of a test's `from` entries.
 
 use super::value::{entries, span, Src};
+use super::Invalid;
 use super::{HostKind, PlanError, PlanHost, Span};
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -28,12 +29,12 @@ impl NumRange {
 }
 
 /// Splits `gen[1-12]` into `gen` and its range; a plain name has none.
-pub(super) fn parse_pattern(s: &str) -> Result<(&str, Option<NumRange>), String> {
+pub(super) fn parse_pattern(s: &str) -> Result<(&str, Option<NumRange>), Invalid> {
     let Some(open) = s.find('[') else {
         if s.contains(']') {
-            return Err(format!(
+            return Err(Invalid(format!(
                 "'{s}' has a ']' without '[': write a range like gen[1-12]"
-            ));
+            )));
         }
         return Ok((s, None));
     };
@@ -48,32 +49,32 @@ pub(super) fn parse_pattern(s: &str) -> Result<(&str, Option<NumRange>), String>
     let (a, b) = inner.split_once('-').ok_or_else(bad)?;
     let digits = |t: &str| !t.is_empty() && t.len() <= 6 && t.bytes().all(|c| c.is_ascii_digit());
     if base.is_empty() || !digits(a) || !digits(b) {
-        return Err(bad());
+        return Err(bad().into());
     }
     let (lo, hi): (u32, u32) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
     if lo > hi {
-        return Err(format!(
+        return Err(Invalid(format!(
             "'{s}': the range runs backwards; write [{hi}-{lo}]"
-        ));
+        )));
     }
     if hi - lo >= MAX_RANGE {
-        return Err(format!(
+        return Err(Invalid(format!(
             "'{s}' names {} hosts; one range may name at most {MAX_RANGE}",
             hi - lo + 1
-        ));
+        )));
     }
     let padded = a.len() > 1 && a.starts_with('0');
     if padded && a.len() != b.len() {
-        return Err(format!(
+        return Err(Invalid(format!(
             "'{s}': pad both ends to the same width, e.g. [{a}-{b:0>w$}]",
             w = a.len()
-        ));
+        )));
     }
     let width = if padded { a.len() } else { 0 };
     Ok((base, Some(NumRange { lo, hi, width })))
 }
 
-fn check_name(name: &str) -> Result<(), String> {
+fn check_name(name: &str) -> Result<(), Invalid> {
     let ok = name.len() <= MAX_NAME
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name
@@ -82,10 +83,10 @@ fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
+        Err(Invalid(format!(
             "'{name}' is not a host name: use up to {MAX_NAME} letters, digits, _ . - \
              (starting with a letter or digit), or a range like gen[1-12]"
-        ))
+        )))
     }
 }
 
@@ -266,7 +267,7 @@ fn each_same(key: &str) -> String {
 }
 
 /// Replaces `{n}` by the host's number; a host outside a range has none.
-fn substitute(s: &str, n: Option<&str>) -> Result<String, String> {
+fn substitute(s: &str, n: Option<&str>) -> Result<String, Invalid> {
     match n {
         Some(n) => Ok(s.replace("{n}", n)),
         None if s.contains("{n}") => Err(
@@ -278,20 +279,20 @@ fn substitute(s: &str, n: Option<&str>) -> Result<String, String> {
 }
 
 /// A basic check; the caller parses the target fully.
-fn check_ssh_target(s: &str) -> Result<(), String> {
+fn check_ssh_target(s: &str) -> Result<(), Invalid> {
     let bad = |why: &str| {
         format!("ssh target '{s}' {why}: write user@host, user@host:port, [v6]:port or ssh://user@host:port")
     };
     if s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(bad("must be one word without spaces"));
+        return Err(bad("must be one word without spaces").into());
     }
     if s.starts_with('-') {
         // ssh would take it for an option.
-        return Err(bad("starts with '-'"));
+        return Err(bad("starts with '-'").into());
     }
     let rest = s.strip_prefix("ssh://").unwrap_or(s);
     let host = match rest.rsplit_once('@') {
-        Some(("", _)) => return Err(bad("has an empty user before '@'")),
+        Some(("", _)) => return Err(bad("has an empty user before '@'").into()),
         Some((_, host)) => host,
         None => rest,
     };
@@ -317,17 +318,17 @@ fn check_ssh_target(s: &str) -> Result<(), String> {
         (host, None)
     };
     if host.is_empty() {
-        return Err(bad("has no host"));
+        return Err(bad("has no host").into());
     }
     match port {
         Some(p) if !p.parse::<u16>().is_ok_and(|p| p > 0) => {
-            Err(bad(&format!("has port '{p}', not 1..=65535")))
+            Err(bad(&format!("has port '{p}', not 1..=65535")).into())
         }
         _ => Ok(()),
     }
 }
 
-fn check_netns(s: &str) -> Result<(), String> {
+fn check_netns(s: &str) -> Result<(), Invalid> {
     let ok = (1..=15).contains(&s.len())
         && s != "."
         && s != ".."
@@ -336,14 +337,14 @@ fn check_netns(s: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
+        Err(Invalid(format!(
             "netns '{s}' is not a namespace name: use 1 to 15 letters, digits, _ . - (as `ip netns` lists them)"
-        ))
+        )))
     }
 }
 
 /// Linux interface names: 1..=15 bytes, no '/', no spaces.
-fn check_ifname(s: &str) -> Result<(), String> {
+fn check_ifname(s: &str) -> Result<(), Invalid> {
     let ok = (1..=15).contains(&s.len())
         && s != "."
         && s != ".."
@@ -353,9 +354,9 @@ fn check_ifname(s: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
+        Err(Invalid(format!(
             "port '{s}' is not an interface name: use the name `ip link` shows (1 to 15 characters, no / : or spaces)"
-        ))
+        )))
     }
 }
 

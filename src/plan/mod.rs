@@ -87,6 +87,24 @@ pub struct PlanError {
     pub message: String,
 }
 
+/// A value in a plan that fails a check, with the reason as the user reads
+/// it; the parser places it at the value's line and column.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+impl From<String> for Invalid {
+    fn from(reason: String) -> Self {
+        Invalid(reason)
+    }
+}
+
+impl From<&str> for Invalid {
+    fn from(reason: &str) -> Self {
+        Invalid(reason.to_string())
+    }
+}
+
 /// A validated plan. Only [`parse`] makes one.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -245,7 +263,7 @@ impl Plan {
     }
 
     /// An error at `span`, e.g. the CLI parser's verdict on a [`PlanArg`].
-    pub fn error_at(&self, span: Span, message: impl Into<String>) -> PlanError {
+    pub fn error_at(&self, span: Span, message: impl std::fmt::Display) -> PlanError {
         Src {
             file: &self.file,
             text: &self.text,
@@ -413,9 +431,11 @@ fn parse_ssh(src: Src, t: &DeTable) -> Result<PlanSsh, PlanError> {
 }
 
 /// `K=V` for `ssh -o`; never one that turns host-key checking or BatchMode off.
-fn check_ssh_option(o: &str) -> Result<String, String> {
+fn check_ssh_option(o: &str) -> Result<String, Invalid> {
     let Some((k, v)) = o.split_once('=').filter(|(k, _)| !k.trim().is_empty()) else {
-        return Err(format!("ssh option '{o}' must be KEY=VALUE, as for ssh -o"));
+        return Err(Invalid(format!(
+            "ssh option '{o}' must be KEY=VALUE, as for ssh -o"
+        )));
     };
     let (k, v) = (k.trim().to_ascii_lowercase(), v.trim().to_ascii_lowercase());
     let unsafe_option = match k.as_str() {
@@ -425,10 +445,10 @@ fn check_ssh_option(o: &str) -> Result<String, String> {
         _ => false,
     };
     if unsafe_option {
-        return Err(format!(
+        return Err(Invalid(format!(
             "ssh option '{o}' is refused: linerate never turns host-key checking or BatchMode off; \
              for hosts not yet in known_hosts, set accept_new = true"
-        ));
+        )));
     }
     Ok(o.to_string())
 }

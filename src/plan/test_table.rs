@@ -2,6 +2,7 @@
 //! and the safety rule, and every other key kept as a command option.
 
 use super::value::{entries, span, Src, Value};
+use super::Invalid;
 use super::{hosts, suggest, PlanError, PlanHost, PlanTest, TestKind, MAX_INSTANCES};
 use crate::proto::Cidr;
 use std::net::IpAddr;
@@ -136,7 +137,7 @@ pub(super) fn parse_test(
     })
 }
 
-fn parse_kind(s: &str) -> Result<TestKind, String> {
+fn parse_kind(s: &str) -> Result<TestKind, Invalid> {
     const KINDS: [TestKind; 5] = [
         TestKind::Tcp,
         TestKind::Udp,
@@ -148,26 +149,26 @@ fn parse_kind(s: &str) -> Result<TestKind, String> {
         return Ok(*k);
     }
     if s == "latency" {
-        return Err(format!(
+        return Err(Invalid(format!(
             "kind \"{s}\" is not supported yet in plans: use tcp, udp, ramp, search or http"
-        ));
+        )));
     }
     let hint = suggest(s, KINDS.iter().map(|k| k.as_str()))
         .map(|k| format!("did you mean \"{k}\"? "))
         .unwrap_or_default();
-    Err(format!(
+    Err(Invalid(format!(
         "unknown kind \"{s}\": {hint}kind is one of tcp, udp, ramp, search, http"
-    ))
+    )))
 }
 
 /// The generator's safety rule, checked here so the error points at the plan.
-fn check_target(ip: IpAddr, allow: &[Cidr]) -> Result<(), String> {
+fn check_target(ip: IpAddr, allow: &[Cidr]) -> Result<(), Invalid> {
     let host_prefix = if ip.is_ipv4() { 32 } else { 128 };
     crate::engine::check_destination(ip, allow).map_err(|_| {
-        format!(
+        Invalid(format!(
             "target {ip} is outside loopback, 198.18.0.0/15 and 2001:2::/48: load tests belong on \
              isolated test networks (RFC 6815); if this is one, add allow_target = [\"{ip}/{host_prefix}\"] \
              (or its prefix) at the top of the plan"
-        )
+        ))
     })
 }

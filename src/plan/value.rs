@@ -17,13 +17,13 @@ pub(super) struct Src<'a> {
 }
 
 impl Src<'_> {
-    pub fn err(&self, span: Span, message: impl Into<String>) -> PlanError {
+    pub fn err(&self, span: Span, message: impl std::fmt::Display) -> PlanError {
         let (line, column) = super::locate(self.text, span.start);
         PlanError {
             file: self.file.to_string(),
             line,
             column,
-            message: message.into(),
+            message: message.to_string(),
         }
     }
 

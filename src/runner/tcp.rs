@@ -80,37 +80,80 @@ fn tcp_inner(
             if t.ipv6 { 6 } else { 4 }
         )
     })?;
-    let streams = t.streams.max(1);
-    let expect = if t.direction == Direction::Both {
-        streams * 2
-    } else {
-        streams
-    };
-    // Both ends of stream i share cpus[i % n]: on veth the receive path runs
-    // in the sender's softirq, and a stream whose ends sit on two cores has its
-    // segments delivered from two backlogs, out of order, which the sender
-    // takes for loss (spurious retransmits). Same-core ends avoid that.
-    let cpus: Vec<usize> = if t.cpus.is_empty() {
+    let cpus = stream_cpus(t);
+    let pairs = pairs(ends, t.direction);
+    let agents = ends.agents();
+    let sink = ends.sink.agent;
+    let mut jobs = Jobs::new(ends.fleet);
+    let ports = start_servers(&mut jobs, t, sink, &pairs, &cpus)?;
+    let before = jobs.snapshot(&agents)?;
+    let targets: Vec<SocketAddr> = ports
+        .iter()
+        .map(|&p| SocketAddr::new(target_ip, p))
+        .collect();
+    let (mut col, start_at, done) = run_clients(
+        &mut jobs,
+        t,
+        sink,
+        &pairs,
+        &targets,
+        &cpus,
+        dir,
+        on_progress,
+    )?;
+    let after = jobs.snapshot(&agents)?;
+    jobs.disarm();
+    if !col.errors.is_empty() {
+        bail!("{}", col.errors.join("; "));
+    }
+    record::counters(ends, &before, &after, result);
+    record_pairs(
+        ends,
+        t,
+        &pairs,
+        &mut col,
+        start_at.unwrap_or(0),
+        (&before, &after),
+        result,
+    );
+    if !done {
+        bail!("interrupted before the test ended");
+    }
+    Ok(())
+}
+
+/// The cores TCP streams use. Both ends of stream i share cpus[i % n]: on
+/// veth the receive path runs in the sender's softirq, and a stream whose
+/// ends sit on two cores has its segments delivered from two backlogs, out
+/// of order, which the sender takes for loss (spurious retransmits).
+/// Same-core ends avoid that.
+fn stream_cpus(t: &TcpTest) -> Vec<usize> {
+    if t.cpus.is_empty() {
         (0..std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1))
             .collect()
     } else {
         t.cpus.clone()
+    }
+}
+
+/// Starts one listening server per pair on the sink; returns their ports.
+fn start_servers(
+    jobs: &mut Jobs,
+    t: &TcpTest,
+    sink: usize,
+    pairs: &[Pair],
+    cpus: &[usize],
+) -> Result<Vec<u16>> {
+    let streams = t.streams.max(1);
+    let expect = if t.direction == Direction::Both {
+        streams * 2
+    } else {
+        streams
     };
-    let pairs = pairs(ends, t.direction);
-    let agents = ends.agents();
-    let sink = ends.sink.agent;
-    let roles: HashMap<u32, String> = pairs
-        .iter()
-        .flat_map(|p| {
-            let name = p.legs[0].name.clone();
-            [(p.client_id, name.clone()), (p.server_id, name)]
-        })
-        .collect();
-    let mut jobs = Jobs::new(ends.fleet);
     let mut ports = Vec::new();
-    for p in &pairs {
+    for p in pairs {
         let port = jobs
             .start(
                 sink,
@@ -120,7 +163,7 @@ fn tcp_inner(
                     expect_streams: expect,
                     duration_ms: t.duration.as_millis() as u64,
                     interval_ms: INTERVAL_MS,
-                    cpus: cpus.clone(),
+                    cpus: cpus.to_vec(),
                     congestion: t.congestion.clone(),
                 },
                 None,
@@ -128,21 +171,45 @@ fn tcp_inner(
             .ok_or_else(|| anyhow!("the TCP server reported no port"))?;
         ports.push(port);
     }
-    let before = jobs.snapshot(&agents)?;
+    Ok(ports)
+}
+
+/// Starts every client at one agreed instant, reports progress while they
+/// run and stops both sides if the run is cut short. Returns what was
+/// collected, the agreed start (realtime ns) and whether the run ended on
+/// its own.
+#[allow(clippy::too_many_arguments)]
+fn run_clients(
+    jobs: &mut Jobs,
+    t: &TcpTest,
+    sink: usize,
+    pairs: &[Pair],
+    targets: &[SocketAddr],
+    cpus: &[usize],
+    dir: &mut Option<&mut RunDir>,
+    on_progress: OnProgress,
+) -> Result<(Collected, Option<u64>, bool)> {
+    let roles: HashMap<u32, String> = pairs
+        .iter()
+        .flat_map(|p| {
+            let name = p.legs[0].name.clone();
+            [(p.client_id, name.clone()), (p.server_id, name)]
+        })
+        .collect();
     let clients: Vec<usize> = pairs.iter().map(|p| p.client_agent).collect();
     let start_at = jobs.agree_start(&clients);
     let t0 = Instant::now();
-    for (p, &port) in pairs.iter().zip(&ports) {
+    for (p, &target) in pairs.iter().zip(targets) {
         jobs.start(
             p.client_agent,
             p.client_id,
             Job::TcpConnect {
-                target: SocketAddr::new(target_ip, port),
-                streams,
+                target,
+                streams: t.streams.max(1),
                 direction: t.direction,
                 duration_ms: t.duration.as_millis() as u64,
                 interval_ms: INTERVAL_MS,
-                cpus: cpus.clone(),
+                cpus: cpus.to_vec(),
                 congestion: t.congestion.clone(),
                 buffer_len: t.buffer_len,
                 allow: t.allow.clone(),
@@ -185,7 +252,7 @@ fn tcp_inner(
         },
     )?;
     if !done {
-        for p in &pairs {
+        for p in pairs {
             jobs.stop(p.client_agent, p.client_id, vec![]);
             jobs.stop(sink, p.server_id, vec![]);
         }
@@ -197,15 +264,23 @@ fn tcp_inner(
             |_, _| {},
         );
     }
-    let after = jobs.snapshot(&agents)?;
-    jobs.disarm();
-    if !col.errors.is_empty() {
-        bail!("{}", col.errors.join("; "));
-    }
-    record::counters(ends, &before, &after, result);
-    let start_ns = start_at.unwrap_or(0);
+    Ok((col, start_at, done))
+}
+
+/// Each pair's legs as directions with their checks, then CPU, the
+/// bottleneck verdict and, with several generators, the aggregate.
+fn record_pairs(
+    ends: &Ends,
+    t: &TcpTest,
+    pairs: &[Pair],
+    col: &mut Collected,
+    start_ns: u64,
+    (before, after): (&Snapshots, &Snapshots),
+    result: &mut TestResult,
+) {
+    let sink = ends.sink.agent;
     let mut legs_done = Vec::new();
-    for p in &pairs {
+    for p in pairs {
         let client = col.summary(p.client_id);
         let server = col.summary(p.server_id);
         let client_iv = col.intervals.remove(&p.client_id).unwrap_or_default();
@@ -224,7 +299,7 @@ fn tcp_inner(
                 ends,
                 leg,
                 &d,
-                kernel.then_some((t.ipv6, &before, &after)),
+                kernel.then_some((t.ipv6, before, after)),
                 result,
             );
             result.directions.push(d);
@@ -240,15 +315,11 @@ fn tcp_inner(
             ..p.legs[0].clone()
         })
         .collect();
-    record::cpu(ends, &before, &after, &col, &timing, result);
-    record::bottleneck(ends, &before, &after, &col, &timing, result);
+    record::cpu(ends, before, after, col, &timing, result);
+    record::bottleneck(ends, before, after, col, &timing, result);
     if ends.many() {
         result.aggregate = Some(record::aggregate(ends, &legs_done, result, None));
     }
-    if !done {
-        bail!("interrupted before the test ended");
-    }
-    Ok(())
 }
 
 /// One direction of one client/server pair.

@@ -85,14 +85,29 @@ impl TrialOutcome {
 /// [`TrialWaits::tail_s`] after sending stopped), so the outcome includes
 /// late frames. Phases a, b (before) and e (after) are asked for through
 /// [`TrialRunner::wait`].
+/// Why a runner could not complete a trial or a wait.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TrialError {
+    /// The user stopped the run (Ctrl-C, SIGTERM).
+    #[error("interrupted")]
+    Interrupted,
+    /// The trial ran and failed (an agent went away, a job errored); the
+    /// message says why.
+    #[error("{0}")]
+    Failed(String),
+    /// A trial or wait time that no clock can take.
+    #[error("{0} s is not a usable duration")]
+    BadDuration(f64),
+}
+
 pub trait TrialRunner {
     /// Sends at `rate_pps` for `duration` and reports what came back.
-    fn trial(&mut self, rate_pps: f64, duration: Duration) -> Result<TrialOutcome, String>;
+    fn trial(&mut self, rate_pps: f64, duration: Duration) -> Result<TrialOutcome, TrialError>;
 
     /// A wait around a trial (routing update and learning frames before it,
     /// restabilising after it). The default does nothing; a real runner
     /// sleeps, or sends learning frames and then sleeps.
-    fn wait(&mut self, phase: WaitPhase, duration: Duration) -> Result<(), String> {
+    fn wait(&mut self, phase: WaitPhase, duration: Duration) -> Result<(), TrialError> {
         let _ = (phase, duration);
         Ok(())
     }
@@ -256,11 +271,11 @@ impl TrialLog {
         goal: Option<String>,
     ) -> Result<&SearchTrial, SearchError> {
         let index = self.trials.len();
-        let fail = |log: &TrialLog, message: String| SearchError::Trial {
+        let fail = |log: &TrialLog, e: TrialError| SearchError::Trial {
             index,
             rate_pps,
             duration_s,
-            message,
+            message: e.to_string(),
             completed: log.trials.clone(),
         };
         let duration = secs(duration_s).map_err(|e| fail(self, e))?;
@@ -303,8 +318,8 @@ impl TrialLog {
     }
 }
 
-fn secs(s: f64) -> Result<Duration, String> {
-    Duration::try_from_secs_f64(s).map_err(|e| format!("{s} s is not a usable duration: {e}"))
+fn secs(s: f64) -> Result<Duration, TrialError> {
+    Duration::try_from_secs_f64(s).map_err(|_| TrialError::BadDuration(s))
 }
 
 /// Checks a rate or duration is a finite positive number.

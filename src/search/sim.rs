@@ -7,7 +7,7 @@
 //! hold the searches to.
 
 use super::ramp::{RampSample, RampSpec};
-use super::{TrialOutcome, TrialRunner, WaitPhase};
+use super::{TrialError, TrialOutcome, TrialRunner, WaitPhase};
 use std::time::Duration;
 
 /// SplitMix64 (Steele, Lea, Flood 2014): tiny, seedable, good enough for noise.
@@ -203,11 +203,11 @@ impl SimDut {
 }
 
 impl TrialRunner for SimDut {
-    fn trial(&mut self, rate_pps: f64, duration: Duration) -> Result<TrialOutcome, String> {
+    fn trial(&mut self, rate_pps: f64, duration: Duration) -> Result<TrialOutcome, TrialError> {
         Ok(self.simulate(rate_pps, duration.as_secs_f64()))
     }
 
-    fn wait(&mut self, _phase: WaitPhase, duration: Duration) -> Result<(), String> {
+    fn wait(&mut self, _phase: WaitPhase, duration: Duration) -> Result<(), TrialError> {
         self.clock_s += duration.as_secs_f64();
         Ok(())
     }

@@ -119,7 +119,16 @@ impl Agent {
     }
 }
 
-type Event = (usize, std::result::Result<Response, String>);
+type Event = (usize, std::result::Result<Response, ChannelLost>);
+
+/// Why an agent's control channel ended.
+#[derive(Debug, thiserror::Error)]
+enum ChannelLost {
+    #[error("its control channel closed")]
+    Closed,
+    #[error(transparent)]
+    Decode(#[from] proto::DecodeError),
+}
 
 /// A set of agents whose messages arrive on one channel.
 pub struct Fleet {
@@ -250,11 +259,11 @@ impl Fleet {
                         }
                     }
                     Ok(None) => {
-                        let _ = tx.send((idx, Err("its control channel closed".into())));
+                        let _ = tx.send((idx, Err(ChannelLost::Closed)));
                         break;
                     }
                     Err(e) => {
-                        let _ = tx.send((idx, Err(e.to_string())));
+                        let _ = tx.send((idx, Err(ChannelLost::Decode(e))));
                         break;
                     }
                 }
@@ -402,7 +411,7 @@ impl Fleet {
                 }
                 Ok(Some((i, m)))
             }
-            Ok((i, Err(e))) => Err(self.lose(i, &e)),
+            Ok((i, Err(e))) => Err(self.lose(i, &e.to_string())),
             Err(RecvTimeoutError::Timeout) => {
                 self.check_silence()?;
                 Ok(None)

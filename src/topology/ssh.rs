@@ -9,12 +9,13 @@
 //! quotes ssh.
 
 mod diagnose;
+mod target;
 
 pub use diagnose::{cert_problem, classify, failure_of, parse_cert_listing, CertInfo, Failure};
+pub use target::{SshTarget, TargetError};
 
 use anyhow::{anyhow, bail, Context, Result};
 use sha2::{Digest, Sha256};
-use std::fmt;
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
@@ -25,139 +26,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How long past ConnectTimeout open() waits for the login itself.
 const LOGIN_SLACK: Duration = Duration::from_secs(3);
-
-/// Where a host is reached: `ssh://[user@]host[:port]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SshTarget {
-    /// `None` leaves the user to ssh_config (or the local user name).
-    pub user: Option<String>,
-    /// A name or an address; IPv6 without brackets.
-    pub host: String,
-    /// `None` leaves the port to ssh_config (or 22).
-    pub port: Option<u16>,
-}
-
-impl SshTarget {
-    /// Parses `ssh://[user@]host[:port]`, IPv6 hosts in brackets.
-    pub fn parse_url(s: &str) -> Result<Self, String> {
-        let rest = s.strip_prefix("ssh://").ok_or_else(|| {
-            format!("{s:?} is not an ssh URL: write ssh://[user@]host[:port], e.g. ssh://root@198.18.0.2")
-        })?;
-        Self::parse_authority(rest).map_err(|why| {
-            format!("{s:?} is not a valid ssh URL: {why}; write ssh://[user@]host[:port]")
-        })
-    }
-
-    /// Parses the plan-file form `[user@]host[:port]`; the ssh:// form is
-    /// accepted too.
-    pub fn parse_bare(s: &str) -> Result<Self, String> {
-        if s.starts_with("ssh://") {
-            return Self::parse_url(s);
-        }
-        if s.contains("://") {
-            return Err(format!(
-                "{s:?} is not an ssh host: only ssh:// is supported; write [user@]host[:port]"
-            ));
-        }
-        Self::parse_authority(s).map_err(|why| {
-            format!("{s:?} is not a valid ssh host: {why}; write [user@]host[:port]")
-        })
-    }
-
-    fn parse_authority(s: &str) -> Result<Self, String> {
-        let s = s.strip_suffix('/').unwrap_or(s);
-        if s.contains('/') {
-            return Err("it has a path; only [user@]host[:port] is allowed".into());
-        }
-        let (user, hostport) = match s.rsplit_once('@') {
-            Some((u, h)) => (Some(u), h),
-            None => (None, s),
-        };
-        if let Some(u) = user {
-            if u.is_empty() {
-                return Err("the user before '@' is empty".into());
-            }
-            if u.starts_with('-')
-                || u.chars()
-                    .any(|c| c.is_whitespace() || c.is_control() || c == '@' || c == ':')
-            {
-                return Err(format!("user {u:?} has characters ssh cannot take"));
-            }
-        }
-        let (host, port) = if let Some(inner) = hostport.strip_prefix('[') {
-            let (h, after) = inner
-                .split_once(']')
-                .ok_or("an IPv6 address opened with '[' needs a closing ']'")?;
-            if h.parse::<std::net::Ipv6Addr>().is_err() {
-                return Err(format!("{h:?} in brackets is not an IPv6 address"));
-            }
-            let port = match after {
-                "" => None,
-                p => Some(p.strip_prefix(':').ok_or("expected ':port' after ']'")?),
-            };
-            (h, port)
-        } else {
-            match hostport.split_once(':') {
-                Some((h, p)) if !p.contains(':') => (h, Some(p)),
-                Some(_) => return Err("an IPv6 address needs brackets: [2001:2::1]:22".into()),
-                None => (hostport, None),
-            }
-        };
-        if host.is_empty() {
-            return Err("the host is empty".into());
-        }
-        if host.starts_with('-')
-            || !host
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '%'))
-        {
-            return Err(format!("host {host:?} is not a host name or address"));
-        }
-        let port = match port {
-            None => None,
-            Some(p) => match p.parse::<u16>() {
-                Ok(n) if n > 0 => Some(n),
-                _ => return Err(format!("port {p:?} is not a number from 1 to 65535")),
-            },
-        };
-        Ok(SshTarget {
-            user: user.map(str::to_string),
-            host: host.to_string(),
-            port,
-        })
-    }
-
-    /// `-l user -p port host`, as ssh takes them.
-    fn destination_args(&self) -> Vec<String> {
-        let mut a = Vec::new();
-        if let Some(u) = &self.user {
-            a.extend(["-l".to_string(), u.clone()]);
-        }
-        if let Some(p) = self.port {
-            a.extend(["-p".to_string(), p.to_string()]);
-        }
-        a.push(self.host.clone());
-        a
-    }
-}
-
-impl fmt::Display for SshTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ssh://")?;
-        if let Some(u) = &self.user {
-            write!(f, "{u}@")?;
-        }
-        if self.host.contains(':') {
-            write!(f, "[{}]", self.host)?;
-        } else {
-            f.write_str(&self.host)?;
-        }
-        if let Some(p) = self.port {
-            write!(f, ":{p}")?;
-        }
-        Ok(())
-    }
-}
 
 /// How to run ssh, from --ssh-* flags or a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,10 +63,25 @@ impl Default for SshOptions {
     }
 }
 
+/// An `--ssh-option` linerate will not pass to ssh.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OptionError {
+    /// It would weaken host-key checking, allow prompts or take the
+    /// connection out of linerate's hands.
+    #[error(
+        "--ssh-option {key}={value} is not allowed: linerate never turns host-key \
+         checking off, always runs ssh with BatchMode=yes and manages its own \
+         ControlMaster; drop this option (for new hosts use --ssh-accept-new)"
+    )]
+    Refused { key: String, value: String },
+    #[error("--ssh-option {key:?}={value:?}: write KEY=VALUE, e.g. Port=2222")]
+    Malformed { key: String, value: String },
+}
+
 impl SshOptions {
     /// Refuses options that would weaken host-key checking, allow prompts,
     /// or take the connection out of linerate's hands.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), OptionError> {
         for (k, v) in &self.options {
             let key = k.to_ascii_lowercase();
             let val = v.to_ascii_lowercase();
@@ -209,16 +92,16 @@ impl SshOptions {
                 _ => false,
             };
             if refuse {
-                return Err(format!(
-                    "--ssh-option {k}={v} is not allowed: linerate never turns host-key \
-                     checking off, always runs ssh with BatchMode=yes and manages its own \
-                     ControlMaster; drop this option (for new hosts use --ssh-accept-new)"
-                ));
+                return Err(OptionError::Refused {
+                    key: k.clone(),
+                    value: v.clone(),
+                });
             }
             if k.is_empty() || k.contains(['=', ' ']) {
-                return Err(format!(
-                    "--ssh-option {k:?}={v:?}: write KEY=VALUE, e.g. Port=2222"
-                ));
+                return Err(OptionError::Malformed {
+                    key: k.clone(),
+                    value: v.clone(),
+                });
             }
         }
         Ok(())
@@ -724,50 +607,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_targets() {
-        let t = SshTarget::parse_url("ssh://root@198.18.0.2:2222").unwrap();
-        assert_eq!(
-            t,
-            SshTarget {
-                user: Some("root".into()),
-                host: "198.18.0.2".into(),
-                port: Some(2222)
-            }
-        );
-        assert_eq!(t.to_string(), "ssh://root@198.18.0.2:2222");
-        let t = SshTarget::parse_url("ssh://[2001:2::1]:22").unwrap();
-        assert_eq!(
-            (t.host.as_str(), t.port, t.user.is_none()),
-            ("2001:2::1", Some(22), true)
-        );
-        assert_eq!(t.to_string(), "ssh://[2001:2::1]:22");
-        let t = SshTarget::parse_bare("lab-b").unwrap();
-        assert_eq!(t.to_string(), "ssh://lab-b");
-        assert_eq!(
-            SshTarget::parse_bare("ssh://u@h").unwrap().user.as_deref(),
-            Some("u")
-        );
-        for bad in [
-            "root@h",
-            "ssh://",
-            "ssh://h:0",
-            "ssh://h:70000",
-            "ssh://2001:2::1",
-            "ssh://[nope]:22",
-            "ssh://-oProxyCommand=x",
-            "ssh://@h",
-            "ssh://h/path",
-            "ssh://h;rm",
-        ] {
-            let e = SshTarget::parse_url(bad).unwrap_err();
-            assert!(e.contains("ssh://[user@]host[:port]"), "{bad}: {e}");
-        }
-        assert!(SshTarget::parse_bare("http://h")
-            .unwrap_err()
-            .contains("only ssh://"));
-    }
-
-    #[test]
     fn refuses_weakening_options() {
         let mut o = SshOptions::default();
         o.options.push(("Port".into(), "2222".into()));
@@ -780,7 +619,10 @@ mod tests {
         ] {
             o.options = vec![(k.into(), v.into())];
             assert!(
-                o.check().unwrap_err().contains("never turns host-key"),
+                o.check()
+                    .unwrap_err()
+                    .to_string()
+                    .contains("never turns host-key"),
                 "{k}"
             );
         }

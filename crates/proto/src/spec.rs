@@ -90,6 +90,20 @@ impl std::str::FromStr for TxEngine {
     }
 }
 
+/// A test specification that cannot be used; each message says how to
+/// write it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpecError {
+    #[error("a rate profile needs at least one point")]
+    EmptyProfile,
+    #[error("bad rate profile point {0:?}: times ascending, rates >= 0")]
+    BadPoint(RatePoint),
+    #[error("'{0}' is not an address or prefix like 192.0.2.0/24")]
+    NotPrefix(String),
+    #[error("'{0}': prefix length must be 0..={1}")]
+    PrefixLength(String, u8),
+}
+
 /// A target packet rate over time: piecewise linear between points, the
 /// last point's rate held after it. A constant rate is one point.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
@@ -127,18 +141,16 @@ impl RateProfile {
     }
 
     /// Checks the profile is usable: points in time order, rates finite and >= 0.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SpecError> {
         if self.points.is_empty() {
-            return Err("a rate profile needs at least one point".into());
+            return Err(SpecError::EmptyProfile);
         }
         let mut last = f64::NEG_INFINITY;
         for p in &self.points {
             if !(p.t_s.is_finite() && p.pps.is_finite() && p.pps >= 0.0 && p.t_s >= 0.0)
                 || p.t_s < last
             {
-                return Err(format!(
-                    "bad rate profile point {p:?}: times ascending, rates >= 0"
-                ));
+                return Err(SpecError::BadPoint(*p));
             }
             last = p.t_s;
         }
@@ -227,12 +239,10 @@ impl Cidr {
 }
 
 impl std::str::FromStr for Cidr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, SpecError> {
         let (a, p) = s.split_once('/').unwrap_or((s, ""));
-        let addr: IpAddr = a
-            .parse()
-            .map_err(|_| format!("'{s}' is not an address or prefix like 192.0.2.0/24"))?;
+        let addr: IpAddr = a.parse().map_err(|_| SpecError::NotPrefix(s.to_string()))?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let prefix = if p.is_empty() {
             max
@@ -240,7 +250,7 @@ impl std::str::FromStr for Cidr {
             p.parse::<u8>()
                 .ok()
                 .filter(|&p| p <= max)
-                .ok_or_else(|| format!("'{s}': prefix length must be 0..={max}"))?
+                .ok_or_else(|| SpecError::PrefixLength(s.to_string(), max))?
         };
         Ok(Cidr { addr, prefix })
     }

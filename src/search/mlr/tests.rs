@@ -311,9 +311,11 @@ fn runner_failure_keeps_completed_trials() {
             &mut self,
             rate_pps: f64,
             d: std::time::Duration,
-        ) -> Result<crate::search::TrialOutcome, String> {
+        ) -> Result<crate::search::TrialOutcome, crate::search::TrialError> {
             if self.0.trials() == 3 {
-                return Err("agent gen went away".into());
+                return Err(crate::search::TrialError::Failed(
+                    "agent gen went away".into(),
+                ));
             }
             self.0.trial(rate_pps, d)
         }
