@@ -33,7 +33,7 @@ const CURSOR_LEN: usize = 16;
 /// One generator instance: the flows of one sender thread on one egress.
 struct Group {
     /// Declared before `obj`: detached before the program is unloaded.
-    _hold: Option<Attached>,
+    hold: Option<Attached>,
     obj: Object,
     ifindex: u32,
     ifname: String,
@@ -223,7 +223,7 @@ impl Group {
         }
         let ifname = probe::ifname(ifindex)?;
         Ok(Group {
-            _hold: hold,
+            hold,
             obj,
             ifindex,
             ifname,
@@ -296,7 +296,7 @@ impl LiveTx {
     /// Why runs are slower than they could be, for the results: lo's
     /// generic XDP slot was taken, so every run waits for the dispatcher.
     pub fn note(&self) -> Option<String> {
-        self.groups.iter().any(|g| g._hold.is_none()).then(|| {
+        self.groups.iter().any(|g| g.hold.is_none()).then(|| {
             "lo of the sender's namespace already has a generic XDP program, so the \
              generator could not stay in the XDP dispatcher: each run waits ~25 ms"
                 .to_string()
