@@ -4,9 +4,14 @@
 //! calling thread. Not a linerate command: it measures the kernel's path
 //! that the live engine's per-frame work is compared against.
 //!
-//! Usage: xdp_floor IFNAME SECONDS [REPEAT] [CPU]
-//! Prints one line: frames sent, seconds, frames/s, ns per call.
+//! Usage: xdp_floor IFNAME SECONDS [REPEAT] [CPU] [floor|gen]
+//! Prints one line: frames sent, seconds, frames/s, ns per call. `gen`
+//! runs the live engine's generator (gen.bpf.c, one flow 198.18.0.1 ->
+//! 198.18.0.2, broadcast MAC) the same way, without linerate's pacing
+//! loop: the per-frame cost of the program alone.
 
+use linerate::engine::frame::{FlowPath, Template};
+use linerate::engine::xdp::live::Generator;
 use linerate::engine::xdp::{consts, hold_in_dispatcher, with_meta, Object};
 use linerate::sys::{self, XdpRun};
 use std::time::{Duration, Instant};
@@ -31,13 +36,26 @@ fn main() -> anyhow::Result<()> {
     frame[0..6].fill(0xff);
     frame[6..12].copy_from_slice(&[2, 0x4c, 0x52, 0, 0, 1]);
     frame[12..14].copy_from_slice(&[0x88, 0xb5]);
-    let mut obj = Object::load("floor", &[]).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let gen = args.get(5).map(String::as_str) == Some("gen");
+    let prog = if gen { "lr_gen" } else { "lr_floor" };
+    let mut obj = if gen {
+        let path = FlowPath {
+            src_mac: [2, 0x4c, 0x52, 0, 0, 1],
+            dst_mac: [0xff; 6],
+            src: "198.18.0.1:40000".parse()?,
+            dst: "198.18.0.2:5001".parse()?,
+        };
+        let t = [Template::new(&path, 64).map_err(|e| anyhow::anyhow!("{e}"))?];
+        Generator::load(&[(0, &t[..])], &[64])
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .obj
+    } else {
+        Object::load("floor", &[]).map_err(|e| anyhow::anyhow!("{e}"))?
+    };
     // As the live engine does: lo holds the program in the XDP dispatcher.
-    let _hold = hold_in_dispatcher(&mut obj, "lr_floor");
+    let _hold = hold_in_dispatcher(&mut obj, prog);
     let frame = with_meta(&frame);
-    let fd = obj
-        .prog_fd("lr_floor")
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let fd = obj.prog_fd(prog).map_err(|e| anyhow::anyhow!("{e}"))?;
     let start = Instant::now();
     let (mut frames, mut calls) = (0u64, 0u64);
     while start.elapsed() < Duration::from_secs_f64(secs) {

@@ -244,6 +244,23 @@ impl Group {
             return Ok(());
         };
         let p0 = self.pos[first.flow];
+        let k = self.flows.len();
+        if p0 == self.next_flow
+            && first.size as u32 == self.next_slot
+            && first.header.seq == self.next_seq[p0 as usize]
+        {
+            // In lockstep (the usual case): the run continues the program's
+            // round-robin, so each flow advances by its share of the batch;
+            // O(flows), not O(frames).
+            let n = msgs.len();
+            for i in 0..k.min(n) {
+                let p = (p0 as usize + i) % k;
+                self.next_seq[p] += (n / k + usize::from(i < n % k)) as u64;
+            }
+            self.next_flow = ((p0 as usize + n) % k) as u32;
+            self.next_slot = ((first.size + n) % slots as usize) as u32;
+            return Ok(());
+        }
         if p0 != self.next_flow || first.size as u32 != self.next_slot {
             let mut c = [0u8; CURSOR_LEN];
             c[0..8].copy_from_slice(&u64::from(p0).to_ne_bytes());
