@@ -6,10 +6,11 @@
 # a veth pair, 198.18.0.1 -> 198.18.0.2; with --routed a Linux router namespace
 # sits between them (198.18.1.2 -> dut -> 198.19.1.2).
 #
-# Usage: bench/run.sh [--routed] [--seconds N] [--rounds R]
+# Usage: bench/run.sh [--routed] [--seconds N] [--rounds R] [--live-only]
 #   --routed      put a routing DUT namespace between sender and sink
 #   --seconds N   seconds per measurement (default 5)
 #   --rounds R    measurements per tool; the table shows the median (default 3)
+#   --live-only   only trafgen (1 core), the live engine and its floor
 #
 # Measurements per round (the order of tools alternates between rounds):
 #   tcp 1 stream    linerate tcp -P 1        vs  iperf3 -P 1         (goodput)
@@ -27,8 +28,12 @@
 #   live floor      the same live-frames path with floor.bpf.c (XDP_TX of a
 #                   constant frame, no per-frame work), run by the example
 #                   binary target/release/examples/xdp_floor (not a linerate
-#                   command), counted the same way. Both with GRO on the sink
-#                   veth for the measurement (a veth peer needs NAPI).
+#                   command), counted the same way. Both with GRO and threaded
+#                   NAPI on the sender's veth peer for the measurement (XDP
+#                   frames need NAPI there; threaded, the peer's receive work
+#                   leaves the generator's core). Also reported: frames the
+#                   generator sent per second (the run's repeat count), live
+#                   vs floor, which a socket sink cannot absorb on 2 cores.
 #   self-test       linerate lab's back-to-back self-test vs trafgen --cpus 1
 #   agent peak RSS  the largest max_rss_bytes of any linerate agent in any run
 #
@@ -39,13 +44,14 @@
 # and processes it starts are removed on exit.
 set -euo pipefail
 
-routed=0; secs=5; rounds=3
+routed=0; secs=5; rounds=3; liveonly=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --routed) routed=1 ;;
+    --live-only) liveonly=1 ;;
     --seconds) secs=${2:?--seconds needs a value}; shift ;;
     --rounds) rounds=${2:?--rounds needs a value}; shift ;;
-    -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -254,7 +260,11 @@ run_trafgen() {
 # XDP_TX'd frames need; only for the live rows, so the others are unchanged.
 peer_ns() { if [ $routed = 1 ]; then echo "$dut"; else echo "$dst"; fi; }
 peer_dev() { if [ $routed = 1 ]; then echo d0; else echo "$rdev"; fi; }
-napi() { ip netns exec "$(peer_ns)" ethtool -K "$(peer_dev)" gro "$1" >/dev/null 2>&1 || true; }
+napi() {
+  local t=0; [ "$1" = on ] && t=1
+  ip netns exec "$(peer_ns)" ethtool -K "$(peer_dev)" gro "$1" >/dev/null 2>&1 || true
+  ip netns exec "$(peer_ns)" sh -c "echo $t > /sys/class/net/$(peer_dev)/threaded" 2>/dev/null || true
+}
 rx_count() { ip netns exec "$dst" cat "/sys/class/net/$rdev/statistics/rx_packets"; }
 
 # The live engine, one sender thread; rx pps at the sink veth as for trafgen.
@@ -263,6 +273,9 @@ run_live() {
   napi on; rx0=$(rx_count); t0=$(date +%s.%N)
   run_linerate udp64live-lr udp --frame-size 64 --tx-engine live --threads 1
   rx1=$(rx_count); t1=$(date +%s.%N); napi off
+  local tx
+  tx=$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["tests"][0]["directions"][0]["tx_pps"] or 0))' "$tmp/lr.json" 2>/dev/null || echo nan)
+  rec "$round" udp64livetx linerate "$tx"
   local v
   v=$(python3 -c "import sys; print(int((int(sys.argv[2])-int(sys.argv[1]))/$secs))" "$rx0" "$rx1")
   say "linerate live (sink veth)" "$(python3 -c "import sys; print(f'{int(sys.argv[1])/1e3:9.1f} kpps rx at $rdev')" "$v")"
@@ -279,6 +292,7 @@ run_floor() {
     say "live-frames floor" "FAILED (exit $rc): $(tail -n 2 "$tmp/fl.out" | tr '\n' ' ')"
     rec "$round" udp64live floor nan; return 0
   fi
+  rec "$round" udp64livetx floor "$(awk '{print $6; exit}' "$tmp/fl.out")"
   local v=$(( (rx1 - rx0) / secs ))
   say "live-frames floor" "$(python3 -c "import sys; print(f'{int(sys.argv[1])/1e3:9.1f} kpps rx at $rdev')" "$v")  ($(cat "$tmp/fl.out"))"
   rec "$round" udp64live floor "$v"
@@ -308,7 +322,9 @@ echo
 
 for round in $(seq 1 "$rounds"); do
   echo "round $round/$rounds"
-  if [ $((round % 2)) = 1 ]; then
+  if [ $liveonly = 1 ]; then
+    if [ $((round % 2)) = 1 ]; then run_trafgen; run_live; run_floor; else run_floor; run_live; run_trafgen; fi
+  elif [ $((round % 2)) = 1 ]; then
     run_linerate tcp1 tcp -P 1; run_iperf3_tcp 1
     run_linerate tcp4 tcp -P 4; run_iperf3_tcp 4
     run_linerate udp64 udp --frame-size 64 --tx-engine socket; run_trafgen
@@ -365,6 +381,10 @@ for key, label, (akey, atool), aname, fmt, tgt in [
     ("udp64live", "udp 64B sink rx pps, live engine", T1, "trafgen (1 core)", pps, 12.0),
     ("udp64live", "udp 64B sink rx pps, live engine", ("udp64live", "floor"),
      "live-frames floor", pps, 0.8),
+    # What the generator sent (its runs' repeat counts) vs the floor's.
+    ("udp64livetx", "udp 64B tx pps, live engine", ("udp64livetx", "floor"),
+     "live-frames floor (tx)", pps, 0.8),
+    ("udp64livetx", "udp 64B tx pps, live engine", T1, "trafgen (1 core)", pps, None),
     # --threads 2: its scaling over one thread, and trafgen on the same 2 cores.
     ("udp64mt", "udp 64B rx pps, packet, 2 threads", ("udp64pkt", "linerate"),
      "linerate 1 thread", pps, None),
