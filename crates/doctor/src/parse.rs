@@ -205,7 +205,7 @@ mod tests {
         assert_eq!(parse_cpu_list("").unwrap(), Vec::<usize>::new());
         assert_eq!(parse_cpu_list("0-6:2").unwrap(), [0, 2, 4, 6]);
         assert_eq!(parse_cpu_list("3,1,1").unwrap(), [1, 3]);
-        assert!(parse_cpu_list("3-1").unwrap_err().contains("backwards"));
+        assert!(parse_cpu_list("3-1").unwrap_err().0.contains("backwards"));
         assert!(parse_cpu_list("a-b").is_err());
         assert!(parse_cpu_list("0-99999999999").is_err());
         assert!(parse_cpu_list("0-4:0").is_err());
@@ -225,7 +225,7 @@ mod tests {
         assert_eq!(parse_rate("1.5Gbit/s").unwrap(), 1.5e9);
         assert_eq!(parse_rate("400Mbps").unwrap(), 400e6);
         assert_eq!(parse_rate("1e9").unwrap(), 1e9);
-        assert!(parse_rate("10GB").unwrap_err().contains("bytes"));
+        assert!(parse_rate("10GB").unwrap_err().0.contains("bytes"));
         assert!(parse_rate("fast").is_err());
         assert!(parse_rate("0G").is_err());
         assert!(parse_rate("10Q").is_err());
@@ -237,7 +237,7 @@ mod tests {
         assert_eq!(parse_duration("200us").unwrap(), Duration::from_micros(200));
         assert_eq!(parse_duration("200µs").unwrap(), Duration::from_micros(200));
         assert_eq!(parse_duration("0.5s").unwrap(), Duration::from_millis(500));
-        assert!(parse_duration("5").unwrap_err().contains("unit"));
+        assert!(parse_duration("5").unwrap_err().0.contains("unit"));
         assert!(parse_duration("0ms").is_err());
         assert!(parse_duration("1fortnight").is_err());
     }
