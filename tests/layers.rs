@@ -539,3 +539,62 @@ fn the_checks_find_planted_faults() {
         "{up:?}"
     );
 }
+
+/// One error style (ARCHITECTURE.md, "Errors"): no `Result<_, String>`
+/// anywhere; typed errors at boundaries, anyhow in the command layer.
+#[test]
+fn no_result_with_a_string_error() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    for c in ["proto", "sys", "doctor"] {
+        rust_files(&root.join("crates").join(c).join("src"), &mut files);
+    }
+    let mut bad = Vec::new();
+    for f in files {
+        let code = code_of(&std::fs::read_to_string(&f).unwrap());
+        for (at, _) in code.match_indices("Result<") {
+            if string_error(&code[at + "Result<".len()..]) {
+                let line = code[..at].matches('\n').count() + 1;
+                bad.push(format!("{}:{line}", f.display()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "Result<_, String> (give the error a type, or use anyhow in the command layer):\n{}",
+        bad.join("\n")
+    );
+}
+
+/// Whether the generic arguments starting at `rest` (just after `Result<`)
+/// end with `String` as the error type.
+fn string_error(rest: &str) -> bool {
+    let mut depth = 0usize;
+    // `Result<T>` (anyhow's alias) has no error argument.
+    let mut last_arg_start = None;
+    for (i, c) in rest.char_indices() {
+        match c {
+            '<' | '(' | '[' => depth += 1,
+            ')' | ']' => depth = depth.saturating_sub(1),
+            '>' if depth == 0 => {
+                return last_arg_start.is_some_and(|s| rest[s..i].trim() == "String")
+            }
+            '>' => depth -= 1,
+            ',' if depth == 0 => last_arg_start = Some(i + 1),
+            ';' | '{' => return false,
+            _ => {}
+        }
+    }
+    false
+}
+
+#[test]
+fn the_string_error_check_reads_generics() {
+    assert!(string_error("(), String>"));
+    assert!(string_error("Vec<(u8, String)>, String> {"));
+    assert!(!string_error("String>"));
+    assert!(!string_error("Vec<String>>"));
+    assert!(!string_error("Option<u16>, EngineError>"));
+    assert!(!string_error("(String, u8), io::Error>"));
+}

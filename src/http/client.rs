@@ -5,6 +5,7 @@
 
 use super::stats::{self, CpuMark};
 use super::wire::{self, MAX_HEAD};
+use super::HttpError;
 use super::{tls, ConnStats};
 use crate::proto::http::{HttpSummary, KtlsStatus};
 use crate::proto::IntervalSample;
@@ -80,7 +81,7 @@ pub fn run(
     stop: Arc<AtomicBool>,
     interval: Duration,
     on_interval: &mut dyn FnMut(IntervalSample),
-) -> Result<HttpSummary, String> {
+) -> Result<HttpSummary, HttpError> {
     let start = Instant::now();
     let cpu = CpuMark::now();
     // With a request count the duration is only a safety cap.
@@ -106,7 +107,7 @@ pub fn run(
     let mut handles = Vec::new();
     for id in 0..sh.spec.connections.max(1) {
         let sock = TcpStream::connect_timeout(&sh.spec.target, Duration::from_secs(5))
-            .map_err(|e| format!("connecting to {}: {e}", sh.spec.target))?;
+            .map_err(|e| HttpError::Protocol(format!("connecting to {}: {e}", sh.spec.target)))?;
         let st = Arc::new(ConnStats::new(id, sock.as_raw_fd()));
         conns.push(Arc::clone(&st));
         let sh2 = Arc::clone(&sh);
@@ -123,7 +124,7 @@ pub fn run(
                         match TcpStream::connect_timeout(&sh2.spec.target, Duration::from_secs(5)) {
                             Ok(s) => s,
                             Err(e) => {
-                                record_error(&sh2, &st, format!("reconnecting: {e}"));
+                                record_error(&sh2, &st, HttpError::io("reconnecting")(e));
                                 break;
                             }
                         }
@@ -146,7 +147,7 @@ pub fn run(
                 *g = Some(lat);
             }
         });
-        handles.push(h.map_err(|e| format!("starting a client thread: {e}"))?);
+        handles.push(h.map_err(HttpError::io("starting a client thread"))?);
     }
     let mut clock = crate::engine::IntervalClock::new(start, interval);
     let mut last = Vec::new();
@@ -201,10 +202,10 @@ pub fn run(
     })
 }
 
-fn record_error(sh: &Shared, st: &ConnStats, e: String) {
+fn record_error(sh: &Shared, st: &ConnStats, e: HttpError) {
     sh.errors.fetch_add(1, Ordering::Relaxed);
     if let Ok(mut g) = st.error.lock() {
-        g.get_or_insert(e);
+        g.get_or_insert(e.to_string());
     }
 }
 
@@ -282,7 +283,7 @@ fn connection(
     st: &ConnStats,
     ttfb: &mut hdrhistogram::Histogram<u64>,
     lat: &mut hdrhistogram::Histogram<u64>,
-) -> Result<bool, String> {
+) -> Result<bool, HttpError> {
     /// Detaches the socket from the sampler before it closes.
     struct Attached<'a>(&'a ConnStats);
     impl Drop for Attached<'_> {
@@ -291,9 +292,9 @@ fn connection(
         }
     }
     sock.set_read_timeout(Some(POLL))
-        .map_err(|e| e.to_string())?;
+        .map_err(HttpError::io("setting the socket's timeouts"))?;
     sock.set_write_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
+        .map_err(HttpError::io("setting the socket's timeouts"))?;
     let mut conn = match &sh.spec.tls {
         None => Conn::Plain(sock),
         Some(cfg) => handshake(sh, sock, cfg)?,
@@ -314,14 +315,18 @@ fn connection(
     let plain = matches!(conn, Conn::Plain(_));
     while sh.claim() {
         conn.write_all(request.as_bytes())
-            .map_err(|e| format!("sending a request: {e}"))?;
+            .map_err(HttpError::io("sending a request"))?;
         let t0 = Instant::now();
         let mut have = 0usize;
         let mut first: Option<Instant> = None;
         let resp = loop {
             match conn.read(&mut head[have..]) {
                 Ok(0) if have == 0 => return Ok(true), // closed between requests
-                Ok(0) => return Err("the server closed the connection mid-response".into()),
+                Ok(0) => {
+                    return Err(HttpError::Protocol(
+                        "the server closed the connection mid-response".into(),
+                    ))
+                }
                 Ok(n) => {
                     first.get_or_insert_with(Instant::now);
                     have += n;
@@ -337,17 +342,17 @@ fn connection(
                         return Ok(false);
                     }
                     if t0.elapsed() > STALL {
-                        return Err(format!("no response within {STALL:?}"));
+                        return Err(HttpError::Protocol(format!("no response within {STALL:?}")));
                     }
                 }
-                Err(e) => return Err(format!("reading a response: {e}")),
+                Err(e) => return Err(HttpError::io("reading a response")(e)),
             }
         };
         let Some(len) = resp.content_length else {
-            return Err(format!(
+            return Err(HttpError::Protocol(format!(
                 "HTTP {} without Content-Length; linerate needs sized bodies",
                 resp.status
-            ));
+            )));
         };
         sh.object_bytes.fetch_max(len, Ordering::Relaxed);
         let early = ((have - resp.len) as u64).min(len);
@@ -362,7 +367,11 @@ fn connection(
             }
             let want = left.min(DISCARD as u64) as usize;
             match conn.discard(&mut buf, want) {
-                Ok(0) => return Err("the server closed the connection mid-body".into()),
+                Ok(0) => {
+                    return Err(HttpError::Protocol(
+                        "the server closed the connection mid-body".into(),
+                    ))
+                }
                 Ok(n) => {
                     left -= n as u64;
                     st.bytes.fetch_add(n as u64, Ordering::Relaxed);
@@ -373,10 +382,12 @@ fn connection(
                 }
                 Err(e) if retry(&e) => {
                     if quiet.elapsed() > STALL {
-                        return Err(format!("the body stalled for {STALL:?}"));
+                        return Err(HttpError::Protocol(format!(
+                            "the body stalled for {STALL:?}"
+                        )));
                     }
                 }
-                Err(e) => return Err(format!("reading a body: {e}")),
+                Err(e) => return Err(HttpError::io("reading a body")(e)),
             }
         }
         let done = Instant::now();
@@ -394,7 +405,11 @@ fn connection(
     Ok(false)
 }
 
-fn handshake(sh: &Arc<Shared>, sock: TcpStream, cfg: &Arc<ClientConfig>) -> Result<Conn, String> {
+fn handshake(
+    sh: &Arc<Shared>,
+    sock: TcpStream,
+    cfg: &Arc<ClientConfig>,
+) -> Result<Conn, HttpError> {
     let fd = sock.as_raw_fd();
     let ulp = sh.spec.ktls
         && match ffi::set_tls_ulp(fd) {
@@ -411,8 +426,9 @@ fn handshake(sh: &Arc<Shared>, sock: TcpStream, cfg: &Arc<ClientConfig>) -> Resu
             }
         };
     let name = ServerName::try_from(sh.spec.host.clone())
-        .map_err(|e| format!("TLS server name '{}': {e}", sh.spec.host))?;
-    let mut tls = ClientConnection::new(Arc::clone(cfg), name).map_err(|e| format!("TLS: {e}"))?;
+        .map_err(|e| HttpError::Tls(format!("TLS server name '{}': {e}", sh.spec.host)))?;
+    let mut tls = ClientConnection::new(Arc::clone(cfg), name)
+        .map_err(|e| HttpError::Tls(format!("TLS: {e}")))?;
     let mut io = Counted {
         sock,
         shared: Arc::clone(sh),
@@ -423,10 +439,15 @@ fn handshake(sh: &Arc<Shared>, sock: TcpStream, cfg: &Arc<ClientConfig>) -> Resu
             Ok(_) => {}
             Err(e) if retry(&e) => {
                 if t0.elapsed() > STALL {
-                    return Err("TLS handshake timed out".into());
+                    return Err(HttpError::Protocol("TLS handshake timed out".into()));
                 }
             }
-            Err(e) => return Err(format!("TLS handshake with {}: {e}", sh.spec.target)),
+            Err(e) => {
+                return Err(HttpError::Protocol(format!(
+                    "TLS handshake with {}: {e}",
+                    sh.spec.target
+                )))
+            }
         }
     }
     tls::remember_version(&sh.tls_version, &tls);
@@ -436,7 +457,7 @@ fn handshake(sh: &Arc<Shared>, sock: TcpStream, cfg: &Arc<ClientConfig>) -> Resu
     let tls13 = tls.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3);
     let secrets = tls
         .dangerous_extract_secrets()
-        .map_err(|e| format!("kTLS: extracting the session keys: {e}"))?;
+        .map_err(|e| HttpError::Tls(format!("kTLS: extracting the session keys: {e}")))?;
     tls::enable_ktls(fd, tls13, secrets)?;
     sh.ktls_used.store(true, Ordering::Relaxed);
     Ok(Conn::Ktls(io.sock))

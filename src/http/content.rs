@@ -1,6 +1,7 @@
 //! What the server sends: a generated object in memory (`--size`), or the
 //! files of a root warmed into (or evicted from) the page cache.
 
+use super::HttpError;
 use crate::proto::http::CacheState;
 use crate::sys;
 use crate::sys::tls as ffi;
@@ -12,14 +13,15 @@ use std::path::Path;
 const WARM_LIMIT: u64 = 64 << 30;
 
 /// A memory file of `n` bytes of a repeating pattern (memfd: sendfile-able).
-pub fn generated(n: u64) -> Result<File, String> {
-    let mut f = sys::memfd_with(&[]).map_err(|e| format!("making the --size object: {e}"))?;
+pub fn generated(n: u64) -> Result<File, HttpError> {
+    let mut f = sys::memfd_with(&[]).map_err(HttpError::io("making the --size object"))?;
     let chunk: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
     let mut left = n;
     while left > 0 {
         let k = left.min(chunk.len() as u64) as usize;
-        f.write_all(&chunk[..k])
-            .map_err(|e| format!("making the --size object of {n} bytes in memory: {e}"))?;
+        f.write_all(&chunk[..k]).map_err(HttpError::io(format!(
+            "making the --size object of {n} bytes in memory"
+        )))?;
         left -= k as u64;
     }
     Ok(f)

@@ -4,12 +4,13 @@
 use super::client::{self, GetSpec};
 use super::server::{ServeSpec, Server};
 use super::tls;
+use super::HttpError;
 use crate::engine::JobCtx;
 use crate::proto::http::{HttpGetJob, HttpServeJob};
 use crate::proto::EndpointSummary;
 use std::time::{Duration, Instant};
 
-pub fn open_server(ctx: &JobCtx, j: &HttpServeJob) -> Result<(Server, u16), String> {
+pub fn open_server(ctx: &JobCtx, j: &HttpServeJob) -> Result<(Server, u16), HttpError> {
     let spec = ServeSpec {
         content: j.content.clone(),
         tls: j.tls.then_some(None),
@@ -19,7 +20,10 @@ pub fn open_server(ctx: &JobCtx, j: &HttpServeJob) -> Result<(Server, u16), Stri
         names: vec!["localhost".into(), j.bind.ip().to_string()],
     };
     let server = Server::bind(j.bind, &spec, ctx.stop.clone())?;
-    let port = server.local_addr().map_err(|e| e.to_string())?.port();
+    let port = server
+        .local_addr()
+        .map_err(HttpError::io("reading the server's port"))?
+        .port();
     Ok((server, port))
 }
 
@@ -39,13 +43,16 @@ pub fn serve(ctx: &JobCtx, server: Server, cap: Duration) -> EndpointSummary {
     }
 }
 
-pub fn get_spec(j: &HttpGetJob, duration: Duration) -> Result<GetSpec, String> {
+pub fn get_spec(j: &HttpGetJob, duration: Duration) -> Result<GetSpec, HttpError> {
     let tls = match &j.tls {
         None => None,
         Some(trust) => Some(tls::client_config(trust, j.ktls)?),
     };
     if !j.path.starts_with('/') {
-        return Err(format!("HTTP path '{}' must start with /", j.path));
+        return Err(HttpError::Config(format!(
+            "HTTP path '{}' must start with /",
+            j.path
+        )));
     }
     Ok(GetSpec {
         target: j.target,
@@ -59,7 +66,7 @@ pub fn get_spec(j: &HttpGetJob, duration: Duration) -> Result<GetSpec, String> {
     })
 }
 
-pub fn get(ctx: &JobCtx, spec: GetSpec) -> Result<EndpointSummary, String> {
+pub fn get(ctx: &JobCtx, spec: GetSpec) -> Result<EndpointSummary, HttpError> {
     let cpu0 = crate::sys::process_cpu_seconds();
     let s = client::run(spec, ctx.stop.clone(), ctx.interval, &mut |iv| ctx.emit(iv))?;
     Ok(EndpointSummary {

@@ -11,12 +11,15 @@
 
 pub mod client;
 mod content;
+mod error;
 pub mod job;
 pub mod serve_cmd;
 pub mod server;
 pub mod stats;
 pub mod tls;
 pub mod wire;
+
+pub use error::HttpError;
 
 use crate::proto::{IntervalSample, StreamSample};
 use crate::sys;

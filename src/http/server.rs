@@ -6,6 +6,7 @@
 
 use super::stats::{self, CpuMark};
 use super::wire::{self, RangeAsk, Reject, MAX_HEAD};
+use super::HttpError;
 use super::{content, tls, ConnStats};
 use crate::proto::http::Content;
 use crate::proto::http::{CacheState, HttpConnection, HttpSummary, KtlsStatus};
@@ -78,19 +79,29 @@ pub struct Server {
     pub generated_pem: Option<String>,
     pub object_bytes: u64,
     /// What kTLS will do, known before any connection (loopback probe).
-    pub ktls_probe: Option<Result<(), String>>,
+    pub ktls_probe: Option<Result<(), HttpError>>,
 }
 
 impl Server {
-    pub fn bind(addr: SocketAddr, spec: &ServeSpec, stop: Arc<AtomicBool>) -> Result<Self, String> {
+    pub fn bind(
+        addr: SocketAddr,
+        spec: &ServeSpec,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Self, HttpError> {
         let (body, cache, object_bytes) = match &spec.content {
             Content::Size(n) => (Body::Memory(content::generated(*n)?, *n), None, *n),
             Content::Root(dir) => {
                 let root = dir.canonicalize().map_err(|e| {
-                    format!("--root {}: {e}; name an existing directory", dir.display())
+                    HttpError::Config(format!(
+                        "--root {}: {e}; name an existing directory",
+                        dir.display()
+                    ))
                 })?;
                 if !root.is_dir() {
-                    return Err(format!("--root {}: not a directory", dir.display()));
+                    return Err(HttpError::Config(format!(
+                        "--root {}: not a directory",
+                        dir.display()
+                    )));
                 }
                 let cache = content::prepare_cache(&root, spec.cold);
                 (Body::Root(root), Some(cache), 0)
@@ -105,10 +116,11 @@ impl Server {
             }
         };
         let ktls_probe = (tls.is_some() && spec.ktls).then(tls::probe_ulp);
-        let listener = TcpListener::bind(addr).map_err(|e| format!("listening on {addr}: {e}"))?;
+        let listener =
+            TcpListener::bind(addr).map_err(HttpError::io(format!("listening on {addr}")))?;
         listener
             .set_nonblocking(true)
-            .map_err(|e| format!("listening on {addr}: {e}"))?;
+            .map_err(HttpError::io(format!("listening on {addr}")))?;
         Ok(Server {
             listener,
             shared: Arc::new(Shared {
@@ -225,7 +237,11 @@ impl Server {
                 .lock()
                 .ok()
                 .and_then(|n| n.clone())
-                .or_else(|| self.ktls_probe.clone().and_then(|p| p.err()))
+                .or_else(|| {
+                    self.ktls_probe
+                        .as_ref()
+                        .and_then(|p| p.as_ref().err().map(|e| e.to_string()))
+                })
         } else {
             None
         };
@@ -259,7 +275,7 @@ impl Server {
             if let Err(e) = serve_conn(&sh2, conn, &stats) {
                 sh2.errors.fetch_add(1, Ordering::Relaxed);
                 if let Ok(mut g) = stats.error.lock() {
-                    *g = Some(e);
+                    *g = Some(e.to_string());
                 }
             }
             stats.finish();
@@ -351,12 +367,13 @@ fn check_stall(t0: Instant, stop: &AtomicBool) -> io::Result<()> {
     Ok(())
 }
 
-fn serve_conn(sh: &Shared, sock: TcpStream, st: &ConnStats) -> Result<(), String> {
-    sock.set_nonblocking(false).map_err(|e| e.to_string())?;
+fn serve_conn(sh: &Shared, sock: TcpStream, st: &ConnStats) -> Result<(), HttpError> {
+    let setup = "setting up the connection's socket";
+    sock.set_nonblocking(false).map_err(HttpError::io(setup))?;
     sock.set_read_timeout(Some(POLL))
-        .map_err(|e| e.to_string())?;
+        .map_err(HttpError::io(setup))?;
     sock.set_write_timeout(Some(POLL))
-        .map_err(|e| e.to_string())?;
+        .map_err(HttpError::io(setup))?;
     let mut conn = match &sh.tls {
         None => Conn::Plain(sock),
         Some(cfg) => handshake(sh, sock, cfg)?,
@@ -403,7 +420,7 @@ fn serve_conn(sh: &Shared, sock: TcpStream, st: &ConnStats) -> Result<(), String
                         return Ok(());
                     }
                 }
-                Err(e) => return Err(format!("reading a request: {e}")),
+                Err(e) => return Err(HttpError::io("reading a request")(e)),
             }
         };
         let keep = respond(sh, &mut conn, &req, st)?;
@@ -415,7 +432,7 @@ fn serve_conn(sh: &Shared, sock: TcpStream, st: &ConnStats) -> Result<(), String
     }
 }
 
-fn handshake(sh: &Shared, sock: TcpStream, cfg: &Arc<ServerConfig>) -> Result<Conn, String> {
+fn handshake(sh: &Shared, sock: TcpStream, cfg: &Arc<ServerConfig>) -> Result<Conn, HttpError> {
     let fd = sock.as_raw_fd();
     // The ULP goes on before any TLS byte; without it, user-space TLS.
     let ulp = sh.ktls
@@ -432,7 +449,8 @@ fn handshake(sh: &Shared, sock: TcpStream, cfg: &Arc<ServerConfig>) -> Result<Co
                 false
             }
         };
-    let mut tls = ServerConnection::new(Arc::clone(cfg)).map_err(|e| format!("TLS: {e}"))?;
+    let mut tls =
+        ServerConnection::new(Arc::clone(cfg)).map_err(|e| HttpError::Tls(format!("TLS: {e}")))?;
     let mut sock = sock;
     let t0 = Instant::now();
     while tls.is_handshaking() {
@@ -440,15 +458,15 @@ fn handshake(sh: &Shared, sock: TcpStream, cfg: &Arc<ServerConfig>) -> Result<Co
             Ok(_) => {}
             Err(e) if retry(&e) => {
                 if t0.elapsed() > sh.request_timeout || sh.stop.load(Ordering::Relaxed) {
-                    return Err("TLS handshake timed out".into());
+                    return Err(HttpError::Protocol("TLS handshake timed out".into()));
                 }
             }
-            Err(e) => return Err(format!("TLS handshake: {e}")),
+            Err(e) => return Err(HttpError::io("TLS handshake")(e)),
         }
     }
     while tls.wants_write() {
         tls.write_tls(&mut sock)
-            .map_err(|e| format!("TLS handshake: {e}"))?;
+            .map_err(HttpError::io("TLS handshake"))?;
     }
     tls::remember_version(&sh.tls_version, &tls);
     if !ulp {
@@ -457,7 +475,7 @@ fn handshake(sh: &Shared, sock: TcpStream, cfg: &Arc<ServerConfig>) -> Result<Co
     let tls13 = tls.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3);
     let secrets = tls
         .dangerous_extract_secrets()
-        .map_err(|e| format!("kTLS: extracting the session keys: {e}"))?;
+        .map_err(|e| HttpError::Tls(format!("kTLS: extracting the session keys: {e}")))?;
     tls::enable_ktls(fd, tls13, secrets)?;
     sh.ktls_used.store(true, Ordering::Relaxed);
     Ok(Conn::Ktls(sock))
@@ -469,7 +487,7 @@ fn respond(
     conn: &mut Conn,
     req: &wire::RequestHead,
     st: &ConnStats,
-) -> Result<bool, String> {
+) -> Result<bool, HttpError> {
     let opened;
     let (file, len): (&File, u64) = match &sh.body {
         Body::Memory(f, n) => (f, *n),
@@ -503,7 +521,7 @@ fn respond(
                 req.keep_alive,
             );
             conn.write_all(&head, &sh.stop)
-                .map_err(|e| format!("answering: {e}"))?;
+                .map_err(HttpError::io("answering"))?;
             return Ok(req.keep_alive);
         }
     };
@@ -512,7 +530,7 @@ fn respond(
     extra.push(("Accept-Ranges", "bytes".into()));
     let head = wire::response_head(status, &extra, req.keep_alive);
     conn.write_all(&head, &sh.stop)
-        .map_err(|e| format!("sending a response head: {e}"))?;
+        .map_err(HttpError::io("sending a response head"))?;
     sh.wire_bytes
         .fetch_add(head.len() as u64, Ordering::Relaxed);
     sh.count_status(status);
@@ -527,10 +545,10 @@ fn respond(
     Ok(req.keep_alive)
 }
 
-fn error(sh: &Shared, conn: &mut Conn, status: u16, keep: bool) -> Result<bool, String> {
+fn error(sh: &Shared, conn: &mut Conn, status: u16, keep: bool) -> Result<bool, HttpError> {
     sh.count_status(status);
     conn.write_all(&wire::error_response(status, keep), &sh.stop)
-        .map_err(|e| format!("answering {status}: {e}"))?;
+        .map_err(HttpError::io(format!("answering {status}")))?;
     Ok(keep)
 }
 
@@ -541,7 +559,7 @@ fn send_body(
     start: u64,
     count: u64,
     st: &ConnStats,
-) -> Result<(), String> {
+) -> Result<(), HttpError> {
     let end = start + count;
     match conn {
         Conn::Plain(s) | Conn::Ktls(s) => {
@@ -551,16 +569,16 @@ fn send_body(
             while (off as u64) < end {
                 let want = (end - off as u64).min(1 << 30) as usize;
                 match sys::sendfile(fd, file, &mut off, want) {
-                    Ok(0) => return Err("the file ended early".into()),
+                    Ok(0) => return Err(HttpError::Protocol("the file ended early".into())),
                     Ok(n) => {
                         st.bytes.fetch_add(n as u64, Ordering::Relaxed);
                         sh.wire_bytes.fetch_add(n as u64, Ordering::Relaxed);
                         t0 = Instant::now();
                     }
                     Err(e) if retry(&e) => {
-                        check_stall(t0, &sh.stop).map_err(|e| format!("sending a body: {e}"))?
+                        check_stall(t0, &sh.stop).map_err(HttpError::io("sending a body"))?
                     }
-                    Err(e) => return Err(format!("sending a body: {e}")),
+                    Err(e) => return Err(HttpError::io("sending a body")(e)),
                 }
             }
             Ok(())
@@ -572,12 +590,12 @@ fn send_body(
                 let want = (end - off).min(buf.len() as u64) as usize;
                 let n = file
                     .read_at(&mut buf[..want], off)
-                    .map_err(|e| format!("reading the file: {e}"))?;
+                    .map_err(HttpError::io("reading the file"))?;
                 if n == 0 {
-                    return Err("the file ended early".into());
+                    return Err(HttpError::Protocol("the file ended early".into()));
                 }
                 conn.write_all(&buf[..n], &sh.stop)
-                    .map_err(|e| format!("sending a body: {e}"))?;
+                    .map_err(HttpError::io("sending a body"))?;
                 off += n as u64;
                 st.bytes.fetch_add(n as u64, Ordering::Relaxed);
                 sh.wire_bytes.fetch_add(n as u64, Ordering::Relaxed);

@@ -3,6 +3,7 @@
 //! fingerprint for the user), and kernel TLS: the `tls` ULP probe and the
 //! `tls12_crypto_info_*` structures built from rustls's extracted secrets.
 
+use super::HttpError;
 use crate::proto::http::Trust;
 use crate::sys::tls as ffi;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -46,39 +47,48 @@ pub fn server_config(
     cert_key: Option<(&Path, &Path)>,
     names: &[String],
     ktls: bool,
-) -> Result<ServerTls, String> {
+) -> Result<ServerTls, HttpError> {
     let (chain, key, generated_pem) = match cert_key {
         Some((cert, key)) => {
             let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-                .map_err(|e| format!("reading certificate {}: {e}", cert.display()))?
+                .map_err(|e| {
+                    HttpError::Tls(format!("reading certificate {}: {e}", cert.display()))
+                })?
                 .collect::<Result<_, _>>()
-                .map_err(|e| format!("parsing certificate {}: {e}", cert.display()))?;
+                .map_err(|e| {
+                    HttpError::Tls(format!("parsing certificate {}: {e}", cert.display()))
+                })?;
             if chain.is_empty() {
-                return Err(format!(
+                return Err(HttpError::Tls(format!(
                     "{}: no certificate in it; give a PEM file with the server certificate first",
                     cert.display()
-                ));
+                )));
             }
-            let key = PrivateKeyDer::from_pem_file(key)
-                .map_err(|e| format!("reading private key {}: {e}", key.display()))?;
+            let key = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+                HttpError::Tls(format!("reading private key {}: {e}", key.display()))
+            })?;
             (chain, key, None)
         }
         None => {
             let ck = rcgen::generate_simple_self_signed(names.to_vec())
-                .map_err(|e| format!("making a self-signed certificate: {e}"))?;
+                .map_err(|e| HttpError::Tls(format!("making a self-signed certificate: {e}")))?;
             let der = ck.cert.der().clone();
             let key = PrivateKeyDer::try_from(ck.signing_key.serialize_der())
-                .map_err(|e| format!("encoding the generated key: {e}"))?;
+                .map_err(|e| HttpError::Tls(format!("encoding the generated key: {e}")))?;
             (vec![der], key, Some(ck.cert.pem()))
         }
     };
     let fp = fingerprint(chain[0].as_ref());
     let mut config = ServerConfig::builder_with_provider(Arc::new(provider::default_provider()))
         .with_protocol_versions(versions())
-        .map_err(|e| format!("TLS versions: {e}"))?
+        .map_err(|e| HttpError::Tls(format!("TLS versions: {e}")))?
         .with_no_client_auth()
         .with_single_cert(chain, key)
-        .map_err(|e| format!("the certificate and key do not make a TLS server: {e}"))?;
+        .map_err(|e| {
+            HttpError::Tls(format!(
+                "the certificate and key do not make a TLS server: {e}"
+            ))
+        })?;
     // kTLS takes the keys after the handshake; session tickets sent after
     // it would be records rustls wrote that the kernel never saw.
     config.enable_secret_extraction = ktls;
@@ -139,11 +149,11 @@ impl ServerCertVerifier for AnyCert {
     }
 }
 
-pub fn client_config(trust: &Trust, ktls: bool) -> Result<Arc<ClientConfig>, String> {
+pub fn client_config(trust: &Trust, ktls: bool) -> Result<Arc<ClientConfig>, HttpError> {
     let provider = Arc::new(provider::default_provider());
     let b = ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(versions())
-        .map_err(|e| format!("TLS versions: {e}"))?;
+        .map_err(|e| HttpError::Tls(format!("TLS versions: {e}")))?;
     let mut config = match trust {
         Trust::Insecure => b
             .dangerous()
@@ -152,13 +162,16 @@ pub fn client_config(trust: &Trust, ktls: bool) -> Result<Arc<ClientConfig>, Str
         Trust::CaPem(pem) => {
             let mut roots = rustls::RootCertStore::empty();
             for c in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-                let c = c.map_err(|e| format!("parsing the CA certificate: {e}"))?;
-                roots
-                    .add(c)
-                    .map_err(|e| format!("the CA certificate is not usable: {e}"))?;
+                let c =
+                    c.map_err(|e| HttpError::Tls(format!("parsing the CA certificate: {e}")))?;
+                roots.add(c).map_err(|e| {
+                    HttpError::Tls(format!("the CA certificate is not usable: {e}"))
+                })?;
             }
             if roots.is_empty() {
-                return Err("the --cacert file holds no certificate".into());
+                return Err(HttpError::Tls(
+                    "the --cacert file holds no certificate".into(),
+                ));
             }
             b.with_root_certificates(roots).with_no_client_auth()
         }
@@ -188,18 +201,18 @@ pub fn crypto_info(
     key: &[u8],
     iv: &[u8],
     seq: u64,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, HttpError> {
     let (ctype, key_len): (u16, usize) = match cipher {
         KtlsCipher::Aes128Gcm => (51, 16),
         KtlsCipher::Aes256Gcm => (52, 32),
         KtlsCipher::Chacha20Poly1305 => (54, 32),
     };
     if key.len() != key_len || iv.len() != 12 {
-        return Err(format!(
+        return Err(HttpError::Tls(format!(
             "{cipher:?}: key of {} bytes and iv of {} (want {key_len} and 12)",
             key.len(),
             iv.len()
-        ));
+        )));
     }
     let version = if tls13 {
         TLS_1_3_VERSION
@@ -229,14 +242,14 @@ pub fn crypto_info_of(
     tls13: bool,
     seq: u64,
     s: &ConnectionTrafficSecrets,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, HttpError> {
     let (cipher, key, iv) = match s {
         ConnectionTrafficSecrets::Aes128Gcm { key, iv } => (KtlsCipher::Aes128Gcm, key, iv),
         ConnectionTrafficSecrets::Aes256Gcm { key, iv } => (KtlsCipher::Aes256Gcm, key, iv),
         ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => {
             (KtlsCipher::Chacha20Poly1305, key, iv)
         }
-        _ => return Err("no kernel TLS for this cipher suite".into()),
+        _ => return Err(HttpError::Tls("no kernel TLS for this cipher suite".into())),
     };
     crypto_info(tls13, cipher, key.as_ref(), iv.as_ref(), seq)
 }
@@ -251,16 +264,22 @@ pub fn ulp_missing(e: &io::Error) -> bool {
 
 /// Probes for the `tls` ULP on a loopback connection of this namespace.
 /// `Ok(())` when present; `Err` says why not (missing, or no loopback).
-pub fn probe_ulp() -> Result<(), String> {
+pub fn probe_ulp() -> Result<(), HttpError> {
     use std::net::{TcpListener, TcpStream};
     use std::os::fd::AsRawFd;
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no loopback to probe: {e}"))?;
-    let addr = l.local_addr().map_err(|e| e.to_string())?;
-    let c = TcpStream::connect(addr).map_err(|e| format!("no loopback to probe: {e}"))?;
+    let l = TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| HttpError::Tls(format!("no loopback to probe: {e}")))?;
+    let addr = l
+        .local_addr()
+        .map_err(|e| HttpError::Tls(format!("no loopback to probe: {e}")))?;
+    let c = TcpStream::connect(addr)
+        .map_err(|e| HttpError::Tls(format!("no loopback to probe: {e}")))?;
     match ffi::set_tls_ulp(c.as_raw_fd()) {
         Ok(()) => Ok(()),
-        Err(e) if ulp_missing(&e) => Err(crate::proto::http::KTLS_MISSING.into()),
-        Err(e) => Err(format!("kTLS probe: setting TCP_ULP tls: {e}")),
+        Err(e) if ulp_missing(&e) => Err(HttpError::Tls(crate::proto::http::KTLS_MISSING.into())),
+        Err(e) => Err(HttpError::Tls(format!(
+            "kTLS probe: setting TCP_ULP tls: {e}"
+        ))),
     }
 }
 
@@ -290,11 +309,11 @@ pub fn enable_ktls(
     fd: RawFd,
     tls13: bool,
     secrets: rustls::ExtractedSecrets,
-) -> Result<(), String> {
+) -> Result<(), HttpError> {
     let tx = crypto_info_of(tls13, secrets.tx.0, &secrets.tx.1)?;
     let rx = crypto_info_of(tls13, secrets.rx.0, &secrets.rx.1)?;
-    ffi::set_tls_keys(fd, ffi::TLS_TX, &tx).map_err(|e| format!("kTLS TX: {e}"))?;
-    ffi::set_tls_keys(fd, ffi::TLS_RX, &rx).map_err(|e| format!("kTLS RX: {e}"))?;
+    ffi::set_tls_keys(fd, ffi::TLS_TX, &tx).map_err(|e| HttpError::Tls(format!("kTLS TX: {e}")))?;
+    ffi::set_tls_keys(fd, ffi::TLS_RX, &rx).map_err(|e| HttpError::Tls(format!("kTLS RX: {e}")))?;
     Ok(())
 }
 

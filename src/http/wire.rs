@@ -1,6 +1,7 @@
 //! HTTP/1.1 wire details both sides share, with no I/O: request heads,
 //! Range, status lines, request paths inside a root.
 
+use super::HttpError;
 use std::path::{Component, Path, PathBuf};
 
 /// The largest request (or response) head either side accepts.
@@ -257,16 +258,18 @@ pub struct ResponseHead {
     pub len: usize,
 }
 
-pub fn parse_response(buf: &[u8]) -> Result<Option<ResponseHead>, String> {
+pub fn parse_response(buf: &[u8]) -> Result<Option<ResponseHead>, HttpError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut resp = httparse::Response::new(&mut headers);
     let len = match resp.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
-            return Err(format!("response head over {MAX_HEAD} bytes"))
+            return Err(HttpError::Protocol(format!(
+                "response head over {MAX_HEAD} bytes"
+            )))
         }
         Ok(httparse::Status::Partial) => return Ok(None),
-        Err(e) => return Err(format!("malformed response: {e}")),
+        Err(e) => return Err(HttpError::Protocol(format!("malformed response: {e}"))),
     };
     let header = |name: &str| {
         resp.headers
@@ -276,12 +279,14 @@ pub fn parse_response(buf: &[u8]) -> Result<Option<ResponseHead>, String> {
             .map(|v| v.trim().to_ascii_lowercase())
     };
     if header("transfer-encoding").is_some_and(|t| t != "identity") {
-        return Err("chunked responses are not supported; serve a file with a length".into());
+        return Err(HttpError::Protocol(
+            "chunked responses are not supported; serve a file with a length".into(),
+        ));
     }
     let content_length = match header("content-length") {
         Some(v) => Some(
             v.parse::<u64>()
-                .map_err(|_| format!("bad Content-Length '{v}'"))?,
+                .map_err(|_| HttpError::Protocol(format!("bad Content-Length '{v}'")))?,
         ),
         None => None,
     };

@@ -9,7 +9,7 @@
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 
-use crate::parse::{parse_cpu_list, parse_duration, parse_rate};
+use crate::parse::{parse_cpu_list, parse_duration, parse_rate, BadValue};
 use crate::{capture, exit_code, inspect, render_text, Error, Options, Report};
 
 /// Exit status when doctor could not run at all.
@@ -72,15 +72,15 @@ impl DoctorArgs {
         let cpus = match &self.cpus {
             None => None,
             Some(raw) => {
-                let invalid = |reason: String| Error::InvalidArgument {
+                let invalid = |reason: BadValue| Error::InvalidArgument {
                     flag: "--cpus",
                     value: raw.clone(),
-                    reason,
+                    reason: reason.0,
                     hint: "give CPU numbers and ranges such as 0-3,8",
                 };
                 let list = parse_cpu_list(raw).map_err(invalid)?;
                 if list.is_empty() {
-                    return Err(invalid("the list is empty".into()));
+                    return Err(invalid(BadValue("the list is empty".into())));
                 }
                 Some(list)
             }
@@ -92,7 +92,7 @@ impl DoctorArgs {
                 parse_rate(raw).map_err(|reason| Error::InvalidArgument {
                     flag: "--target-rate",
                     value: raw.to_string(),
-                    reason,
+                    reason: reason.0,
                     hint: "give bits per second such as 100G, 25G or 10000M",
                 })
             })
@@ -104,7 +104,7 @@ impl DoctorArgs {
                 parse_duration(raw).map_err(|reason| Error::InvalidArgument {
                     flag: "--rtt",
                     value: raw.to_string(),
-                    reason,
+                    reason: reason.0,
                     hint: "give a time with its unit such as 1ms or 200us",
                 })
             })

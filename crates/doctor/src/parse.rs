@@ -9,9 +9,21 @@ use std::time::Duration;
 /// garbage range like `0-4000000000` from allocating gigabytes.
 pub const MAX_CPU_ID: usize = 8191;
 
+/// Why a value given on the command line or read from sysfs could not be
+/// parsed; the text names the part that is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadValue(pub String);
+
+impl From<String> for BadValue {
+    fn from(reason: String) -> Self {
+        BadValue(reason)
+    }
+}
+
 /// Parses a CPU list as the kernel writes it (`0-3,8-11`, also `0-15:2` with a
 /// stride) into sorted, deduplicated ids. An empty string is an empty list.
-pub fn parse_cpu_list(input: &str) -> Result<Vec<usize>, String> {
+pub fn parse_cpu_list(input: &str) -> Result<Vec<usize>, BadValue> {
     let mut cpus = Vec::new();
     for part in input.trim().split(',').map(str::trim) {
         if part.is_empty() {
@@ -24,7 +36,7 @@ pub fn parse_cpu_list(input: &str) -> Result<Vec<usize>, String> {
             None => (part, 1),
         };
         if stride == 0 {
-            return Err(format!("`{part}` has a stride of 0"));
+            return Err(BadValue(format!("`{part}` has a stride of 0")));
         }
         let (lo, hi) = match range.split_once('-') {
             Some((a, b)) => (parse_id(a, part)?, parse_id(b, part)?),
@@ -34,7 +46,7 @@ pub fn parse_cpu_list(input: &str) -> Result<Vec<usize>, String> {
             }
         };
         if lo > hi {
-            return Err(format!("`{part}` is a range that runs backwards"));
+            return Err(BadValue(format!("`{part}` is a range that runs backwards")));
         }
         cpus.extend((lo..=hi).step_by(stride));
     }
@@ -43,15 +55,15 @@ pub fn parse_cpu_list(input: &str) -> Result<Vec<usize>, String> {
     Ok(cpus)
 }
 
-fn parse_id(s: &str, part: &str) -> Result<usize, String> {
+fn parse_id(s: &str, part: &str) -> Result<usize, BadValue> {
     let s = s.trim();
     let id: usize = s
         .parse()
         .map_err(|_| format!("`{part}` is not a CPU number or range (`{s}` is not a number)"))?;
     if id > MAX_CPU_ID {
-        return Err(format!(
+        return Err(BadValue(format!(
             "CPU {id} in `{part}` is above the kernel limit of {MAX_CPU_ID}"
-        ));
+        )));
     }
     Ok(id)
 }
@@ -80,7 +92,7 @@ pub fn format_cpu_list(cpus: &[usize]) -> String {
 /// Parses a rate in bits per second: `100G`, `25g`, `10000M`, `1.5Gbit/s`,
 /// `400Mbps`, `1e9`. Prefixes are decimal (k, M, G, T). Byte units are
 /// refused rather than guessed.
-pub fn parse_rate(input: &str) -> Result<f64, String> {
+pub fn parse_rate(input: &str) -> Result<f64, BadValue> {
     let s = input.trim();
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || c == '+'))
@@ -104,21 +116,25 @@ pub fn parse_rate(input: &str) -> Result<f64, String> {
     match rest {
         "" | "b" | "bit" | "bit/s" | "bps" | "b/s" => {}
         "B" | "B/s" | "Bps" | "byte" | "bytes" => {
-            return Err(format!(
+            return Err(BadValue(format!(
                 "`{input}` is in bytes; the rate is in bits per second (e.g. 100G)"
-            ))
+            )))
         }
-        other => return Err(format!("`{other}` in `{input}` is not a rate unit")),
+        other => {
+            return Err(BadValue(format!(
+                "`{other}` in `{input}` is not a rate unit"
+            )))
+        }
     }
     let bps = value * multiplier;
     if !bps.is_finite() || bps <= 0.0 {
-        return Err(format!("`{input}` is not a positive rate"));
+        return Err(BadValue(format!("`{input}` is not a positive rate")));
     }
     Ok(bps)
 }
 
 /// Parses a duration with a unit: `1ms`, `200us`, `200µs`, `0.5s`, `800ns`.
-pub fn parse_duration(input: &str) -> Result<Duration, String> {
+pub fn parse_duration(input: &str) -> Result<Duration, BadValue> {
     let s = input.trim();
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -132,12 +148,20 @@ pub fn parse_duration(input: &str) -> Result<Duration, String> {
         "ms" => 1e-3,
         "us" | "µs" | "μs" => 1e-6,
         "ns" => 1e-9,
-        "" => return Err(format!("`{input}` needs a unit (s, ms, us or ns)")),
-        other => return Err(format!("`{other}` in `{input}` is not a time unit")),
+        "" => {
+            return Err(BadValue(format!(
+                "`{input}` needs a unit (s, ms, us or ns)"
+            )))
+        }
+        other => {
+            return Err(BadValue(format!(
+                "`{other}` in `{input}` is not a time unit"
+            )))
+        }
     };
     let secs = value * seconds_per_unit;
     if !secs.is_finite() || secs <= 0.0 || secs > 3600.0 {
-        return Err(format!("`{input}` is not between 0 and one hour"));
+        return Err(BadValue(format!("`{input}` is not between 0 and one hour")));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -181,7 +205,7 @@ mod tests {
         assert_eq!(parse_cpu_list("").unwrap(), Vec::<usize>::new());
         assert_eq!(parse_cpu_list("0-6:2").unwrap(), [0, 2, 4, 6]);
         assert_eq!(parse_cpu_list("3,1,1").unwrap(), [1, 3]);
-        assert!(parse_cpu_list("3-1").unwrap_err().contains("backwards"));
+        assert!(parse_cpu_list("3-1").unwrap_err().0.contains("backwards"));
         assert!(parse_cpu_list("a-b").is_err());
         assert!(parse_cpu_list("0-99999999999").is_err());
         assert!(parse_cpu_list("0-4:0").is_err());
@@ -201,7 +225,7 @@ mod tests {
         assert_eq!(parse_rate("1.5Gbit/s").unwrap(), 1.5e9);
         assert_eq!(parse_rate("400Mbps").unwrap(), 400e6);
         assert_eq!(parse_rate("1e9").unwrap(), 1e9);
-        assert!(parse_rate("10GB").unwrap_err().contains("bytes"));
+        assert!(parse_rate("10GB").unwrap_err().0.contains("bytes"));
         assert!(parse_rate("fast").is_err());
         assert!(parse_rate("0G").is_err());
         assert!(parse_rate("10Q").is_err());
@@ -213,7 +237,7 @@ mod tests {
         assert_eq!(parse_duration("200us").unwrap(), Duration::from_micros(200));
         assert_eq!(parse_duration("200µs").unwrap(), Duration::from_micros(200));
         assert_eq!(parse_duration("0.5s").unwrap(), Duration::from_millis(500));
-        assert!(parse_duration("5").unwrap_err().contains("unit"));
+        assert!(parse_duration("5").unwrap_err().0.contains("unit"));
         assert!(parse_duration("0ms").is_err());
         assert!(parse_duration("1fortnight").is_err());
     }
