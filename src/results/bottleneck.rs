@@ -29,10 +29,33 @@ pub struct AgentCpu<'a> {
     pub after: &'a Snapshot,
 }
 
+/// Where a packet test's frames went: what the senders offered, and what
+/// was lost at the DUT and at the tester's own receiving side. A full
+/// sender core does not explain a limit the frames show lay further on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    pub offered: u64,
+    pub dut_lost: u64,
+    pub tester_drops: u64,
+}
+
+impl Traffic {
+    /// A share of the offered frames, at least a few hundred of them: below
+    /// that a loss is counting noise, not a limit.
+    fn beyond_noise(&self, n: u64) -> bool {
+        n >= 200 && n as f64 >= self.offered as f64 * LIMIT_SHARE
+    }
+}
+
+/// Lost at one place, this share of what was offered marks that place as
+/// the limit (the senders offered more than it passed).
+const LIMIT_SHARE: f64 = 0.01;
+
 /// Per-core load and the verdict; `None` when no agent reported per-core
 /// times (older agents). `wall_s` is how long traffic flowed; 0 uses the
-/// time between the snapshots.
-pub fn analyse(agents: &[AgentCpu], wall_s: f64) -> Option<Bottleneck> {
+/// time between the snapshots. `traffic` (packet tests) lets the frames
+/// name the limit before the cores do.
+pub fn analyse(agents: &[AgentCpu], wall_s: f64, traffic: Option<Traffic>) -> Option<Bottleneck> {
     let mut hosts: Vec<&str> = Vec::new();
     for a in agents {
         if !hosts.contains(&a.host.as_str()) {
@@ -58,7 +81,7 @@ pub fn analyse(agents: &[AgentCpu], wall_s: f64) -> Option<Bottleneck> {
     if loads.is_empty() {
         return None;
     }
-    Some(verdict(loads, hosts.len() > 1))
+    Some(verdict(loads, hosts.len() > 1, traffic.unwrap_or_default()))
 }
 
 fn core_load(host: &str, b: &CpuTicks, a: &CpuTicks, wall_s: f64, agents: &[&AgentCpu]) -> CpuLoad {
@@ -136,7 +159,7 @@ fn is_receiver(name: &str) -> bool {
     name.starts_with("lr-") && name.ends_with("-recv")
 }
 
-fn verdict(loads: Vec<CpuLoad>, many_hosts: bool) -> Bottleneck {
+fn verdict(loads: Vec<CpuLoad>, many_hosts: bool, traffic: Traffic) -> Bottleneck {
     let name = |c: &CpuLoad| {
         if many_hosts {
             format!("{} CPU{}", c.host, c.cpu)
@@ -156,6 +179,15 @@ fn verdict(loads: Vec<CpuLoad>, many_hosts: bool) -> Bottleneck {
         .copied()
         .filter(|c| c.busy_pct >= SATURATED_PCT)
         .collect();
+    // The frames say where the limit was when they were lost in numbers:
+    // at the tester's receiving side (its own drops), or at the DUT while
+    // the senders kept offering more.
+    if traffic.beyond_noise(traffic.tester_drops) {
+        return frames_verdict(&loads, &full, many_hosts, traffic, false);
+    }
+    if traffic.beyond_noise(traffic.dut_lost) {
+        return frames_verdict(&loads, &full, many_hosts, traffic, true);
+    }
     // Among full cores, one running the tester's own threads explains the
     // limit first: the DUT's figure is then a floor.
     let pick = full
@@ -253,6 +285,72 @@ fn verdict(loads: Vec<CpuLoad>, many_hosts: bool) -> Bottleneck {
         host,
         cpu,
         host_cpus: loads,
+    }
+}
+
+/// The verdict when the frames were lost in numbers at one place: the DUT
+/// (`at_dut`) or the tester's receiving side. Names the full core where
+/// that work ran (not a sender's), or the busiest.
+fn frames_verdict(
+    loads: &[CpuLoad],
+    full: &[&CpuLoad],
+    many_hosts: bool,
+    t: Traffic,
+    at_dut: bool,
+) -> Bottleneck {
+    let name = |c: &CpuLoad| {
+        if many_hosts {
+            format!("{} CPU{}", c.host, c.cpu)
+        } else {
+            format!("CPU{}", c.cpu)
+        }
+    };
+    let has_sender = |c: &CpuLoad| {
+        c.threads
+            .iter()
+            .any(|th| engine_share(th) && is_sender(&th.name))
+    };
+    let core = full.iter().copied().find(|c| !has_sender(c)).or_else(|| {
+        loads
+            .iter()
+            .filter(|c| !has_sender(c))
+            .max_by(|a, b| a.busy_pct.total_cmp(&b.busy_pct))
+    });
+    let lost = if at_dut { t.dut_lost } else { t.tester_drops };
+    let share = 100.0 * lost as f64 / t.offered.max(1) as f64;
+    let (kind, mut text) = if at_dut {
+        (
+            BottleneckKind::Dut,
+            format!(
+                "the DUT is the limit: {lost} of {} frames offered ({share:.1} %) were lost \
+                 there while the senders kept offering more",
+                t.offered
+            ),
+        )
+    } else {
+        (
+            BottleneckKind::TesterReceiver,
+            format!(
+                "the tester's receiving side is the limit: {lost} of {} frames offered \
+                 ({share:.1} %) were dropped before linerate counted them",
+                t.offered
+            ),
+        )
+    };
+    if let Some(c) = core {
+        text.push_str(&format!(
+            "; {} {:.0} %: {}",
+            name(c),
+            c.busy_pct,
+            evidence(c)
+        ));
+    }
+    Bottleneck {
+        verdict: text,
+        kind,
+        host: core.map(|c| c.host.clone()).unwrap_or_default(),
+        cpu: core.map(|c| c.cpu),
+        host_cpus: loads.to_vec(),
     }
 }
 
@@ -398,7 +496,7 @@ mod tests {
                 after: &sink_a,
             },
         ];
-        let v = analyse(&agents, 10.0).unwrap();
+        let v = analyse(&agents, 10.0, None).unwrap();
         assert_eq!(v.host_cpus.len(), 2, "one host, two cores");
         let c0 = &v.host_cpus[0];
         assert_eq!(c0.busy_pct, 100.0);
@@ -432,6 +530,52 @@ mod tests {
         );
     }
 
+    /// The lab's live-engine case: the sender core is full generating,
+    /// the DUT's forwarding fills the other core, and most frames are lost
+    /// at the DUT. The frames name the DUT, not the busy sender.
+    #[test]
+    fn frames_lost_at_the_dut_name_the_dut_not_the_full_sender() {
+        let b = before();
+        let a = snap(
+            vec![
+                core(0, 1000, 1420, 680, 50_000, 10),
+                core(1, 1100, 1530, 150, 50_000, 10),
+            ],
+            vec![thread(9, "lr-udp-send", 970, 0)],
+        );
+        let agents = [AgentCpu {
+            host: "lab".into(),
+            role: "gen".into(),
+            before: &b,
+            after: &a,
+        }];
+        let dut = Traffic {
+            offered: 13_000_000,
+            dut_lost: 12_300_000,
+            tester_drops: 0,
+        };
+        let v = analyse(&agents, 10.0, Some(dut)).unwrap();
+        assert_eq!(v.kind, BottleneckKind::Dut, "{}", v.verdict);
+        assert_eq!(v.cpu, Some(1), "the DUT's core, not the sender's");
+        assert!(v.verdict.contains("12300000 of 13000000"), "{}", v.verdict);
+        // The same cores with the loss at the tester's own receiver.
+        let rx = Traffic {
+            offered: 13_000_000,
+            dut_lost: 0,
+            tester_drops: 12_000_000,
+        };
+        let v = analyse(&agents, 10.0, Some(rx)).unwrap();
+        assert_eq!(v.kind, BottleneckKind::TesterReceiver, "{}", v.verdict);
+        // Loss within counting noise leaves the cores to decide.
+        let noise = Traffic {
+            offered: 13_000_000,
+            dut_lost: 150,
+            tester_drops: 0,
+        };
+        let v = analyse(&agents, 10.0, Some(noise)).unwrap();
+        assert_eq!(v.kind, BottleneckKind::TesterSender, "{}", v.verdict);
+    }
+
     #[test]
     fn nothing_full_says_so_and_names_the_busiest() {
         let b = before();
@@ -448,7 +592,7 @@ mod tests {
             before: &b,
             after: &a,
         }];
-        let v = analyse(&agents, 10.0).unwrap();
+        let v = analyse(&agents, 10.0, None).unwrap();
         assert_eq!(v.kind, BottleneckKind::NoneSaturated);
         assert_eq!(v.cpu, Some(1));
         assert!(v.verdict.starts_with("no core saturated (busiest CPU1 63 %: 30 % user, 20 % softirq (NET_RX 50 k/s), 13 % system)"), "{}", v.verdict);
@@ -473,7 +617,7 @@ mod tests {
             before: &b,
             after: &a,
         }];
-        let v = analyse(&agents, 10.0).unwrap();
+        let v = analyse(&agents, 10.0, None).unwrap();
         assert_eq!(v.kind, BottleneckKind::Softirq);
         assert!(
             v.verdict.contains("packet processing (softirq) on CPU0"),
@@ -514,7 +658,7 @@ mod tests {
                 after: &a,
             },
         ];
-        let v = analyse(&agents, 10.0).unwrap();
+        let v = analyse(&agents, 10.0, None).unwrap();
         assert_eq!(v.host_cpus.len(), 4);
         assert_eq!(v.kind, BottleneckKind::TesterReceiver);
         assert_eq!((v.host.as_str(), v.cpu), ("b", Some(1)));
@@ -539,7 +683,7 @@ mod tests {
             before: &b,
             after: &a,
         }];
-        let v = analyse(&agents, 10.0).unwrap();
+        let v = analyse(&agents, 10.0, None).unwrap();
         assert_eq!(v.kind, BottleneckKind::TesterSender);
         assert_eq!(v.host_cpus[0].other_pct, 60.0);
         assert!(
@@ -558,6 +702,6 @@ mod tests {
             before: &s,
             after: &s,
         }];
-        assert!(analyse(&agents, 1.0).is_none());
+        assert!(analyse(&agents, 1.0, None).is_none());
     }
 }

@@ -287,8 +287,12 @@ pub struct Bottleneck {
 pub enum BottleneckKind {
     /// A core running a linerate sender thread is full.
     TesterSender,
-    /// A core running a linerate receiver thread is full.
+    /// A core running a linerate receiver thread is full, or the tester
+    /// dropped frames before counting them.
     TesterReceiver,
+    /// The frames were lost at the DUT while the senders offered more: the
+    /// answer measures the DUT.
+    Dut,
     /// A core full of softirq (packet processing) without linerate threads:
     /// the DUT's forwarding in a namespace lab, or interrupt placement.
     Softirq,

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 #[derive(Default)]
 pub(super) struct NsDelta {
     pub tx_packets: u64,
+    pub tx_dropped: u64,
     pub rx_packets: u64,
     pub rx_bytes: u64,
     pub rx_dropped: u64,
@@ -39,6 +40,7 @@ pub(super) fn delta_ns(
             continue;
         };
         d.tx_packets += ia.tx_packets.saturating_sub(ib.tx_packets);
+        d.tx_dropped += ia.tx_dropped.saturating_sub(ib.tx_dropped);
         d.rx_packets += ia.rx_packets.saturating_sub(ib.rx_packets);
         d.rx_bytes += ia.rx_bytes.saturating_sub(ib.rx_bytes);
         d.rx_dropped += ia.rx_dropped.saturating_sub(ib.rx_dropped);
@@ -111,10 +113,17 @@ pub(super) fn udp_cross_checks(
         add(&mut got, l.rx_agent, rx.rx_packets + rx.duplicates);
     }
     for (_, (agent, roles, n)) in sent {
+        // A frame the next hop's receive ring refused left the sender all
+        // the same: veth counts it as the sender's tx_dropped (and the
+        // receiver's rx_dropped, where the loss is accounted).
+        let d = delta_ns(before, after, agent);
         result.cross_checks.push(CrossCheck::new(
-            format!("{}: datagrams sent vs kernel tx_packets", roles.join("+")),
+            format!(
+                "{}: datagrams sent vs kernel tx_packets + tx_dropped",
+                roles.join("+")
+            ),
             n,
-            delta_ns(before, after, agent).tx_packets,
+            d.tx_packets + d.tx_dropped,
         ));
     }
     for (_, (agent, roles, n)) in got {
@@ -142,7 +151,9 @@ pub(super) fn dut_loss(
     let mut counted: Option<u64> = None;
     for &agent in &ends.observers {
         let d = delta_ns(before, after, agent);
-        let dropped = d.rx_packets.saturating_sub(d.tx_packets);
+        // What reached the DUT's interfaces, including what its own
+        // receive rings and backlog refused, less what it sent on.
+        let dropped = (d.rx_packets + d.rx_dropped).saturating_sub(d.tx_packets);
         *counted.get_or_insert(0) += dropped;
     }
     let Some(mut counted) = counted else { return };
@@ -214,7 +225,13 @@ pub(super) fn bottleneck(
             after: a,
         });
     }
-    result.bottleneck = crate::results::bottleneck::analyse(&agents, traffic_s(col, legs));
+    let offered: u64 = result.directions.iter().map(|d| d.tx_packets).sum();
+    let traffic = (offered > 0).then(|| crate::results::bottleneck::Traffic {
+        offered,
+        dut_lost: result.directions.iter().map(|d| d.dut_lost).sum(),
+        tester_drops: result.directions.iter().map(|d| d.tester_drops).sum(),
+    });
+    result.bottleneck = crate::results::bottleneck::analyse(&agents, traffic_s(col, legs), traffic);
 }
 
 pub(super) fn cpu(
