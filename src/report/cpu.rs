@@ -97,7 +97,7 @@ pub fn verdicts(r: &RunResults, prefix: &str, charts: &[Chart]) -> String {
         let Some(b) = &t.bottleneck else { continue };
         let tone = match b.kind {
             BottleneckKind::TesterSender | BottleneckKind::TesterReceiver => "bad",
-            BottleneckKind::NoneSaturated => "ok",
+            BottleneckKind::NoneSaturated | BottleneckKind::Dut => "ok",
             _ => "warn",
         };
         s.push_str(&format!(

@@ -198,7 +198,7 @@ pub fn table_styled(r: &RunResults, style: Style) -> String {
         if let Some(b) = &t.bottleneck {
             let tone = match b.kind {
                 BottleneckKind::TesterSender | BottleneckKind::TesterReceiver => Tone::Bad,
-                BottleneckKind::NoneSaturated => Tone::Plain,
+                BottleneckKind::NoneSaturated | BottleneckKind::Dut => Tone::Plain,
                 _ => Tone::Warn,
             };
             notes.push((format!("{}: {}", t.name, b.verdict), tone));
