@@ -35,6 +35,13 @@
 #                   generator sent per second (the run's repeat count), live
 #                   vs floor, which a socket sink cannot absorb on 2 cores.
 #   self-test       linerate lab's back-to-back self-test vs trafgen --cpus 1
+#                   (goal >= 10x: the tester's ceiling with the default engines)
+#   lab DUT         linerate lab --quick --only "udp 64B var2": what the routing
+#                   DUT forwards, the verdict's kind (goal: dut) and the busy %
+#                   of the generator's core and of the DUT's core (the DUT's
+#                   saturated, the generator's not); reported
+#   rss many flows  linerate udp 64 B with --flow-mode var1 --flows 65535 (the
+#                   most a 16-bit flow id allows): the largest agent RSS (<= 64 MiB)
 #   agent peak RSS  the largest max_rss_bytes of any linerate agent in any run
 #
 # This is a benchmark, not a test: it exits 0 whatever the figures are; it
@@ -193,6 +200,7 @@ print(f"  {'linerate ' + key:<28} {shown}  ({extra}; cpu {cpu}; peak rss {rss/2*
 with open(raw, "a") as f:
     f.write(f"{rnd}\t{key}\tlinerate\t{v}\n")
     f.write(f"{rnd}\trss\tlinerate\t{rss}\n")
+    f.write(f"{rnd}\t{key}_rss\tlinerate\t{rss}\n")
 EOF
 }
 
@@ -312,6 +320,42 @@ run_selftest() {
   rec "$round" selftest linerate "$v"
 }
 
+# linerate lab, one UDP row through the routing DUT: who is the limit.
+# $1 = key, rest = extra lab arguments.
+run_labdut() {
+  local key=$1; shift
+  local out="$tmp/ld.json" err="$tmp/ld.err"
+  if ! run timeout "$tmo" "$lr" lab --quick --only "udp 64B var2" --json --no-progress \
+       --results-dir "$tmp/ld" "$@" >"$out" 2>"$err"; then
+    say "linerate lab $key" "FAILED: $(tail -n 2 "$err" | tr '\n' ' ')"
+    rec "$round" "$key" linerate nan; return 0
+  fi
+  python3 - "$out" "$round" "$raw" "$key" <<'EOF2' || say "linerate lab $key" "FAILED: unreadable JSON"
+import json, sys
+path, rnd, raw, key = sys.argv[1:]
+d = json.load(open(path))
+t = [t for t in d["tests"] if t["name"] == "udp 64B var2"][0]
+x = t["directions"][0]
+b = t.get("bottleneck") or {}
+cores = (d.get("labs") or [{}])[-1].get("cores") or {}
+busy = {c["cpu"]: c["busy_pct"] for c in b.get("host_cpus") or []}
+gen_cpus = cores.get("generator") or []
+dut_cpus = cores.get("dut") or []
+g = max((busy.get(c, 0) for c in gen_cpus), default=float("nan"))
+u = max((busy.get(c, 0) for c in dut_cpus), default=float("nan"))
+kind = b.get("kind", "?")
+print(f"  {'linerate lab ' + key:<28} {x['rx_pps']/1e3:9.1f} kpps rx (offered {x['tx_pps']/1e3:.0f} kpps, "
+      f"verdict {kind}; generator core {g:.0f} %, DUT core {u:.0f} %; {b.get('verdict', '')[:90]})")
+rss = max((s.get("max_rss_bytes") or 0) for s in (x.get("sender_summary") or {}, x.get("receiver_summary") or {}))
+with open(raw, "a") as f:
+    f.write(f"{rnd}\t{key}\tlinerate\t{x['rx_pps'] or 0}\n")
+    f.write(f"{rnd}\t{key}_kind\tlinerate\t{1.0 if kind == 'dut' else 0.0}\n")
+    f.write(f"{rnd}\t{key}_gen\tlinerate\t{g}\n")
+    f.write(f"{rnd}\t{key}_dut\tlinerate\t{u}\n")
+    f.write(f"{rnd}\t{key}_rss\tlinerate\t{rss}\n")
+EOF2
+}
+
 # ----------------------------------------------------------------- header ---
 cpu_model=$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 echo "linerate benchmark  $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
@@ -331,8 +375,10 @@ for round in $(seq 1 "$rounds"); do
     run_linerate udp64pkt udp --frame-size 64 --tx-engine packet; run_iperf3_udp
     run_linerate udp64mt udp --frame-size 64 --tx-engine packet --flow-mode ports --threads 2; run_trafgen 2
     run_selftest; run_linerate udp64xdp udp --frame-size 64 --tx-engine xdp
-    run_live; run_floor
+    run_live; run_floor; run_labdut labdut
+    run_linerate many udp --frame-size 64 --flow-mode var1 --flows 65535
   else
+    run_linerate many udp --frame-size 64 --flow-mode var1 --flows 65535; run_labdut labdut
     run_floor; run_live
     run_linerate udp64xdp udp --frame-size 64 --tx-engine xdp; run_selftest
     run_trafgen 2; run_linerate udp64mt udp --frame-size 64 --tx-engine packet --flow-mode ports --threads 2
@@ -374,7 +420,7 @@ for key, label, (akey, atool), aname, fmt, tgt in [
     ("udp64pkt", "udp 64B rx pps, packet engine", T1, "trafgen (1 core)", pps, 1.2),
     ("udp64pkt", "udp 64B rx pps, packet engine", IP, "iperf3 -u -l 18", pps, 1.5),
     # The tester's own ceiling: `linerate lab`'s back-to-back self-test.
-    ("selftest", "lab self-test ceiling", T1, "trafgen (1 core)", pps, 1.2),
+    ("selftest", "lab self-test ceiling", T1, "trafgen (1 core)", pps, 10.0),
     # The other engine, for the record (copy mode on veth).
     ("udp64xdp", "udp 64B rx pps, xdp engine", T1, "trafgen (1 core)", pps, None),
     # The live engine (issue 16): vs trafgen, and vs the live-frames floor.
@@ -398,6 +444,19 @@ for key, label, (akey, atool), aname, fmt, tgt in [
         continue
     met = None if ratio is None else ratio >= tgt
     rows.append((label, fmt(a), aname, fmt(b), r, f">= {tgt:.1f}", met, f"ratio {r} vs >= {tgt:.1f}"))
+ld = med("labdut", "linerate")
+kinds = [x for x in vals.get(("labdut_kind", "linerate"), []) if not math.isnan(x)]
+g, u = med("labdut_gen", "linerate"), med("labdut_dut", "linerate")
+if ld is not None:
+    dutl = bool(kinds) and all(k == 1.0 for k in kinds)
+    rows.append(("lab udp 64B var2 via DUT", pps(ld), "verdict", f"dut in {int(sum(kinds))}/{len(kinds)}", "-",
+                 "DUT-limited", dutl,
+                 f"generator core {g:.0f} %, DUT core {u:.0f} %"))
+manyrss = [x for x in vals.get(("many_rss", "linerate"), []) if not math.isnan(x) and x > 0]
+if manyrss:
+    p = max(manyrss)
+    rows.append(("agent RSS, 65535 flows", f"{p/2**20:.1f} MiB", "-", "-", "-", "<= 64 MiB", p <= 64 * 2**20,
+                 f"{p/2**20:.1f} MiB vs <= 64 MiB"))
 rss = [x for x in vals.get(("rss", "linerate"), []) if not math.isnan(x) and x > 0]
 peak = max(rss) if rss else None
 rows.append(("agent peak RSS", "n/a" if peak is None else f"{peak/2**20:.1f} MiB", "-", "-", "-", "<= 64 MiB",
