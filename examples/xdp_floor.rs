@@ -46,7 +46,7 @@ fn main() -> anyhow::Result<()> {
             dst: "198.18.0.2:5001".parse()?,
         };
         let t = [Template::new(&path, 64).map_err(|e| anyhow::anyhow!("{e}"))?];
-        Generator::load(&[(0, &t[..])], &[64])
+        Generator::load(&[(0, &t[..])], &[64], ifindex)
             .map_err(|e| anyhow::anyhow!("{e}"))?
             .obj
     } else {

@@ -120,16 +120,20 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
     if a.cleanup {
         return Ok(Cmd::LabCleanup);
     }
+    let mut opts = a.common.run_opts(true)?;
+    // Pinned senders let the lab give the DUT cores of its own.
+    if opts.cpus.is_empty() {
+        opts.cpus = crate::lab::cores::default_cpus();
+    }
+    let threads = a.threads.unwrap_or(0);
     let spec = LabSpec {
         dut: Some(a.dut.into()),
         fw_rules: a.fw_rules,
         mtu: a.mtu,
         dut_loss_pct: a.dut_loss,
         dut_police_pps: a.dut_police,
-        rps: crate::lab::CpuSet::receive_side(
-            &a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
-            a.threads.unwrap_or(0),
-        ),
+        rps: crate::lab::CpuSet::receive_side(&opts.cpus, threads),
+        senders: crate::lab::CpuSet::senders(&opts.cpus, threads),
         dut_shape: a.dut_shape,
     };
     let cfg = LabConfig {
@@ -144,5 +148,5 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
         tx_engine: a.tx_engine,
         threads: a.threads.unwrap_or(0),
     };
-    Ok(Cmd::Lab(cfg, a.common.run_opts(true)?))
+    Ok(Cmd::Lab(cfg, opts))
 }

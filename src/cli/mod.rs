@@ -131,6 +131,7 @@ pub fn to_config(command: Command) -> Result<Cmd> {
                     dut_loss_pct: None,
                     dut_police_pps: None,
                     rps: Default::default(),
+                    senders: Default::default(),
                     dut_shape: None,
                 };
                 return Ok(Cmd::LabBench(lab, spec, opts));

@@ -73,7 +73,7 @@ pub fn ramp(a: &RampArgs) -> Result<RampConfig> {
     };
     Ok(RampConfig {
         profile: p,
-        stream: a.profile.stream(&a.common),
+        stream: a.profile.stream(&a.common, a.target.lab),
         spec,
         loss_threshold: a.loss_threshold / 100.0,
         export_viz,

@@ -124,7 +124,7 @@ pub fn search_cfg(a: &SearchArgs) -> Result<SearchConfig> {
     };
     Ok(SearchConfig {
         profiles,
-        stream: a.profile.stream(&a.common),
+        stream: a.profile.stream(&a.common, a.target.lab),
         plan: SearchPlan {
             method: match a.method {
                 MethodArg::Mlr => Method::Mlr,

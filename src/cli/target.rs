@@ -105,6 +105,7 @@ pub fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
                 dut_police_pps: t.dut_police,
                 // Set from the test's stream by `bench_command`.
                 rps: Default::default(),
+                senders: Default::default(),
                 dut_shape: t.dut_shape,
             },
             ipv6: t.ipv6,
@@ -136,6 +137,7 @@ pub fn bench_command(t: &TargetArgs, spec: TestSpec, common: &Common) -> Result<
             };
             if let Some(s) = stream {
                 lab.rps = crate::lab::CpuSet::receive_side(&s.cpus, s.threads);
+                lab.senders = crate::lab::CpuSet::senders(&s.cpus, s.threads);
             }
             Cmd::LabBench(lab, with_ipv6(spec, ipv6), opts)
         }
@@ -189,12 +191,18 @@ impl ProfileArgs {
         }
         Ok(p)
     }
-    pub fn stream(&self, common: &Common) -> Stream {
+    /// The stream these flags describe. In the lab, senders are pinned to
+    /// the first CPUs even without `--cpus` ([`crate::lab::cores`]).
+    pub fn stream(&self, common: &Common, lab: bool) -> Stream {
+        let mut cpus = common.cpus.clone().map(|c| c.0).unwrap_or_default();
+        if lab && cpus.is_empty() {
+            cpus = crate::lab::cores::default_cpus();
+        }
         Stream {
             flows: self.flows.max(1),
             bidir: self.bidir,
             ipv6: false,
-            cpus: common.cpus.clone().map(|c| c.0).unwrap_or_default(),
+            cpus,
             allow: common.allow_target.clone(),
             tx_engine: self.tx_engine,
             threads: self.threads.unwrap_or(0),

@@ -7,6 +7,7 @@
 //! controller killed with SIGKILL) the kernel removes the namespaces and every
 //! veth in them. Nothing is ever created in the caller's own namespace.
 
+pub mod cores;
 pub mod ports;
 pub mod rules;
 
@@ -57,6 +58,9 @@ pub struct LabSpec {
     /// CPUs the lab steers receive work to (RPS on its interfaces), so it
     /// lands on other cores than the pinned senders; empty: left alone.
     pub rps: CpuSet,
+    /// CPUs the tests pin their senders to (empty: not pinned); with `rps`
+    /// it decides the core layout ([`cores`]).
+    pub senders: CpuSet,
     /// A token bucket on the DUT's egress towards the sink (a bottleneck
     /// with a queue: a bufferbloated DUT on purpose).
     pub dut_shape: Option<Shape>,
@@ -81,6 +85,13 @@ impl CpuSet {
     }
     pub fn is_empty(&self) -> bool {
         self.0.iter().all(|&w| w == 0)
+    }
+
+    /// The CPUs the senders are pinned to when UDP senders run `threads`
+    /// workers on `cpus`: the first N given (empty: not pinned).
+    pub fn senders(cpus: &[usize], threads: u16) -> CpuSet {
+        let n = usize::from(threads.max(1)).min(cpus.len());
+        CpuSet::of(&cpus[..n])
     }
 
     /// Where receive work should go when UDP senders run `threads` workers
@@ -503,19 +514,48 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
         nodes.push(node.configure(&mut fleet, idx, role)?);
         placed.push(idx);
     }
-    let steering = steer_receive(&mut fleet, &placed, &nodes, spec.rps);
+    let plan = cores::plan(&spec.senders.cpus(), &spec.rps.cpus(), dut.is_some());
+    let cores = plan.map(|p| cores::lay_out(&mut fleet, &placed, &nodes, &p));
+    let steering = if cores
+        .as_ref()
+        .is_some_and(|c| c.napi.iter().all(|n| n.error.is_none()))
+    {
+        Some(
+            "RPS left off: every veth's receive work runs in NAPI threads pinned by role \
+             (see cores)"
+                .to_string(),
+        )
+    } else {
+        steer_receive(&mut fleet, &placed, &nodes, spec.rps)
+    };
     let topology = LabTopology {
-        kind: if spec.dut.is_some() { "dut" } else { "back_to_back" }.into(),
+        kind: if spec.dut.is_some() {
+            "dut"
+        } else {
+            "back_to_back"
+        }
+        .into(),
         dut_mode: spec.dut.map(|m| m.name().to_string()),
         fw_rules: (spec.dut == Some(DutMode::Fw)).then_some(spec.fw_rules),
-        dut_shape: spec.dut_shape.filter(|_| dut.is_some()).map(|s| s.describe()),
+        dut_shape: spec
+            .dut_shape
+            .filter(|_| dut.is_some())
+            .map(|s| s.describe()),
         nodes,
         links,
-        offloads: "UDP: one datagram per sendmmsg message (no UDP_SEGMENT), receiver without \
-                   UDP_GRO, veth GRO at its kernel default (off without XDP): every datagram is one \
-                   packet at the DUT, checked against interface counters. TCP: TSO/GRO on (bytes count)."
-            .into(),
+        offloads: if cores.is_some() {
+            "UDP: one datagram per sendmmsg message (no UDP_SEGMENT), receiver without UDP_GRO, \
+             veth GRO on for NAPI (datagrams are not merged: no UDP GRO socket, no fraglist \
+             forwarding): every datagram is one packet at the DUT, checked against interface \
+             counters. TCP: TSO/GRO on (bytes count)."
+        } else {
+            "UDP: one datagram per sendmmsg message (no UDP_SEGMENT), receiver without \
+             UDP_GRO, veth GRO at its kernel default (off without XDP): every datagram is one \
+             packet at the DUT, checked against interface counters. TCP: TSO/GRO on (bytes count)."
+        }
+        .into(),
         steering,
+        cores,
     };
     Ok(Lab {
         fleet,

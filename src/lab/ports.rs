@@ -397,6 +397,7 @@ pub fn configure(
     }
     let topology = LabTopology {
         steering: None,
+        cores: None,
         kind: if ports.dut.is_some() {
             "dut"
         } else {

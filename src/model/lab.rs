@@ -25,6 +25,38 @@ pub struct LabTopology {
     /// Where receive work was steered (RPS), or why it was not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steering: Option<String>,
+    /// Which CPUs ran the generator, the DUT and the tester's receive work
+    /// (absent: not laid out, e.g. one CPU or physical ports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<LabCores>,
+}
+
+/// The lab's core layout: threaded NAPI of each veth pinned by role.
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct LabCores {
+    /// CPUs the senders are pinned to.
+    pub generator: Vec<usize>,
+    /// CPUs of the DUT's receive and forwarding (its NAPI threads); empty
+    /// back to back.
+    pub dut: Vec<usize>,
+    /// CPUs of the tester's receive work (the sink's counting, the
+    /// generator's receive in the reverse direction).
+    pub tester_receive: Vec<usize>,
+    /// Per interface: GRO on and threaded NAPI pinned, or why not.
+    pub napi: Vec<LabNapi>,
+    /// One line: which CPU does what.
+    pub summary: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct LabNapi {
+    /// gen, dut or sink.
+    pub role: String,
+    pub dev: String,
+    pub cpus: Vec<usize>,
+    /// Why the interface kept the kernel's defaults (absent: laid out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]

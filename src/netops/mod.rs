@@ -15,6 +15,7 @@ pub use cmd::{check_ifname, mac_string, run, run_output, set_neighbour, tool_exi
 
 use crate::proto::NetOp;
 use anyhow::{bail, Context, Result};
+use std::time::Duration;
 
 pub fn apply(op: &NetOp) -> Result<()> {
     match op {
@@ -118,6 +119,10 @@ pub fn apply(op: &NetOp) -> Result<()> {
             check_ifname(dev)?;
             set_rps(dev, cpus)
         }
+        NetOp::NapiThreads { dev, cpus } => {
+            check_ifname(dev)?;
+            napi_threads(dev, cpus)
+        }
         NetOp::Shape {
             dev,
             rate_bps,
@@ -205,6 +210,71 @@ fn set_rps(dev: &str, cpus: &[usize]) -> Result<()> {
     worker
         .join()
         .map_err(|_| anyhow::anyhow!("the RPS thread panicked"))?
+}
+
+/// Pids of the kernel threads named `napi/{dev}-ID`.
+fn napi_kthreads(dev: &str) -> Vec<u32> {
+    let prefix = format!("napi/{dev}-");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim_end().starts_with(&prefix))
+        })
+        .collect()
+}
+
+/// Turns threaded NAPI on for `dev` (in this namespace's own sysfs) and
+/// pins the kernel threads that appear to `cpus`. Interface names repeat
+/// across namespaces, so the threads are told apart by appearing: threaded
+/// mode is switched off first (its threads exit) and on again.
+fn napi_threads(dev: &str, cpus: &[usize]) -> Result<()> {
+    let dev = dev.to_string();
+    let cpus = cpus.to_vec();
+    let worker = std::thread::spawn(move || -> Result<()> {
+        crate::sys::private_sysfs()
+            .context("mounting this namespace's sysfs on a private mount (needs root)")?;
+        let path = format!("/sys/class/net/{dev}/threaded");
+        let set = |v: &str| {
+            std::fs::write(&path, v).with_context(|| {
+                format!("writing {v} to {path} (threaded NAPI needs kernel 5.12 or later)")
+            })
+        };
+        set("0")?;
+        let before = napi_kthreads(&dev);
+        set("1")?;
+        let mut ours = Vec::new();
+        // The threads start with the write; give a loaded machine a moment.
+        for _ in 0..50 {
+            ours = napi_kthreads(&dev)
+                .into_iter()
+                .filter(|p| !before.contains(p))
+                .collect();
+            if !ours.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if ours.is_empty() {
+            bail!(
+                "{path} reads {} but no napi/{dev}-* kernel thread appeared: {dev} has no NAPI \
+                 (a veth needs GRO on or an XDP program)",
+                std::fs::read_to_string(&path).unwrap_or_default().trim()
+            );
+        }
+        for pid in ours {
+            crate::sys::pin_pid(pid, &cpus)
+                .with_context(|| format!("pinning napi/{dev} thread {pid} to CPUs {cpus:?}"))?;
+        }
+        Ok(())
+    });
+    worker
+        .join()
+        .map_err(|_| anyhow::anyhow!("the threaded NAPI thread panicked"))?
 }
 
 /// Creates a veth pair whose ends are born inside two namespaces, named by the

@@ -509,6 +509,12 @@ pub fn topology(r: &RunResults) -> String {
             "</p><p class=\"legend\">Offloads: {}</p>",
             esc(&lab.offloads)
         ));
+        if let Some(c) = &lab.cores {
+            s.push_str(&format!(
+                "<p class=\"legend\">Cores: {}</p>",
+                esc(&c.summary)
+            ));
+        }
     }
     s
 }

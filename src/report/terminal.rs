@@ -261,6 +261,12 @@ pub fn table_styled(r: &RunResults, style: Style) -> String {
          TCP rows show payload goodput (per-packet figures do not apply with TSO/GRO).\n",
         units::si(r.line_rate_bps).trim()
     ));
+    for lab in &r.labs {
+        if let Some(c) = &lab.cores {
+            let what = lab.dut_mode.as_deref().unwrap_or("back to back");
+            out.push_str(&format!("Cores ({what}): {}.\n", c.summary));
+        }
+    }
     if !notes.is_empty() {
         out.push_str(&format!("\n{}\n", style.paint(Tone::Bold, "Notes:")));
         for (n, tone) in notes {

@@ -185,6 +185,14 @@ pub enum NetOp {
         dev: String,
         cpus: Vec<usize>,
     },
+    /// Threaded NAPI on `dev` (its receive work in `napi/DEV-ID` kernel
+    /// threads instead of softirq on whichever CPU raised it), those
+    /// threads pinned to these CPUs. A veth gets NAPI only with GRO on or
+    /// an XDP program; turn GRO on first.
+    NapiThreads {
+        dev: String,
+        cpus: Vec<usize>,
+    },
     /// Move a physical port from the agent's original namespace into its own,
     /// after checking it is safe to take (unless `force`); the agent records
     /// the port's state and gives it back when it exits.

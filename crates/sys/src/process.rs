@@ -52,9 +52,17 @@ pub fn die_with_parent(cmd: &mut Command) {
 
 /// Pins the calling thread to the given CPUs.
 pub fn pin_thread(cpus: &[usize]) -> io::Result<()> {
+    pin_pid(0, cpus)
+}
+
+/// Pins thread `pid` (0: the calling thread) to the given CPUs; kernel
+/// threads that allow it (threaded NAPI's `napi/DEV-ID`) included.
+pub fn pin_pid(pid: u32, cpus: &[usize]) -> io::Result<()> {
     if cpus.is_empty() {
         return Ok(());
     }
+    let pid = libc::pid_t::try_from(pid)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
     // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
     let mut set: libc::cpu_set_t = unsafe { zeroed() };
     for &c in cpus {
@@ -67,8 +75,8 @@ pub fn pin_thread(cpus: &[usize]) -> io::Result<()> {
         // SAFETY: c is below CPU_SETSIZE, checked above.
         unsafe { libc::CPU_SET(c, &mut set) };
     }
-    // SAFETY: pid 0 is the calling thread; `set` outlives the call.
-    cvt(unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) }).map(drop)
+    // SAFETY: `set` outlives the call; a pid that is gone is an error return.
+    cvt(unsafe { libc::sched_setaffinity(pid, size_of::<libc::cpu_set_t>(), &set) }).map(drop)
 }
 
 /// User + system CPU seconds of the whole process so far.

@@ -60,15 +60,14 @@ static __always_inline void copy_words(void *dst, const void *src, int words)
 SEC("xdp")
 int lr_gen(struct xdp_md *ctx)
 {
-	/* Attached to lo only to stay in the XDP dispatcher (linerate.h). */
-	void *meta = (void *)(long)ctx->data_meta;
-	if (meta + LR_META_LEN > (void *)(long)ctx->data ||
-	    *(__u32 *)meta != LR_GEN_META)
-		return XDP_PASS;
 	__u32 zero = 0;
 	struct lr_gen_config *cfg = bpf_map_lookup_elem(&lr_config, &zero);
+	/* Attached to lo only to stay in the XDP dispatcher (linerate.h): runs
+	 * name the egress as their ingress, anything else is real traffic. */
+	if (!cfg || ctx->ingress_ifindex != cfg->ifindex)
+		return XDP_PASS;
 	struct lr_gen_cursor *cur = bpf_map_lookup_elem(&lr_cursor, &zero);
-	if (!cfg || !cur || cfg->flows == 0 || cfg->sequence_len == 0 ||
+	if (!cur || cfg->flows == 0 || cfg->sequence_len == 0 ||
 	    cfg->sequence_len > LR_MAX_SEQUENCE || cfg->sizes == 0)
 		return XDP_ABORTED;
 

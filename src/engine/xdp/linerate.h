@@ -27,12 +27,22 @@
 /* Frames per BPF_PROG_RUN batch in live-frames mode (kernel max 256). */
 #define LR_BATCH 64
 
+/* The programs also sit attached (generic XDP) on the namespace's lo, only
+ * to keep them in the kernel's XDP dispatcher: without that, each
+ * BPF_PROG_RUN with repeat > 1 adds and removes the program and waits for
+ * an RCU grace period (~25 ms a call measured on this machine). Runs name
+ * the egress as their ingress interface (lr_gen_config.ifindex); frames
+ * that arrive anywhere else are real traffic: XDP_PASS.
+ * The generator's gate must not rely on bytes in the page: live frames
+ * recycles pages without rewriting them, and a forwarding DUT writes in
+ * front of the frame (the neighbour cache copies 16-byte aligned hard
+ * headers, 2 bytes before the Ethernet header). A tag in the metadata did
+ * not survive that: most frames of a run through a routing DUT were
+ * passed to the sender's own stack, not sent. */
+
 /* Metadata in front of every frame the live engine runs its programs on
- * ("LRGN", host order). The programs also sit attached (generic XDP) on the
- * namespace's lo, only to keep them in the kernel's XDP dispatcher: without
- * that, each BPF_PROG_RUN with repeat > 1 adds and removes the program and
- * waits for an RCU grace period (~25 ms a call measured on this machine).
- * Frames without this metadata are real traffic: XDP_PASS. */
+ * ("LRGN", host order): the floor program's gate (bench only, no DUT);
+ * the generator's input carries it too, unused. */
 #define LR_GEN_META 0x4e47524c
 #define LR_META_LEN 4
 
@@ -65,7 +75,8 @@ struct lr_gen_config {
 	/* Frame-sequence slot -> distinct size index (imix's 7:4:1 order). */
 	__u8 sequence[LR_MAX_SEQUENCE];
 	__u32 sizes;
-	__u32 pad;
+	/* The interface runs name as their ingress: the egress. */
+	__u32 ifindex;
 };
 
 /* Where the generator is in its round-robin over flows and sizes. */

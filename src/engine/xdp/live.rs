@@ -122,7 +122,7 @@ fn distinct(sizes: &[u32]) -> (Vec<u32>, Vec<u8>) {
 }
 
 /// `struct lr_gen_config`.
-fn config_bytes(flows: u32, slots: &[u8], sizes: u32) -> [u8; CONFIG_LEN] {
+fn config_bytes(flows: u32, slots: &[u8], sizes: u32, ifindex: u32) -> [u8; CONFIG_LEN] {
     let mut b = [0u8; CONFIG_LEN];
     // The other engines stamp sys::monotonic_ns() (CLOCK_MONOTONIC), which
     // is the clock bpf_ktime_get_ns() reads: no offset. The field stays so
@@ -132,6 +132,7 @@ fn config_bytes(flows: u32, slots: &[u8], sizes: u32) -> [u8; CONFIG_LEN] {
     b[12..16].copy_from_slice(&(slots.len() as u32).to_ne_bytes());
     b[16..16 + slots.len()].copy_from_slice(slots);
     b[32..36].copy_from_slice(&sizes.to_ne_bytes());
+    b[36..40].copy_from_slice(&ifindex.to_ne_bytes());
     b
 }
 
@@ -148,8 +149,13 @@ pub struct Generator {
 
 impl Generator {
     /// Loads the generator for `flows`: each flow's id and its templates,
-    /// one per slot of the frame sequence `sizes`.
-    pub fn load(flows: &[(u16, &[Template])], sizes: &[u32]) -> Result<Generator, EngineError> {
+    /// one per slot of the frame sequence `sizes`; runs name `ifindex` as
+    /// their ingress (the egress; in test mode, ingress 0 means lo, 1).
+    pub fn load(
+        flows: &[(u16, &[Template])],
+        sizes: &[u32],
+        ifindex: u32,
+    ) -> Result<Generator, EngineError> {
         let (uniq, slots) = distinct(sizes);
         if uniq.len() > consts::MAX_SIZES as usize || slots.len() > consts::MAX_SEQUENCE as usize {
             return Err(EngineError::Invalid(format!(
@@ -189,7 +195,7 @@ impl Generator {
             }
         }
         config
-            .set(0, config_bytes(n, &slots, uniq.len() as u32), 0)
+            .set(0, config_bytes(n, &slots, uniq.len() as u32, ifindex), 0)
             .map_err(map_err("configuration"))?;
         Ok(Generator { obj, cursor, seq })
     }
@@ -215,7 +221,7 @@ impl Group {
             mut obj,
             cursor,
             seq,
-        } = Generator::load(&per_flow, sizes)?;
+        } = Generator::load(&per_flow, sizes, ifindex)?;
         let hold = hold_in_dispatcher(&mut obj, "lr_gen");
         let mut pos = vec![u32::MAX; specs.len()];
         for (p, &fi) in flows.iter().enumerate() {

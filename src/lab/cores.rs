@@ -1,0 +1,216 @@
+//! Where the lab's work runs. Three kinds of work share the host's cores:
+//! the generator's senders (pinned by the tests to the first CPUs of
+//! `--cpus`), the DUT's receive and forwarding, and the tester's own
+//! receive work (the sink counting, and the generator in the reverse
+//! direction). Left to the kernel, the DUT's forwarding runs as softirq on
+//! whichever core raised it — the generator's — and the lab measures the
+//! sum of both. So every veth of the lab gets NAPI (GRO on: a veth has none
+//! without GRO or an XDP program, and frames sent to it with XDP_TX would
+//! vanish) and threaded NAPI, whose `napi/DEV-ID` kernel threads are pinned:
+//! the DUT's to cores of its own, the tester's receiving ends to the
+//! generator's side (on two cores) or a core of their own (on three or
+//! more). Back to back there is no DUT: the sink gets the other cores.
+
+use crate::model::lab::{LabCores, LabNapi, LabNode};
+use crate::proto::{NetOp, Request, Response};
+use crate::topology::Fleet;
+use std::time::Duration;
+
+/// The CPUs the lab pins its tests to when the user names none: all this
+/// process may use, when there are at least two (the senders take the
+/// first, receive work the rest). Empty on one CPU: nothing to separate.
+pub fn default_cpus() -> Vec<usize> {
+    match crate::sys::allowed_cpus() {
+        Ok(c) if c.len() >= 2 => c,
+        _ => Vec::new(),
+    }
+}
+
+/// Which CPUs each kind of work gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub generator: Vec<usize>,
+    pub dut: Vec<usize>,
+    pub tester_receive: Vec<usize>,
+}
+
+/// The plan for senders on `senders` and `rest` the host's other CPUs.
+/// `None` when there is nothing to separate (no CPU beside the senders',
+/// or senders not pinned).
+pub fn plan(senders: &[usize], rest: &[usize], has_dut: bool) -> Option<Plan> {
+    if senders.is_empty() || rest.is_empty() {
+        return None;
+    }
+    let (dut, tester_receive) = if !has_dut {
+        (Vec::new(), rest.to_vec())
+    } else if rest.len() >= 2 {
+        (rest[1..].to_vec(), vec![rest[0]])
+    } else {
+        (rest.to_vec(), senders.to_vec())
+    };
+    Some(Plan {
+        generator: senders.to_vec(),
+        dut,
+        tester_receive,
+    })
+}
+
+fn cpu_list(c: &[usize]) -> String {
+    c.iter()
+        .map(|c| format!("CPU{c}"))
+        .collect::<Vec<_>>()
+        .join("+")
+}
+
+/// One line for tables and reports: which CPU does what.
+pub fn describe(c: &LabCores) -> String {
+    let ifaces = |role: &str| {
+        let v: Vec<&str> = c
+            .napi
+            .iter()
+            .filter(|n| n.role == role && n.error.is_none())
+            .map(|n| n.dev.as_str())
+            .collect();
+        v.join(", ")
+    };
+    let mut parts = vec![format!("generator on {}", cpu_list(&c.generator))];
+    if !c.dut.is_empty() {
+        parts.push(format!(
+            "DUT receive and forwarding ({} NAPI threads) on {}",
+            ifaces("dut"),
+            cpu_list(&c.dut)
+        ));
+    }
+    let tester_ifaces: Vec<String> = ["gen", "sink"]
+        .iter()
+        .map(|r| ifaces(r))
+        .filter(|s| !s.is_empty())
+        .collect();
+    parts.push(format!(
+        "tester receive ({} NAPI threads) on {}",
+        tester_ifaces.join(", "),
+        cpu_list(&c.tester_receive)
+    ));
+    let mut s = parts.join("; ");
+    let failed: Vec<String> = c
+        .napi
+        .iter()
+        .filter_map(|n| Some(format!("{}/{}: {}", n.role, n.dev, n.error.as_ref()?)))
+        .collect();
+    if !failed.is_empty() {
+        s.push_str(&format!(
+            " — not laid out, kernel's choice: {}",
+            failed.join("; ")
+        ));
+    }
+    s
+}
+
+/// Gives every veth of the placed nodes GRO and pinned threaded NAPI as
+/// `plan` says. A host that refuses keeps the kernel's defaults for that
+/// interface; the record says which and why.
+pub fn lay_out(fleet: &mut Fleet, placed: &[usize], nodes: &[LabNode], plan: &Plan) -> LabCores {
+    let mut napi = Vec::new();
+    for (&idx, node) in placed.iter().zip(nodes) {
+        let cpus = if node.role == "dut" {
+            &plan.dut
+        } else {
+            &plan.tester_receive
+        };
+        // Bridges (no MAC here) have no NAPI of their own.
+        for i in node.interfaces.iter().filter(|i| !i.mac.is_empty()) {
+            let ops = vec![
+                NetOp::Offload {
+                    dev: i.name.clone(),
+                    feature: "gro".into(),
+                    on: true,
+                },
+                NetOp::NapiThreads {
+                    dev: i.name.clone(),
+                    cpus: cpus.clone(),
+                },
+            ];
+            let error = match fleet.call(idx, &Request::Configure { ops }, Duration::from_secs(10))
+            {
+                Ok(Response::Configured) => None,
+                Ok(Response::Error { message, .. }) => Some(message),
+                Ok(other) => Some(format!("unexpected answer {other:?}")),
+                Err(e) => Some(format!("{e:#}")),
+            };
+            napi.push(LabNapi {
+                role: node.role.clone(),
+                dev: i.name.clone(),
+                cpus: cpus.clone(),
+                error,
+            });
+        }
+    }
+    let mut c = LabCores {
+        generator: plan.generator.clone(),
+        dut: plan.dut.clone(),
+        tester_receive: plan.tester_receive.clone(),
+        napi,
+        summary: String::new(),
+    };
+    c.summary = describe(&c);
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_cores_give_the_dut_a_core_of_its_own() {
+        let p = plan(&[0], &[1], true).unwrap();
+        assert_eq!(p.dut, vec![1]);
+        assert_eq!(
+            p.tester_receive,
+            vec![0],
+            "sink counts beside the generator"
+        );
+        let p = plan(&[0], &[1, 2, 3], true).unwrap();
+        assert_eq!(p.tester_receive, vec![1]);
+        assert_eq!(p.dut, vec![2, 3]);
+        let p = plan(&[0, 1], &[2], false).unwrap();
+        assert!(p.dut.is_empty());
+        assert_eq!(
+            p.tester_receive,
+            vec![2],
+            "back to back the sink has the rest"
+        );
+        assert_eq!(plan(&[], &[1], true), None, "unpinned senders");
+        assert_eq!(plan(&[0], &[], true), None, "one CPU");
+    }
+
+    #[test]
+    fn the_summary_names_cores_and_failures() {
+        let c = LabCores {
+            generator: vec![0],
+            dut: vec![1],
+            tester_receive: vec![0],
+            napi: vec![
+                LabNapi {
+                    role: "dut".into(),
+                    dev: "dut0".into(),
+                    cpus: vec![1],
+                    error: None,
+                },
+                LabNapi {
+                    role: "sink".into(),
+                    dev: "sink0".into(),
+                    cpus: vec![0],
+                    error: Some("no threaded NAPI".into()),
+                },
+            ],
+            summary: String::new(),
+        };
+        let s = describe(&c);
+        assert!(s.contains("generator on CPU0"), "{s}");
+        assert!(
+            s.contains("DUT receive and forwarding (dut0 NAPI threads) on CPU1"),
+            "{s}"
+        );
+        assert!(s.contains("sink/sink0: no threaded NAPI"), "{s}");
+    }
+}
