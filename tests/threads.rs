@@ -202,11 +202,17 @@ fn lab_lays_out_cores_away_from_pinned_senders() {
             assert_eq!(c["tester_receive"], serde_json::json!([1]), "{c}");
         }
         assert!(
-            c["summary"].as_str().unwrap().starts_with("generator on CPU0"),
+            c["summary"]
+                .as_str()
+                .unwrap()
+                .starts_with("generator on CPU0"),
             "{c}"
         );
         assert!(
-            lab["steering"].as_str().unwrap_or_default().contains("RPS left off"),
+            lab["steering"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("RPS left off"),
             "{lab}"
         );
     }
