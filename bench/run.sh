@@ -40,7 +40,7 @@
 #                   DUT forwards, the verdict's kind (goal: dut) and the busy %
 #                   of the generator's core and of the DUT's core (the DUT's
 #                   saturated, the generator's not); reported
-#   rss many flows  linerate udp 64 B with --flow-mode var1 --flows 65535 (the
+#   rss many flows  linerate udp 64 B with --flow-mode ports --flows 65535 (the
 #                   most a 16-bit flow id allows): the largest agent RSS (<= 64 MiB)
 #   agent peak RSS  the largest max_rss_bytes of any linerate agent in any run
 #
@@ -376,9 +376,9 @@ for round in $(seq 1 "$rounds"); do
     run_linerate udp64mt udp --frame-size 64 --tx-engine packet --flow-mode ports --threads 2; run_trafgen 2
     run_selftest; run_linerate udp64xdp udp --frame-size 64 --tx-engine xdp
     run_live; run_floor; run_labdut labdut
-    run_linerate many udp --frame-size 64 --flow-mode var1 --flows 65535
+    run_linerate many udp --frame-size 64 --flow-mode ports --flows 65535
   else
-    run_linerate many udp --frame-size 64 --flow-mode var1 --flows 65535; run_labdut labdut
+    run_linerate many udp --frame-size 64 --flow-mode ports --flows 65535; run_labdut labdut
     run_floor; run_live
     run_linerate udp64xdp udp --frame-size 64 --tx-engine xdp; run_selftest
     run_trafgen 2; run_linerate udp64mt udp --frame-size 64 --tx-engine packet --flow-mode ports --threads 2

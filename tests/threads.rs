@@ -220,11 +220,10 @@ fn lab_lays_out_cores_away_from_pinned_senders() {
     assert_eq!(t["status"], "ok", "{}", t["error"]);
     let d = &t["directions"][0];
     assert_eq!(d["sender_summary"]["per_thread"][0]["cpu"], 0, "{d}");
-    assert_eq!(
-        d["receiver_summary"]["per_thread"][0]["cpu"],
-        tester_receive.expect("a DUT lab"),
-        "the receiver follows the layout: {d}"
-    );
+    // The socket receiver busy-polls: beside the paced senders it would
+    // delay their wake-ups, so it keeps the CPU after theirs.
+    assert_eq!(d["receiver_summary"]["per_thread"][0]["cpu"], 1, "{d}");
+    assert_eq!(tester_receive, Some(0), "a DUT lab");
     // Whatever the shared core drops is told apart: drops at the sink's
     // backlog and socket are the tester's, and the DUT's own counters agree
     // with the DUT loss the sequence numbers leave.

@@ -116,9 +116,6 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
             instances: t.instances.max(1),
             observers: vec![],
             lab: in_lab.map(|(_, _, _, idx)| *idx),
-            rx_cpus: in_lab.and_then(|(_, _, l, _)| {
-                l.topology.cores.as_ref().map(|c| c.tester_receive.clone())
-            }),
         };
         let r = crate::cli::loadtest::exec_test(run, &mut ends, &t.spec);
         drop(ends);

@@ -38,9 +38,6 @@ pub struct Ends<'a> {
     pub observers: Vec<usize>,
     /// The lab's index in results.json, if the ends are a lab's.
     pub lab: Option<usize>,
-    /// Where the lab's core layout puts the tester's receive work (the
-    /// receivers' threads go there instead of after the senders' CPUs).
-    pub rx_cpus: Option<Vec<usize>>,
 }
 
 impl<'a> Ends<'a> {
@@ -65,22 +62,18 @@ impl<'a> Ends<'a> {
             instances: 1,
             observers: dut.into_iter().collect(),
             lab,
-            rx_cpus: None,
         }
     }
 
     /// A lab's generator and sink (and DUT, watched) as test endpoints;
     /// `index` is the lab's place in results.json's `labs`.
     pub fn of_lab(l: &'a mut crate::lab::Lab, index: Option<usize>) -> Ends<'a> {
-        let rx_cpus = l.topology.cores.as_ref().map(|c| c.tester_receive.clone());
-        let mut e = Ends::new(
+        Ends::new(
             &mut l.fleet,
             (l.gen, l.sink, l.dut),
             (l.gen_addr.clone(), l.sink_addr.clone()),
             index,
-        );
-        e.rx_cpus = rx_cpus;
-        e
+        )
     }
 
     /// The same endpoints, borrowed again for a callee that takes `Ends`.
@@ -92,7 +85,6 @@ impl<'a> Ends<'a> {
             instances: self.instances,
             observers: self.observers.clone(),
             lab: self.lab,
-            rx_cpus: self.rx_cpus.clone(),
         }
     }
 

@@ -73,10 +73,7 @@ fn udp_inner(
                 bind: unspecified(t.ipv6),
                 flows: t.flows.max(1),
                 interval_ms: INTERVAL_MS,
-                cpus: match &ends.rx_cpus {
-                    Some(c) if !t.cpus.is_empty() => c.clone(),
-                    _ => pick_rx_cpus(&t.cpus, t.threads),
-                },
+                cpus: pick_rx_cpus(&t.cpus, t.threads),
                 threads: t.threads,
             },
             None,
