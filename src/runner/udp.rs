@@ -75,6 +75,8 @@ fn udp_inner(
                 interval_ms: INTERVAL_MS,
                 cpus: pick_rx_cpus(&t.cpus, t.threads),
                 threads: t.threads,
+                rx_engine: t.rx_engine,
+                target: leg.to.main(t.ipv6),
             },
             None,
         )?;

@@ -12,7 +12,7 @@ use crate::http::{HttpGetJob, HttpServeJob};
 use crate::lab::LabPort;
 use crate::probe::ProbeSample;
 use crate::sample::{EndpointSummary, FlowTotal, IntervalSample, Snapshot};
-use crate::spec::{Cidr, Direction, FlowSpec, FrameSpec, RateProfile, TxEngine};
+use crate::spec::{Cidr, Direction, FlowSpec, FrameSpec, RateProfile, RxEngine, TxEngine};
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr};
@@ -243,6 +243,13 @@ pub enum Job {
         /// chooses; older controllers send none).
         #[serde(default)]
         threads: u16,
+        /// How the receiver counts; older controllers send none (socket).
+        #[serde(default)]
+        rx_engine: RxEngine,
+        /// The address the senders aim at: the XDP sink attaches to the
+        /// interface that holds it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<IpAddr>,
     },
     UdpSend {
         flows: Vec<FlowSpec>,

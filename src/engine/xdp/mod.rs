@@ -6,7 +6,8 @@
 //! with live frames, is [`crate::sys::xdp_test_run`].
 //!
 //! This module owns loading and attaching; what a program does with its
-//! maps belongs to the engine that uses it ([`live`] for the generator).
+//! maps belongs to the engine that uses it ([`live`] for the generator,
+//! [`sink`] for the receiver).
 
 use super::EngineError;
 use aya::maps::{Array, MapData, PerCpuArray};
@@ -17,9 +18,12 @@ use std::os::fd::{AsFd, BorrowedFd};
 
 pub mod live;
 pub mod probe;
+pub mod sink;
 
 #[cfg(test)]
 mod gen_tests;
+#[cfg(test)]
+mod sink_tests;
 
 /// The numbers `linerate.h` defines (`LR_NAME` there is `NAME` here).
 pub mod consts {
@@ -36,6 +40,10 @@ const OBJECTS: &[(&str, &[u8])] = &[
     (
         "floor",
         aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/floor.bpf.o")),
+    ),
+    (
+        "sink",
+        aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sink.bpf.o")),
     ),
 ];
 
@@ -177,6 +185,16 @@ impl Object {
 
     /// Takes the per-CPU u64 array map `name` out of the object.
     pub fn percpu_u64(&mut self, name: &str) -> Result<PerCpuArray<MapData, u64>, EngineError> {
+        let map = self.take(name)?;
+        PerCpuArray::try_from(map).map_err(|e| self.map_error(name, e))
+    }
+
+    /// Takes the per-CPU array map `name` out of the object, its values
+    /// `V` (plain data laid out as the C struct).
+    pub fn percpu<V: aya::Pod>(
+        &mut self,
+        name: &str,
+    ) -> Result<PerCpuArray<MapData, V>, EngineError> {
         let map = self.take(name)?;
         PerCpuArray::try_from(map).map_err(|e| self.map_error(name, e))
     }

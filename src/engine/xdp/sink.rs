@@ -1,0 +1,335 @@
+//! The XDP receiver (`--rx-engine xdp`): sink.bpf.c on the receiving
+//! interface counts linerate frames per flow in per-CPU maps and drops
+//! them before the stack; this side loads and attaches it, reads its
+//! per-CPU totals every interval and its per-flow state at the end, and
+//! hands back what the socket receiver ([`crate::engine::udp::receive`])
+//! does: the same interval samples, per-flow counters and summary, so
+//! results and cross-checks do not care which engine counted.
+//!
+//! Native XDP only (veth, or a driver with it): generic XDP runs after the
+//! skb is built and would measure the stack it is meant to skip. Attaching
+//! to a veth also gives that veth NAPI (issue 16, trap 1), which the live
+//! engine's XDP_TX frames need. The program is detached when the [`Sink`]
+//! is dropped, on every path.
+
+use super::{consts, AttachMode, Attached, Object};
+use crate::engine::udp::{flow_results, FlowTracker};
+use crate::engine::workers::{Intervals, Totals};
+use crate::engine::{EngineError, IntervalClock, JobCtx};
+use crate::proto::{EndpointSummary, ThreadFigures};
+use crate::sys;
+use aya::maps::{Array, MapData, PerCpuArray};
+use serde_json::Value;
+use std::net::{IpAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+/// u64 words of `struct lr_sink_flow` and `struct lr_sink_totals`.
+const FLOW_WORDS: usize = 5 + consts::SINK_WORDS as usize;
+const TOTALS_WORDS: usize = 6 + consts::SINK_LAT_BUCKETS as usize;
+const CONFIG_LEN: usize = 16;
+/// How often the totals are read: the first frame's arrival (the start of
+/// the job's intervals) is known to this much.
+const POLL: Duration = Duration::from_millis(2);
+/// After Stop, frames still in a ring are counted within this.
+const DRAIN: Duration = Duration::from_millis(50);
+
+/// What the sink counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SinkSpec {
+    /// Flow ids 0..flows are counted.
+    pub flows: u16,
+    /// UDP destination ports counted, inclusive.
+    pub ports: (u16, u16),
+    /// Added to the kernel's CLOCK_MONOTONIC to give the senders' clock.
+    pub clock_offset_ns: u64,
+}
+
+/// The sum of the sink's per-CPU totals at one instant.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SinkTotals {
+    pub packets: u64,
+    pub bytes: u64,
+    pub reordered: u64,
+    pub duplicates: u64,
+    /// Gaps opened minus gaps filled, over every CPU.
+    pub missing: u64,
+    pub foreign: u64,
+    pub latency_log2_ns: Vec<u64>,
+    /// (cpu, packets, bytes, reordered, duplicates) of each CPU that
+    /// counted a frame.
+    pub per_cpu: Vec<(usize, [u64; 4])>,
+}
+
+impl SinkTotals {
+    fn as_totals(&self) -> Totals {
+        Totals {
+            rx_packets: self.packets,
+            rx_bytes: self.bytes,
+            reordered: self.reordered,
+            duplicates: self.duplicates,
+            missing: self.missing,
+            foreign: self.foreign,
+            ..Default::default()
+        }
+    }
+}
+
+/// A loaded sink.bpf.c, attached or not (tests run it by BPF_PROG_RUN).
+pub struct Sink {
+    /// Declared first: detached before the maps and program go.
+    attached: Option<Attached>,
+    flows_map: PerCpuArray<MapData, [u64; FLOW_WORDS]>,
+    totals: PerCpuArray<MapData, [u64; TOTALS_WORDS]>,
+    _config: Array<MapData, [u8; CONFIG_LEN]>,
+    pub obj: Object,
+    flows: u16,
+}
+
+fn map_err(what: &'static str) -> impl Fn(aya::maps::MapError) -> EngineError {
+    move |e| EngineError::Failed(format!("reading the XDP sink's {what}: {e}"))
+}
+
+impl Sink {
+    /// Loads and verifies the program and writes its configuration.
+    pub fn load(spec: SinkSpec) -> Result<Sink, EngineError> {
+        let flows = spec.flows.max(1);
+        let mut obj = Object::load("sink", &[("lr_sink_flows", u32::from(flows))])?;
+        obj.xdp("lr_sink")?;
+        let mut config: Array<MapData, [u8; CONFIG_LEN]> = obj.array("lr_sink_config")?;
+        let mut b = [0u8; CONFIG_LEN];
+        b[0..8].copy_from_slice(&spec.clock_offset_ns.to_ne_bytes());
+        b[8..12].copy_from_slice(&u32::from(flows).to_ne_bytes());
+        b[12..14].copy_from_slice(&spec.ports.0.to_ne_bytes());
+        b[14..16].copy_from_slice(&spec.ports.1.to_ne_bytes());
+        config
+            .set(0, b, 0)
+            .map_err(|e| EngineError::Failed(format!("writing the XDP sink's settings: {e}")))?;
+        Ok(Sink {
+            attached: None,
+            flows_map: obj.percpu("lr_sink_flows")?,
+            totals: obj.percpu("lr_sink_totals")?,
+            _config: config,
+            obj,
+            flows,
+        })
+    }
+
+    /// Loads the sink and attaches it, in the driver, to `ifname`.
+    pub fn open(spec: SinkSpec, ifname: &str) -> Result<Sink, EngineError> {
+        let mut s = Sink::load(spec)?;
+        let a = s.obj.attach("lr_sink", ifname, true)?;
+        debug_assert_eq!(a.mode, AttachMode::Native);
+        s.attached = Some(a);
+        Ok(s)
+    }
+
+    /// The interface the sink is attached to.
+    pub fn ifname(&self) -> Option<&str> {
+        self.attached.as_ref().map(|a| a.ifname.as_str())
+    }
+
+    /// The per-CPU totals, summed.
+    pub fn totals(&self) -> Result<SinkTotals, EngineError> {
+        let per_cpu = self.totals.get(&0, 0).map_err(map_err("totals"))?;
+        let mut t = SinkTotals {
+            latency_log2_ns: vec![0; consts::SINK_LAT_BUCKETS as usize],
+            ..Default::default()
+        };
+        for (cpu, v) in per_cpu.iter().enumerate() {
+            t.packets += v[0];
+            t.bytes += v[1];
+            t.reordered += v[2];
+            t.duplicates += v[3];
+            // Per CPU it can go below zero (a flow's gap opened on one
+            // CPU, filled on another): the sum wraps back.
+            t.missing = t.missing.wrapping_add(v[4]);
+            t.foreign += v[5];
+            for (b, n) in t.latency_log2_ns.iter_mut().zip(&v[6..]) {
+                *b += n;
+            }
+            if v[0] + v[3] > 0 {
+                t.per_cpu.push((cpu, [v[0], v[1], v[2], v[3]]));
+            }
+        }
+        if t.missing > u64::MAX / 2 {
+            t.missing = 0;
+        }
+        Ok(t)
+    }
+
+    /// Flow `id`'s state merged over the CPUs (as FlowTracker::absorb:
+    /// exact unique and loss; reordering as each CPU saw it), and the
+    /// CPUs that counted it.
+    pub fn flow(&self, id: u16) -> Result<(FlowTracker, Vec<usize>), EngineError> {
+        let per_cpu = self
+            .flows_map
+            .get(&u32::from(id), 0)
+            .map_err(map_err("flow state"))?;
+        let mut t = FlowTracker::counted(0, 0, 0, 0);
+        let mut cpus = Vec::new();
+        for (cpu, v) in per_cpu.iter().enumerate() {
+            if v[0] > 0 {
+                t.absorb(&FlowTracker::counted(v[0], v[1], v[3], v[4]));
+                cpus.push(cpu);
+            }
+        }
+        Ok((t, cpus))
+    }
+}
+
+/// The interface of this namespace that holds `addr` (`ip -j addr`).
+pub fn interface_of(addr: IpAddr) -> Result<String, EngineError> {
+    let out = crate::netops::run_output("ip", &["-j", "addr", "show"])
+        .map_err(|e| EngineError::Unavailable(format!("{e:#}")))?;
+    let v: Value = serde_json::from_str(&out)
+        .map_err(|e| EngineError::Unavailable(format!("parsing `ip -j addr show`: {e}")))?;
+    interface_in(&v, addr).ok_or_else(|| {
+        EngineError::Unavailable(format!(
+            "no interface here holds {addr}, the address the senders aim at: the XDP sink \
+             attaches to that interface"
+        ))
+    })
+}
+
+fn interface_in(v: &Value, addr: IpAddr) -> Option<String> {
+    v.as_array()?
+        .iter()
+        .find(|l| {
+            l["addr_info"].as_array().is_some_and(|a| {
+                a.iter().any(|i| {
+                    i["local"]
+                        .as_str()
+                        .and_then(|s| s.parse::<IpAddr>().ok())
+                        == Some(addr)
+                })
+            })
+        })
+        .and_then(|l| l["ifname"].as_str())
+        .filter(|n| *n != "lo")
+        .map(str::to_string)
+}
+
+/// Counts until the controller stops the job, reporting intervals from
+/// the per-CPU totals; `sock` holds the port (frames the sink passes on,
+/// foreign ones, land there and are drained).
+pub fn receive(
+    ctx: &JobCtx,
+    sink: Sink,
+    sock: UdpSocket,
+) -> Result<EndpointSummary, EngineError> {
+    let cpu0 = sys::process_cpu_seconds();
+    sock.set_nonblocking(true)
+        .map_err(EngineError::io("making the receiver's socket non-blocking"))?;
+    let mut buf = [0u8; 2048];
+    let mut clock: Option<IntervalClock> = None;
+    let mut iv = Intervals::default();
+    let mut stop_seen: Option<Instant> = None;
+    loop {
+        std::thread::sleep(POLL);
+        while sock.recv(&mut buf).is_ok() {}
+        let now = Instant::now();
+        let t = sink.totals()?;
+        if clock.is_none() && t.packets > 0 {
+            clock = Some(IntervalClock::new(now, ctx.interval));
+        }
+        if let Some(c) = clock.as_mut() {
+            if let Some((a, b)) = c.due(now) {
+                ctx.emit(iv.sample(t.as_totals(), a, b, 0));
+            }
+        }
+        if stop_seen.is_none() && ctx.stopped() {
+            stop_seen = Some(now);
+        }
+        if stop_seen.is_some_and(|s| now.duration_since(s) >= DRAIN) {
+            break;
+        }
+    }
+    let mut merged = Vec::with_capacity(usize::from(sink.flows));
+    let mut cpu_flows: Vec<(usize, Vec<u16>)> = Vec::new();
+    let mut split = 0usize;
+    for id in 0..sink.flows {
+        let (t, cpus) = sink.flow(id)?;
+        split += usize::from(cpus.len() > 1);
+        for cpu in cpus {
+            match cpu_flows.iter_mut().find(|(c, _)| *c == cpu) {
+                Some((_, f)) => f.push(id),
+                None => cpu_flows.push((cpu, vec![id])),
+            }
+        }
+        merged.push(t);
+    }
+    let (flows_out, lost_total) = flow_results(ctx, &merged);
+    let t = sink.totals()?;
+    let (a, b) = match clock.as_mut() {
+        Some(c) => c.close(Instant::now()),
+        None => (0.0, 0.0),
+    };
+    ctx.emit(iv.last(t.as_totals(), a, b, 0, lost_total));
+    if split > 0 {
+        eprintln!(
+            "linerate agent: {split} flow(s) were counted on more than one CPU by the XDP sink; \
+             their reordering counts are per CPU"
+        );
+    }
+    // One "thread" per CPU that ran the program: XDP counts in the
+    // softirq of whichever CPU polled the interface.
+    let per_thread = t
+        .per_cpu
+        .iter()
+        .enumerate()
+        .map(|(i, (cpu, v))| ThreadFigures {
+            thread: i as u16,
+            cpu: Some(*cpu),
+            flows: cpu_flows
+                .iter()
+                .find(|(c, _)| c == cpu)
+                .map(|(_, f)| f.clone())
+                .unwrap_or_default(),
+            cpu_s: 0.0,
+            rx_packets: v[0],
+            rx_bytes: v[1],
+            reordered: v[2],
+            duplicates: v[3],
+            ..Default::default()
+        })
+        .collect();
+    let mut latency = t.latency_log2_ns.clone();
+    while latency.last() == Some(&0) {
+        latency.pop();
+    }
+    Ok(EndpointSummary {
+        elapsed_s: b,
+        cpu_s: sys::process_cpu_seconds() - cpu0,
+        max_rss_bytes: sys::peak_rss_bytes(),
+        rx_packets: t.packets,
+        rx_bytes: t.bytes,
+        lost: lost_total,
+        reordered: t.reordered,
+        duplicates: t.duplicates,
+        foreign: t.foreign,
+        flows: flows_out,
+        per_thread,
+        rx_engine: "xdp".into(),
+        one_way_latency_log2_ns: latency,
+        ..Default::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_interface_holding_an_address() {
+        let v: Value = serde_json::from_str(
+            r#"[{"ifname":"lo","addr_info":[{"local":"127.0.0.1"}]},
+                {"ifname":"lrs0","addr_info":[{"local":"198.18.0.2"},{"local":"2001:2::2"}]}]"#,
+        )
+        .unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(interface_in(&v, ip("2001:2::2")).as_deref(), Some("lrs0"));
+        assert_eq!(interface_in(&v, ip("198.18.0.2")).as_deref(), Some("lrs0"));
+        assert_eq!(interface_in(&v, ip("127.0.0.1")), None, "never lo");
+        assert_eq!(interface_in(&v, ip("198.18.0.9")), None);
+    }
+}
