@@ -100,15 +100,15 @@ struct lr_sink_flow {
 	__u64 window[LR_SINK_WORDS];
 };
 
-/* One CPU's totals over every flow, read every interval (one lookup
- * instead of one per flow). `missing` is gaps opened minus gaps filled:
- * summed over the CPUs (wrapping) it is FlowTracker's missing level. */
+/* One CPU's totals over every flow, read every few ms (one lookup
+ * instead of one per flow). Loss is not here: a flow whose frames reach
+ * two CPUs (a veth's NAPI follows its sender's CPU) has two per-CPU
+ * `next`s, so only the flows' merged state says what is missing. */
 struct lr_sink_totals {
 	__u64 packets;
 	__u64 bytes;
 	__u64 reordered;
 	__u64 duplicates;
-	__u64 missing;
 	/* On the counted ports but no linerate header, or a flow id out of
 	 * range: passed to the stack, counted as the socket receiver does. */
 	__u64 foreign;

@@ -86,14 +86,12 @@ static __always_inline int on_seq(struct lr_sink_flow *f, struct lr_sink_totals 
 		}
 		f->window[w] |= bit;
 		f->next = s + 1;
-		t->missing += gap;
 		return 0;
 	}
 	if (f->next - s > LR_SINK_WINDOW) {
 		/* Too old to tell a duplicate from a very late frame. */
 		f->reordered++;
 		t->reordered++;
-		t->missing -= 1;
 		return 0;
 	}
 	if (f->window[w] & bit) {
@@ -104,7 +102,6 @@ static __always_inline int on_seq(struct lr_sink_flow *f, struct lr_sink_totals 
 	f->window[w] |= bit;
 	f->reordered++;
 	t->reordered++;
-	t->missing -= 1;
 	return 0;
 }
 

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 /// u64 words of `struct lr_sink_flow` and `struct lr_sink_totals`.
 const FLOW_WORDS: usize = 5 + consts::SINK_WORDS as usize;
-const TOTALS_WORDS: usize = 6 + consts::SINK_LAT_BUCKETS as usize;
+const TOTALS_WORDS: usize = 5 + consts::SINK_LAT_BUCKETS as usize;
 const CONFIG_LEN: usize = 16;
 /// How often the totals are read: the first frame's arrival (the start of
 /// the job's intervals) is known to this much.
@@ -59,8 +59,6 @@ pub struct SinkTotals {
     pub bytes: u64,
     pub reordered: u64,
     pub duplicates: u64,
-    /// Gaps opened minus gaps filled, over every CPU.
-    pub missing: u64,
     pub foreign: u64,
     pub latency_log2_ns: Vec<u64>,
     /// (cpu, packets, bytes, reordered, duplicates) of each CPU that
@@ -69,13 +67,15 @@ pub struct SinkTotals {
 }
 
 impl SinkTotals {
-    fn as_totals(&self) -> Totals {
+    /// As the socket receiver's workers add up, with `missing` (from the
+    /// flows' merged state) given.
+    fn as_totals(&self, missing: u64) -> Totals {
         Totals {
             rx_packets: self.packets,
             rx_bytes: self.bytes,
             reordered: self.reordered,
             duplicates: self.duplicates,
-            missing: self.missing,
+            missing,
             foreign: self.foreign,
             ..Default::default()
         }
@@ -148,19 +148,13 @@ impl Sink {
             t.bytes += v[1];
             t.reordered += v[2];
             t.duplicates += v[3];
-            // Per CPU it can go below zero (a flow's gap opened on one
-            // CPU, filled on another): the sum wraps back.
-            t.missing = t.missing.wrapping_add(v[4]);
-            t.foreign += v[5];
-            for (b, n) in t.latency_log2_ns.iter_mut().zip(&v[6..]) {
+            t.foreign += v[4];
+            for (b, n) in t.latency_log2_ns.iter_mut().zip(&v[5..]) {
                 *b += n;
             }
             if v[0] + v[3] > 0 {
                 t.per_cpu.push((cpu, [v[0], v[1], v[2], v[3]]));
             }
-        }
-        if t.missing > u64::MAX / 2 {
-            t.missing = 0;
         }
         Ok(t)
     }
@@ -182,6 +176,45 @@ impl Sink {
             }
         }
         Ok((t, cpus))
+    }
+
+    /// Every flow's state merged over the CPUs, and the flows each CPU
+    /// counted: one map lookup per flow (65,536 flows take ~0.1 s).
+    pub fn merged(&self) -> Result<Merged, EngineError> {
+        let mut m = Merged {
+            flows: Vec::with_capacity(usize::from(self.flows)),
+            ..Default::default()
+        };
+        for id in 0..self.flows {
+            let (t, cpus) = self.flow(id)?;
+            m.split += usize::from(cpus.len() > 1);
+            for cpu in cpus {
+                match m.cpu_flows.iter_mut().find(|(c, _)| *c == cpu) {
+                    Some((_, f)) => f.push(id),
+                    None => m.cpu_flows.push((cpu, vec![id])),
+                }
+            }
+            m.flows.push(t);
+        }
+        Ok(m)
+    }
+}
+
+/// The sink's flows merged over the CPUs.
+#[derive(Default)]
+pub struct Merged {
+    /// By flow id.
+    pub flows: Vec<FlowTracker>,
+    /// (cpu, flow ids it counted).
+    pub cpu_flows: Vec<(usize, Vec<u16>)>,
+    /// Flows counted on more than one CPU.
+    pub split: usize,
+}
+
+impl Merged {
+    /// Sequence numbers below each flow's highest that never arrived.
+    pub fn missing(&self) -> u64 {
+        self.flows.iter().map(FlowTracker::missing).sum()
     }
 }
 
@@ -242,7 +275,10 @@ pub fn receive(
         }
         if let Some(c) = clock.as_mut() {
             if let Some((a, b)) = c.due(now) {
-                ctx.emit(iv.sample(t.as_totals(), a, b, 0));
+                // Loss per interval from the flows' merged state, exact
+                // however the frames spread over CPUs.
+                let missing = sink.merged()?.missing();
+                ctx.emit(iv.sample(t.as_totals(missing), a, b, 0));
             }
         }
         if stop_seen.is_none() && ctx.stopped() {
@@ -252,27 +288,15 @@ pub fn receive(
             break;
         }
     }
-    let mut merged = Vec::with_capacity(usize::from(sink.flows));
-    let mut cpu_flows: Vec<(usize, Vec<u16>)> = Vec::new();
-    let mut split = 0usize;
-    for id in 0..sink.flows {
-        let (t, cpus) = sink.flow(id)?;
-        split += usize::from(cpus.len() > 1);
-        for cpu in cpus {
-            match cpu_flows.iter_mut().find(|(c, _)| *c == cpu) {
-                Some((_, f)) => f.push(id),
-                None => cpu_flows.push((cpu, vec![id])),
-            }
-        }
-        merged.push(t);
-    }
-    let (flows_out, lost_total) = flow_results(ctx, &merged);
+    let merged = sink.merged()?;
+    let (split, cpu_flows) = (merged.split, &merged.cpu_flows);
+    let (flows_out, lost_total) = flow_results(ctx, &merged.flows);
     let t = sink.totals()?;
     let (a, b) = match clock.as_mut() {
         Some(c) => c.close(Instant::now()),
         None => (0.0, 0.0),
     };
-    ctx.emit(iv.last(t.as_totals(), a, b, 0, lost_total));
+    ctx.emit(iv.last(t.as_totals(merged.missing()), a, b, 0, lost_total));
     if split > 0 {
         eprintln!(
             "linerate agent: {split} flow(s) were counted on more than one CPU by the XDP sink; \
