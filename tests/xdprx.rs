@@ -166,8 +166,8 @@ fn one_percent_random_loss_at_the_dut_is_measured_to_five_hundredths_of_a_point(
     in_ns(
         &dut,
         &[
-            "nft", "add", "rule", "inet", "lrxrx", "lossy", "numgen", "random", "mod", "100",
-            "<", "1", "counter", "drop",
+            "nft", "add", "rule", "inet", "lrxrx", "lossy", "numgen", "random", "mod", "100", "<",
+            "1", "counter", "drop",
         ],
     );
     // 1 M frames: the binomial spread of a 1 % loss is then ±0.01 pp (1σ).
@@ -199,7 +199,11 @@ fn one_percent_random_loss_at_the_dut_is_measured_to_five_hundredths_of_a_point(
     );
     assert!(tx > 900_000, "{tx} frames");
     assert_eq!(rx + lost, tx, "{d}");
-    assert!((ratio - 0.01).abs() <= 0.0005, "loss {:.4} %", ratio * 100.0);
+    assert!(
+        (ratio - 0.01).abs() <= 0.0005,
+        "loss {:.4} %",
+        ratio * 100.0
+    );
     // What the sequence numbers found missing is what the rule dropped
     // (give or take frames the DUT itself could not forward).
     assert!(
@@ -236,7 +240,12 @@ fn auto_falls_back_to_socket_when_bpf_is_refused_and_no_program_is_left() {
     );
     assert_eq!(u(&d["rx_packets"]), u(&d["tx_packets"]), "{d}");
     // Asked for by name, the refusal says what to do.
-    let out = udp(&lab, true, "198.18.0.2", &[&["--rx-engine", "xdp"][..], &paced].concat());
+    let out = udp(
+        &lab,
+        true,
+        "198.18.0.2",
+        &[&["--rx-engine", "xdp"][..], &paced].concat(),
+    );
     let t = text(&out);
     assert!(
         t.contains("xdp receiver cannot run here") && t.contains("--rx-engine socket"),

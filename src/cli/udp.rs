@@ -4,8 +4,8 @@ use super::common::{direction, duration, pair, Common, Endpoints, FlowModeArg, P
 use super::config::{self, Pair, TestSpec};
 use super::parse::{parse_frame, parse_rate_arg};
 use crate::model::units::Rate;
-use crate::proto::{RxEngine, TxEngine};
 use crate::proto::{Direction, FrameSpec};
+use crate::proto::{RxEngine, TxEngine};
 use crate::runner::UdpTest;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;

@@ -26,7 +26,7 @@ pub struct RxSpec {
 enum Engine {
     Socket(Vec<UdpSocket>),
     /// The sink and the socket that keeps its port.
-    Xdp(Sink, UdpSocket),
+    Xdp(Box<Sink>, UdpSocket),
 }
 
 /// A receiver with its engine open, ready to run on its own thread.
@@ -87,7 +87,7 @@ fn open_xdp(spec: &RxSpec) -> Result<(Engine, u16), EngineError> {
         },
         &ifname,
     )?;
-    Ok((Engine::Xdp(s, sock), port))
+    Ok((Engine::Xdp(Box::new(s), sock), port))
 }
 
 /// Opens the engine `spec.rx_engine` asks for; with auto, the XDP sink
@@ -142,7 +142,7 @@ impl Receiver {
     pub fn run(self, ctx: &JobCtx) -> Result<EndpointSummary, EngineError> {
         let mut s = match self.engine {
             Engine::Socket(socks) => udp::receive(ctx, socks, self.spec.flows, &self.spec.cpus)?,
-            Engine::Xdp(sink, sock) => sink::receive(ctx, sink, sock)?,
+            Engine::Xdp(sink, sock) => sink::receive(ctx, *sink, sock)?,
         };
         s.rx_engine_note = self.note;
         Ok(s)

@@ -19,7 +19,7 @@ use crate::proto::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub const SCHEMA_VERSION: &str = "1.3.0";
+pub const SCHEMA_VERSION: &str = "1.4.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {

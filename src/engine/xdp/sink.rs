@@ -238,10 +238,7 @@ fn interface_in(v: &Value, addr: IpAddr) -> Option<String> {
         .find(|l| {
             l["addr_info"].as_array().is_some_and(|a| {
                 a.iter().any(|i| {
-                    i["local"]
-                        .as_str()
-                        .and_then(|s| s.parse::<IpAddr>().ok())
-                        == Some(addr)
+                    i["local"].as_str().and_then(|s| s.parse::<IpAddr>().ok()) == Some(addr)
                 })
             })
         })
@@ -253,11 +250,7 @@ fn interface_in(v: &Value, addr: IpAddr) -> Option<String> {
 /// Counts until the controller stops the job, reporting intervals from
 /// the per-CPU totals; `sock` holds the port (frames the sink passes on,
 /// foreign ones, land there and are drained).
-pub fn receive(
-    ctx: &JobCtx,
-    sink: Sink,
-    sock: UdpSocket,
-) -> Result<EndpointSummary, EngineError> {
+pub fn receive(ctx: &JobCtx, sink: Sink, sock: UdpSocket) -> Result<EndpointSummary, EngineError> {
     let cpu0 = sys::process_cpu_seconds();
     sock.set_nonblocking(true)
         .map_err(EngineError::io("making the receiver's socket non-blocking"))?;

@@ -94,7 +94,12 @@ fn script_matches_flow_tracker(p: &FlowPath, size: u32, script: &[(u16, u64)]) {
         let (got, cpus) = s.flow(id as u16).expect("flow state");
         assert!(cpus.len() <= 1, "test runs stay on one CPU");
         assert_eq!(
-            (got.unique(), got.missing(), got.reordered(), got.duplicates()),
+            (
+                got.unique(),
+                got.missing(),
+                got.reordered(),
+                got.duplicates()
+            ),
             (w.unique(), w.missing(), w.reordered(), w.duplicates()),
             "flow {id}: (unique, missing, reordered, duplicates)"
         );
@@ -120,7 +125,15 @@ fn script() -> Vec<(u16, u64)> {
     v.extend([(0, 2000), (0, 1999), (0, 1999), (0, 1000), (0, 2001)]);
     // A gap across word edges, filled from the far end.
     v.extend((0..130).rev().filter(|s| s % 3 != 0).map(|s| (1u16, s)));
-    v.extend([(1, 600), (1, 100), (1, 599), (1, 87), (2, 5), (2, 5), (3, 0)]);
+    v.extend([
+        (1, 600),
+        (1, 100),
+        (1, 599),
+        (1, 87),
+        (2, 5),
+        (2, 5),
+        (3, 0),
+    ]);
     v
 }
 
@@ -180,7 +193,13 @@ fn everything_else_is_passed() {
     cases.push(("IPv6 with an extension header", ext, false));
     // Truncated: inside the linerate header, inside UDP, inside IP, bare
     // Ethernet (the verifier must have seen every bound).
-    for (cut, foreign) in [(59usize, true), (45, true), (41, false), (30, false), (14, false)] {
+    for (cut, foreign) in [
+        (59usize, true),
+        (45, true),
+        (41, false),
+        (30, false),
+        (14, false),
+    ] {
         cases.push(("truncated IPv4", good[..cut].to_vec(), foreign));
     }
     let good6 = lr_frame(&v6(), 128, 2, 0);
@@ -235,7 +254,11 @@ fn a_flow_split_over_two_cpus_merges_exactly() {
     }
     // 0..100 on one CPU, 100..200 with 150 lost on another, then 200..300
     // back on the first: what a veth's NAPI does when its sender moves.
-    for (cpu, range) in [(cpus[0], 0..100u64), (cpus[1], 100..200), (cpus[0], 200..300)] {
+    for (cpu, range) in [
+        (cpus[0], 0..100u64),
+        (cpus[1], 100..200),
+        (cpus[0], 200..300),
+    ] {
         sys::pin_thread(&[cpu]).expect("pinning");
         for seq in range.filter(|&q| q != 150) {
             assert_eq!(run(&mut s, &lr_frame(&v4(), 64, 0, seq)), XDP_DROP);
