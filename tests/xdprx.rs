@@ -278,3 +278,36 @@ fn auto_falls_back_to_socket_when_bpf_is_refused_and_no_program_is_left() {
     assert!(t.contains("one sender thread"), "the sender refused: {t}");
     no_xdp_left(&lab);
 }
+
+#[test]
+fn the_lab_self_test_counts_in_xdp_and_records_it() {
+    let _g = serial();
+    if !require_root() {
+        return;
+    }
+    let base = tempdir("xdprx-lab");
+    let doc = run_json(&[
+        "lab",
+        "--quick",
+        "--only",
+        "self-test",
+        "--rx-engine",
+        "xdp",
+        "--no-progress",
+        "--json",
+        "--results-dir",
+        base.to_str().unwrap(),
+    ]);
+    assert_eq!(doc["status"], "complete", "{doc}");
+    let t = &doc["tests"][0];
+    assert_eq!(t["status"], "ok", "{}", t["error"]);
+    let d = &t["directions"][0];
+    let s = &d["receiver_summary"];
+    assert_eq!(s["rx_engine"], "xdp", "{s}");
+    assert!(s.get("rx_engine_note").is_none(), "{s}");
+    let (tx, rx) = (u(&d["tx_packets"]), u(&d["rx_packets"]));
+    assert!(tx > 10_000, "{tx} frames");
+    assert_eq!(rx + u(&d["lost"]), tx, "{d}");
+    assert_nothing_left(&lab_pids(&doc));
+    let _ = std::fs::remove_dir_all(&base);
+}
