@@ -188,6 +188,10 @@ impl Lab {
             target,
             "--tx-engine",
             engine,
+            // These tests are about the sender and the socket receiver's
+            // NAPI (GRO); the XDP sink's are in tests/xdprx.rs.
+            "--rx-engine",
+            "socket",
             "--frame-size",
             size,
             "--duration",

@@ -142,7 +142,7 @@ impl Receiver {
     pub fn run(self, ctx: &JobCtx) -> Result<EndpointSummary, EngineError> {
         let mut s = match self.engine {
             Engine::Socket(socks) => udp::receive(ctx, socks, self.spec.flows, &self.spec.cpus)?,
-            Engine::Xdp(sink, sock) => sink::receive(ctx, *sink, sock)?,
+            Engine::Xdp(sink, sock) => sink::receive(ctx, *sink, sock, &self.spec.cpus)?,
         };
         s.rx_engine_note = self.note;
         Ok(s)

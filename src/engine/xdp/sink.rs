@@ -250,7 +250,17 @@ fn interface_in(v: &Value, addr: IpAddr) -> Option<String> {
 /// Counts until the controller stops the job, reporting intervals from
 /// the per-CPU totals; `sock` holds the port (frames the sink passes on,
 /// foreign ones, land there and are drained).
-pub fn receive(ctx: &JobCtx, sink: Sink, sock: UdpSocket) -> Result<EndpointSummary, EngineError> {
+pub fn receive(
+    ctx: &JobCtx,
+    sink: Sink,
+    sock: UdpSocket,
+    cpus: &[usize],
+) -> Result<EndpointSummary, EngineError> {
+    // The counting runs in softirq wherever the interface is polled; this
+    // thread only reads maps, on the CPUs the job was given.
+    sys::pin_thread(cpus).map_err(EngineError::io(format!(
+        "pinning the receiver to CPUs {cpus:?}"
+    )))?;
     let cpu0 = sys::process_cpu_seconds();
     sock.set_nonblocking(true)
         .map_err(EngineError::io("making the receiver's socket non-blocking"))?;
