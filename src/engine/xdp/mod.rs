@@ -146,11 +146,7 @@ impl Object {
         let p = self.xdp(prog)?;
         let (id, mode) = match p.attach(ifname, XdpFlags::DRV_MODE) {
             Ok(id) => (id, AttachMode::Native),
-            Err(e) if native_only => {
-                return Err(EngineError::Unavailable(format!(
-                    "attaching XDP to {ifname} in driver mode: {e}; its driver has no native XDP"
-                )))
-            }
+            Err(e) if native_only => return Err(native_refused(ifname, &chain(&e))),
             Err(_) => (
                 p.attach(ifname, XdpFlags::SKB_MODE).map_err(|e| {
                     EngineError::Unavailable(format!("attaching XDP to {ifname}: {e}"))
@@ -241,7 +237,12 @@ pub fn percpu_sum(map: &PerCpuArray<MapData, u64>, index: u32) -> Result<u64, En
 /// The verifier's log is the useful part of a load failure; aya keeps it
 /// in the error's source chain.
 fn verifier(e: aya::programs::ProgramError) -> String {
-    use std::error::Error;
+    chain(&e)
+}
+
+/// An error with its whole source chain ("`bpf_link_create` failed: Device
+/// or resource busy"): aya's own text leaves out the errno.
+fn chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut src = e.source();
     while let Some(s) = src {
@@ -249,6 +250,23 @@ fn verifier(e: aya::programs::ProgramError) -> String {
         src = s.source();
     }
     text
+}
+
+/// Why a native attach failed, in a user's words: the interface is taken,
+/// or its driver has no native XDP.
+fn native_refused(ifname: &str, text: &str) -> EngineError {
+    let why = if text.contains("busy") || text.contains("File exists") {
+        format!(
+            "another XDP program is already attached to {ifname} (another receiver job on this \
+             interface, or another tool; `ip link show {ifname}` names it)"
+        )
+    } else {
+        "its driver has no native XDP (generic XDP would count after the stack's skb is built)"
+            .to_string()
+    };
+    EngineError::Unavailable(format!(
+        "attaching XDP to {ifname} in driver mode: {text}; {why}"
+    ))
 }
 
 #[cfg(test)]
