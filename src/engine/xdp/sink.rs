@@ -26,9 +26,10 @@ use crate::engine::workers::{Intervals, Totals};
 use crate::engine::{EngineError, IntervalClock, JobCtx};
 use crate::proto::{EndpointSummary, ThreadFigures};
 use crate::sys;
-use aya::maps::{Array, MapData, PerCpuArray};
+use aya::maps::{Array, IterableMap, MapData, PerCpuArray};
 use serde_json::Value;
 use std::net::{IpAddr, UdpSocket};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 /// u64 words of `struct lr_sink_flow` and `struct lr_sink_totals`.
@@ -40,6 +41,9 @@ const CONFIG_LEN: usize = 16;
 const POLL: Duration = Duration::from_millis(2);
 /// After Stop, frames still in a ring are counted within this.
 const DRAIN: Duration = Duration::from_millis(50);
+/// Flows per batch read of the flow map: bounds the buffer to 1,024 ×
+/// 104 B × CPUs (0.2 MiB on 2 CPUs, 6.5 MiB on 64).
+const BATCH_FLOWS: usize = 1024;
 
 /// What the sink counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,14 +183,21 @@ impl Sink {
     }
 
     /// Every flow's state merged over the CPUs, and the flows each CPU
-    /// counted: one map lookup per flow (65,536 flows take ~0.1 s).
+    /// counted: batch reads of BATCH_FLOWS flows (65,535 flows on 2 CPUs:
+    /// 18 ms measured), or one lookup per flow (80 ms) where the kernel has
+    /// no batch reads (before 5.6).
     pub fn merged(&self) -> Result<Merged, EngineError> {
+        let per_flow = match self.read_batched() {
+            Ok(v) => v,
+            Err(_) => (0..self.flows)
+                .map(|id| self.flow(id))
+                .collect::<Result<Vec<_>, _>>()?,
+        };
         let mut m = Merged {
             flows: Vec::with_capacity(usize::from(self.flows)),
             ..Default::default()
         };
-        for id in 0..self.flows {
-            let (t, cpus) = self.flow(id)?;
+        for (id, (t, cpus)) in (0u16..).zip(per_flow) {
             m.split += usize::from(cpus.len() > 1);
             for cpu in cpus {
                 match m.cpu_flows.iter_mut().find(|(c, _)| *c == cpu) {
@@ -197,6 +208,40 @@ impl Sink {
             m.flows.push(t);
         }
         Ok(m)
+    }
+}
+
+impl Sink {
+    /// Every flow's (merged state, CPUs that counted it), by batch reads.
+    pub(crate) fn read_batched(&self) -> std::io::Result<Vec<(FlowTracker, Vec<usize>)>> {
+        let fd = self.flows_map.map().fd().as_fd();
+        let layout = sys::percpu_array_layout(fd)?;
+        let mut buf = vec![0u8; BATCH_FLOWS * layout.entry_len()];
+        let mut out = Vec::with_capacity(usize::from(self.flows));
+        while out.len() < usize::from(self.flows) {
+            let (l, n) = sys::percpu_array_read(fd, out.len() as u32, &mut buf)?;
+            if n == 0 {
+                break;
+            }
+            for entry in buf.chunks_exact(l.entry_len()).take(n) {
+                let mut t = FlowTracker::counted(0, 0, 0, 0);
+                let mut cpus = Vec::new();
+                for (cpu, v) in entry.chunks_exact(l.stride).enumerate() {
+                    let w = |i: usize| {
+                        let mut b = [0u8; 8];
+                        b.copy_from_slice(&v[i * 8..i * 8 + 8]);
+                        u64::from_ne_bytes(b)
+                    };
+                    if w(0) > 0 {
+                        t.absorb(&FlowTracker::counted(w(0), w(1), w(3), w(4)));
+                        cpus.push(cpu);
+                    }
+                }
+                out.push((t, cpus));
+            }
+        }
+        out.truncate(usize::from(self.flows));
+        Ok(out)
     }
 }
 

@@ -244,10 +244,11 @@ fn latency_lands_in_its_log2_bucket() {
 
 #[test]
 fn a_flow_split_over_two_cpus_merges_exactly() {
+    // Before sink() pins this thread to one of them.
+    let cpus = sys::allowed_cpus().expect("allowed CPUs");
     let Some(mut s) = sink(1) else {
         return;
     };
-    let cpus = sys::allowed_cpus().expect("allowed CPUs");
     if cpus.len() < 2 {
         eprintln!("skipping: needs two CPUs");
         return;
@@ -269,4 +270,46 @@ fn a_flow_split_over_two_cpus_merges_exactly() {
     assert_eq!((t.unique(), t.missing(), t.duplicates()), (299, 1, 0));
     assert_eq!(s.merged().expect("flows").missing(), 1);
     assert_eq!(s.totals().expect("totals").packets, 299);
+}
+
+#[test]
+fn batched_reads_agree_with_one_lookup_per_flow() {
+    let cpus = sys::allowed_cpus().expect("allowed CPUs");
+    let Some(mut s) = sink(3000) else {
+        return;
+    };
+    // Flows on both sides of the 1,024-flow batch edges, some on two CPUs.
+    for (i, cpu) in cpus.iter().take(2).enumerate() {
+        sys::pin_thread(&[*cpu]).expect("pinning");
+        for flow in [0u16, 1023, 1024, 2047, 2048, 2999] {
+            for seq in (0..40u64).filter(|q| q % 7 != 3) {
+                if i == 0 || flow % 2 == 0 {
+                    run(&mut s, &lr_frame(&v4(), 64, flow, seq + 40 * i as u64));
+                }
+            }
+        }
+    }
+    let t0 = std::time::Instant::now();
+    let batched = s
+        .read_batched()
+        .expect("BPF_MAP_LOOKUP_BATCH (kernel >= 5.6)");
+    eprintln!("3,000 flows read in {:?}", t0.elapsed());
+    assert_eq!(batched.len(), 3000);
+    for (id, (b, b_cpus)) in batched.iter().enumerate() {
+        let (one, one_cpus) = s.flow(id as u16).expect("flow state");
+        assert_eq!(b_cpus, &one_cpus, "flow {id}");
+        assert_eq!(
+            (b.unique(), b.missing(), b.reordered(), b.duplicates()),
+            (
+                one.unique(),
+                one.missing(),
+                one.reordered(),
+                one.duplicates()
+            ),
+            "flow {id}"
+        );
+    }
+    assert_eq!(batched[1024].0.unique(), 34 * cpus.len().min(2) as u64);
+    assert_eq!(batched[1023].0.unique(), 34);
+    assert!(!batched[1].0.seen());
 }
