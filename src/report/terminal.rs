@@ -483,6 +483,28 @@ mod tests {
     use crate::report::testdata;
 
     #[test]
+    fn the_rx_engine_note_says_which_engine_counted_and_why() {
+        let mut r = testdata::lab();
+        let t = r
+            .tests
+            .iter_mut()
+            .find(|t| t.directions.len() > 1)
+            .expect("a test with two directions");
+        assert_eq!(rx_engine_note(t), None, "older results name no engine");
+        t.directions[0].receiver_summary.rx_engine = "xdp".into();
+        let s = &mut t.directions[1].receiver_summary;
+        s.rx_engine = "socket".into();
+        s.rx_engine_note = Some("xdp refused: LINERATE_XDP_DENY is set".into());
+        assert_eq!(
+            rx_engine_note(t).as_deref(),
+            Some(
+                "rx engine: xdp (counted in XDP, dropped before the stack); \
+                 socket (xdp refused: LINERATE_XDP_DENY is set)"
+            )
+        );
+    }
+
+    #[test]
     fn plain_table_is_aligned() {
         let out = table_styled(&testdata::lab(), Style::PLAIN);
         assert!(!out.contains('\x1b'));
