@@ -197,7 +197,9 @@ fn one_percent_random_loss_at_the_dut_is_measured_to_five_hundredths_of_a_point(
         "1 % DUT loss: {tx} sent, {rx} counted, {lost} lost ({:.4} %), nft dropped {dropped}",
         ratio * 100.0
     );
-    assert!(tx > 900_000, "{tx} frames");
+    // A loaded machine may send fewer: from 500 k frames 0.05 pp is still
+    // 3.5σ of the binomial spread.
+    assert!(tx > 500_000, "{tx} frames");
     assert_eq!(rx + lost, tx, "{d}");
     assert!(
         (ratio - 0.01).abs() <= 0.0005,
