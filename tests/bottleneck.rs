@@ -27,6 +27,10 @@ fn self_test_verdict_names_the_sender_core() {
         "packet",
         "--cpus",
         "0,1",
+        // The receiver thread on CPU1 counts: the socket receiver (the XDP
+        // sink counts in softirq wherever its veth is polled).
+        "--rx-engine",
+        "socket",
         "--no-progress",
         "--json",
         "--results-dir",

@@ -25,3 +25,4 @@ mod sshd;
 mod threads;
 mod txengine;
 mod xdplive;
+mod xdprx;

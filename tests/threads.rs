@@ -86,6 +86,9 @@ fn two_threads_on_loopback_split_flows_and_add_up() {
         "5",
         "--threads",
         "2",
+        // Receiver threads are the socket receiver's (SO_REUSEPORT).
+        "--rx-engine",
+        "socket",
         "--no-results",
         "--no-progress",
         "--json",
@@ -137,6 +140,9 @@ fn lab_with_two_threads_adds_up_and_cross_checks() {
         "udp 64B var2",
         "--threads",
         "2",
+        // Receiver threads are the socket receiver's (SO_REUSEPORT).
+        "--rx-engine",
+        "socket",
         "--no-progress",
         "--json",
         "--results-dir",
@@ -172,6 +178,9 @@ fn lab_lays_out_cores_away_from_pinned_senders() {
         "0,1",
         "--threads",
         "1",
+        // Receiver threads are the socket receiver's (SO_REUSEPORT).
+        "--rx-engine",
+        "socket",
         "--no-progress",
         "--json",
         "--results-dir",

@@ -18,7 +18,7 @@ fn sh(args: &[&str]) {
     );
 }
 
-fn in_ns(ns: &str, cmd: &[&str]) -> String {
+pub(crate) fn in_ns(ns: &str, cmd: &[&str]) -> String {
     let out = Command::new("ip")
         .args(["netns", "exec", ns])
         .args(cmd)
@@ -41,10 +41,10 @@ fn mac(ns: &str, dev: &str) -> String {
 /// gen ─ veth ─ sink, or gen ─ veth ─ dut ─ veth ─ sink with the DUT
 /// routing; static neighbours (the frame-building engines run no ARP).
 /// Dropping it deletes the namespaces and with them the veths.
-struct Lab {
-    gen: String,
-    dut: Option<String>,
-    sink: String,
+pub(crate) struct Lab {
+    pub(crate) gen: String,
+    pub(crate) dut: Option<String>,
+    pub(crate) sink: String,
 }
 
 impl Drop for Lab {
@@ -89,7 +89,12 @@ fn neigh(ns: &str, dev: &str, ip: &str, lladdr: &str) {
 
 impl Lab {
     fn new(tag: &str, routed: bool) -> Lab {
-        let p = format!("lrl{}{tag}", std::process::id() % 100_000);
+        Lab::with_prefix("lrl", tag, routed)
+    }
+
+    /// The lab in namespaces named `{prefix}{pid}{tag}` + g, d, s.
+    pub(crate) fn with_prefix(prefix: &str, tag: &str, routed: bool) -> Lab {
+        let p = format!("{prefix}{}{tag}", std::process::id() % 100_000);
         let lab = Lab {
             gen: format!("{p}g"),
             dut: routed.then(|| format!("{p}d")),
@@ -183,6 +188,10 @@ impl Lab {
             target,
             "--tx-engine",
             engine,
+            // These tests are about the sender and the socket receiver's
+            // NAPI (GRO); the XDP sink's are in tests/xdprx.rs.
+            "--rx-engine",
+            "socket",
             "--frame-size",
             size,
             "--duration",
@@ -231,7 +240,7 @@ impl Lab {
     }
 }
 
-fn u(v: &Value) -> u64 {
+pub(crate) fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 

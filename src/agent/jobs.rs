@@ -6,7 +6,7 @@
 //! opens, and spawns. The engines' own errors are carried as they are.
 
 use super::Limits;
-use crate::engine::{self, tcp, udp, JobCtx};
+use crate::engine::{self, tcp, JobCtx};
 use crate::host::kernel;
 use crate::proto::{self, Job, Response};
 use crate::{latency, sys};
@@ -104,8 +104,17 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             flows,
             cpus,
             threads,
+            rx_engine,
+            target,
             ..
-        } => udp_receive(bind, flows, cpus, threads),
+        } => udp_receive(engine::rx::RxSpec {
+            bind,
+            flows,
+            cpus,
+            threads,
+            rx_engine,
+            target,
+        }),
         Job::UdpSend {
             flows,
             frame,
@@ -229,19 +238,15 @@ fn tcp_connect(
     })
 }
 
-fn udp_receive(bind: IpAddr, flows: u16, cpus: Vec<usize>, threads: u16) -> Result<Opened> {
-    let n = engine::workers::thread_count(threads, &cpus, usize::from(flows));
-    let socks =
-        udp::bind_receivers(bind, n).with_context(|| format!("binding UDP receiver on {bind}"))?;
-    let port = socks
-        .first()
-        .ok_or_else(|| anyhow!("no receiver socket"))?
-        .local_addr()?
-        .port();
+fn udp_receive(spec: engine::rx::RxSpec) -> Result<Opened> {
+    let bind = spec.bind;
+    let r = engine::rx::open(spec)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("opening the UDP receiver on {bind}"))?;
     Ok(Opened {
-        port: Some(port),
+        port: Some(r.port()),
         thread: "lr-udp-recv",
-        run: Box::new(move |c| udp::receive(c, socks, flows, &cpus).map_err(anyhow::Error::msg)),
+        run: Box::new(move |c| r.run(c).map_err(anyhow::Error::msg)),
     })
 }
 

@@ -5,7 +5,7 @@
 
 use crate::lab::LabSpec;
 use crate::model::units::Rate;
-use crate::proto::{Cidr, Direction, FrameSpec, TxEngine};
+use crate::proto::{Cidr, Direction, FrameSpec, RxEngine, TxEngine};
 use crate::results::FlowMode;
 use crate::runner::{TcpTest, UdpTest};
 use crate::search;
@@ -114,6 +114,8 @@ pub struct Stream {
     pub cpus: Vec<usize>,
     pub allow: Vec<Cidr>,
     pub tx_engine: TxEngine,
+    /// How the receivers count them.
+    pub rx_engine: RxEngine,
     /// UDP worker threads per side (0: each agent chooses).
     pub threads: u16,
 }
@@ -186,6 +188,8 @@ pub struct LabConfig {
     pub only: Vec<String>,
     /// How the UDP tests' senders put datagrams on the wire.
     pub tx_engine: TxEngine,
+    /// How the receivers count them.
+    pub rx_engine: RxEngine,
     /// UDP worker threads per side (0: each agent chooses).
     pub threads: u16,
 }

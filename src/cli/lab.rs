@@ -4,7 +4,7 @@ use super::common::{Common, DirectionArg, DutArg};
 use super::config::{Command as Cmd, LabConfig};
 use super::parse::parse_pps_u64;
 use crate::lab::LabSpec;
-use crate::proto::TxEngine;
+use crate::proto::{RxEngine, TxEngine};
 use anyhow::Result;
 use clap::Args;
 
@@ -60,6 +60,12 @@ pub struct LabArgs {
     /// (live where it can run, else packet, else socket).
     #[arg(long, value_parser = super::parse::tx_engine(), default_value = "auto")]
     pub tx_engine: TxEngine,
+    /// How UDP receivers count datagrams: xdp (an XDP program on the receiving interface
+    /// counts linerate frames per flow and drops them before the stack; root, native XDP,
+    /// e.g. veth), socket (UDP sockets with recvmmsg), or auto (xdp where it attaches, else
+    /// socket, with the reason in the results).
+    #[arg(long, value_parser = super::parse::rx_engine(), default_value = "auto")]
+    pub rx_engine: RxEngine,
     /// Worker threads per side for UDP: each sender thread owns a share of the flows and a
     /// core, receivers spread over SO_REUSEPORT sockets. With --cpus, the list is split:
     /// the first N CPUs for the senders, the next N for the receivers. Default: 1 with
@@ -146,6 +152,7 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
         direction: a.direction.into(),
         only: a.only.iter().map(|o| o.to_lowercase()).collect(),
         tx_engine: a.tx_engine,
+        rx_engine: a.rx_engine,
         threads: a.threads.unwrap_or(0),
     };
     Ok(Cmd::Lab(cfg, opts))

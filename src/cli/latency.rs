@@ -5,7 +5,7 @@ use super::config::TestSpec;
 use super::parse::{parse_frame, parse_rate_arg};
 use super::target::TargetArgs;
 use crate::model::units::Rate;
-use crate::proto::{Direction, FrameSpec, TxEngine};
+use crate::proto::{Direction, FrameSpec, RxEngine, TxEngine};
 use crate::results::FlowMode;
 use crate::runner::{TcpTest, UdpTest};
 use anyhow::{anyhow, bail, Result};
@@ -89,6 +89,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 cpus,
                 allow: a.common.allow_target.clone(),
                 tx_engine: TxEngine::Auto,
+                rx_engine: RxEngine::Auto,
                 threads: 1,
             })
         }

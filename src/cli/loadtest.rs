@@ -150,6 +150,7 @@ pub fn base_test(p: &Profile, s: &Stream) -> Result<UdpTest> {
         cpus: s.cpus.clone(),
         allow: s.allow.clone(),
         tx_engine: s.tx_engine,
+        rx_engine: s.rx_engine,
         threads: s.threads,
     })
 }

@@ -9,7 +9,7 @@
 //! it is.
 
 use crate::model::units::Rate;
-use crate::proto::{FrameSpec, TxEngine};
+use crate::proto::{FrameSpec, RxEngine, TxEngine};
 use anyhow::{anyhow, bail, Result};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 
@@ -109,6 +109,12 @@ pub fn parse_size(s: &str) -> Result<u64> {
 pub fn tx_engine() -> impl TypedValueParser<Value = TxEngine> {
     PossibleValuesParser::new(TxEngine::names())
         .map(|name| name.parse::<TxEngine>().unwrap_or_default())
+}
+
+/// `--rx-engine`: exactly the names of `proto::RxEngine`.
+pub fn rx_engine() -> impl TypedValueParser<Value = RxEngine> {
+    PossibleValuesParser::new(RxEngine::names())
+        .map(|name| name.parse::<RxEngine>().unwrap_or_default())
 }
 
 #[cfg(test)]

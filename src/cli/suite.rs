@@ -64,6 +64,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         cpus: cpus.clone(),
         allow: allow.clone(),
         tx_engine: args.tx_engine,
+        rx_engine: args.rx_engine,
         threads: args.threads,
     };
     let tcp = |name: &str, streams: u16, ipv6: bool| TcpTest {
@@ -290,6 +291,7 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
         cpus: opts.cpus.clone(),
         allow: opts.allow_target.clone(),
         tx_engine: args.tx_engine,
+        rx_engine: args.rx_engine,
         threads: args.threads,
     };
     let secs = args.duration_s.unwrap_or(8.0).clamp(2.0, 600.0);

@@ -8,7 +8,7 @@ use super::parse::{parse_frame, parse_pps_u64};
 use crate::engine::check_destination;
 use crate::lab::LabSpec;
 use crate::proto::FrameSpec;
-use crate::proto::TxEngine;
+use crate::proto::{RxEngine, TxEngine};
 use crate::results::FlowMode;
 use crate::topology::Endpoint;
 use anyhow::{anyhow, bail, Result};
@@ -83,6 +83,12 @@ pub struct ProfileArgs {
     /// else packet, else socket, with the reasons in the results).
     #[arg(long, value_parser = super::parse::tx_engine(), default_value = "auto")]
     pub tx_engine: TxEngine,
+    /// How UDP receivers count datagrams: xdp (an XDP program on the receiving interface
+    /// counts linerate frames per flow and drops them before the stack; root, native XDP,
+    /// e.g. veth), socket (UDP sockets with recvmmsg), or auto (xdp where it attaches, else
+    /// socket, with the reason in the results).
+    #[arg(long, value_parser = super::parse::rx_engine(), default_value = "auto")]
+    pub rx_engine: RxEngine,
     /// Worker threads per side for UDP: each sender thread owns a share of the flows and a
     /// core, receivers spread over SO_REUSEPORT sockets. With --cpus, the list is split:
     /// the first N CPUs for the senders, the next N for the receivers. Default: 1 with
@@ -205,6 +211,7 @@ impl ProfileArgs {
             cpus,
             allow: common.allow_target.clone(),
             tx_engine: self.tx_engine,
+            rx_engine: self.rx_engine,
             threads: self.threads.unwrap_or(0),
         }
     }

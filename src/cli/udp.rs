@@ -4,8 +4,8 @@ use super::common::{direction, duration, pair, Common, Endpoints, FlowModeArg, P
 use super::config::{self, Pair, TestSpec};
 use super::parse::{parse_frame, parse_rate_arg};
 use crate::model::units::Rate;
-use crate::proto::TxEngine;
 use crate::proto::{Direction, FrameSpec};
+use crate::proto::{RxEngine, TxEngine};
 use crate::runner::UdpTest;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
@@ -38,6 +38,12 @@ pub struct UdpArgs {
     /// else packet, else socket, with the reasons in the results).
     #[arg(long, value_parser = super::parse::tx_engine(), default_value = "auto")]
     pub tx_engine: TxEngine,
+    /// How UDP receivers count datagrams: xdp (an XDP program on the receiving interface
+    /// counts linerate frames per flow and drops them before the stack; root, native XDP,
+    /// e.g. veth), socket (UDP sockets with recvmmsg), or auto (xdp where it attaches, else
+    /// socket, with the reason in the results).
+    #[arg(long, value_parser = super::parse::rx_engine(), default_value = "auto")]
+    pub rx_engine: RxEngine,
     /// Worker threads per side for UDP: each sender thread owns a share of the flows and a
     /// core, receivers spread over SO_REUSEPORT sockets. With --cpus, the list is split:
     /// the first N CPUs for the senders, the next N for the receivers. Default: 1 with
@@ -79,6 +85,7 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
         cpus: a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
         allow: a.common.allow_target.clone(),
         tx_engine: a.tx_engine,
+        rx_engine: a.rx_engine,
         threads: a.threads.unwrap_or(0),
     };
     Ok((pair, a.probes.wrap(crate::runner::Load::Udp(t))?))

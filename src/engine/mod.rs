@@ -8,6 +8,7 @@ mod error;
 pub mod frame;
 pub mod packet;
 pub mod path;
+pub mod rx;
 pub mod socket;
 pub mod tcp;
 pub mod tx;

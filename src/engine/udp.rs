@@ -106,6 +106,24 @@ impl FlowTracker {
         self.duplicates += o.duplicates;
     }
 
+    /// A tracker that has counted what another (the XDP sink's per-CPU
+    /// state of one flow) counted: `next` is the highest sequence seen + 1.
+    /// Its window is empty: it merges, it does not track on.
+    pub fn counted(next: u64, unique: u64, reordered: u64, duplicates: u64) -> FlowTracker {
+        FlowTracker {
+            next,
+            unique,
+            reordered,
+            duplicates,
+            bits: Box::default(),
+        }
+    }
+
+    /// Whether any packet of the flow arrived.
+    pub fn seen(&self) -> bool {
+        self.next > 0
+    }
+
     /// Sequence numbers below the highest seen that never arrived.
     pub fn missing(&self) -> u64 {
         self.next.saturating_sub(self.unique)
@@ -224,7 +242,45 @@ pub fn receive(
     if let Some(e) = err {
         return Err(e);
     }
-    // Tail loss: what the senders sent beyond the highest sequence seen.
+    let (flows_out, lost_total) = flow_results(ctx, &merged);
+    let end = Instant::now();
+    let (a, b) = match clock.as_mut() {
+        Some(c) => c.close(end),
+        None => (0.0, 0.0),
+    };
+    let t = Totals::of(counters.iter().map(|c| c.as_ref()));
+    // The last interval also carries the tail loss the sequence numbers
+    // could not see, so the intervals' loss adds up to the total.
+    ctx.emit(iv.last(t, a, b, 0, lost_total));
+    let split = seen_by.iter().filter(|&&k| k > 1).count();
+    if split > 0 {
+        eprintln!(
+            "linerate agent: {split} flow(s) reached more than one receiver thread; \
+             their reordering counts are per thread"
+        );
+    }
+    Ok(EndpointSummary {
+        elapsed_s: b,
+        cpu_s: sys::process_cpu_seconds() - cpu0,
+        max_rss_bytes: sys::peak_rss_bytes(),
+        rx_packets: t.rx_packets,
+        rx_bytes: t.rx_bytes,
+        lost: lost_total,
+        reordered: t.reordered,
+        duplicates: t.duplicates,
+        foreign: t.foreign,
+        flows: flows_out,
+        per_thread,
+        rx_engine: "socket".into(),
+        ..Default::default()
+    })
+}
+
+/// Per-flow counters of a receiver's merged trackers and the job's total
+/// loss: a flow's loss is what its senders sent (handed over at Stop)
+/// minus what arrived, so tail loss the sequence numbers could not see is
+/// in; without the senders' totals, the gaps below the highest sequence.
+pub fn flow_results(ctx: &JobCtx, merged: &[FlowTracker]) -> (Vec<FlowCounters>, u64) {
     let totals = ctx
         .sender_totals
         .lock()
@@ -254,36 +310,7 @@ pub fn receive(
             });
         }
     }
-    let end = Instant::now();
-    let (a, b) = match clock.as_mut() {
-        Some(c) => c.close(end),
-        None => (0.0, 0.0),
-    };
-    let t = Totals::of(counters.iter().map(|c| c.as_ref()));
-    // The last interval also carries the tail loss the sequence numbers
-    // could not see, so the intervals' loss adds up to the total.
-    ctx.emit(iv.last(t, a, b, 0, lost_total));
-    let split = seen_by.iter().filter(|&&k| k > 1).count();
-    if split > 0 {
-        eprintln!(
-            "linerate agent: {split} flow(s) reached more than one receiver thread; \
-             their reordering counts are per thread"
-        );
-    }
-    Ok(EndpointSummary {
-        elapsed_s: b,
-        cpu_s: sys::process_cpu_seconds() - cpu0,
-        max_rss_bytes: sys::peak_rss_bytes(),
-        rx_packets: t.rx_packets,
-        rx_bytes: t.rx_bytes,
-        lost: lost_total,
-        reordered: t.reordered,
-        duplicates: t.duplicates,
-        foreign: t.foreign,
-        flows: flows_out,
-        per_thread,
-        ..Default::default()
-    })
+    (flows_out, lost_total)
 }
 
 /// One receiver socket's loop: counts datagrams per flow into its own

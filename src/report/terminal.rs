@@ -189,6 +189,9 @@ pub fn table_styled(r: &RunResults, style: Style) -> String {
         if let Some(n) = tx_engine_note(t) {
             notes.push((format!("{}: {n}", t.name), Tone::Plain));
         }
+        if let Some(n) = rx_engine_note(t) {
+            notes.push((format!("{}: {n}", t.name), Tone::Plain));
+        }
         if let Some(l) = &t.latency {
             notes.push((
                 format!("{}: {}", t.name, super::latency::note(l)),
@@ -460,10 +463,52 @@ fn tx_engine_note(t: &crate::results::TestResult) -> Option<String> {
     (!seen.is_empty()).then(|| format!("tx engine: {}", seen.join("; ")))
 }
 
+/// Which UDP receive engine counted a test's frames, on one line ("rx
+/// engine: xdp (counted in XDP, dropped before the stack)", "rx engine:
+/// socket (xdp refused: …)").
+fn rx_engine_note(t: &crate::results::TestResult) -> Option<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for d in &t.directions {
+        let s = &d.receiver_summary;
+        let what = match (s.rx_engine.as_str(), &s.rx_engine_note) {
+            ("", _) => continue,
+            ("xdp", None) => "xdp (counted in XDP, dropped before the stack)".to_string(),
+            (e, Some(n)) => format!("{e} ({n})"),
+            (e, None) => e.to_string(),
+        };
+        if !seen.contains(&what) {
+            seen.push(what);
+        }
+    }
+    (!seen.is_empty()).then(|| format!("rx engine: {}", seen.join("; ")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::report::testdata;
+
+    #[test]
+    fn the_rx_engine_note_says_which_engine_counted_and_why() {
+        let mut r = testdata::lab();
+        let t = r
+            .tests
+            .iter_mut()
+            .find(|t| t.directions.len() > 1)
+            .expect("a test with two directions");
+        assert_eq!(rx_engine_note(t), None, "older results name no engine");
+        t.directions[0].receiver_summary.rx_engine = "xdp".into();
+        let s = &mut t.directions[1].receiver_summary;
+        s.rx_engine = "socket".into();
+        s.rx_engine_note = Some("xdp refused: LINERATE_XDP_DENY is set".into());
+        assert_eq!(
+            rx_engine_note(t).as_deref(),
+            Some(
+                "rx engine: xdp (counted in XDP, dropped before the stack); \
+                 socket (xdp refused: LINERATE_XDP_DENY is set)"
+            )
+        );
+    }
 
     #[test]
     fn plain_table_is_aligned() {

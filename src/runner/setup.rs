@@ -6,7 +6,7 @@
 //! UDP load beside its probes.
 
 use crate::model::signals::interrupted;
-use crate::proto::{Cidr, Direction, FlowSpec, FrameSpec, RateProfile, TxEngine};
+use crate::proto::{Cidr, Direction, FlowSpec, FrameSpec, RateProfile, RxEngine, TxEngine};
 use crate::results::{FlowMode, TestResult, TestStatus};
 use crate::topology::{Addressing, Fleet};
 use anyhow::{anyhow, bail, Result};
@@ -123,6 +123,8 @@ pub struct UdpTest {
     pub allow: Vec<Cidr>,
     /// How the senders put datagrams on the wire.
     pub tx_engine: TxEngine,
+    /// How the receivers count them.
+    pub rx_engine: RxEngine,
     /// Worker threads per side (0: each agent chooses).
     pub threads: u16,
 }

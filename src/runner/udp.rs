@@ -75,6 +75,8 @@ fn udp_inner(
                 interval_ms: INTERVAL_MS,
                 cpus: pick_rx_cpus(&t.cpus, t.threads),
                 threads: t.threads,
+                rx_engine: t.rx_engine,
+                target: leg.to.main(t.ipv6),
             },
             None,
         )?;
@@ -230,7 +232,14 @@ fn direction(
     } else {
         0
     };
-    let tester_drops = (rx_ns.udp_in_errors + iface_drops).min(rx.lost);
+    // The XDP sink counts before the stack: a socket overrun (UDP
+    // InErrors) there is a frame it passed on, never a counted one.
+    let socket_drops = if rx.rx_engine == "xdp" {
+        0
+    } else {
+        rx_ns.udp_in_errors
+    };
+    let tester_drops = (socket_drops + iface_drops).min(rx.lost);
     let dur = tx.elapsed_s.max(1e-6);
     let rx_pps = rx.rx_packets as f64 / dur;
     let tx_iv = col.intervals.remove(&leg.tx_id).unwrap_or_default();

@@ -12,7 +12,7 @@ use crate::http::{HttpGetJob, HttpServeJob};
 use crate::lab::LabPort;
 use crate::probe::ProbeSample;
 use crate::sample::{EndpointSummary, FlowTotal, IntervalSample, Snapshot};
-use crate::spec::{Cidr, Direction, FlowSpec, FrameSpec, RateProfile, TxEngine};
+use crate::spec::{Cidr, Direction, FlowSpec, FrameSpec, RateProfile, RxEngine, TxEngine};
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr};
@@ -251,6 +251,13 @@ pub enum Job {
         /// chooses; older controllers send none).
         #[serde(default)]
         threads: u16,
+        /// How the receiver counts; older controllers send none (socket).
+        #[serde(default)]
+        rx_engine: RxEngine,
+        /// The address the senders aim at: the XDP sink attaches to the
+        /// interface that holds it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<IpAddr>,
     },
     UdpSend {
         flows: Vec<FlowSpec>,
@@ -472,6 +479,19 @@ mod tests {
             },
             start_at_unix_ns: Some(1_700_000_000_000_000_000),
         });
+        round_trip(Request::Start {
+            test: 8,
+            job: Job::UdpReceive {
+                bind: "::".parse().unwrap(),
+                flows: 16,
+                interval_ms: 1000,
+                cpus: vec![1],
+                threads: 1,
+                rx_engine: RxEngine::Xdp,
+                target: Some("2001:2::2".parse().unwrap()),
+            },
+            start_at_unix_ns: None,
+        });
         round_trip(Request::Time { seq: 3 });
         round_trip(Request::Stop {
             test: 7,
@@ -480,6 +500,31 @@ mod tests {
                 tx_packets: 99,
             }],
         });
+    }
+
+    #[test]
+    fn a_receive_job_from_an_older_controller_counts_with_sockets() {
+        let job = Job::UdpReceive {
+            bind: "0.0.0.0".parse().unwrap(),
+            flows: 4,
+            interval_ms: 1000,
+            cpus: vec![],
+            threads: 0,
+            rx_engine: RxEngine::Xdp,
+            target: Some("198.18.0.2".parse().unwrap()),
+        };
+        // What an older controller sends: neither field.
+        let mut v = serde_json::to_value(&job).unwrap();
+        let fields = v.as_object_mut().unwrap();
+        assert_eq!(fields["kind"], "udp_receive");
+        assert!(fields.remove("rx_engine").is_some() && fields.remove("target").is_some());
+        let Ok(Job::UdpReceive {
+            rx_engine, target, ..
+        }) = serde_json::from_value::<Job>(v)
+        else {
+            panic!("an older UdpReceive decodes");
+        };
+        assert_eq!((rx_engine, target), (RxEngine::Socket, None));
     }
 
     #[test]

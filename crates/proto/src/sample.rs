@@ -87,6 +87,19 @@ pub struct EndpointSummary {
     /// Why auto did not run the packet engine, when it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tx_engine_note: Option<String>,
+    /// The UDP receive engine that counted: "socket" or "xdp" (receivers
+    /// only).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub rx_engine: String,
+    /// Why auto did not count in XDP, when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_engine_note: Option<String>,
+    /// One-way latency of the frames counted (XDP receiver): frames per
+    /// log2 bucket of (arrival − TX stamp) in ns, bucket i holding
+    /// [2^i, 2^(i+1)) ns (bucket 0 also stamps ahead of arrival). Only
+    /// meaningful when sender and receiver share a clock (one host).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub one_way_latency_log2_ns: Vec<u64>,
     /// Each worker thread's own figures (UDP jobs); they add up to the
     /// job's counters above.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

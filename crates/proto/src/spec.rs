@@ -75,6 +75,51 @@ impl TxEngine {
     }
 }
 
+/// How a UDP receiver counts datagrams.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RxEngine {
+    /// The XDP sink where it attaches, else the socket receiver (the
+    /// reason is kept in the receiver's summary).
+    Auto,
+    /// UDP sockets with recvmmsg: the kernel's whole receive path. What
+    /// older controllers, which send no engine, get.
+    #[default]
+    Socket,
+    /// An XDP program on the receiving interface counts linerate frames
+    /// per flow and drops them before the stack (root or CAP_BPF; native
+    /// XDP: veth or a driver with it).
+    Xdp,
+}
+
+impl RxEngine {
+    /// Every engine, in the order `--help` lists them.
+    pub const ALL: [RxEngine; 3] = [RxEngine::Auto, RxEngine::Socket, RxEngine::Xdp];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RxEngine::Auto => "auto",
+            RxEngine::Socket => "socket",
+            RxEngine::Xdp => "xdp",
+        }
+    }
+
+    /// The names [`RxEngine::from_str`](std::str::FromStr) accepts.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        Self::ALL.into_iter().map(Self::name)
+    }
+}
+
+impl std::str::FromStr for RxEngine {
+    type Err = UnknownEngine;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|e| e.name() == s)
+            .ok_or_else(|| UnknownEngine(s.to_string()))
+    }
+}
+
 /// A name that is no send engine.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown send engine '{0}'")]
@@ -277,5 +322,9 @@ mod tests {
             );
         }
         assert!("warp".parse::<TxEngine>().is_err());
+        for e in RxEngine::ALL {
+            assert_eq!(e.name().parse::<RxEngine>(), Ok(e));
+        }
+        assert!("warp".parse::<RxEngine>().is_err());
     }
 }

@@ -125,3 +125,195 @@ pub fn xdp_test_run(prog: BorrowedFd<'_>, run: XdpRun<'_>) -> io::Result<XdpRunR
         duration_ns: attr.duration,
     })
 }
+
+/// BPF_MAP_LOOKUP_BATCH and BPF_OBJ_GET_INFO_BY_FD (uapi linux/bpf.h).
+const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
+
+/// The `batch` member of `union bpf_attr`.
+#[repr(C)]
+#[derive(Default)]
+struct BatchAttr {
+    in_batch: u64,
+    out_batch: u64,
+    keys: u64,
+    values: u64,
+    count: u32,
+    map_fd: u32,
+    elem_flags: u64,
+    flags: u64,
+}
+
+/// The `info` member of `union bpf_attr`.
+#[repr(C)]
+#[derive(Default)]
+struct InfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// The head of `struct bpf_map_info`; the kernel fills what fits.
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct MapInfoHead {
+    map_type: u32,
+    id: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    name: [u8; 16],
+}
+
+/// A per-CPU array map's layout, as a batch read lays its values out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerCpuLayout {
+    /// Bytes of one CPU's value, rounded up to 8 (the kernel's stride).
+    pub stride: usize,
+    /// Possible CPUs: values per entry.
+    pub cpus: usize,
+    pub max_entries: u32,
+}
+
+impl PerCpuLayout {
+    /// Bytes of one entry's values (every CPU's).
+    pub fn entry_len(&self) -> usize {
+        self.stride * self.cpus
+    }
+}
+
+/// One bpf(2) call.
+///
+/// # Safety
+/// `attr` points to a live, initialised bpf_attr member of `size` bytes for
+/// `cmd`, and every buffer it points to is live and as large as the kernel
+/// will read or write for that command.
+unsafe fn bpf(cmd: libc::c_long, attr: *mut u8, size: usize) -> io::Result<()> {
+    // SAFETY: the caller's contract above.
+    let ret = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr, size) };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The number of possible CPUs (/sys/devices/system/cpu/possible, e.g.
+/// "0-3" or "0,2-5"): what per-CPU maps hold a value for.
+pub fn possible_cpus() -> io::Result<usize> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
+    parse_cpu_list(text.trim())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("cpu list {text:?}")))
+}
+
+fn parse_cpu_list(s: &str) -> Option<usize> {
+    let mut n = 0;
+    for part in s.split(',') {
+        n += match part.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().ok()?.checked_sub(a.parse().ok()?)? + 1,
+            None => part.parse::<usize>().map(|_| 1).ok()?,
+        };
+    }
+    Some(n)
+}
+
+/// The layout of the per-CPU array map `map` (u32 keys), from the kernel.
+pub fn percpu_array_layout(map: BorrowedFd<'_>) -> io::Result<PerCpuLayout> {
+    let mut info = MapInfoHead::default();
+    let mut attr = InfoAttr {
+        bpf_fd: map.as_raw_fd() as u32,
+        info_len: std::mem::size_of::<MapInfoHead>() as u32,
+        info: &mut info as *mut MapInfoHead as u64,
+    };
+    // SAFETY: `attr` is a live InfoAttr of the size passed; the kernel
+    // writes at most `info_len` bytes to `info`, a live local of that size.
+    unsafe {
+        bpf(
+            BPF_OBJ_GET_INFO_BY_FD,
+            &mut attr as *mut InfoAttr as *mut u8,
+            std::mem::size_of::<InfoAttr>(),
+        )
+    }?;
+    if info.map_type != BPF_MAP_TYPE_PERCPU_ARRAY || info.key_size != 4 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a per-CPU array map with u32 keys",
+        ));
+    }
+    Ok(PerCpuLayout {
+        stride: (info.value_size as usize).div_ceil(8) * 8,
+        cpus: possible_cpus()?,
+        max_entries: info.max_entries,
+    })
+}
+
+/// Reads entries `start..` of the per-CPU array map `map` into `values`
+/// with one BPF_MAP_LOOKUP_BATCH: as many as fit (whole entries of
+/// `layout.entry_len()` bytes, entry k's value on CPU c at
+/// `(k * cpus + c) * stride`). Returns how many it read; fewer than fit
+/// means the map ended.
+pub fn percpu_array_read(
+    map: BorrowedFd<'_>,
+    start: u32,
+    values: &mut [u8],
+) -> io::Result<(PerCpuLayout, usize)> {
+    // The layout comes from the kernel for this very map, so the buffer
+    // checks below hold whatever the caller believes about it.
+    let layout = percpu_array_layout(map)?;
+    let fit = values.len() / layout.entry_len().max(1);
+    let count = fit.min(layout.max_entries.saturating_sub(start) as usize);
+    if count == 0 {
+        return Ok((layout, 0));
+    }
+    let mut keys = vec![0u32; count];
+    // The batch token is the last key read (the kernel goes on with the
+    // next key after it); NULL starts at the first.
+    let mut token_in = start.wrapping_sub(1);
+    let mut token_out = 0u32;
+    let mut attr = BatchAttr {
+        in_batch: if start == 0 {
+            0
+        } else {
+            &mut token_in as *mut u32 as u64
+        },
+        out_batch: &mut token_out as *mut u32 as u64,
+        keys: keys.as_mut_ptr() as u64,
+        values: values.as_mut_ptr() as u64,
+        count: count as u32,
+        map_fd: map.as_raw_fd() as u32,
+        ..BatchAttr::default()
+    };
+    // SAFETY: `attr` is a live BatchAttr of the size passed; the kernel
+    // writes at most `count` keys (4 bytes each, `keys` holds `count`),
+    // `count` entries of `entry_len` bytes (`values` holds `fit >= count`
+    // of them; the layout is the kernel's own for this map), and one u32
+    // to each token, live locals.
+    let read = unsafe {
+        bpf(
+            BPF_MAP_LOOKUP_BATCH,
+            &mut attr as *mut BatchAttr as *mut u8,
+            std::mem::size_of::<BatchAttr>(),
+        )
+    };
+    match read {
+        Ok(()) => {}
+        // The end of the map: `count` says how many were read before it.
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+        Err(e) => return Err(e),
+    }
+    Ok((layout, (attr.count as usize).min(count)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-1"), Some(2));
+        assert_eq!(parse_cpu_list("0"), Some(1));
+        assert_eq!(parse_cpu_list("0,2-5"), Some(5));
+        assert_eq!(parse_cpu_list("x"), None);
+    }
+}

@@ -18,7 +18,10 @@ mod socket;
 pub mod tls;
 mod xsk;
 
-pub use bpf::{xdp_test_run, XdpRun, XdpRunResult, BPF_F_TEST_XDP_LIVE_FRAMES};
+pub use bpf::{
+    percpu_array_layout, percpu_array_read, possible_cpus, xdp_test_run, PerCpuLayout, XdpRun,
+    XdpRunResult, BPF_F_TEST_XDP_LIVE_FRAMES,
+};
 pub use mmsg::{bind_packet, packet_socket, set_qdisc_bypass, Recvmmsg, Sendmmsg};
 pub use perf::{perf_cycles_on_cpu, perf_read};
 pub use process::{

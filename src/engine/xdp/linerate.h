@@ -46,6 +46,15 @@
 #define LR_GEN_META 0x4e47524c
 #define LR_META_LEN 4
 
+/* The XDP sink (sink.bpf.c): sequence numbers a flow's bitmap window
+ * remembers per CPU (a late frame within it is told from a duplicate;
+ * older ones count as reordered, as the socket receiver's 4096 window
+ * does beyond it), and log2 latency buckets (bucket i: [2^i, 2^(i+1)) ns,
+ * bucket 0 also takes frames stamped "in the future"). */
+#define LR_SINK_WINDOW 512
+#define LR_SINK_WORDS 8
+#define LR_SINK_LAT_BUCKETS 64
+
 /* BPF_PROG_RUN flag asking for live frames (uapi bpf.h, kernel >= 5.18). */
 #define LR_F_TEST_XDP_LIVE_FRAMES 2
 
@@ -77,6 +86,44 @@ struct lr_gen_config {
 	__u32 sizes;
 	/* The interface runs name as their ingress: the egress. */
 	__u32 ifindex;
+};
+
+/* The sink's settings, written by user space before it is attached. */
+struct lr_sink_config {
+	/* Added to bpf_ktime_get_ns() to give the clock the senders stamp
+	 * with (CLOCK_MONOTONIC on the same host: 0). */
+	__u64 clock_offset;
+	/* Flow ids counted: 0..flows-1; others are foreign. */
+	__u32 flows;
+	/* UDP destination ports counted, host order, inclusive. */
+	__u16 port_lo;
+	__u16 port_hi;
+};
+
+/* One flow's sequence state on one CPU (per-CPU array, key: flow id).
+ * User space merges the CPUs as FlowTracker::absorb does. */
+struct lr_sink_flow {
+	__u64 next;       /* highest sequence seen + 1; 0: none yet */
+	__u64 packets;    /* unique frames */
+	__u64 bytes;      /* their bytes on the wire with FCS */
+	__u64 reordered;  /* late frames that filled a gap */
+	__u64 duplicates; /* frames seen before (not in packets/bytes) */
+	__u64 window[LR_SINK_WORDS];
+};
+
+/* One CPU's totals over every flow, read every few ms (one lookup
+ * instead of one per flow). Loss is not here: a flow whose frames reach
+ * two CPUs (a veth's NAPI follows its sender's CPU) has two per-CPU
+ * `next`s, so only the flows' merged state says what is missing. */
+struct lr_sink_totals {
+	__u64 packets;
+	__u64 bytes;
+	__u64 reordered;
+	__u64 duplicates;
+	/* On the counted ports but no linerate header, or a flow id out of
+	 * range: passed to the stack, counted as the socket receiver does. */
+	__u64 foreign;
+	__u64 latency[LR_SINK_LAT_BUCKETS];
 };
 
 /* Where the generator is in its round-robin over flows and sizes. */

@@ -6,7 +6,8 @@
 //! with live frames, is [`crate::sys::xdp_test_run`].
 //!
 //! This module owns loading and attaching; what a program does with its
-//! maps belongs to the engine that uses it ([`live`] for the generator).
+//! maps belongs to the engine that uses it ([`live`] for the generator,
+//! [`sink`] for the receiver).
 
 use super::EngineError;
 use aya::maps::{Array, MapData, PerCpuArray};
@@ -17,9 +18,12 @@ use std::os::fd::{AsFd, BorrowedFd};
 
 pub mod live;
 pub mod probe;
+pub mod sink;
 
 #[cfg(test)]
 mod gen_tests;
+#[cfg(test)]
+mod sink_tests;
 
 /// The numbers `linerate.h` defines (`LR_NAME` there is `NAME` here).
 pub mod consts {
@@ -36,6 +40,10 @@ const OBJECTS: &[(&str, &[u8])] = &[
     (
         "floor",
         aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/floor.bpf.o")),
+    ),
+    (
+        "sink",
+        aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sink.bpf.o")),
     ),
 ];
 
@@ -138,11 +146,7 @@ impl Object {
         let p = self.xdp(prog)?;
         let (id, mode) = match p.attach(ifname, XdpFlags::DRV_MODE) {
             Ok(id) => (id, AttachMode::Native),
-            Err(e) if native_only => {
-                return Err(EngineError::Unavailable(format!(
-                    "attaching XDP to {ifname} in driver mode: {e}; its driver has no native XDP"
-                )))
-            }
+            Err(e) if native_only => return Err(native_refused(ifname, &chain(&e))),
             Err(_) => (
                 p.attach(ifname, XdpFlags::SKB_MODE).map_err(|e| {
                     EngineError::Unavailable(format!("attaching XDP to {ifname}: {e}"))
@@ -177,6 +181,16 @@ impl Object {
 
     /// Takes the per-CPU u64 array map `name` out of the object.
     pub fn percpu_u64(&mut self, name: &str) -> Result<PerCpuArray<MapData, u64>, EngineError> {
+        let map = self.take(name)?;
+        PerCpuArray::try_from(map).map_err(|e| self.map_error(name, e))
+    }
+
+    /// Takes the per-CPU array map `name` out of the object, its values
+    /// `V` (plain data laid out as the C struct).
+    pub fn percpu<V: aya::Pod>(
+        &mut self,
+        name: &str,
+    ) -> Result<PerCpuArray<MapData, V>, EngineError> {
         let map = self.take(name)?;
         PerCpuArray::try_from(map).map_err(|e| self.map_error(name, e))
     }
@@ -223,7 +237,12 @@ pub fn percpu_sum(map: &PerCpuArray<MapData, u64>, index: u32) -> Result<u64, En
 /// The verifier's log is the useful part of a load failure; aya keeps it
 /// in the error's source chain.
 fn verifier(e: aya::programs::ProgramError) -> String {
-    use std::error::Error;
+    chain(&e)
+}
+
+/// An error with its whole source chain ("`bpf_link_create` failed: Device
+/// or resource busy"): aya's own text leaves out the errno.
+fn chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut src = e.source();
     while let Some(s) = src {
@@ -231,6 +250,23 @@ fn verifier(e: aya::programs::ProgramError) -> String {
         src = s.source();
     }
     text
+}
+
+/// Why a native attach failed, in a user's words: the interface is taken,
+/// or its driver has no native XDP.
+fn native_refused(ifname: &str, text: &str) -> EngineError {
+    let why = if text.contains("busy") || text.contains("File exists") {
+        format!(
+            "another XDP program is already attached to {ifname} (another receiver job on this \
+             interface, or another tool; `ip link show {ifname}` names it)"
+        )
+    } else {
+        "its driver has no native XDP (generic XDP would count after the stack's skb is built)"
+            .to_string()
+    };
+    EngineError::Unavailable(format!(
+        "attaching XDP to {ifname} in driver mode: {text}; {why}"
+    ))
 }
 
 #[cfg(test)]
