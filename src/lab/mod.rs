@@ -516,9 +516,19 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     }
     let plan = cores::plan(&spec.senders.cpus(), &spec.rps.cpus(), dut.is_some());
     let cores = plan.map(|p| cores::lay_out(&mut fleet, &placed, &nodes, &p));
-    let steering = if cores
-        .as_ref()
-        .is_some_and(|c| c.napi.iter().all(|n| n.error.is_none()))
+    // RPS where no NAPI thread was pinned (or pinning failed).
+    let pinned: Vec<String> = cores
+        .iter()
+        .flat_map(|c| &c.napi)
+        .filter(|n| n.error.is_none() && !n.cpus.is_empty())
+        .map(|n| n.dev.clone())
+        .collect();
+    let steering = if !pinned.is_empty()
+        && nodes
+            .iter()
+            .flat_map(|n| &n.interfaces)
+            .filter(|i| !i.mac.is_empty())
+            .all(|i| pinned.contains(&i.name))
     {
         Some(
             "RPS left off: every veth's receive work runs in NAPI threads pinned by role \
@@ -526,7 +536,7 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
                 .to_string(),
         )
     } else {
-        steer_receive(&mut fleet, &placed, &nodes, spec.rps)
+        steer_receive(&mut fleet, &placed, &nodes, spec.rps, &pinned)
     };
     let topology = LabTopology {
         kind: if spec.dut.is_some() {
@@ -586,6 +596,7 @@ fn steer_receive(
     placed: &[usize],
     nodes: &[LabNode],
     rps: CpuSet,
+    pinned: &[String],
 ) -> Option<String> {
     if rps.is_empty() {
         return None;
@@ -593,7 +604,11 @@ fn steer_receive(
     let cpus = rps.cpus();
     let mut done = Vec::new();
     for (&idx, node) in placed.iter().zip(nodes) {
-        for i in node.interfaces.iter().filter(|i| !i.mac.is_empty()) {
+        for i in node
+            .interfaces
+            .iter()
+            .filter(|i| !i.mac.is_empty() && !pinned.contains(&i.name))
+        {
             let op = NetOp::Rps {
                 dev: i.name.clone(),
                 cpus: cpus.clone(),

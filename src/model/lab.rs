@@ -40,7 +40,8 @@ pub struct LabCores {
     /// back to back.
     pub dut: Vec<usize>,
     /// CPUs of the tester's receive work (the sink's counting, the
-    /// generator's receive in the reverse direction).
+    /// generator's receive in the reverse direction); empty: NAPI
+    /// unthreaded, in the softirq of the core that sends to it.
     pub tester_receive: Vec<usize>,
     /// Per interface: GRO on and threaded NAPI pinned, or why not.
     pub napi: Vec<LabNapi>,
@@ -53,6 +54,7 @@ pub struct LabNapi {
     /// gen, dut or sink.
     pub role: String,
     pub dev: String,
+    /// Where its NAPI threads are pinned; empty: GRO on, NAPI unthreaded.
     pub cpus: Vec<usize>,
     /// Why the interface kept the kernel's defaults (absent: laid out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
