@@ -22,7 +22,7 @@
 #   udp 64 B 2 thr  linerate udp --threads 2  vs  linerate 1 thread, trafgen --cpus 2
 #                   (packet engine, 16 flows by source port; scaling reported)
 #   udp 64 B xdp    linerate udp --tx-engine xdp (copy mode on veth), reported
-#   udp 64 B live   linerate udp --tx-engine live, one sender thread, counted
+#   udp 64 B live   linerate udp --tx-engine live --rx-engine xdp, one sender thread, counted
 #                   at the sink veth (rx_packets/s) vs trafgen --cpus 1 (goal
 #                   >= 12x) and vs the floor (goal >= 0.8x)
 #   live floor      the same live-frames path with floor.bpf.c (XDP_TX of a
@@ -279,7 +279,7 @@ rx_count() { ip netns exec "$dst" cat "/sys/class/net/$rdev/statistics/rx_packet
 run_live() {
   local rx0 rx1 t0 t1
   napi on; rx0=$(rx_count); t0=$(date +%s.%N)
-  run_linerate udp64live-lr udp --frame-size 64 --tx-engine live --threads 1
+  run_linerate udp64live-lr udp --frame-size 64 --tx-engine live --rx-engine xdp --threads 1
   rx1=$(rx_count); t1=$(date +%s.%N); napi off
   local tx
   tx=$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["tests"][0]["directions"][0]["tx_pps"] or 0))' "$tmp/lr.json" 2>/dev/null || echo nan)

@@ -322,7 +322,8 @@ fn a_veth_peer_without_napi_is_refused_and_auto_falls_back() {
         text.contains("lrg0") && text.contains("gro on") && text.contains("silently"),
         "the refusal names the interface and the fix: {text}"
     );
-    let doc = lab.udp_json("198.18.0.2", "auto", Some("10kpps"), "64", "0.5");
+    // Unpaced: auto tries live first (paced runs keep the packet engine).
+    let doc = lab.udp_json("198.18.0.2", "auto", None, "64", "0.5");
     let s = &doc["tests"][0]["directions"][0]["sender_summary"];
     assert_eq!(s["tx_engine"], "packet", "{s}");
     let note = s["tx_engine_note"].as_str().unwrap_or_default();
@@ -343,7 +344,7 @@ fn auto_falls_back_to_packet_when_bpf_is_refused() {
     // LINERATE_XDP_DENY makes the loader refuse as a kernel without BPF
     // permission would; the agents inherit it from the controller.
     let (client, server) = (format!("ns:{}", lab.gen), format!("ns:{}", lab.sink));
-    let denied = |engine: &str| {
+    let denied = |engine: &str, rate: &[&str]| {
         Command::new(bin())
             .env("LINERATE_XDP_DENY", "1")
             .args([
@@ -356,18 +357,18 @@ fn auto_falls_back_to_packet_when_bpf_is_refused() {
                 "198.18.0.2",
                 "--tx-engine",
                 engine,
-                "--rate",
-                "10kpps",
                 "--duration",
                 "0.5",
                 "--no-results",
                 "--no-progress",
                 "--json",
             ])
+            .args(rate)
             .output()
             .unwrap()
     };
-    let out = denied("auto");
+    // Unpaced, auto tries live first and says why it could not.
+    let out = denied("auto", &[]);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let d = &doc["tests"][0]["directions"][0];
     assert_eq!(d["sender_summary"]["tx_engine"], "packet", "{d}");
@@ -378,9 +379,23 @@ fn auto_falls_back_to_packet_when_bpf_is_refused() {
         note.contains("live refused") && note.contains("LINERATE_XDP_DENY"),
         "{note}"
     );
+    assert_eq!(
+        u(&d["rx_packets"]) + u(&d["tester_drops"]) + u(&d["dut_lost"]),
+        u(&d["tx_packets"]),
+        "{d}"
+    );
+    // Paced, auto keeps the packet engine and says why; every frame arrives.
+    let out = denied("auto", &["--rate", "10kpps"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = &doc["tests"][0]["directions"][0];
+    assert_eq!(d["sender_summary"]["tx_engine"], "packet", "{d}");
+    let note = d["sender_summary"]["tx_engine_note"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(note.contains("unpaced only"), "{note}");
     assert_eq!(u(&d["rx_packets"]), u(&d["tx_packets"]));
     // Asked for by name, the refusal is an error that says what to do.
-    let out = denied("live");
+    let out = denied("live", &["--rate", "10kpps"]);
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

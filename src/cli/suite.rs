@@ -338,7 +338,9 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
         };
         let plan = SearchPlan {
             method: Method::Mlr,
-            min_rate: Some(Rate::Pps((top / 100.0).max(1000.0).round())),
+            // A thousandth of the top: the self-test's ceiling (the live
+            // engine's, millions of pps) must not put a slow DUT below it.
+            min_rate: Some(Rate::Pps((top / 1000.0).max(1000.0).round())),
             max_rate: Rate::Pps(top.round()),
             goals: vec![
                 goal.clone(),

@@ -100,8 +100,13 @@ pub fn describe(c: &LabCores) -> String {
         ));
     } else {
         parts.push(format!(
-            "tester receive ({} NAPI threads) on {}",
+            "tester receive ({} NAPI threads{}) on {}",
             tester_ifaces.join(", "),
+            if c.tester_receive == c.generator {
+                ", real-time priority"
+            } else {
+                ""
+            },
             cpu_list(&c.tester_receive)
         ));
     }
@@ -142,6 +147,12 @@ pub fn lay_out(fleet: &mut Fleet, placed: &[usize], nodes: &[LabNode], plan: &Pl
                 ops.push(NetOp::NapiThreads {
                     dev: i.name.clone(),
                     cpus: cpus.clone(),
+                    // Beside the generator, the tester's receive must run
+                    // when frames arrive, not after the sender's time
+                    // slice: its 256-frame veth ring overflowed (counted
+                    // as the DUT's tx_dropped) while a packet-engine
+                    // sender held the core.
+                    realtime: node.role != "dut" && plan.tester_receive == plan.generator,
                 });
             }
             let error = match fleet.call(idx, &Request::Configure { ops }, Duration::from_secs(10))

@@ -119,9 +119,13 @@ pub fn apply(op: &NetOp) -> Result<()> {
             check_ifname(dev)?;
             set_rps(dev, cpus)
         }
-        NetOp::NapiThreads { dev, cpus } => {
+        NetOp::NapiThreads {
+            dev,
+            cpus,
+            realtime,
+        } => {
             check_ifname(dev)?;
-            napi_threads(dev, cpus)
+            napi_threads(dev, cpus, *realtime)
         }
         NetOp::Shape {
             dev,
@@ -232,7 +236,7 @@ fn napi_kthreads(dev: &str) -> Vec<u32> {
 /// pins the kernel threads that appear to `cpus`. Interface names repeat
 /// across namespaces, so the threads are told apart by appearing: threaded
 /// mode is switched off first (its threads exit) and on again.
-fn napi_threads(dev: &str, cpus: &[usize]) -> Result<()> {
+fn napi_threads(dev: &str, cpus: &[usize], realtime: bool) -> Result<()> {
     let dev = dev.to_string();
     let cpus = cpus.to_vec();
     let worker = std::thread::spawn(move || -> Result<()> {
@@ -269,6 +273,11 @@ fn napi_threads(dev: &str, cpus: &[usize]) -> Result<()> {
         for pid in ours {
             crate::sys::pin_pid(pid, &cpus)
                 .with_context(|| format!("pinning napi/{dev} thread {pid} to CPUs {cpus:?}"))?;
+            if realtime {
+                crate::sys::set_fifo(pid).with_context(|| {
+                    format!("giving napi/{dev} thread {pid} real-time priority (SCHED_FIFO 1)")
+                })?;
+            }
         }
         Ok(())
     });

@@ -192,6 +192,10 @@ pub enum NetOp {
     NapiThreads {
         dev: String,
         cpus: Vec<usize>,
+        /// SCHED_FIFO 1 for them: they share a core with a busy sender
+        /// and must not wait out its time slice while their ring fills.
+        #[serde(default)]
+        realtime: bool,
     },
     /// Move a physical port from the agent's original namespace into its own,
     /// after checking it is safe to take (unless `force`); the agent records
