@@ -53,13 +53,17 @@ const LO: u32 = 1;
 /// Runs the generator once on `input` as if it came in on `ifindex`;
 /// returns the program's verdict and the frame it wrote.
 fn run_on(g: &mut Generator, input: &[u8], ifindex: u32) -> (u32, Vec<u8>) {
+    run_raw(g, &with_meta(input), ifindex)
+}
+
+/// Runs the generator once on `input`, metadata included.
+fn run_raw(g: &mut Generator, input: &[u8], ifindex: u32) -> (u32, Vec<u8>) {
     let mut out = vec![0u8; 2048];
     let fd = g.obj.prog_fd("lr_gen").expect("program loaded");
-    let input = with_meta(input);
     let r = sys::xdp_test_run(
         fd,
         XdpRun {
-            data_in: &input,
+            data_in: input,
             meta_len: consts::META_LEN as u32,
             data_out: Some(&mut out),
             repeat: 1,
@@ -200,22 +204,8 @@ fn the_gate_is_the_ingress_interface_not_bytes_in_the_page() {
     // neighbour cache overwrote: still a frame to send.
     let mut scribbled = vec![0xaa; consts::META_LEN as usize];
     scribbled.extend_from_slice(&input);
-    let mut out = vec![0u8; 2048];
-    let fd = g.obj.prog_fd("lr_gen").expect("program loaded");
-    let r = sys::xdp_test_run(
-        fd,
-        XdpRun {
-            data_in: &scribbled,
-            meta_len: consts::META_LEN as u32,
-            data_out: Some(&mut out),
-            repeat: 1,
-            ingress_ifindex: 0,
-            flags: 0,
-            batch_size: 0,
-        },
-    )
-    .expect("BPF_PROG_RUN in test mode");
-    assert_eq!(r.retval, 3, "XDP_TX whatever the metadata holds");
-    let f = &out[consts::META_LEN as usize..r.data_len];
+    let (retval, out) = run_raw(&mut g, &scribbled, 0);
+    assert_eq!(retval, 3, "XDP_TX whatever the metadata holds");
+    let f = &out[consts::META_LEN as usize..];
     assert_eq!(Header::parse(&f[42..]).map(|h| h.flow), Some(7), "{f:x?}");
 }
