@@ -104,8 +104,23 @@ fn every_frame_the_live_engine_sends_is_counted_by_the_xdp_sink() {
                 assert_eq!(d["receiver_summary"]["rx_engine"], "xdp", "{what}: {d}");
                 let (tx, rx) = (u(&d["tx_packets"]), u(&d["rx_packets"]));
                 assert!(tx > 10_000, "{what}: only {tx} frames sent");
-                assert_eq!(rx, tx, "{what}: every frame sent is counted: {d}");
-                assert_eq!(u(&d["lost"]), 0, "{what}: {d}");
+                // Paced, every frame is counted. Unpaced, the generator can
+                // outrun the sink veth's 256-frame ring for a moment; the
+                // kernel counts those frames as the sender's tx_dropped, and
+                // they must be exactly the frames missing.
+                let ring = if rate.is_some() {
+                    0
+                } else {
+                    t["kernel_counters"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter(|k| k["role"] == "gen")
+                        .map(|k| u(&k["after"]["tx_dropped"]) - u(&k["before"]["tx_dropped"]))
+                        .sum()
+                };
+                assert_eq!(rx + ring, tx, "{what}: every frame sent is counted: {d}");
+                assert_eq!(u(&d["lost"]), ring, "{what}: {d}");
                 assert_eq!(u(&d["duplicates"]), 0, "{what}: {d}");
                 let per_flow: u64 = d["receiver_summary"]["flows"]
                     .as_array()

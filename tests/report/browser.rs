@@ -228,10 +228,12 @@ pub fn check_page(o: &Opened) -> Result<Vec<(String, Vec<String>)>, String> {
         .ok_or("no #lr-errors element: the page did not load")?;
     if errors.get("data-count").map(String::as_str) != Some("0") {
         let at = o.dom.find("id=\"lr-errors\"").unwrap_or(0);
-        return Err(format!(
-            "script errors: {}",
-            &o.dom[at..(at + 2000).min(o.dom.len())]
-        ));
+        // 2000 bytes of context, cut where a character ends.
+        let mut end = (at + 2000).min(o.dom.len());
+        while !o.dom.is_char_boundary(end) {
+            end -= 1;
+        }
+        return Err(format!("script errors: {}", &o.dom[at..end]));
     }
     for bad in ["Uncaught", "Refused to", "ERR_", "Failed to load"] {
         if let Some(line) = o.log.lines().find(|l| l.contains(bad)) {
