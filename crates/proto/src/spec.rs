@@ -113,11 +113,19 @@ impl RxEngine {
 impl std::str::FromStr for RxEngine {
     type Err = UnknownEngine;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|e| e.name() == s)
-            .ok_or_else(|| UnknownEngine(s.to_string()))
+        by_name(Self::ALL, Self::name, s)
     }
+}
+
+/// The engine of `all` whose `name` is `s`.
+fn by_name<E: Copy, const N: usize>(
+    all: [E; N],
+    name: fn(E) -> &'static str,
+    s: &str,
+) -> Result<E, UnknownEngine> {
+    all.into_iter()
+        .find(|&e| name(e) == s)
+        .ok_or_else(|| UnknownEngine(s.to_string()))
 }
 
 /// A name that is no send engine.
@@ -128,10 +136,7 @@ pub struct UnknownEngine(pub String);
 impl std::str::FromStr for TxEngine {
     type Err = UnknownEngine;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|e| e.name() == s)
-            .ok_or_else(|| UnknownEngine(s.to_string()))
+        by_name(Self::ALL, Self::name, s)
     }
 }
 

@@ -11,7 +11,8 @@ use crate::proto::frame::{Header, HEADER_LEN};
 use crate::proto::FrameSpec;
 use crate::sys::{self, XdpRun};
 
-fn path(src: &str, dst: &str) -> FlowPath {
+/// A flow path between two test addresses (the XDP sink's tests use it too).
+pub(super) fn path(src: &str, dst: &str) -> FlowPath {
     FlowPath {
         src_mac: [2, 0x4c, 0x52, 0, 0, 1],
         dst_mac: [2, 0x4c, 0x52, 0, 0, 2],

@@ -15,14 +15,7 @@ const XDP_DROP: u32 = 1;
 const XDP_PASS: u32 = 2;
 const PORT: u16 = 5001;
 
-fn path(src: &str, dst: &str) -> FlowPath {
-    FlowPath {
-        src_mac: [2, 0x4c, 0x52, 0, 0, 1],
-        dst_mac: [2, 0x4c, 0x52, 0, 0, 2],
-        src: src.parse().expect("test address"),
-        dst: dst.parse().expect("test address"),
-    }
-}
+use super::gen_tests::path;
 
 fn v4() -> FlowPath {
     path("198.18.0.1:40000", "198.18.0.2:5001")
