@@ -392,7 +392,7 @@ fn auto_falls_back_to_packet_when_bpf_is_refused() {
     let note = d["sender_summary"]["tx_engine_note"]
         .as_str()
         .unwrap_or_default();
-    assert!(note.contains("unpaced only"), "{note}");
+    assert!(note.contains("live is used from 50 kpps"), "{note}");
     assert_eq!(u(&d["rx_packets"]), u(&d["tx_packets"]));
     // Asked for by name, the refusal is an error that says what to do.
     let out = denied("live", &["--rate", "10kpps"]);

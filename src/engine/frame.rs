@@ -38,6 +38,16 @@ pub struct Msg {
     pub header: Header,
 }
 
+/// When the frames of a kernel-paced batch are due ([`Transmit::send_paced`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Pacing {
+    /// CLOCK_MONOTONIC ns at which the batch's first frame is due (may be
+    /// past: a sender behind sends the late frames at once).
+    pub first_due_ns: u64,
+    /// ns between frames.
+    pub gap_ns: f64,
+}
+
 /// Puts batches of datagrams on the wire.
 pub trait Transmit: Send {
     /// Flows per send group (one socket each); no group is empty.
@@ -45,7 +55,21 @@ pub trait Transmit: Send {
     /// Sends `msgs`, all of group `group`; returns how many the kernel took
     /// (a prefix of `msgs`). At most the batch size given at opening.
     fn send(&mut self, group: usize, msgs: &[Msg]) -> io::Result<usize>;
-    /// "socket", "packet" or "xdp", for results.
+    /// Whether the engine spaces frames itself, in the kernel: the pacing
+    /// loop then hands it a horizon's frames with their times through
+    /// [`Transmit::send_paced`] instead of sending each batch when due.
+    fn paces_itself(&self) -> bool {
+        false
+    }
+    /// Sends `msgs`, all of group `group`, frame i not before
+    /// `first_due_ns + i * gap_ns`, for about one run of the engine;
+    /// returns how many left (a prefix of `msgs`). Engines that do not
+    /// pace themselves send the batch at once.
+    fn send_paced(&mut self, group: usize, msgs: &[Msg], pacing: Pacing) -> io::Result<usize> {
+        let _ = pacing;
+        self.send(group, msgs)
+    }
+    /// "socket", "packet", "xdp" or "live", for results.
     fn name(&self) -> &'static str;
     /// Called once after the last batch: engines that queue frames for the
     /// kernel wait for them here and return how many never left (counted

@@ -4,9 +4,9 @@
 //! [`Transmit`]: UDP sockets ([`super::socket::SocketTx`]) or whole Ethernet
 //! frames on an AF_PACKET socket ([`super::packet::PacketTx`]).
 
-use super::frame::{check_frames, frame_sequence, Msg, SendSpec, Transmit};
+use super::frame::{check_frames, frame_sequence, Msg, Pacing, SendSpec, Transmit};
 use super::workers::{self, Counters, Intervals, Totals};
-use super::xdp::live::LiveTx;
+use super::xdp::live::{LiveTx, PACED_RUN_S};
 use super::EngineError;
 use super::{afxdp, check_destination, packet, socket, IntervalClock, JobCtx};
 use crate::host::kernel;
@@ -27,17 +27,16 @@ struct Share {
 
 /// Frames per BPF_PROG_RUN of the live engine at an unlimited rate.
 const LIVE_UNPACED_BATCH: usize = 8192;
-/// Paced, the live engine sends once per slice what became due in it.
-/// Each BPF_PROG_RUN sets up a page pool that the kernel frees only about
-/// a second after the run's last frame has come back, and at most 65,534
-/// can exist (XDP memory model ids): runs of a few frames at a few
-/// hundred thousand per second used them up within a second and every run
-/// after failed with ENOSPC (measured on 6.18, through the lab). A 1 ms
-/// slice keeps it to 1,000 runs a second; a burst is a slice's frames.
-/// 100 µs slices were tried too: on a 2-core host the sender then fell
-/// 1-4 % behind the asked rate (its wake-ups came late beside the tester's
-/// receive threads) and a policed DUT lost more, not less.
-const LIVE_PACED_SLICE_S: f64 = 0.001;
+/// Paced, an engine that paces in the kernel (live) is handed the frames
+/// due within this horizon at a time; its runs last about
+/// [`PACED_RUN_S`], so a run's frames are all inside it.
+const KERNEL_PACED_HORIZON_S: f64 = 2.0 * PACED_RUN_S;
+/// The most frames one kernel-paced run is handed.
+const KERNEL_PACED_MOST: u64 = 65_536;
+/// Below this peak rate auto leaves paced runs to the packet engine: live
+/// spins a core for the whole run whatever the rate, the packet engine's
+/// sleeps between batches pace a slow profile exactly for less.
+const LIVE_PACED_FROM_PPS: f64 = 50_000.0;
 
 /// A sending job with its engines open, ready to run on its own thread.
 pub struct Sender {
@@ -49,8 +48,9 @@ pub struct Sender {
 }
 
 /// Opens the engine `spec.tx_engine` asks for over `spec`'s flows; with
-/// auto, the live engine where it runs (unpaced runs), else the packet engine, else the
-/// socket engine, and why the faster ones were refused.
+/// auto, the live engine where it runs (unless the profile is slow), else
+/// the packet engine, else the socket engine, and why the faster ones were
+/// refused.
 fn open_engine(
     spec: &SendSpec,
     sizes: &[u32],
@@ -92,12 +92,16 @@ fn open_engine(
         // faster than the packet engine, which comes next, then the socket
         // engine.
         TxEngine::Auto => {
-            let live = if spec.rate.is_some() {
-                // Paced, live sends a slice's frames at once (see
-                // LIVE_PACED_SLICE_S): a policed DUT's NDR came out 9 %
-                // low that way, where the packet engine's even batches
-                // found it. Unpaced, live offers what the kernel can.
-                "live is used unpaced only: paced, its 1 ms slices bunch the frames".to_string()
+            let slow = spec
+                .rate
+                .as_ref()
+                .is_some_and(|r| r.max_pps() < LIVE_PACED_FROM_PPS);
+            let live = if slow {
+                format!(
+                    "live is used from {} kpps: below, the packet engine paces without \
+                     spinning a core",
+                    LIVE_PACED_FROM_PPS / 1e3
+                )
             } else {
                 match LiveTx::open(&spec.flows, sizes, ipv6) {
                     Ok(t) => {
@@ -166,7 +170,7 @@ pub fn open(spec: SendSpec) -> Result<Sender, EngineError> {
     }
     // The live engine sends a batch in one BPF_PROG_RUN whose fixed cost
     // (a page pool per call) is tens of µs: unpaced, it takes long runs;
-    // paced, batches stay at --batch so no burst exceeds one batch.
+    // paced, it spaces the frames itself (pace()).
     let batch = match shares.first() {
         Some(s) if s.tx.name() == "live" && spec.rate.is_none() => LIVE_UNPACED_BATCH,
         _ => batch,
@@ -357,7 +361,7 @@ fn pace(
         ));
     }
     let mut msgs: Vec<Msg> = Vec::with_capacity(batch);
-    let live = tx.name() == "live";
+    let kernel_paced = tx.paces_itself();
     let mut seq = vec![0u64; spec.flows.len()];
     let mut rr = vec![0usize; groups.len()];
     let mut size_idx = 0usize;
@@ -367,6 +371,10 @@ fn pace(
     let mut group_sent = vec![0u64; groups.len()];
 
     let deadline = start + spec.duration;
+    let duration_s = spec.duration.as_secs_f64();
+    // The start instant on the clock kernel pacing reads (CLOCK_MONOTONIC,
+    // as Instant is on Linux).
+    let start_ns = sys::monotonic_ns().saturating_sub(start.elapsed().as_nanos() as u64);
     // Packets this worker has sent, kept locally; the shared counters get
     // the same numbers once per batch.
     let mut sent_total = 0u64;
@@ -379,49 +387,74 @@ fn pace(
             break;
         }
         let mut n = batch;
+        let mut pacing = None;
         if let Some(profile) = &spec.rate {
             // Send what the profile has made due by now, in bursts of at most
-            // one batch; sleep while nothing is due.
+            // one batch (or spaced by the engine); sleep while nothing is due.
             let t = now.saturating_duration_since(start).as_secs_f64();
-            let due = profile.due(t) as u64;
+            let due_f = profile.due(t);
+            let due = due_f as u64;
             // `missed` counts packets the sender fell behind by and gave up
             // on: a tester that stalls must not catch up later with a burst
             // above the asked rate (it shows as offered < target instead).
             let sent = sent_total + missed;
             let rate = profile.rate_at(t);
-            // Frames a run waits for (1, or a slice's worth for live), and
-            // the most a run may carry.
-            let (least, most) = if live {
-                let slice = ((rate * LIVE_PACED_SLICE_S) as u64).max(1);
-                (slice, batch.max(slice as usize).min(LIVE_UNPACED_BATCH))
-            } else {
-                (1, batch)
-            };
-            let slack = (most as f64).max(rate * 0.002) as u64;
+            let slack = (batch as f64).max(rate * 0.002) as u64;
             if due > sent + slack {
                 missed += due - sent - slack;
                 continue;
             }
-            // The last frames of a run are sent when they are due, slice
-            // or not.
-            let ending = t + LIVE_PACED_SLICE_S >= spec.duration.as_secs_f64();
-            if due < sent + if ending { 1 } else { least } {
-                let want = if ending { 1 } else { least };
-                let wait = if rate > 0.0 {
-                    Duration::from_secs_f64(((sent + want) as f64 - profile.due(t)).max(0.0) / rate)
+            if kernel_paced {
+                // Hand the engine what falls due within the horizon, with
+                // the instant the first is due and the spacing; it sends
+                // each frame at its time.
+                let end = (t + KERNEL_PACED_HORIZON_S).min(duration_s);
+                let due_end = profile.due(end);
+                let ahead = (due_end as u64).saturating_sub(sent).min(KERNEL_PACED_MOST);
+                // The horizon's mean rate: a ramp's step inside it spreads.
+                let pps = if end > t && due_end > due_f {
+                    (due_end - due_f) / (end - t)
                 } else {
-                    Duration::from_millis(1)
+                    rate
                 };
-                // Live waits sleep: a spinning sender loses its core to the
-                // tester's receive threads beside it and falls behind.
-                if wait > Duration::from_micros(100) || live {
-                    std::thread::sleep(wait.min(Duration::from_millis(2)));
+                let wait = if ahead == 0 || pps <= 0.0 {
+                    // Nothing within the horizon: wake for the next frame.
+                    if rate > 0.0 {
+                        ((sent + 1) as f64 - due_f) / rate
+                    } else {
+                        0.001
+                    }
                 } else {
-                    std::hint::spin_loop();
+                    ((sent + 1) as f64 - due_f) / pps
+                };
+                // Sleep until shortly before the first frame is due; the
+                // engine waits the rest out itself.
+                if ahead == 0 || pps <= 0.0 || wait > 200e-6 {
+                    let w = (wait - 100e-6).clamp(10e-6, 0.002);
+                    std::thread::sleep(Duration::from_secs_f64(w));
+                    continue;
                 }
-                continue;
+                n = ahead as usize;
+                pacing = Some(Pacing {
+                    first_due_ns: start_ns.saturating_add_signed(((t + wait) * 1e9) as i64),
+                    gap_ns: 1e9 / pps,
+                });
+            } else {
+                if due < sent + 1 {
+                    let wait = if rate > 0.0 {
+                        Duration::from_secs_f64(((sent + 1) as f64 - due_f).max(0.0) / rate)
+                    } else {
+                        Duration::from_millis(1)
+                    };
+                    if wait > Duration::from_micros(100) {
+                        std::thread::sleep(wait.min(Duration::from_millis(2)));
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                    continue;
+                }
+                n = batch.min((due - sent) as usize);
             }
-            n = most.min((due - sent) as usize);
         }
         let g = behind(&group_sent, &groups);
         let flows = &groups[g];
@@ -443,7 +476,11 @@ fn pace(
             });
             seq[fi] += 1;
         }
-        let sent = match tx.send(g, &msgs) {
+        let r = match pacing {
+            Some(p) => tx.send_paced(g, &msgs, p),
+            None => tx.send(g, &msgs),
+        };
+        let sent = match r {
             Ok(k) => {
                 hard_errors = 0;
                 k.min(n)

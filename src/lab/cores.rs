@@ -83,7 +83,7 @@ pub fn describe(c: &LabCores) -> String {
     let mut parts = vec![format!("generator on {}", cpu_list(&c.generator))];
     if !c.dut.is_empty() {
         parts.push(format!(
-            "DUT receive and forwarding ({} NAPI threads) on {}",
+            "DUT receive and forwarding ({} NAPI threads, real-time priority) on {}",
             ifaces("dut"),
             cpu_list(&c.dut)
         ));
@@ -151,8 +151,12 @@ pub fn lay_out(fleet: &mut Fleet, placed: &[usize], nodes: &[LabNode], plan: &Pl
                     // when frames arrive, not after the sender's time
                     // slice: its 256-frame veth ring overflowed (counted
                     // as the DUT's tx_dropped) while a packet-engine
-                    // sender held the core.
-                    realtime: node.role != "dut" && plan.tester_receive == plan.generator,
+                    // sender held the core. The DUT's forwarding too, as
+                    // a router's softirq comes before its processes: at
+                    // normal priority it shared its core with the
+                    // tester's own processes and lost frames from rings
+                    // that overflowed while they ran.
+                    realtime: node.role == "dut" || plan.tester_receive == plan.generator,
                 });
             }
             let error = match fleet.call(idx, &Request::Configure { ops }, Duration::from_secs(10))
@@ -229,7 +233,7 @@ mod tests {
         let s = describe(&c);
         assert!(s.contains("generator on CPU0"), "{s}");
         assert!(
-            s.contains("DUT receive and forwarding (dut0 NAPI threads) on CPU1"),
+            s.contains("DUT receive and forwarding (dut0 NAPI threads, real-time priority) on CPU1"),
             "{s}"
         );
         assert!(s.contains("sink/sink0: no threaded NAPI"), "{s}");

@@ -71,6 +71,14 @@ int lr_gen(struct xdp_md *ctx)
 	    cfg->sequence_len > LR_MAX_SEQUENCE || cfg->sizes == 0)
 		return XDP_ABORTED;
 
+	/* Pacing (struct lr_gen_cursor): an invocation that comes before its
+	 * frame is due, or after the run's quota, is dropped at once. */
+	if (cur->sent >= cur->quota)
+		return XDP_DROP;
+	__u64 now = bpf_ktime_get_ns();
+	if (cur->gap_fp && now < cur->t0_ns + ((cur->sent * cur->gap_fp) >> 16))
+		return XDP_DROP;
+
 	__u32 flow = cur->flow;
 	__u32 slot = cur->slot;
 	if (flow >= cfg->flows)
@@ -115,7 +123,7 @@ int lr_gen(struct xdp_md *ctx)
 		h = data + LR_IPV4_HEAD;
 	}
 
-	__u64 ts = bpf_ktime_get_ns() + cfg->clock_offset;
+	__u64 ts = now + cfg->clock_offset;
 	__u16 w[9] = {
 		LR_MAGIC,
 		t->flow_id,
@@ -140,6 +148,7 @@ int lr_gen(struct xdp_md *ctx)
 	if (csum == 0)
 		csum = 0xffff;
 	h[-1] = bpf_htons(csum);
+	cur->sent++;
 	return XDP_TX;
 }
 

@@ -3,7 +3,7 @@
 //! builds for the same flow, size and sequence number, with valid IPv4 and
 //! UDP checksums, whatever a forwarder left in the recycled page.
 
-use super::live::Generator;
+use super::live::{Cursor, Generator};
 use super::tests::load_or_skip;
 use super::{consts, with_meta};
 use crate::engine::frame::{frame_sequence, FlowPath, Template, FILL};
@@ -209,4 +209,68 @@ fn the_gate_is_the_ingress_interface_not_bytes_in_the_page() {
     assert_eq!(retval, 3, "XDP_TX whatever the metadata holds");
     let f = &out[consts::META_LEN as usize..];
     assert_eq!(Header::parse(&f[42..]).map(|h| h.flow), Some(7), "{f:x?}");
+}
+
+#[test]
+fn a_paced_run_drops_early_invocations_and_stops_at_its_quota() {
+    let p = [path("198.18.0.2:40000", "198.19.0.9:5001")];
+    let sizes = frame_sequence(FrameSpec::Fixed(64));
+    let t: Vec<Template> = sizes
+        .iter()
+        .map(|&s| Template::new(&p[0], s).expect("template"))
+        .collect();
+    let Some(_) = load_or_skip("gen", &[("lr_templates", 16), ("lr_seq", 4)]) else {
+        return;
+    };
+    let input = vec![FILL; 60];
+    let mut g = Generator::load(&[(7, t.as_slice())], &sizes, LO).expect("generator loads");
+    // Unpaced as loaded: every invocation sends.
+    assert_eq!(g.cursor().expect("cursor"), Cursor::unpaced(0, 0));
+    assert_eq!(run_on(&mut g, &input, 0).0, 3, "XDP_TX unpaced");
+    // The first frame is due an hour from now: nothing leaves, nothing
+    // of the flow's sequence is used up.
+    let hour = 3_600_000_000_000;
+    let paced = |t0_ns: u64, quota: u64| Cursor {
+        t0_ns,
+        gap_fp: Cursor::gap_fp(1000.0),
+        quota,
+        ..Cursor::unpaced(0, 0)
+    };
+    g.set_cursor(&paced(sys::monotonic_ns() + hour, 5))
+        .expect("cursor");
+    for _ in 0..3 {
+        assert_eq!(run_on(&mut g, &input, 0).0, 1, "XDP_DROP before due");
+    }
+    assert_eq!(g.cursor().expect("cursor").sent, 0);
+    // Due since a moment ago, 1 µs apart, at most 2: two frames, with the
+    // flow's next sequence numbers, then drops.
+    g.set_cursor(&paced(sys::monotonic_ns() - 10_000, 2))
+        .expect("cursor");
+    let mut seqs = Vec::new();
+    for i in 0..4 {
+        let (v, out) = run_on(&mut g, &input, 0);
+        if i < 2 {
+            assert_eq!(v, 3, "frame {i} is due: XDP_TX");
+            let f = &out[consts::META_LEN as usize..];
+            seqs.push(Header::parse(&f[42..]).expect("header").seq);
+        } else {
+            assert_eq!(v, 1, "past the quota: XDP_DROP");
+        }
+    }
+    assert_eq!(
+        seqs,
+        [1, 2],
+        "sequence numbers go on from the unpaced frame"
+    );
+    assert_eq!(g.cursor().expect("cursor").sent, 2);
+    // Frame i waits for t0 + i × gap: with the first due now and a gap of
+    // an hour, the second is not sent.
+    g.set_cursor(&Cursor {
+        gap_fp: Cursor::gap_fp(hour as f64),
+        ..paced(sys::monotonic_ns(), 10)
+    })
+    .expect("cursor");
+    assert_eq!(run_on(&mut g, &input, 0).0, 3, "the first frame is due");
+    assert_eq!(run_on(&mut g, &input, 0).0, 1, "the second is an hour away");
+    assert_eq!(g.cursor().expect("cursor").sent, 1);
 }

@@ -126,10 +126,20 @@ struct lr_sink_totals {
 	__u64 latency[LR_SINK_LAT_BUCKETS];
 };
 
-/* Where the generator is in its round-robin over flows and sizes. */
+/* Where the generator is in its round-robin over flows and sizes, and
+ * the pacing of the current run, written by user space before each run
+ * that needs it (live.rs). A paced run sends frame i of the run (from 0)
+ * once bpf_ktime_get_ns() >= t0_ns + i * gap_fp / 65536 and drops the
+ * invocations that come earlier, before touching the frame; it sends at
+ * most `quota` frames; `sent` counts them (user space reads it back).
+ * gap_fp 0: unpaced, every invocation sends (still up to `quota`). */
 struct lr_gen_cursor {
 	__u64 flow;
 	__u64 slot;
+	__u64 t0_ns;
+	__u64 gap_fp;
+	__u64 quota;
+	__u64 sent;
 };
 #endif
 

@@ -4,18 +4,23 @@
 //! per egress interface of a sender thread, so each thread's flows, cursor
 //! and sequence numbers are its own.
 //!
-//! It plugs into the same pacing loop as the other engines ([`Transmit`]):
-//! a batch of `n` messages becomes one run with `repeat = n`. The program
-//! walks the thread's flows round-robin and the frame-size sequence exactly
-//! as the loop does, so the loop's sequence numbers, per-flow totals and
-//! interval counts are those of the frames sent; [`LiveTx::send`] checks
-//! that lockstep on every batch and re-seeds the program's cursor and
-//! sequence numbers where the loop went elsewhere (another interface's
+//! It plugs into the same pacing loop as the other engines ([`Transmit`]).
+//! Unpaced, a batch of `n` messages becomes one run with `repeat = n`.
+//! Paced, the engine paces itself ([`Transmit::send_paced`]): the loop
+//! hands it the frames due within a short horizon with the instant the
+//! first is due and the spacing, and one run of about [`PACED_RUN_S`]
+//! sends each when its time comes (the cursor's pacing fields, gen.bpf.c);
+//! the program's count of the frames it sent says which prefix of the
+//! batch left. The program walks the thread's flows round-robin and the
+//! frame-size sequence exactly as the loop does, so the loop's sequence
+//! numbers, per-flow totals and interval counts are those of the frames
+//! sent; every run checks that lockstep and re-seeds the program's cursor
+//! and sequence numbers where the loop went elsewhere (another interface's
 //! group took a batch, or a run failed).
 
 use super::probe;
 use super::{consts, hold_in_dispatcher, with_meta, Attached, Object};
-use crate::engine::frame::{sum16, Msg, Template, Transmit, FILL};
+use crate::engine::frame::{sum16, Msg, Pacing, Template, Transmit, FILL};
 use crate::engine::path::{resolve, Resolved};
 use crate::engine::EngineError;
 use crate::proto::frame::Header;
@@ -28,7 +33,82 @@ use std::net::UdpSocket;
 /// Bytes of `struct lr_template`, `lr_gen_config` and `lr_gen_cursor`.
 const TEMPLATE_LEN: usize = 76;
 const CONFIG_LEN: usize = 40;
-const CURSOR_LEN: usize = 16;
+const CURSOR_LEN: usize = 48;
+
+/// How long one paced run lasts, about: each BPF_PROG_RUN sets up a page
+/// pool the kernel frees only about a second after the run's last frame
+/// has come back, and at most 65,534 can exist (XDP memory model ids), so
+/// runs must not come much more often than a thousand a second. Runs of a
+/// few frames at a few hundred thousand per second used them up within a
+/// second and every run after failed with ENOSPC (6.18, through the lab).
+pub const PACED_RUN_S: f64 = 0.001;
+
+/// `struct lr_gen_cursor`: the round-robin position and one run's pacing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    pub flow: u64,
+    pub slot: u64,
+    /// CLOCK_MONOTONIC ns at which the run's first frame is due.
+    pub t0_ns: u64,
+    /// ns between frames × 65536; 0: unpaced.
+    pub gap_fp: u64,
+    /// The most frames the run sends.
+    pub quota: u64,
+    /// Frames the run sent (the program counts).
+    pub sent: u64,
+}
+
+impl Cursor {
+    /// Unpaced and without a quota: every invocation sends a frame.
+    pub fn unpaced(flow: u64, slot: u64) -> Cursor {
+        Cursor {
+            flow,
+            slot,
+            t0_ns: 0,
+            gap_fp: 0,
+            quota: u64::MAX,
+            sent: 0,
+        }
+    }
+
+    /// Frames `gap_ns` apart in the program's fixed point (at least 1,
+    /// so a paced run stays paced at any rate).
+    pub fn gap_fp(gap_ns: f64) -> u64 {
+        ((gap_ns * 65536.0).round() as u64).max(1)
+    }
+
+    fn bytes(&self) -> [u8; CURSOR_LEN] {
+        let mut b = [0u8; CURSOR_LEN];
+        let f = [
+            self.flow,
+            self.slot,
+            self.t0_ns,
+            self.gap_fp,
+            self.quota,
+            self.sent,
+        ];
+        for (i, v) in f.iter().enumerate() {
+            b[i * 8..i * 8 + 8].copy_from_slice(&v.to_ne_bytes());
+        }
+        b
+    }
+
+    fn parse(b: &[u8; CURSOR_LEN]) -> Cursor {
+        let w = |i: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[i * 8..i * 8 + 8]);
+            u64::from_ne_bytes(a)
+        };
+        Cursor {
+            flow: w(0),
+            slot: w(1),
+            t0_ns: w(2),
+            gap_fp: w(3),
+            quota: w(4),
+            sent: w(5),
+        }
+    }
+}
 
 /// One generator instance: the flows of one sender thread on one egress.
 struct Group {
@@ -47,6 +127,9 @@ struct Group {
     next_slot: u32,
     /// The program's next sequence number per position.
     next_seq: Vec<u64>,
+    /// The last cursor written was unpaced with no quota, and the
+    /// program's position is `next_flow`/`next_slot`.
+    unpaced: bool,
 }
 
 /// The live engine's transmitter.
@@ -55,6 +138,9 @@ pub struct LiveTx {
     /// The frame every run starts from: the largest size, filled.
     frame: Vec<u8>,
     slots: u32,
+    /// Wall-clock ns one paced invocation costs (sent or dropped), a
+    /// moving average that sizes the runs to last about [`PACED_RUN_S`].
+    invocation_ns: f64,
     _port: Option<UdpSocket>,
 }
 
@@ -197,8 +283,26 @@ impl Generator {
         config
             .set(0, config_bytes(n, &slots, uniq.len() as u32, ifindex), 0)
             .map_err(map_err("configuration"))?;
-        Ok(Generator { obj, cursor, seq })
+        let mut g = Generator { obj, cursor, seq };
+        g.set_cursor(&Cursor::unpaced(0, 0))?;
+        Ok(g)
     }
+
+    /// Writes the program's cursor.
+    pub fn set_cursor(&mut self, c: &Cursor) -> Result<(), EngineError> {
+        self.cursor.set(0, c.bytes(), 0).map_err(map_err("cursor"))
+    }
+
+    /// Reads the program's cursor back.
+    pub fn cursor(&self) -> Result<Cursor, EngineError> {
+        read_cursor(&self.cursor)
+    }
+}
+
+fn read_cursor(m: &Array<MapData, [u8; CURSOR_LEN]>) -> Result<Cursor, EngineError> {
+    m.get(&0, 0)
+        .map(|b| Cursor::parse(&b))
+        .map_err(|e| EngineError::Failed(format!("reading the generator's cursor: {e}")))
 }
 
 impl Group {
@@ -240,38 +344,24 @@ impl Group {
             flows,
             next_flow: 0,
             next_slot: 0,
+            unpaced: true,
         })
     }
 
-    /// Brings the program's state to where `msgs` start; a no-op while the
-    /// program and the pacing loop are in lockstep.
-    fn align(&mut self, msgs: &[Msg], slots: u32) -> Result<(), EngineError> {
+    /// Brings the program's sequence numbers to where `msgs` start and
+    /// says whether the program's round-robin position is already theirs
+    /// (the lockstep of the usual case, where nothing is written). Leaves
+    /// `next_seq` past the whole batch when it had to re-seed.
+    fn align(&mut self, msgs: &[Msg]) -> Result<bool, EngineError> {
         let Some(first) = msgs.first() else {
-            return Ok(());
+            return Ok(true);
         };
         let p0 = self.pos[first.flow];
-        let k = self.flows.len();
         if p0 == self.next_flow
             && first.size as u32 == self.next_slot
             && first.header.seq == self.next_seq[p0 as usize]
         {
-            // In lockstep (the usual case): the run continues the program's
-            // round-robin, so each flow advances by its share of the batch;
-            // O(flows), not O(frames).
-            let n = msgs.len();
-            for i in 0..k.min(n) {
-                let p = (p0 as usize + i) % k;
-                self.next_seq[p] += (n / k + usize::from(i < n % k)) as u64;
-            }
-            self.next_flow = ((p0 as usize + n) % k) as u32;
-            self.next_slot = ((first.size + n) % slots as usize) as u32;
-            return Ok(());
-        }
-        if p0 != self.next_flow || first.size as u32 != self.next_slot {
-            let mut c = [0u8; CURSOR_LEN];
-            c[0..8].copy_from_slice(&u64::from(p0).to_ne_bytes());
-            c[8..16].copy_from_slice(&(first.size as u64).to_ne_bytes());
-            self.cursor.set(0, c, 0).map_err(map_err("cursor"))?;
+            return Ok(true);
         }
         for m in msgs {
             let p = self.pos[m.flow] as usize;
@@ -282,10 +372,38 @@ impl Group {
             }
             self.next_seq[p] = m.header.seq + 1;
         }
-        let last = msgs[msgs.len() - 1];
-        self.next_flow = (self.pos[last.flow] + 1) % self.flows.len() as u32;
-        self.next_slot = (last.size as u32 + 1) % slots;
-        Ok(())
+        // Where the run starts; advance() moves it past what was sent.
+        self.next_flow = p0;
+        self.next_slot = first.size as u32;
+        Ok(false)
+    }
+
+    /// Moves this side's copy of the program's state past the first `k`
+    /// of `msgs`, the frames the run sent; `lockstep` as align() said.
+    fn advance(&mut self, msgs: &[Msg], k: usize, lockstep: bool, slots: u32) {
+        let f = self.flows.len();
+        let p0 = self.next_flow as usize;
+        if lockstep {
+            // The run continued the program's round-robin, so each flow
+            // advances by its share of the k frames; O(flows), not O(k).
+            for i in 0..f.min(k) {
+                self.next_seq[(p0 + i) % f] += (k / f + usize::from(i < k % f)) as u64;
+            }
+        } else {
+            // align() left every flow of the batch past it: the unsent
+            // ones go back to their first unsent number.
+            for m in msgs[k..].iter().rev() {
+                self.next_seq[self.pos[m.flow] as usize] = m.header.seq;
+            }
+        }
+        self.next_flow = ((p0 + k) % f) as u32;
+        self.next_slot = ((self.next_slot as usize + k) % slots as usize) as u32;
+    }
+
+    /// Forgets where the program is: the next run re-seeds everything.
+    fn lose_track(&mut self) {
+        self.next_flow = u32::MAX;
+        self.next_seq.iter_mut().for_each(|s| *s = u64::MAX);
     }
 }
 
@@ -307,6 +425,7 @@ impl LiveTx {
             groups,
             frame,
             slots: sizes.len() as u32,
+            invocation_ns: 50.0,
             _port: r.port,
         })
     }
@@ -327,46 +446,92 @@ impl LiveTx {
     }
 }
 
-impl Transmit for LiveTx {
-    fn groups(&self) -> Vec<Vec<usize>> {
-        self.groups.iter().map(|g| g.flows.clone()).collect()
-    }
-
-    fn send(&mut self, group: usize, msgs: &[Msg]) -> io::Result<usize> {
+impl LiveTx {
+    /// One BPF_PROG_RUN of group `group`'s program: `msgs` are the frames
+    /// the loop has numbered for it; `pacing` None runs one invocation
+    /// per frame, unpaced; Some((first_due_ns, gap_ns)) runs for about
+    /// [`PACED_RUN_S`] and sends each frame when it is due. Returns how
+    /// many of `msgs` (a prefix) left.
+    fn run(&mut self, group: usize, msgs: &[Msg], pacing: Option<(u64, f64)>) -> io::Result<usize> {
         let slots = self.slots;
         let g = &mut self.groups[group];
         if msgs.is_empty() {
             return Ok(0);
         }
-        if let Err(e) = g.align(msgs, slots) {
-            // Force a full re-seed next time; the batch counts as an error.
-            g.next_flow = u32::MAX;
-            return Err(io::Error::other(e.to_string()));
-        }
-        let ifindex = g.ifindex;
-        let fd = g
-            .obj
-            .prog_fd("lr_gen")
-            .map_err(|e| io::Error::other(e.to_string()))?;
+        let fail = |g: &mut Group, e: EngineError| {
+            g.lose_track();
+            io::Error::other(e.to_string())
+        };
+        let lockstep = match g.align(msgs) {
+            Ok(l) => l,
+            Err(e) => return Err(fail(g, e)),
+        };
+        let (flow, slot) = (u64::from(g.next_flow), u64::from(g.next_slot));
+        let repeat = match pacing {
+            Some((t0_ns, gap_ns)) => {
+                let c = Cursor {
+                    t0_ns,
+                    gap_fp: Cursor::gap_fp(gap_ns),
+                    quota: msgs.len() as u64,
+                    ..Cursor::unpaced(flow, slot)
+                };
+                if let Err(e) = g.cursor.set(0, c.bytes(), 0) {
+                    return Err(fail(g, map_err("cursor")(e)));
+                }
+                g.unpaced = false;
+                (PACED_RUN_S * 1e9 / self.invocation_ns).clamp(64.0, 16_777_216.0) as u32
+            }
+            None => {
+                if !lockstep || !g.unpaced {
+                    if let Err(e) = g.cursor.set(0, Cursor::unpaced(flow, slot).bytes(), 0) {
+                        return Err(fail(g, map_err("cursor")(e)));
+                    }
+                    g.unpaced = true;
+                }
+                msgs.len() as u32
+            }
+        };
+        let fd = match g.obj.prog_fd("lr_gen") {
+            Ok(fd) => fd,
+            Err(e) => return Err(fail(g, e)),
+        };
+        let t = std::time::Instant::now();
         let r = sys::xdp_test_run(
             fd,
             XdpRun {
                 data_in: &self.frame,
                 meta_len: consts::META_LEN as u32,
                 data_out: None,
-                repeat: msgs.len() as u32,
-                ingress_ifindex: ifindex,
+                repeat,
+                ingress_ifindex: g.ifindex,
                 flags: sys::BPF_F_TEST_XDP_LIVE_FRAMES,
                 batch_size: consts::BATCH as u32,
             },
         );
-        match r {
-            Ok(_) => Ok(msgs.len()),
-            Err(e) => {
-                // Re-seed the program's state before the next run, whatever
-                // of this one it managed.
-                g.next_flow = u32::MAX;
-                g.next_seq.iter_mut().for_each(|s| *s = u64::MAX);
+        if pacing.is_some() {
+            let per = t.elapsed().as_nanos() as f64 / f64::from(repeat);
+            self.invocation_ns = 0.75 * self.invocation_ns + 0.25 * per.max(1.0);
+        }
+        // Unpaced, a run that returns sent every frame; paced, the
+        // program's count (reset by every paced run) says how many left,
+        // also after an error that came mid-run (a signal).
+        let sent = match pacing {
+            None => Ok(msgs.len()),
+            Some(_) => read_cursor(&g.cursor).map(|c| (c.sent as usize).min(msgs.len())),
+        };
+        match (r, sent) {
+            (Ok(_), Ok(k)) => {
+                g.advance(msgs, k, lockstep, slots);
+                Ok(k)
+            }
+            (Err(_), Ok(k)) if pacing.is_some() && k > 0 => {
+                g.advance(msgs, k, lockstep, slots);
+                Ok(k)
+            }
+            (Ok(_), Err(e)) => Err(fail(g, e)),
+            (Err(e), _) => {
+                // Re-seed the program's state before the next run.
+                g.lose_track();
                 if e.raw_os_error() == Some(libc::ENOSPC) {
                     // Setting up the run's page pool found no free memory
                     // model id: earlier runs' pools are still waiting for
@@ -378,6 +543,24 @@ impl Transmit for LiveTx {
                 Err(e)
             }
         }
+    }
+}
+
+impl Transmit for LiveTx {
+    fn groups(&self) -> Vec<Vec<usize>> {
+        self.groups.iter().map(|g| g.flows.clone()).collect()
+    }
+
+    fn send(&mut self, group: usize, msgs: &[Msg]) -> io::Result<usize> {
+        self.run(group, msgs, None)
+    }
+
+    fn paces_itself(&self) -> bool {
+        true
+    }
+
+    fn send_paced(&mut self, group: usize, msgs: &[Msg], pacing: Pacing) -> io::Result<usize> {
+        self.run(group, msgs, Some((pacing.first_due_ns, pacing.gap_ns)))
     }
 
     fn name(&self) -> &'static str {
