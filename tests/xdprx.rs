@@ -187,15 +187,16 @@ fn paced_live_offers_the_asked_rate_evenly_and_every_frame_is_counted() {
             target_n.abs_diff(want) <= want / 1000 + 1,
             "{what}: target {target_n}, expected {want}"
         );
-        // Exactly what was asked, give or take the frame due at the
-        // deadline.
+        // What was asked, never more; a frame the sender could only have
+        // sent more than 100 µs late (preempted on a busy 2-core host) is
+        // given up rather than sent in a burst, so a few may be missing.
         assert!(
-            tx.abs_diff(target_n) <= 2,
+            tx <= target_n + 1 && tx as f64 >= target_n as f64 * 0.995,
             "{what}: {tx} sent of {target_n} asked: {d}"
         );
         assert_eq!(rx, tx, "{what}: every frame counted: {d}");
         assert_eq!(u(&d["lost"]), 0, "{what}: {d}");
-        // Evenly: every whole interval carries its share within 2 %
+        // Evenly: every whole interval carries its share within 1 %
         // (the packet engine's batches and live's old 1 ms slices did too;
         // a sender that bunched its frames into the run's end would not).
         let ivs = d["intervals"].as_array().unwrap();
@@ -212,7 +213,7 @@ fn paced_live_offers_the_asked_rate_evenly_and_every_frame_is_counted() {
             let got = u(&s["tx_packets"]) as f64;
             let asked = u(&s["tx_target"]) as f64;
             assert!(
-                (got - asked).abs() <= asked * 0.02 + 64.0,
+                (got - asked).abs() <= asked * 0.01 + 64.0,
                 "{what}: {got} sent in an interval that asked {asked}: {iv}"
             );
         }

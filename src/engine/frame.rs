@@ -46,6 +46,9 @@ pub struct Pacing {
     pub first_due_ns: u64,
     /// ns between frames.
     pub gap_ns: f64,
+    /// A frame later than this is given up, not sent: a sender that
+    /// stalled does not catch up with a burst.
+    pub late_ns: u64,
 }
 
 /// Puts batches of datagrams on the wire.
@@ -63,11 +66,18 @@ pub trait Transmit: Send {
     }
     /// Sends `msgs`, all of group `group`, frame i not before
     /// `first_due_ns + i * gap_ns`, for about one run of the engine;
-    /// returns how many left (a prefix of `msgs`). Engines that do not
-    /// pace themselves send the batch at once.
-    fn send_paced(&mut self, group: usize, msgs: &[Msg], pacing: Pacing) -> io::Result<usize> {
+    /// returns how many left (a prefix of `msgs`) and how many frame slots
+    /// it gave up as later than `late_ns` (the frames after them moved up:
+    /// the loop counts the slots as missed). Engines that do not pace
+    /// themselves send the batch at once.
+    fn send_paced(
+        &mut self,
+        group: usize,
+        msgs: &[Msg],
+        pacing: Pacing,
+    ) -> io::Result<(usize, u64)> {
         let _ = pacing;
-        self.send(group, msgs)
+        self.send(group, msgs).map(|k| (k, 0))
     }
     /// "socket", "packet", "xdp" or "live", for results.
     fn name(&self) -> &'static str;

@@ -233,7 +233,9 @@ mod tests {
         let s = describe(&c);
         assert!(s.contains("generator on CPU0"), "{s}");
         assert!(
-            s.contains("DUT receive and forwarding (dut0 NAPI threads, real-time priority) on CPU1"),
+            s.contains(
+                "DUT receive and forwarding (dut0 NAPI threads, real-time priority) on CPU1"
+            ),
             "{s}"
         );
         assert!(s.contains("sink/sink0: no threaded NAPI"), "{s}");

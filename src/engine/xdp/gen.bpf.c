@@ -71,13 +71,29 @@ int lr_gen(struct xdp_md *ctx)
 	    cfg->sequence_len > LR_MAX_SEQUENCE || cfg->sizes == 0)
 		return XDP_ABORTED;
 
-	/* Pacing (struct lr_gen_cursor): an invocation that comes before its
-	 * frame is due, or after the run's quota, is dropped at once. */
-	if (cur->sent >= cur->quota)
+	/* Pacing (struct lr_gen_cursor): an invocation that comes before the
+	 * next frame is due, or after the run's quota, is dropped at once. */
+	__u64 i = cur->sent + cur->skipped;
+	if (i >= cur->quota)
 		return XDP_DROP;
 	__u64 now = bpf_ktime_get_ns();
-	if (cur->gap_fp && now < cur->t0_ns + ((cur->sent * cur->gap_fp) >> 16))
-		return XDP_DROP;
+	if (cur->gap_fp) {
+		__u64 due = cur->t0_ns + ((i * cur->gap_fp) >> 16);
+		if (now < due)
+			return XDP_DROP;
+		if (now - due > cur->late_ns) {
+			/* Stalled: give up the slots beyond late_ns behind (all
+			 * of them when that is absurdly long: no shift overflow). */
+			__u64 behind = now - due - cur->late_ns;
+			__u64 give_up = behind >> 40 ? cur->quota
+						     : (behind << 16) / cur->gap_fp;
+			if (give_up >= cur->quota - i) {
+				cur->skipped = cur->quota - cur->sent;
+				return XDP_DROP;
+			}
+			cur->skipped += give_up;
+		}
+	}
 
 	__u32 flow = cur->flow;
 	__u32 slot = cur->slot;

@@ -274,3 +274,50 @@ fn a_paced_run_drops_early_invocations_and_stops_at_its_quota() {
     assert_eq!(run_on(&mut g, &input, 0).0, 1, "the second is an hour away");
     assert_eq!(g.cursor().expect("cursor").sent, 1);
 }
+
+#[test]
+fn a_stalled_paced_run_gives_up_late_slots_instead_of_bursting() {
+    let p = [path("198.18.0.2:40000", "198.19.0.9:5001")];
+    let sizes = frame_sequence(FrameSpec::Fixed(64));
+    let t: Vec<Template> = sizes
+        .iter()
+        .map(|&s| Template::new(&p[0], s).expect("template"))
+        .collect();
+    let Some(_) = load_or_skip("gen", &[("lr_templates", 16), ("lr_seq", 4)]) else {
+        return;
+    };
+    let input = vec![FILL; 60];
+    let mut g = Generator::load(&[(7, t.as_slice())], &sizes, LO).expect("generator loads");
+    // The run's first slot was due 1 ms ago, slots 1 µs apart, and a slot
+    // may be 10 µs late: ~990 slots are given up, the frame due now goes.
+    let stalled = |quota: u64| Cursor {
+        t0_ns: sys::monotonic_ns() - 1_000_000,
+        gap_fp: Cursor::gap_fp(1000.0),
+        quota,
+        late_ns: 10_000,
+        ..Cursor::unpaced(0, 0)
+    };
+    g.set_cursor(&stalled(5000)).expect("cursor");
+    assert_eq!(
+        run_on(&mut g, &input, 0).0,
+        3,
+        "XDP_TX for the slot due now"
+    );
+    let c = g.cursor().expect("cursor");
+    assert_eq!(c.sent, 1);
+    assert!((985..=1100).contains(&c.skipped), "{c:?}");
+    // Never more than the quota, sent and given up together.
+    g.set_cursor(&stalled(100)).expect("cursor");
+    assert_eq!(run_on(&mut g, &input, 0).0, 1, "every slot is too late");
+    let c = g.cursor().expect("cursor");
+    assert_eq!((c.sent, c.skipped), (0, 100), "{c:?}");
+    assert_eq!(run_on(&mut g, &input, 0).0, 1, "the quota is used up");
+    // A first slot due absurdly long ago gives everything up at once.
+    g.set_cursor(&Cursor {
+        t0_ns: 1,
+        ..stalled(7)
+    })
+    .expect("cursor");
+    assert_eq!(run_on(&mut g, &input, 0).0, 1);
+    assert_eq!(g.cursor().expect("cursor").skipped, 7);
+}

@@ -128,10 +128,13 @@ struct lr_sink_totals {
 
 /* Where the generator is in its round-robin over flows and sizes, and
  * the pacing of the current run, written by user space before each run
- * that needs it (live.rs). A paced run sends frame i of the run (from 0)
- * once bpf_ktime_get_ns() >= t0_ns + i * gap_fp / 65536 and drops the
- * invocations that come earlier, before touching the frame; it sends at
- * most `quota` frames; `sent` counts them (user space reads it back).
+ * that needs it (live.rs). A paced run's frame slot i (from 0) is due at
+ * t0_ns + i * gap_fp / 65536: an invocation before the next slot is due
+ * is dropped before it touches the page; one that finds the slot due
+ * sends its frame. A sender that stalled (preempted) gives up the slots
+ * more than late_ns behind rather than catch up with a burst: they count
+ * as `skipped`, never sent. A run fills at most `quota` slots; `sent` and
+ * `skipped` count them (user space reads them back).
  * gap_fp 0: unpaced, every invocation sends (still up to `quota`). */
 struct lr_gen_cursor {
 	__u64 flow;
@@ -140,6 +143,8 @@ struct lr_gen_cursor {
 	__u64 gap_fp;
 	__u64 quota;
 	__u64 sent;
+	__u64 skipped;
+	__u64 late_ns;
 };
 #endif
 

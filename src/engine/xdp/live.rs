@@ -33,7 +33,7 @@ use std::net::UdpSocket;
 /// Bytes of `struct lr_template`, `lr_gen_config` and `lr_gen_cursor`.
 const TEMPLATE_LEN: usize = 76;
 const CONFIG_LEN: usize = 40;
-const CURSOR_LEN: usize = 48;
+const CURSOR_LEN: usize = 64;
 
 /// How long one paced run lasts, about: each BPF_PROG_RUN sets up a page
 /// pool the kernel frees only about a second after the run's last frame
@@ -56,6 +56,10 @@ pub struct Cursor {
     pub quota: u64,
     /// Frames the run sent (the program counts).
     pub sent: u64,
+    /// Slots the run gave up, more than `late_ns` late (it counts).
+    pub skipped: u64,
+    /// How late a slot may be and still be sent.
+    pub late_ns: u64,
 }
 
 impl Cursor {
@@ -68,6 +72,8 @@ impl Cursor {
             gap_fp: 0,
             quota: u64::MAX,
             sent: 0,
+            skipped: 0,
+            late_ns: u64::MAX,
         }
     }
 
@@ -86,6 +92,8 @@ impl Cursor {
             self.gap_fp,
             self.quota,
             self.sent,
+            self.skipped,
+            self.late_ns,
         ];
         for (i, v) in f.iter().enumerate() {
             b[i * 8..i * 8 + 8].copy_from_slice(&v.to_ne_bytes());
@@ -106,6 +114,8 @@ impl Cursor {
             gap_fp: w(3),
             quota: w(4),
             sent: w(5),
+            skipped: w(6),
+            late_ns: w(7),
         }
     }
 }
@@ -449,14 +459,19 @@ impl LiveTx {
 impl LiveTx {
     /// One BPF_PROG_RUN of group `group`'s program: `msgs` are the frames
     /// the loop has numbered for it; `pacing` None runs one invocation
-    /// per frame, unpaced; Some((first_due_ns, gap_ns)) runs for about
-    /// [`PACED_RUN_S`] and sends each frame when it is due. Returns how
-    /// many of `msgs` (a prefix) left.
-    fn run(&mut self, group: usize, msgs: &[Msg], pacing: Option<(u64, f64)>) -> io::Result<usize> {
+    /// per frame, unpaced; Some runs for about [`PACED_RUN_S`] and sends
+    /// each frame when it is due. Returns how many of `msgs` (a prefix)
+    /// left and how many slots the run gave up as too late.
+    fn run(
+        &mut self,
+        group: usize,
+        msgs: &[Msg],
+        pacing: Option<Pacing>,
+    ) -> io::Result<(usize, u64)> {
         let slots = self.slots;
         let g = &mut self.groups[group];
         if msgs.is_empty() {
-            return Ok(0);
+            return Ok((0, 0));
         }
         let fail = |g: &mut Group, e: EngineError| {
             g.lose_track();
@@ -468,11 +483,12 @@ impl LiveTx {
         };
         let (flow, slot) = (u64::from(g.next_flow), u64::from(g.next_slot));
         let repeat = match pacing {
-            Some((t0_ns, gap_ns)) => {
+            Some(p) => {
                 let c = Cursor {
-                    t0_ns,
-                    gap_fp: Cursor::gap_fp(gap_ns),
+                    t0_ns: p.first_due_ns,
+                    gap_fp: Cursor::gap_fp(p.gap_ns),
                     quota: msgs.len() as u64,
+                    late_ns: p.late_ns,
                     ..Cursor::unpaced(flow, slot)
                 };
                 if let Err(e) = g.cursor.set(0, c.bytes(), 0) {
@@ -516,17 +532,19 @@ impl LiveTx {
         // program's count (reset by every paced run) says how many left,
         // also after an error that came mid-run (a signal).
         let sent = match pacing {
-            None => Ok(msgs.len()),
-            Some(_) => read_cursor(&g.cursor).map(|c| (c.sent as usize).min(msgs.len())),
+            None => Ok((msgs.len(), 0)),
+            Some(_) => {
+                read_cursor(&g.cursor).map(|c| ((c.sent as usize).min(msgs.len()), c.skipped))
+            }
         };
         match (r, sent) {
-            (Ok(_), Ok(k)) => {
+            (Ok(_), Ok((k, skipped))) => {
                 g.advance(msgs, k, lockstep, slots);
-                Ok(k)
+                Ok((k, skipped))
             }
-            (Err(_), Ok(k)) if pacing.is_some() && k > 0 => {
+            (Err(_), Ok((k, skipped))) if pacing.is_some() && k > 0 => {
                 g.advance(msgs, k, lockstep, slots);
-                Ok(k)
+                Ok((k, skipped))
             }
             (Ok(_), Err(e)) => Err(fail(g, e)),
             (Err(e), _) => {
@@ -552,15 +570,20 @@ impl Transmit for LiveTx {
     }
 
     fn send(&mut self, group: usize, msgs: &[Msg]) -> io::Result<usize> {
-        self.run(group, msgs, None)
+        self.run(group, msgs, None).map(|(k, _)| k)
     }
 
     fn paces_itself(&self) -> bool {
         true
     }
 
-    fn send_paced(&mut self, group: usize, msgs: &[Msg], pacing: Pacing) -> io::Result<usize> {
-        self.run(group, msgs, Some((pacing.first_due_ns, pacing.gap_ns)))
+    fn send_paced(
+        &mut self,
+        group: usize,
+        msgs: &[Msg],
+        pacing: Pacing,
+    ) -> io::Result<(usize, u64)> {
+        self.run(group, msgs, Some(pacing))
     }
 
     fn name(&self) -> &'static str {
