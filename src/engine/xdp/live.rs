@@ -43,6 +43,10 @@ const CURSOR_LEN: usize = 64;
 /// second and every run after failed with ENOSPC (6.18, through the lab).
 pub const PACED_RUN_S: f64 = 0.001;
 
+/// The fewest invocations a paced run makes (~0.1 ms at the floor's
+/// cost): at most some thousands of runs a second, whatever the estimate.
+const PACED_RUN_LEAST: f64 = 4096.0;
+
 /// `struct lr_gen_cursor`: the round-robin position and one run's pacing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cursor {
@@ -495,7 +499,7 @@ impl LiveTx {
                     return Err(fail(g, map_err("cursor")(e)));
                 }
                 g.unpaced = false;
-                (PACED_RUN_S * 1e9 / self.invocation_ns).clamp(64.0, 16_777_216.0) as u32
+                (PACED_RUN_S * 1e9 / self.invocation_ns).clamp(PACED_RUN_LEAST, 16_777_216.0) as u32
             }
             None => {
                 if !lockstep || !g.unpaced {
@@ -524,8 +528,15 @@ impl LiveTx {
                 batch_size: consts::BATCH as u32,
             },
         );
-        if pacing.is_some() {
-            let per = t.elapsed().as_nanos() as f64 / f64::from(repeat);
+        if let (Some(_), Ok(res)) = (pacing, &r) {
+            // The kernel's own figure: its timer stops while the run
+            // yields the CPU, so a preempted run does not shrink the next
+            // ones (runs of a few frames would use up the page pools'
+            // memory model ids). The wall clock only where it gives none.
+            let per = match res.duration_ns {
+                0 => t.elapsed().as_nanos() as f64 / f64::from(repeat),
+                d => f64::from(d),
+            };
             self.invocation_ns = 0.75 * self.invocation_ns + 0.25 * per.max(1.0);
         }
         // Unpaced, a run that returns sent every frame; paced, the
