@@ -26,6 +26,7 @@
 //! and print; only the charts need scripts.
 
 pub mod charts;
+pub mod columns;
 mod compare;
 mod cpu;
 pub mod export;

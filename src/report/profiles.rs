@@ -1,12 +1,19 @@
 //! The seed write-ups' per-profile table: where each ramp saturated and the
 //! NDR/PDR of each search.
 
+use super::columns::{self, Column, KEEP};
 use crate::proto::FrameSpec;
 use crate::search;
 
 /// The seed write-ups' summary: profile × direction → where the ramp
-/// saturated and the NDR/PDR rates, in pps, L1 bit/s and % of line rate.
+/// saturated and the NDR/PDR rates, in pps, L1 bit/s and % of line rate,
+/// fitted to the terminal's width ([`columns::width_for`]).
 pub fn summary_table(r: &crate::results::RunResults) -> Option<String> {
+    summary_table_fit(r, columns::width_for(1))
+}
+
+/// The summary table fitted to `width` (none: every column).
+pub fn summary_table_fit(r: &crate::results::RunResults, width: Option<usize>) -> Option<String> {
     if r.ramps.is_empty() && r.searches.is_empty() {
         return None;
     }
@@ -16,17 +23,16 @@ pub fn summary_table(r: &crate::results::RunResults) -> Option<String> {
             names.push(&s.profile);
         }
     }
-    let header = [
-        "Profile",
-        "Dir",
-        "Ramp saturation",
-        "NDR pps",
-        "NDR L1 Gbit/s",
-        "NDR % line",
-        "PDR pps",
-        "PDR % line",
+    let mut cols = [
+        Column::new("Profile", true, KEEP),
+        Column::new("Dir", true, KEEP),
+        Column::new("Ramp saturation", true, 5),
+        Column::new("NDR pps", false, KEEP),
+        Column::new("NDR L1 Gbit/s", false, 2),
+        Column::new("NDR % line", false, 3),
+        Column::new("PDR pps", false, KEEP),
+        Column::new("PDR % line", false, 1),
     ];
-    let mut rows: Vec<Vec<String>> = Vec::new();
     for name in names {
         let ramp = r.ramps.iter().find(|x| x.profile == name);
         let srch = r.searches.iter().find(|x| x.profile == name);
@@ -83,7 +89,7 @@ pub fn summary_table(r: &crate::results::RunResults) -> Option<String> {
                 v.map(|(x, bound)| format!("{}{}", if bound { ">=" } else { "" }, f(x)))
                     .unwrap_or_else(|| "-".into())
             };
-            rows.push(vec![
+            let row = [
                 name.to_string(),
                 d.replace("_to_", "→"),
                 sat,
@@ -92,43 +98,58 @@ pub fn summary_table(r: &crate::results::RunResults) -> Option<String> {
                 cell(goal("ndr"), &|v| format!("{:.2}", v / lr * 100.0)),
                 cell(goal("pdr"), &|v| format!("{v:.0}")),
                 cell(goal("pdr"), &|v| format!("{:.2}", v / lr * 100.0)),
-            ]);
+            ];
+            for (c, v) in cols.iter_mut().zip(row) {
+                c.cells.push((v, ()));
+            }
         }
     }
-    let mut w: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in &rows {
-        for (i, c) in row.iter().enumerate() {
-            w[i] = w[i].max(c.chars().count());
-        }
-    }
-    let fmt = |cells: Vec<String>| {
-        cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let pad = w[i].saturating_sub(c.chars().count());
-                if i < 3 {
-                    format!("{c}{}", " ".repeat(pad))
-                } else {
-                    format!("{}{c}", " ".repeat(pad))
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    let mut out = String::from(
-        "\nPer profile (ramp: first sample of the final lossy run above 0.1 % loss; NDR 0 %, PDR 0.5 % loss;\n\
-         >= marks a lower bound: the tester's limit or the highest rate tried, not the DUT's):\n",
-    );
-    out.push_str(&fmt(header.iter().map(|s| s.to_string()).collect()));
-    out.push('\n');
-    out.push_str(&fmt(w.iter().map(|n| "-".repeat(*n)).collect()));
-    out.push('\n');
-    for row in rows {
-        out.push_str(&fmt(row));
+    let (cols, dropped) = columns::fit(cols.into(), width);
+    let mut out = String::from("\n");
+    let intro =
+        "Per profile (ramp: first sample of the final lossy run above 0.1 % loss; NDR 0 %, \
+                 PDR 0.5 % loss; >= marks a lower bound: the tester's limit or the highest rate \
+                 tried, not the DUT's):";
+    for l in columns::wrap(intro, width, "", "") {
+        out.push_str(&l);
         out.push('\n');
     }
+    out.push_str(&columns::render(&cols, (), &|_, s| s.to_string()));
+    if !dropped.is_empty() {
+        for l in columns::wrap(
+            &format!(
+                "Left out to fit: {} (--wide shows them).",
+                dropped.join(", ")
+            ),
+            width,
+            "",
+            "",
+        ) {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::testdata;
+
+    #[test]
+    fn the_profile_table_fits_80_columns_and_keeps_ndr_and_pdr() {
+        let mut r = testdata::ramp();
+        r.searches = testdata::search().searches;
+        let full = summary_table_fit(&r, None).expect("a table");
+        assert!(full.contains("NDR L1 Gbit/s"), "{full}");
+        let narrow = summary_table_fit(&r, Some(80)).expect("a table");
+        for l in narrow.lines() {
+            assert!(l.chars().count() <= 80, "{l:?}");
+        }
+        for h in ["Profile", "NDR pps", "PDR pps"] {
+            assert!(narrow.contains(h), "{narrow}");
+        }
+        assert!(narrow.contains("Left out to fit"), "{narrow}");
+    }
 }

@@ -2,8 +2,9 @@
 //! only on a terminal and never when NO_COLOR is set (no-color.org) or
 //! TERM=dumb; the layout is the same with or without it.
 
+use super::columns::{self, Column, KEEP};
 use crate::model::units;
-use crate::results::{BottleneckKind, RunResults, TestStatus};
+use crate::results::{BottleneckKind, RunResults, TestResult, TestStatus};
 use crate::runner::Progress;
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
@@ -69,34 +70,46 @@ fn loss_tone(ratio: f64) -> Tone {
     }
 }
 
-/// The results table as `run` prints it on stdout: coloured on a terminal.
+/// The results table as `run` prints it on stdout: coloured on a terminal,
+/// fitted to its width ([`columns::width_for`]).
 pub fn table(r: &RunResults) -> String {
-    table_styled(r, Style::detect(std::io::stdout().is_terminal()))
+    let out = std::io::stdout();
+    table_fit(
+        r,
+        Style::detect(out.is_terminal()),
+        columns::width_for(std::os::fd::AsRawFd::as_raw_fd(&out)),
+    )
 }
 
-/// One row per test and direction, in the seed write-ups' terms.
+/// The table with every column, for files and tests.
 pub fn table_styled(r: &RunResults, style: Style) -> String {
-    // A run of searches only (their trials are kept with the searches) has
-    // no test rows: print no empty table, its summary table follows.
-    if r.tests.is_empty() {
-        return String::new();
-    }
-    let header = [
-        "Test",
-        "Dir",
-        "Throughput (pps)",
-        "L2 Gbit/s",
-        "L1 Gbit/s",
-        "% of line",
-        "Loss %",
-        "Tester drops",
-        "CPU gen %",
-        "CPU sink %",
+    table_fit(r, style, None)
+}
+
+/// Rate figures as the table prints them: whole packets per second.
+fn pps(v: f64) -> String {
+    format!("{v:.0}")
+}
+
+/// The UDP (and latency) table's columns for `rows`, its notes added to
+/// `notes`.
+fn udp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Column<Tone>> {
+    let mut c = [
+        Column::new("Test", true, KEEP),
+        Column::new("Dir", true, KEEP),
+        Column::new("Asked pps", false, 6),
+        Column::new("Offered pps", false, 7),
+        Column::new("Received pps", false, KEEP),
+        Column::new("L1 Gbit/s", false, 5),
+        Column::new("L2 Gbit/s", false, 1),
+        Column::new("% line", false, 4),
+        Column::new("Loss %", false, KEEP),
+        Column::new("Tester drops", false, 8),
+        Column::new("CPU gen %", false, 3),
+        Column::new("CPU sink %", false, 2),
     ];
-    let mut rows: Vec<Vec<(String, Tone)>> = Vec::new();
-    let mut notes: Vec<(String, Tone)> = Vec::new();
     let plain = |s: String| (s, Tone::Plain);
-    for t in &r.tests {
+    for t in tests {
         let cpu = |role: &str| {
             t.cpu
                 .iter()
@@ -105,76 +118,62 @@ pub fn table_styled(r: &RunResults, style: Style) -> String {
                 .unwrap_or_else(|| "-".into())
         };
         if t.status != TestStatus::Ok {
-            let mut row = vec![
-                plain(t.name.clone()),
-                plain("-".into()),
-                (format!("{:?}", t.status).to_lowercase(), Tone::Bad),
-            ];
-            row.resize(header.len(), plain(String::new()));
-            rows.push(row);
-            if let Some(e) = &t.error {
-                notes.push((format!("{}: {e}", t.name), Tone::Bad));
-            }
+            failed_row(t, &mut c, notes);
             continue;
         }
         for d in &t.directions {
-            let tcp = super::figures::is_tcp(t);
-            let retr = d.retransmits.unwrap_or(0);
             // A ramp's row averages a changing rate: say so, it is not a
             // throughput (its saturation point is in the profile table).
             let name = if t.params.rate_profile.is_some() {
-                format!("{} (mean over the ramp)", t.name)
+                format!("{} (ramp mean)", t.name)
             } else {
                 t.name.clone()
             };
-            rows.push(vec![
+            let asked = if d.tx_target > 0 && d.duration_s > 0.0 {
+                pps(d.tx_target as f64 / d.duration_s)
+            } else if t.params.rate_pps.is_some() || t.params.rate_profile.is_some() {
+                "-".into()
+            } else {
+                "max".into()
+            };
+            let cells = [
                 plain(name),
                 plain(super::figures::dir_label(&d.direction)),
-                if tcp {
-                    plain("-".into())
-                } else {
-                    (
-                        format!("{:.0}", d.rx_pps),
-                        if d.tester_limited {
-                            Tone::Bad
-                        } else {
-                            Tone::Plain
-                        },
-                    )
-                },
-                plain(format!("{:.3}", d.rx_l2_bps / 1e9)),
+                plain(asked),
+                (
+                    pps(d.tx_pps),
+                    if d.tester_limited {
+                        Tone::Bad
+                    } else {
+                        Tone::Plain
+                    },
+                ),
+                plain(pps(d.rx_pps)),
                 plain(
                     d.rx_l1_bps
                         .map(|v| format!("{:.3}", v / 1e9))
                         .unwrap_or_else(|| "-".into()),
                 ),
+                plain(format!("{:.3}", d.rx_l2_bps / 1e9)),
                 plain(format!("{:.1}", d.line_rate_pct)),
-                if tcp {
-                    (
-                        format!("{retr} retr"),
-                        if retr > 0 { Tone::Warn } else { Tone::Plain },
-                    )
-                } else {
-                    (
-                        format!("{:.3}", d.loss_ratio * 100.0),
-                        loss_tone(d.loss_ratio),
-                    )
-                },
-                if tcp {
-                    plain("-".into())
-                } else {
-                    (
-                        d.tester_drops.to_string(),
-                        if d.tester_drops > 0 {
-                            Tone::Warn
-                        } else {
-                            Tone::Plain
-                        },
-                    )
-                },
+                (
+                    format!("{:.3}", d.loss_ratio * 100.0),
+                    loss_tone(d.loss_ratio),
+                ),
+                (
+                    d.tester_drops.to_string(),
+                    if d.tester_drops > 0 {
+                        Tone::Warn
+                    } else {
+                        Tone::Plain
+                    },
+                ),
                 plain(cpu("gen")),
                 plain(cpu("sink")),
-            ]);
+            ];
+            for (col, cell) in c.iter_mut().zip(cells) {
+                col.cells.push(cell);
+            }
             if d.tester_limited {
                 notes.push((
                     format!(
@@ -186,94 +185,200 @@ pub fn table_styled(r: &RunResults, style: Style) -> String {
                 ));
             }
         }
-        if let Some(n) = tx_engine_note(t) {
-            notes.push((format!("{}: {n}", t.name), Tone::Plain));
+        test_notes(t, notes);
+    }
+    c.into()
+}
+
+/// The TCP and HTTP table's columns: goodput, retransmits and the senders'
+/// TCP state (mean smoothed RTT and congestion window over their streams).
+fn tcp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Column<Tone>> {
+    let mut c = [
+        Column::new("Test", true, KEEP),
+        Column::new("Dir", true, KEEP),
+        Column::new("Goodput Gbit/s", false, KEEP),
+        Column::new("Retransmits", false, KEEP),
+        Column::new("RTT ms", false, 5),
+        Column::new("cwnd", false, 4),
+        Column::new("CPU gen %", false, 3),
+        Column::new("CPU sink %", false, 2),
+    ];
+    let plain = |s: String| (s, Tone::Plain);
+    for t in tests {
+        let cpu = |role: &str| {
+            t.cpu
+                .iter()
+                .find(|c| c.role == role)
+                .map(|c| format!("{:.0}", c.process_pct))
+                .unwrap_or_else(|| "-".into())
+        };
+        if t.status != TestStatus::Ok {
+            failed_row(t, &mut c, notes);
+            continue;
         }
-        if let Some(n) = rx_engine_note(t) {
-            notes.push((format!("{}: {n}", t.name), Tone::Plain));
-        }
-        if let Some(l) = &t.latency {
-            notes.push((
-                format!("{}: {}", t.name, super::latency::note(l)),
-                Tone::Plain,
-            ));
-        }
-        if let Some(b) = &t.bottleneck {
-            let tone = match b.kind {
-                BottleneckKind::TesterSender | BottleneckKind::TesterReceiver => Tone::Bad,
-                BottleneckKind::NoneSaturated | BottleneckKind::Dut => Tone::Plain,
-                _ => Tone::Warn,
+        for d in &t.directions {
+            let retr = d.retransmits.unwrap_or(0);
+            let streams: Vec<_> = d
+                .sender_summary
+                .streams
+                .iter()
+                .filter(|s| s.sender && s.rtt_us > 0)
+                .collect();
+            let mean = |f: &dyn Fn(&crate::proto::StreamSample) -> f64| {
+                (!streams.is_empty())
+                    .then(|| streams.iter().map(|s| f(s)).sum::<f64>() / streams.len() as f64)
             };
-            notes.push((format!("{}: {}", t.name, b.verdict), tone));
-        }
-        for c in t.cross_checks.iter().filter(|c| c.flagged) {
-            notes.push((
-                format!(
-                    "{}: {} disagree by {:.1} % (application {}, kernel {})",
-                    t.name,
-                    c.what,
-                    c.difference_ratio * 100.0,
-                    c.application,
-                    c.kernel
+            let cells = [
+                plain(t.name.clone()),
+                plain(super::figures::dir_label(&d.direction)),
+                plain(format!("{:.3}", d.rx_l2_bps / 1e9)),
+                (
+                    retr.to_string(),
+                    if retr > 0 { Tone::Warn } else { Tone::Plain },
                 ),
-                Tone::Warn,
-            ));
+                plain(
+                    mean(&|s| f64::from(s.rtt_us) / 1e3)
+                        .map(|v| format!("{v:.2}"))
+                        .unwrap_or_else(|| "-".into()),
+                ),
+                plain(
+                    mean(&|s| f64::from(s.cwnd))
+                        .map(|v| format!("{v:.0}"))
+                        .unwrap_or_else(|| "-".into()),
+                ),
+                plain(cpu("gen")),
+                plain(cpu("sink")),
+            ];
+            for (col, cell) in c.iter_mut().zip(cells) {
+                col.cells.push(cell);
+            }
         }
+        test_notes(t, notes);
     }
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in &rows {
-        for (w, (c, _)) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
+    c.into()
+}
+
+/// A test that did not run to the end: its name and status, the reason in
+/// the notes.
+fn failed_row(t: &TestResult, c: &mut [Column<Tone>], notes: &mut Vec<(String, Tone)>) {
+    for (i, col) in c.iter_mut().enumerate() {
+        col.cells.push(match i {
+            0 => (t.name.clone(), Tone::Plain),
+            1 => ("-".into(), Tone::Plain),
+            2 => (format!("{:?}", t.status).to_lowercase(), Tone::Bad),
+            _ => (String::new(), Tone::Plain),
+        });
     }
+    if let Some(e) = &t.error {
+        notes.push((format!("{}: {e}", t.name), Tone::Bad));
+    }
+}
+
+/// A test's notes: engines, latency, the bottleneck verdict, flagged
+/// cross-checks.
+fn test_notes(t: &TestResult, notes: &mut Vec<(String, Tone)>) {
+    if let Some(n) = tx_engine_note(t) {
+        notes.push((format!("{}: {n}", t.name), Tone::Plain));
+    }
+    if let Some(n) = rx_engine_note(t) {
+        notes.push((format!("{}: {n}", t.name), Tone::Plain));
+    }
+    if let Some(l) = &t.latency {
+        notes.push((
+            format!("{}: {}", t.name, super::latency::note(l)),
+            Tone::Plain,
+        ));
+    }
+    if let Some(b) = &t.bottleneck {
+        let tone = match b.kind {
+            BottleneckKind::TesterSender | BottleneckKind::TesterReceiver => Tone::Bad,
+            BottleneckKind::NoneSaturated | BottleneckKind::Dut => Tone::Plain,
+            _ => Tone::Warn,
+        };
+        notes.push((format!("{}: {}", t.name, b.verdict), tone));
+    }
+    for c in t.cross_checks.iter().filter(|c| c.flagged) {
+        notes.push((
+            format!(
+                "{}: {} disagree by {:.1} % (application {}, kernel {})",
+                t.name,
+                c.what,
+                c.difference_ratio * 100.0,
+                c.application,
+                c.kernel
+            ),
+            Tone::Warn,
+        ));
+    }
+}
+
+/// The results tables (UDP rows and TCP/HTTP rows apart, each with its own
+/// columns) and the notes, fitted to `width` when there is one.
+pub fn table_fit(r: &RunResults, style: Style, width: Option<usize>) -> String {
+    // A run of searches only (their trials are kept with the searches) has
+    // no test rows: print no empty table, its summary table follows.
+    if r.tests.is_empty() {
+        return String::new();
+    }
+    let (tcp, udp): (Vec<&TestResult>, Vec<&TestResult>) =
+        r.tests.iter().partition(|t| super::figures::is_tcp(t));
+    let mut notes: Vec<(String, Tone)> = Vec::new();
     let mut out = String::new();
-    // Pads by visible width first, then paints, so colour never shifts columns.
-    let line = |cells: &[(String, Tone)], out: &mut String| {
-        let mut s = String::new();
-        for (i, ((c, tone), w)) in cells.iter().zip(&widths).enumerate() {
-            let padded = if i < 2 {
-                format!("{c:<w$}")
-            } else {
-                format!("{c:>w$}")
-            };
-            s.push_str(&style.paint(*tone, &padded));
-            s.push_str("  ");
+    let paint = |tone: Tone, s: &str| style.paint(tone, s);
+    let mut left_out: Vec<&str> = Vec::new();
+    for (rows, udp_rows) in [(udp, true), (tcp, false)] {
+        if rows.is_empty() {
+            continue;
         }
-        out.push_str(s.trim_end());
-        out.push('\n');
-    };
-    line(
-        &header
-            .iter()
-            .map(|s| (s.to_string(), Tone::Bold))
-            .collect::<Vec<_>>(),
-        &mut out,
-    );
-    line(
-        &widths
-            .iter()
-            .map(|w| plain("-".repeat(*w)))
-            .collect::<Vec<_>>(),
-        &mut out,
-    );
-    for row in &rows {
-        line(row, &mut out);
+        let cols = if udp_rows {
+            udp_columns(&rows, &mut notes)
+        } else {
+            tcp_columns(&rows, &mut notes)
+        };
+        let (cols, dropped) = columns::fit(cols, width);
+        for d in dropped {
+            if !left_out.contains(&d) {
+                left_out.push(d);
+            }
+        }
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&columns::render(&cols, Tone::Bold, &paint));
     }
-    out.push_str(&format!(
-        "\nLine rate {} bit/s (L1). Frames include the 4-byte FCS; L1 adds 20 B per frame. \
-         TCP rows show payload goodput (per-packet figures do not apply with TSO/GRO).\n",
+    let mut footer = vec![format!(
+        "Line rate {} bit/s (L1); % line is of it. Frames include the 4-byte FCS; L1 adds 20 B \
+         per frame. Asked: the rate asked for (max: as fast as the sender can). TCP and HTTP: \
+         payload goodput; RTT and cwnd (segments) are the senders' means.",
         units::si(r.line_rate_bps).trim()
-    ));
+    )];
+    if !left_out.is_empty() {
+        footer.push(format!(
+            "Left out to fit {} columns: {} (--wide or a wider terminal shows them; results.json \
+             has every figure).",
+            width.unwrap_or(0),
+            left_out.join(", ")
+        ));
+    }
     for lab in &r.labs {
         if let Some(c) = &lab.cores {
             let what = lab.dut_mode.as_deref().unwrap_or("back to back");
-            out.push_str(&format!("Cores ({what}): {}.\n", c.summary));
+            footer.push(format!("Cores ({what}): {}.", c.summary));
+        }
+    }
+    out.push('\n');
+    for f in footer {
+        for l in columns::wrap(&f, width, "", "") {
+            out.push_str(&l);
+            out.push('\n');
         }
     }
     if !notes.is_empty() {
         out.push_str(&format!("\n{}\n", style.paint(Tone::Bold, "Notes:")));
         for (n, tone) in notes {
-            out.push_str(&format!("  {}\n", style.paint(tone, &format!("! {n}"))));
+            for l in columns::wrap(&format!("! {n}"), width.map(|w| w - 2), "", "  ") {
+                out.push_str(&format!("  {}\n", style.paint(tone, &l)));
+            }
         }
     }
     out
@@ -317,8 +422,11 @@ impl LossSoFar {
 /// The progress line's text: test, elapsed of duration, ETA, offered and
 /// received rates, loss so far.
 pub fn progress_text(p: &Progress, loss_so_far: f64, style: Style) -> String {
+    // One unit for both figures: packets when either side counts them
+    // (UDP), so an idle sender reads "0 pps", not a bit rate beside pps.
+    let packets = p.tx_pps > 0.0 || p.rx_pps > 0.0;
     let rate = |pps: f64, bps: f64| {
-        if pps > 0.0 {
+        if packets {
             format!("{}pps {}bit/s", units::si(pps), units::si(bps))
         } else {
             format!("{}bit/s", units::si(bps))
@@ -365,8 +473,16 @@ impl ProgressLine {
             Ok(mut l) => l.update(p),
             Err(_) => p.loss_ratio,
         };
+        // Never wider than the terminal: a wrapped line is not redrawn in
+        // place, and the copies would pile up.
+        let width = columns::width_for(2).unwrap_or(usize::MAX);
+        let mut text = progress_text(p, so_far, self.style);
+        let plain = progress_text(p, so_far, Style::PLAIN);
+        if plain.chars().count() >= width {
+            text = columns::shorten(&plain, width.saturating_sub(1));
+        }
         let mut e = std::io::stderr().lock();
-        let _ = write!(e, "\r\x1b[2K{}", progress_text(p, so_far, self.style));
+        let _ = write!(e, "\r\x1b[2K{text}");
         let _ = e.flush();
     }
 
@@ -553,6 +669,66 @@ mod tests {
     }
 
     #[test]
+    fn tables_fit_80_and_100_columns_and_say_what_they_left_out() {
+        let r = testdata::lab();
+        let full = table_fit(&r, Style::PLAIN, None);
+        let widest = full.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        assert!(widest > 100, "the fixture is wide enough to test: {widest}");
+        for w in [80, 100] {
+            let out = table_fit(&r, Style::PLAIN, Some(w));
+            for l in out.lines() {
+                assert!(l.chars().count() <= w, "{w}: {l:?}");
+            }
+            // The figures that answer the question stay.
+            assert!(
+                out.contains("Received pps") && out.contains("Loss %"),
+                "{out}"
+            );
+            assert!(out.contains("Left out to fit"), "{out}");
+            // Every note is still there, wrapped.
+            let words = |s: &str| s.split_whitespace().count();
+            let notes = |s: &str| s[s.find("Notes:").unwrap_or(0)..].to_string();
+            assert_eq!(words(&notes(&out)), words(&notes(&full)), "{out}");
+        }
+    }
+
+    #[test]
+    fn tcp_rows_get_their_own_table_with_goodput_retransmits_rtt_cwnd() {
+        let r = testdata::lab();
+        let out = table_styled(&r, Style::PLAIN);
+        let blocks: Vec<&str> = out.split("\n\n").collect();
+        let tcp = blocks
+            .iter()
+            .find(|b| b.starts_with("Test") && b.contains("Goodput Gbit/s"))
+            .expect("a TCP table");
+        for h in ["Retransmits", "RTT ms", "cwnd"] {
+            assert!(tcp.contains(h), "{tcp}");
+        }
+        assert!(!tcp.contains("Loss %") && !tcp.contains(" retr"), "{tcp}");
+        let udp = blocks
+            .iter()
+            .find(|b| b.starts_with("Test") && b.contains("Received pps"))
+            .expect("a UDP table");
+        assert!(!udp.contains("tcp "), "{udp}");
+        for h in ["Asked pps", "Offered pps", "Loss %"] {
+            assert!(udp.contains(h), "{udp}");
+        }
+    }
+
+    #[test]
+    fn the_asked_rate_stands_beside_offered_and_received() {
+        let r = testdata::paced();
+        let out = table_styled(&r, Style::PLAIN);
+        let d = &r.tests[0].directions[0];
+        let asked = format!("{:.0}", d.tx_target as f64 / d.duration_s);
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(&r.tests[0].name))
+            .expect("the paced row");
+        assert!(row.contains(&asked), "asked {asked}: {row}");
+    }
+
+    #[test]
     fn no_color_wins() {
         use std::ffi::OsStr;
         assert!(Style::from_env(true, None, Some(OsStr::new("xterm"))).color);
@@ -588,6 +764,11 @@ mod tests {
         assert!(text.contains("ETA 9 s"), "{text}");
         assert!(text.contains("offered 1.00 kpps"), "{text}");
         assert!(text.contains("loss 5.000 %"), "{text}");
+        // An idle sender keeps the packet unit.
+        p.tx_pps = 0.0;
+        p.tx_bps = 0.0;
+        let text = progress_text(&p, so_far, Style::PLAIN);
+        assert!(text.contains("offered 0.00 pps"), "{text}");
         // A new test starts from zero.
         p.test = "next".into();
         p.loss_ratio = 0.0;

@@ -124,6 +124,17 @@ pub fn realtime_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// Columns of the terminal on `fd` (TIOCGWINSZ); None when `fd` is not a
+/// terminal or it reports no size.
+pub fn terminal_columns(fd: std::os::fd::RawFd) -> Option<usize> {
+    // SAFETY: winsize is plain data the ioctl fills; an fd that is not a
+    // terminal (or not open) makes it fail with ENOTTY/EBADF, nothing else.
+    let mut ws: libc::winsize = unsafe { zeroed() };
+    // SAFETY: valid pointer to a winsize for TIOCGWINSZ.
+    let r = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) };
+    (r == 0 && ws.ws_col > 0).then_some(usize::from(ws.ws_col))
+}
+
 /// True when running as root (needed for namespaces and the lab).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
