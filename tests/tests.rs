@@ -17,6 +17,7 @@ mod loadtest;
 mod multihost;
 mod ports;
 mod protocol;
+mod readme;
 mod report;
 mod search_limits;
 mod signals;

@@ -138,6 +138,19 @@ pub fn parse_neigh(json: &str, nh: IpAddr, dev: &str) -> Result<[u8; 6], EngineE
         .ok_or_else(missing)
 }
 
+/// Makes the kernel resolve `nh`'s MAC: one empty datagram to its discard
+/// port (9) from this namespace, which starts ARP/ND for it (a next hop
+/// is on a link of this host: the datagram goes no further than it).
+fn solicit(nh: IpAddr) -> std::io::Result<()> {
+    let any: IpAddr = if nh.is_ipv6() {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    };
+    let s = UdpSocket::bind(SocketAddr::new(any, 0))?;
+    s.send_to(&[], SocketAddr::new(nh, 9)).map(drop)
+}
+
 fn ip_json(args: &[&str]) -> Result<String, EngineError> {
     crate::netops::run_output("ip", args).map_err(|e| EngineError::Unavailable(format!("{e:#}")))
 }
@@ -179,17 +192,35 @@ impl Resolver {
             return Ok(*m);
         }
         let fam = if nh.is_ipv6() { "-6" } else { "-4" };
-        let out = ip_json(&[
-            "-j",
-            fam,
-            "neigh",
-            "show",
-            "to",
-            &nh.to_string(),
-            "dev",
-            dev,
-        ])?;
-        let m = parse_neigh(&out, nh, dev)?;
+        let nh_s = nh.to_string();
+        let show = || ip_json(&["-j", fam, "neigh", "show", "to", &nh_s, "dev", dev]);
+        let m = match parse_neigh(&show()?, nh, dev) {
+            Ok(m) => m,
+            Err(first) => {
+                // No entry yet (a fresh namespace, or it expired): have the
+                // kernel ask, as any socket's first datagram would, and
+                // wait for the answer a moment.
+                if solicit(nh).is_err() {
+                    return Err(first);
+                }
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+                loop {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    match parse_neigh(&show()?, nh, dev) {
+                        Ok(m) => break m,
+                        Err(_) if std::time::Instant::now() < deadline => {}
+                        Err(_) => {
+                            return Err(EngineError::Unavailable(format!(
+                                "{nh} did not answer ARP/ND on {dev} within 1 s, so there is \
+                                 no MAC to write frames to (the packet and live engines build \
+                                 whole frames): check that {nh} is up on {dev}'s link, or add \
+                                 a static neighbour"
+                            )))
+                        }
+                    }
+                }
+            }
+        };
         self.neighbours.insert(key, m);
         Ok(m)
     }
