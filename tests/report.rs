@@ -11,7 +11,7 @@
 pub mod browser;
 
 use crate::util::*;
-use browser::{check_page, check_tables, chromium, open, row_cells};
+use browser::{check_page, check_tables, chromium, fits_1400, open, row_cells};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -255,6 +255,7 @@ fn report_of_a_real_lab_run_renders_in_chromium() {
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-lab.png");
     let o = open(browser, &page, Some(&shot), false);
     let charts = check_page(&o).unwrap_or_else(|e| panic!("{e}\n{}", o.log));
+    fits_1400(&o).unwrap_or_else(|e| panic!("{e}"));
     let ok_tests = doc["tests"]
         .as_array()
         .unwrap()
@@ -319,6 +320,7 @@ fn report_of_three_runs_compares_them() {
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-compare.png");
     let o = open(browser, &page, Some(&shot), false);
     let charts = check_page(&o).unwrap_or_else(|e| panic!("{e}\n{}", o.log));
+    fits_1400(&o).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(charts.len(), 1, "{charts:?}");
     let labels = &charts[0].1;
     for run in ["lab-route", "lab-nat", "lab-fw"] {

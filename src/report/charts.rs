@@ -279,20 +279,88 @@ pub fn run_charts(prefix: &str, r: &RunResults) -> Vec<Chart> {
         .collect()
 }
 
-/// Every (test name, direction) in the order the runs first show them.
-pub fn comparison_keys(runs: &[Run]) -> Vec<(String, String)> {
-    let mut keys: Vec<(String, String)> = Vec::new();
+/// One test and direction as runs are compared: matched by what was
+/// measured (protocol, IP version, frame, flows, rate, streams; the n-th
+/// such test of its run, the i-th direction), not by its generated name,
+/// so `udp 64B` of a plan meets `udp 64b one` of an ad-hoc run. The name
+/// and direction shown are the first run's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompareKey {
+    pub name: String,
+    pub direction: String,
+    /// The other names the test has in later runs, if any.
+    pub aliases: Vec<String>,
+    what: String,
+    nth: usize,
+    dir: usize,
+}
+
+impl CompareKey {
+    /// The test's name with its other names, for tables.
+    pub fn label(&self) -> String {
+        if self.aliases.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{} (= {})", self.name, self.aliases.join(", "))
+        }
+    }
+}
+
+/// What a test measured, as comparison matches it.
+fn measured(t: &TestResult) -> String {
+    let p = &t.params;
+    format!(
+        "{:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}",
+        p.protocol,
+        p.ip_version,
+        p.direction,
+        p.frame,
+        p.flow_mode,
+        p.flows,
+        p.rate_pps.map(|r| r.round() as u64),
+        p.rate_profile.is_some(),
+        p.streams,
+    )
+}
+
+/// The ok tests of a run with their comparison identity (what, n-th).
+fn identities(r: &RunResults) -> Vec<(&TestResult, String, usize)> {
+    let mut seen: Vec<String> = Vec::new();
+    r.tests
+        .iter()
+        .filter(|t| t.status == TestStatus::Ok)
+        .map(|t| {
+            let what = measured(t);
+            let nth = seen.iter().filter(|w| **w == what).count();
+            seen.push(what.clone());
+            (t, what, nth)
+        })
+        .collect()
+}
+
+/// Every test and direction in the order the runs first show them.
+pub fn comparison_keys(runs: &[Run]) -> Vec<CompareKey> {
+    let mut keys: Vec<CompareKey> = Vec::new();
     for r in runs {
-        for t in r
-            .results
-            .tests
-            .iter()
-            .filter(|t| t.status == TestStatus::Ok)
-        {
-            for d in &t.directions {
-                let k = (t.name.clone(), d.direction.clone());
-                if !keys.contains(&k) {
-                    keys.push(k);
+        for (t, what, nth) in identities(&r.results) {
+            for (dir, d) in t.directions.iter().enumerate() {
+                match keys
+                    .iter_mut()
+                    .find(|k| k.what == what && k.nth == nth && k.dir == dir)
+                {
+                    Some(k) => {
+                        if k.name != t.name && !k.aliases.contains(&t.name) {
+                            k.aliases.push(t.name.clone());
+                        }
+                    }
+                    None => keys.push(CompareKey {
+                        name: t.name.clone(),
+                        direction: d.direction.clone(),
+                        aliases: Vec::new(),
+                        what: what.clone(),
+                        nth,
+                        dir,
+                    }),
                 }
             }
         }
@@ -300,20 +368,15 @@ pub fn comparison_keys(runs: &[Run]) -> Vec<(String, String)> {
     keys
 }
 
-/// The test and direction called `key` in one run, if it ran there.
+/// The test and direction `key` stands for in one run, if it ran there.
 pub fn find<'a>(
     r: &'a RunResults,
-    key: &(String, String),
+    key: &CompareKey,
 ) -> Option<(&'a TestResult, &'a DirectionResult)> {
-    r.tests
-        .iter()
-        .filter(|t| t.status == TestStatus::Ok && t.name == key.0)
-        .find_map(|t| {
-            t.directions
-                .iter()
-                .find(|d| d.direction == key.1)
-                .map(|d| (t, d))
-        })
+    identities(r)
+        .into_iter()
+        .find(|(_, what, nth)| *what == key.what && *nth == key.nth)
+        .and_then(|(t, _, _)| t.directions.get(key.dir).map(|d| (t, d)))
 }
 
 /// One chart per test and direction across runs: each run's received rate
@@ -395,7 +458,7 @@ pub fn comparison_charts(runs: &[Run]) -> Vec<Chart> {
         }
         out.push(Chart {
             id: format!("cmp{k}"),
-            title: format!("{} · {}", key.0, figures::dir_label(&key.1)),
+            title: format!("{} · {}", key.label(), figures::dir_label(&key.direction)),
             x: axis("x", "time since the sender started", "s", None),
             y,
             series: series_list,

@@ -50,6 +50,9 @@ struct Row {
     bar: bool,
     lower_is_better: bool,
     values: Vec<Option<f64>>,
+    /// Each run's spread of this figure from interval to interval (% of
+    /// its mean; pp for loss): a difference within it is not coloured.
+    noise: Vec<Option<f64>>,
 }
 
 struct Group {
@@ -77,7 +80,49 @@ fn row(figure: &str, key: &'static str, show: fn(f64) -> String, values: Vec<Opt
             "rx_pps" | "rx_l2_bps" | "rate_pps" | "peak_received_pps"
         ),
         lower_is_better: matches!(key, "loss_ratio" | "retransmits"),
+        noise: vec![None; values.len()],
         values,
+    }
+}
+
+/// The population standard deviation of `v`, and their mean.
+fn spread(v: &[f64]) -> Option<(f64, f64)> {
+    if v.len() < 2 {
+        return None;
+    }
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+    Some((var.sqrt(), mean))
+}
+
+/// A direction's noise for `key`: interval-to-interval spread of the
+/// received rate in % of its mean, or of the loss in pp.
+fn noise_of(
+    t: &crate::results::TestResult,
+    d: &crate::results::DirectionResult,
+    key: &str,
+) -> Option<f64> {
+    let iv = figures::intervals(t, d);
+    let iv: Vec<_> = iv.iter().filter(|f| f.complete).collect();
+    match key {
+        "loss_ratio" => {
+            let v: Vec<f64> = iv
+                .iter()
+                .filter_map(|f| f.loss_ratio)
+                .map(|l| l * 100.0)
+                .collect();
+            spread(&v).map(|(sd, _)| sd)
+        }
+        "rx_pps" | "rx_l2_bps" => {
+            let tcp = is_tcp(t);
+            let v: Vec<f64> = iv
+                .iter()
+                .filter_map(|f| if tcp { f.rx_l2_bps } else { f.rx_pps })
+                .collect();
+            spread(&v).and_then(|(sd, mean)| (mean > 0.0).then(|| sd / mean * 100.0))
+        }
+        _ => None,
     }
 }
 
@@ -98,7 +143,7 @@ fn groups(runs: &[Run]) -> Vec<Group> {
                     .map(|x| x.map(|(t, d)| f(t, d)))
                     .collect::<Vec<_>>()
             };
-        let rows = if is_tcp(t0) {
+        let mut rows = if is_tcp(t0) {
             vec![
                 row(
                     "goodput",
@@ -124,9 +169,15 @@ fn groups(runs: &[Run]) -> Vec<Group> {
                 row("loss", "loss_ratio", loss_text, vals(&|_, d| d.loss_ratio)),
             ]
         };
+        for r in &mut rows {
+            r.noise = found
+                .iter()
+                .map(|x| x.and_then(|(t, d)| noise_of(t, d, r.key)))
+                .collect();
+        }
         out.push(Group {
-            name: key.0,
-            direction: key.1,
+            name: key.label(),
+            direction: key.direction.clone(),
             rows,
         });
     }
@@ -232,7 +283,42 @@ pub fn differences(runs: &[Run]) -> String {
         }
     }
     s.push_str("</tr></thead><tbody>");
-    for g in groups(runs) {
+    let groups = groups(runs);
+    let shared = groups
+        .iter()
+        .filter(|g| {
+            g.rows
+                .first()
+                .is_some_and(|r| r.values.iter().filter(|v| v.is_some()).count() >= 2)
+        })
+        .count();
+    if runs.len() > 1 && shared == 0 {
+        let lists: Vec<String> = runs
+            .iter()
+            .map(|r| {
+                let names: Vec<&str> = r.results.tests.iter().map(|t| t.name.as_str()).collect();
+                format!(
+                    "{}: {}",
+                    r.label,
+                    if names.is_empty() {
+                        "no tests".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                )
+            })
+            .collect();
+        s.insert_str(
+            0,
+            &format!(
+                "<p class=\"callout warn\" data-shared=\"0\">These runs share no test: no test of one \
+                 measured what a test of another did (same protocol, frame, flows, rate, streams), \
+                 so there is nothing to set side by side. {}.</p>",
+                esc(&lists.join("; "))
+            ),
+        );
+    }
+    for g in groups {
         for (ri, fig) in g.rows.iter().enumerate() {
             let best = fig.values.iter().flatten().copied().fold(0.0, f64::max);
             s.push_str(&format!(
@@ -267,7 +353,12 @@ pub fn differences(runs: &[Run]) -> String {
                     None => dash(),
                 });
                 if i > 0 {
-                    s.push_str(&delta_cell(fig, *v, base));
+                    let noise = [fig.noise.first(), fig.noise.get(i)]
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .fold(0.0_f64, |a, b| a.max(*b));
+                    s.push_str(&delta_cell(fig, *v, base, noise));
                 }
             }
             s.push_str("</tr>");
@@ -275,13 +366,27 @@ pub fn differences(runs: &[Run]) -> String {
     }
     s.push_str(&format!(
         "</tbody></table></div><p class=\"legend\">Δ: difference against the baseline ({}), in % of its value; \
-         loss in percentage points (pp). <span class=\"swatch better\"></span> better · <span class=\"swatch worse\"></span> worse.</p>",
+         loss in percentage points (pp). <span class=\"swatch better\"></span> better · <span class=\"swatch worse\"></span> worse, \
+         coloured only beyond twice the larger run's spread from one interval to the next (and at least 1 % of a rate, \
+         0.01 pp of loss, 10 % of a count); closer differences are within the runs' own noise.</p>",
         esc(runs.first().map(|r| r.label.as_str()).unwrap_or(""))
     ));
     s
 }
 
-fn delta_cell(fig: &Row, v: Option<f64>, base: Option<f64>) -> String {
+/// The smallest difference coloured when the runs say nothing of their
+/// noise: 1 % of a rate, 0.01 pp of loss, 10 % of a count.
+fn floor(fig: &Row) -> f64 {
+    match fig.key {
+        "loss_ratio" => 0.01,
+        "retransmits" => 10.0,
+        _ => 1.0,
+    }
+}
+
+/// A difference's cell: coloured better or worse only beyond twice the
+/// larger of the two runs' `noise` (and at least [`floor`]).
+fn delta_cell(fig: &Row, v: Option<f64>, base: Option<f64>, noise: f64) -> String {
     // Loss is compared in percentage points: +0.5 pp, not +∞ %.
     let delta = match (v, base, fig.in_points) {
         (Some(v), Some(b), true) => Some(((v - b) * 100.0, format!("{:+.3} pp", (v - b) * 100.0))),
@@ -297,7 +402,8 @@ fn delta_cell(fig: &Row, v: Option<f64>, base: Option<f64>) -> String {
             } else {
                 d < 0.0
             };
-            let tone = if d.abs() < 1e-9 {
+            let within = d.abs() <= (2.0 * noise).max(floor(fig));
+            let tone = if within {
                 ""
             } else if worse {
                 "worse"
@@ -305,7 +411,7 @@ fn delta_cell(fig: &Row, v: Option<f64>, base: Option<f64>) -> String {
                 "better"
             };
             format!(
-                "<td class=\"n delta {tone}\" data-delta=\"{d}\">{}</td>",
+                "<td class=\"n delta {tone}\" data-delta=\"{d}\" data-noise=\"{noise}\">{}</td>",
                 esc(&text)
             )
         }
@@ -337,6 +443,46 @@ mod tests {
         let t = differences(&runs);
         assert!(t.contains("data-figure=\"saturation_offered_pps\""), "{t}");
         assert!(t.contains("data-figure=\"NDR (loss ≤ 0.0 %)\""), "{t}");
+    }
+
+    #[test]
+    fn tests_are_matched_by_what_they_measured_not_their_names() {
+        let mut runs = testdata::three_runs();
+        // The same test under another name (a plan's, an ad-hoc run's).
+        for t in &mut runs[1].results.tests {
+            t.name = format!("{} renamed", t.name);
+        }
+        let t = differences(&runs);
+        assert!(t.contains(">-20.0 %<"), "matched despite the names: {t}");
+        assert!(t.contains(" renamed"), "the other name is shown: {t}");
+        assert!(!t.contains("share no test"), "{t}");
+        // Another rate is another test: nothing in common, and it says so.
+        for t in &mut runs[2].results.tests {
+            t.params.rate_pps = Some(12_345.0);
+        }
+        let two = vec![runs.remove(0), runs.remove(1)];
+        let t = differences(&two);
+        assert!(t.contains("These runs share no test"), "{t}");
+    }
+
+    #[test]
+    fn a_difference_within_the_runs_noise_is_not_coloured() {
+        let runs = testdata::three_runs();
+        let groups = groups(&runs);
+        let fig = &groups[0].rows[0];
+        // A change of 0.2 % is noise whatever the runs say; 30 % is not,
+        // unless the runs swing by more than 15 % from second to second.
+        let cell = |v: f64, noise: f64| delta_cell(fig, Some(v), Some(100.0), noise);
+        assert!(
+            cell(100.2, 0.0).contains("delta \""),
+            "{}",
+            cell(100.2, 0.0)
+        );
+        assert!(cell(70.0, 0.0).contains("delta worse"));
+        assert!(cell(130.0, 0.0).contains("delta better"));
+        assert!(cell(70.0, 16.0).contains("delta \""));
+        // Noise comes from the runs' intervals.
+        assert!(fig.noise.iter().all(|n| n.is_some()), "{:?}", fig.noise);
     }
 
     #[test]

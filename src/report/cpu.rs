@@ -4,7 +4,7 @@
 
 use super::charts::{axis, series, sig, Chart};
 use super::format::esc;
-use crate::results::{BottleneckKind, CpuLoad, RunResults, TestResult};
+use crate::results::{CpuLoad, RunResults, TestResult};
 
 /// The stack, bottom first: (label, colour, value).
 type Part = (&'static str, &'static str, fn(&CpuLoad) -> f64);
@@ -95,11 +95,7 @@ pub fn verdicts(r: &RunResults, prefix: &str, charts: &[Chart]) -> String {
     let mut s = String::new();
     for (i, t) in r.tests.iter().enumerate() {
         let Some(b) = &t.bottleneck else { continue };
-        let tone = match b.kind {
-            BottleneckKind::TesterSender | BottleneckKind::TesterReceiver => "bad",
-            BottleneckKind::NoneSaturated | BottleneckKind::Dut => "ok",
-            _ => "warn",
-        };
+        let tone = super::figures::verdict_tone(b.kind);
         s.push_str(&format!(
             "<div class=\"bottleneck\" data-test=\"{name}\" data-kind=\"{kind}\">\
              <h3>{name}</h3><p class=\"verdict {tone}\">{verdict}</p>",
@@ -176,7 +172,7 @@ mod tests {
         let mut t = crate::report::testdata::udp_test("self-test", 64);
         t.bottleneck = Some(Bottleneck {
             verdict: "CPU0 100 %".into(),
-            kind: BottleneckKind::TesterSender,
+            kind: crate::results::BottleneckKind::TesterSender,
             host: "lab".into(),
             cpu: Some(0),
             host_cpus: vec![load(0, 10.0, 40.0, 50.0), load(1, 20.0, 5.0, 0.0)],

@@ -199,6 +199,19 @@ pub fn intervals(t: &TestResult, d: &DirectionResult) -> Vec<IntervalFigures> {
         .collect()
 }
 
+/// How a bottleneck verdict is shown: "bad" when it blames the tester (the
+/// figures measure linerate, not the DUT), "ok" when the DUT or nothing is
+/// the limit, "warn" otherwise. Every view (table notes, the CPU section,
+/// the "Needs a look" card) uses this one mapping.
+pub fn verdict_tone(kind: crate::results::BottleneckKind) -> &'static str {
+    use crate::results::BottleneckKind as K;
+    match kind {
+        K::TesterSender | K::TesterReceiver => "bad",
+        K::NoneSaturated | K::Dut => "ok",
+        _ => "warn",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

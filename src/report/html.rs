@@ -224,13 +224,22 @@ fn cards(r: &RunResults) -> String {
         .flat_map(|t| &t.directions)
         .filter(|d| d.tester_limited)
         .count();
-    let issues = flagged + limited;
+    // Verdicts shown red (the tester, not the DUT, was the limit) need a
+    // look as much as the rows they are about.
+    let tester_bound = ok
+        .iter()
+        .filter_map(|t| t.bottleneck.as_ref())
+        .filter(|b| figures::verdict_tone(b.kind) == "bad")
+        .count();
+    let issues = flagged + limited + tester_bound;
     s.push_str(&card(
         "Needs a look",
         &issues.to_string(),
         &format!(
-            "{flagged} counter disagreement{} · {limited} tester-limited · {lossy} with loss",
-            if flagged == 1 { "" } else { "s" }
+            "{flagged} counter disagreement{} · {limited} tester-limited · {tester_bound} tester-bound \
+             verdict{} · {lossy} with loss",
+            if flagged == 1 { "" } else { "s" },
+            if tester_bound == 1 { "" } else { "s" }
         ),
         if issues > 0 {
             "bad"

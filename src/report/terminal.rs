@@ -4,7 +4,7 @@
 
 use super::columns::{self, Column, KEEP};
 use crate::model::units;
-use crate::results::{BottleneckKind, RunResults, TestResult, TestStatus};
+use crate::results::{RunResults, TestResult, TestStatus};
 use crate::runner::Progress;
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
@@ -290,9 +290,9 @@ fn test_notes(t: &TestResult, notes: &mut Vec<(String, Tone)>) {
         ));
     }
     if let Some(b) = &t.bottleneck {
-        let tone = match b.kind {
-            BottleneckKind::TesterSender | BottleneckKind::TesterReceiver => Tone::Bad,
-            BottleneckKind::NoneSaturated | BottleneckKind::Dut => Tone::Plain,
+        let tone = match super::figures::verdict_tone(b.kind) {
+            "bad" => Tone::Bad,
+            "ok" => Tone::Plain,
             _ => Tone::Warn,
         };
         notes.push((format!("{}: {}", t.name, b.verdict), tone));

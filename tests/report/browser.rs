@@ -201,7 +201,12 @@ pub fn open(browser: &str, page: &Path, shot: Option<&Path>, offline: bool) -> O
         );
         out
     };
-    let out = run_browser(&["--dump-dom".to_string()]);
+    // The DOM as a 1400 px wide window lays it out (the page records
+    // what overflows it in body[data-overflow]).
+    let out = run_browser(&[
+        "--dump-dom".to_string(),
+        "--window-size=1400,3000".to_string(),
+    ]);
     let mut log = String::from_utf8_lossy(&out.stderr).to_string();
     if let Some(shot) = shot {
         let out = run_browser(&[
@@ -216,6 +221,17 @@ pub fn open(browser: &str, page: &Path, shot: Option<&Path>, offline: bool) -> O
     Opened {
         dom: String::from_utf8(out.stdout).unwrap(),
         log,
+    }
+}
+
+/// Nothing is wider than a 1400 px window: no horizontal scrollbar on the
+/// page or on any table's scroll box.
+pub fn fits_1400(o: &Opened) -> Result<(), String> {
+    let body = tags(&o.dom, "body").pop().ok_or("no body")?;
+    match body.get("data-overflow").map(String::as_str) {
+        Some("") => Ok(()),
+        Some(what) => Err(format!("wider than 1400 px: {what}")),
+        None => Err("the page did not measure its width (no data-overflow)".into()),
     }
 }
 

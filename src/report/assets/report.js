@@ -297,6 +297,17 @@
       }
     });
     document.body.dataset.chartsBuilt = String(rendered);
+    // What is wider than the window (tests read it): the page itself, or
+    // a table's scroll box.
+    var wide = [];
+    if (document.documentElement.scrollWidth > document.documentElement.clientWidth + 1) wide.push('page');
+    document.querySelectorAll('.scroll').forEach(function (e) {
+      if (e.scrollWidth > e.clientWidth + 1) {
+        var t = e.querySelector('table');
+        wide.push('table.' + (t && t.className ? t.className.split(' ')[0] : 'unnamed'));
+      }
+    });
+    document.body.dataset.overflow = wide.join(' ');
     // Charts follow the page width (window resize, print).
     function fit() {
       plots.forEach(function (p) {
