@@ -494,4 +494,31 @@ mod tests {
         let e = load_text(&text).unwrap_err().to_string();
         assert!(e.contains(":12:12:") && e.contains("duration"), "{e}");
     }
+
+    /// Issue 23: a bare rate in a plan is refused at its key, with units.
+    #[test]
+    fn plan_rates_need_units() {
+        let udp = |line: &str| {
+            format!("{HOSTS}[[test]]\nkind = \"udp\"\nfrom = \"gen1\"\nto = \"sink\"\n{line}\n")
+        };
+        let e = load_text(&udp("rate = 100000")).unwrap_err().to_string();
+        assert!(e.contains(":12:8:"), "{e}");
+        assert!(
+            e.contains("a rate needs a unit: 100000pps, 100kpps or 100kbps?"),
+            "{e}"
+        );
+        let e = load_text(&udp("rate = \"1.5mpps\""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(":12:8:") && e.contains("did you mean 1.5Mpps?"),
+            "{e}"
+        );
+        assert!(load_text(&udp("rate = \"1.5Mpps\"")).is_ok());
+        assert!(load_text(&udp("duration = \"2m\"")).is_ok());
+        let e = load_text(&udp("flows = 8\nflow_mode = \"one\""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--flow-mode ports"), "{e}");
+    }
 }

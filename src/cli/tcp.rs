@@ -26,6 +26,43 @@ pub struct TcpArgs {
     pub common: Common,
 }
 
+/// Where this kernel lists the congestion controls it has loaded.
+const AVAILABLE_CC: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+
+/// Checks `--cc NAME` before the run, on this host's kernel (the one
+/// `local` and `ns:` endpoints share), so a typo fails in a line instead
+/// of mid-test. A name the kernel has not loaded yet is fine when a module
+/// `tcp_NAME` is installed: setting it as root loads it.
+pub fn check_cc(name: &str) -> Result<()> {
+    let available = std::fs::read_to_string(AVAILABLE_CC).unwrap_or_default();
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let deps = std::fs::read_to_string(format!("/lib/modules/{}/modules.dep", release.trim()))
+        .unwrap_or_default();
+    check_cc_in(name, &available, &deps)
+}
+
+/// [`check_cc`] on the text of the available list and of modules.dep.
+pub fn check_cc_in(name: &str, available: &str, modules_dep: &str) -> Result<()> {
+    let list: Vec<&str> = available.split_whitespace().collect();
+    if list.is_empty() || list.contains(&name) {
+        // No list to check against (not Linux's procfs): the agent says.
+        return Ok(());
+    }
+    let module = format!("/tcp_{name}.ko");
+    if modules_dep
+        .lines()
+        .filter_map(|l| l.split(':').next())
+        .any(|m| m.contains(&module))
+    {
+        return Ok(());
+    }
+    bail!(
+        "--cc {name}: this kernel has no congestion control '{name}' (available: {}, from {AVAILABLE_CC}); \
+         choose one of those, or load its module first if your kernel ships one: modprobe tcp_{name}",
+        list.join(", ")
+    )
+}
+
 /// `linerate tcp`: the pair and the test.
 pub fn tcp(a: &TcpArgs) -> Result<(Pair, TestSpec)> {
     let pair = pair(&a.ends, &a.common)?;
@@ -38,7 +75,7 @@ pub fn tcp(a: &TcpArgs) -> Result<(Pair, TestSpec)> {
             a.streams,
             if a.streams == 1 { "" } else { "s" }
         ),
-        ipv6: a.ends.target.is_ipv6(),
+        ipv6: pair.target.is_ipv6(),
         streams: a.streams,
         direction: direction(&a.ends),
         duration: duration(a.ends.duration)?,
@@ -48,4 +85,23 @@ pub fn tcp(a: &TcpArgs) -> Result<(Pair, TestSpec)> {
         allow: a.common.allow_target.clone(),
     };
     Ok((pair, a.probes.wrap(crate::runner::Load::Tcp(t))?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn congestion_control_is_checked_before_the_run() {
+        let avail = "reno bbr cubic\n";
+        assert!(check_cc_in("bbr", avail, "").is_ok());
+        let e = check_cc_in("foo", avail, "").unwrap_err().to_string();
+        assert!(e.contains("available: reno, bbr, cubic"), "{e}");
+        assert!(e.contains("modprobe tcp_foo"), "{e}");
+        let dep = "kernel/net/ipv4/tcp_vegas.ko.zst: \nkernel/net/ipv4/tcp_dctcp.ko:\n";
+        assert!(check_cc_in("vegas", avail, dep).is_ok());
+        assert!(check_cc_in("dctcp", avail, dep).is_ok());
+        assert!(check_cc_in("veg", avail, dep).is_err());
+        assert!(check_cc_in("foo", "", "").is_ok());
+    }
 }
