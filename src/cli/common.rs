@@ -57,6 +57,10 @@ pub struct Common {
     /// No live progress line.
     #[arg(long)]
     pub no_progress: bool,
+    /// Print a line every SECS seconds of each test (rates in that period), on a terminal or
+    /// not, like iperf3 -i: on stdout, or on stderr with --json. Replaces the live line.
+    #[arg(long, short = 'i', value_name = "SECS", value_parser = super::parse::parse_secs)]
+    pub interval: Option<f64>,
     /// Also allow sending to this prefix (outside loopback, 198.18.0.0/15 and 2001:2::/48). Repeatable.
     #[arg(long = "allow-target", value_name = "CIDR")]
     pub allow_target: Vec<Cidr>,
@@ -116,6 +120,12 @@ impl Common {
             write_results,
             json: self.json,
             progress: !self.no_progress,
+            interval_s: match self.interval {
+                Some(s) if !(0.5..=3600.0).contains(&s) => {
+                    bail!("--interval {s} is outside 0.5..=3600 s (the agents report every second)")
+                }
+                s => s,
+            },
             allow_target: self.allow_target.clone(),
             cpus: self.cpus.clone().map(|c| c.0).unwrap_or_default(),
             ssh: self.ssh.options()?,

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 /// Flags a plan's test may not set: the plan says where traffic goes, and
 /// results and ssh settings belong to the whole run.
-const RUN_FLAGS: [&str; 19] = [
+const RUN_FLAGS: [&str; 21] = [
     "client",
     "server",
     "target",
@@ -31,6 +31,8 @@ const RUN_FLAGS: [&str; 19] = [
     "name",
     "json",
     "no-progress",
+    "interval",
+    "ipv6",
     "no-results",
     "allow-target",
     "ssh-config",
@@ -406,6 +408,7 @@ mod tests {
             write_results: false,
             json: false,
             progress: false,
+            interval_s: None,
             allow_target: vec![],
             cpus: vec![],
             ssh: Default::default(),

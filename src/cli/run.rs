@@ -53,7 +53,10 @@ impl Run {
         let run = Run {
             results,
             dir,
-            progress: ProgressLine::new(common.progress),
+            progress: match common.interval_s {
+                Some(s) => ProgressLine::new(common.progress).with_intervals(s, !common.json),
+                None => ProgressLine::new(common.progress),
+            },
             json: common.json,
         };
         run.save();

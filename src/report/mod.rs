@@ -33,6 +33,7 @@ pub mod figures;
 pub mod format;
 pub mod html;
 mod http;
+pub mod intervals;
 pub mod latency;
 pub mod matrix;
 pub mod profiles;
