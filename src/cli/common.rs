@@ -196,6 +196,11 @@ pub struct Endpoints {
     /// Seconds to run.
     #[arg(long, short = 't', default_value_t = 10.0, value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub duration: f64,
+    /// The data port: the UDP receiver's or the TCP server's (default: a free one). A test
+    /// with several receivers (--bidir, plans with several generators) gives the next ones
+    /// PORT+1, PORT+2, ...
+    #[arg(long, short = 'p', value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: Option<u16>,
     /// Send from the server to the client instead.
     #[arg(long, short = 'R', conflicts_with = "bidir")]
     pub reverse: bool,

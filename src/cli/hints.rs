@@ -20,11 +20,11 @@ pub fn iperf3_hint(command: Option<&str>, arg: &str) -> Option<String> {
         "-s" => "linerate starts both ends itself: --server names where the receiver runs \
                  (local, ns:NAME or ssh://host); a standing HTTP server is `linerate serve`"
             .to_string(),
-        "-p" => "the data port is --port N".to_string(),
+        "-p" => "the data port is --port N (of `linerate tcp` and `linerate udp`)".to_string(),
         "-b" | "--bitrate" | "--bandwidth" => {
             "the rate is --rate, with a unit: 100Mbps, 1Gbps, 800kpps, 50%".to_string()
         }
-        "-i" => "per-interval lines are --interval SECS".to_string(),
+        "-i" => "per-interval lines are --interval SECS (tcp, udp, ramp, search, ...)".to_string(),
         "-l" | "--length" if udp => {
             "the size is --frame-size BYTES, the whole Ethernet frame with its FCS \
              (iperf3's -l is the UDP payload: a 1472-byte payload over IPv4 is --frame-size 1518)"
@@ -107,6 +107,8 @@ mod tests {
         assert!(t.contains("--target HOST"), "{t}");
         let t = error_text(&["linerate", "udp", "--target", "127.0.0.1", "-b", "10M"]);
         assert!(t.contains("--rate"), "{t}");
+        let t = error_text(&["linerate", "http", "--target", "127.0.0.1", "-p", "80"]);
+        assert!(t.contains("--port"), "{t}");
         let t = error_text(&["linerate", "udp", "--target", "127.0.0.1", "-l", "1400"]);
         assert!(t.contains("--frame-size"), "{t}");
         let t = error_text(&["linerate", "tcp", "--target", "127.0.0.1", "-l", "1400"]);

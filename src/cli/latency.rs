@@ -69,6 +69,8 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 congestion: None,
                 buffer_len: 128 * 1024,
                 allow: a.common.allow_target.clone(),
+                port: 0,
+                rate_bps: None,
             })
         }
         LoadArg::Udp => {
@@ -94,6 +96,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 tx_engine: TxEngine::Auto,
                 rx_engine: RxEngine::Auto,
                 threads: 1,
+                port: 0,
             })
         }
     };

@@ -165,6 +165,14 @@ mod tests {
     use super::*;
     use crate::topology::Endpoint;
 
+    /// Clap checks its definitions (duplicate short flags, bad
+    /// references) only in debug builds when parsing: check them always.
+    #[test]
+    fn flags_are_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
     #[test]
     fn ssh_options() {
         let cli = Cli::try_parse_from([

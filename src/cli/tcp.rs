@@ -2,6 +2,7 @@
 
 use super::common::{direction, duration, pair, Common, Endpoints, ProbeArgs};
 use super::config::{Pair, TestSpec};
+use crate::model::units::Rate;
 use crate::runner::TcpTest;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -20,6 +21,12 @@ pub struct TcpArgs {
     /// Bytes per write.
     #[arg(long, default_value_t = 131072)]
     pub buffer: u32,
+    /// The highest rate of each direction, in bit/s (100M, 1Gbps) or % of --line-rate,
+    /// shared by its streams: each stream is paced by the kernel to its share
+    /// (SO_MAX_PACING_RATE). It counts the bytes TCP sends, headers included, so goodput
+    /// comes out a few % below it. Default: as fast as TCP goes.
+    #[arg(long, short = 'b', value_parser = super::parse::parse_rate_arg)]
+    pub rate: Option<crate::model::units::Rate>,
     #[command(flatten)]
     pub probes: ProbeArgs,
     #[command(flatten)]
@@ -63,6 +70,19 @@ pub fn check_cc_in(name: &str, available: &str, modules_dep: &str) -> Result<()>
     )
 }
 
+/// A TCP `--rate` in bit/s: TCP paces bytes, so a packet rate has no
+/// meaning here.
+pub fn tcp_rate_bps(r: Rate, line_rate_bps: f64) -> Result<f64> {
+    match r {
+        Rate::L1Bps(bps) => Ok(bps),
+        Rate::LinePct(pct) => Ok(line_rate_bps * pct / 100.0),
+        Rate::Pps(_) => bail!(
+            "--rate in packets per second does not apply to TCP, which paces bytes: \
+             give bit/s (100M, 1Gbps) or % of --line-rate"
+        ),
+    }
+}
+
 /// `linerate tcp`: the pair and the test.
 pub fn tcp(a: &TcpArgs) -> Result<(Pair, TestSpec)> {
     let pair = pair(&a.ends, &a.common)?;
@@ -83,6 +103,11 @@ pub fn tcp(a: &TcpArgs) -> Result<(Pair, TestSpec)> {
         congestion: a.cc.clone(),
         buffer_len: a.buffer,
         allow: a.common.allow_target.clone(),
+        port: a.ends.port.unwrap_or(0),
+        rate_bps: a
+            .rate
+            .map(|r| tcp_rate_bps(r, a.common.line_rate))
+            .transpose()?,
     };
     Ok((pair, a.probes.wrap(crate::runner::Load::Tcp(t))?))
 }

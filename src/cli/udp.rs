@@ -96,6 +96,7 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
         tx_engine: a.tx_engine,
         rx_engine: a.rx_engine,
         threads: a.threads.unwrap_or(0),
+        port: a.ends.port.unwrap_or(0),
     };
     Ok((pair, a.probes.wrap(crate::runner::Load::Udp(t))?))
 }

@@ -30,8 +30,8 @@ pub use process::{
     realtime_ns, set_fifo, set_parent_death_signal, thread_cpu_seconds, unshare_netns,
 };
 pub use socket::{
-    recv_discard, sendfile, set_buffer, set_congestion, set_rcvlowat, set_transparent, tcp_info,
-    udp_reuseport, Cmsg, SockAddr, TcpInfo,
+    recv_discard, sendfile, set_buffer, set_congestion, set_max_pacing_rate, set_notsent_lowat,
+    set_rcvlowat, set_transparent, tcp_info, udp_reuseport, Cmsg, SockAddr, TcpInfo,
 };
 pub use xsk::Xsk;
 
