@@ -10,7 +10,19 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match cli::Cli::try_parse_from(&args) {
+        Ok(c) => c,
+        // Help and version print on stdout (a closed pipe is ignored), errors
+        // on stderr, with a hint for flags users bring from iperf3.
+        Err(e) => {
+            let text: Vec<String> = args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            cli::hints::with_hint(e, &text).exit()
+        }
+    };
     let code = match cli.command {
         cli::Command::Agent(a) => {
             let (netns, limits) = cli::agent::agent(&a);
@@ -51,7 +63,7 @@ fn main() -> ExitCode {
         },
         cli::Command::Schema => {
             let s = serde_json::to_string_pretty(&results::json_schema()).unwrap_or_default();
-            println!("{s}");
+            linerate::model::stdout::println(&s);
             0
         }
         cli::Command::Doctor(a) => {

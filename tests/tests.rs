@@ -9,6 +9,7 @@ mod util;
 
 mod adhoc;
 mod bottleneck;
+mod cli_habits;
 mod http;
 mod lab;
 mod latency;

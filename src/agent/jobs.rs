@@ -75,14 +75,22 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
     match job {
         Job::TcpListen {
             bind,
+            port,
             expect_streams,
             duration_ms,
             cpus,
             congestion,
+            pacing_bytes_per_s,
             ..
         } => {
             let d = capped(duration_ms, limits)?;
-            tcp_listen(bind, expect_streams, d, cpus, congestion)
+            tcp_listen(
+                SocketAddr::new(bind, port),
+                expect_streams,
+                d,
+                cpus,
+                (congestion, pacing_bytes_per_s),
+            )
         }
         Job::TcpConnect {
             target,
@@ -93,14 +101,24 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             congestion,
             buffer_len,
             allow,
+            pacing_bytes_per_s,
             ..
         } => {
             let d = capped(duration_ms, limits)?;
             allowed(target.ip(), &allow)?;
-            tcp_connect(target, streams, direction, d, cpus, congestion, buffer_len)
+            tcp_connect(
+                target,
+                streams,
+                direction,
+                d,
+                cpus,
+                (congestion, pacing_bytes_per_s),
+                buffer_len,
+            )
         }
         Job::UdpReceive {
             bind,
+            port,
             flows,
             cpus,
             threads,
@@ -109,6 +127,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             ..
         } => udp_receive(engine::rx::RxSpec {
             bind,
+            port,
             flows,
             cpus,
             threads,
@@ -189,21 +208,34 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
     }
 }
 
+/// A TCP stream's congestion control and pacing rate (bytes/s), as a job
+/// carries them.
+type StreamTuning = (Option<String>, Option<u64>);
+
+fn tuning(t: &StreamTuning) -> tcp::Tuning<'_> {
+    tcp::Tuning {
+        congestion: t.0.as_deref(),
+        pacing_bytes_per_s: t.1,
+    }
+}
+
 fn tcp_listen(
-    bind: IpAddr,
+    bind: SocketAddr,
     expect_streams: u16,
     d: Duration,
     cpus: Vec<usize>,
-    congestion: Option<String>,
+    tune: StreamTuning,
 ) -> Result<Opened> {
-    let l = tcp::listen(bind).with_context(|| format!("listening on {bind}"))?;
+    let l = tcp::listen(bind.ip(), bind.port()).with_context(|| match bind.port() {
+        0 => format!("listening on {}", bind.ip()),
+        p => format!("listening on {bind} (--port {p}: is another program using it?)"),
+    })?;
     let port = l.local_addr()?.port();
     Ok(Opened {
         port: Some(port),
         thread: "lr-tcp-serve",
         run: Box::new(move |c| {
-            tcp::serve(c, l, expect_streams, d, &cpus, congestion.as_deref())
-                .map_err(anyhow::Error::msg)
+            tcp::serve(c, l, expect_streams, d, &cpus, tuning(&tune)).map_err(anyhow::Error::msg)
         }),
     })
 }
@@ -214,7 +246,7 @@ fn tcp_connect(
     direction: proto::Direction,
     d: Duration,
     cpus: Vec<usize>,
-    congestion: Option<String>,
+    tune: StreamTuning,
     buffer_len: u32,
 ) -> Result<Opened> {
     let run: JobFn = Box::new(move |c| {
@@ -226,7 +258,7 @@ fn tcp_connect(
             direction,
             d,
             &cpus,
-            congestion.as_deref(),
+            tuning(&tune),
             buffer_len,
         )
         .map_err(anyhow::Error::msg)

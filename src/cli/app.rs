@@ -40,11 +40,11 @@ pub fn execute(cmd: Command) -> i32 {
 fn cleanup() -> i32 {
     match lab::cleanup() {
         Ok(v) if v.is_empty() => {
-            println!("nothing to clean up: no lr-* namespaces found");
+            crate::model::stdout::println("nothing to clean up: no lr-* namespaces found");
             0
         }
         Ok(v) => {
-            println!("removed {}", v.join(", "));
+            crate::model::stdout::println(&format!("removed {}", v.join(", ")));
             0
         }
         Err(e) => {

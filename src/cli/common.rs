@@ -3,7 +3,7 @@
 //! command file imports this one; it imports none of them.
 
 use super::config::{Pair, RunOpts, TestSpec};
-use super::parse::{parse_bps, parse_cpu_list, CpuList};
+use super::parse::{parse_bps, parse_cpu_list, parse_host, CpuList, HostAddr};
 use crate::engine::check_destination;
 use crate::lab::DutMode;
 use crate::proto::{Cidr, Direction};
@@ -57,6 +57,10 @@ pub struct Common {
     /// No live progress line.
     #[arg(long)]
     pub no_progress: bool,
+    /// Print a line every SECS seconds of each test (rates in that period), on a terminal or
+    /// not, like iperf3 -i: on stdout, or on stderr with --json. Replaces the live line.
+    #[arg(long, short = 'i', value_name = "SECS", value_parser = super::parse::parse_secs)]
+    pub interval: Option<f64>,
     /// Also allow sending to this prefix (outside loopback, 198.18.0.0/15 and 2001:2::/48). Repeatable.
     #[arg(long = "allow-target", value_name = "CIDR")]
     pub allow_target: Vec<Cidr>,
@@ -116,6 +120,12 @@ impl Common {
             write_results,
             json: self.json,
             progress: !self.no_progress,
+            interval_s: match self.interval {
+                Some(s) if !(0.5..=3600.0).contains(&s) => {
+                    bail!("--interval {s} is outside 0.5..=3600 s (the agents report every second)")
+                }
+                s => s,
+            },
             allow_target: self.allow_target.clone(),
             cpus: self.cpus.clone().map(|c| c.0).unwrap_or_default(),
             ssh: self.ssh.options()?,
@@ -173,15 +183,24 @@ pub struct Endpoints {
     /// Where the server/sink runs: `local`, `ns:NAME` or `ssh://[user@]host[:port]`.
     #[arg(long, default_value = "local")]
     pub server: String,
-    /// Address of the server the client sends to (e.g. 198.18.0.2 or 127.0.0.1).
+    /// Address of the server the client sends to (e.g. 198.18.0.2, 127.0.0.1), or a host
+    /// name (resolved once on this host: IPv4 first, --ipv6 for its IPv6 address).
+    #[arg(long, value_parser = parse_host)]
+    pub target: HostAddr,
+    /// With a host name as --target: use its IPv6 address.
     #[arg(long)]
-    pub target: IpAddr,
+    pub ipv6: bool,
     /// Address of the client, needed as the target of reverse UDP traffic.
     #[arg(long)]
     pub client_address: Option<IpAddr>,
     /// Seconds to run.
-    #[arg(long, short = 't', default_value_t = 10.0)]
+    #[arg(long, short = 't', default_value_t = 10.0, value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub duration: f64,
+    /// The data port: the UDP receiver's or the TCP server's (default: a free one). A test
+    /// with several receivers (--bidir, plans with several generators) gives the next ones
+    /// PORT+1, PORT+2, ...
+    #[arg(long, short = 'p', value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: Option<u16>,
     /// Send from the server to the client instead.
     #[arg(long, short = 'R', conflicts_with = "bidir")]
     pub reverse: bool,
@@ -199,42 +218,58 @@ pub struct ProbeArgs {
     /// Measure latency under this test's load: probes idle before, during and idle after it.
     #[arg(long)]
     pub latency: bool,
-    /// Milliseconds between latency probes.
-    #[arg(long, value_name = "MS", default_value_t = 10.0)]
-    pub probe_interval: f64,
-    /// UDP payload bytes per latency probe (48..=1452).
-    #[arg(long, value_name = "BYTES", default_value_t = crate::proto::probe::DEFAULT_PAYLOAD)]
-    pub probe_size: u16,
-    /// Seconds of the idle phases before and after the load.
-    #[arg(long, value_name = "SECS", default_value_t = 3.0)]
-    pub idle: f64,
+    /// Milliseconds between latency probes (default 10).
+    #[arg(long, value_name = "MS")]
+    pub probe_interval: Option<f64>,
+    /// UDP payload bytes per latency probe (48..=1452; default 64).
+    #[arg(long, value_name = "BYTES")]
+    pub probe_size: Option<u16>,
+    /// Seconds of the idle phases before and after the load (default 3).
+    #[arg(long, value_name = "SECS", value_parser = super::parse::parse_secs)]
+    pub idle: Option<f64>,
 }
 
+/// The probe flags' defaults.
+const PROBE_INTERVAL_MS: f64 = 10.0;
+const PROBE_IDLE_S: f64 = 3.0;
+
 impl ProbeArgs {
+    /// The probe flags given, by name: on `tcp`/`udp` they need `--latency`.
+    fn given(&self) -> Option<&'static str> {
+        [
+            (self.probe_interval.is_some(), "--probe-interval"),
+            (self.probe_size.is_some(), "--probe-size"),
+            (self.idle.is_some(), "--idle"),
+        ]
+        .into_iter()
+        .find_map(|(set, name)| set.then_some(name))
+    }
+
     pub fn opts(&self) -> Result<crate::runner::ProbeOpts> {
-        if !(1.0..=10_000.0).contains(&self.probe_interval) {
-            bail!(
-                "--probe-interval {} is outside 1..=10000 ms",
-                self.probe_interval
-            );
+        let probe_interval = self.probe_interval.unwrap_or(PROBE_INTERVAL_MS);
+        let probe_size = self
+            .probe_size
+            .unwrap_or(crate::proto::probe::DEFAULT_PAYLOAD);
+        let idle = self.idle.unwrap_or(PROBE_IDLE_S);
+        if !(1.0..=10_000.0).contains(&probe_interval) {
+            bail!("--probe-interval {probe_interval} is outside 1..=10000 ms");
         }
         let (lo, hi) = (
             crate::proto::probe::HEADER_LEN as u16,
             crate::proto::probe::MAX_PAYLOAD,
         );
-        if !(lo..=hi).contains(&self.probe_size) {
+        if !(lo..=hi).contains(&probe_size) {
             bail!(
-                "--probe-size {} is outside {lo}..={hi} bytes (a probe's header is {lo})",
-                self.probe_size
+                "--probe-size {probe_size} is outside {lo}..={hi} bytes (a probe's header is {lo})"
             );
         }
-        if !(0.0..=600.0).contains(&self.idle) {
-            bail!("--idle {} is outside 0..=600 s", self.idle);
+        if !(0.0..=600.0).contains(&idle) {
+            bail!("--idle {idle} is outside 0..=600 s");
         }
         Ok(crate::runner::ProbeOpts {
-            interval: Duration::from_secs_f64(self.probe_interval / 1000.0),
-            payload: self.probe_size,
-            idle: Duration::from_secs_f64(self.idle),
+            interval: Duration::from_secs_f64(probe_interval / 1000.0),
+            payload: probe_size,
+            idle: Duration::from_secs_f64(idle),
             ..Default::default()
         })
     }
@@ -242,6 +277,9 @@ impl ProbeArgs {
     /// The test itself, or with probes around it when --latency asks.
     pub fn wrap(&self, load: crate::runner::Load) -> Result<TestSpec> {
         if !self.latency {
+            if let Some(flag) = self.given() {
+                bail!("{flag} sets the latency probes, which only --latency sends: add --latency, or drop {flag}");
+            }
             return Ok(match load {
                 crate::runner::Load::Tcp(t) => TestSpec::Tcp(t),
                 crate::runner::Load::Udp(t) => TestSpec::Udp(t),
@@ -273,6 +311,46 @@ impl From<FlowModeArg> for FlowMode {
     }
 }
 
+/// Rules of the fw DUT's forward chain unless `--fw-rules` says.
+pub const DEFAULT_FW_RULES: u32 = 100;
+
+/// Flows when a multi-flow mode is chosen and `--flows` is not given.
+pub const DEFAULT_FLOWS: u16 = 16;
+
+/// Where a flow mode came from, for the error that names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModeSource {
+    /// `--flow-mode`.
+    Flag,
+    /// A named profile (`--profile bench` is one flow).
+    Profile,
+    /// Nobody chose: the command's default.
+    Default,
+}
+
+/// The flow mode and flow count. `--flows N` with N > 1 is never dropped
+/// in silence: with the default mode (one flow) it picks `ports` (the
+/// source port varies, which works between any two hosts), and with a
+/// one-flow mode that the user chose it is an error naming the flag.
+pub fn flows(mode: FlowMode, source: ModeSource, flows: Option<u16>) -> Result<(FlowMode, u16)> {
+    match (mode, flows) {
+        (_, Some(0)) => bail!("--flows 0: give at least 1 flow"),
+        (FlowMode::One, Some(n)) if n > 1 => match source {
+            ModeSource::Default => Ok((FlowMode::Ports, n)),
+            ModeSource::Flag => bail!(
+                "--flows {n} with --flow-mode one: that mode sends a single flow; use \
+                 --flow-mode ports (source ports vary; var1/var2 in a lab) or drop --flows"
+            ),
+            ModeSource::Profile => bail!(
+                "--flows {n}: this profile sends a single flow; add --flow-mode ports \
+                 (source ports vary; var1/var2 in a lab) or drop --flows"
+            ),
+        },
+        (FlowMode::One, _) => Ok((FlowMode::One, 1)),
+        (m, n) => Ok((m, n.unwrap_or(DEFAULT_FLOWS))),
+    }
+}
+
 pub fn direction(e: &Endpoints) -> Direction {
     if e.bidir {
         Direction::Both
@@ -283,15 +361,26 @@ pub fn direction(e: &Endpoints) -> Direction {
     }
 }
 
+/// The address a `--target` stands for: the address given, or the one its
+/// name resolved to (said on stderr, so the run shows what it used).
+pub fn resolve_target(t: &HostAddr, ipv6: bool) -> Result<IpAddr> {
+    let a = t.pick(ipv6)?;
+    if let Some(name) = &t.name {
+        eprintln!("target {name}: using {a}");
+    }
+    Ok(a)
+}
+
 pub fn pair(e: &Endpoints, common: &Common) -> Result<Pair> {
-    check_destination(e.target, &common.allow_target).map_err(|m| anyhow!(m))?;
+    let target = resolve_target(&e.target, e.ipv6)?;
+    check_destination(target, &common.allow_target).map_err(|m| anyhow!(m))?;
     if let Some(c) = e.client_address {
         check_destination(c, &common.allow_target).map_err(|m| anyhow!(m))?;
     }
     Ok(Pair {
         client: Endpoint::parse(&e.client).map_err(|m| anyhow!("--client: {m:#}"))?,
         server: Endpoint::parse(&e.server).map_err(|m| anyhow!("--server: {m:#}"))?,
-        target: e.target,
+        target,
         client_address: e.client_address,
     })
 }

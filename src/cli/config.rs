@@ -27,6 +27,8 @@ pub struct RunOpts {
     pub write_results: bool,
     pub json: bool,
     pub progress: bool,
+    /// `--interval`: a line per this many seconds of each test.
+    pub interval_s: Option<f64>,
     /// Destinations allowed beyond loopback and the benchmarking ranges.
     pub allow_target: Vec<Cidr>,
     /// CPUs to pin to (first for senders, second for receivers); empty: any.

@@ -23,8 +23,8 @@ pub struct HttpArgs {
     #[arg(long, default_value = "local")]
     pub server: String,
     /// The server's address the client connects to (with --server).
-    #[arg(long, required_unless_present_any = ["url", "lab"])]
-    pub target: Option<IpAddr>,
+    #[arg(long, required_unless_present_any = ["url", "lab"], value_parser = super::parse::parse_host)]
+    pub target: Option<super::parse::HostAddr>,
     /// Build a namespace lab (gen -> routing DUT -> sink) and download across it:
     /// the client on gen, linerate's server on sink.
     #[arg(long, conflicts_with_all = ["target", "url", "client", "server"])]
@@ -36,7 +36,7 @@ pub struct HttpArgs {
     #[arg(long, conflicts_with_all = ["target", "matrix", "root", "size", "cold"])]
     pub url: Option<String>,
     /// Seconds to run.
-    #[arg(long, short = 't', default_value_t = 10.0)]
+    #[arg(long, short = 't', default_value_t = 10.0, value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub duration: f64,
     /// Connections (the matrix's second column; default 1, or 4 with --matrix).
     #[arg(long, short = 'c')]
@@ -69,7 +69,7 @@ pub struct HttpArgs {
     #[arg(long, requires = "root")]
     pub cold: bool,
     /// Seconds the server gives a client to send its request head.
-    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = super::parse::parse_secs)]
     pub request_timeout: f64,
     /// Run the T1 HTTP / T2 HTTPS / T3 HTTPS+kTLS × 1 / -c N connection matrix.
     #[arg(long)]
@@ -159,7 +159,9 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
         None => {
             let t = a
                 .target
+                .as_ref()
                 .ok_or_else(|| anyhow!("give --target ADDR (the server's), --url URL or --lab"))?;
+            let t = super::common::resolve_target(t, false)?;
             check_destination(t, &allow).map_err(|m| anyhow!(m))?;
             (None, a.tls || a.ktls, t)
         }

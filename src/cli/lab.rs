@@ -5,7 +5,7 @@ use super::config::{Command as Cmd, LabConfig};
 use super::parse::parse_pps_u64;
 use crate::lab::LabSpec;
 use crate::proto::{RxEngine, TxEngine};
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::Args;
 
 /// Flags of `linerate lab`.
@@ -14,9 +14,9 @@ pub struct LabArgs {
     /// What the DUT namespace does with the traffic.
     #[arg(long, value_enum, default_value = "route")]
     pub dut: DutArg,
-    /// Rules in the DUT's forward chain in fw mode (the last one matches).
-    #[arg(long, default_value_t = 100)]
-    pub fw_rules: u32,
+    /// Rules in the DUT's forward chain in fw mode (the last one matches; default 100).
+    #[arg(long, value_name = "N")]
+    pub fw_rules: Option<u32>,
     /// Short suite (about 20 s): no ramps or NDR/PDR searches.
     #[arg(long)]
     pub quick: bool,
@@ -24,7 +24,7 @@ pub struct LabArgs {
     #[arg(long)]
     pub no_search: bool,
     /// Seconds per test (overrides the suite's default).
-    #[arg(long)]
+    #[arg(long, value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub duration: Option<f64>,
     /// Add an IPv6 pass (2001:2::/48). IPv6 cannot carry a 64 B test frame; that pass uses 84 B.
     #[arg(long)]
@@ -132,9 +132,14 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
         opts.cpus = crate::lab::cores::default_cpus();
     }
     let threads = a.threads.unwrap_or(0);
+    if let Some(n) = a.fw_rules {
+        if a.dut != DutArg::Fw {
+            bail!("--fw-rules {n} sets the rules of the fw DUT: add --dut fw, or drop --fw-rules");
+        }
+    }
     let spec = LabSpec {
         dut: Some(a.dut.into()),
-        fw_rules: a.fw_rules,
+        fw_rules: a.fw_rules.unwrap_or(super::common::DEFAULT_FW_RULES),
         mtu: a.mtu,
         dut_loss_pct: a.dut_loss,
         dut_police_pps: a.dut_police,

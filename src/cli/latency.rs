@@ -29,7 +29,7 @@ pub struct LatencyArgs {
     #[arg(long, value_enum, default_value = "tcp")]
     pub load: LoadArg,
     /// Seconds of the loaded phase (the idle phases come on top: --idle).
-    #[arg(long, short = 't', default_value_t = 10.0)]
+    #[arg(long, short = 't', default_value_t = 10.0, value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub duration: f64,
     /// TCP streams of a tcp load.
     #[arg(long, short = 'P', default_value_t = 1)]
@@ -48,7 +48,10 @@ pub struct LatencyArgs {
 
 /// `linerate latency`: the load with probes around it.
 pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
-    let ipv6 = a.target.ipv6 || a.target.target.is_some_and(|t| t.is_ipv6());
+    let ipv6 = a.target.ipv6
+        || (a.target.target.as_ref())
+            .and_then(|t| t.pick(false).ok())
+            .is_some_and(|t| t.is_ipv6());
     let name = |kind: &str| format!("latency under {kind} load");
     let cpus = a.common.cpus.clone().map(|c| c.0).unwrap_or_default();
     let load = match a.load {
@@ -66,6 +69,8 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 congestion: None,
                 buffer_len: 128 * 1024,
                 allow: a.common.allow_target.clone(),
+                port: 0,
+                rate_bps: None,
             })
         }
         LoadArg::Udp => {
@@ -91,6 +96,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 tx_engine: TxEngine::Auto,
                 rx_engine: RxEngine::Auto,
                 threads: 1,
+                port: 0,
             })
         }
     };

@@ -152,6 +152,7 @@ pub fn base_test(p: &Profile, s: &Stream) -> Result<UdpTest> {
         tx_engine: s.tx_engine,
         rx_engine: s.rx_engine,
         threads: s.threads,
+        port: 0,
     })
 }
 

@@ -15,6 +15,7 @@ pub mod agent;
 pub mod app;
 pub mod common;
 pub mod config;
+pub mod hints;
 pub mod http;
 pub mod lab;
 pub mod latency;
@@ -94,6 +95,15 @@ pub fn to_config(command: Command) -> Result<Cmd> {
         Command::Lab(a) => lab::lab_config(&a),
         Command::Tcp(a) => {
             let (pair, spec) = tcp::tcp(&a)?;
+            // Endpoints on this host share its kernel: check --cc here. On
+            // ssh hosts (and in plans) their agent refuses it, naming the host.
+            let here =
+                |e: &crate::topology::Endpoint| !matches!(e, crate::topology::Endpoint::Ssh(_));
+            if let Some(cc) = &a.cc {
+                if here(&pair.client) && here(&pair.server) {
+                    tcp::check_cc(cc)?;
+                }
+            }
             Ok(Cmd::Pair(
                 pair,
                 spec,
@@ -154,6 +164,14 @@ pub fn to_config(command: Command) -> Result<Cmd> {
 mod tests {
     use super::*;
     use crate::topology::Endpoint;
+
+    /// Clap checks its definitions (duplicate short flags, bad
+    /// references) only in debug builds when parsing: check them always.
+    #[test]
+    fn flags_are_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
 
     #[test]
     fn ssh_options() {

@@ -20,13 +20,13 @@ pub struct MonitorArgs {
     #[arg(long = "icmp", value_name = "ADDR")]
     pub icmp: Vec<IpAddr>,
     /// Seconds per window: one NDJSON line per window and target.
-    #[arg(long, value_name = "SECS", default_value_t = 300.0)]
+    #[arg(long, value_name = "SECS", default_value_t = 300.0, value_parser = super::parse::parse_secs)]
     pub window: f64,
     /// Probes per window, spread evenly over it.
     #[arg(long, default_value_t = 20)]
     pub probes: u32,
     /// Stop after this many seconds (default: run until Ctrl-C or SIGTERM).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub duration: Option<f64>,
     /// Directory of the journal (monitor.ndjson, rotated to .1, .2, ...).
     #[arg(long, short = 'o', default_value = "linerate-monitor")]

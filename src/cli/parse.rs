@@ -12,6 +12,7 @@ use crate::model::units::Rate;
 use crate::proto::{FrameSpec, RxEngine, TxEngine};
 use anyhow::{anyhow, bail, Result};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
+use std::net::{IpAddr, ToSocketAddrs};
 
 pub fn parse_pps_u64(s: &str) -> Result<u64> {
     Ok(crate::model::units::parse_pps(s)?.round() as u64)
@@ -40,6 +41,111 @@ pub fn parse_frame(s: &str) -> Result<FrameSpec> {
         bail!("frame size {n} is outside 64..9000 bytes (FCS included)");
     }
     Ok(FrameSpec::Fixed(n))
+}
+
+/// A length of time in seconds: `10`, `1.5`, `10s`, `500ms`, `2m`, `1h`
+/// (a bare number is seconds, as it always was).
+pub fn parse_secs(s: &str) -> Result<f64> {
+    let t = s.trim();
+    let (num, mult) = [("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("h", 3600.0)]
+        .iter()
+        .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n, *m)))
+        .unwrap_or((t, 1.0));
+    let v: f64 = num.trim().parse().map_err(|_| {
+        anyhow!("'{s}' is not a duration: give seconds (10, 1.5) or a unit: 500ms, 10s, 2m, 1h")
+    })?;
+    if !(v.is_finite() && v >= 0.0) {
+        bail!("'{s}' is not a duration: it must be a positive number of seconds");
+    }
+    Ok(v * mult)
+}
+
+/// A `--target` as the user gave it: an address, or a host name resolved
+/// once here (the system resolver: /etc/hosts, then DNS) into the
+/// addresses it had then. [`HostAddr::pick`] chooses the one used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostAddr {
+    /// The name, when the user gave one rather than an address.
+    pub name: Option<String>,
+    /// Its addresses in the resolver's order (one when an address was given).
+    pub addrs: Vec<IpAddr>,
+}
+
+impl HostAddr {
+    /// An address given as such.
+    pub fn addr(a: IpAddr) -> Self {
+        HostAddr {
+            name: None,
+            addrs: vec![a],
+        }
+    }
+
+    /// The address to use: IPv4 unless `ipv6` is asked for or the name
+    /// has no IPv4 address.
+    pub fn pick(&self, ipv6: bool) -> Result<IpAddr> {
+        let v6 = self.addrs.iter().copied().find(IpAddr::is_ipv6);
+        let v4 = self.addrs.iter().copied().find(IpAddr::is_ipv4);
+        match (ipv6, v4, v6) {
+            (true, _, Some(a)) | (false, Some(a), _) | (false, None, Some(a)) => Ok(a),
+            (true, ..) => bail!(
+                "--ipv6 asks for IPv6 but --target {self} has only {}: drop --ipv6 or give an IPv6 target",
+                self.list()
+            ),
+            (false, None, None) => bail!("--target {self} has no address"),
+        }
+    }
+
+    fn list(&self) -> String {
+        let v: Vec<String> = self.addrs.iter().map(IpAddr::to_string).collect();
+        v.join(", ")
+    }
+}
+
+impl std::fmt::Display for HostAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.name {
+            Some(n) => write!(f, "{n}"),
+            None => write!(f, "{}", self.list()),
+        }
+    }
+}
+
+/// `198.18.0.2`, `2001:2::2`, `localhost` or any name the system resolves.
+pub fn parse_host(s: &str) -> Result<HostAddr> {
+    let t = s.trim();
+    if let Ok(a) = t
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<IpAddr>()
+    {
+        return Ok(HostAddr::addr(a));
+    }
+    let valid = !t.is_empty()
+        && t.len() <= 253
+        && t.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
+    if !valid {
+        bail!("'{s}' is neither an IP address nor a host name: give an address (198.18.0.2, 2001:2::2) or a name");
+    }
+    let mut addrs: Vec<IpAddr> = Vec::new();
+    let found = (t, 0u16).to_socket_addrs().map_err(|e| {
+        anyhow!(
+            "host name '{t}' does not resolve ({e}): check the spelling, /etc/hosts or DNS, \
+             or give the address itself"
+        )
+    })?;
+    for a in found {
+        if !addrs.contains(&a.ip()) {
+            addrs.push(a.ip());
+        }
+    }
+    if addrs.is_empty() {
+        bail!("host name '{t}' resolves to no address: give the address itself");
+    }
+    Ok(HostAddr {
+        name: Some(t.to_string()),
+        addrs,
+    })
 }
 
 /// A validated CPU list (a newtype so clap treats it as one value).
@@ -149,6 +255,62 @@ mod tests {
         assert!((pps("10G") - 14_880_952.38).abs() < 1.0);
         assert!(Rate::parse("150%").is_err());
         assert!(Rate::parse("lots").is_err());
+    }
+
+    #[test]
+    fn hosts() {
+        let a = parse_host("198.18.0.2").unwrap();
+        assert_eq!(
+            a.pick(false).unwrap(),
+            "198.18.0.2".parse::<IpAddr>().unwrap()
+        );
+        assert_eq!(
+            parse_host("[2001:2::2]")
+                .unwrap()
+                .pick(true)
+                .unwrap()
+                .to_string(),
+            "2001:2::2"
+        );
+        let l = parse_host("localhost").unwrap();
+        assert_eq!(l.name.as_deref(), Some("localhost"));
+        assert_eq!(l.pick(false).unwrap().to_string(), "127.0.0.1");
+        let both = HostAddr {
+            name: Some("both".into()),
+            addrs: vec!["::1".parse().unwrap(), "127.0.0.1".parse().unwrap()],
+        };
+        assert_eq!(both.pick(false).unwrap().to_string(), "127.0.0.1");
+        assert_eq!(both.pick(true).unwrap().to_string(), "::1");
+        let v6 = HostAddr {
+            name: Some("six".into()),
+            addrs: vec!["::1".parse().unwrap()],
+        };
+        assert_eq!(v6.pick(false).unwrap().to_string(), "::1");
+        let v4 = HostAddr {
+            name: Some("four".into()),
+            addrs: vec!["127.0.0.1".parse().unwrap()],
+        };
+        assert!(v4
+            .pick(true)
+            .unwrap_err()
+            .to_string()
+            .contains("--ipv6 asks for IPv6"));
+        let e = parse_host("no-such-host.invalid").unwrap_err().to_string();
+        assert!(e.contains("does not resolve"), "{e}");
+        assert!(parse_host("a b").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_secs("10").unwrap(), 10.0);
+        assert_eq!(parse_secs("1.5").unwrap(), 1.5);
+        assert_eq!(parse_secs("10s").unwrap(), 10.0);
+        assert_eq!(parse_secs("2m").unwrap(), 120.0);
+        assert_eq!(parse_secs("500ms").unwrap(), 0.5);
+        assert_eq!(parse_secs("1h").unwrap(), 3600.0);
+        assert!(parse_secs("10x").unwrap_err().to_string().contains("500ms"));
+        assert!(parse_secs("-1").is_err());
+        assert!(parse_secs("").is_err());
     }
 
     #[test]

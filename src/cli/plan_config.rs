@@ -20,7 +20,7 @@ use std::time::Duration;
 
 /// Flags a plan's test may not set: the plan says where traffic goes, and
 /// results and ssh settings belong to the whole run.
-const RUN_FLAGS: [&str; 19] = [
+const RUN_FLAGS: [&str; 21] = [
     "client",
     "server",
     "target",
@@ -31,6 +31,8 @@ const RUN_FLAGS: [&str; 19] = [
     "name",
     "json",
     "no-progress",
+    "interval",
+    "ipv6",
     "no-results",
     "allow-target",
     "ssh-config",
@@ -406,6 +408,7 @@ mod tests {
             write_results: false,
             json: false,
             progress: false,
+            interval_s: None,
             allow_target: vec![],
             cpus: vec![],
             ssh: Default::default(),
@@ -493,5 +496,32 @@ mod tests {
         );
         let e = load_text(&text).unwrap_err().to_string();
         assert!(e.contains(":12:12:") && e.contains("duration"), "{e}");
+    }
+
+    /// Issue 23: a bare rate in a plan is refused at its key, with units.
+    #[test]
+    fn plan_rates_need_units() {
+        let udp = |line: &str| {
+            format!("{HOSTS}[[test]]\nkind = \"udp\"\nfrom = \"gen1\"\nto = \"sink\"\n{line}\n")
+        };
+        let e = load_text(&udp("rate = 100000")).unwrap_err().to_string();
+        assert!(e.contains(":12:8:"), "{e}");
+        assert!(
+            e.contains("a rate needs a unit: 100000pps, 100kpps or 100kbps?"),
+            "{e}"
+        );
+        let e = load_text(&udp("rate = \"1.5mpps\""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(":12:8:") && e.contains("did you mean 1.5Mpps?"),
+            "{e}"
+        );
+        assert!(load_text(&udp("rate = \"1.5Mpps\"")).is_ok());
+        assert!(load_text(&udp("duration = \"2m\"")).is_ok());
+        let e = load_text(&udp("flows = 8\nflow_mode = \"one\""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--flow-mode ports"), "{e}");
     }
 }

@@ -21,16 +21,16 @@ pub struct RampArgs {
     #[arg(long, default_value = "1%", value_parser = parse_rate_arg)]
     pub warmup_rate: Rate,
     /// Warmup seconds.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub warmup: f64,
     /// Rate the ramp ends at: pps, L1 bit/s or % of the line rate.
     #[arg(long, default_value = "100%", value_parser = parse_rate_arg)]
     pub ramp_to: Rate,
     /// Ramp seconds (linear from 0 to --ramp-to).
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub ramp: f64,
     /// Seconds to hold --ramp-to after the ramp.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub hold: f64,
     /// Loss (%) above which a one-second sample counts as lossy.
     #[arg(long, default_value_t = 0.1)]

@@ -3,12 +3,12 @@
 
 use crate::cli::config::RunOpts;
 use crate::model::signals::interrupted;
+use crate::model::stdout;
 use crate::report::terminal::{self as report, ProgressLine};
 use crate::results::{self, RunDir, RunResults, RunStatus, TestResult, SCHEMA_VERSION};
 use crate::runner;
 use crate::topology::Hosts;
 use anyhow::Result;
-use std::io::Write;
 
 pub struct Run {
     pub results: RunResults,
@@ -53,7 +53,10 @@ impl Run {
         let run = Run {
             results,
             dir,
-            progress: ProgressLine::new(common.progress),
+            progress: match common.interval_s {
+                Some(s) => ProgressLine::new(common.progress).with_intervals(s, !common.json),
+                None => ProgressLine::new(common.progress),
+            },
             json: common.json,
         };
         run.save();
@@ -164,11 +167,12 @@ impl Run {
         }
         if self.json {
             eprint!("{table}");
-            let mut out = std::io::stdout().lock();
-            let _ = serde_json::to_writer_pretty(&mut out, &self.results);
-            let _ = writeln!(out);
+            match serde_json::to_string_pretty(&self.results) {
+                Ok(json) => stdout::println(&json),
+                Err(e) => eprintln!("error: encoding the results document as JSON: {e}"),
+            }
         } else {
-            print!("{table}");
+            stdout::print(&table);
         }
         if let Some(d) = &self.dir {
             if let Err(e) = crate::report::write_run_report(&d.path) {

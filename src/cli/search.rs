@@ -41,7 +41,7 @@ pub struct SearchArgs {
     #[arg(long, default_value = "100%", value_parser = parse_rate_arg)]
     pub max_rate: Rate,
     /// RFC 2544 trial seconds (the RFC asks for 60; shorter is labelled non-compliant).
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = 60.0, value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub trial: f64,
     /// RFC 2544: skip the §23 waits around trials (labelled non-compliant).
     #[arg(long)]
@@ -57,10 +57,10 @@ pub struct SearchArgs {
     #[arg(long = "goal", value_name = "NAME=LOSS%")]
     pub goals: Vec<String>,
     /// MLRsearch: final trial seconds.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub final_trial: f64,
     /// MLRsearch: trial seconds summed at a load before it is decided.
-    #[arg(long, default_value_t = 21.0)]
+    #[arg(long, default_value_t = 21.0, value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub duration_sum: f64,
     /// Relative width of the answer, % (MLRsearch goals; RFC 2544 resolution).
     #[arg(long, default_value_t = 0.5)]

@@ -46,10 +46,10 @@ pub struct ServeArgs {
     #[arg(long, requires = "root")]
     pub cold: bool,
     /// Seconds a client has to send a complete request head.
-    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = super::parse::parse_secs)]
     pub request_timeout: f64,
     /// Stop after this many seconds (default: until Ctrl-C).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub duration: Option<f64>,
 }
 

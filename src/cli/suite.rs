@@ -66,6 +66,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         tx_engine: args.tx_engine,
         rx_engine: args.rx_engine,
         threads: args.threads,
+        port: 0,
     };
     let tcp = |name: &str, streams: u16, ipv6: bool| TcpTest {
         name: name.into(),
@@ -77,6 +78,8 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         congestion: None,
         buffer_len: 128 * 1024,
         allow: allow.clone(),
+        port: 0,
+        rate_bps: None,
     };
     let log_dir = run.dir.as_ref().map(|r| r.path.join("agents"));
 

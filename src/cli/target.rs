@@ -2,9 +2,9 @@
 //! for the run, or endpoints you name) and what they send (`ProfileArgs`),
 //! and the bench command built from them.
 
-use super::common::{Common, DutArg, FlowModeArg};
+use super::common::{Common, DutArg, FlowModeArg, ModeSource, DEFAULT_FW_RULES};
 use super::config::{self, Bench, Command as Cmd, Pair, Profile, Stream, TestSpec};
-use super::parse::{parse_frame, parse_pps_u64};
+use super::parse::{parse_frame, parse_host, parse_pps_u64, HostAddr};
 use crate::engine::check_destination;
 use crate::lab::LabSpec;
 use crate::proto::FrameSpec;
@@ -22,38 +22,38 @@ pub struct TargetArgs {
     #[arg(long)]
     pub lab: bool,
     /// With --lab: no DUT, generator and sink back to back (measures the tester).
-    #[arg(long)]
+    #[arg(long, requires = "lab")]
     pub back_to_back: bool,
     /// With --lab: what the DUT does.
-    #[arg(long, value_enum, default_value = "route")]
+    #[arg(long, value_enum, default_value = "route", requires = "lab")]
     pub dut: DutArg,
-    /// With --lab --dut fw: rules in the forward chain.
-    #[arg(long, default_value_t = 100)]
-    pub fw_rules: u32,
+    /// With --lab --dut fw: rules in the forward chain (default 100).
+    #[arg(long, value_name = "N", requires = "lab")]
+    pub fw_rules: Option<u32>,
     /// With --lab: random loss the DUT applies, in %.
-    #[arg(long, value_name = "PERCENT")]
+    #[arg(long, value_name = "PERCENT", requires = "lab")]
     pub dut_loss: Option<f64>,
     /// With --lab: police the DUT to this many packets per second (a DUT of known capacity).
-    #[arg(long, value_name = "PPS", value_parser = parse_pps_u64)]
+    #[arg(long, value_name = "PPS", value_parser = parse_pps_u64, requires = "lab")]
     pub dut_police: Option<u64>,
     /// With --lab: shape the DUT's egress towards the sink with tc tbf, RATE[,QUEUE]
     /// (e.g. 20M,50ms): a bufferbloated DUT (see `linerate lab --dut-shape`).
-    #[arg(long, value_name = "RATE[,QUEUE]", value_parser = crate::lab::Shape::parse)]
+    #[arg(long, value_name = "RATE[,QUEUE]", value_parser = crate::lab::Shape::parse, requires = "lab")]
     pub dut_shape: Option<crate::lab::Shape>,
-    /// With --lab: test over IPv6.
+    /// With --lab: test over IPv6. Without: use the IPv6 address of a --target host name.
     #[arg(long)]
     pub ipv6: bool,
     /// Without --lab: where the generator runs (`local`, `ns:NAME` or `ssh://host`).
-    #[arg(long, default_value = "local")]
+    #[arg(long, default_value = "local", conflicts_with = "lab")]
     pub client: String,
     /// Without --lab: where the sink runs (`local`, `ns:NAME` or `ssh://host`).
-    #[arg(long, default_value = "local")]
+    #[arg(long, default_value = "local", conflicts_with = "lab")]
     pub server: String,
-    /// Without --lab: the sink's address.
-    #[arg(long)]
-    pub target: Option<IpAddr>,
+    /// Without --lab: the sink's address, or a host name (resolved once, IPv4 first).
+    #[arg(long, value_parser = parse_host)]
+    pub target: Option<HostAddr>,
     /// Without --lab: the generator's address (needed for --bidir).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "lab")]
     pub client_address: Option<IpAddr>,
 }
 
@@ -70,9 +70,10 @@ pub struct ProfileArgs {
     /// How flows differ (overrides the profile's); var1/var2 need --lab.
     #[arg(long, value_enum)]
     pub flow_mode: Option<FlowModeArg>,
-    /// Number of flows.
-    #[arg(long, default_value_t = 16)]
-    pub flows: u16,
+    /// Number of flows (default 16 in a multi-flow mode). With the default mode of one flow
+    /// (no --profile, no --flow-mode, no --lab), --flows N (N > 1) means --flow-mode ports.
+    #[arg(long, value_name = "N")]
+    pub flows: Option<u16>,
     /// Send both directions at once (loss and results per direction).
     #[arg(long)]
     pub bidir: bool,
@@ -102,10 +103,17 @@ pub fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
         if t.target.is_some() {
             bail!("--lab builds its own endpoints; drop --target (or drop --lab to test endpoints you name)");
         }
+        if let Some(n) = t.fw_rules {
+            if t.dut != DutArg::Fw || t.back_to_back {
+                bail!(
+                    "--fw-rules {n} sets the rules of the fw DUT: add --dut fw, or drop --fw-rules"
+                );
+            }
+        }
         return Ok(Bench::Lab {
             spec: LabSpec {
                 dut: (!t.back_to_back).then_some(t.dut.into()),
-                fw_rules: t.fw_rules,
+                fw_rules: t.fw_rules.unwrap_or(DEFAULT_FW_RULES),
                 mtu: 1500,
                 dut_loss_pct: t.dut_loss,
                 dut_police_pps: t.dut_police,
@@ -117,9 +125,10 @@ pub fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
             ipv6: t.ipv6,
         });
     }
-    let target = t.target.ok_or_else(|| {
+    let target = t.target.as_ref().ok_or_else(|| {
         anyhow!("say where to send: --target ADDR (with --client/--server), or --lab")
     })?;
+    let target = super::common::resolve_target(target, t.ipv6)?;
     check_destination(target, &common.allow_target).map_err(|m| anyhow!(m))?;
     Ok(Bench::Pair(Pair {
         client: Endpoint::parse(&t.client).map_err(|m| anyhow!("--client: {m:#}"))?,
@@ -189,8 +198,18 @@ impl ProfileArgs {
         if let Some(f) = self.frame_size {
             p.frame = f;
         }
-        if let Some(m) = self.flow_mode {
-            p.flow_mode = m.into();
+        let source = match (self.flow_mode, &self.profile) {
+            (Some(m), _) => {
+                p.flow_mode = m.into();
+                ModeSource::Flag
+            }
+            (None, Some(_)) => ModeSource::Profile,
+            (None, None) => ModeSource::Default,
+        };
+        let mode = super::common::flows(p.flow_mode, source, self.flows)?.0;
+        if mode != p.flow_mode {
+            p.flow_mode = mode;
+            p.name = String::new();
         }
         if p.name.is_empty() || self.frame_size.is_some() || self.flow_mode.is_some() {
             p = Profile::custom(p.frame, p.flow_mode);
@@ -200,12 +219,13 @@ impl ProfileArgs {
     /// The stream these flags describe. In the lab, senders are pinned to
     /// the first CPUs even without `--cpus` ([`crate::lab::cores`]).
     pub fn stream(&self, common: &Common, lab: bool) -> Stream {
+        let flows = self.flows.unwrap_or(super::common::DEFAULT_FLOWS);
         let mut cpus = common.cpus.clone().map(|c| c.0).unwrap_or_default();
         if lab && cpus.is_empty() {
             cpus = crate::lab::cores::default_cpus();
         }
         Stream {
-            flows: self.flows.max(1),
+            flows: flows.max(1),
             bidir: self.bidir,
             ipv6: false,
             cpus,

@@ -1,11 +1,14 @@
 //! `linerate udp`: its flags and the test they describe.
 
-use super::common::{direction, duration, pair, Common, Endpoints, FlowModeArg, ProbeArgs};
+use super::common::{
+    direction, duration, flows, pair, Common, Endpoints, FlowModeArg, ModeSource, ProbeArgs,
+};
 use super::config::{self, Pair, TestSpec};
 use super::parse::{parse_frame, parse_rate_arg};
 use crate::model::units::Rate;
 use crate::proto::{Direction, FrameSpec};
 use crate::proto::{RxEngine, TxEngine};
+use crate::results::FlowMode;
 use crate::runner::UdpTest;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
@@ -18,12 +21,14 @@ pub struct UdpArgs {
     /// Frame size in bytes including the 4-byte FCS (64..9000), or `imix` (64/594/1518 at 7:4:1).
     #[arg(long, default_value = "64", value_parser = parse_frame)]
     pub frame_size: FrameSpec,
-    /// How flows differ: one, ports (source port varies); var1/var2 need the lab.
-    #[arg(long, value_enum, default_value = "one")]
-    pub flow_mode: FlowModeArg,
-    /// Number of flows.
-    #[arg(long, default_value_t = 16)]
-    pub flows: u16,
+    /// How flows differ: one (the default), ports (source port varies); var1/var2 need the
+    /// lab's flow prefixes.
+    #[arg(long, value_enum)]
+    pub flow_mode: Option<FlowModeArg>,
+    /// Number of flows (default 16 in a multi-flow mode). Without --flow-mode, --flows N
+    /// (N > 1) sends N flows with --flow-mode ports.
+    #[arg(long, value_name = "N")]
+    pub flows: Option<u16>,
     /// Target rate: packets (1.5Mpps, 800kpps), L1 bit/s (5G, 100M) or % of the line rate (50%).
     /// Default: as fast as possible.
     #[arg(long, value_parser = parse_rate_arg)]
@@ -59,7 +64,7 @@ pub struct UdpArgs {
 /// `linerate udp`: the pair and the test.
 pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
     let pair = pair(&a.ends, &a.common)?;
-    let ipv6 = a.ends.target.is_ipv6();
+    let ipv6 = pair.target.is_ipv6();
     crate::engine::frame::check_frames(a.frame_size, ipv6).map_err(|m| anyhow!(m))?;
     let dir = direction(&a.ends);
     if dir != Direction::Forward && a.ends.client_address.is_none() {
@@ -71,12 +76,16 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
             a.common.line_rate,
         )
     });
+    let (flow_mode, flows) = match a.flow_mode {
+        Some(m) => flows(m.into(), ModeSource::Flag, a.flows)?,
+        None => flows(FlowMode::One, ModeSource::Default, a.flows)?,
+    };
     let t = UdpTest {
-        name: format!("udp {} {:?}", config::frame_name(a.frame_size), a.flow_mode).to_lowercase(),
+        name: format!("udp {} {:?}", config::frame_name(a.frame_size), flow_mode).to_lowercase(),
         ipv6,
         frame: a.frame_size,
-        flow_mode: a.flow_mode.into(),
-        flows: a.flows.max(1),
+        flow_mode,
+        flows,
         direction: dir,
         duration: duration(a.ends.duration)?,
         rate_pps: rate,
@@ -87,6 +96,7 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
         tx_engine: a.tx_engine,
         rx_engine: a.rx_engine,
         threads: a.threads.unwrap_or(0),
+        port: a.ends.port.unwrap_or(0),
     };
     Ok((pair, a.probes.wrap(crate::runner::Load::Udp(t))?))
 }

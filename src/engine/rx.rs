@@ -9,12 +9,14 @@ use super::xdp::sink::{self, Sink, SinkSpec};
 use super::EngineError;
 use super::{workers, JobCtx};
 use crate::proto::{EndpointSummary, RxEngine};
-use std::net::{IpAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 
 /// What a receiver job asks for.
 #[derive(Debug, Clone)]
 pub struct RxSpec {
     pub bind: IpAddr,
+    /// The port to receive on (0: any free one).
+    pub port: u16,
     pub flows: u16,
     pub cpus: Vec<usize>,
     pub threads: u16,
@@ -45,9 +47,9 @@ fn port_of(s: &UdpSocket) -> Result<u16, EngineError> {
 
 fn open_socket(spec: &RxSpec) -> Result<(Engine, u16), EngineError> {
     let n = workers::thread_count(spec.threads, &spec.cpus, usize::from(spec.flows));
-    let socks = udp::bind_receivers(spec.bind, n).map_err(EngineError::io(format!(
+    let socks = udp::bind_receivers(spec.bind, spec.port, n).map_err(EngineError::io(format!(
         "binding the UDP receiver on {}",
-        spec.bind
+        SocketAddr::new(spec.bind, spec.port)
     )))?;
     let port = port_of(
         socks
@@ -68,7 +70,7 @@ fn open_xdp(spec: &RxSpec) -> Result<(Engine, u16), EngineError> {
     let ifname = sink::interface_of(target)?;
     // The socket keeps the port, so no other process takes it and the
     // frames the sink passes on find a receiver instead of an ICMP error.
-    let sock = udp::bind_receivers(spec.bind, 1)
+    let sock = udp::bind_receivers(spec.bind, spec.port, 1)
         .map_err(EngineError::io(format!(
             "binding the UDP receiver on {}",
             spec.bind

@@ -19,10 +19,47 @@ use std::time::{Duration, Instant};
 const MAGIC: [u8; 4] = *b"LRT1";
 const IO_TIMEOUT: Duration = Duration::from_millis(200);
 
-pub fn listen(bind: IpAddr) -> io::Result<TcpListener> {
-    let l = TcpListener::bind(SocketAddr::new(bind, 0))?;
+/// Listens on `port` of `bind` (0: any free port).
+pub fn listen(bind: IpAddr, port: u16) -> io::Result<TcpListener> {
+    let l = TcpListener::bind(SocketAddr::new(bind, port))?;
     l.set_nonblocking(true)?;
     Ok(l)
+}
+
+/// What each stream's socket is set to, at both ends.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Tuning<'a> {
+    /// TCP congestion control (e.g. "bbr").
+    pub congestion: Option<&'a str>,
+    /// The highest rate a stream sends at, bytes/s (SO_MAX_PACING_RATE).
+    pub pacing_bytes_per_s: Option<u64>,
+}
+
+impl Tuning<'_> {
+    fn apply(&self, conn: &TcpStream) -> Result<(), EngineError> {
+        if let Some(cc) = self.congestion {
+            sys::set_congestion(conn.as_raw_fd(), cc).map_err(|e| {
+                EngineError::Invalid(format!(
+                    "congestion control '{cc}': {e}; this host's kernel lists what it has in \
+                     /proc/sys/net/ipv4/tcp_available_congestion_control (load a module with \
+                     modprobe tcp_{cc})"
+                ))
+            })?;
+        }
+        if let Some(rate) = self.pacing_bytes_per_s {
+            sys::set_max_pacing_rate(conn.as_raw_fd(), rate).map_err(EngineError::io(format!(
+                "pacing a TCP stream to {rate} bytes/s"
+            )))?;
+            // At most ~10 ms of the rate waits unsent in the socket: a full
+            // send buffer would go on arriving, paced, for a second or more
+            // after the test's end and inflate its goodput.
+            let lowat = (rate / 100).clamp(16 << 10, 4 << 20) as u32;
+            sys::set_notsent_lowat(conn.as_raw_fd(), lowat).map_err(EngineError::io(
+                "limiting a paced TCP stream's unsent bytes",
+            ))?;
+        }
+        Ok(())
+    }
 }
 
 struct Stream {
@@ -76,7 +113,7 @@ pub fn serve(
     expect: u16,
     duration: Duration,
     cpus: &[usize],
-    congestion: Option<&str>,
+    tuning: Tuning,
 ) -> Result<EndpointSummary, EngineError> {
     let accept_deadline = Instant::now() + Duration::from_secs(10);
     let mut streams = Vec::new();
@@ -93,18 +130,23 @@ pub fn serve(
                 conn.set_read_timeout(Some(Duration::from_secs(5)))
                     .map_err(EngineError::io("setting up a TCP stream"))?;
                 let mut h = [0u8; 8];
-                (&conn)
-                    .read_exact(&mut h)
-                    .map_err(EngineError::io("reading a TCP stream hello"))?;
+                (&conn).read_exact(&mut h).map_err(|e| {
+                    if e.kind() == io::ErrorKind::UnexpectedEof {
+                        // The client closes a stream it could not set up:
+                        // its own error says why.
+                        EngineError::Failed(
+                            "a TCP stream closed before its hello (the client side failed)".into(),
+                        )
+                    } else {
+                        EngineError::io("reading a TCP stream hello")(e)
+                    }
+                })?;
                 let (id, client_sends) = parse_hello(&h).ok_or_else(|| {
                     EngineError::Failed(
                         "a TCP connection on the test port did not speak linerate".into(),
                     )
                 })?;
-                if let Some(cc) = congestion {
-                    sys::set_congestion(conn.as_raw_fd(), cc)
-                        .map_err(EngineError::io(format!("congestion control '{cc}'")))?;
-                }
+                tuning.apply(&conn)?;
                 streams.push(Stream {
                     id,
                     sender: !client_sends,
@@ -135,7 +177,7 @@ pub fn connect(
     direction: Direction,
     duration: Duration,
     cpus: &[usize],
-    congestion: Option<&str>,
+    tuning: Tuning,
     buffer_len: usize,
 ) -> Result<EndpointSummary, EngineError> {
     let mut roles = Vec::new();
@@ -154,11 +196,7 @@ pub fn connect(
         let conn = TcpStream::connect_timeout(&target, Duration::from_secs(5)).map_err(
             EngineError::io(format!("connecting TCP stream {id} to {target}")),
         )?;
-        if let Some(cc) = congestion {
-            sys::set_congestion(conn.as_raw_fd(), cc).map_err(|e| {
-                EngineError::Invalid(format!("congestion control '{cc}': {e} (see /proc/sys/net/ipv4/tcp_available_congestion_control)"))
-            })?;
-        }
+        tuning.apply(&conn)?;
         (&conn)
             .write_all(&hello(id, client_sends))
             .map_err(EngineError::io(format!("starting TCP stream {id}")))?;

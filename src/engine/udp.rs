@@ -139,11 +139,11 @@ impl FlowTracker {
     }
 }
 
-/// Opens `threads` receiving sockets sharing one ephemeral port of `bind`
-/// (SO_REUSEPORT: the kernel spreads flows over them by address hash, one
-/// flow always to the same socket).
-pub fn bind_receivers(bind: IpAddr, threads: usize) -> io::Result<Vec<UdpSocket>> {
-    let first = sys::udp_reuseport(SocketAddr::new(bind, 0))?;
+/// Opens `threads` receiving sockets sharing `port` of `bind` (0: one
+/// ephemeral port) (SO_REUSEPORT: the kernel spreads flows over them by
+/// address hash, one flow always to the same socket).
+pub fn bind_receivers(bind: IpAddr, port: u16, threads: usize) -> io::Result<Vec<UdpSocket>> {
+    let first = sys::udp_reuseport(SocketAddr::new(bind, port))?;
     let port = first.local_addr()?.port();
     let mut socks = vec![first];
     for _ in 1..threads.max(1) {

@@ -4,6 +4,7 @@
 
 use super::server::{ServeSpec, Server};
 use crate::model::signals::interrupted;
+use crate::model::stdout::outln;
 use crate::proto::http::Content;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
@@ -40,9 +41,9 @@ pub fn run(cfg: &ServeConfig) -> i32 {
         Content::Size(n) => format!("a generated object of {n} bytes at every path"),
         Content::Root(d) => format!("files under {}", d.display()),
     };
-    println!("linerate serve: listening on {scheme}://{addr}/ serving {what}");
+    outln!("linerate serve: listening on {scheme}://{addr}/ serving {what}");
     if let Some(c) = server.cache() {
-        println!(
+        outln!(
             "page cache: {} files, {} bytes {}",
             c.files,
             c.bytes,
@@ -59,19 +60,19 @@ pub fn run(cfg: &ServeConfig) -> i32 {
         } else {
             "from --cert"
         };
-        println!("TLS certificate ({origin}) SHA-256 fingerprint: {fp}");
+        outln!("TLS certificate ({origin}) SHA-256 fingerprint: {fp}");
         if let (Some(path), Some(pem)) = (&cfg.write_cert, &server.generated_pem) {
             match std::fs::write(path, pem) {
-                Ok(()) => println!("certificate written to {}", path.display()),
+                Ok(()) => outln!("certificate written to {}", path.display()),
                 Err(e) => eprintln!("warning: writing {}: {e}", path.display()),
             }
         }
         match &server.ktls_probe {
             Some(Ok(())) => {
-                println!("kTLS: tls ULP present; records go through the kernel (sendfile)")
+                outln!("kTLS: tls ULP present; records go through the kernel (sendfile)")
             }
-            Some(Err(why)) => println!("kTLS: {why}; using user-space TLS (rustls)"),
-            None => println!("kTLS: off (--no-ktls); using user-space TLS (rustls)"),
+            Some(Err(why)) => outln!("kTLS: {why}; using user-space TLS (rustls)"),
+            None => outln!("kTLS: off (--no-ktls); using user-space TLS (rustls)"),
         }
     }
     let until = cfg.duration.map(|d| Instant::now() + d);
@@ -95,7 +96,7 @@ pub fn run(cfg: &ServeConfig) -> i32 {
         .iter()
         .map(|s| format!("{}×{}", s.count, s.status))
         .collect();
-    println!(
+    outln!(
         "served {} responses ({}), {} body bytes over {} connections in {:.1} s; {} connection errors; kTLS in use: {}",
         summary.requests,
         statuses.join(", "),

@@ -1,10 +1,12 @@
 //! The bottom layer of the main crate: what several features share and
 //! none owns. Line-rate arithmetic ([`units`]), the process-wide stop flag
-//! ([`signals`]), wall-clock formatting ([`clock`]), atomic file writes ([`files`])
-//! and the lab's topology record ([`lab`]). It imports nothing of the crate above it.
+//! ([`signals`]), wall-clock formatting ([`clock`]), atomic file writes ([`files`]),
+//! the lab's topology record ([`lab`]) and stdout that a closed pipe ends
+//! quietly ([`stdout`]). It imports nothing of the crate above it.
 
 pub mod clock;
 pub mod files;
 pub mod lab;
 pub mod signals;
+pub mod stdout;
 pub mod units;

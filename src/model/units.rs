@@ -60,28 +60,134 @@ pub fn udp_payload_for_frame(frame_size: u32, ipv6: bool) -> Option<u32> {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RateError {
     #[error(
-        "'{0}' is not a bit rate: use a number with an optional k/M/G/T suffix, e.g. 10G or 2.5G"
+        "'{0}' is not a bit rate: use a number with a k/M/G/T prefix, e.g. 10G, 2.5Gbps or 100Mbps"
     )]
     NotBitRate(String),
-    #[error("'{0}' is not a packet rate: use a number with an optional k/M/G suffix, e.g. 1.5M or 800kpps")]
+    #[error("'{0}' is not a packet rate: use a number with an optional k/M/G prefix, e.g. 1.5Mpps or 800kpps")]
     NotPacketRate(String),
     #[error("'{0}' is not a percentage")]
     NotPercentage(String),
     #[error("'{0}': a share of the line rate must be in (0, 100] %")]
     ShareOutOfRange(String),
-    #[error("'{0}' is not a rate: use 1.5Mpps, 5G (L1 bit/s) or 50%")]
+    #[error("'{0}' is not a rate: use packets (1.5Mpps, 800kpps), L1 bit/s (5G, 100Mbps) or a share of the line rate (50%)")]
     NotRate(String),
+    /// A bare number: packets or bits per second, the reader cannot tell.
+    #[error("'{text}': a rate needs a unit: {suggestion}?")]
+    NeedsUnit { text: String, suggestion: String },
+    /// A prefix in the wrong case (`m` is milli, not mega).
+    #[error(
+        "'{text}': SI prefixes are case-sensitive ('{prefix}' is {meaning}); did you mean {fixed}?"
+    )]
+    Prefix {
+        text: String,
+        prefix: char,
+        meaning: &'static str,
+        fixed: String,
+    },
+    #[error("'{0}': the rate must be above zero (leave the rate out to send as fast as possible)")]
+    Zero(String),
 }
 
-/// Parses a rate such as `10G`, `2.5g`, `100M`, `1e9` or `25000000000` into bit/s.
+/// The unit a rate's text named.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Unit {
+    /// No unit at all (`100000`) or a prefix alone (`5G`).
+    None,
+    Pps,
+    Bps,
+}
+
+/// Splits `1.5Mpps` into (1.5e6, Pps, prefixed), checking the prefix's
+/// case: a lower-case `m` (milli), `g` or `t` (no SI prefix) is refused
+/// with the spelling that was meant; `K` is taken for kilo, as many tools
+/// write it. `None` when the text is no number with a unit at all.
+fn split_rate(text: &str) -> Result<Option<(f64, Unit, bool)>, RateError> {
+    let t = text.trim();
+    let end = t
+        .char_indices()
+        .find(|&(_, c)| !(c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-')))
+        .map_or(t.len(), |(i, _)| i);
+    let (num, rest) = t.split_at(end);
+    let Ok(v) = num.parse::<f64>() else {
+        return Ok(None);
+    };
+    if !v.is_finite() || v < 0.0 {
+        return Ok(None);
+    }
+    let lower = rest.to_ascii_lowercase();
+    let (prefix, unit) = if let Some(p) = lower.strip_suffix("pps") {
+        (&rest[..p.len()], Unit::Pps)
+    } else if let Some(p) = lower
+        .strip_suffix("bps")
+        .or_else(|| lower.strip_suffix("bit/s"))
+    {
+        (&rest[..p.len()], Unit::Bps)
+    } else {
+        (rest, Unit::None)
+    };
+    let mult = match prefix {
+        "" => 1.0,
+        "k" | "K" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "m" | "g" | "t" => {
+            return Err(RateError::Prefix {
+                text: text.to_string(),
+                prefix: prefix.chars().next().unwrap_or('m'),
+                meaning: if prefix == "m" {
+                    "milli, not mega"
+                } else {
+                    "no SI prefix"
+                },
+                fixed: format!(
+                    "{num}{}{}",
+                    prefix.to_ascii_uppercase(),
+                    &rest[prefix.len()..]
+                ),
+            });
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some((v * mult, unit, !prefix.is_empty())))
+}
+
+/// `100000` → "100000pps, 100kpps or 100kbps": the forms a bare number
+/// may have meant.
+fn unit_suggestion(num: &str, v: f64) -> String {
+    let (d, p) = match v {
+        v if v >= 1e9 => (1e9, "G"),
+        v if v >= 1e6 => (1e6, "M"),
+        v if v >= 1e3 => (1e3, "k"),
+        _ => (1.0, ""),
+    };
+    if p.is_empty() {
+        return format!("{num}pps or {num}kbps");
+    }
+    let short = format!("{:.3}", v / d);
+    let short = short.trim_end_matches('0').trim_end_matches('.');
+    format!("{num}pps, {short}{p}pps or {short}{p}bps")
+}
+
+/// Parses a bit rate such as `10G`, `2.5Gbps`, `100Mbit/s` or
+/// `25000000000` into bit/s. A bare number is bit/s here: only flags
+/// whose name says bit/s (`--line-rate`, `--dut-shape`) use this.
 pub fn parse_bps(s: &str) -> Result<f64, RateError> {
-    parse_si(s.trim_end_matches("bps").trim_end_matches("bit/s"))
-        .ok_or_else(|| RateError::NotBitRate(s.to_string()))
+    match split_rate(s)? {
+        Some((v, Unit::None | Unit::Bps, _)) if v > 0.0 => Ok(v),
+        Some((_, Unit::None | Unit::Bps, _)) => Err(RateError::Zero(s.to_string())),
+        _ => Err(RateError::NotBitRate(s.to_string())),
+    }
 }
 
-/// Parses a packet rate such as `1.5Mpps`, `800k` or `14880952`.
+/// Parses a packet rate such as `1.5Mpps`, `800k` or `14880952`, for
+/// flags whose name says packets (`--dut-police PPS`).
 pub fn parse_pps(s: &str) -> Result<f64, RateError> {
-    parse_si(s.trim_end_matches("pps")).ok_or_else(|| RateError::NotPacketRate(s.to_string()))
+    match split_rate(s)? {
+        Some((v, Unit::None | Unit::Pps, _)) if v > 0.0 => Ok(v),
+        Some((_, Unit::None | Unit::Pps, _)) => Err(RateError::Zero(s.to_string())),
+        _ => Err(RateError::NotPacketRate(s.to_string())),
+    }
 }
 
 /// A load as the user gave it: packets per second, an L1 bit rate, or a
@@ -94,7 +200,9 @@ pub enum Rate {
 }
 
 impl Rate {
-    /// Parses `1.5Mpps`, `5G` (L1 bit/s) or `50%` (of the line rate).
+    /// Parses `1.5Mpps`, `800kpps`, `5G` or `100Mbps` (L1 bit/s) or `50%`
+    /// (of the line rate). A bare number is refused: `--rate 100000` was
+    /// once read as 100 kbit/s, 33 pps of imix, by a user who meant packets.
     pub fn parse(s: &str) -> Result<Rate, RateError> {
         let t = s.trim();
         if let Some(p) = t.strip_suffix('%') {
@@ -102,17 +210,30 @@ impl Rate {
                 .trim()
                 .parse()
                 .map_err(|_| RateError::NotPercentage(s.to_string()))?;
+            if pct == 0.0 {
+                return Err(RateError::Zero(s.to_string()));
+            }
             if !(pct > 0.0 && pct <= 100.0) {
                 return Err(RateError::ShareOutOfRange(s.to_string()));
             }
             return Ok(Rate::LinePct(pct));
         }
-        if t.to_ascii_lowercase().ends_with("pps") {
-            return parse_pps(t).map(Rate::Pps);
+        let Some((v, unit, prefixed)) = split_rate(t)? else {
+            return Err(RateError::NotRate(s.to_string()));
+        };
+        if v == 0.0 {
+            return Err(RateError::Zero(s.to_string()));
         }
-        parse_bps(t)
-            .map(Rate::L1Bps)
-            .map_err(|_| RateError::NotRate(s.to_string()))
+        match unit {
+            Unit::Pps => Ok(Rate::Pps(v)),
+            Unit::Bps => Ok(Rate::L1Bps(v)),
+            // `5G`, `100M`: documented as L1 bit/s.
+            Unit::None if prefixed => Ok(Rate::L1Bps(v)),
+            Unit::None => Err(RateError::NeedsUnit {
+                text: s.to_string(),
+                suggestion: unit_suggestion(t, v),
+            }),
+        }
     }
 
     /// Packets per second for frames of `avg_frame` bytes on a line of
@@ -124,19 +245,6 @@ impl Rate {
             Rate::LinePct(pct) => line_rate_pps(line_rate_bps, avg_frame) * pct / 100.0,
         }
     }
-}
-
-fn parse_si(s: &str) -> Option<f64> {
-    let s = s.trim();
-    let (num, mult) = match s.char_indices().last()? {
-        (i, 'k' | 'K') => (&s[..i], 1e3),
-        (i, 'm' | 'M') => (&s[..i], 1e6),
-        (i, 'g' | 'G') => (&s[..i], 1e9),
-        (i, 't' | 'T') => (&s[..i], 1e12),
-        _ => (s, 1.0),
-    };
-    let v: f64 = num.trim().parse().ok()?;
-    (v.is_finite() && v > 0.0).then_some(v * mult)
 }
 
 /// Formats a rate with an SI prefix: `14.88 M`.
@@ -210,5 +318,45 @@ mod tests {
         assert!(parse_bps("fast").is_err());
         assert!(parse_bps("-1G").is_err());
         assert!(parse_pps("").is_err());
+        assert_eq!(parse_bps("1e9"), Ok(1e9));
+        assert_eq!(parse_bps("25000000000"), Ok(25e9));
+        assert_eq!(parse_bps("100Mbit/s"), Ok(100e6));
+        assert!(parse_bps("1.5mpps").is_err());
+    }
+
+    #[test]
+    fn rates_need_units_and_right_prefixes() {
+        assert_eq!(Rate::parse("1.5Mpps"), Ok(Rate::Pps(1.5e6)));
+        assert_eq!(Rate::parse("800kpps"), Ok(Rate::Pps(800e3)));
+        assert_eq!(Rate::parse("800Kpps"), Ok(Rate::Pps(800e3)));
+        assert_eq!(Rate::parse("1Gpps"), Ok(Rate::Pps(1e9)));
+        assert_eq!(Rate::parse("100000pps"), Ok(Rate::Pps(1e5)));
+        assert_eq!(Rate::parse("5G"), Ok(Rate::L1Bps(5e9)));
+        assert_eq!(Rate::parse("100M"), Ok(Rate::L1Bps(100e6)));
+        assert_eq!(Rate::parse("100Mbps"), Ok(Rate::L1Bps(100e6)));
+        assert_eq!(Rate::parse("100kbps"), Ok(Rate::L1Bps(100e3)));
+        assert_eq!(Rate::parse("2.5Gbps"), Ok(Rate::L1Bps(2.5e9)));
+        assert_eq!(Rate::parse("50%"), Ok(Rate::LinePct(50.0)));
+        let e = Rate::parse("100000").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "'100000': a rate needs a unit: 100000pps, 100kpps or 100kbps?"
+        );
+        let e = Rate::parse("1.5mpps").unwrap_err().to_string();
+        assert!(
+            e.contains("milli") && e.contains("did you mean 1.5Mpps?"),
+            "{e}"
+        );
+        let e = Rate::parse("100mbps").unwrap_err().to_string();
+        assert!(e.contains("did you mean 100Mbps?"), "{e}");
+        let e = Rate::parse("5g").unwrap_err().to_string();
+        assert!(e.contains("did you mean 5G?"), "{e}");
+        for zero in ["0pps", "0", "0%", "0G", "0.0Mpps"] {
+            let e = Rate::parse(zero).unwrap_err().to_string();
+            assert!(e.contains("must be above zero"), "{zero}: {e}");
+        }
+        assert!(matches!(Rate::parse("fast"), Err(RateError::NotRate(_))));
+        assert!(matches!(Rate::parse("5Xpps"), Err(RateError::NotRate(_))));
+        assert!(matches!(Rate::parse("-5Mpps"), Err(RateError::NotRate(_))));
     }
 }

@@ -34,6 +34,7 @@ pub mod figures;
 pub mod format;
 pub mod html;
 mod http;
+pub mod intervals;
 pub mod latency;
 pub mod matrix;
 pub mod profiles;
@@ -50,7 +51,6 @@ pub use run::{dut_mode, Run};
 use crate::model::files::write_atomic;
 use crate::results::RunResults;
 use anyhow::{bail, Context, Result};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// What `linerate report` is asked for (the command layer builds it from
@@ -140,13 +140,9 @@ fn report(args: &ReportArgs) -> Result<()> {
             );
         }
         _ => {
+            // A closed pipe (`| head`) is not a failure: `write_to` says Ok.
             let mut out = std::io::stdout().lock();
-            if let Err(e) = out.write_all(&bytes).and_then(|()| out.flush()) {
-                // A closed pipe (`| head`) is not a failure.
-                if e.kind() != std::io::ErrorKind::BrokenPipe {
-                    return Err(e).context("writing to stdout");
-                }
-            }
+            crate::model::stdout::write_to(&mut out, &bytes).context("writing to stdout")?;
         }
     }
     Ok(())

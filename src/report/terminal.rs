@@ -453,6 +453,8 @@ pub struct ProgressLine {
     enabled: bool,
     style: Style,
     loss: Mutex<LossSoFar>,
+    /// `--interval`: a line per period instead of the redrawn line.
+    lines: Option<super::intervals::IntervalLines>,
 }
 
 impl ProgressLine {
@@ -462,10 +464,22 @@ impl ProgressLine {
             enabled: enabled && tty,
             style: Style::detect(tty),
             loss: Mutex::new(LossSoFar::default()),
+            lines: None,
         }
     }
 
+    /// A line every `every_s` seconds (on stdout, or stderr when stdout
+    /// carries JSON), on a terminal or not; it replaces the redrawn line.
+    pub fn with_intervals(mut self, every_s: f64, to_stdout: bool) -> Self {
+        self.enabled = false;
+        self.lines = Some(super::intervals::IntervalLines::new(every_s, to_stdout));
+        self
+    }
+
     pub fn update(&self, p: &Progress) {
+        if let Some(l) = &self.lines {
+            l.update(p);
+        }
         if !self.enabled {
             return;
         }
@@ -494,6 +508,9 @@ impl ProgressLine {
     /// Without a live line (output not a terminal, or --no-progress), one
     /// line per finished test, so a long run shows it is alive.
     pub fn finished(&self, t: &crate::results::TestResult) {
+        if let Some(l) = &self.lines {
+            l.flush();
+        }
         if !self.enabled {
             eprintln!("{}", finished_line(t));
         }

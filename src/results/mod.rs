@@ -19,7 +19,7 @@ use crate::proto::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub const SCHEMA_VERSION: &str = "1.4.0";
+pub const SCHEMA_VERSION: &str = "1.5.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -188,6 +188,10 @@ pub struct TestParams {
     pub rate_profile: Option<crate::proto::RateProfile>,
     pub streams: Option<u16>,
     pub congestion: Option<String>,
+    /// TCP: each direction's --rate in bit/s (paced per stream with
+    /// SO_MAX_PACING_RATE); absent: unpaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_bps: Option<f64>,
     pub cpus: Vec<usize>,
     /// Which lab topology the test ran in (index into `labs`), if any.
     pub lab: Option<usize>,
@@ -455,6 +459,10 @@ pub struct DirectionResult {
     pub receiver_summary: EndpointSummary,
     /// Sender and receiver interval samples, paired by index.
     pub intervals: Vec<IntervalPair>,
+    /// The data port the traffic went to (the UDP receiver's or the TCP
+    /// server's), for ACLs and capture filters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]

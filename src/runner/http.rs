@@ -76,6 +76,7 @@ pub fn run_http(
         rate_profile: None,
         streams: Some(t.connections),
         congestion: None,
+        rate_bps: None,
         cpus: vec![],
         lab: ends.lab,
     };

@@ -125,6 +125,9 @@ pub struct UdpTest {
     pub tx_engine: TxEngine,
     /// How the receivers count them.
     pub rx_engine: RxEngine,
+    /// The receivers' UDP port (0: any free one); legs after the first
+    /// take the ports after it.
+    pub port: u16,
     /// Worker threads per side (0: each agent chooses).
     pub threads: u16,
 }
@@ -140,6 +143,37 @@ pub struct TcpTest {
     pub congestion: Option<String>,
     pub buffer_len: u32,
     pub allow: Vec<Cidr>,
+    /// The servers' port (0: any free one); pairs after the first take
+    /// the ports after it.
+    pub port: u16,
+    /// Each direction's rate in bit/s, split over its streams and set on
+    /// each as SO_MAX_PACING_RATE; none: unpaced.
+    pub rate_bps: Option<f64>,
+}
+
+/// The port of the `i`-th receiver or server of a test whose first is
+/// `port` (0: each picks a free one).
+pub fn nth_port(port: u16, i: usize) -> Result<u16> {
+    if port == 0 {
+        return Ok(0);
+    }
+    u16::try_from(usize::from(port) + i).map_err(|_| {
+        anyhow::anyhow!(
+            "--port {port}: the test needs {} ports from it, past 65535; give a lower port",
+            i + 1
+        )
+    })
+}
+
+impl TcpTest {
+    /// Each stream's pacing rate, bytes/s.
+    pub fn pacing_bytes_per_s(&self) -> Option<u64> {
+        self.rate_bps.map(|bps| {
+            (bps / 8.0 / f64::from(self.streams.max(1)))
+                .round()
+                .max(1.0) as u64
+        })
+    }
 }
 
 /// Live figures for the progress line.

@@ -34,6 +34,7 @@ pub fn run_tcp(
         rate_profile: None,
         streams: Some(t.streams),
         congestion: t.congestion.clone(),
+        rate_bps: t.rate_bps,
         cpus: t.cpus.clone(),
         lab: ends.lab,
     };
@@ -110,7 +111,7 @@ fn tcp_inner(
     record_pairs(
         ends,
         t,
-        &pairs,
+        (&pairs, &ports),
         &mut col,
         start_at.unwrap_or(0),
         (&before, &after),
@@ -153,13 +154,15 @@ fn start_servers(
         streams
     };
     let mut ports = Vec::new();
-    for p in pairs {
+    for (i, p) in pairs.iter().enumerate() {
         let port = jobs
             .start(
                 sink,
                 p.server_id,
                 Job::TcpListen {
                     bind: unspecified(t.ipv6),
+                    port: super::setup::nth_port(t.port, i)?,
+                    pacing_bytes_per_s: t.pacing_bytes_per_s(),
                     expect_streams: expect,
                     duration_ms: t.duration.as_millis() as u64,
                     interval_ms: INTERVAL_MS,
@@ -213,6 +216,7 @@ fn run_clients(
                 congestion: t.congestion.clone(),
                 buffer_len: t.buffer_len,
                 allow: t.allow.clone(),
+                pacing_bytes_per_s: t.pacing_bytes_per_s(),
             },
             start_at,
         )?;
@@ -272,15 +276,16 @@ fn run_clients(
 fn record_pairs(
     ends: &Ends,
     t: &TcpTest,
-    pairs: &[Pair],
+    pairs: (&[Pair], &[u16]),
     col: &mut Collected,
     start_ns: u64,
     (before, after): (&Snapshots, &Snapshots),
     result: &mut TestResult,
 ) {
     let sink = ends.sink.agent;
+    let (pairs, ports) = pairs;
     let mut legs_done = Vec::new();
-    for p in pairs {
+    for (p, &port) in pairs.iter().zip(ports) {
         let client = col.summary(p.client_id);
         let server = col.summary(p.server_id);
         let client_iv = col.intervals.remove(&p.client_id).unwrap_or_default();
@@ -294,6 +299,7 @@ fn record_pairs(
             };
             let mut d = direction(leg, txs, rxs, tx_iv, rx_iv, ends);
             d.start_offset_s = record::start_offset(ends.fleet, p.client_agent, &client, start_ns);
+            d.port = Some(port);
             let kernel = !ends.many() && t.direction != Direction::Both;
             checks(
                 ends,

@@ -40,6 +40,7 @@ pub fn run_udp(
         rate_profile: t.rate_profile.clone(),
         streams: None,
         congestion: None,
+        rate_bps: None,
         cpus: t.cpus.clone(),
         lab: ends.lab,
     };
@@ -65,12 +66,14 @@ fn udp_inner(
     let mut jobs = Jobs::new(ends.fleet);
     // Receivers first, so the first datagram already has a socket.
     let mut flows_of = HashMap::new();
-    for leg in &legs {
+    let mut port_of = HashMap::new();
+    for (i, leg) in legs.iter().enumerate() {
         let port = jobs.start(
             leg.rx_agent,
             leg.rx_id,
             Job::UdpReceive {
                 bind: unspecified(t.ipv6),
+                port: super::setup::nth_port(t.port, i)?,
                 flows: t.flows.max(1),
                 interval_ms: INTERVAL_MS,
                 cpus: pick_rx_cpus(&t.cpus, t.threads),
@@ -81,6 +84,7 @@ fn udp_inner(
             None,
         )?;
         let port = port.ok_or_else(|| anyhow!("the receiver reported no port"))?;
+        port_of.insert(leg.rx_id, port);
         let flows = super::build_flows(t.flow_mode, t.flows, t.ipv6, &leg.from, &leg.to, port)?;
         flows_of.insert(leg.tx_id, flows);
     }
@@ -189,7 +193,8 @@ fn udp_inner(
     record::udp_cross_checks(ends, &legs, &col, &before, &after, result);
     let start_ns = start_at.unwrap_or(0);
     for leg in &legs {
-        let d = direction(ends, leg, &mut col, &before, &after, frame, start_ns);
+        let mut d = direction(ends, leg, &mut col, &before, &after, frame, start_ns);
+        d.port = port_of.get(&leg.rx_id).copied();
         result.directions.push(d);
     }
     record::dut_loss(ends, &before, &after, result);
@@ -245,6 +250,7 @@ fn direction(
     let tx_iv = col.intervals.remove(&leg.tx_id).unwrap_or_default();
     let rx_iv = col.intervals.remove(&leg.rx_id).unwrap_or_default();
     DirectionResult {
+        port: None,
         direction: leg.name.clone(),
         sender: ends.role(leg.tx_agent),
         receiver: ends.role(leg.rx_agent),

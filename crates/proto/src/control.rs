@@ -228,12 +228,19 @@ pub enum NetOp {
 pub enum Job {
     TcpListen {
         bind: IpAddr,
+        /// The port to listen on; 0 (and older controllers) any free one.
+        #[serde(default)]
+        port: u16,
         /// Connections to expect (streams × directions).
         expect_streams: u16,
         duration_ms: u64,
         interval_ms: u64,
         cpus: Vec<usize>,
         congestion: Option<String>,
+        /// The highest rate each stream this end sends may have, bytes/s
+        /// (SO_MAX_PACING_RATE); none: unpaced.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pacing_bytes_per_s: Option<u64>,
     },
     TcpConnect {
         target: SocketAddr,
@@ -245,9 +252,15 @@ pub enum Job {
         congestion: Option<String>,
         buffer_len: u32,
         allow: Vec<Cidr>,
+        /// As for `TcpListen`: each sending stream's highest rate, bytes/s.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pacing_bytes_per_s: Option<u64>,
     },
     UdpReceive {
         bind: IpAddr,
+        /// The port to receive on; 0 (and older controllers) any free one.
+        #[serde(default)]
+        port: u16,
         flows: u16,
         interval_ms: u64,
         cpus: Vec<usize>,
@@ -487,12 +500,43 @@ mod tests {
             test: 8,
             job: Job::UdpReceive {
                 bind: "::".parse().unwrap(),
+                port: 5201,
                 flows: 16,
                 interval_ms: 1000,
                 cpus: vec![1],
                 threads: 1,
                 rx_engine: RxEngine::Xdp,
                 target: Some("2001:2::2".parse().unwrap()),
+            },
+            start_at_unix_ns: None,
+        });
+        round_trip(Request::Start {
+            test: 9,
+            job: Job::TcpListen {
+                bind: "0.0.0.0".parse().unwrap(),
+                port: 5201,
+                expect_streams: 2,
+                duration_ms: 1000,
+                interval_ms: 1000,
+                cpus: vec![0],
+                congestion: Some("bbr".into()),
+                pacing_bytes_per_s: Some(12_500_000),
+            },
+            start_at_unix_ns: None,
+        });
+        round_trip(Request::Start {
+            test: 10,
+            job: Job::TcpConnect {
+                target: "198.18.0.2:5201".parse().unwrap(),
+                streams: 2,
+                direction: Direction::Both,
+                duration_ms: 1000,
+                interval_ms: 1000,
+                cpus: vec![],
+                congestion: None,
+                buffer_len: 131072,
+                allow: vec![],
+                pacing_bytes_per_s: Some(6_250_000),
             },
             start_at_unix_ns: None,
         });
@@ -510,6 +554,7 @@ mod tests {
     fn a_receive_job_from_an_older_controller_counts_with_sockets() {
         let job = Job::UdpReceive {
             bind: "0.0.0.0".parse().unwrap(),
+            port: 7000,
             flows: 4,
             interval_ms: 1000,
             cpus: vec![],
@@ -522,13 +567,17 @@ mod tests {
         let fields = v.as_object_mut().unwrap();
         assert_eq!(fields["kind"], "udp_receive");
         assert!(fields.remove("rx_engine").is_some() && fields.remove("target").is_some());
+        assert!(fields.remove("port").is_some());
         let Ok(Job::UdpReceive {
-            rx_engine, target, ..
+            rx_engine,
+            target,
+            port,
+            ..
         }) = serde_json::from_value::<Job>(v)
         else {
             panic!("an older UdpReceive decodes");
         };
-        assert_eq!((rx_engine, target), (RxEngine::Socket, None));
+        assert_eq!((rx_engine, target, port), (RxEngine::Socket, None, 0));
     }
 
     #[test]

@@ -70,6 +70,25 @@ pub fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
     .map(drop)
 }
 
+/// Caps the rate a socket sends at, in bytes per second
+/// (SO_MAX_PACING_RATE): TCP paces its segments to it (internal pacing,
+/// or the fq qdisc). The kernel takes a 64-bit value since 4.20 and a
+/// 32-bit one before, so rates that fit 32 bits are passed as 32.
+pub fn set_max_pacing_rate(fd: RawFd, bytes_per_s: u64) -> io::Result<()> {
+    match u32::try_from(bytes_per_s) {
+        Ok(v) => setsockopt(fd, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &v),
+        Err(_) => setsockopt(fd, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &bytes_per_s),
+    }
+}
+
+/// Limits the bytes a TCP socket holds that it has not sent yet
+/// (TCP_NOTSENT_LOWAT): a writer blocks beyond it. A paced stream's
+/// send buffer would otherwise hold seconds of data at its rate, still
+/// arriving after the writer stopped.
+pub fn set_notsent_lowat(fd: RawFd, bytes: u32) -> io::Result<()> {
+    setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, &bytes)
+}
+
 /// The TCP_INFO fields linerate reports.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TcpInfo {
