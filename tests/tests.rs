@@ -9,6 +9,7 @@ mod util;
 
 mod adhoc;
 mod bottleneck;
+mod first_hour;
 mod http;
 mod lab;
 mod latency;

@@ -408,6 +408,7 @@ mod tests {
             progress: false,
             allow_target: vec![],
             cpus: vec![],
+            expect_loss: false,
             ssh: Default::default(),
         }
     }

@@ -96,8 +96,12 @@ pub fn verdicts(r: &RunResults, prefix: &str, charts: &[Chart]) -> String {
     for (i, t) in r.tests.iter().enumerate() {
         let Some(b) = &t.bottleneck else { continue };
         let tone = match b.kind {
-            BottleneckKind::TesterSender | BottleneckKind::TesterReceiver => "bad",
-            BottleneckKind::NoneSaturated | BottleneckKind::Dut => "ok",
+            BottleneckKind::TesterSender
+            | BottleneckKind::TesterReceiver
+            | BottleneckKind::NothingArrived => "bad",
+            BottleneckKind::NoneSaturated | BottleneckKind::Dut | BottleneckKind::RateLimited => {
+                "ok"
+            }
             _ => "warn",
         };
         s.push_str(&format!(

@@ -104,7 +104,15 @@ pub fn table_styled(r: &RunResults, style: Style) -> String {
                 .map(|c| format!("{:.0}", c.process_pct))
                 .unwrap_or_else(|| "-".into())
         };
-        if t.status != TestStatus::Ok {
+        // An interrupted test with figures shows them (partial, said in a
+        // note); one without, or a failed test, shows its status.
+        let partial = t.status == TestStatus::Interrupted && !t.directions.is_empty();
+        if partial {
+            if let Some(e) = &t.error {
+                notes.push((format!("{}: {e}", t.name), Tone::Warn));
+            }
+        }
+        if t.status != TestStatus::Ok && !partial {
             let mut row = vec![
                 plain(t.name.clone()),
                 plain("-".into()),
@@ -200,8 +208,12 @@ pub fn table_styled(r: &RunResults, style: Style) -> String {
         }
         if let Some(b) = &t.bottleneck {
             let tone = match b.kind {
-                BottleneckKind::TesterSender | BottleneckKind::TesterReceiver => Tone::Bad,
-                BottleneckKind::NoneSaturated | BottleneckKind::Dut => Tone::Plain,
+                BottleneckKind::TesterSender
+                | BottleneckKind::TesterReceiver
+                | BottleneckKind::NothingArrived => Tone::Bad,
+                BottleneckKind::NoneSaturated
+                | BottleneckKind::Dut
+                | BottleneckKind::RateLimited => Tone::Plain,
                 _ => Tone::Warn,
             };
             notes.push((format!("{}: {}", t.name, b.verdict), tone));
@@ -394,14 +406,14 @@ impl ProgressLine {
 
 /// `done: NAME: DIR RATE, loss X %; …` for one finished test.
 pub fn finished_line(t: &crate::results::TestResult) -> String {
-    if t.status != TestStatus::Ok {
+    let partial = t.status == TestStatus::Interrupted && !t.directions.is_empty();
+    if t.status != TestStatus::Ok && !partial {
         return format!(
-            "done: {}: {:?} ({})",
+            "done: {}: {} ({})",
             t.name,
-            t.status,
+            format!("{:?}", t.status).to_lowercase(),
             t.error.as_deref().unwrap_or("no detail")
-        )
-        .to_lowercase();
+        );
     }
     let dirs: Vec<String> = t
         .directions
@@ -421,7 +433,12 @@ pub fn finished_line(t: &crate::results::TestResult) -> String {
             ),
         })
         .collect();
-    format!("done: {}: {}", t.name, dirs.join("; "))
+    let cut = if partial {
+        "interrupted, partial: "
+    } else {
+        ""
+    };
+    format!("done: {}: {cut}{}", t.name, dirs.join("; "))
 }
 
 /// Which UDP send engine a test's senders ran, on one line ("tx engine:
