@@ -218,6 +218,14 @@ impl Agent {
                     Err(e) => error(format!("{e:#}")),
                 }
             }
+            Request::CheckTarget { addr } => {
+                let r = netops::reach::reach(addr);
+                Response::TargetCheck {
+                    addr,
+                    owned: r.owned,
+                    routed: r.routed,
+                }
+            }
             Request::Snapshot => match kernel::snapshot() {
                 Ok(snapshot) => Response::Snapshot { snapshot },
                 Err(e) => error(format!("reading kernel counters: {e}")),

@@ -90,6 +90,12 @@ fn pair_test(pair: &Pair, spec: &TestSpec, opts: &RunOpts, run: &mut Run) -> Res
     })();
     run.record_agents(&hosts);
     let (gen, sink) = spawned?;
+    crate::runner::check_target(
+        &mut hosts.fleet,
+        sink,
+        &pair.server.to_string(),
+        pair.target,
+    )?;
     let mut ends = Ends::new(
         &mut hosts.fleet,
         (gen, sink, None),

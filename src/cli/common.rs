@@ -67,6 +67,9 @@ pub struct Common {
     /// CPUs to pin to: the first for senders, the second for receivers (e.g. 0,1).
     #[arg(long, value_parser = parse_cpu_list)]
     pub cpus: Option<CpuList>,
+    /// A UDP test where no frame arrives passes (e.g. a firewall meant to drop it); without it, 100 % loss fails the test.
+    #[arg(long)]
+    pub expect_loss: bool,
     #[command(flatten)]
     pub ssh: SshArgs,
 }
@@ -128,6 +131,7 @@ impl Common {
             },
             allow_target: self.allow_target.clone(),
             cpus: self.cpus.clone().map(|c| c.0).unwrap_or_default(),
+            expect_loss: self.expect_loss,
             ssh: self.ssh.options()?,
         })
     }

@@ -33,6 +33,8 @@ pub struct RunOpts {
     pub allow_target: Vec<Cidr>,
     /// CPUs to pin to (first for senders, second for receivers); empty: any.
     pub cpus: Vec<usize>,
+    /// A UDP test that receives nothing passes (--expect-loss).
+    pub expect_loss: bool,
     /// How ssh hosts are reached.
     pub ssh: SshOptions,
 }

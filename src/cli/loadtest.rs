@@ -183,8 +183,7 @@ pub fn ramp_samples(
                 } else {
                     0.0
                 },
-                tester_limited: s.tx_target > 0
-                    && (s.tx_packets as f64) < 0.99 * s.tx_target as f64,
+                tester_limited: crate::results::bottleneck::sender_short(s.tx_packets, s.tx_target),
             })
         })
         .collect()

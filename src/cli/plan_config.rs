@@ -411,6 +411,7 @@ mod tests {
             interval_s: None,
             allow_target: vec![],
             cpus: vec![],
+            expect_loss: false,
             ssh: Default::default(),
         }
     }

@@ -15,6 +15,7 @@ pub struct Run {
     pub dir: Option<RunDir>,
     pub progress: ProgressLine,
     json: bool,
+    expect_loss: bool,
 }
 
 impl Run {
@@ -58,6 +59,7 @@ impl Run {
                 None => ProgressLine::new(common.progress),
             },
             json: common.json,
+            expect_loss: common.expect_loss,
         };
         run.save();
         if !common.allow_target.is_empty() {
@@ -119,7 +121,10 @@ impl Run {
     pub fn udp(&mut self, ends: &mut runner::Ends, t: &runner::UdpTest) {
         let progress = &self.progress;
         let mut cb = |p: &runner::Progress| progress.update(p);
-        let r = runner::run_udp(ends, t, self.dir.as_mut(), &mut cb);
+        let mut r = runner::run_udp(ends, t, self.dir.as_mut(), &mut cb);
+        if !self.expect_loss {
+            runner::fail_if_nothing_arrived(&mut r);
+        }
         self.add_test(r);
     }
 
@@ -187,7 +192,7 @@ impl Run {
             .any(|t| t.status != results::TestStatus::Ok);
         match (&error, interrupted()) {
             (_, true) => {
-                eprintln!("interrupted: the lab was torn down and partial results were kept");
+                eprintln!("{}", self.results.interrupted_note(self.dir.is_some()));
                 130
             }
             (Some(e), _) => {

@@ -9,6 +9,7 @@
 
 mod cmd;
 pub mod port;
+pub mod reach;
 
 use cmd::family;
 pub use cmd::{check_ifname, mac_string, run, run_output, set_neighbour, tool_exists};

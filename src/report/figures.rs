@@ -206,8 +206,8 @@ pub fn intervals(t: &TestResult, d: &DirectionResult) -> Vec<IntervalFigures> {
 pub fn verdict_tone(kind: crate::results::BottleneckKind) -> &'static str {
     use crate::results::BottleneckKind as K;
     match kind {
-        K::TesterSender | K::TesterReceiver => "bad",
-        K::NoneSaturated | K::Dut => "ok",
+        K::TesterSender | K::TesterReceiver | K::NothingArrived => "bad",
+        K::NoneSaturated | K::Dut | K::RateLimited => "ok",
         _ => "warn",
     }
 }

@@ -117,7 +117,15 @@ fn udp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
                 .map(|c| format!("{:.0}", c.process_pct))
                 .unwrap_or_else(|| "-".into())
         };
-        if t.status != TestStatus::Ok {
+        // An interrupted test with figures shows them (partial, said in a
+        // note); one without, or a failed test, shows its status.
+        let partial = t.status == TestStatus::Interrupted && !t.directions.is_empty();
+        if partial {
+            if let Some(e) = &t.error {
+                notes.push((format!("{}: {e}", t.name), Tone::Warn));
+            }
+        }
+        if t.status != TestStatus::Ok && !partial {
             failed_row(t, &mut c, notes);
             continue;
         }
@@ -212,7 +220,13 @@ fn tcp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
                 .map(|c| format!("{:.0}", c.process_pct))
                 .unwrap_or_else(|| "-".into())
         };
-        if t.status != TestStatus::Ok {
+        let partial = t.status == TestStatus::Interrupted && !t.directions.is_empty();
+        if partial {
+            if let Some(e) = &t.error {
+                notes.push((format!("{}: {e}", t.name), Tone::Warn));
+            }
+        }
+        if t.status != TestStatus::Ok && !partial {
             failed_row(t, &mut c, notes);
             continue;
         }
@@ -527,14 +541,14 @@ impl ProgressLine {
 
 /// `done: NAME: DIR RATE, loss X %; …` for one finished test.
 pub fn finished_line(t: &crate::results::TestResult) -> String {
-    if t.status != TestStatus::Ok {
+    let partial = t.status == TestStatus::Interrupted && !t.directions.is_empty();
+    if t.status != TestStatus::Ok && !partial {
         return format!(
-            "done: {}: {:?} ({})",
+            "done: {}: {} ({})",
             t.name,
-            t.status,
+            format!("{:?}", t.status).to_lowercase(),
             t.error.as_deref().unwrap_or("no detail")
-        )
-        .to_lowercase();
+        );
     }
     let dirs: Vec<String> = t
         .directions
@@ -554,7 +568,12 @@ pub fn finished_line(t: &crate::results::TestResult) -> String {
             ),
         })
         .collect();
-    format!("done: {}: {}", t.name, dirs.join("; "))
+    let cut = if partial {
+        "interrupted, partial: "
+    } else {
+        ""
+    };
+    format!("done: {}: {cut}{}", t.name, dirs.join("; "))
 }
 
 /// Which UDP send engine a test's senders ran, on one line ("tx engine:

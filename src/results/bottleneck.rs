@@ -37,6 +37,10 @@ pub struct Traffic {
     pub offered: u64,
     pub dut_lost: u64,
     pub tester_drops: u64,
+    /// Frames the rate asked for (`--rate`, a profile); 0 when unpaced.
+    pub asked: u64,
+    /// Frames the receivers counted.
+    pub received: u64,
 }
 
 impl Traffic {
@@ -45,7 +49,26 @@ impl Traffic {
     fn beyond_noise(&self, n: u64) -> bool {
         n >= 200 && n as f64 >= self.offered as f64 * LIMIT_SHARE
     }
+
+    /// A paced test whose senders offered what the rate asked for, within
+    /// counting noise: the rate, not the tester, set the load.
+    fn rate_met(&self) -> bool {
+        self.asked > 0 && !sender_short(self.offered, self.asked)
+    }
 }
+
+/// Whether a paced sender fell short of what its rate asked for by more
+/// than counting noise: at least [`SHORT_MIN_PACKETS`] packets and
+/// [`LIMIT_SHARE`] of the asked count. A one-packet shortfall at a low
+/// rate (the last frame of the window still due) is not a limit; an
+/// unpaced sender (`asked` 0) is never short.
+pub fn sender_short(offered: u64, asked: u64) -> bool {
+    let short = asked.saturating_sub(offered);
+    asked > 0 && short >= SHORT_MIN_PACKETS && short as f64 >= asked as f64 * LIMIT_SHARE
+}
+
+/// Fewer packets short than this is counting noise at any rate.
+pub const SHORT_MIN_PACKETS: u64 = 10;
 
 /// Lost at one place, this share of what was offered marks that place as
 /// the limit (the senders offered more than it passed).
@@ -179,6 +202,10 @@ fn verdict(loads: Vec<CpuLoad>, many_hosts: bool, traffic: Traffic) -> Bottlenec
         .copied()
         .filter(|c| c.busy_pct >= SATURATED_PCT)
         .collect();
+    // Nothing arrived: no core explains that, a path does.
+    if traffic.offered > 0 && traffic.received == 0 {
+        return nothing_arrived(&loads, traffic);
+    }
     // The frames say where the limit was when they were lost in numbers:
     // at the tester's receiving side (its own drops), or at the DUT while
     // the senders kept offering more.
@@ -187,6 +214,11 @@ fn verdict(loads: Vec<CpuLoad>, many_hosts: bool, traffic: Traffic) -> Bottlenec
     }
     if traffic.beyond_noise(traffic.dut_lost) {
         return frames_verdict(&loads, &full, many_hosts, traffic, true);
+    }
+    // The senders offered what --rate asked and it arrived: the rate set
+    // the load, whatever the cores did meanwhile.
+    if traffic.rate_met() {
+        return rate_verdict(&loads, &order, many_hosts, traffic);
     }
     // Among full cores, one running the tester's own threads explains the
     // limit first: the DUT's figure is then a floor.
@@ -253,6 +285,23 @@ fn verdict(loads: Vec<CpuLoad>, many_hosts: bool, traffic: Traffic) -> Bottlenec
                         name(c)
                     ),
                 )
+            } else if let Some(t) = spilled(&loads, c) {
+                // linerate's own thread, unpinned: its time is listed on the
+                // core it was last seen on, but it ran here too.
+                let kind = if is_sender(&t.name) {
+                    BottleneckKind::TesterSender
+                } else if is_receiver(&t.name) {
+                    BottleneckKind::TesterReceiver
+                } else {
+                    BottleneckKind::OtherWork
+                };
+                (
+                    kind,
+                    format!(
+                        "linerate's own {} {} (not pinned; it moved between cores) fills it",
+                        t.role, t.name
+                    ),
+                )
             } else {
                 (
                     BottleneckKind::OtherWork,
@@ -261,7 +310,7 @@ fn verdict(loads: Vec<CpuLoad>, many_hosts: bool, traffic: Traffic) -> Bottlenec
                 )
             };
             let mut text = format!("{} {:.0} %: {}: {why}", name(c), c.busy_pct, evidence(c));
-            if c.other_pct >= OTHER_NOTABLE_PCT {
+            if c.other_pct >= OTHER_NOTABLE_PCT && spilled(&loads, c).is_none() {
                 text.push_str(&format!(
                     "; {:.0} % of it went to other processes, so this measures a shared core: \
                      rerun on an idle host or give linerate cores of its own (--cpus)",
@@ -350,6 +399,78 @@ fn frames_verdict(
         kind,
         host: core.map(|c| c.host.clone()).unwrap_or_default(),
         cpu: core.map(|c| c.cpu),
+        host_cpus: loads.to_vec(),
+    }
+}
+
+/// A linerate engine thread of `c`'s host that cannot have spent all its
+/// time on the core it is listed on (that core's busy time outside softirq
+/// and IRQs is short of the linerate time listed there): an unpinned
+/// thread the scheduler moved, which is where `c`'s unexplained time went.
+/// `None` when `c`'s busy time is explained or no such thread exists.
+fn spilled<'a>(loads: &'a [CpuLoad], c: &CpuLoad) -> Option<&'a ThreadLoad> {
+    let unexplained =
+        c.busy_pct - c.softirq_pct - c.irq_pct - c.threads.iter().map(|t| t.cpu_pct).sum::<f64>();
+    if unexplained < OTHER_NOTABLE_PCT {
+        return None;
+    }
+    loads
+        .iter()
+        .filter(|o| o.host == c.host && o.cpu != c.cpu)
+        .filter_map(|o| {
+            let listed: f64 = o.threads.iter().map(|t| t.cpu_pct).sum();
+            let room = o.busy_pct - o.softirq_pct - o.irq_pct;
+            // Linerate time listed here that this core had no room for.
+            let excess = listed - room;
+            (excess >= unexplained / 2.0)
+                .then(|| o.threads.iter().find(|t| engine_share(t)))
+                .flatten()
+        })
+        .max_by(|a, b| a.cpu_pct.total_cmp(&b.cpu_pct))
+}
+
+/// The verdict of a paced test that met its rate with no loss beyond
+/// noise: the rate was the limit; the busiest core is evidence only.
+fn rate_verdict(loads: &[CpuLoad], order: &[&CpuLoad], many_hosts: bool, t: Traffic) -> Bottleneck {
+    let mut text = format!(
+        "limited by --rate: the asked rate was met ({} of {} frames asked were offered); \
+         neither the tester nor the DUT was the limit",
+        t.offered, t.asked
+    );
+    let busiest = order.first().copied();
+    if let Some(c) = busiest {
+        let name = if many_hosts {
+            format!("{} CPU{}", c.host, c.cpu)
+        } else {
+            format!("CPU{}", c.cpu)
+        };
+        text.push_str(&format!(
+            "; busiest {name} {:.0} %: {}",
+            c.busy_pct,
+            evidence(c)
+        ));
+    }
+    Bottleneck {
+        verdict: text,
+        kind: BottleneckKind::RateLimited,
+        host: busiest.map(|c| c.host.clone()).unwrap_or_default(),
+        cpu: busiest.map(|c| c.cpu),
+        host_cpus: loads.to_vec(),
+    }
+}
+
+/// The verdict when the senders offered frames and none was counted.
+fn nothing_arrived(loads: &[CpuLoad], t: Traffic) -> Bottleneck {
+    Bottleneck {
+        verdict: format!(
+            "no frame arrived: the receivers counted none of the {} frames offered, so no \
+             core limited this test; check that --target is an address of the server \
+             endpoint and that a route leads there",
+            t.offered
+        ),
+        kind: BottleneckKind::NothingArrived,
+        host: String::new(),
+        cpu: None,
         host_cpus: loads.to_vec(),
     }
 }
@@ -553,6 +674,8 @@ mod tests {
             offered: 13_000_000,
             dut_lost: 12_300_000,
             tester_drops: 0,
+            received: 700_000,
+            ..Default::default()
         };
         let v = analyse(&agents, 10.0, Some(dut)).unwrap();
         assert_eq!(v.kind, BottleneckKind::Dut, "{}", v.verdict);
@@ -563,6 +686,8 @@ mod tests {
             offered: 13_000_000,
             dut_lost: 0,
             tester_drops: 12_000_000,
+            received: 1_000_000,
+            ..Default::default()
         };
         let v = analyse(&agents, 10.0, Some(rx)).unwrap();
         assert_eq!(v.kind, BottleneckKind::TesterReceiver, "{}", v.verdict);
@@ -571,6 +696,8 @@ mod tests {
             offered: 13_000_000,
             dut_lost: 150,
             tester_drops: 0,
+            received: 12_999_850,
+            ..Default::default()
         };
         let v = analyse(&agents, 10.0, Some(noise)).unwrap();
         assert_eq!(v.kind, BottleneckKind::TesterSender, "{}", v.verdict);
@@ -703,5 +830,111 @@ mod tests {
             after: &s,
         }];
         assert!(analyse(&agents, 1.0, None).is_none());
+    }
+
+    /// Two cores with the sender's full: the 200 kpps case of issue 23.
+    fn full_sender(threads: Vec<ThreadTicks>) -> (Snapshot, Snapshot) {
+        let a = snap(
+            vec![
+                core(0, 1000, 1420, 680, 50_000, 10),
+                core(1, 1100, 600, 150, 50_750, 10),
+            ],
+            threads,
+        );
+        (before(), a)
+    }
+
+    #[test]
+    fn issue_23_a_met_rate_is_limited_by_the_rate_not_the_sender() {
+        let (b, a) = full_sender(vec![thread(9, "lr-udp-send", 970, 0)]);
+        let agents = [AgentCpu {
+            host: "lab".into(),
+            role: "gen".into(),
+            before: &b,
+            after: &a,
+        }];
+        // 199,999 of 200,000 pps asked over 10 s, no loss.
+        let met = Traffic {
+            offered: 1_999_990,
+            asked: 2_000_000,
+            received: 1_999_990,
+            ..Default::default()
+        };
+        let v = analyse(&agents, 10.0, Some(met)).unwrap();
+        assert_eq!(v.kind, BottleneckKind::RateLimited, "{}", v.verdict);
+        assert!(
+            v.verdict
+                .starts_with("limited by --rate: the asked rate was met"),
+            "{}",
+            v.verdict
+        );
+        assert!(
+            !v.verdict.contains("sender core is the limit"),
+            "{}",
+            v.verdict
+        );
+        // A real shortfall with the sender core full: the tester.
+        let short = Traffic {
+            offered: 1_500_000,
+            received: 1_500_000,
+            ..met
+        };
+        let v = analyse(&agents, 10.0, Some(short)).unwrap();
+        assert_eq!(v.kind, BottleneckKind::TesterSender, "{}", v.verdict);
+        // Everything lost: no core is blamed, the path is.
+        let none = Traffic {
+            dut_lost: 1_999_990,
+            received: 0,
+            ..met
+        };
+        let v = analyse(&agents, 10.0, Some(none)).unwrap();
+        assert_eq!(v.kind, BottleneckKind::NothingArrived, "{}", v.verdict);
+        assert!(!v.verdict.contains("sender"), "{}", v.verdict);
+    }
+
+    #[test]
+    fn issue_23_a_shortfall_within_counting_noise_is_not_a_limit() {
+        // 1 kpps for 3 s, one packet short: noise.
+        assert!(!sender_short(2_999, 3_000));
+        // Below 10 packets short is noise whatever the share.
+        assert!(!sender_short(91, 100));
+        // 10 short but under 1 %: noise.
+        assert!(!sender_short(599_000, 600_000));
+        // Both: a limit.
+        assert!(sender_short(590_000, 600_000));
+        assert!(sender_short(80, 100));
+        // Unpaced (nothing asked) is never short; more than asked is not.
+        assert!(!sender_short(5, 0));
+        assert!(!sender_short(3_001, 3_000));
+    }
+
+    #[test]
+    fn issue_23_linerate_threads_that_moved_are_not_another_process() {
+        let b = before();
+        // CPU1 full with nothing listed; the receiver's 950 ticks are
+        // listed on CPU0 (where it was last seen), which was only 20 % busy.
+        let a = snap(
+            vec![
+                core(0, 1100, 1100, 100, 50_800, 10),
+                core(1, 1600, 1000, 100, 50_000, 10),
+            ],
+            vec![thread(11, "lr-udp-recv", 950, 0)],
+        );
+        let agents = [AgentCpu {
+            host: "lab".into(),
+            role: "sink".into(),
+            before: &b,
+            after: &a,
+        }];
+        let v = analyse(&agents, 10.0, None).unwrap();
+        assert_eq!(v.cpu, Some(1));
+        assert_eq!(v.kind, BottleneckKind::TesterReceiver, "{}", v.verdict);
+        assert!(
+            v.verdict.contains("linerate's own sink lr-udp-recv"),
+            "{}",
+            v.verdict
+        );
+        assert!(!v.verdict.contains("other than linerate"), "{}", v.verdict);
+        assert!(!v.verdict.contains("other processes"), "{}", v.verdict);
     }
 }

@@ -131,6 +131,25 @@ pub enum RunStatus {
     Interrupted,
 }
 
+impl RunResults {
+    /// The last line of an interrupted run, in words that fit it: a lab
+    /// was torn down only when one was built; results were kept only when
+    /// they were written.
+    pub fn interrupted_note(&self, saved: bool) -> String {
+        let stopped = if self.labs.is_empty() {
+            "the agents' jobs were stopped"
+        } else {
+            "the lab was torn down"
+        };
+        let kept = if saved {
+            "the figures of the time that ran are kept in results.json (status interrupted)"
+        } else {
+            "the table above covers the time that ran"
+        };
+        format!("interrupted: {stopped}; {kept}")
+    }
+}
+
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct DoctorEntry {
     pub host: String,
@@ -305,6 +324,12 @@ pub enum BottleneckKind {
     /// No core was full: the limit is the DUT or the link.
     #[default]
     NoneSaturated,
+    /// A paced test offered what its rate asked for (within counting
+    /// noise) and lost nothing beyond noise: `--rate` set the load.
+    RateLimited,
+    /// Frames were offered and none arrived: a wrong target or a path
+    /// that drops everything, not a core.
+    NothingArrived,
 }
 
 /// One core of one host over a test, in % of that core.
@@ -444,8 +469,10 @@ pub struct DirectionResult {
     /// Packets the rate asked for (0 when sending as fast as possible).
     #[serde(default)]
     pub tx_target: u64,
-    /// The sender could not offer the asked rate (over 1 % short): the
-    /// figures measure the tester, not the DUT.
+    /// The sender could not offer the asked rate: short by more than
+    /// counting noise (at least 10 packets and 1 % of those asked, see
+    /// `bottleneck::sender_short`); the figures measure the tester, not
+    /// the DUT. Always false for unpaced tests.
     #[serde(default)]
     pub tester_limited: bool,
     /// Packets the tester dropped itself (socket overruns, drops on its own
@@ -554,5 +581,21 @@ mod tests {
             committed == json_schema(),
             "schema/results.schema.json is stale: run `linerate schema > schema/results.schema.json`"
         );
+    }
+
+    #[test]
+    fn issue_23_an_interrupted_run_says_what_it_stopped() {
+        let mut r: RunResults =
+            serde_json::from_str(include_str!("../../tests/fixtures/report/lab-both.json"))
+                .expect("fixture");
+        assert!(!r.labs.is_empty());
+        let lab = r.interrupted_note(true);
+        assert!(lab.contains("the lab was torn down"), "{lab}");
+        assert!(lab.contains("results.json"), "{lab}");
+        r.labs.clear();
+        let adhoc = r.interrupted_note(false);
+        assert!(!adhoc.contains("lab"), "{adhoc}");
+        assert!(adhoc.contains("the agents' jobs were stopped"), "{adhoc}");
+        assert!(adhoc.contains("the table above"), "{adhoc}");
     }
 }

@@ -3,7 +3,7 @@
 //! generator, and the result: goodput, requests, latency, TLS/kTLS per
 //! side, CPU split, and what bound the run.
 
-use super::jobs::{collect, Collected, Jobs, LiveSum};
+use super::jobs::{collect, collect_stopped, Collected, Jobs, LiveSum};
 use super::record::{self, delta_ns};
 use super::setup::{finish_test, unspecified, Ends, OnProgress, Progress, Side, INTERVAL_MS};
 use crate::proto::http::Content;
@@ -126,7 +126,7 @@ fn http_inner(
         result,
     )?;
     if !done {
-        bail!("interrupted before the test ended");
+        bail!("{}", super::setup::cut_short());
     }
     Ok(())
 }
@@ -287,7 +287,7 @@ fn download(
     } else {
         vec![ids.client]
     };
-    let _ = collect(
+    let _ = collect_stopped(
         jobs.fleet,
         &mut col,
         &wait,

@@ -124,9 +124,56 @@ pub(super) struct Collected {
 }
 
 impl Collected {
+    /// Job `id`'s summary: its own, or, for a job that never finished (an
+    /// interrupted run whose agent did not answer the stop in time), the
+    /// sum of the intervals it reported, so figures are partial, not zero.
     pub fn summary(&self, id: u32) -> EndpointSummary {
-        self.finished.get(&id).cloned().unwrap_or_default()
+        match self.finished.get(&id) {
+            Some(s) => s.clone(),
+            None => self
+                .intervals
+                .get(&id)
+                .map(|iv| summary_of_intervals(iv))
+                .unwrap_or_default(),
+        }
     }
+}
+
+/// A summary from interval samples alone: counters summed, elapsed time up
+/// to the last interval, TCP streams' bytes and retransmits summed (cwnd
+/// and RTT as last seen). Per-flow counters stay empty: intervals carry none.
+pub(super) fn summary_of_intervals(iv: &[IntervalSample]) -> EndpointSummary {
+    let mut s = EndpointSummary {
+        elapsed_s: iv.iter().map(|i| i.t_end).fold(0.0, f64::max),
+        ..Default::default()
+    };
+    for i in iv {
+        s.tx_packets += i.tx_packets;
+        s.tx_bytes += i.tx_bytes;
+        s.tx_errors += i.tx_errors;
+        s.tx_target += i.tx_target;
+        s.rx_packets += i.rx_packets;
+        s.rx_bytes += i.rx_bytes;
+        s.lost += i.lost;
+        s.reordered += i.reordered;
+        s.duplicates += i.duplicates;
+        for st in &i.streams {
+            match s
+                .streams
+                .iter_mut()
+                .find(|x| x.id == st.id && x.sender == st.sender)
+            {
+                Some(x) => {
+                    x.bytes += st.bytes;
+                    x.retransmits += st.retransmits;
+                    x.cwnd = st.cwnd;
+                    x.rtt_us = st.rtt_us;
+                }
+                None => s.streams.push(st.clone()),
+            }
+        }
+    }
+    s
 }
 
 /// Gathers reports until every id in `wait_for` finished, the deadline
@@ -137,13 +184,38 @@ pub(super) fn collect(
     col: &mut Collected,
     wait_for: &[u32],
     deadline: Instant,
+    on_sample: impl FnMut(u32, &IntervalSample),
+) -> Result<bool> {
+    gather(fleet, col, wait_for, deadline, true, on_sample)
+}
+
+/// Gathers the final reports of jobs that were told to stop, until each in
+/// `wait_for` finished or the deadline passes. A Ctrl-C does not cut this
+/// short: it is what collects the counts of an interrupted test (a second
+/// Ctrl-C still ends the process at once).
+pub(super) fn collect_stopped(
+    fleet: &mut Fleet,
+    col: &mut Collected,
+    wait_for: &[u32],
+    deadline: Instant,
+    on_sample: impl FnMut(u32, &IntervalSample),
+) -> Result<bool> {
+    gather(fleet, col, wait_for, deadline, false, on_sample)
+}
+
+fn gather(
+    fleet: &mut Fleet,
+    col: &mut Collected,
+    wait_for: &[u32],
+    deadline: Instant,
+    interruptible: bool,
     mut on_sample: impl FnMut(u32, &IntervalSample),
 ) -> Result<bool> {
     loop {
         if wait_for.iter().all(|id| col.finished.contains_key(id)) {
             return Ok(true);
         }
-        if interrupted() || Instant::now() > deadline {
+        if (interruptible && interrupted()) || Instant::now() > deadline {
             return Ok(false);
         }
         let Some((_, ev)) = fleet.next_event(Duration::from_millis(100))? else {
@@ -206,5 +278,55 @@ impl LiveSum {
             0.0
         };
         (pps, bps, loss)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::StreamSample;
+
+    fn sample(t: f64, tx: u64, rx: u64, stream_bytes: u64) -> IntervalSample {
+        IntervalSample {
+            t_start: t - 1.0,
+            t_end: t,
+            tx_packets: tx,
+            rx_packets: rx,
+            lost: tx - rx,
+            streams: vec![StreamSample {
+                id: 0,
+                sender: true,
+                bytes: stream_bytes,
+                retransmits: 1,
+                cwnd: t as u32,
+                rtt_us: 0,
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_unfinished_job_is_summed_from_its_intervals() {
+        let mut col = Collected::default();
+        col.intervals.insert(
+            7,
+            vec![sample(1.0, 100, 90, 1000), sample(2.0, 100, 100, 500)],
+        );
+        let s = col.summary(7);
+        assert_eq!((s.tx_packets, s.rx_packets, s.lost), (200, 190, 10));
+        assert_eq!(s.elapsed_s, 2.0);
+        assert_eq!(s.streams.len(), 1);
+        assert_eq!((s.streams[0].bytes, s.streams[0].retransmits), (1500, 2));
+        assert_eq!(s.streams[0].cwnd, 2);
+        // A finished job's own summary wins; an unknown one is empty.
+        col.finished.insert(
+            7,
+            EndpointSummary {
+                tx_packets: 5,
+                ..Default::default()
+            },
+        );
+        assert_eq!(col.summary(7).tx_packets, 5);
+        assert_eq!(col.summary(8), EndpointSummary::default());
     }
 }

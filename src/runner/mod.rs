@@ -8,7 +8,7 @@
 //! one receiver job), one per generator, instance and direction.
 //!
 //! Submodules: `setup` (ends, test specs, legs), `jobs` (starting,
-//! collecting and stopping jobs), `udp`, `tcp`, `http` and `latency` (the
+//! collecting and stopping jobs), `target` (the target sanity check), `udp`, `tcp`, `http` and `latency` (the
 //! test bodies), `record` (counters, CPU and aggregates).
 
 mod http;
@@ -16,11 +16,13 @@ mod jobs;
 pub mod latency;
 mod record;
 mod setup;
+mod target;
 mod tcp;
 mod udp;
 
 pub use http::{run_http, HttpServerSide, HttpTest, HttpUrl};
 pub use latency::{run_latency, LatencyTest, Load, ProbeOpts};
 pub use setup::{apply_line_rate, build_flows, Ends, OnProgress, Progress, Side, TcpTest, UdpTest};
+pub use target::check_target;
 pub use tcp::run_tcp;
-pub use udp::run_udp;
+pub use udp::{fail_if_nothing_arrived, run_udp};

@@ -230,6 +230,8 @@ pub(super) fn bottleneck(
         offered,
         dut_lost: result.directions.iter().map(|d| d.dut_lost).sum(),
         tester_drops: result.directions.iter().map(|d| d.tester_drops).sum(),
+        asked: result.directions.iter().map(|d| d.tx_target).sum(),
+        received: result.directions.iter().map(|d| d.rx_packets).sum(),
     });
     result.bottleneck = crate::results::bottleneck::analyse(&agents, traffic_s(col, legs), traffic);
 }

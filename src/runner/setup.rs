@@ -311,6 +311,19 @@ pub fn build_flows(
     Ok(flows)
 }
 
+/// Why a test that did not run to its end stopped early: the user's signal,
+/// or jobs that never reported their end.
+pub(super) fn cut_short() -> String {
+    if interrupted() {
+        "interrupted before the test ended (Ctrl-C or SIGTERM); the figures cover the time it ran"
+            .into()
+    } else {
+        "the test's jobs did not report their end in time (the agents stalled or the host is \
+         overloaded); the figures cover what they reported"
+            .into()
+    }
+}
+
 /// Runs a test body; an error marks the result failed (or interrupted).
 pub(super) fn finish_test(
     mut result: TestResult,

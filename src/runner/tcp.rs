@@ -2,7 +2,7 @@
 //! client with N streams, started together; goodput per direction from the
 //! receivers' byte counts, cross-checked against the kernel's.
 
-use super::jobs::{collect, Collected, Jobs, LiveSum};
+use super::jobs::{collect, collect_stopped, Collected, Jobs, LiveSum};
 use super::record::{self, delta_ns};
 use super::setup::INTERVAL_MS;
 use super::setup::{finish_test, legs, unspecified, Ends, Leg, OnProgress, Progress, TcpTest};
@@ -118,7 +118,7 @@ fn tcp_inner(
         result,
     );
     if !done {
-        bail!("interrupted before the test ended");
+        bail!("{}", super::setup::cut_short());
     }
     Ok(())
 }
@@ -260,7 +260,7 @@ fn run_clients(
             jobs.stop(p.client_agent, p.client_id, vec![]);
             jobs.stop(sink, p.server_id, vec![]);
         }
-        let _ = collect(
+        let _ = collect_stopped(
             jobs.fleet,
             &mut col,
             &all_ids,

@@ -1,7 +1,7 @@
 //! UDP packet-stream tests: receivers first, senders together, loss from
 //! sequence numbers, cross-checked against the kernel's counters.
 
-use super::jobs::{collect, Collected, Jobs, LiveSum};
+use super::jobs::{collect, collect_stopped, Collected, Jobs, LiveSum};
 use super::record::{self, delta_ns};
 use super::setup::{
     finish_test, legs, pick_rx_cpus, pick_tx_cpus, unspecified, Ends, Leg, OnProgress,
@@ -9,8 +9,9 @@ use super::setup::{
 use super::setup::{Progress, UdpTest, INTERVAL_MS};
 use crate::model::units;
 use crate::proto::{FlowTotal, Job, RateProfile};
+use crate::results::bottleneck::sender_short;
 use crate::results::{
-    pair_intervals, DirectionResult, FlowMode, Protocol, RunDir, TestParams, TestResult,
+    pair_intervals, DirectionResult, FlowMode, Protocol, RunDir, TestParams, TestResult, TestStatus,
 };
 use anyhow::{anyhow, bail, Result};
 use std::collections::HashMap;
@@ -152,6 +153,21 @@ fn udp_inner(
         t0 + lead + t.duration + Duration::from_secs(15),
         &mut on_sample,
     )?;
+    if !done {
+        // Cut short (Ctrl-C, or senders that never reported): stop the
+        // senders first and take their counts, so the receivers get the
+        // real totals and the loss is exact for the time that ran.
+        for leg in &legs {
+            jobs.stop(leg.tx_agent, leg.tx_id, vec![]);
+        }
+        collect_stopped(
+            jobs.fleet,
+            &mut col,
+            &tx_ids,
+            Instant::now() + Duration::from_secs(5),
+            &mut on_sample,
+        )?;
+    }
     // Let the last datagrams cross the DUT, then stop receivers with totals.
     std::thread::sleep(Duration::from_millis(200));
     for leg in &legs {
@@ -164,13 +180,10 @@ fn udp_inner(
                 tx_packets: f.tx_packets,
             })
             .collect();
-        if !done {
-            jobs.stop(leg.tx_agent, leg.tx_id, vec![]);
-        }
         jobs.stop(leg.rx_agent, leg.rx_id, totals);
     }
     let all_ids: Vec<u32> = tx_ids.iter().chain(&rx_ids).copied().collect();
-    collect(
+    collect_stopped(
         jobs.fleet,
         &mut col,
         &all_ids,
@@ -209,9 +222,36 @@ fn udp_inner(
         result.aggregate = Some(record::aggregate(ends, &legs, result, Some(frame)));
     }
     if !done {
-        bail!("interrupted before the test ended");
+        bail!("{}", super::setup::cut_short());
     }
     Ok(())
+}
+
+/// A direction whose senders offered frames and whose receivers counted
+/// none fails its test (100 % loss is a broken path or a wrong target, not
+/// a measurement); the caller skips this when the user expects it
+/// (`--expect-loss`). Search trials never call it: a trial above the DUT's
+/// limit may lose everything.
+pub fn fail_if_nothing_arrived(result: &mut TestResult) {
+    if result.status != TestStatus::Ok {
+        return;
+    }
+    let dead: Vec<String> = result
+        .directions
+        .iter()
+        .filter(|d| d.tx_packets > 0 && d.rx_packets == 0)
+        .map(|d| format!("{} ({} frames offered)", d.direction, d.tx_packets))
+        .collect();
+    if dead.is_empty() {
+        return;
+    }
+    result.status = TestStatus::Failed;
+    result.error = Some(format!(
+        "100 % loss: no frame arrived in {}; check that --target is an address of the server \
+         endpoint and that the path forwards to it, or pass --expect-loss when the test is \
+         meant to lose everything",
+        dead.join(", ")
+    ));
 }
 
 /// One leg's figures, with its cross-checks pushed onto `result`.
@@ -274,9 +314,9 @@ fn direction(
         line_rate_pct: 0.0,
         tx_errors: tx.tx_errors,
         tx_target: tx.tx_target,
-        // The sender fell more than 1 % short of what the rate asked for:
-        // this trial measured the tester, not the DUT.
-        tester_limited: tx.tx_target > 0 && (tx.tx_packets as f64) < 0.99 * tx.tx_target as f64,
+        // The sender fell short of what the rate asked for by more than
+        // counting noise: this trial measured the tester, not the DUT.
+        tester_limited: sender_short(tx.tx_packets, tx.tx_target),
         tester_drops,
         dut_lost: rx.lost.saturating_sub(tester_drops),
         retransmits: None,

@@ -192,6 +192,10 @@ impl Fleet {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         sys::die_with_parent(&mut cmd);
+        // Its own process group: a Ctrl-C at the terminal signals the whole
+        // foreground group, and must reach the controller alone, which then
+        // stops the agents' jobs and collects their counts (as iperf3 does).
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let what = if host == "local" {
             format!("the {role} agent")
         } else {
@@ -537,6 +541,7 @@ fn is_direct_answer(m: &Response, start_of: Option<u32>) -> bool {
         | Response::Configured
         | Response::Snapshot { .. }
         | Response::PortState { .. }
+        | Response::TargetCheck { .. }
         | Response::Time { .. } => true,
         Response::Started { test, .. } => Some(*test) == start_of,
         Response::Error { test: None, .. } => true,

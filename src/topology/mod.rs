@@ -206,11 +206,9 @@ impl Hosts {
             Netns::New => argv.extend(["--netns", "new"]),
             Netns::Named(n) => argv.extend(["--netns", n.as_str()]),
         }
-        let mut cmd = session.command(&argv);
-        // A Ctrl-C at the terminal goes to the controller alone, which
-        // stops the remote agents cleanly; ssh must not die of it first.
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        Ok(cmd)
+        // Fleet::spawn puts it in its own process group: a Ctrl-C at the
+        // terminal goes to the controller alone, not to ssh.
+        Ok(session.command(&argv))
     }
 
     /// Seconds each ssh connection took to come up, by host.

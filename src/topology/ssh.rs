@@ -222,6 +222,9 @@ impl SshSession {
             .stdout(Stdio::null())
             .stderr(log_file);
         crate::sys::die_with_parent(&mut cmd);
+        // Out of the terminal's process group, like the agents it carries:
+        // a Ctrl-C must not close the connection under a stopping run.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let master = cmd.spawn().map_err(|e| {
             anyhow!("{target}: cannot run ssh ({e}); linerate needs the OpenSSH client: install openssh-client")
         })?;

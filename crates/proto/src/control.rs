@@ -45,6 +45,11 @@ pub enum Request {
     },
     /// Read kernel counters (interfaces, UDP) and CPU time now.
     Snapshot,
+    /// Does the agent's namespace hold `addr`, or route to it other than
+    /// by its default route? Asked before traffic is aimed at a server.
+    CheckTarget {
+        addr: IpAddr,
+    },
     /// Describe a physical port in the namespace the agent started in and
     /// check that it may be taken (`force` skips the safety rules), before
     /// a [`NetOp::TakePort`]: the controller cannot see a remote host's ports.
@@ -104,6 +109,14 @@ pub enum Response {
     },
     Snapshot {
         snapshot: Snapshot,
+    },
+    /// The answer to [`Request::CheckTarget`]: `owned` when the address is
+    /// local there (assigned, or in a local route), `routed` when a route
+    /// more specific than the default leads to it.
+    TargetCheck {
+        addr: IpAddr,
+        owned: bool,
+        routed: bool,
     },
     /// A job runs; listeners say which data-plane port they opened.
     Started {
@@ -578,6 +591,17 @@ mod tests {
             panic!("an older UdpReceive decodes");
         };
         assert_eq!((rx_engine, target, port), (RxEngine::Socket, None, 0));
+    }
+
+    #[test]
+    fn target_checks_round_trip() {
+        let addr: IpAddr = "198.18.0.2".parse().unwrap();
+        round_trip(Request::CheckTarget { addr });
+        round_trip(Response::TargetCheck {
+            addr: "2001:2::2".parse().unwrap(),
+            owned: false,
+            routed: true,
+        });
     }
 
     #[test]

@@ -317,12 +317,15 @@ pub fn receive(
         std::thread::sleep(POLL);
         while sock.recv(&mut buf).is_ok() {}
         let now = Instant::now();
-        let t = sink.totals()?;
-        if clock.is_none() && t.packets > 0 {
+        // The sink counts in the kernel; this thread only wakes to read
+        // the maps: every poll until the first frame (intervals start
+        // there), then once per interval. Idle, it sleeps.
+        if clock.is_none() && sink.totals()?.packets > 0 {
             clock = Some(IntervalClock::new(now, ctx.interval));
         }
         if let Some(c) = clock.as_mut() {
             if let Some((a, b)) = c.due(now) {
+                let t = sink.totals()?;
                 // Loss per interval from the flows' merged state, exact
                 // however the frames spread over CPUs.
                 let missing = sink.merged()?.missing();
