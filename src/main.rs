@@ -23,6 +23,7 @@ fn main() -> ExitCode {
             cli::hints::with_hint(e, &text).exit()
         }
     };
+    linerate::report::columns::set_wide(cli.wide);
     let code = match cli.command {
         cli::Command::Agent(a) => {
             let (netns, limits) = cli::agent::agent(&a);

@@ -288,3 +288,54 @@ fn issue23_tcp_rate_paces_goodput() {
     let e = usage_error(&["tcp", "--target", "127.0.0.1", "--rate", "10kpps"]);
     assert!(e.contains("paces bytes"), "{e}");
 }
+
+/// The table fits COLUMNS (80, 100), says what it left out, and `--wide`
+/// prints every column; without a width (a pipe) nothing is cut.
+#[test]
+fn issue23_tables_fit_the_width_and_wide_shows_all() {
+    let _g = serial();
+    let table = |columns: Option<&str>, extra: &[&str]| {
+        let mut c = Command::new(bin());
+        c.args([
+            "udp",
+            "--target",
+            "127.0.0.1",
+            "--rate",
+            "2kpps",
+            "-t",
+            "1",
+            "--no-results",
+            "--no-progress",
+        ])
+        .args(extra)
+        .env_remove("COLUMNS");
+        if let Some(w) = columns {
+            c.env("COLUMNS", w);
+        }
+        let out = c.output().expect("running linerate");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let piped = table(None, &[]);
+    let widest = piped.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    assert!(
+        widest > 100,
+        "a pipe gets the whole table: {widest}\n{piped}"
+    );
+    assert!(piped.contains("CPU sink %"), "{piped}");
+    for w in [80usize, 100] {
+        let out = table(Some(&w.to_string()), &[]);
+        for l in out.lines() {
+            assert!(l.chars().count() <= w, "COLUMNS={w}: {l:?}\n{out}");
+        }
+        assert!(out.contains("Received pps"), "{out}");
+        assert!(out.contains("Left out to fit"), "{out}");
+    }
+    let wide = table(Some("80"), &["--wide"]);
+    assert!(wide.contains("CPU sink %"), "{wide}");
+    assert!(!wide.contains("Left out to fit"), "{wide}");
+}

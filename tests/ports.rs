@@ -346,7 +346,8 @@ fn start(rig: &Rig, base: &std::path::Path) -> (Child, Vec<u32>) {
     cmd.args(rig.args(b, &["--duration", "30"]))
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // Its own process group, so "kill everything" can reach the agents too.
+    // Its own process group, so "kill everything" reaches the controller
+    // and anything else it started in its group.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let child = cmd.spawn().unwrap();
     let t = Instant::now();
@@ -372,7 +373,8 @@ fn kill(sig: &str, target: &str) {
 }
 
 /// `sig` goes to the controller alone, or with `group` to its whole process
-/// group as a terminal's Ctrl-C does (the agents get it too).
+/// group as a terminal's Ctrl-C does (the agents, in process groups of
+/// their own, do not get it).
 fn interrupted_run_gives_ports_back(sig: &str, group: bool) {
     if !require_root() {
         return;
@@ -447,8 +449,14 @@ fn sigkill_of_everything_leaves_no_lab_and_destroys_veth_stand_ins() {
     let rig = Rig::with_dut();
     let base = tempdir(&format!("ports-killall-{}", rig.gen));
     let (mut child, agents) = start(&rig, &base);
-    let pgid = format!("-{}", child.id());
-    kill("-KILL", &pgid);
+    // Everything: the agents, which run in process groups of their own (a
+    // terminal's Ctrl-C reaches the controller alone), then the
+    // controller's group. Agents first: an agent that outlives its
+    // controller gives the ports back (see the controller-alone test).
+    for a in &agents {
+        kill("-KILL", &a.to_string());
+    }
+    kill("-KILL", &format!("-{}", child.id()));
     child.wait().unwrap();
     let ns = rig.ns.as_deref().unwrap();
     let t = Instant::now();

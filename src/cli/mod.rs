@@ -52,6 +52,11 @@ use clap::{Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Print every column of the tables, however wide the terminal (by
+    /// default they fit its width, or COLUMNS, dropping the least needed
+    /// columns and saying which)
+    #[arg(long, global = true)]
+    pub wide: bool,
 }
 
 #[derive(Subcommand, Debug)]
