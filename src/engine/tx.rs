@@ -31,12 +31,19 @@ const LIVE_UNPACED_BATCH: usize = 8192;
 /// due within this horizon at a time; its runs last about
 /// [`PACED_RUN_S`], so a run's frames are all inside it.
 const KERNEL_PACED_HORIZON_S: f64 = 2.0 * PACED_RUN_S;
-/// How late a kernel-paced frame may be and still be sent (at least one
-/// batch's worth): the gap between two runs (page pool set-up, the cursor
-/// written and read back) is 30-100 µs, and with only one batch allowed a
-/// 3 Mpps run gave up 2.6 % of its frames at those gaps (2-core VM, 6.18);
-/// with 100 µs, 0.04 %.
+/// How late a kernel-paced frame may be and still be sent: the later of
+/// [`KERNEL_PACED_LATE_FRAMES`] frames and this. The gap between two runs
+/// (page pool set-up, the cursor written and read back) is 30-100 µs, and
+/// with only 64 frames allowed a 3 Mpps run gave up 2.6 % of its frames at
+/// those gaps (2-core VM, 6.18); with 100 µs, 0.04 %.
 const KERNEL_PACED_LATE_S: f64 = 100e-6;
+/// Frames a kernel-paced sender may fall behind and catch up in one burst:
+/// half a veth's 256-frame ring, so a DUT draining it while the burst
+/// arrives does not overflow. In the lab the sender shares its core with
+/// the tester's real-time receive threads; with one batch (64) allowed,
+/// their preemptions made 1 % of a trial's frames late, marked trials
+/// tester-limited and capped searches there.
+const KERNEL_PACED_LATE_FRAMES: f64 = 128.0;
 /// The most frames one kernel-paced run is handed.
 const KERNEL_PACED_MOST: u64 = 65_536;
 /// Below this peak rate auto leaves paced runs to the packet engine: live
@@ -445,9 +452,10 @@ fn pace(
                 pacing = Some(Pacing {
                     first_due_ns: start_ns.saturating_add_signed(((t + wait) * 1e9) as i64),
                     gap_ns,
-                    // Late frames go out at once up to one batch or the
-                    // gap between two runs; later ones are given up.
-                    late_ns: (batch as f64 * gap_ns).max(KERNEL_PACED_LATE_S * 1e9) as u64,
+                    // Late frames go out at once up to half a veth ring or
+                    // the gap between two runs; later ones are given up.
+                    late_ns: (KERNEL_PACED_LATE_FRAMES * gap_ns).max(KERNEL_PACED_LATE_S * 1e9)
+                        as u64,
                 });
             } else {
                 if due < sent + 1 {
