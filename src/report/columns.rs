@@ -228,30 +228,24 @@ mod tests {
         s.to_string()
     }
 
+    fn sample() -> Vec<Column<()>> {
+        vec![
+            Column {
+                left: true,
+                ..col("Test", KEEP, &["a rather long test name here"])
+            },
+            col("Received", KEEP, &["1234567"]),
+            col("CPU", 1, &["99"]),
+            col("Drops", 5, &["0"]),
+            col("Loss %", 9, &["0.125"]),
+        ]
+    }
+
     #[test]
     fn columns_go_by_priority_blank_ones_first_then_the_first_is_cut() {
-        let cols = vec![
-            Column {
-                left: true,
-                ..col("Test", KEEP, &["a rather long test name here"])
-            },
-            col("Received", KEEP, &["1234567"]),
-            col("CPU", 1, &["99"]),
-            col("Drops", 5, &["0"]),
-            col("Loss %", 9, &["0.125"]),
-        ];
-        let full = render(&fit(cols, None).0, (), &plain);
+        let full = render(&fit(sample(), None).0, (), &plain);
         assert!(full.lines().all(|l| l.chars().count() <= 60), "{full}");
-        let cols = vec![
-            Column {
-                left: true,
-                ..col("Test", KEEP, &["a rather long test name here"])
-            },
-            col("Received", KEEP, &["1234567"]),
-            col("CPU", 1, &["99"]),
-            col("Drops", 5, &["0"]),
-            col("Loss %", 9, &["0.125"]),
-        ];
+        let cols = sample();
         // 28 + 8 + 3 + 5 + 6 + 8 gaps = 58: at 52 the blank Drops goes
         // first although CPU ranks lower; at 49 CPU; at 30 Loss %, then
         // the first column is cut to fit, with "…".

@@ -110,23 +110,8 @@ fn udp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
     ];
     let plain = |s: String| (s, Tone::Plain);
     for t in tests {
-        let cpu = |role: &str| {
-            t.cpu
-                .iter()
-                .find(|c| c.role == role)
-                .map(|c| format!("{:.0}", c.process_pct))
-                .unwrap_or_else(|| "-".into())
-        };
-        // An interrupted test with figures shows them (partial, said in a
-        // note); one without, or a failed test, shows its status.
-        let partial = t.status == TestStatus::Interrupted && !t.directions.is_empty();
-        if partial {
-            if let Some(e) = &t.error {
-                notes.push((format!("{}: {e}", t.name), Tone::Warn));
-            }
-        }
-        if t.status != TestStatus::Ok && !partial {
-            failed_row(t, &mut c, notes);
+        let cpu = |role: &str| cpu_pct(t, role);
+        if !has_rows(t, &mut c, notes) {
             continue;
         }
         for d in &t.directions {
@@ -213,21 +198,8 @@ fn tcp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
     ];
     let plain = |s: String| (s, Tone::Plain);
     for t in tests {
-        let cpu = |role: &str| {
-            t.cpu
-                .iter()
-                .find(|c| c.role == role)
-                .map(|c| format!("{:.0}", c.process_pct))
-                .unwrap_or_else(|| "-".into())
-        };
-        let partial = t.status == TestStatus::Interrupted && !t.directions.is_empty();
-        if partial {
-            if let Some(e) = &t.error {
-                notes.push((format!("{}: {e}", t.name), Tone::Warn));
-            }
-        }
-        if t.status != TestStatus::Ok && !partial {
-            failed_row(t, &mut c, notes);
+        let cpu = |role: &str| cpu_pct(t, role);
+        if !has_rows(t, &mut c, notes) {
             continue;
         }
         for d in &t.directions {
@@ -270,6 +242,32 @@ fn tcp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
         test_notes(t, notes);
     }
     c.into()
+}
+
+/// The CPU % of `role`'s agent over the test, "-" when not measured.
+fn cpu_pct(t: &TestResult, role: &str) -> String {
+    t.cpu
+        .iter()
+        .find(|c| c.role == role)
+        .map(|c| format!("{:.0}", c.process_pct))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// Whether `t` gets figure rows: an ok test, or an interrupted one with
+/// figures (partial, said in a note). A failed test, or an interrupted
+/// one without figures, gets its status row here instead.
+fn has_rows(t: &TestResult, c: &mut [Column<Tone>], notes: &mut Vec<(String, Tone)>) -> bool {
+    let partial = t.status == TestStatus::Interrupted && !t.directions.is_empty();
+    if partial {
+        if let Some(e) = &t.error {
+            notes.push((format!("{}: {e}", t.name), Tone::Warn));
+        }
+    }
+    if t.status != TestStatus::Ok && !partial {
+        failed_row(t, c, notes);
+        return false;
+    }
+    true
 }
 
 /// A test that did not run to the end: its name and status, the reason in
