@@ -74,9 +74,8 @@ pub trait Transmit: Send {
         &mut self,
         group: usize,
         msgs: &[Msg],
-        pacing: Pacing,
+        _pacing: Pacing,
     ) -> io::Result<(usize, u64)> {
-        let _ = pacing;
         self.send(group, msgs).map(|k| (k, 0))
     }
     /// "socket", "packet", "xdp" or "live", for results.

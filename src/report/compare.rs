@@ -96,33 +96,43 @@ fn spread(v: &[f64]) -> Option<(f64, f64)> {
     Some((var.sqrt(), mean))
 }
 
-/// A direction's noise for `key`: interval-to-interval spread of the
-/// received rate in % of its mean, or of the loss in pp.
-fn noise_of(
-    t: &crate::results::TestResult,
-    d: &crate::results::DirectionResult,
-    key: &str,
-) -> Option<f64> {
-    let iv = figures::intervals(t, d);
-    let iv: Vec<_> = iv.iter().filter(|f| f.complete).collect();
-    match key {
-        "loss_ratio" => {
-            let v: Vec<f64> = iv
-                .iter()
-                .filter_map(|f| f.loss_ratio)
-                .map(|l| l * 100.0)
-                .collect();
-            spread(&v).map(|(sd, _)| sd)
+/// A direction's noise from its complete intervals: the spread of the
+/// received rate in % of its mean, and of the loss in pp.
+#[derive(Clone, Copy, Default)]
+struct Noise {
+    rate: Option<f64>,
+    loss: Option<f64>,
+}
+
+impl Noise {
+    fn of(t: &crate::results::TestResult, d: &crate::results::DirectionResult) -> Noise {
+        let tcp = is_tcp(t);
+        let iv: Vec<_> = figures::intervals(t, d)
+            .into_iter()
+            .filter(|f| f.complete)
+            .collect();
+        let loss: Vec<f64> = iv
+            .iter()
+            .filter_map(|f| f.loss_ratio)
+            .map(|l| l * 100.0)
+            .collect();
+        let rate: Vec<f64> = iv
+            .iter()
+            .filter_map(|f| if tcp { f.rx_l2_bps } else { f.rx_pps })
+            .collect();
+        Noise {
+            rate: spread(&rate).and_then(|(sd, mean)| (mean > 0.0).then(|| sd / mean * 100.0)),
+            loss: spread(&loss).map(|(sd, _)| sd),
         }
-        "rx_pps" | "rx_l2_bps" => {
-            let tcp = is_tcp(t);
-            let v: Vec<f64> = iv
-                .iter()
-                .filter_map(|f| if tcp { f.rx_l2_bps } else { f.rx_pps })
-                .collect();
-            spread(&v).and_then(|(sd, mean)| (mean > 0.0).then(|| sd / mean * 100.0))
+    }
+
+    /// The noise of the figure `key` (none for counts).
+    fn of_figure(self, key: &str) -> Option<f64> {
+        match key {
+            "loss_ratio" => self.loss,
+            "rx_pps" | "rx_l2_bps" => self.rate,
+            _ => None,
         }
-        _ => None,
     }
 }
 
@@ -169,10 +179,15 @@ fn groups(runs: &[Run]) -> Vec<Group> {
                 row("loss", "loss_ratio", loss_text, vals(&|_, d| d.loss_ratio)),
             ]
         };
+        // Each run's intervals are read once for all of the group's rows.
+        let noise: Vec<Option<Noise>> = found
+            .iter()
+            .map(|x| x.map(|(t, d)| Noise::of(t, d)))
+            .collect();
         for r in &mut rows {
-            r.noise = found
+            r.noise = noise
                 .iter()
-                .map(|x| x.and_then(|(t, d)| noise_of(t, d, r.key)))
+                .map(|n| n.and_then(|n| n.of_figure(r.key)))
                 .collect();
         }
         out.push(Group {
