@@ -18,7 +18,7 @@ use anyhow::{anyhow, Result};
 use std::collections::HashMap;
 use std::io::{BufReader, BufWriter};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -35,6 +35,14 @@ struct Running {
 }
 
 pub fn run(netns: Netns, limits: Limits) -> Result<()> {
+    // Over ssh the parent is the session's sshd: when the session ends
+    // (the controller gone, or it gave up on a stalled transport) the
+    // agent must end too, even stopped (SIGSTOP) or wedged, where EOF on
+    // stdin would never be read. Agents holding physical ports replace
+    // this with SIGTERM, to give the ports back first.
+    if let Err(e) = sys::set_parent_death_signal(libc::SIGKILL) {
+        eprintln!("agent: asking for SIGKILL when the ssh session ends: {e}");
+    }
     enter(&netns)?;
     let outcome = serve(limits);
     // Every way out of `serve` gives held ports back (the control-channel
@@ -284,6 +292,8 @@ impl Agent {
             out: self.out.clone(),
             interval: Duration::from_millis(jobs::interval_ms(&job).max(10)),
             sender_totals: Arc::new(Mutex::new(None)),
+            links: crate::host::links::LinkWatch::get()
+                .map(|w| (w.clone(), Arc::new(AtomicU64::new(w.mark())))),
         };
         match jobs::start(&ctx, job, &self.limits, start_at_unix_ns) {
             Ok(port) => {

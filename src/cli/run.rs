@@ -197,10 +197,25 @@ impl Run {
             }
             (Some(e), _) => {
                 eprintln!("error: {e:#}");
-                1
+                run_failed_code(e)
             }
             (None, _) if failed => 1,
             _ => 0,
         }
+    }
+}
+
+/// The exit status of a run that ended with `e`: 3 ("the run itself
+/// failed") when an agent was lost (killed, its host gone, its transport
+/// stalled), since the figures then say nothing about the device; 1 for
+/// other failures.
+fn run_failed_code(e: &anyhow::Error) -> i32 {
+    let lost = e
+        .chain()
+        .any(|c| c.downcast_ref::<crate::topology::AgentLost>().is_some());
+    if lost {
+        3
+    } else {
+        1
     }
 }

@@ -18,9 +18,10 @@ pub mod xdp;
 
 pub use error::EngineError;
 
+use crate::host::links::LinkWatch;
 use crate::proto::{Cidr, FlowTotal, IntervalSample, Response};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -34,13 +35,21 @@ pub struct JobCtx {
     pub interval: Duration,
     /// Filled by the controller's Stop for receivers (tail-loss accounting).
     pub sender_totals: Arc<Mutex<Option<Vec<FlowTotal>>>>,
+    /// Link state of this namespace's interfaces and the job's place in its
+    /// log: each interval names the links seen down since the last one.
+    pub links: Option<(LinkWatch, Arc<AtomicU64>)>,
 }
 
 impl JobCtx {
     pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
-    pub fn emit(&self, sample: IntervalSample) {
+    pub fn emit(&self, mut sample: IntervalSample) {
+        if let Some((watch, mark)) = &self.links {
+            let mut m = mark.load(Ordering::Relaxed);
+            sample.links_down = watch.down_since(&mut m);
+            mark.store(m, Ordering::Relaxed);
+        }
         // A gone controller means the agent is about to exit anyway.
         let _ = self.out.send(Response::Interval {
             test: self.test,

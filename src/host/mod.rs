@@ -1,7 +1,9 @@
 //! What this host's kernel says, read where an agent runs: interface, UDP
-//! and CPU counters from procfs/sysfs ([`kernel`]) and the cycle counters
-//! behind per-packet efficiency figures ([`efficiency`]). Below the engines,
+//! and CPU counters from procfs/sysfs ([`kernel`]), link state watched while
+//! jobs run ([`links`]) and the cycle counters behind per-packet efficiency
+//! figures ([`efficiency`]). Below the engines,
 //! which report these figures, and above `model` and `sys`.
 
 pub mod efficiency;
 pub mod kernel;
+pub mod links;

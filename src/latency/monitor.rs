@@ -617,7 +617,9 @@ fn monitor(cfg: MonitorConfig) -> Result<()> {
         // Renew sessions before the agent's cap ends them; the old one
         // answers a few seconds more for replies in flight.
         for (s, agent, target, client, slot) in sessions.iter_mut() {
-            if s.began.elapsed() + RENEW_BEFORE >= s.len {
+            // A session shorter than RENEW_BEFORE (a monitor of a few
+            // minutes) renews at half its length, not on every pass.
+            if s.began.elapsed() + RENEW_BEFORE.min(s.len / 2) >= s.len {
                 match open_session(
                     &mut hosts,
                     *agent,

@@ -87,6 +87,15 @@ pub fn summary_table(r: &RunResults, prefix: &str) -> String {
                 String::new()
             }
         );
+        // A link that went down mid-test: its loss is not the DUT's.
+        let name = if t.link_events.is_empty() {
+            name
+        } else {
+            format!(
+                "{name} {}",
+                pill("bad", "link down", &t.link_events.join("; "))
+            )
+        };
         if t.status != TestStatus::Ok {
             s.push_str(&format!(
                 "<tr class=\"failed\" data-test=\"{}\"><td>{name}</td><td colspan=\"12\">{} {}</td></tr>",

@@ -358,6 +358,11 @@ pub fn table_fit(r: &RunResults, style: Style, width: Option<usize>) -> String {
         }
         out.push_str(&columns::render(&cols, Tone::Bold, &paint));
     }
+    for t in &r.tests {
+        for e in &t.link_events {
+            notes.push((format!("{}: {e}", t.name), Tone::Warn));
+        }
+    }
     let mut footer = vec![format!(
         "Line rate {} bit/s (L1); % line is of it. Frames include the 4-byte FCS; L1 adds 20 B \
          per frame. Asked: the rate asked for (max: as fast as the sender can). TCP and HTTP: \

@@ -261,6 +261,11 @@ pub struct TestResult {
     /// HTTP/HTTPS download tests: requests, latency, TLS/kTLS, CPU split.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpResult>,
+    /// Links an endpoint saw go down during the test, with the intervals
+    /// they mark (each interval names them in `links_down`): loss in those
+    /// intervals is the link's, not the DUT's forwarding.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub link_events: Vec<String>,
 }
 
 /// One HTTP download test (issue 10): the client's and (when linerate
@@ -428,7 +433,65 @@ impl TestResult {
             bottleneck: None,
             latency: None,
             http: None,
+            link_events: vec![],
         }
+    }
+
+    /// Fills [`TestResult::link_events`] from the intervals' `links_down`:
+    /// one line per direction, endpoint and interface, with the span of
+    /// the intervals it marks.
+    pub fn note_links_down(&mut self) {
+        let mut events = Vec::new();
+        for d in &self.directions {
+            // One span per (role, interface): first start, last end, count.
+            struct Span {
+                role: String,
+                ifname: String,
+                first: f64,
+                last: f64,
+                n: usize,
+            }
+            let mut seen: Vec<Span> = Vec::new();
+            for p in &d.intervals {
+                let sides = [(&p.sender, &d.sender), (&p.receiver, &d.receiver)];
+                for (sample, role) in sides {
+                    let Some(s) = sample else { continue };
+                    for ifname in &s.links_down {
+                        match seen
+                            .iter_mut()
+                            .find(|x| x.role == *role && x.ifname == *ifname)
+                        {
+                            Some(x) => {
+                                x.first = x.first.min(s.t_start);
+                                x.last = x.last.max(s.t_end);
+                                x.n += 1;
+                            }
+                            None => seen.push(Span {
+                                role: role.clone(),
+                                ifname: ifname.clone(),
+                                first: s.t_start,
+                                last: s.t_end,
+                                n: 1,
+                            }),
+                        }
+                    }
+                }
+            }
+            for x in seen {
+                events.push(format!(
+                    "{}: link down on {} at the {} in {} interval{} ({:.1}–{:.1} s); \
+                     loss there is the link's, not the DUT's forwarding",
+                    d.direction,
+                    x.ifname,
+                    x.role,
+                    x.n,
+                    if x.n == 1 { "" } else { "s" },
+                    x.first,
+                    x.last
+                ));
+            }
+        }
+        self.link_events = events;
     }
 }
 

@@ -337,6 +337,7 @@ pub(super) fn finish_test(
         };
         result.error = Some(format!("{e:#}"));
     }
+    result.note_links_down();
     result
 }
 

@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -97,7 +97,10 @@ pub struct Agent {
     child: Child,
     stdin: Arc<Mutex<BufWriter<ChildStdin>>>,
     stderr_tail: Arc<Mutex<String>>,
-    last_heard: Instant,
+    /// When the agent's reader thread last read a message from it, in ms
+    /// since [`Fleet::epoch`]: kept by that thread, so messages queued for
+    /// the controller never make a live agent look silent.
+    heard_ms: Arc<AtomicU64>,
     /// Why the agent was lost, once it is.
     pub lost: Option<String>,
 }
@@ -137,6 +140,8 @@ pub struct Fleet {
     rx: Receiver<Event>,
     pending: VecDeque<(usize, Response)>,
     stop_heartbeats: Arc<AtomicBool>,
+    /// What the agents' `heard_ms` count from.
+    epoch: Instant,
 }
 
 impl Default for Fleet {
@@ -154,6 +159,7 @@ impl Fleet {
             rx,
             pending: VecDeque::new(),
             stop_heartbeats: Arc::new(AtomicBool::new(false)),
+            epoch: Instant::now(),
         }
     }
 
@@ -253,11 +259,15 @@ impl Fleet {
             .take()
             .ok_or_else(|| anyhow!("agent stdin not piped"))?;
         let tx = self.tx.clone();
+        let epoch = self.epoch;
+        let heard_ms = Arc::new(AtomicU64::new(since(epoch)));
+        let heard = Arc::clone(&heard_ms);
         std::thread::spawn(move || {
             let mut r = BufReader::new(stdout);
             loop {
                 match proto::read_message::<Response>(&mut r) {
                     Ok(Some(m)) => {
+                        heard.store(since(epoch), Ordering::Relaxed);
                         if tx.send((idx, Ok(m))).is_err() {
                             break;
                         }
@@ -285,7 +295,7 @@ impl Fleet {
             child,
             stdin: Arc::new(Mutex::new(BufWriter::new(stdin))),
             stderr_tail,
-            last_heard: Instant::now(),
+            heard_ms,
             lost: None,
         });
         Ok(idx)
@@ -392,9 +402,10 @@ impl Fleet {
 
     /// An agent silent for longer than the peer timeout counts as lost.
     fn check_silence(&mut self) -> Result<()> {
-        let now = Instant::now();
+        let now = since(self.epoch);
+        let timeout = proto::PEER_TIMEOUT.as_millis() as u64;
         let silent = self.agents.iter().position(|a| {
-            a.lost.is_none() && now.duration_since(a.last_heard) > proto::PEER_TIMEOUT
+            a.lost.is_none() && now.saturating_sub(a.heard_ms.load(Ordering::Relaxed)) > timeout
         });
         if let Some(i) = silent {
             let why = format!("silent for more than {:?}", proto::PEER_TIMEOUT);
@@ -406,10 +417,12 @@ impl Fleet {
     /// One message from any agent, with liveness bookkeeping; heartbeats are
     /// consumed here.
     fn recv(&mut self, left: Duration) -> Result<Option<(usize, Response)>> {
+        // Checked on every call, not only when nothing arrives: the other
+        // agents' reports must not hide one that went silent.
+        self.check_silence()?;
         let wait = left.min(Duration::from_millis(250));
         match self.rx.recv_timeout(wait) {
             Ok((i, Ok(m))) => {
-                self.agents[i].last_heard = Instant::now();
                 if matches!(m, Response::Heartbeat { .. }) {
                     return Ok(None);
                 }
@@ -500,6 +513,11 @@ impl Fleet {
         }
         self.agents.clear();
     }
+}
+
+/// Milliseconds from `epoch` to now.
+fn since(epoch: Instant) -> u64 {
+    epoch.elapsed().as_millis() as u64
 }
 
 /// Copies an agent's stderr into its log (or ours) and keeps the tail.

@@ -222,10 +222,16 @@ impl Hosts {
     /// A host lost mid-run ends the run partial (its tests already say why).
     pub fn check_lost(&self) -> Result<()> {
         let lost = self.fleet.lost();
-        if !lost.is_empty() {
-            bail!("{}", lost.join("; "));
+        let first = self.fleet.agents().iter().position(|a| a.lost.is_some());
+        match first {
+            // Typed, so the command can tell a lost agent (exit 3, the run
+            // failed) from a test that failed.
+            Some(agent) => Err(anyhow::Error::new(AgentLost {
+                agent,
+                message: lost.join("; "),
+            })),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Stops every agent, then closes the ssh connections.

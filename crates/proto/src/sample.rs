@@ -36,6 +36,11 @@ pub struct IntervalSample {
     pub duplicates: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub streams: Vec<StreamSample>,
+    /// Interfaces of the endpoint's namespace that lost their link (carrier
+    /// off, operstate not up, or a carrier change) at some point in this
+    /// interval: loss here may be the link's, not the device's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links_down: Vec<String>,
 }
 
 /// One TCP stream in one interval.

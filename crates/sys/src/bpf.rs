@@ -1,10 +1,14 @@
-//! `BPF_PROG_RUN` (BPF_PROG_TEST_RUN) for XDP programs: the one `bpf(2)`
-//! command linerate issues itself, because the loader crate (aya 0.13) does
-//! not expose it, and live-frames mode needs its `flags` and `batch_size`
-//! fields. Loading objects, maps and attaching stay with the loader.
+//! The `bpf(2)` commands linerate issues itself: `BPF_PROG_RUN`
+//! (BPF_PROG_TEST_RUN) for XDP programs, because the loader crate (aya
+//! 0.13) does not expose it and live-frames mode needs its `flags` and
+//! `batch_size` fields; `BPF_LINK_CREATE` for XDP, so an attachment is a
+//! link whose descriptor the process owns (the kernel detaches the program
+//! when the last descriptor closes, SIGKILL included) rather than aya's
+//! choice by kernel version; and batched per-CPU map reads. Loading
+//! objects and maps stays with the loader.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// BPF_PROG_TEST_RUN's command number (uapi linux/bpf.h).
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
@@ -124,6 +128,74 @@ pub fn xdp_test_run(prog: BorrowedFd<'_>, run: XdpRun<'_>) -> io::Result<XdpRunR
         data_len: (attr.data_size_out as usize).min(out_len),
         duration_ns: attr.duration,
     })
+}
+
+/// BPF_LINK_CREATE's command number and BPF_XDP's attach type (uapi
+/// linux/bpf.h).
+const BPF_LINK_CREATE: libc::c_long = 28;
+const BPF_XDP: u32 = 37;
+/// XDP_FLAGS_SKB_MODE and XDP_FLAGS_DRV_MODE (uapi linux/if_link.h).
+pub const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+pub const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+
+/// The `link_create` member of `union bpf_attr`, through `flags`; the rest
+/// of the member (target-specific unions) stays zero for XDP.
+#[repr(C)]
+#[derive(Default)]
+struct LinkCreateAttr {
+    prog_fd: u32,
+    target_ifindex: u32,
+    attach_type: u32,
+    flags: u32,
+    _rest: [u64; 4],
+}
+
+/// Attaches the XDP program `prog` to interface `ifindex` as a BPF link
+/// (kernel 5.9 and later). `flags` is [`XDP_FLAGS_DRV_MODE`] or
+/// [`XDP_FLAGS_SKB_MODE`]. The program stays attached for as long as the
+/// returned descriptor (or a copy of it) is open, and no longer: closing it,
+/// or the death of the process, detaches it. Kernels without XDP links
+/// answer `EINVAL`; a driver without native XDP `EOPNOTSUPP`; an interface
+/// that already has a program `EBUSY` or `EEXIST`.
+pub fn xdp_link_create(prog: BorrowedFd<'_>, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
+    let mut attr = LinkCreateAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        target_ifindex: ifindex,
+        attach_type: BPF_XDP,
+        flags,
+        ..LinkCreateAttr::default()
+    };
+    // SAFETY: `attr` is a fully initialised `link_create` member of the
+    // size passed; BPF_LINK_CREATE for XDP reads only its scalar fields and
+    // follows no pointers.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_LINK_CREATE,
+            &mut attr as *mut LinkCreateAttr,
+            std::mem::size_of::<LinkCreateAttr>(),
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = i32::try_from(ret).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))?;
+    // SAFETY: on success BPF_LINK_CREATE returns a new descriptor (opened
+    // O_CLOEXEC by the kernel) that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The index of interface `name` in the calling thread's network namespace.
+pub fn ifindex(name: &str) -> io::Result<u32> {
+    let c =
+        std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a NUL-terminated string alive for the call; the
+    // function only reads it.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(idx)
 }
 
 /// BPF_MAP_LOOKUP_BATCH and BPF_OBJ_GET_INFO_BY_FD (uapi linux/bpf.h).

@@ -19,8 +19,9 @@ pub mod tls;
 mod xsk;
 
 pub use bpf::{
-    percpu_array_layout, percpu_array_read, possible_cpus, xdp_test_run, PerCpuLayout, XdpRun,
-    XdpRunResult, BPF_F_TEST_XDP_LIVE_FRAMES,
+    ifindex, percpu_array_layout, percpu_array_read, possible_cpus, xdp_link_create, xdp_test_run,
+    PerCpuLayout, XdpRun, XdpRunResult, BPF_F_TEST_XDP_LIVE_FRAMES, XDP_FLAGS_DRV_MODE,
+    XDP_FLAGS_SKB_MODE,
 };
 pub use mmsg::{bind_packet, packet_socket, set_qdisc_bypass, Recvmmsg, Sendmmsg};
 pub use perf::{perf_cycles_on_cpu, perf_read};

@@ -70,9 +70,18 @@ pub enum AttachMode {
 /// An attached XDP program; dropping it detaches the program, so no run of
 /// linerate leaves one behind on an interface.
 pub struct Attached {
-    _link: XdpLink,
+    _hold: Hold,
     pub ifname: String,
     pub mode: AttachMode,
+}
+
+/// What keeps a program attached. Held, never read: dropping it detaches.
+enum Hold {
+    /// A BPF link's descriptor: closed on drop or when the process dies.
+    Link { _fd: std::os::fd::OwnedFd },
+    /// A netlink attachment (kernels before 5.9): aya detaches it on drop,
+    /// but a killed process leaves it.
+    Netlink { _link: XdpLink },
 }
 
 /// Why BPF is unavailable, in a user's words, for a load error.
@@ -136,8 +145,52 @@ impl Object {
     }
 
     /// Attaches `prog` to `ifname`, in the driver where it can be, else in
-    /// generic mode unless `native_only`.
+    /// generic mode unless `native_only`. The attachment is a BPF link whose
+    /// only descriptor this process holds, so the kernel detaches the
+    /// program when the process ends however it ends (SIGKILL included);
+    /// only on a kernel without XDP links (before 5.9) does it fall back to
+    /// a netlink attachment, which outlives a killed process, and say so.
     pub fn attach(
+        &mut self,
+        prog: &str,
+        ifname: &str,
+        native_only: bool,
+    ) -> Result<Attached, EngineError> {
+        let ifindex = crate::sys::ifindex(ifname).map_err(|e| {
+            EngineError::Unavailable(format!(
+                "attaching XDP to {ifname}: no such interface in this namespace ({e})"
+            ))
+        })?;
+        let fd = self.prog_fd(prog)?;
+        let link = match crate::sys::xdp_link_create(fd, ifindex, crate::sys::XDP_FLAGS_DRV_MODE) {
+            Ok(link) => Some((link, AttachMode::Native)),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => None,
+            Err(e) if native_only => return Err(native_refused(ifname, &e.to_string())),
+            Err(_) => {
+                let link = crate::sys::xdp_link_create(fd, ifindex, crate::sys::XDP_FLAGS_SKB_MODE)
+                    .map_err(|e| {
+                        EngineError::Unavailable(format!("attaching XDP to {ifname}: {e}"))
+                    })?;
+                Some((link, AttachMode::Generic))
+            }
+        };
+        if let Some((link, mode)) = link {
+            return Ok(Attached {
+                _hold: Hold::Link { _fd: link },
+                ifname: ifname.to_string(),
+                mode,
+            });
+        }
+        eprintln!(
+            "agent: this kernel refused an XDP BPF link on {ifname} (EINVAL: XDP links need \
+             Linux 5.9); attaching {prog} through netlink instead: if this agent is killed, the \
+             program stays on {ifname} until `ip link set dev {ifname} xdp off`"
+        );
+        self.attach_netlink(prog, ifname, native_only)
+    }
+
+    /// The netlink (IFLA_XDP) attachment, for kernels without XDP links.
+    fn attach_netlink(
         &mut self,
         prog: &str,
         ifname: &str,
@@ -158,7 +211,7 @@ impl Object {
             .take_link(id)
             .map_err(|e| EngineError::Failed(format!("keeping the XDP link on {ifname}: {e}")))?;
         Ok(Attached {
-            _link: link,
+            _hold: Hold::Netlink { _link: link },
             ifname: ifname.to_string(),
             mode,
         })
