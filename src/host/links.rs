@@ -153,8 +153,10 @@ fn start() -> Option<LinkWatch> {
         .spawn(move || {
             // EBUSY: this namespace's sysfs is already mounted on /sys here
             // (a process started by `ip netns exec`), which is what we want.
+            // EPERM: not root, so still in the namespace its /sys shows
+            // (entering another takes root): read that, quietly.
             match crate::sys::private_sysfs() {
-                Err(e) if e.raw_os_error() != Some(libc::EBUSY) => {
+                Err(e) if ![Some(libc::EBUSY), Some(libc::EPERM)].contains(&e.raw_os_error()) => {
                     let _ = ready_tx.send(Err(e));
                     return;
                 }
