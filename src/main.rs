@@ -46,7 +46,7 @@ fn main() -> ExitCode {
                     eprintln!("error: installing signal handlers: {e}");
                     return ExitCode::from(1);
                 }
-                linerate::latency::monitor::run(cfg)
+                cli::monitor::run(&a, cfg)
             }
         },
         cli::Command::Serve(a) => match cli::serve::serve_config(&a) {
@@ -55,13 +55,15 @@ fn main() -> ExitCode {
                     eprintln!("error: installing signal handlers: {e}");
                     return ExitCode::from(1);
                 }
-                linerate::http::serve_cmd::run(&cfg)
+                cli::serve::run(&a, &cfg)
             }
             Err(e) => {
                 eprintln!("error: {e:#}");
                 2
             }
         },
+        cli::Command::Completions(a) => cli::completions::completions(&a),
+        cli::Command::Man(a) => cli::completions::man(&a),
         cli::Command::Schema => {
             let s = serde_json::to_string_pretty(&results::json_schema()).unwrap_or_default();
             linerate::model::stdout::println(&s);

@@ -12,6 +12,7 @@ mod bottleneck;
 mod cli_habits;
 mod faults;
 mod first_hour;
+mod flags;
 mod http;
 mod lab;
 mod latency;

@@ -234,6 +234,12 @@ impl Agent {
                     routed: r.routed,
                 }
             }
+            Request::SourceAddress { towards } => match netops::reach::source_towards(towards) {
+                Ok(source) => Response::Source { towards, source },
+                Err(e) => error(format!(
+                    "finding the source address towards {towards} (a route lookup): {e}"
+                )),
+            },
             Request::Snapshot => match kernel::snapshot() {
                 Ok(snapshot) => Response::Snapshot { snapshot },
                 Err(e) => error(format!("reading kernel counters: {e}")),

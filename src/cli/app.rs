@@ -102,11 +102,18 @@ fn pair_test(pair: &Pair, spec: &TestSpec, opts: &RunOpts, run: &mut Run) -> Res
             pair.target,
         )?;
     }
+    let client_address = crate::runner::client_address(
+        &mut hosts.fleet,
+        gen,
+        &pair.client.to_string(),
+        pair.client_address,
+        pair.target,
+    );
     let mut ends = Ends::new(
         &mut hosts.fleet,
         (gen, sink, None),
         (
-            Addressing::single(pair.client_address),
+            Addressing::single(client_address),
             Addressing::single(Some(pair.target)),
         ),
         None,

@@ -40,23 +40,74 @@ pub struct SshArgs {
     pub push: bool,
 }
 
+/// Where a run's results go and what it prints while it runs: one set of
+/// flags on every command that produces a result (`OUTPUT_FLAGS` names
+/// them, and tests/flags.rs holds every such command to it).
+#[derive(Args, Debug, Clone, Default)]
+pub struct OutputArgs {
+    /// Print the results document to stdout; the table goes to stderr.
+    #[arg(long)]
+    pub json: bool,
+    /// Where run directories go.
+    #[arg(long, value_name = "DIR", default_value = "linerate-results")]
+    pub results_dir: PathBuf,
+    /// Name of the run (part of its directory name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Do not write a results directory.
+    #[arg(long)]
+    pub no_results: bool,
+    /// No live progress line.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+impl OutputArgs {
+    /// The end of a command whose result is a summary rather than tests
+    /// (`monitor`, `serve`): `summary.json` in a run directory of its own
+    /// unless --no-results, and the same document on stdout with --json.
+    pub fn write_summary(&self, kind: &str, doc: &impl serde::Serialize) -> Result<()> {
+        let text = serde_json::to_string_pretty(doc)
+            .map_err(|e| anyhow!("encoding the {kind} summary as JSON: {e}"))?;
+        if !self.no_results {
+            let name = self.name.as_deref().unwrap_or(kind);
+            let dir = self.results_dir.join(format!(
+                "{}-{name}",
+                crate::model::clock::time_stamp_compact()
+            ));
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                anyhow!(
+                    "creating the results directory {}: {e} (choose another with --results-dir, \
+                     or give --no-results)",
+                    dir.display()
+                )
+            })?;
+            crate::model::files::write_atomic(&dir.join("summary.json"), text.as_bytes())?;
+            eprintln!("results: {}", dir.display());
+        }
+        if self.json {
+            crate::model::stdout::println(&text);
+        }
+        Ok(())
+    }
+}
+
+/// The flags of [`OutputArgs`], as the user types them.
+pub const OUTPUT_FLAGS: [&str; 5] = [
+    "--json",
+    "--results-dir",
+    "--name",
+    "--no-results",
+    "--no-progress",
+];
+
 #[derive(Args, Debug, Clone)]
 pub struct Common {
     /// L1 line rate that "% of line rate" refers to (e.g. 10G, 25G, 100G).
     #[arg(long, default_value = "10G", value_parser = parse_bps)]
     pub line_rate: f64,
-    /// Where run directories go.
-    #[arg(long, default_value = "linerate-results")]
-    pub results_dir: PathBuf,
-    /// Name of the run (part of its directory name).
-    #[arg(long)]
-    pub name: Option<String>,
-    /// Print the results document (results.json) to stdout; the table goes to stderr.
-    #[arg(long)]
-    pub json: bool,
-    /// No live progress line.
-    #[arg(long)]
-    pub no_progress: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// Print a line every SECS seconds of each test (rates in that period), on a terminal or
     /// not, like iperf3 -i: on stdout, or on stderr with --json. Replaces the live line.
     #[arg(long, short = 'i', value_name = "SECS", value_parser = super::parse::parse_secs)]
@@ -107,7 +158,7 @@ impl SshArgs {
 }
 
 impl Common {
-    pub fn run_opts(&self, write_results: bool) -> Result<RunOpts> {
+    pub fn run_opts(&self) -> Result<RunOpts> {
         if let Some(cfg) = &self.ssh.ssh_config {
             if !cfg.is_file() {
                 bail!(
@@ -116,13 +167,14 @@ impl Common {
                 );
             }
         }
+        let out = &self.output;
         Ok(RunOpts {
-            name: self.name.clone(),
+            name: out.name.clone(),
             line_rate_bps: self.line_rate,
-            results_dir: self.results_dir.clone(),
-            write_results,
-            json: self.json,
-            progress: !self.no_progress,
+            results_dir: out.results_dir.clone(),
+            write_results: !out.no_results,
+            json: out.json,
+            progress: !out.no_progress,
             interval_s: match self.interval {
                 Some(s) if !(0.5..=3600.0).contains(&s) => {
                     bail!("--interval {s} is outside 0.5..=3600 s (the agents report every second)")
@@ -194,7 +246,8 @@ pub struct Endpoints {
     /// With a host name as --target: use its IPv6 address.
     #[arg(long)]
     pub ipv6: bool,
-    /// Address of the client, needed as the target of reverse UDP traffic.
+    /// Address of the client, where reverse traffic and latency replies go (default: the
+    /// source address the client's agent finds towards --target by a route lookup).
     #[arg(long)]
     pub client_address: Option<IpAddr>,
     /// Seconds to run.
@@ -211,9 +264,6 @@ pub struct Endpoints {
     /// Send both ways at once.
     #[arg(long)]
     pub bidir: bool,
-    /// Do not write a results directory.
-    #[arg(long)]
-    pub no_results: bool,
 }
 
 /// Latency probes beside a test.

@@ -196,6 +196,8 @@ pub struct LabConfig {
     pub rx_engine: RxEngine,
     /// UDP worker threads per side (0: each agent chooses).
     pub threads: u16,
+    /// Congestion control of the TCP tests (`None`: the kernel's default).
+    pub congestion: Option<String>,
 }
 
 /// One kind of test with its settings, as ad-hoc commands and plans give it.

@@ -74,9 +74,6 @@ pub struct HttpArgs {
     /// Run the T1 HTTP / T2 HTTPS / T3 HTTPS+kTLS × 1 / -c N connection matrix.
     #[arg(long)]
     pub matrix: bool,
-    /// Do not write a results directory.
-    #[arg(long)]
-    pub no_results: bool,
     #[command(flatten)]
     pub common: Common,
 }

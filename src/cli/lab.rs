@@ -32,6 +32,10 @@ pub struct LabArgs {
     /// UDP tests in one direction (default) or both at once.
     #[arg(long, value_enum, default_value = "forward")]
     pub direction: DirectionArg,
+    /// TCP congestion control of the suite's TCP tests (e.g. cubic, reno, bbr). Default: the
+    /// kernel's (net.ipv4.tcp_congestion_control).
+    #[arg(long, value_name = "NAME")]
+    pub cc: Option<String>,
     /// MTU of every lab link.
     #[arg(long, default_value_t = 1500)]
     pub mtu: u32,
@@ -126,7 +130,11 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
     if a.cleanup {
         return Ok(Cmd::LabCleanup);
     }
-    let mut opts = a.common.run_opts(true)?;
+    let mut opts = a.common.run_opts()?;
+    if let Some(cc) = &a.cc {
+        // The lab's namespaces share this host's kernel.
+        super::tcp::check_cc(cc)?;
+    }
     // Pinned senders let the lab give the DUT cores of its own.
     if opts.cpus.is_empty() {
         opts.cpus = crate::lab::cores::default_cpus();
@@ -159,6 +167,7 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
         tx_engine: a.tx_engine,
         rx_engine: a.rx_engine,
         threads: a.threads.unwrap_or(0),
+        congestion: a.cc.clone(),
     };
     Ok(Cmd::Lab(cfg, opts))
 }

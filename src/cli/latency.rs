@@ -34,6 +34,11 @@ pub struct LatencyArgs {
     /// TCP streams of a tcp load.
     #[arg(long, short = 'P', default_value_t = 1)]
     pub streams: u16,
+    /// TCP congestion control of a tcp load (e.g. cubic, reno, bbr): loss-based ones fill
+    /// the queues that BBR keeps short, which is what shows bufferbloat. Default: the
+    /// kernel's (net.ipv4.tcp_congestion_control).
+    #[arg(long, value_name = "NAME")]
+    pub cc: Option<String>,
     /// Rate of a udp load: pps (800kpps), L1 bit/s (50M) or % of the line rate. Default: as fast as possible.
     #[arg(long, value_parser = parse_rate_arg)]
     pub rate: Option<Rate>,
@@ -54,6 +59,9 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
             .is_some_and(|t| t.is_ipv6());
     let name = |kind: &str| format!("latency under {kind} load");
     let cpus = a.common.cpus.clone().map(|c| c.0).unwrap_or_default();
+    if let (Some(cc), LoadArg::Udp) = (&a.cc, a.load) {
+        bail!("--cc {cc} sets the congestion control of a TCP load, and --load udp has none: use --load tcp, or drop --cc");
+    }
     let load = match a.load {
         LoadArg::Tcp => {
             if a.streams == 0 || a.streams > 1024 {
@@ -66,7 +74,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 direction: Direction::Forward,
                 duration: duration(a.duration)?,
                 cpus,
-                congestion: None,
+                congestion: a.cc.clone(),
                 buffer_len: 128 * 1024,
                 allow: a.common.allow_target.clone(),
                 port: 0,

@@ -6,7 +6,8 @@
 //!
 //! One file per command holds its flags and the function that turns them
 //! into the validated configuration; the flag groups several commands share
-//! are in `common` and `target`, the value parsers in `parse`. This file
+//! are in `common` and `target`, the value parsers in `parse`;
+//! `completions` makes shell completions and man pages from them. This file
 //! holds the command enum on top of them. Below the command files:
 //! `config` (the validated configuration), and the code that executes it:
 //! `app` → `suite`, `plan_run` → `loadtest` → `run`.
@@ -14,6 +15,7 @@
 pub mod agent;
 pub mod app;
 pub mod common;
+pub mod completions;
 pub mod config;
 pub mod hints;
 pub mod http;
@@ -89,6 +91,10 @@ pub enum Command {
     Report(report::ReportFlags),
     /// Print the JSON Schema of results.json.
     Schema,
+    /// Print a shell completion script (bash, zsh, fish), made from these flags.
+    Completions(completions::CompletionsArgs),
+    /// Print linerate's man page (or a command's), or write all of them with --dir.
+    Man(completions::ManArgs),
 }
 
 // ---------------------------------------------------------------------------
@@ -109,22 +115,21 @@ pub fn to_config(command: Command) -> Result<Cmd> {
                     tcp::check_cc(cc)?;
                 }
             }
-            Ok(Cmd::Pair(
-                pair,
-                spec,
-                a.common.run_opts(!a.ends.no_results)?,
-            ))
+            Ok(Cmd::Pair(pair, spec, a.common.run_opts()?))
         }
         Command::Udp(a) => {
             let (pair, spec) = udp::udp_cmd(&a)?;
-            Ok(Cmd::Pair(
-                pair,
-                spec,
-                a.common.run_opts(!a.ends.no_results)?,
-            ))
+            Ok(Cmd::Pair(pair, spec, a.common.run_opts()?))
         }
         Command::Latency(a) => {
             let spec = latency::latency_cmd(&a)?;
+            // As for tcp: a lab and local or ns: endpoints share this kernel.
+            let ssh = |e: &str| e.starts_with("ssh://");
+            if let Some(cc) = &a.cc {
+                if a.target.lab || !(ssh(&a.target.client) || ssh(&a.target.server)) {
+                    tcp::check_cc(cc)?;
+                }
+            }
             target::bench_command(&a.target, spec, &a.common)
         }
         Command::Ramp(a) => {
@@ -137,7 +142,7 @@ pub fn to_config(command: Command) -> Result<Cmd> {
         }
         Command::Http(a) => {
             let (pair, spec) = http::http_tests(&a)?;
-            let opts = a.common.run_opts(!a.no_results)?;
+            let opts = a.common.run_opts()?;
             if a.lab {
                 let lab = LabSpec {
                     dut: Some(DutMode::Route),
@@ -159,6 +164,8 @@ pub fn to_config(command: Command) -> Result<Cmd> {
         | Command::Agent(_)
         | Command::Report(_)
         | Command::Monitor(_)
+        | Command::Completions(_)
+        | Command::Man(_)
         | Command::Schema => {
             bail!("not a command with a configuration of its own")
         }

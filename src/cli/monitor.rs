@@ -1,6 +1,6 @@
 //! `linerate monitor`: its flags and the monitor configuration they describe.
 
-use super::common::SshArgs;
+use super::common::{OutputArgs, SshArgs};
 use crate::engine::check_destination;
 use crate::proto::Cidr;
 use anyhow::{anyhow, bail, Result};
@@ -58,6 +58,32 @@ pub struct MonitorArgs {
     pub allow_target: Vec<Cidr>,
     #[command(flatten)]
     pub ssh: SshArgs,
+    /// The summary of the whole run, written when it stops (summary.json); the journal
+    /// (--out) keeps every window.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Monitors, then writes the summary; returns the exit status.
+pub fn run(a: &MonitorArgs, cfg: crate::latency::monitor::MonitorConfig) -> i32 {
+    let summary = match crate::latency::monitor::run(cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("monitor: {e:#}");
+            return 1;
+        }
+    };
+    if let Err(e) = a.output.write_summary("monitor", &summary) {
+        eprintln!("error: {e:#}");
+        return 1;
+    }
+    match &summary.error {
+        Some(e) => {
+            eprintln!("monitor: {e}");
+            1
+        }
+        None => 0,
+    }
 }
 
 /// `linerate monitor`'s flags, validated.
@@ -126,5 +152,6 @@ pub fn monitor_config(a: &MonitorArgs) -> Result<crate::latency::monitor::Monito
         max_files: a.max_files,
         probe_size: a.probe_size,
         ssh: a.ssh.options()?,
+        progress: !a.output.no_progress,
     })
 }

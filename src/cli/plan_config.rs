@@ -46,7 +46,7 @@ const RUN_FLAGS: [&str; 21] = [
 
 /// `linerate run`: the plan its flags name, validated.
 pub fn run_config(a: &RunArgs) -> Result<Command> {
-    load(&a.plan, a.common.run_opts(true)?)
+    load(&a.plan, a.common.run_opts()?)
 }
 
 /// Reads, parses and validates the plan at `path`.

@@ -97,7 +97,16 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
                     agent: agent(i)?,
                     addr: match in_lab {
                         Some((_, _, l, _)) => l.gen_addr.clone(),
-                        None => Addressing::single(plan.hosts[i].address),
+                        None => {
+                            let a = agent(i)?;
+                            Addressing::single(crate::runner::client_address(
+                                &mut hosts.fleet,
+                                a,
+                                &plan.hosts[i].name,
+                                plan.hosts[i].address,
+                                t.target,
+                            ))
+                        }
                     },
                 })
             })

@@ -1,6 +1,6 @@
 //! `linerate serve`: its flags and the server configuration they describe.
 
-use super::common::secs;
+use super::common::{secs, OutputArgs};
 use super::parse::parse_size;
 use crate::http::serve_cmd::ServeConfig;
 use crate::http::server::ServeSpec;
@@ -51,6 +51,9 @@ pub struct ServeArgs {
     /// Stop after this many seconds (default: until Ctrl-C).
     #[arg(long, value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub duration: Option<f64>,
+    /// The summary of the whole serving, written when it stops (summary.json).
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// `linerate serve`: the validated server.
@@ -72,5 +75,25 @@ pub fn serve_config(a: &ServeArgs) -> Result<ServeConfig> {
         },
         duration: a.duration.map(|d| secs("--duration", d)).transpose()?,
         write_cert: a.write_cert.clone(),
+        json: a.output.json,
+        progress: !a.output.no_progress,
     })
+}
+
+/// Serves, then writes the summary; returns the exit status.
+pub fn run(a: &ServeArgs, cfg: &ServeConfig) -> i32 {
+    let report = match crate::http::serve_cmd::run(cfg) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return 2;
+        }
+    };
+    match a.output.write_summary("serve", &report) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    }
 }

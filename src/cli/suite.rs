@@ -75,7 +75,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         direction: Direction::Forward,
         duration: d,
         cpus: cpus.clone(),
-        congestion: None,
+        congestion: args.congestion.clone(),
         buffer_len: 128 * 1024,
         allow: allow.clone(),
         port: 0,

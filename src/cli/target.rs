@@ -52,7 +52,8 @@ pub struct TargetArgs {
     /// Without --lab: the sink's address, or a host name (resolved once, IPv4 first).
     #[arg(long, value_parser = parse_host)]
     pub target: Option<HostAddr>,
-    /// Without --lab: the generator's address (needed for --bidir).
+    /// Without --lab: the generator's address, where reverse traffic and latency replies go
+    /// (default: the source address its agent finds towards --target by a route lookup).
     #[arg(long, conflicts_with = "lab")]
     pub client_address: Option<IpAddr>,
 }
@@ -139,7 +140,7 @@ pub fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
 }
 
 pub fn bench_command(t: &TargetArgs, spec: TestSpec, common: &Common) -> Result<Cmd> {
-    let opts = common.run_opts(true)?;
+    let opts = common.run_opts()?;
     Ok(match bench(t, common)? {
         Bench::Lab {
             spec: mut lab,

@@ -6,11 +6,11 @@ use super::common::{
 use super::config::{self, Pair, TestSpec};
 use super::parse::{parse_frame, parse_rate_arg};
 use crate::model::units::Rate;
-use crate::proto::{Direction, FrameSpec};
+use crate::proto::FrameSpec;
 use crate::proto::{RxEngine, TxEngine};
 use crate::results::FlowMode;
 use crate::runner::UdpTest;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, Result};
 use clap::Args;
 
 /// Flags of `linerate udp`.
@@ -67,9 +67,6 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
     let ipv6 = pair.target.is_ipv6();
     crate::engine::frame::check_frames(a.frame_size, ipv6).map_err(|m| anyhow!(m))?;
     let dir = direction(&a.ends);
-    if dir != Direction::Forward && a.ends.client_address.is_none() {
-        bail!("UDP traffic towards the client needs its address: add --client-address ADDR");
-    }
     let rate = a.rate.map(|r| {
         r.pps(
             crate::engine::frame::average_frame(a.frame_size),

@@ -1,11 +1,13 @@
 //! `linerate serve`: the download server on its own, for any client (curl,
 //! browsers, Go), until Ctrl-C. Prints where it listens, what it serves,
-//! the certificate's fingerprint and whether kTLS is in use.
+//! the certificate's fingerprint and whether kTLS is in use, and hands
+//! back the summary of the whole serving (the command writes it out).
 
 use super::server::{ServeSpec, Server};
 use crate::model::signals::interrupted;
 use crate::model::stdout::outln;
 use crate::proto::http::Content;
+use std::io::IsTerminal as _;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -20,17 +22,42 @@ pub struct ServeConfig {
     pub duration: Option<Duration>,
     /// Write the generated certificate (PEM) here, for `curl --cacert`.
     pub write_cert: Option<std::path::PathBuf>,
+    /// Stdout carries a JSON document: the lines below go to stderr.
+    pub json: bool,
+    /// A live line of the last second's rate on a terminal's stderr.
+    pub progress: bool,
 }
 
-pub fn run(cfg: &ServeConfig) -> i32 {
-    let stop = Arc::new(AtomicBool::new(false));
-    let server = match Server::bind(cfg.listen, &cfg.spec, Arc::clone(&stop)) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
+/// What `linerate serve` served, from start to stop.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ServeReport {
+    pub listen: SocketAddr,
+    pub started_at: String,
+    pub finished_at: String,
+    /// Stopped by Ctrl-C or SIGTERM (rather than by --duration).
+    pub interrupted: bool,
+    pub summary: crate::proto::http::HttpSummary,
+}
+
+/// Serves until Ctrl-C, SIGTERM or the duration; an error only when it
+/// could not start.
+pub fn run(cfg: &ServeConfig) -> anyhow::Result<ServeReport> {
+    let json = cfg.json;
+    let line = |line: String| {
+        if json {
+            eprintln!("{line}");
+        } else {
+            outln!("{line}");
         }
     };
+    // Each line goes to stdout, or to stderr when stdout carries JSON.
+    macro_rules! say {
+        ($($arg:tt)*) => { line(format!($($arg)*)) };
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let started_at = crate::model::clock::now_rfc3339();
+    let server = Server::bind(cfg.listen, &cfg.spec, Arc::clone(&stop))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let addr = server.local_addr().unwrap_or(cfg.listen);
     let scheme = if cfg.spec.tls.is_some() {
         "https"
@@ -41,9 +68,9 @@ pub fn run(cfg: &ServeConfig) -> i32 {
         Content::Size(n) => format!("a generated object of {n} bytes at every path"),
         Content::Root(d) => format!("files under {}", d.display()),
     };
-    outln!("linerate serve: listening on {scheme}://{addr}/ serving {what}");
+    say!("linerate serve: listening on {scheme}://{addr}/ serving {what}");
     if let Some(c) = server.cache() {
-        outln!(
+        say!(
             "page cache: {} files, {} bytes {}",
             c.files,
             c.bytes,
@@ -60,19 +87,19 @@ pub fn run(cfg: &ServeConfig) -> i32 {
         } else {
             "from --cert"
         };
-        outln!("TLS certificate ({origin}) SHA-256 fingerprint: {fp}");
+        say!("TLS certificate ({origin}) SHA-256 fingerprint: {fp}");
         if let (Some(path), Some(pem)) = (&cfg.write_cert, &server.generated_pem) {
             match std::fs::write(path, pem) {
-                Ok(()) => outln!("certificate written to {}", path.display()),
+                Ok(()) => say!("certificate written to {}", path.display()),
                 Err(e) => eprintln!("warning: writing {}: {e}", path.display()),
             }
         }
         match &server.ktls_probe {
             Some(Ok(())) => {
-                outln!("kTLS: tls ULP present; records go through the kernel (sendfile)")
+                say!("kTLS: tls ULP present; records go through the kernel (sendfile)")
             }
-            Some(Err(why)) => outln!("kTLS: {why}; using user-space TLS (rustls)"),
-            None => outln!("kTLS: off (--no-ktls); using user-space TLS (rustls)"),
+            Some(Err(why)) => say!("kTLS: {why}; using user-space TLS (rustls)"),
+            None => say!("kTLS: off (--no-ktls); using user-space TLS (rustls)"),
         }
     }
     let until = cfg.duration.map(|d| Instant::now() + d);
@@ -88,7 +115,20 @@ pub fn run(cfg: &ServeConfig) -> i32 {
             std::thread::sleep(Duration::from_millis(50));
         })
     };
-    let summary = server.run(until, Duration::from_secs(1), &mut |_| {});
+    let live = cfg.progress && std::io::stderr().is_terminal();
+    let mut on_interval = |s: crate::proto::IntervalSample| {
+        if live {
+            let secs = (s.t_end - s.t_start).max(1e-3);
+            eprint!(
+                "\r\x1b[Kserving: {:.3} Gbit/s of bodies in the last second",
+                s.tx_bytes as f64 * 8.0 / secs / 1e9
+            );
+        }
+    };
+    let summary = server.run(until, Duration::from_secs(1), &mut on_interval);
+    if live {
+        eprint!("\r\x1b[K");
+    }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = watcher.join();
     let statuses: Vec<String> = summary
@@ -96,7 +136,7 @@ pub fn run(cfg: &ServeConfig) -> i32 {
         .iter()
         .map(|s| format!("{}×{}", s.count, s.status))
         .collect();
-    outln!(
+    say!(
         "served {} responses ({}), {} body bytes over {} connections in {:.1} s; {} connection errors; kTLS in use: {}",
         summary.requests,
         statuses.join(", "),
@@ -106,5 +146,11 @@ pub fn run(cfg: &ServeConfig) -> i32 {
         summary.errors,
         if summary.ktls.in_use { "yes" } else { "no" }
     );
-    0
+    Ok(ServeReport {
+        listen: addr,
+        started_at,
+        finished_at: crate::model::clock::now_rfc3339(),
+        interrupted: interrupted(),
+        summary,
+    })
 }

@@ -40,6 +40,37 @@ impl TargetMetrics {
     }
 }
 
+/// One target over a whole monitor run (from the counters above).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TargetSummary {
+    pub target: String,
+    pub kind: String,
+    pub sent: u64,
+    pub received: u64,
+    pub lost: u64,
+    pub lost_forward: u64,
+    pub lost_reverse: u64,
+    /// `lost / sent`, in %; `None` before the first probe.
+    pub loss_pct: Option<f64>,
+    pub mean_rtt_ms: Option<f64>,
+}
+
+impl TargetMetrics {
+    pub fn summary(&self) -> TargetSummary {
+        TargetSummary {
+            target: self.target.clone(),
+            kind: self.kind.clone(),
+            sent: self.sent,
+            received: self.count,
+            lost: self.lost,
+            lost_forward: self.lost_forward,
+            lost_reverse: self.lost_reverse,
+            loss_pct: (self.sent > 0).then(|| self.lost as f64 * 100.0 / self.sent as f64),
+            mean_rtt_ms: (self.count > 0).then(|| self.sum_s * 1e3 / self.count as f64),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Metrics {
     pub targets: Vec<TargetMetrics>,

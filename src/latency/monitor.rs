@@ -55,6 +55,26 @@ pub struct MonitorConfig {
     pub max_files: u32,
     pub probe_size: u16,
     pub ssh: SshOptions,
+    /// A live line of the counts so far on a terminal's stderr.
+    pub progress: bool,
+}
+
+/// What a monitor run saw, from start to stop (the journal has it window
+/// by window).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MonitorSummary {
+    pub started_at: String,
+    pub finished_at: String,
+    pub duration_s: f64,
+    /// The journal's current file.
+    pub journal: PathBuf,
+    /// Stopped by Ctrl-C or SIGTERM (rather than by --duration).
+    pub interrupted: bool,
+    /// Why the monitor stopped early (a responder agent was lost).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub targets: Vec<metrics::TargetSummary>,
+    pub max_rss_bytes: u64,
 }
 
 /// The NDJSON journal with size/count rotation.
@@ -390,18 +410,6 @@ struct Sess {
 }
 
 /// The address this host sends from towards `target`.
-fn source_towards(target: IpAddr) -> Result<IpAddr> {
-    let any: IpAddr = if target.is_ipv6() {
-        Ipv6Addr::UNSPECIFIED.into()
-    } else {
-        Ipv4Addr::UNSPECIFIED.into()
-    };
-    let s = UdpSocket::bind(SocketAddr::new(any, 0))?;
-    s.connect(SocketAddr::new(target, 9))
-        .with_context(|| format!("no route towards {target}"))?;
-    Ok(s.local_addr()?.ip())
-}
-
 fn open_session(
     hosts: &mut Hosts,
     agent: usize,
@@ -494,18 +502,30 @@ fn vm_rss_bytes() -> u64 {
         .unwrap_or(0)
 }
 
-/// Runs the monitor; returns the process exit status.
-pub fn run(cfg: MonitorConfig) -> i32 {
-    match monitor(cfg) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("monitor: {e:#}");
-            1
-        }
-    }
+/// Runs the monitor until Ctrl-C, SIGTERM or its duration; an error when
+/// it could not start. A responder lost on the way ends it early, said in
+/// the summary's `error`.
+pub fn run(cfg: MonitorConfig) -> Result<MonitorSummary> {
+    monitor(cfg)
 }
 
-fn monitor(cfg: MonitorConfig) -> Result<()> {
+/// The live line: each target's probes and losses so far.
+fn progress_line(sh: &Shared, began: Instant) {
+    let Ok(m) = sh.metrics.lock() else { return };
+    let parts: Vec<String> = m
+        .targets
+        .iter()
+        .map(|t| format!("{} {} sent {} lost", t.target, t.sent, t.lost))
+        .collect();
+    eprint!(
+        "\r\x1b[Kmonitor {:.0} s: {}",
+        began.elapsed().as_secs_f64(),
+        parts.join(", ")
+    );
+}
+
+fn monitor(cfg: MonitorConfig) -> Result<MonitorSummary> {
+    let started_at = crate::model::clock::now_rfc3339();
     let cfg = Arc::new(cfg);
     let journal = Journal::open(&cfg.out, cfg.max_file_bytes, cfg.max_files)?;
     let sh = Arc::new(Shared {
@@ -545,7 +565,8 @@ fn monitor(cfg: MonitorConfig) -> Result<()> {
         let agent = hosts
             .spawn(&format!("responder{i}"), ep, Netns::Current, None, None)
             .with_context(|| format!("starting a responder at {ep}"))?;
-        let client = source_towards(*target)?;
+        let client = crate::netops::reach::source_towards(*target)
+            .with_context(|| format!("no route towards {target}"))?;
         let slot: SessionSlot = Arc::new(Mutex::new(None));
         let len = session_len(&cfg);
         let s = open_session(&mut hosts, agent, *target, client, len, &slot)
@@ -598,7 +619,13 @@ fn monitor(cfg: MonitorConfig) -> Result<()> {
         .unwrap_or(0);
     let mut retire: Vec<(usize, u32, Instant)> = Vec::new();
     let mut error: Option<anyhow::Error> = None;
+    let live = cfg.progress && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut shown = Instant::now();
     while !interrupted() && cfg.duration.is_none_or(|d| began.elapsed() < d) {
+        if live && shown.elapsed() >= Duration::from_secs(1) {
+            progress_line(&sh, began);
+            shown = Instant::now();
+        }
         match hosts.fleet.next_event(Duration::from_millis(500)) {
             Ok(Some((_, Response::Error { message, .. }))) => {
                 eprintln!("monitor: a responder reported: {message}")
@@ -650,6 +677,9 @@ fn monitor(cfg: MonitorConfig) -> Result<()> {
             false
         });
     }
+    if live {
+        eprint!("\r\x1b[K");
+    }
     sh.stop.store(true, Ordering::Relaxed);
     for t in threads {
         let _ = t.join();
@@ -668,10 +698,21 @@ fn monitor(cfg: MonitorConfig) -> Result<()> {
         began.elapsed().as_secs_f64(),
         crate::sys::peak_rss_bytes() as f64 / 1048576.0
     );
-    match error {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+    let targets = sh
+        .metrics
+        .lock()
+        .map(|m| m.targets.iter().map(|t| t.summary()).collect())
+        .unwrap_or_default();
+    Ok(MonitorSummary {
+        started_at,
+        finished_at: crate::model::clock::now_rfc3339(),
+        duration_s: began.elapsed().as_secs_f64(),
+        journal: cfg.out.join(JOURNAL),
+        interrupted: interrupted(),
+        error: error.map(|e| format!("{e:#}")),
+        targets,
+        max_rss_bytes: crate::sys::peak_rss_bytes(),
+    })
 }
 
 fn session_len(cfg: &MonitorConfig) -> Duration {

@@ -27,6 +27,20 @@ pub fn owned(addr: IpAddr) -> bool {
     }
 }
 
+/// The source address this namespace sends from towards `addr`: a UDP
+/// socket connected to it (no packet leaves) is bound by the kernel's
+/// route lookup, and getsockname reads the choice back.
+pub fn source_towards(addr: IpAddr) -> std::io::Result<IpAddr> {
+    let any: IpAddr = if addr.is_ipv6() {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    };
+    let s = UdpSocket::bind(SocketAddr::new(any, 0))?;
+    s.connect(SocketAddr::new(addr, 9))?;
+    Ok(s.local_addr()?.ip())
+}
+
 /// A route of the main table, other than the default, that matches `addr`.
 fn routed(addr: IpAddr) -> bool {
     let family = if addr.is_ipv6() { "-6" } else { "-4" };

@@ -179,7 +179,9 @@ fn open(ends: &mut Ends, t: &LatencyTest) -> Result<Session> {
         Some(a) => a,
         None if target_ip.is_loopback() => loopback(v6),
         None => bail!(
-            "the latency responder answers only the client's address: add --client-address ADDR"
+            "the latency responder answers only the client's address, and the client endpoint \
+             could not tell its source address towards the server (see the warning above): \
+             add --client-address ADDR"
         ),
     };
     let token = crate::latency::new_token().context("drawing a session token")?;

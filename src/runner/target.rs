@@ -37,6 +37,55 @@ pub fn check_target(
     bail!("{}", not_on_server(target, server_name, owner(target)))
 }
 
+/// The address the generator's agent (`gen`, named `gen_name` as the user
+/// wrote it) sends from towards `target`, by its own route lookup: right
+/// for `ns:` and `ssh://` endpoints, whose routes this host cannot see.
+/// Replies (latency probes) and reverse traffic go back to it.
+pub fn source_address(
+    fleet: &mut Fleet,
+    gen: usize,
+    gen_name: &str,
+    target: IpAddr,
+) -> Result<IpAddr> {
+    let answer = fleet
+        .call(
+            gen,
+            &Request::SourceAddress { towards: target },
+            Duration::from_secs(10),
+        )
+        .with_context(|| {
+            format!("asking the client endpoint {gen_name} for its source address towards {target}")
+        })?;
+    match answer {
+        Response::Source { source, .. } => Ok(source),
+        other => bail!("unexpected answer to a source address question: {other:?}"),
+    }
+}
+
+/// The client's address: the one given, else the one its agent learns.
+/// A failure to learn is said and leaves `None`: only tests that send
+/// towards the client need it, and they say so, naming --client-address.
+pub fn client_address(
+    fleet: &mut Fleet,
+    gen: usize,
+    gen_name: &str,
+    given: Option<IpAddr>,
+    target: IpAddr,
+) -> Option<IpAddr> {
+    if given.is_some() {
+        return given;
+    }
+    match source_address(fleet, gen, gen_name, target) {
+        Ok(a) => Some(a),
+        Err(e) => {
+            eprintln!(
+                "warning: {e:#}; a test that sends towards the client needs --client-address ADDR"
+            );
+            None
+        }
+    }
+}
+
 /// The endpoint on this host that holds `target`: this namespace
 /// (`local`) or a named one (`ns:NAME`).
 fn owner(target: IpAddr) -> Option<String> {

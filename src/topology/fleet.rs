@@ -560,6 +560,7 @@ fn is_direct_answer(m: &Response, start_of: Option<u32>) -> bool {
         | Response::Snapshot { .. }
         | Response::PortState { .. }
         | Response::TargetCheck { .. }
+        | Response::Source { .. }
         | Response::Time { .. } => true,
         Response::Started { test, .. } => Some(*test) == start_of,
         Response::Error { test: None, .. } => true,

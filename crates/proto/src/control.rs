@@ -50,6 +50,12 @@ pub enum Request {
     CheckTarget {
         addr: IpAddr,
     },
+    /// Which source address the agent's namespace sends from towards
+    /// `towards` (its route lookup). Asked of a generator whose address the
+    /// user did not give, so replies and reverse traffic can reach it.
+    SourceAddress {
+        towards: IpAddr,
+    },
     /// Describe a physical port in the namespace the agent started in and
     /// check that it may be taken (`force` skips the safety rules), before
     /// a [`NetOp::TakePort`]: the controller cannot see a remote host's ports.
@@ -117,6 +123,11 @@ pub enum Response {
         addr: IpAddr,
         owned: bool,
         routed: bool,
+    },
+    /// The answer to [`Request::SourceAddress`].
+    Source {
+        towards: IpAddr,
+        source: IpAddr,
     },
     /// A job runs; listeners say which data-plane port they opened.
     Started {
@@ -591,6 +602,17 @@ mod tests {
             panic!("an older UdpReceive decodes");
         };
         assert_eq!((rx_engine, target, port), (RxEngine::Socket, None, 0));
+    }
+
+    #[test]
+    fn source_addresses_round_trip() {
+        round_trip(Request::SourceAddress {
+            towards: "198.18.0.2".parse().unwrap(),
+        });
+        round_trip(Response::Source {
+            towards: "2001:2::2".parse().unwrap(),
+            source: "2001:2::1".parse().unwrap(),
+        });
     }
 
     #[test]
