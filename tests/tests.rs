@@ -11,6 +11,7 @@ mod adhoc;
 mod bottleneck;
 mod cli_habits;
 mod first_hour;
+mod fuzz_replay;
 mod http;
 mod lab;
 mod latency;
