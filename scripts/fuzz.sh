@@ -6,9 +6,9 @@
 #   scripts/fuzz.sh [SECONDS]
 #
 # New inputs go to a scratch directory ($FUZZ_WORK, default a temporary one);
-# fuzz/corpus/ is only read. FUZZ_MERGE=1 then merges the inputs that add
-# coverage into fuzz/corpus/<target>/ (libFuzzer -merge=1, i.e. `cargo fuzz
-# cmin`'s minimisation) for a commit. A crash stops that target, prints the
+# fuzz/corpus/ is only read. FUZZ_MERGE=1 then adds the inputs that reach
+# new code to fuzz/corpus/<target>/ (libFuzzer -merge=1, the minimisation
+# `cargo fuzz cmin` does) for a commit. A crash stops that target, prints the
 # input's path under fuzz/artifacts/<target>/ and the script exits 1 after
 # the others ran: fix the decoder, then copy the input to
 # fuzz/regressions/<target>/ so `cargo test` replays it (tests/fuzz_replay.rs).
@@ -43,10 +43,9 @@ for t in $targets; do
     continue
   fi
   if [ "${FUZZ_MERGE:-0}" = 1 ]; then
-    merged=$(mktemp -d -t linerate-fuzz-merged.XXXXXX)
-    cargo +nightly fuzz run "${flags[@]}" "$t" "$merged" "corpus/$t" "$work/$t" -- -merge=1
-    rm -rf "corpus/$t"
-    mv "$merged" "corpus/$t"
+    # Only inputs that reach new edges join the corpus (hit counts do not
+    # count: they would add thousands of files for little).
+    cargo +nightly fuzz run "${flags[@]}" "$t" "corpus/$t" "$work/$t" -- -merge=1 -use_counters=0
   fi
 done
 
