@@ -13,6 +13,7 @@ mod cli_habits;
 mod faults;
 mod first_hour;
 mod flags;
+mod fuzz_replay;
 mod http;
 mod lab;
 mod latency;

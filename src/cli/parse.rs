@@ -57,6 +57,11 @@ pub fn parse_secs(s: &str) -> Result<f64> {
     if !(v.is_finite() && v >= 0.0) {
         bail!("'{s}' is not a duration: it must be a positive number of seconds");
     }
+    // `1e308h` is finite until its unit makes it infinite; a Duration holds
+    // at most 2^64 s.
+    if std::time::Duration::try_from_secs_f64(v * mult).is_err() {
+        bail!("'{s}' is too long a duration: give at most days' worth, e.g. 48h");
+    }
     Ok(v * mult)
 }
 
@@ -207,7 +212,12 @@ pub fn parse_size(s: &str) -> Result<u64> {
     if !(v.is_finite() && v >= 0.0) {
         bail!("'{s}' is not a size");
     }
-    Ok((v * mult as f64).round() as u64)
+    // `as u64` would saturate: 1e30 bytes must not become 16 EiB silently.
+    let bytes = (v * mult as f64).round();
+    if bytes >= u64::MAX as f64 {
+        bail!("'{s}' is too large a size: give at most a few TB, e.g. 100G");
+    }
+    Ok(bytes as u64)
 }
 
 /// `--tx-engine`: exactly the names of `proto::TxEngine`, so an engine
@@ -226,6 +236,23 @@ pub fn rx_engine() -> impl TypedValueParser<Value = RxEngine> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `1e308h` was an infinite duration (fuzz/regressions/units replays these)
+    /// (a panic in `Duration::from_secs_f64`), `1e30` bytes 16 EiB.
+    #[test]
+    fn fuzz_durations_and_sizes_too_large_are_refused() {
+        for s in ["1e308h", "1e306m", "1e20"] {
+            let e = parse_secs(s).unwrap_err().to_string();
+            assert!(e.contains("too long a duration") && e.contains(s), "{e}");
+        }
+        assert_eq!(parse_secs("48h").unwrap(), 172_800.0);
+        for s in ["1e30", "18446744073709551616", "1e11G"] {
+            let e = parse_size(s).unwrap_err().to_string();
+            assert!(e.contains("too large a size") && e.contains(s), "{e}");
+        }
+        assert_eq!(parse_size("1e18").unwrap(), 1_000_000_000_000_000_000);
+        assert_eq!(parse_size("16Gi").unwrap(), 16 << 30);
+    }
 
     #[test]
     fn cpus() {

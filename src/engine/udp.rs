@@ -26,7 +26,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const WINDOW: u64 = 4096;
+/// Sequence numbers a [`FlowTracker`] remembers behind the highest seen:
+/// an older packet is counted as reordered, never as a duplicate.
+pub const WINDOW: u64 = 4096;
 /// How long the receiver keeps polling after the last datagram, while
 /// datagrams come densely.
 const BUSY_POLL: Duration = Duration::from_millis(2);

@@ -86,6 +86,9 @@ pub enum RateError {
     },
     #[error("'{0}': the rate must be above zero (leave the rate out to send as fast as possible)")]
     Zero(String),
+    /// A number so large it is infinite once its prefix is applied (`1e308T`).
+    #[error("'{0}' is too large a rate to count: give a rate a real line can carry, e.g. 400G or 600Mpps")]
+    TooLarge(String),
 }
 
 /// The unit a rate's text named.
@@ -149,6 +152,9 @@ fn split_rate(text: &str) -> Result<Option<(f64, Unit, bool)>, RateError> {
         }
         _ => return Ok(None),
     };
+    if !(v * mult).is_finite() {
+        return Err(RateError::TooLarge(text.to_string()));
+    }
     Ok(Some((v * mult, unit, !prefix.is_empty())))
 }
 
@@ -268,6 +274,17 @@ mod tests {
     use super::*;
 
     /// The reference table every loadtester agrees on (10 GbE).
+    /// `1e308T` was an infinite rate (fuzz/regressions/units replays it too).
+    #[test]
+    fn fuzz_rates_too_large_to_count_are_refused() {
+        for s in ["1e308T", "1e300Tbps", "1.7e308kpps"] {
+            assert_eq!(Rate::parse(s), Err(RateError::TooLarge(s.into())));
+        }
+        assert!(matches!(parse_bps("1e308G"), Err(RateError::TooLarge(_))));
+        assert!(matches!(parse_pps("1e308M"), Err(RateError::TooLarge(_))));
+        assert_eq!(Rate::parse("1e300pps"), Ok(Rate::Pps(1e300)));
+    }
+
     #[test]
     fn ten_gig_line_rate_table() {
         let ten_g = 10e9;

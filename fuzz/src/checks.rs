@@ -1,0 +1,466 @@
+//! What each fuzz target asserts, one function per decoder of outside input.
+//!
+//! The libFuzzer targets in `fuzz/fuzz_targets/` call these on nightly, and
+//! `tests/fuzz_replay.rs` includes this same file on stable to replay every
+//! corpus file and crash input in `cargo test`. So it may use only what
+//! both see: the `linerate` crate (its `proto` re-export) and `serde_json`.
+//!
+//! Each check asserts invariants of the decoder, not only "no panic": what
+//! decodes re-encodes to the same message, parsed fields lie within the
+//! input, errors point inside the input and name what they refused.
+
+use linerate::proto::{self, control, frame, probe};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::collections::HashSet;
+use std::fmt::Debug;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+/// A check: panics when the decoder breaks one of its rules on `data`.
+pub type Check = fn(&[u8]);
+
+/// Every target by its name in `fuzz/Cargo.toml` and `fuzz/corpus/<name>/`.
+pub const TARGETS: &[(&str, Check)] = &[
+    ("control", control),
+    ("plan", plan),
+    ("http_head", http_head),
+    ("probe", probe),
+    ("frame", frame),
+    ("units", units),
+];
+
+/// The control protocol: length-prefixed JSON frames from a peer.
+///
+/// The input is read both as a stream of frames and as one frame's body.
+/// A frame never claims more than it holds; a body that decodes as a
+/// [`control::Request`] or [`control::Response`] encodes to a frame that
+/// decodes to the same message.
+pub fn control(data: &[u8]) {
+    control_body(data);
+    let mut rest = data;
+    loop {
+        let at = data.len() - rest.len();
+        match control::read_frame(&mut rest) {
+            Ok(None) => {
+                assert!(rest.is_empty(), "clean end with bytes left");
+                break;
+            }
+            Ok(Some(body)) => {
+                assert!(!body.is_empty() && body.len() <= control::MAX_MESSAGE);
+                assert_eq!(data.len() - rest.len(), at + 4 + body.len());
+                assert_eq!(&data[at + 4..at + 4 + body.len()], &body[..]);
+                control_body(&body);
+            }
+            Err(control::DecodeError::Oversize(n)) => {
+                assert!(n > control::MAX_MESSAGE);
+                break;
+            }
+            Err(control::DecodeError::Empty) => {
+                assert_eq!(&data[at..at + 4], &[0, 0, 0, 0]);
+                break;
+            }
+            Err(control::DecodeError::Truncated) => break,
+            Err(e) => panic!("read_frame on a byte slice failed with {e}"),
+        }
+    }
+}
+
+fn control_body(body: &[u8]) {
+    if let Ok(m) = serde_json::from_slice::<control::Request>(body) {
+        round_trip(&m);
+    }
+    if let Ok(m) = serde_json::from_slice::<control::Response>(body) {
+        round_trip(&m);
+    }
+}
+
+fn round_trip<T: Serialize + DeserializeOwned + PartialEq + Debug>(m: &T) {
+    // Re-encoding may be longer than the input (escapes, floats): a body
+    // near the limit may grow past it, and the encoder refuses that.
+    match serde_json::to_vec(m) {
+        Ok(body) if body.len() > control::MAX_MESSAGE => return,
+        Ok(_) => {}
+        Err(e) => panic!("a decoded message does not serialise: {e}: {m:?}"),
+    }
+    let frame = match control::encode(m) {
+        Ok(f) => f,
+        Err(e) => panic!("a decoded message does not encode: {e}: {m:?}"),
+    };
+    let mut r = &frame[..];
+    match control::read_message::<T>(&mut r) {
+        Ok(Some(back)) => assert_eq!(&back, m, "decode(encode(m)) != m"),
+        Ok(None) => panic!("an encoded message reads as the end of the stream"),
+        Err(e) => panic!("an encoded message does not decode: {e}: {m:?}"),
+    }
+    assert!(r.is_empty(), "an encoded message leaves bytes behind");
+}
+
+/// Plan files: TOML text → a validated plan, or an error at a line and
+/// column inside the text.
+pub fn plan(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let plan = match linerate::plan::parse("fuzz.toml", text) {
+        Err(e) => {
+            assert_eq!(e.file, "fuzz.toml");
+            assert!(!e.message.trim().is_empty(), "an empty error message");
+            let lines = text.split('\n').count();
+            assert!((1..=lines).contains(&e.line), "line {} of {lines}", e.line);
+            let line_chars = text
+                .split('\n')
+                .nth(e.line - 1)
+                .map_or(0, |l| l.chars().count());
+            assert!(
+                (1..=line_chars + 1).contains(&e.column),
+                "column {} of a {line_chars}-character line",
+                e.column
+            );
+            return;
+        }
+        Ok(p) => p,
+    };
+    let within = |s: linerate::plan::Span| s.start <= s.end && s.end <= text.len();
+    assert!(!plan.hosts.is_empty() && !plan.tests.is_empty());
+    let mut names = HashSet::new();
+    for h in &plan.hosts {
+        assert!(names.insert(h.name.as_str()), "host {} twice", h.name);
+        assert!(within(h.span));
+    }
+    let mut names = HashSet::new();
+    for t in &plan.tests {
+        assert!(names.insert(t.name.as_str()), "test {} twice", t.name);
+        assert!(within(t.span));
+        assert!((1..=linerate::plan::MAX_INSTANCES).contains(&t.instances));
+        assert!(!t.from.is_empty(), "a test without generators");
+        assert!(!t.from.contains(&t.to), "a test from its own sink");
+        let mut from = HashSet::new();
+        for f in &t.from {
+            assert!(from.insert(f), "generator {f} twice");
+            assert!(plan.host(f).is_some(), "generator {f} is no host");
+        }
+        assert!(plan.host(&t.to).is_some(), "sink {} is no host", t.to);
+        assert!(
+            target_allowed(t.target, &plan.allow_target),
+            "target {} outside the safe ranges and allow_target",
+            t.target
+        );
+        for a in &t.args {
+            assert!(within(a.span) && within(a.value_span));
+            assert!(a.flag.starts_with("--"), "flag {}", a.flag);
+        }
+    }
+}
+
+/// Loopback, the benchmarking ranges, or an allowed prefix (DESIGN §4).
+fn target_allowed(ip: IpAddr, allow: &[proto::Cidr]) -> bool {
+    let bench: [proto::Cidr; 2] = [
+        proto::Cidr {
+            addr: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 0)),
+            prefix: 15,
+        },
+        proto::Cidr {
+            addr: IpAddr::V6(std::net::Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 0)),
+            prefix: 48,
+        },
+    ];
+    ip.is_loopback() || bench.iter().chain(allow).any(|c| c.contains(ip))
+}
+
+/// The request head `serve` reads from any client, and the response head
+/// the HTTP client reads from any server.
+pub fn http_head(data: &[u8]) {
+    use linerate::http::wire::{self, Reject};
+    match wire::parse_request(data) {
+        Ok(h) => {
+            assert!(h.len <= data.len() && h.len <= wire::MAX_HEAD);
+            let head = &data[..h.len];
+            assert!(head.ends_with(b"\n"), "a head that does not end a line");
+            assert!(
+                contains(head, h.target.as_bytes()),
+                "target not in the head"
+            );
+            if let Some(r) = &h.range {
+                assert!(contains(head, r.as_bytes()), "range not in the head");
+            }
+            // The head alone parses the same: nothing after it counts.
+            assert_eq!(wire::parse_request(head), Ok(h.clone()));
+            for len in [0, 1, h.len as u64, u64::MAX] {
+                range_within(h.range.as_deref(), len);
+            }
+        }
+        Err(Reject::Partial) => assert!(data.len() < wire::MAX_HEAD),
+        Err(Reject::Status(s)) => {
+            assert!(matches!(s, 400 | 405 | 431 | 505), "status {s}");
+            assert_ne!(wire::reason(s), "Error");
+        }
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        for len in [0, 1, 100, data.len() as u64, u64::MAX] {
+            range_within(Some(text), len);
+        }
+    }
+    match wire::parse_response(data) {
+        Ok(Some(r)) => assert!(r.len <= data.len()),
+        Ok(None) => assert!(data.len() < wire::MAX_HEAD),
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+}
+
+fn range_within(header: Option<&str>, len: u64) {
+    use linerate::http::wire::{parse_range, RangeAsk};
+    match parse_range(header, len) {
+        RangeAsk::Part { start, end } => {
+            assert!(start <= end && end < len, "{start}-{end} of {len}")
+        }
+        RangeAsk::Whole | RangeAsk::Unsatisfiable => {}
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The session token of the probe target; the fuzzer finds it by its
+/// comparisons, as an attacker who learned it would.
+const TOKEN: u64 = 0x4c52_0000_f022_0001;
+
+/// Latency probes: the responder's admission and in-place reply, the
+/// client's reply matching, and ICMP echo replies. The first byte picks
+/// the sender's address, the session's age and the ICMP flavour.
+pub fn probe(data: &[u8]) {
+    let Some((&flags, dgram)) = data.split_first() else {
+        return;
+    };
+    match probe::Probe::parse(dgram) {
+        Ok(p) => {
+            let mut out = dgram.to_vec();
+            assert!(p.emit(&mut out));
+            // Bytes 6 and 7 are reserved: emit writes zeros there.
+            out[6] = dgram[6];
+            out[7] = dgram[7];
+            assert_eq!(out, dgram, "emit(parse(x)) != x");
+        }
+        Err(probe::ProbeError::Short) => assert!(dgram.len() < probe::HEADER_LEN),
+        Err(probe::ProbeError::BadMagic) => assert_ne!(dgram[..4], probe::MAGIC),
+        Err(probe::ProbeError::BadVersion(v)) => assert!(v == dgram[4] && v != probe::VERSION),
+        Err(probe::ProbeError::BadKind(k)) => assert!(k == dgram[5] && !(1..=2).contains(&k)),
+    }
+    responder(flags, dgram);
+    client(dgram);
+    let (v6, raw_v4) = (flags & 4 != 0, flags & 8 != 0);
+    if let Some((seq, tx)) = linerate::latency::icmp::parse_reply(v6, raw_v4, dgram, TOKEN) {
+        let b = if raw_v4 {
+            &dgram[usize::from(dgram[0] & 0x0f) * 4..]
+        } else {
+            dgram
+        };
+        assert_eq!(b[8..16], TOKEN.to_be_bytes());
+        assert_eq!(b[16..24], tx.to_be_bytes());
+        assert_eq!(b[24..28], seq.to_be_bytes());
+    }
+}
+
+fn responder(flags: u8, dgram: &[u8]) {
+    use linerate::latency::responder::{judge, RateCap, Session, Verdict};
+    let client = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
+    let session = Session {
+        token: TOKEN,
+        client,
+        duration: Duration::from_secs(10),
+        max_pps: 1000,
+    };
+    let from_ip = if flags & 1 == 0 {
+        client
+    } else {
+        IpAddr::V4(Ipv4Addr::new(198, 18, 0, 9))
+    };
+    let elapsed = if flags & 2 == 0 {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_secs(10)
+    };
+    let mut cap = RateCap::new(session.max_pps);
+    let (verdict, p) = judge(
+        &session,
+        SocketAddr::new(from_ip, 4000),
+        dgram,
+        elapsed,
+        &mut cap,
+        Instant::now(),
+    );
+    let Some(mut p) = p else {
+        assert_ne!(verdict, Verdict::Answer);
+        return;
+    };
+    assert_eq!(verdict, Verdict::Answer);
+    assert!(p.kind == probe::Kind::Request && p.token == TOKEN);
+    assert!(from_ip == client && elapsed < session.duration);
+    // The reply as the responder makes it: in place, never longer.
+    let mut reply = dgram.to_vec();
+    p.kind = probe::Kind::Reply;
+    p.rx_count = 1;
+    p.responder_rx_ns = 7;
+    p.responder_tx_ns = 8;
+    assert!(p.emit(&mut reply));
+    assert_eq!(reply.len(), dgram.len());
+    assert_eq!(reply[probe::HEADER_LEN..], dgram[probe::HEADER_LEN..]);
+    // The client takes it for the probe it sent with that sequence.
+    let mut t = linerate::latency::client::Tracker::new(TOKEN, 4);
+    let sent = p.seq.min(3) + 1;
+    for s in 0..sent {
+        t.sent(s, 100 + u64::from(s));
+    }
+    let ours = p.seq < sent;
+    assert_eq!(t.reply(&reply, 50), ours);
+    assert_eq!(t.reply(&reply, 60), ours);
+    if ours {
+        let s = t.samples[p.seq as usize];
+        assert!(s.answered() && s.duplicates() == 1);
+        assert_eq!((s.3, s.4, s.5), (7, 8, 1));
+    }
+}
+
+fn client(dgram: &[u8]) {
+    let mut t = linerate::latency::client::Tracker::new(TOKEN, 4);
+    for s in 0..4 {
+        t.sent(s, 1);
+    }
+    let took = t.reply(dgram, 9);
+    let want = matches!(probe::Probe::parse(dgram),
+        Ok(p) if p.kind == probe::Kind::Reply && p.token == TOKEN && p.seq < 4);
+    assert_eq!(took, want);
+    let answered = t.samples.iter().filter(|s| s.answered()).count();
+    assert_eq!(answered, usize::from(took));
+}
+
+/// The linerate frame header at the sink, and the per-flow sequence
+/// accounting it feeds. The input is a series of datagrams, each after a
+/// length byte (0..63); then read again as 16-bit sequence steps of one
+/// flow, so the fuzzer reaches the tracker's window edges cheaply.
+pub fn frame(data: &[u8]) {
+    let mut flows: std::collections::HashMap<u16, Model> = Default::default();
+    let mut rest = data;
+    while let Some((&n, tail)) = rest.split_first() {
+        let n = usize::from(n % 64).min(tail.len());
+        let (d, tail) = tail.split_at(n);
+        rest = tail;
+        match frame::Header::parse(d) {
+            Some(h) => {
+                assert!(d.len() >= frame::HEADER_LEN && d[..2] == frame::MAGIC);
+                assert!(h.seq <= frame::SEQ_MASK);
+                let mut b = [0u8; frame::HEADER_LEN];
+                h.emit(&mut b);
+                assert_eq!(b[..], d[..frame::HEADER_LEN], "emit(parse(x)) != x");
+                flows.entry(h.flow).or_default().on_seq(h.seq);
+            }
+            None => assert!(d.len() < frame::HEADER_LEN || d[..2] != frame::MAGIC),
+        }
+    }
+    let mut m = Model::default();
+    let mut seq: u64 = 1 << 20;
+    for w in data.chunks_exact(2) {
+        let step = i64::from(i16::from_be_bytes([w[0], w[1]]));
+        seq = seq.saturating_add_signed(step) & frame::SEQ_MASK;
+        m.on_seq(seq);
+    }
+}
+
+/// The sink's tracker beside an exact model (a set of every sequence seen):
+/// inside the tracker's window the two agree exactly; a packet older than
+/// the window may only be counted as new (too old to tell).
+#[derive(Default)]
+struct Model {
+    t: linerate::engine::udp::FlowTracker,
+    seen: HashSet<u64>,
+    next: u64,
+    fed: u64,
+    unique: u64,
+    duplicates: u64,
+    reordered: u64,
+    too_old: bool,
+}
+
+impl Model {
+    fn on_seq(&mut self, s: u64) {
+        let window = linerate::engine::udp::WINDOW;
+        self.too_old |= s < self.next && self.next - s > window;
+        self.t.on_seq(s);
+        self.fed += 1;
+        if self.seen.insert(s) {
+            self.unique += 1;
+            if s < self.next {
+                self.reordered += 1;
+            }
+        } else {
+            self.duplicates += 1;
+        }
+        self.next = self.next.max(s + 1);
+        let t = &self.t;
+        assert_eq!(t.unique() + t.duplicates(), self.fed);
+        assert!(
+            t.duplicates() <= self.duplicates,
+            "a new packet counted as a duplicate"
+        );
+        assert!(t.reordered() <= t.unique());
+        if !self.too_old {
+            assert_eq!(
+                (t.unique(), t.duplicates(), t.reordered()),
+                (self.unique, self.duplicates, self.reordered),
+                "tracker and model disagree inside the window"
+            );
+            assert_eq!(t.missing(), self.next - self.unique);
+        }
+    }
+}
+
+/// The unit parsers of the command line and plans: rates, durations,
+/// sizes, frame sizes. Whatever parses is finite and in range; every error
+/// quotes the text it refused.
+pub fn units(data: &[u8]) {
+    use linerate::cli::parse;
+    use linerate::model::units::{self, Rate};
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
+    match Rate::parse(s) {
+        Ok(Rate::Pps(v) | Rate::L1Bps(v)) => assert!(v.is_finite() && v > 0.0, "{s} → {v}"),
+        Ok(Rate::LinePct(p)) => assert!(p > 0.0 && p <= 100.0, "{s} → {p} %"),
+        Err(e) => assert!(
+            e.to_string().contains(s.trim()),
+            "'{e}' does not quote '{s}'"
+        ),
+    }
+    for r in [units::parse_bps(s), units::parse_pps(s)] {
+        match r {
+            Ok(v) => assert!(v.is_finite() && v > 0.0, "{s} → {v}"),
+            Err(e) => assert!(
+                e.to_string().contains(s.trim()),
+                "'{e}' does not quote '{s}'"
+            ),
+        }
+    }
+    match parse::parse_secs(s) {
+        Ok(v) => {
+            assert!(v.is_finite() && v >= 0.0, "{s} → {v} s");
+            // Every duration flag becomes a Duration after its range check.
+            assert!(Duration::try_from_secs_f64(v).is_ok(), "{s} → {v} s");
+        }
+        Err(e) => assert!(e.to_string().contains(s)),
+    }
+    match parse::parse_size(s) {
+        Ok(v) => {
+            // What the text says, not a saturated cast of something larger.
+            assert!(v < u64::MAX, "{s} → {v} B");
+        }
+        Err(e) => assert!(e.to_string().contains(s)),
+    }
+    match parse::parse_frame(s) {
+        Ok(proto::FrameSpec::Fixed(n)) => {
+            assert!((units::MIN_FRAME..=units::MAX_FRAME).contains(&n))
+        }
+        Ok(_) => {}
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+}
