@@ -539,11 +539,11 @@ fn retransmit_note(sender: &HttpSummary) -> Option<String> {
         .map(|c| c.spurious_retransmits)
         .sum();
     Some(format!(
-        "{retr} retransmits, {dup} of them reported back by the receiver as duplicates \
-         (D-SACK: the segment had arrived, the sender's timer or tail-loss probe fired \
-         before its ACK came back, as when the receiving core is busy); the other {} \
-         were segments not confirmed received (lost on the path or dropped by a full \
-         veth ring or backlog)",
+        "{retr} retransmits (TCP_INFO total_retrans of the sender), {dup} of them reported back \
+         by the receiver as duplicates (D-SACK: the segment had arrived and the sender's timer \
+         or tail-loss probe fired before its ACK, as when the receiving core is busy); the \
+         other {} were not reported as duplicates: segments lost on the way (compare the \
+         interfaces' drop counters in results.json) or probes the receiver did not D-SACK",
         retr - dup.min(retr)
     ))
 }
