@@ -15,6 +15,7 @@ mod first_hour;
 mod flags;
 mod fuzz_replay;
 mod http;
+mod http_requests;
 mod lab;
 mod latency;
 mod layers;

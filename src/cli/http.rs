@@ -44,6 +44,11 @@ pub struct HttpArgs {
     /// Stop after this many downloads in all instead of after --duration.
     #[arg(long)]
     pub requests: Option<u64>,
+    /// Send this many requests per second in all, on a fixed schedule spread
+    /// over the connections; latency is then measured from each request's
+    /// intended send time (coordinated omission corrected, as wrk2 does).
+    #[arg(long, value_name = "REQ/S", conflicts_with = "matrix")]
+    pub rate: Option<f64>,
     /// Size of the generated object linerate's server sends (default 100M).
     #[arg(long, value_parser = parse_size, conflicts_with = "root")]
     pub size: Option<u64>,
@@ -131,6 +136,14 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
     if a.requests == Some(0) {
         bail!("--requests 0: ask for at least one download");
     }
+    if let Some(r) = a.rate {
+        if !(r.is_finite() && r > 0.0) {
+            bail!("--rate {r}: give the requests per second in all, a positive number");
+        }
+        if r > 10_000_000.0 {
+            bail!("--rate {r}: above 10 M requests/s; leave --rate out to send as fast as the server answers");
+        }
+    }
     let trust = match &a.cacert {
         Some(p) => Trust::CaPem(
             std::fs::read_to_string(p)
@@ -191,6 +204,7 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
         connections: n,
         duration,
         requests: a.requests,
+        rate_per_s: a.rate,
         allow,
     };
     let plural = |n: u16| if n == 1 { "" } else { "s" };
@@ -274,6 +288,19 @@ mod tests {
         assert_eq!(rows, ["T1.1", "T1.2", "T2.1", "T2.2", "T3.1", "T3.2"]);
         assert_eq!(v[1].connections, 4);
         assert!(v[5].ktls && v[5].tls && !v[0].tls);
+    }
+
+    #[test]
+    fn rate_must_be_positive() {
+        let a = parse(&["--target", "198.18.0.2", "--rate", "0"]);
+        let e = http_tests(&a).unwrap_err().to_string();
+        assert!(e.contains("--rate 0"), "{e}");
+        let a = parse(&["--target", "198.18.0.2", "--rate", "500", "-c", "8"]);
+        let (_, TestSpec::Http(v)) = http_tests(&a).unwrap() else {
+            panic!("not http")
+        };
+        assert_eq!(v[0].rate_per_s, Some(500.0));
+        assert_eq!(v[0].connections, 8);
     }
 
     #[test]

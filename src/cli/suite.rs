@@ -257,6 +257,7 @@ fn http_rows(d: Duration, allow: &[crate::proto::Cidr]) -> Vec<HttpTest> {
                 connections: n,
                 duration: d.min(Duration::from_secs(2)),
                 requests: None,
+                rate_per_s: None,
                 allow: allow.to_vec(),
             });
         }

@@ -7,7 +7,7 @@ use super::stats::{self, CpuMark};
 use super::wire::{self, MAX_HEAD};
 use super::HttpError;
 use super::{tls, ConnStats};
-use crate::proto::http::{HttpSummary, KtlsStatus};
+use crate::proto::http::{ErrorKinds, HttpSummary, KtlsStatus, StatusCount};
 use crate::proto::IntervalSample;
 use crate::sys;
 use crate::sys::tls as ffi;
@@ -32,11 +32,18 @@ pub struct GetSpec {
     pub duration: Duration,
     /// Stop after this many responses in all (else run for `duration`).
     pub requests: Option<u64>,
+    /// Requests per second in all (each connection its share, on a fixed
+    /// schedule); latency is then measured from the intended send time.
+    pub rate_per_s: Option<f64>,
 }
 
 const POLL: Duration = Duration::from_millis(200);
-/// A response that sends nothing for this long fails the connection.
+/// A response that sends nothing for this long fails the request.
 const STALL: Duration = Duration::from_secs(10);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// After a failed connect, before the next attempt: a refusing port is
+/// counted at a bounded pace, not in a busy loop.
+const CONNECT_BACKOFF: Duration = Duration::from_millis(10);
 const DISCARD: usize = 4 << 20;
 /// How long a download under way at the end may take to finish.
 const FINISH_GRACE: Duration = Duration::from_secs(2);
@@ -48,8 +55,8 @@ struct Shared {
     /// Requests left to claim; negative: unlimited.
     budget: AtomicI64,
     wire_bytes: AtomicU64,
-    status: Mutex<Vec<crate::proto::http::StatusCount>>,
-    errors: AtomicU64,
+    status: Mutex<Vec<StatusCount>>,
+    error_kinds: Mutex<ErrorKinds>,
     ktls_used: AtomicBool,
     ktls_note: Mutex<Option<String>>,
     tls_version: Mutex<Option<(String, String)>>,
@@ -59,6 +66,10 @@ struct Shared {
 impl Shared {
     fn over(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || Instant::now() >= self.deadline
+    }
+    /// Past the end, and past the grace a request under way has to finish.
+    fn cut(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || Instant::now() >= self.deadline + FINISH_GRACE
     }
     fn claim(&self) -> bool {
         if self.over() {
@@ -75,6 +86,65 @@ impl Shared {
     }
 }
 
+/// What failed a request, for the counts by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Connect,
+    Timeout,
+    Reset,
+    Tls,
+    Protocol,
+}
+
+/// Why one request got no complete response.
+struct Failure {
+    kind: Kind,
+    error: HttpError,
+}
+
+impl Failure {
+    fn new(kind: Kind, error: HttpError) -> Self {
+        Failure { kind, error }
+    }
+    /// An I/O error of an open connection, by what the kernel said.
+    fn io(what: &str, tls: bool) -> impl FnOnce(io::Error) -> Failure + '_ {
+        move |e| {
+            let kind = match e.kind() {
+                io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => Kind::Timeout,
+                // rustls reports a broken record or alert as InvalidData.
+                io::ErrorKind::InvalidData if tls => Kind::Tls,
+                io::ErrorKind::InvalidData => Kind::Protocol,
+                _ => Kind::Reset,
+            };
+            Failure::new(kind, HttpError::io(what)(e))
+        }
+    }
+}
+
+impl From<HttpError> for Failure {
+    fn from(e: HttpError) -> Self {
+        let kind = match &e {
+            HttpError::Tls(_) => Kind::Tls,
+            HttpError::Io { source, .. } => match source.kind() {
+                io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => Kind::Timeout,
+                _ => Kind::Reset,
+            },
+            HttpError::Protocol(_) | HttpError::Config(_) => Kind::Protocol,
+        };
+        Failure::new(kind, e)
+    }
+}
+
+fn count(k: &mut ErrorKinds, kind: Kind) {
+    match kind {
+        Kind::Connect => k.connect += 1,
+        Kind::Timeout => k.timeout += 1,
+        Kind::Reset => k.reset += 1,
+        Kind::Tls => k.tls += 1,
+        Kind::Protocol => k.protocol += 1,
+    }
+}
+
 /// Runs the downloads; `on_interval` gets per-connection bytes.
 pub fn run(
     spec: GetSpec,
@@ -82,6 +152,13 @@ pub fn run(
     interval: Duration,
     on_interval: &mut dyn FnMut(IntervalSample),
 ) -> Result<HttpSummary, HttpError> {
+    if let Some(r) = spec.rate_per_s {
+        if !(r.is_finite() && r > 0.0) {
+            return Err(HttpError::Config(format!(
+                "a request rate of {r}/s: give a positive number"
+            )));
+        }
+    }
     let start = Instant::now();
     let cpu = CpuMark::now();
     // With a request count the duration is only a safety cap.
@@ -97,55 +174,30 @@ pub fn run(
         stop,
         wire_bytes: AtomicU64::new(0),
         status: Mutex::new(Vec::new()),
-        errors: AtomicU64::new(0),
+        error_kinds: Mutex::new(ErrorKinds::default()),
         ktls_used: AtomicBool::new(false),
         ktls_note: Mutex::new(None),
         tls_version: Mutex::new(None),
         object_bytes: AtomicU64::new(0),
     });
+    let n = sh.spec.connections.max(1);
+    // Each connection's share of the rate, its first request offset by its
+    // place so the connections' schedules interleave.
+    let every = sh
+        .spec
+        .rate_per_s
+        .map(|r| Duration::from_secs_f64(f64::from(n) / r));
     let mut conns = Vec::new();
     let mut handles = Vec::new();
-    for id in 0..sh.spec.connections.max(1) {
-        let sock = TcpStream::connect_timeout(&sh.spec.target, Duration::from_secs(5))
-            .map_err(|e| HttpError::Protocol(format!("connecting to {}: {e}", sh.spec.target)))?;
-        let st = Arc::new(ConnStats::new(id, sock.as_raw_fd()));
+    for id in 0..n {
+        let st = Arc::new(ConnStats::new(id, -1));
         conns.push(Arc::clone(&st));
         let sh2 = Arc::clone(&sh);
+        let first = every.map(|e| start + e.mul_f64(f64::from(id) / f64::from(n)));
         let h = crate::host::kernel::spawn_named("lr-http-get", move || {
-            let mut sock = Some(sock);
-            let mut ttfb = stats::new_histogram();
-            let mut lat = stats::new_histogram();
-            while !sh2.over() {
-                let s = match sock.take() {
-                    Some(s) => s,
-                    // The server closed the last one (Connection: close, or
-                    // nginx's keepalive_requests): open another.
-                    None => {
-                        match TcpStream::connect_timeout(&sh2.spec.target, Duration::from_secs(5)) {
-                            Ok(s) => s,
-                            Err(e) => {
-                                record_error(&sh2, &st, HttpError::io("reconnecting")(e));
-                                break;
-                            }
-                        }
-                    }
-                };
-                match connection(&sh2, s, &st, &mut ttfb, &mut lat) {
-                    Ok(true) => continue,
-                    Ok(false) => break,
-                    Err(e) => {
-                        record_error(&sh2, &st, e);
-                        break;
-                    }
-                }
-            }
-            st.finish();
-            if let Ok(mut g) = st.ttfb.lock() {
-                *g = Some(ttfb);
-            }
-            if let Ok(mut g) = st.latency.lock() {
-                *g = Some(lat);
-            }
+            let mut w = Worker::new(&sh2, &st, every, first);
+            w.run();
+            w.finish();
         });
         handles.push(h.map_err(HttpError::io("starting a client thread"))?);
     }
@@ -163,9 +215,17 @@ pub fn run(
     let span = clock.close(Instant::now());
     on_interval(super::interval_of(&conns, span, &mut last, false));
     let elapsed = start.elapsed().as_secs_f64();
-    let (mut ttfb, mut lat) = (stats::new_histogram(), stats::new_histogram());
+    let (mut ttfb, mut lat, mut raw) = (
+        stats::new_histogram(),
+        stats::new_histogram(),
+        stats::new_histogram(),
+    );
     for c in &conns {
-        for (src, dst) in [(&c.ttfb, &mut ttfb), (&c.latency, &mut lat)] {
+        for (src, dst) in [
+            (&c.ttfb, &mut ttfb),
+            (&c.latency, &mut lat),
+            (&c.latency_uncorrected, &mut raw),
+        ] {
             if let Some(h) = src.lock().ok().and_then(|g| g.clone()) {
                 let _ = dst.add(&h);
             }
@@ -175,6 +235,8 @@ pub fn run(
     let tv = sh.tls_version.lock().ok().and_then(|g| g.clone());
     let requested = sh.spec.tls.is_some() && sh.spec.ktls;
     let in_use = sh.ktls_used.load(Ordering::Relaxed);
+    let error_kinds = sh.error_kinds.lock().map(|k| k.clone()).unwrap_or_default();
+    let rate = sh.spec.rate_per_s;
     Ok(HttpSummary {
         tls: sh.spec.tls.is_some(),
         tls_version: tv.as_ref().map(|t| t.0.clone()),
@@ -190,7 +252,10 @@ pub fn run(
         body_bytes: connections.iter().map(|c| c.body_bytes).sum(),
         wire_bytes: sh.wire_bytes.load(Ordering::Relaxed),
         status_counts: sh.status.lock().map(|s| s.clone()).unwrap_or_default(),
-        errors: sh.errors.load(Ordering::Relaxed),
+        errors: error_kinds.total(),
+        error_kinds,
+        rate_per_s: rate,
+        latency_uncorrected: rate.and_then(|_| stats::latency_of(&raw)),
         elapsed_s: elapsed,
         cpu: cpu.split(),
         ttfb: stats::latency_of(&ttfb),
@@ -200,13 +265,6 @@ pub fn run(
         cache: None,
         object_bytes: sh.object_bytes.load(Ordering::Relaxed),
     })
-}
-
-fn record_error(sh: &Shared, st: &ConnStats, e: HttpError) {
-    sh.errors.fetch_add(1, Ordering::Relaxed);
-    if let Ok(mut g) = st.error.lock() {
-        g.get_or_insert(e.to_string());
-    }
 }
 
 /// A TCP socket that counts what it reads, under rustls.
@@ -241,6 +299,15 @@ enum Conn {
 }
 
 impl Conn {
+    fn fd(&self) -> std::os::fd::RawFd {
+        match self {
+            Conn::Plain(s) | Conn::Ktls(s) => s.as_raw_fd(),
+            Conn::Tls(t) => t.sock.sock.as_raw_fd(),
+        }
+    }
+    fn tls(&self) -> bool {
+        !matches!(self, Conn::Plain(_))
+    }
     fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
         match self {
             Conn::Plain(s) | Conn::Ktls(s) => s.read(b),
@@ -275,84 +342,226 @@ fn retry(e: &io::Error) -> bool {
     )
 }
 
-/// Downloads over one TCP connection until time is up or the server closes
-/// it; `Ok(true)`: open another and go on.
-fn connection(
-    sh: &Arc<Shared>,
-    sock: TcpStream,
-    st: &ConnStats,
-    ttfb: &mut hdrhistogram::Histogram<u64>,
-    lat: &mut hdrhistogram::Histogram<u64>,
-) -> Result<bool, HttpError> {
-    /// Detaches the socket from the sampler before it closes.
-    struct Attached<'a>(&'a ConnStats);
-    impl Drop for Attached<'_> {
-        fn drop(&mut self) {
-            self.0.detach();
+/// How one request ended, when it did not fail.
+enum Outcome {
+    /// A complete response; `keep_alive`: the connection may carry the next.
+    Done { keep_alive: bool },
+    /// The test ended with the response under way: counted in bytes only.
+    Cut,
+}
+
+/// One connection's thread: requests one at a time (no pipelining) on a
+/// kept-alive connection, a new connection when the server closes it or a
+/// request fails. With a rate, each request has an intended send time.
+struct Worker<'a> {
+    sh: &'a Arc<Shared>,
+    st: &'a ConnStats,
+    conn: Option<Conn>,
+    request: Vec<u8>,
+    head: Vec<u8>,
+    buf: Vec<u8>,
+    /// The request schedule: the next intended send time and the spacing.
+    due: Option<Instant>,
+    every: Option<Duration>,
+    ttfb: hdrhistogram::Histogram<u64>,
+    /// From the intended send time with a rate, else from the actual one.
+    lat: hdrhistogram::Histogram<u64>,
+    /// From the actual send time (kept apart only with a rate).
+    raw: hdrhistogram::Histogram<u64>,
+    status: Vec<StatusCount>,
+    kinds: ErrorKinds,
+}
+
+impl<'a> Worker<'a> {
+    fn new(
+        sh: &'a Arc<Shared>,
+        st: &'a ConnStats,
+        every: Option<Duration>,
+        first: Option<Instant>,
+    ) -> Self {
+        let request = format!(
+            "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: linerate/{}\r\nAccept: */*\r\n\r\n",
+            sh.spec.path,
+            sh.spec.host,
+            env!("CARGO_PKG_VERSION")
+        );
+        Worker {
+            sh,
+            st,
+            conn: None,
+            request: request.into_bytes(),
+            head: vec![0u8; MAX_HEAD],
+            buf: vec![0u8; DISCARD],
+            due: first,
+            every,
+            ttfb: stats::new_histogram(),
+            lat: stats::new_histogram(),
+            raw: stats::new_histogram(),
+            status: Vec::new(),
+            kinds: ErrorKinds::default(),
         }
     }
-    sock.set_read_timeout(Some(POLL))
-        .map_err(HttpError::io("setting the socket's timeouts"))?;
-    sock.set_write_timeout(Some(Duration::from_secs(5)))
-        .map_err(HttpError::io("setting the socket's timeouts"))?;
-    let mut conn = match &sh.spec.tls {
-        None => Conn::Plain(sock),
-        Some(cfg) => handshake(sh, sock, cfg)?,
-    };
-    st.attach(match &conn {
-        Conn::Plain(s) | Conn::Ktls(s) => s.as_raw_fd(),
-        Conn::Tls(t) => t.sock.sock.as_raw_fd(),
-    });
-    let _attached = Attached(st);
-    let request = format!(
-        "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: linerate/{}\r\nAccept: */*\r\n\r\n",
-        sh.spec.path,
-        sh.spec.host,
-        env!("CARGO_PKG_VERSION")
-    );
-    let mut head = vec![0u8; MAX_HEAD];
-    let mut buf = vec![0u8; DISCARD];
-    let plain = matches!(conn, Conn::Plain(_));
-    while sh.claim() {
-        conn.write_all(request.as_bytes())
-            .map_err(HttpError::io("sending a request"))?;
+
+    fn run(&mut self) {
+        while self.sh.claim() {
+            // The intended send time of this request (rate mode).
+            let intended = match self.due {
+                Some(due) => {
+                    if due >= self.sh.deadline {
+                        break;
+                    }
+                    if !sleep_until(due, &self.sh.stop) {
+                        break;
+                    }
+                    self.due = self.every.map(|e| due + e);
+                    Some(due)
+                }
+                None => None,
+            };
+            match self.one(intended) {
+                Ok(Outcome::Done { keep_alive }) => {
+                    if !keep_alive {
+                        self.close();
+                    }
+                }
+                Ok(Outcome::Cut) => break,
+                Err(f) => {
+                    self.close();
+                    count(&mut self.kinds, f.kind);
+                    if let Ok(mut g) = self.st.error.lock() {
+                        g.get_or_insert(f.error.to_string());
+                    }
+                    if f.kind == Kind::Connect && self.every.is_none() {
+                        std::thread::sleep(CONNECT_BACKOFF);
+                    }
+                }
+            }
+        }
+    }
+
+    fn close(&mut self) {
+        if self.conn.take().is_some() {
+            self.st.detach();
+        }
+    }
+
+    /// Hands this thread's figures to the run.
+    fn finish(mut self) {
+        self.close();
+        self.st.finish();
+        if let Ok(mut g) = self.st.ttfb.lock() {
+            *g = Some(std::mem::replace(&mut self.ttfb, stats::new_histogram()));
+        }
+        if let Ok(mut g) = self.st.latency.lock() {
+            *g = Some(std::mem::replace(&mut self.lat, stats::new_histogram()));
+        }
+        if self.every.is_some() {
+            if let Ok(mut g) = self.st.latency_uncorrected.lock() {
+                *g = Some(std::mem::replace(&mut self.raw, stats::new_histogram()));
+            }
+        }
+        if let Ok(mut s) = self.sh.status.lock() {
+            for c in &self.status {
+                crate::proto::http::add_status(&mut s, c.status, c.count);
+            }
+        }
+        if let Ok(mut k) = self.sh.error_kinds.lock() {
+            k.add(&self.kinds);
+        }
+    }
+
+    /// Opens a connection (and its TLS session) unless one is open.
+    fn connect(&mut self) -> Result<&mut Conn, Failure> {
+        if self.conn.is_none() {
+            let target = self.sh.spec.target;
+            let sock = TcpStream::connect_timeout(&target, CONNECT_TIMEOUT).map_err(|e| {
+                Failure::new(
+                    Kind::Connect,
+                    HttpError::io(format!("connecting to {target}"))(e),
+                )
+            })?;
+            let what = "setting the socket's timeouts";
+            sock.set_read_timeout(Some(POLL))
+                .map_err(HttpError::io(what))?;
+            sock.set_write_timeout(Some(Duration::from_secs(5)))
+                .map_err(HttpError::io(what))?;
+            // Requests are small and one at a time: no Nagle delay.
+            sock.set_nodelay(true).map_err(HttpError::io(what))?;
+            let conn = match &self.sh.spec.tls {
+                None => Conn::Plain(sock),
+                Some(cfg) => handshake(self.sh, sock, cfg)?,
+            };
+            self.st.attach(conn.fd());
+            self.conn = Some(conn);
+        }
+        self.conn.as_mut().ok_or_else(|| {
+            Failure::new(Kind::Protocol, HttpError::Protocol("no connection".into()))
+        })
+    }
+
+    /// One request and its response.
+    fn one(&mut self, intended: Option<Instant>) -> Result<Outcome, Failure> {
+        self.connect()?;
+        let (sh, st) = (self.sh, self.st);
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(Failure::new(
+                Kind::Protocol,
+                HttpError::Protocol("no connection".into()),
+            ));
+        };
+        let tls = conn.tls();
         let t0 = Instant::now();
+        conn.write_all(&self.request)
+            .map_err(Failure::io("sending a request", tls))?;
         let mut have = 0usize;
         let mut first: Option<Instant> = None;
+        let mut wire = 0u64;
         let resp = loop {
-            match conn.read(&mut head[have..]) {
-                Ok(0) if have == 0 => return Ok(true), // closed between requests
+            match conn.read(&mut self.head[have..]) {
+                Ok(0) if have == 0 => {
+                    return Err(Failure::new(
+                        Kind::Reset,
+                        HttpError::Protocol(
+                            "the server closed the connection without answering a request".into(),
+                        ),
+                    ))
+                }
                 Ok(0) => {
-                    return Err(HttpError::Protocol(
-                        "the server closed the connection mid-response".into(),
+                    return Err(Failure::new(
+                        Kind::Reset,
+                        HttpError::Protocol("the server closed the connection mid-response".into()),
                     ))
                 }
                 Ok(n) => {
                     first.get_or_insert_with(Instant::now);
                     have += n;
-                    if plain {
-                        sh.wire_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                    }
-                    if let Some(r) = wire::parse_response(&head[..have])? {
+                    wire += n as u64;
+                    if let Some(r) = wire::parse_response(&self.head[..have])? {
                         break r;
                     }
                 }
                 Err(e) if retry(&e) => {
-                    if sh.stop.load(Ordering::Relaxed) {
-                        return Ok(false);
+                    if sh.cut() {
+                        return Ok(Outcome::Cut);
                     }
                     if t0.elapsed() > STALL {
-                        return Err(HttpError::Protocol(format!("no response within {STALL:?}")));
+                        return Err(Failure::new(
+                            Kind::Timeout,
+                            HttpError::Protocol(format!("no response within {STALL:?}")),
+                        ));
                     }
                 }
-                Err(e) => return Err(HttpError::io("reading a response")(e)),
+                Err(e) => return Err(Failure::io("reading a response", tls)(e)),
             }
         };
         let Some(len) = resp.content_length else {
-            return Err(HttpError::Protocol(format!(
-                "HTTP {} without Content-Length; linerate needs sized bodies",
-                resp.status
-            )));
+            return Err(Failure::new(
+                Kind::Protocol,
+                HttpError::Protocol(format!(
+                    "HTTP {} without Content-Length; linerate needs sized bodies",
+                    resp.status
+                )),
+            ));
         };
         sh.object_bytes.fetch_max(len, Ordering::Relaxed);
         let early = ((have - resp.len) as u64).min(len);
@@ -362,54 +571,73 @@ fn connection(
         while left > 0 {
             // A body under way when time is up is finished (within a grace),
             // so every body the server sent is one the client counted.
-            if sh.stop.load(Ordering::Relaxed) || Instant::now() >= sh.deadline + FINISH_GRACE {
-                return Ok(false); // a partial body: counted in bytes, not requests
+            if sh.cut() {
+                return Ok(Outcome::Cut); // a partial body: counted in bytes, not requests
             }
             let want = left.min(DISCARD as u64) as usize;
-            match conn.discard(&mut buf, want) {
+            match conn.discard(&mut self.buf, want) {
                 Ok(0) => {
-                    return Err(HttpError::Protocol(
-                        "the server closed the connection mid-body".into(),
+                    return Err(Failure::new(
+                        Kind::Reset,
+                        HttpError::Protocol("the server closed the connection mid-body".into()),
                     ))
                 }
                 Ok(n) => {
                     left -= n as u64;
+                    wire += n as u64;
                     st.bytes.fetch_add(n as u64, Ordering::Relaxed);
-                    if plain {
-                        sh.wire_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                    }
                     quiet = Instant::now();
                 }
                 Err(e) if retry(&e) => {
                     if quiet.elapsed() > STALL {
-                        return Err(HttpError::Protocol(format!(
-                            "the body stalled for {STALL:?}"
-                        )));
+                        return Err(Failure::new(
+                            Kind::Timeout,
+                            HttpError::Protocol(format!("the body stalled for {STALL:?}")),
+                        ));
                     }
                 }
-                Err(e) => return Err(HttpError::io("reading a body")(e)),
+                Err(e) => return Err(Failure::io("reading a body", tls)(e)),
             }
+        }
+        if !tls {
+            // Under TLS the socket reader counts the wire bytes itself.
+            sh.wire_bytes.fetch_add(wire, Ordering::Relaxed);
         }
         let done = Instant::now();
         let us = |d: Duration| (d.as_micros() as u64).max(1);
-        let _ = ttfb.record(us(first.unwrap_or(done) - t0));
-        let _ = lat.record(us(done - t0));
+        let _ = self.ttfb.record(us(first.unwrap_or(done) - t0));
+        match intended {
+            Some(at) => {
+                let _ = self.lat.record(us(done.saturating_duration_since(at)));
+                let _ = self.raw.record(us(done - t0));
+            }
+            None => {
+                let _ = self.lat.record(us(done - t0));
+            }
+        }
         st.requests.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut s) = sh.status.lock() {
-            crate::proto::http::add_status(&mut s, resp.status, 1);
-        }
-        if !resp.keep_alive {
-            return Ok(true);
-        }
+        crate::proto::http::add_status(&mut self.status, resp.status, 1);
+        Ok(Outcome::Done {
+            keep_alive: resp.keep_alive,
+        })
     }
-    Ok(false)
 }
 
-fn handshake(
-    sh: &Arc<Shared>,
-    sock: TcpStream,
-    cfg: &Arc<ClientConfig>,
-) -> Result<Conn, HttpError> {
+/// Sleeps until `at` in short steps, so a stop is seen; false when stopped.
+fn sleep_until(at: Instant, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= at {
+            return true;
+        }
+        std::thread::sleep((at - now).min(POLL));
+    }
+}
+
+fn handshake(sh: &Arc<Shared>, sock: TcpStream, cfg: &Arc<ClientConfig>) -> Result<Conn, Failure> {
     let fd = sock.as_raw_fd();
     let ulp = sh.spec.ktls
         && match ffi::set_tls_ulp(fd) {
@@ -439,14 +667,26 @@ fn handshake(
             Ok(_) => {}
             Err(e) if retry(&e) => {
                 if t0.elapsed() > STALL {
-                    return Err(HttpError::Protocol("TLS handshake timed out".into()));
+                    return Err(Failure::new(
+                        Kind::Timeout,
+                        HttpError::Tls(format!("TLS handshake with {}: timed out", sh.spec.target)),
+                    ));
                 }
             }
             Err(e) => {
-                return Err(HttpError::Protocol(format!(
-                    "TLS handshake with {}: {e}",
-                    sh.spec.target
-                )))
+                // A reset during the handshake is the peer's reset; the rest
+                // (alerts, bad certificates) are TLS failures.
+                let kind = match e.kind() {
+                    io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::UnexpectedEof => Kind::Reset,
+                    _ => Kind::Tls,
+                };
+                return Err(Failure::new(
+                    kind,
+                    HttpError::Tls(format!("TLS handshake with {}: {e}", sh.spec.target)),
+                ));
             }
         }
     }

@@ -63,6 +63,7 @@ pub fn get_spec(j: &HttpGetJob, duration: Duration) -> Result<GetSpec, HttpError
         connections: j.connections.max(1),
         duration,
         requests: j.requests,
+        rate_per_s: j.rate_per_s,
     })
 }
 

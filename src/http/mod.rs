@@ -34,40 +34,56 @@ pub struct ConnStats {
     pub id: u16,
     /// The socket sampled for TCP_INFO; -1 between connections.
     fd: AtomicI32,
-    /// Retransmits of sockets already closed.
+    /// Retransmits (and D-SACK'd ones) of sockets already closed.
     retrans_closed: AtomicU32,
+    dsack_closed: AtomicU32,
     pub bytes: AtomicU64,
     pub requests: AtomicU64,
     done: AtomicBool,
     pub error: Mutex<Option<String>>,
     pub ttfb: Mutex<Option<Histogram<u64>>>,
     pub latency: Mutex<Option<Histogram<u64>>>,
+    /// With a request rate: latency from the actual send times.
+    pub latency_uncorrected: Mutex<Option<Histogram<u64>>>,
 }
 
 impl ConnStats {
-    /// `fd` must stay open until [`ConnStats::finish`] (its owner keeps it).
+    /// `fd` (-1: none yet) must stay open until [`ConnStats::detach`] or
+    /// [`ConnStats::finish`] (its owner keeps it).
     pub fn new(id: u16, fd: RawFd) -> Self {
         ConnStats {
             id,
             fd: AtomicI32::new(fd),
             retrans_closed: AtomicU32::new(0),
+            dsack_closed: AtomicU32::new(0),
             bytes: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             done: AtomicBool::new(false),
             error: Mutex::new(None),
             ttfb: Mutex::new(None),
             latency: Mutex::new(None),
+            latency_uncorrected: Mutex::new(None),
         }
     }
 
     fn retrans(&self) -> u32 {
+        self.retrans_and_dsack().0
+    }
+
+    /// Retransmits so far, and of them those the peer D-SACK'd (spurious).
+    fn retrans_and_dsack(&self) -> (u32, u32) {
         let fd = self.fd.load(Ordering::Acquire);
         let open = if fd >= 0 {
-            sys::tcp_info(fd).map(|t| t.total_retrans).unwrap_or(0)
+            sys::tcp_info(fd)
+                .map(|t| (t.total_retrans, t.dsack_dups))
+                .unwrap_or((0, 0))
         } else {
-            0
+            (0, 0)
         };
-        self.retrans_closed.load(Ordering::Relaxed) + open
+        (
+            self.retrans_closed.load(Ordering::Relaxed) + open.0,
+            self.dsack_closed.load(Ordering::Relaxed) + open.1,
+        )
     }
 
     /// Samples a new socket of this connection (after a reconnect).
@@ -82,6 +98,7 @@ impl ConnStats {
             if let Ok(t) = sys::tcp_info(fd) {
                 self.retrans_closed
                     .fetch_add(t.total_retrans, Ordering::Relaxed);
+                self.dsack_closed.fetch_add(t.dsack_dups, Ordering::Relaxed);
             }
         }
     }
@@ -99,12 +116,14 @@ impl ConnStats {
                 .ok()
                 .and_then(|g| g.as_ref().and_then(stats::latency_of))
         };
+        let (retrans, dsack) = self.retrans_and_dsack();
         crate::proto::http::HttpConnection {
             id: self.id,
             requests: self.requests.load(Ordering::Relaxed),
             body_bytes: bytes,
             goodput_bps: bytes as f64 * 8.0 / elapsed_s.max(1e-6),
-            retransmits: u64::from(self.retrans()),
+            retransmits: u64::from(retrans),
+            spurious_retransmits: u64::from(dsack.min(retrans)),
             ttfb: lat(&self.ttfb),
             latency: lat(&self.latency),
             error: self.error.lock().ok().and_then(|e| e.clone()),

@@ -22,6 +22,7 @@ pub fn latency_of(h: &Histogram<u64>) -> Option<Latency> {
         p50_us: h.value_at_quantile(0.5),
         p90_us: h.value_at_quantile(0.9),
         p99_us: h.value_at_quantile(0.99),
+        p999_us: h.value_at_quantile(0.999),
         max_us: h.max(),
     })
 }
@@ -89,7 +90,28 @@ pub fn storage_read_bytes() -> u64 {
         .unwrap_or(0)
 }
 
-/// CPU at the start of a measurement; [`CpuMark::split`] gives the use since.
+/// The host's CPUs (the `cpuN` lines of /proc/stat; all of them, whatever
+/// this process's affinity): what a share of the host's CPUs is of.
+pub fn host_cpus() -> u32 {
+    let n = std::fs::read_to_string("/proc/stat")
+        .map(|t| {
+            t.lines()
+                .filter(|l| {
+                    l.strip_prefix("cpu")
+                        .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    if n > 0 {
+        n as u32
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+    }
+}
+
+/// CPU at the start of a measurement; [`CpuMark::split`] gives the use
+/// since, in % of all the host's CPUs (0-100 %).
 #[derive(Clone, Copy)]
 pub struct CpuMark {
     user: f64,
@@ -110,11 +132,14 @@ impl CpuMark {
     }
     pub fn split(&self) -> CpuSplit {
         let (u, s) = process_user_system_s();
-        let wall = self.at.elapsed().as_secs_f64().max(1e-3);
+        let cpus = host_cpus();
+        // CPU seconds over wall seconds of all the CPUs: a share of the host.
+        let capacity = self.at.elapsed().as_secs_f64().max(1e-3) * f64::from(cpus);
         CpuSplit {
-            user_pct: (u - self.user).max(0.0) / wall * 100.0,
-            system_pct: (s - self.system).max(0.0) / wall * 100.0,
-            softirq_pct: (softirq_s() - self.softirq).max(0.0) / wall * 100.0,
+            user_pct: (u - self.user).max(0.0) / capacity * 100.0,
+            system_pct: (s - self.system).max(0.0) / capacity * 100.0,
+            softirq_pct: (softirq_s() - self.softirq).max(0.0) / capacity * 100.0,
+            cpus,
         }
     }
 }
@@ -143,7 +168,26 @@ mod tests {
     #[test]
     fn cpu_readers_work() {
         let m = CpuMark::now();
+        // Keep every CPU busy for a while: the shares stay within 0-100 %.
+        let n = host_cpus();
+        assert!(n >= 1);
+        let spin = |_| {
+            let t = std::time::Instant::now();
+            let mut x = 0u64;
+            while t.elapsed() < std::time::Duration::from_millis(300) {
+                x = x.wrapping_add(std::hint::black_box(1));
+            }
+            x
+        };
+        std::thread::scope(|sc| {
+            for i in 0..n {
+                sc.spawn(move || spin(i));
+            }
+        });
         let s = m.split();
+        assert_eq!(s.cpus, n);
+        let total = s.user_pct + s.system_pct;
         assert!(s.user_pct >= 0.0 && s.system_pct >= 0.0);
+        assert!(total <= 100.0 + 5.0, "a share of the host's CPUs: {s:?}");
     }
 }

@@ -21,6 +21,39 @@ fn cpu(c: &CpuSplit) -> String {
     )
 }
 
+/// `200: 7091, 404: 3`.
+pub fn status_counts(c: &HttpSummary) -> String {
+    if c.status_counts.is_empty() {
+        return "-".into();
+    }
+    c.status_counts
+        .iter()
+        .map(|s| format!("{}: {}", s.status, s.count))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `0`, or `12 (connect 10, reset 2)`: failed requests by kind.
+pub fn error_kinds(c: &HttpSummary) -> String {
+    let k = &c.error_kinds;
+    let parts: Vec<String> = [
+        ("connect", k.connect),
+        ("timeout", k.timeout),
+        ("reset", k.reset),
+        ("TLS", k.tls),
+        ("protocol", k.protocol),
+    ]
+    .iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(what, n)| format!("{what} {n}"))
+    .collect();
+    if parts.is_empty() {
+        c.errors.to_string()
+    } else {
+        format!("{} ({})", c.errors, parts.join(", "))
+    }
+}
+
 fn ktls(k: &KtlsStatus) -> String {
     match (k.requested, k.in_use) {
         (false, _) => "off".into(),
@@ -62,15 +95,15 @@ pub fn section(r: &RunResults, prefix: &str, charts: &[Chart]) -> Option<String>
     }
     s.push_str(
         "<h3>Downloads</h3><table class=\"http\"><thead><tr><th>test</th><th>url</th>\
-         <th>conns</th><th>Gbit/s</th><th>req/s</th><th>TTFB p50 ms</th><th>latency p50/p90/p99/max ms</th>\
-         <th>retr</th><th>client CPU usr/sys/softirq %</th><th>server CPU usr/sys/softirq %</th>\
+         <th>conns</th><th>Gbit/s</th><th>req/s</th><th>TTFB p50 ms</th><th>latency p50/p90/p99/p99.9/max ms</th><th>status</th><th>errors</th>\
+         <th>retr</th><th title=\"% of all the host's CPUs\">client CPU usr/sys/softirq % of host</th><th title=\"% of all the host's CPUs\">server CPU usr/sys/softirq % of host</th>\
          <th>TLS</th><th>kTLS client</th><th>kTLS server</th><th>page cache</th><th>bound</th></tr></thead><tbody>",
     );
     for t in &r.tests {
         let Some(h) = &t.http else { continue };
         if t.status != TestStatus::Ok {
             s.push_str(&format!(
-                "<tr><td>{}</td><td colspan=\"14\">{}</td></tr>",
+                "<tr><td>{}</td><td colspan=\"16\">{}</td></tr>",
                 esc(&t.name),
                 esc(t.error.as_deref().unwrap_or("failed"))
             ));
@@ -105,12 +138,19 @@ pub fn section(r: &RunResults, prefix: &str, charts: &[Chart]) -> Option<String>
             format!("{:.1}", h.requests_per_s),
             ms(&c.ttfb, |l| l.p50_us),
             format!(
-                "{} / {} / {} / {}",
+                "{} / {} / {} / {} / {}",
                 ms(&c.latency, |l| l.p50_us),
                 ms(&c.latency, |l| l.p90_us),
                 ms(&c.latency, |l| l.p99_us),
+                ms(&c.latency, |l| l.p999_us),
                 ms(&c.latency, |l| l.max_us)
-            ),
+            ) + if c.rate_per_s.is_some() {
+                " (from intended send times)"
+            } else {
+                ""
+            },
+            status_counts(c),
+            error_kinds(c),
             retr.to_string(),
             cpu(&c.cpu),
             side(sv, |s| cpu(&s.cpu)),

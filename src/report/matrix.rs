@@ -146,7 +146,7 @@ pub fn table(results: &RunResults) -> Option<String> {
         s.trim_end().to_string() + "\n"
     };
     let mut out = String::from(
-        "\nHTTP matrix (T1 HTTP, T2 HTTPS, T3 HTTPS+kTLS; CPU in % of one core, user/system)\n",
+        "\nHTTP matrix (T1 HTTP, T2 HTTPS, T3 HTTPS+kTLS; CPU in % of the host's CPUs, user/system)\n",
     );
     out.push_str(&line(&header.map(String::from)));
     for c in &cells {

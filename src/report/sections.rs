@@ -208,9 +208,9 @@ fn cpu_of(t: &TestResult, role: &str) -> Option<f64> {
 pub fn cpu_table(r: &RunResults) -> String {
     let mut s = String::from(
         "<div class=\"scroll\"><table class=\"cpu\"><thead><tr><th>Test</th>\
-         <th class=\"n\" title=\"agent process, % of one core\">gen CPU</th>\
-         <th class=\"n\" title=\"agent process, % of one core\">DUT CPU</th>\
-         <th class=\"n\" title=\"agent process, % of one core\">sink CPU</th>\
+         <th class=\"n\" title=\"agent process, % of all the host's CPUs\">gen CPU</th>\
+         <th class=\"n\" title=\"agent process, % of all the host's CPUs\">DUT CPU</th>\
+         <th class=\"n\" title=\"agent process, % of all the host's CPUs\">sink CPU</th>\
          <th class=\"n\" title=\"system-wide softirq share of all cores: on veth the DUT's forwarding runs here\">softirq (all cores)</th>\
          <th class=\"n\" title=\"sender CPU time per packet sent\">gen CPU per packet</th>\
          <th class=\"n\">cycles per packet</th><th class=\"n\">energy per packet</th>\
@@ -294,8 +294,8 @@ pub fn cpu_table(r: &RunResults) -> String {
         });
         s.push_str("</tr>");
     }
-    s.push_str("</tbody></table></div><p class=\"legend\">CPU: each agent's user + system time over the test in % of one core. \
-        softirq: share of all cores system-wide, where veth forwarding (the DUT's work) is accounted. \
+    s.push_str("</tbody></table></div><p class=\"legend\">CPU: each agent's user + system time over the test in % of all its host's CPUs (100 % = every CPU busy). \
+        softirq: share of all the host's CPUs system-wide, where veth forwarding (the DUT's work) is accounted. \
         Cycles per packet: all cores' cycles per received packet (hardware counters, or an estimate from busy time × nominal clock, as marked; hover for why).</p>");
     s
 }

@@ -301,6 +301,14 @@ fn test_notes(t: &TestResult, notes: &mut Vec<(String, Tone)>) {
             Tone::Plain,
         ));
     }
+    if let Some(h) = &t.http {
+        if let Some(n) = http_requests_note(h) {
+            notes.push((format!("{}: {n}", t.name), Tone::Plain));
+        }
+        if let Some(n) = &h.retransmit_note {
+            notes.push((format!("{}: {n}", t.name), Tone::Warn));
+        }
+    }
     if let Some(b) = &t.bottleneck {
         let tone = match super::figures::verdict_tone(b.kind) {
             "bad" => Tone::Bad,
@@ -322,6 +330,32 @@ fn test_notes(t: &TestResult, notes: &mut Vec<(String, Tone)>) {
             Tone::Warn,
         ));
     }
+}
+
+/// An HTTP test's requests: rate, latency percentiles, status codes and
+/// failed requests by kind.
+fn http_requests_note(h: &crate::results::HttpResult) -> Option<String> {
+    let c = &h.client;
+    let l = c.latency.as_ref()?;
+    let ms = |us: u64| format!("{:.2}", us as f64 / 1000.0);
+    let corrected = match (c.rate_per_s, &c.latency_uncorrected) {
+        (Some(r), Some(u)) => format!(
+            " from intended send times at {r:.0} requests/s (from actual send times: p99 {} ms)",
+            ms(u.p99_us)
+        ),
+        _ => String::new(),
+    };
+    Some(format!(
+        "{:.0} requests/s; latency p50 {} ms, p90 {}, p99 {}, p99.9 {}{corrected}; status {}; \
+         errors {}",
+        h.requests_per_s,
+        ms(l.p50_us),
+        ms(l.p90_us),
+        ms(l.p99_us),
+        ms(l.p999_us),
+        super::http::status_counts(c),
+        super::http::error_kinds(c),
+    ))
 }
 
 /// The results tables (UDP rows and TCP/HTTP rows apart, each with its own
@@ -366,7 +400,8 @@ pub fn table_fit(r: &RunResults, style: Style, width: Option<usize>) -> String {
     let mut footer = vec![format!(
         "Line rate {} bit/s (L1); % line is of it. Frames include the 4-byte FCS; L1 adds 20 B \
          per frame. Asked: the rate asked for (max: as fast as the sender can). TCP and HTTP: \
-         payload goodput; RTT and cwnd (segments) are the senders' means.",
+         payload goodput; RTT and cwnd (segments) are the senders' means. CPU gen/sink %: the \
+         agent's user + system time in % of all its host's CPUs (100 % = every CPU busy).",
         units::si(r.line_rate_bps).trim()
     )];
     if !left_out.is_empty() {

@@ -19,7 +19,9 @@ use crate::proto::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub const SCHEMA_VERSION: &str = "1.5.0";
+/// 1.6.0: every CPU figure in % of all its host's CPUs (`cpus` says how many);
+/// HTTP request rate, p99.9, status and error kinds, retransmit notes.
+pub const SCHEMA_VERSION: &str = "1.6.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -233,7 +235,7 @@ pub struct TestResult {
     pub params: TestParams,
     /// One entry per direction traffic flowed in.
     pub directions: Vec<DirectionResult>,
-    /// CPU use of each endpoint, in % of one core over the test.
+    /// CPU use of each endpoint, in % of all its host's CPUs over the test.
     pub cpu: Vec<CpuUse>,
     /// Kernel interface counters on every lab interface, before → after.
     pub kernel_counters: Vec<KernelCounters>,
@@ -290,6 +292,10 @@ pub struct HttpResult {
     pub bound: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound_reason: Option<String>,
+    /// Why the sender retransmitted, with the evidence (TCP_INFO
+    /// total_retrans and D-SACK'd duplicates), when it did more than 10 times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmit_note: Option<String>,
 }
 
 /// Why a test stopped where it did: every core of every host its agents ran
@@ -578,11 +584,15 @@ pub fn pair_intervals(tx: Vec<IntervalSample>, rx: Vec<IntervalSample>) -> Vec<I
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct CpuUse {
     pub role: String,
-    /// % of one core used by the agent process (user + system).
+    /// User + system time of the agent process in % of all its host's
+    /// CPUs (0-100 %: 100 % is every CPU busy).
     pub process_pct: f64,
-    /// % of all cores spent in softirq system-wide (packet processing,
-    /// including the DUT's forwarding, which runs there on veth).
+    /// % of all the host's CPUs spent in softirq system-wide (packet
+    /// processing, including the DUT's forwarding, which runs there on veth).
     pub softirq_pct: f64,
+    /// The host's CPUs the shares are of (cores used = pct × cpus / 100).
+    #[serde(default)]
+    pub cpus: u32,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]

@@ -54,6 +54,9 @@ pub struct HttpTest {
     pub connections: u16,
     pub duration: Duration,
     pub requests: Option<u64>,
+    /// Requests per second in all (`--rate`), latency then measured from
+    /// each request's intended send time.
+    pub rate_per_s: Option<f64>,
     pub allow: Vec<Cidr>,
 }
 
@@ -242,6 +245,7 @@ fn download(
             connections: t.connections.max(1),
             duration_ms: ms(t.duration),
             requests: t.requests,
+            rate_per_s: t.rate_per_s,
             interval_ms: INTERVAL_MS,
             allow: t.allow.clone(),
         }),
@@ -325,6 +329,20 @@ fn record_download(
             .iter()
             .find_map(|c| c.error.clone())
             .unwrap_or_else(|| "no response".into());
+        // The failed requests by kind stay in the results.
+        result.http = Some(HttpResult {
+            row: t.row.clone(),
+            url,
+            tls: t.tls,
+            connections: t.connections,
+            goodput_bps: 0.0,
+            requests_per_s: 0.0,
+            client: chttp,
+            server: None,
+            bound: None,
+            bound_reason: None,
+            retransmit_note: None,
+        });
         bail!("no download completed: {why}");
     }
     let shttp = server_summary
@@ -381,6 +399,7 @@ fn record_download(
     }];
     record::cpu(ends, before, after, col, &timing, result);
     let (bound, why) = bound(t, &chttp, shttp.as_ref());
+    let retransmit_note = retransmit_note(shttp.as_ref().unwrap_or(&chttp));
     result.http = Some(HttpResult {
         row: t.row.clone(),
         url,
@@ -392,6 +411,7 @@ fn record_download(
         server: shttp,
         bound,
         bound_reason: why,
+        retransmit_note,
     });
     Ok(())
 }
@@ -451,10 +471,12 @@ fn bound(
     c: &HttpSummary,
     s: Option<&HttpSummary>,
 ) -> (Option<String>, Option<String>) {
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1) as f64;
-    let busy = (f64::from(t.connections.max(1))).min(cores) * 100.0 * 0.85;
+    // A side is CPU-bound when its threads (one per connection) keep 85 %
+    // of the CPUs they can use busy; figures in % of all the host's CPUs.
+    let busy = |h: &HttpSummary| {
+        let cpus = f64::from(h.cpu.cpus.max(1));
+        f64::from(t.connections.max(1)).min(cpus) / cpus * 85.0
+    };
     let pct = |h: &HttpSummary| h.cpu.user_pct + h.cpu.system_pct;
     let cold = s.and_then(|s| s.cache.as_ref()).filter(|c| c.cold);
     if let Some(cache) = cold {
@@ -472,12 +494,14 @@ fn bound(
     }
     for (side, h) in [("client", Some(c)), ("server", s)] {
         if let Some(h) = h {
-            if pct(h) >= busy {
+            if pct(h) >= busy(h) {
                 return (
                     Some("cpu".into()),
                     Some(format!(
-                        "the {side} used {:.0} % of a core ({:.0} % user, {:.0} % system) with {} connection(s)",
+                        "the {side} used {:.0} % of the host's {} CPUs ({:.0} % user, {:.0} % system) \
+                         with {} connection(s)",
                         pct(h),
+                        h.cpu.cpus,
                         h.cpu.user_pct,
                         h.cpu.system_pct,
                         t.connections
@@ -495,4 +519,31 @@ fn bound(
         None => "neither side's CPU was full and the data came from memory".into(),
     };
     (Some("network".into()), Some(why))
+}
+
+/// Retransmits above this on one HTTP test get a note with their cause.
+const RETRANSMITS_NOTED: u64 = 10;
+
+/// Why the sender retransmitted, when it did more than a handful of times:
+/// how many of its retransmits the receiver reported as duplicates (D-SACK,
+/// so the segment had arrived: spurious, from late ACKs) against those
+/// that were not (segments lost on the path or in the receiver).
+fn retransmit_note(sender: &HttpSummary) -> Option<String> {
+    let retr: u64 = sender.connections.iter().map(|c| c.retransmits).sum();
+    if retr <= RETRANSMITS_NOTED {
+        return None;
+    }
+    let dup: u64 = sender
+        .connections
+        .iter()
+        .map(|c| c.spurious_retransmits)
+        .sum();
+    Some(format!(
+        "{retr} retransmits (TCP_INFO total_retrans of the sender), {dup} of them reported back \
+         by the receiver as duplicates (D-SACK: the segment had arrived and the sender's timer \
+         or tail-loss probe fired before its ACK, as when the receiving core is busy); the \
+         other {} were not reported as duplicates: segments lost on the way (compare the \
+         interfaces' drop counters in results.json) or probes the receiver did not D-SACK",
+        retr - dup.min(retr)
+    ))
 }

@@ -244,19 +244,28 @@ pub(super) fn cpu(
     legs: &[Leg],
     result: &mut TestResult,
 ) {
-    let cpus = std::thread::available_parallelism()
+    let local = std::thread::available_parallelism()
         .map(|n| n.get())
-        .unwrap_or(1) as f64;
+        .unwrap_or(1);
     let wall = traffic_s(col, legs);
     for agent in ends.agents() {
         let (Some(b), Some(a)) = (before.get(&agent), after.get(&agent)) else {
             continue;
         };
+        // The agent's own host's CPUs (its snapshot lists them), so every
+        // figure is a share of one host, 0-100 %, whatever its threads.
+        let cpus = if a.per_cpu.is_empty() {
+            local
+        } else {
+            a.per_cpu.len()
+        };
+        let capacity = wall * cpus as f64;
         let softirq = (a.system_cpu.softirq_s - b.system_cpu.softirq_s).max(0.0);
         result.cpu.push(CpuUse {
             role: ends.role(agent),
-            process_pct: ((a.process_cpu_s - b.process_cpu_s).max(0.0) / wall * 100.0),
-            softirq_pct: softirq / (wall * cpus) * 100.0,
+            process_pct: (a.process_cpu_s - b.process_cpu_s).max(0.0) / capacity * 100.0,
+            softirq_pct: softirq / capacity * 100.0,
+            cpus: cpus as u32,
         });
     }
 }

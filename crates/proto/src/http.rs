@@ -32,6 +32,9 @@ pub struct Latency {
     pub p50_us: u64,
     pub p90_us: u64,
     pub p99_us: u64,
+    /// The 99.9th percentile (absent in results written before it).
+    #[serde(default)]
+    pub p999_us: u64,
     pub max_us: u64,
 }
 
@@ -60,16 +63,53 @@ pub struct HttpConnection {
     /// Why the connection ended early, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Retransmitted segments the receiver reported as duplicates (D-SACK,
+    /// TCP_INFO dsack_dups): retransmits that were not needed.
+    #[serde(default)]
+    pub spurious_retransmits: u64,
 }
 
-/// CPU time of one side over the test, in % of one core.
+/// Failed requests by what failed (the client's side). Each is one
+/// request that got no complete response.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+pub struct ErrorKinds {
+    /// The TCP connection could not be made (refused, unreachable, timed out).
+    pub connect: u64,
+    /// No response, or a body that stalled, within the timeout.
+    pub timeout: u64,
+    /// The peer reset or closed the connection under a request.
+    pub reset: u64,
+    /// The TLS handshake or record layer failed.
+    pub tls: u64,
+    /// The peer's answer broke HTTP (bad head, no Content-Length, ...).
+    pub protocol: u64,
+}
+
+impl ErrorKinds {
+    pub fn total(&self) -> u64 {
+        self.connect + self.timeout + self.reset + self.tls + self.protocol
+    }
+    pub fn add(&mut self, o: &ErrorKinds) {
+        self.connect += o.connect;
+        self.timeout += o.timeout;
+        self.reset += o.reset;
+        self.tls += o.tls;
+        self.protocol += o.protocol;
+    }
+}
+
+/// CPU time of one side over the test, each in % of all the host's CPUs
+/// (0-100 %: 100 % is every CPU busy), the unit of every CPU figure.
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
 pub struct CpuSplit {
     pub user_pct: f64,
     pub system_pct: f64,
-    /// System-wide softirq time (packet processing) in % of one core; on
-    /// one host shared by both sides.
+    /// System-wide softirq time (packet processing); on one host shared by
+    /// both sides.
     pub softirq_pct: f64,
+    /// The host's CPUs the shares are of (cores used = pct × cpus / 100).
+    #[serde(default)]
+    pub cpus: u32,
 }
 
 /// The page-cache state of a `--root` server.
@@ -103,8 +143,19 @@ pub struct HttpSummary {
     pub wire_bytes: u64,
     /// Responses by status class on the client; error answers on the server.
     pub status_counts: Vec<StatusCount>,
-    /// Connections that failed or were closed for a protocol error/timeout.
+    /// Failed requests (client: each is one request without a complete
+    /// response, by kind in `error_kinds`; server: connections that failed).
     pub errors: u64,
+    #[serde(default)]
+    pub error_kinds: ErrorKinds,
+    /// Requests sent at a fixed rate (`--rate`, requests/s in all), and
+    /// `latency` measured from each request's intended send time
+    /// (coordinated omission corrected, as wrk2 does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per_s: Option<f64>,
+    /// With `rate_per_s`: latency from each request's actual send time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_uncorrected: Option<Latency>,
     pub elapsed_s: f64,
     pub cpu: CpuSplit,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -184,6 +235,10 @@ pub struct HttpGetJob {
     pub connections: u16,
     pub duration_ms: u64,
     pub requests: Option<u64>,
+    /// Requests per second in all, spread over the connections; latency is
+    /// then measured from each request's intended send time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per_s: Option<f64>,
     pub interval_ms: u64,
     pub allow: Vec<Cidr>,
 }

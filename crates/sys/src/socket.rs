@@ -95,26 +95,48 @@ pub struct TcpInfo {
     pub total_retrans: u32,
     pub snd_cwnd: u32,
     pub rtt_us: u32,
+    /// Retransmitted segments the peer reported as duplicates (D-SACK):
+    /// retransmits that were not needed. 0 on kernels before 4.19.
+    pub dsack_dups: u32,
 }
 
+/// `struct tcp_info` as the kernel has it since 4.19: libc's ends at
+/// `tcpi_total_retrans` (104 bytes); the kernel fills the rest when the
+/// buffer is long enough and says how much it wrote.
+#[repr(C)]
+struct TcpInfoLong {
+    base: libc::tcp_info,
+    /// From `tcpi_pacing_rate` on, as 32-bit words.
+    tail: [u32; 32],
+}
+
+/// `tcpi_dsack_dups` is at byte 216 of the kernel's struct: word 28 of the tail.
+const DSACK_DUPS_WORD: usize = (216 - 104) / 4;
+
 pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
-    // SAFETY: tcp_info is plain data; the kernel fills at most `len` bytes.
-    let mut ti: libc::tcp_info = unsafe { zeroed() };
-    let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: TcpInfoLong is plain data; the kernel fills at most `len` bytes.
+    let mut ti: TcpInfoLong = unsafe { zeroed() };
+    let mut len = size_of::<TcpInfoLong>() as libc::socklen_t;
     // SAFETY: pointer and length describe `ti`, which we own.
     cvt(unsafe {
         libc::getsockopt(
             fd,
             libc::IPPROTO_TCP,
             libc::TCP_INFO,
-            (&mut ti as *mut libc::tcp_info).cast(),
+            (&mut ti as *mut TcpInfoLong).cast(),
             &mut len,
         )
     })?;
+    let filled = (len as usize).saturating_sub(size_of::<libc::tcp_info>()) / 4;
     Ok(TcpInfo {
-        total_retrans: ti.tcpi_total_retrans,
-        snd_cwnd: ti.tcpi_snd_cwnd,
-        rtt_us: ti.tcpi_rtt,
+        total_retrans: ti.base.tcpi_total_retrans,
+        snd_cwnd: ti.base.tcpi_snd_cwnd,
+        rtt_us: ti.base.tcpi_rtt,
+        dsack_dups: if filled > DSACK_DUPS_WORD {
+            ti.tail[DSACK_DUPS_WORD]
+        } else {
+            0
+        },
     })
 }
 

@@ -62,12 +62,55 @@ const CSV_COLUMNS: &[&str] = &[
     "http_ktls_client",
     "http_ktls_server",
     "http_bound",
+    "http_latency_p90_s",
+    "http_latency_p99_9_s",
+    "http_latency_uncorrected_p99_s",
+    "http_rate_per_s",
+    "http_status_counts",
+    "http_errors",
+    "http_errors_connect",
+    "http_errors_timeout",
+    "http_errors_reset",
+    "http_errors_tls",
+    "http_errors_protocol",
+    "cpu_gen_pct_of_host",
+    "cpu_sink_pct_of_host",
 ];
+
+/// Where the latency probe's columns start.
+fn latency_column() -> usize {
+    CSV_COLUMNS
+        .iter()
+        .position(|c| *c == "latency_phase")
+        .unwrap_or(CSV_COLUMNS.len())
+}
+
+/// Where the HTTP columns start.
+fn http_column() -> usize {
+    CSV_COLUMNS
+        .iter()
+        .position(|c| *c == "http_requests")
+        .unwrap_or(CSV_COLUMNS.len())
+}
+
+/// The agents' CPU in % of all their host's CPUs (summary rows).
+fn cpu_cells(t: &crate::results::TestResult) -> Vec<String> {
+    ["gen", "sink"]
+        .iter()
+        .map(|role| {
+            t.cpu
+                .iter()
+                .find(|c| c.role == *role)
+                .map(|c| c.process_pct.to_string())
+                .unwrap_or_default()
+        })
+        .collect()
+}
 
 /// HTTP columns of a summary row (empty for other tests).
 fn http_cells(t: &crate::results::TestResult) -> Vec<String> {
     let Some(h) = &t.http else {
-        return vec![String::new(); 8];
+        return vec![String::new(); 19];
     };
     let s = |us: Option<u64>| us.map(|v| (v as f64 / 1e6).to_string()).unwrap_or_default();
     let k = |k: Option<&crate::proto::http::KtlsStatus>| {
@@ -89,6 +132,21 @@ fn http_cells(t: &crate::results::TestResult) -> Vec<String> {
         k(Some(&c.ktls)),
         k(h.server.as_ref().map(|s| &s.ktls)),
         h.bound.clone().unwrap_or_default(),
+        s(c.latency.as_ref().map(|l| l.p90_us)),
+        s(c.latency.as_ref().map(|l| l.p999_us)),
+        s(c.latency_uncorrected.as_ref().map(|l| l.p99_us)),
+        c.rate_per_s.map(|r| r.to_string()).unwrap_or_default(),
+        c.status_counts
+            .iter()
+            .map(|s| format!("{}:{}", s.status, s.count))
+            .collect::<Vec<_>>()
+            .join(" "),
+        c.errors.to_string(),
+        c.error_kinds.connect.to_string(),
+        c.error_kinds.timeout.to_string(),
+        c.error_kinds.reset.to_string(),
+        c.error_kinds.tls.to_string(),
+        c.error_kinds.protocol.to_string(),
     ]
 }
 
@@ -177,7 +235,10 @@ pub fn csv(runs: &[Run]) -> String {
                         .map(|b| b.verdict.clone())
                         .unwrap_or_default(),
                 ]);
+                // The latency probe's columns stay empty on a summary row.
+                cells.resize(http_column(), String::new());
                 cells.extend(http_cells(t));
+                cells.extend(cpu_cells(t));
                 row(cells);
                 for f in figures::intervals(t, d) {
                     let mut cells = head(&d.direction, "interval");
@@ -228,7 +289,7 @@ pub fn csv(runs: &[Run]) -> String {
                         p.reordered.to_string(),
                         p.duplicates.to_string(),
                     ]);
-                    cells.resize(CSV_COLUMNS.len() - 12, String::new());
+                    cells.resize(latency_column(), String::new());
                     let r = p.rtt_s;
                     cells.extend([
                         p.name.clone(),

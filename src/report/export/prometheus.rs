@@ -244,7 +244,7 @@ fn cpu_metrics(e: &mut Exposition, tl: &[(&str, &str)], t: &TestResult) {
         e.add(
             "linerate_agent_cpu_ratio",
             "gauge",
-            "CPU time of an endpoint's agent over the test, as a share of one core.",
+            "CPU time of an endpoint's agent over the test, as a share of all its host's CPUs (1 = every CPU busy).",
             &[tl[0], tl[1], ("role", &c.role)],
             c.process_pct / 100.0,
         );
@@ -253,7 +253,7 @@ fn cpu_metrics(e: &mut Exposition, tl: &[(&str, &str)], t: &TestResult) {
         e.add(
             "linerate_softirq_ratio",
             "gauge",
-            "Share of all cores spent in softirq during the test (veth forwarding runs there).",
+            "Share of all the host's CPUs spent in softirq during the test (veth forwarding runs there).",
             tl,
             c.softirq_pct / 100.0,
         );
@@ -381,7 +381,7 @@ fn http_metrics(e: &mut Exposition, run: &str, t: &TestResult) {
             e.add(
                 "linerate_http_cpu_ratio",
                 "gauge",
-                "CPU time of one side in cores (1 = one core busy); softirq is system-wide.",
+                "CPU time of one side as a share of all its host's CPUs (1 = every CPU busy); softirq is system-wide.",
                 &[l[0], l[1], ("side", side), ("mode", mode)],
                 v / 100.0,
             );
