@@ -235,6 +235,8 @@ pub enum Command {
     LabBench(LabSpec, TestSpec, RunOpts),
     /// A plan file's hosts and tests.
     Plan(PlanConfig, RunOpts),
+    /// A test against a stock iperf3 server (`--server iperf3://HOST`).
+    Iperf3(crate::cli::iperf3::Iperf3Test, RunOpts),
 }
 
 /// A host of a plan.

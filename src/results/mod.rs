@@ -261,6 +261,10 @@ pub struct TestResult {
     /// HTTP/HTTPS download tests: requests, latency, TLS/kTLS, CPU split.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpResult>,
+    /// Tests with a stock iperf3 at the far end (issue 20): its own
+    /// figures from the results exchange, beside this end's measurements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub far_end: Option<crate::proto::iperf3::FarEnd>,
 }
 
 /// One HTTP download test (issue 10): the client's and (when linerate
@@ -428,6 +432,7 @@ impl TestResult {
             bottleneck: None,
             latency: None,
             http: None,
+            far_end: None,
         }
     }
 }
