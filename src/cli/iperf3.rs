@@ -7,7 +7,7 @@
 //! `far_end`.
 
 use super::common::{direction, duration, Common, Endpoints};
-use super::config::RunOpts;
+use super::config::{Iperf3Test, RunOpts};
 use super::parse::parse_host;
 use super::run::Run;
 use super::serve::ServeArgs;
@@ -33,14 +33,6 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Whether an endpoint names an iperf3 server.
 pub fn is_iperf3(endpoint: &str) -> bool {
     endpoint.starts_with(SCHEME)
-}
-
-/// A test against an iperf3 server, validated.
-#[derive(Debug, Clone)]
-pub struct Iperf3Test {
-    pub name: String,
-    pub client: ClientConfig,
-    pub direction: Direction,
 }
 
 /// `iperf3://HOST[:PORT]`: the server's address (a name resolves here,
@@ -661,4 +653,42 @@ fn record_served(opts: &RunOpts, peer: SocketAddr, r: Result<Outcome, Iperf3Erro
         run.add_test(t);
     }
     run.finish(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iperf3_endpoints_parse() {
+        let p = |s| parse_server(s, false);
+        assert_eq!(
+            p("iperf3://198.18.0.2").unwrap(),
+            "198.18.0.2:5201".parse().unwrap()
+        );
+        assert_eq!(
+            p("iperf3://198.18.0.2:5202/").unwrap(),
+            "198.18.0.2:5202".parse().unwrap()
+        );
+        assert_eq!(
+            p("iperf3://[2001:2::2]:7").unwrap(),
+            "[2001:2::2]:7".parse().unwrap()
+        );
+        assert_eq!(
+            p("iperf3://2001:2::2").unwrap(),
+            "[2001:2::2]:5201".parse().unwrap()
+        );
+        for bad in [
+            "iperf3://198.18.0.2:0",
+            "iperf3://198.18.0.2:x",
+            "iperf3://[2001:2::2",
+            "iperf3://",
+            "tcp://x",
+        ] {
+            assert!(p(bad).is_err(), "{bad}");
+        }
+        assert!(is_iperf3("iperf3://h") && !is_iperf3("ns:sink"));
+        assert_eq!(udp_payload(1518, false), 1472);
+        assert_eq!(udp_payload(1518, true), 1452);
+    }
 }

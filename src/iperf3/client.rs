@@ -34,6 +34,9 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<Outcome, Iperf3Error
     ctl.write_all(&cookie, "the cookie")?;
     let p = &cfg.params;
     let mut running: Option<data::Running> = None;
+    // Streams wait for TEST_RUNNING: a server reads them only from then on,
+    // and UDP sent earlier would overflow its buffers and count as loss.
+    let mut ready: Option<(Vec<Stream>, Plan)> = None;
     let mut test_end_sent = false;
     let mut wait = Instant::now() + cfg.answer_timeout;
     loop {
@@ -82,10 +85,18 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<Outcome, Iperf3Error
                     cpus: cfg.cpus.clone(),
                     ipv6: cfg.server.is_ipv6(),
                 };
-                running = Some(data::start(streams, plan).map_err(|e| Iperf3Error::Io(e.to_string()))?);
+                ready = Some((streams, plan));
             }
             State::TestStart => {}
             State::TestRunning => {
+                let Some((streams, plan)) = ready.take() else {
+                    return Err(Iperf3Error::Protocol(format!(
+                        "the {peer} started the test before asking for its streams"
+                    )));
+                };
+                running = Some(
+                    data::start(streams, plan).map_err(|e| Iperf3Error::Io(e.to_string()))?,
+                );
                 let started = Instant::now();
                 let end = started + Duration::from_secs_f64(p.time_s + p.omit_s);
                 // The server says nothing while the test runs, unless it stops.
