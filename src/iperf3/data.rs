@@ -66,13 +66,17 @@ pub struct Measured {
     pub streams: Vec<StreamTotals>,
 }
 
+/// What the streams' thread hands back: the summary and, for UDP, each
+/// stream's totals (TCP's come from the intervals).
+type StreamsResult = Result<(EndpointSummary, Vec<StreamTotals>), EngineError>;
+
 pub struct Running {
     stop: Arc<AtomicBool>,
     started: Instant,
     /// When the test was ended (TEST_END): receivers that notice it a
     /// read timeout later must not count that wait as test time.
     stopped_at: std::sync::OnceLock<Instant>,
-    handle: JoinHandle<Result<(EndpointSummary, Vec<StreamTotals>), EngineError>>,
+    handle: JoinHandle<StreamsResult>,
     rx: Receiver<Response>,
     omit_s: f64,
 }
@@ -202,11 +206,7 @@ fn tcp_totals(summary: &EndpointSummary, iv: &[IntervalSample], omit_s: f64) -> 
         .collect()
 }
 
-fn run_udp(
-    ctx: &JobCtx,
-    streams: Vec<Stream>,
-    plan: &Plan,
-) -> Result<(EndpointSummary, Vec<StreamTotals>), EngineError> {
+fn run_udp(ctx: &JobCtx, streams: Vec<Stream>, plan: &Plan) -> StreamsResult {
     let cpu0 = sys::process_cpu_seconds();
     let start = Instant::now();
     let deadline = start + plan.send_for;

@@ -555,7 +555,7 @@ impl FarEnd {
         far_sends: impl Fn(u32) -> Option<bool>,
     ) -> Result<Vec<FarStream>, Iperf3Error> {
         let count = |what: &str, v: f64| -> Result<u64, Iperf3Error> {
-            if v.is_finite() && v >= 0.0 && v < 1.9e19 {
+            if (0.0..1.9e19).contains(&v) {
                 Ok(v as u64)
             } else {
                 Err(Iperf3Error::Invalid(format!(
