@@ -6,15 +6,19 @@
 # a veth pair, 198.18.0.1 -> 198.18.0.2; with --routed a Linux router namespace
 # sits between them (198.18.1.2 -> dut -> 198.19.1.2).
 #
-# Usage: bench/run.sh [--routed] [--seconds N] [--rounds R] [--live-only]
+# Usage: bench/run.sh [--routed] [--seconds N] [--rounds R] [--live-only] [--iperf3-only]
 #   --routed      put a routing DUT namespace between sender and sink
 #   --seconds N   seconds per measurement (default 5)
 #   --rounds R    measurements per tool; the table shows the median (default 3)
 #   --live-only   only trafgen (1 core), the live engine and its floor
+#   --iperf3-only only the iperf3 interop rows (linerate and iperf3 -c against one iperf3 -s)
 #
 # Measurements per round (the order of tools alternates between rounds):
 #   tcp 1 stream    linerate tcp -P 1        vs  iperf3 -P 1         (goodput)
 #   tcp 4 streams   linerate tcp -P 4        vs  iperf3 -P 4         (goodput)
+#   iperf3 interop  linerate tcp --server iperf3://DST -P 1 and -P 4 vs iperf3 -c -P 1/-P 4,
+#                   both against the same stock iperf3 -s (goal >= 1.0x: the far end is
+#                   the same program, the client side must not cost throughput)
 #   udp 64 B        linerate udp 64 B frames vs  trafgen --cpus 1    (sink veth rx_packets/s)
 #                   (--tx-engine socket)     vs  iperf3 -u -b 0 -l 18 (packets received/s)
 #   udp 64 B packet linerate udp 64 B frames vs  trafgen --cpus 1
@@ -52,14 +56,15 @@
 # and processes it starts are removed on exit.
 set -euo pipefail
 
-routed=0; secs=5; rounds=3; liveonly=0
+routed=0; secs=5; rounds=3; liveonly=0; iperf3only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --routed) routed=1 ;;
     --live-only) liveonly=1 ;;
+    --iperf3-only) iperf3only=1 ;;
     --seconds) secs=${2:?--seconds needs a value}; shift ;;
     --rounds) rounds=${2:?--rounds needs a value}; shift ;;
-    -h|--help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -226,6 +231,29 @@ open(raw, "a").write(f"{rnd}\t{key}\tiperf3\t{v}\n")
 EOF
 }
 
+# linerate as the client of the stock iperf3 server: $1 = streams. The
+# figure is the server's received goodput (from the results exchange), as
+# iperf3 -c's sum_received is.
+run_linerate_iperf3() {
+  local P=$1 key="ip3tcp$1" out="$tmp/lr3.json" err="$tmp/lr3.err"
+  ensure_iperf3_server
+  if ! run timeout "$tmo" ip netns exec "$src" "$lr" tcp --server "iperf3://$dip" -P "$P" -t "$secs" \
+       --json --no-progress --no-results >"$out" 2>"$err"; then
+    say "linerate $key" "FAILED: $(tail -n 2 "$err" | tr '\n' ' ')"
+    rec "$round" "$key" linerate nan; return 0
+  fi
+  python3 - "$out" "$round" "$key" "$raw" <<'EOF' || { say "linerate $key" "FAILED: unreadable JSON"; rec "$round" "$key" linerate nan; }
+import json, sys
+path, rnd, key, raw = sys.argv[1:]
+t = json.load(open(path))["tests"][0]
+d = t["directions"][0]
+v = d["rx_l2_bps"] or 0.0
+cpu = " ".join(f"{c['role']} {c['process_pct']:.0f}%" for c in t.get("cpu") or [])
+print(f"  {'linerate ' + key:<28} {v/1e9:9.2f} Gbit/s  (retr {d.get('retransmits')}; cpu {cpu})")
+open(raw, "a").write(f"{rnd}\t{key}\tlinerate\t{v}\n")
+EOF
+}
+
 # iperf3 UDP, 18 B payload + 8 UDP + 20 IPv4 + 14 Ethernet + 4 FCS = 64 B frame
 run_iperf3_udp() {
   local out="$tmp/ip.json"
@@ -369,9 +397,16 @@ for round in $(seq 1 "$rounds"); do
   echo "round $round/$rounds"
   if [ $liveonly = 1 ]; then
     if [ $((round % 2)) = 1 ]; then run_trafgen; run_live; run_floor; else run_floor; run_live; run_trafgen; fi
+  elif [ $iperf3only = 1 ]; then
+    if [ $((round % 2)) = 1 ]; then
+      run_linerate_iperf3 1; run_iperf3_tcp 1; run_linerate_iperf3 4; run_iperf3_tcp 4
+    else
+      run_iperf3_tcp 1; run_linerate_iperf3 1; run_iperf3_tcp 4; run_linerate_iperf3 4
+    fi
   elif [ $((round % 2)) = 1 ]; then
     run_linerate tcp1 tcp -P 1; run_iperf3_tcp 1
     run_linerate tcp4 tcp -P 4; run_iperf3_tcp 4
+    run_linerate_iperf3 1; run_linerate_iperf3 4
     run_linerate udp64 udp --frame-size 64 --tx-engine socket; run_trafgen
     run_linerate udp64pkt udp --frame-size 64 --tx-engine packet; run_iperf3_udp
     run_linerate udp64mt udp --frame-size 64 --tx-engine packet --flow-mode ports --threads 2; run_trafgen 2
@@ -385,6 +420,7 @@ for round in $(seq 1 "$rounds"); do
     run_trafgen 2; run_linerate udp64mt udp --frame-size 64 --tx-engine packet --flow-mode ports --threads 2
     run_iperf3_tcp 1; run_linerate tcp1 tcp -P 1
     run_iperf3_tcp 4; run_linerate tcp4 tcp -P 4
+    run_linerate_iperf3 4; run_linerate_iperf3 1
     run_iperf3_udp; run_linerate udp64pkt udp --frame-size 64 --tx-engine packet
     run_trafgen; run_linerate udp64 udp --frame-size 64 --tx-engine socket
   fi
@@ -415,6 +451,9 @@ IP = ("udp64", "iperf3")
 for key, label, (akey, atool), aname, fmt, tgt in [
     ("tcp1", "tcp 1 stream", ("tcp1", "iperf3"), "iperf3", gbit, 1.2),
     ("tcp4", "tcp 4 streams", ("tcp4", "iperf3"), "iperf3", gbit, 1.0),
+    # Issue 20: linerate as an iperf3 client vs iperf3 -c, same iperf3 -s.
+    ("ip3tcp1", "tcp 1 stream to iperf3 -s", ("tcp1", "iperf3"), "iperf3 -c", gbit, 1.0),
+    ("ip3tcp4", "tcp 4 streams to iperf3 -s", ("tcp4", "iperf3"), "iperf3 -c", gbit, 1.0),
     ("udp64", "udp 64B rx pps, socket engine", T1, "trafgen (1 core)", pps, 1.0),
     ("udp64", "udp 64B rx pps, socket engine", IP, "iperf3 -u -l 18", pps, 1.5),
     # The lab's default engine (auto) is the packet engine: issue 9's goals.

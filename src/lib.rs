@@ -13,6 +13,7 @@ pub mod cli;
 pub mod engine;
 pub mod host;
 pub mod http;
+pub mod iperf3;
 pub mod lab;
 pub mod latency;
 pub mod model;
@@ -47,7 +48,7 @@ pub const LAYERS: &[&[&str]] = &[
     &["topology"],
     // Data planes: UDP/TCP engines, then HTTP and latency on top of them.
     &["engine"],
-    &["http", "latency"],
+    &["http", "iperf3", "latency"],
     // The agent process that runs jobs on engines.
     &["agent"],
     // The lab topology linerate builds itself.

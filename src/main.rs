@@ -49,6 +49,13 @@ fn main() -> ExitCode {
                 cli::monitor::run(&a, cfg)
             }
         },
+        cli::Command::Serve(a) if a.iperf3 => {
+            if let Err(e) = signals::install_signal_handlers() {
+                eprintln!("error: installing signal handlers: {e}");
+                return ExitCode::from(1);
+            }
+            cli::iperf3::serve(&a)
+        }
         cli::Command::Serve(a) => match cli::serve::serve_config(&a) {
             Ok(cfg) => {
                 if let Err(e) = signals::install_signal_handlers() {

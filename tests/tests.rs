@@ -16,6 +16,7 @@ mod flags;
 mod fuzz_replay;
 mod http;
 mod http_requests;
+mod iperf3;
 mod lab;
 mod latency;
 mod layers;

@@ -28,6 +28,10 @@ pub fn execute(cmd: Command) -> i32 {
             let name = opts.name.clone().unwrap_or_else(|| spec.kind().to_string());
             with_run(&opts, &name, |run| lab_test(lab, &spec, run))
         }
+        Command::Iperf3(t, opts) => {
+            let name = opts.name.clone().unwrap_or_else(|| "iperf3".into());
+            with_run(&opts, &name, |run| crate::cli::iperf3::run_client(run, &t))
+        }
         Command::Plan(plan, opts) => {
             let name = opts.name.clone().unwrap_or_else(|| plan.name.clone());
             with_run(&opts, &name, |run| {

@@ -241,8 +241,9 @@ pub struct Endpoints {
     pub server: String,
     /// Address of the server the client sends to (e.g. 198.18.0.2, 127.0.0.1), or a host
     /// name (resolved once on this host: IPv4 first, --ipv6 for its IPv6 address).
+    /// Not used with `--server iperf3://HOST`, which names the target itself.
     #[arg(long, value_parser = parse_host)]
-    pub target: HostAddr,
+    pub target: Option<HostAddr>,
     /// With a host name as --target: use its IPv6 address.
     #[arg(long)]
     pub ipv6: bool,
@@ -426,7 +427,10 @@ pub fn resolve_target(t: &HostAddr, ipv6: bool) -> Result<IpAddr> {
 }
 
 pub fn pair(e: &Endpoints, common: &Common) -> Result<Pair> {
-    let target = resolve_target(&e.target, e.ipv6)?;
+    let target = e.target.as_ref().ok_or_else(|| {
+        anyhow!("--target is required: the address the client sends to (e.g. --target 198.18.0.2)")
+    })?;
+    let target = resolve_target(target, e.ipv6)?;
     check_destination(target, &common.allow_target).map_err(|m| anyhow!(m))?;
     if let Some(c) = e.client_address {
         check_destination(c, &common.allow_target).map_err(|m| anyhow!(m))?;

@@ -237,6 +237,16 @@ pub enum Command {
     LabBench(LabSpec, TestSpec, RunOpts),
     /// A plan file's hosts and tests.
     Plan(PlanConfig, RunOpts),
+    /// A test against a stock iperf3 server (`--server iperf3://HOST`).
+    Iperf3(Iperf3Test, RunOpts),
+}
+
+/// A test against a stock iperf3 server, validated.
+#[derive(Debug, Clone)]
+pub struct Iperf3Test {
+    pub name: String,
+    pub client: crate::iperf3::client::ClientConfig,
+    pub direction: Direction,
 }
 
 /// A host of a plan.

@@ -19,6 +19,7 @@ pub mod completions;
 pub mod config;
 pub mod hints;
 pub mod http;
+pub mod iperf3;
 pub mod lab;
 pub mod latency;
 pub mod loadtest;
@@ -104,6 +105,14 @@ pub enum Command {
 pub fn to_config(command: Command) -> Result<Cmd> {
     match command {
         Command::Lab(a) => lab::lab_config(&a),
+        Command::Tcp(a) if iperf3::is_iperf3(&a.ends.server) => Ok(Cmd::Iperf3(
+            iperf3::tcp_test(&a)?,
+            a.common.run_opts(!a.ends.no_results)?,
+        )),
+        Command::Udp(a) if iperf3::is_iperf3(&a.ends.server) => Ok(Cmd::Iperf3(
+            iperf3::udp_test(&a)?,
+            a.common.run_opts(!a.ends.no_results)?,
+        )),
         Command::Tcp(a) => {
             let (pair, spec) = tcp::tcp(&a)?;
             // Endpoints on this host share its kernel: check --cc here. On

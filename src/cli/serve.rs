@@ -14,13 +14,29 @@ use std::path::PathBuf;
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
     /// Address and port to listen on (e.g. 198.18.0.2:8080, [::1]:8443, 127.0.0.1:0).
-    #[arg(long, value_name = "ADDR:PORT")]
-    pub listen: SocketAddr,
+    #[arg(long, value_name = "ADDR:PORT", required_unless_present = "iperf3")]
+    pub listen: Option<SocketAddr>,
+    /// Be an iperf3 server instead: stock `iperf3 -c` clients (3.x; TCP, UDP, -R, --bidir,
+    /// -P) test against linerate, one at a time; a results directory per test.
+    #[arg(long, conflicts_with_all = ["root", "size", "tls"])]
+    pub iperf3: bool,
+    /// With --iperf3: the port on every IPv4 address (default 5201); --listen picks an address.
+    #[arg(long, requires = "iperf3", value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: Option<u16>,
+    /// With --iperf3: print each test's results document (results.json) on stdout.
+    #[arg(long, requires = "iperf3")]
+    pub json: bool,
+    /// With --iperf3: where the run directories go.
+    #[arg(long, requires = "iperf3", default_value = "linerate-results")]
+    pub results_dir: PathBuf,
+    /// With --iperf3: do not write results directories.
+    #[arg(long, requires = "iperf3")]
+    pub no_results: bool,
     /// Serve the files under this directory (never a path outside it).
     #[arg(
         long,
         value_name = "DIR",
-        required_unless_present = "size",
+        required_unless_present_any = ["size", "iperf3"],
         conflicts_with = "size"
     )]
     pub root: Option<PathBuf>,
@@ -63,15 +79,18 @@ pub fn serve_config(a: &ServeArgs) -> Result<ServeConfig> {
         (None, Some(n)) => Content::Size(n),
         (None, None) => bail!("give --root DIR or --size BYTES"),
     };
+    let listen = a
+        .listen
+        .ok_or_else(|| anyhow::anyhow!("give --listen ADDR:PORT (e.g. 198.18.0.2:8080)"))?;
     Ok(ServeConfig {
-        listen: a.listen,
+        listen,
         spec: ServeSpec {
             content,
             tls: a.tls.then(|| a.cert.clone().zip(a.key.clone())),
             ktls: !a.no_ktls,
             cold: a.cold,
             request_timeout: secs("--request-timeout", a.request_timeout)?,
-            names: vec!["localhost".into(), a.listen.ip().to_string()],
+            names: vec!["localhost".into(), listen.ip().to_string()],
         },
         duration: a.duration.map(|d| secs("--duration", d)).transpose()?,
         write_cert: a.write_cert.clone(),

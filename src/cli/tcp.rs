@@ -27,6 +27,10 @@ pub struct TcpArgs {
     /// comes out a few % below it. Default: as fast as TCP goes.
     #[arg(long, short = 'b', value_parser = super::parse::parse_rate_arg)]
     pub rate: Option<crate::model::units::Rate>,
+    /// Against an iperf3:// server: leave the first SECS seconds out of both ends'
+    /// totals (iperf3 -O), after TCP's slow start.
+    #[arg(long, short = 'O', value_name = "SECS", value_parser = super::parse::parse_secs)]
+    pub omit: Option<f64>,
     #[command(flatten)]
     pub probes: ProbeArgs,
     #[command(flatten)]
@@ -85,6 +89,9 @@ pub fn tcp_rate_bps(r: Rate, line_rate_bps: f64) -> Result<f64> {
 
 /// `linerate tcp`: the pair and the test.
 pub fn tcp(a: &TcpArgs) -> Result<(Pair, TestSpec)> {
+    if a.omit.is_some() {
+        bail!("--omit applies to tests against an iperf3 server (--server iperf3://HOST)");
+    }
     let pair = pair(&a.ends, &a.common)?;
     if a.streams == 0 || a.streams > 1024 {
         bail!("--streams {} is outside 1..=1024", a.streams);

@@ -55,6 +55,10 @@ pub struct UdpArgs {
     /// --cpus, else half the CPUs of each agent's host; never more than one per flow.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
+    /// Against an iperf3:// server: leave the first SECS seconds out of both ends'
+    /// totals (iperf3 -O).
+    #[arg(long, short = 'O', value_name = "SECS", value_parser = super::parse::parse_secs)]
+    pub omit: Option<f64>,
     #[command(flatten)]
     pub probes: ProbeArgs,
     #[command(flatten)]
@@ -63,6 +67,9 @@ pub struct UdpArgs {
 
 /// `linerate udp`: the pair and the test.
 pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
+    if a.omit.is_some() {
+        bail!("--omit applies to tests against an iperf3 server (--server iperf3://HOST)");
+    }
     let pair = pair(&a.ends, &a.common)?;
     let ipv6 = pair.target.is_ipv6();
     crate::engine::frame::check_frames(a.frame_size, ipv6).map_err(|m| anyhow!(m))?;

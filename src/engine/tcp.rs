@@ -209,6 +209,23 @@ pub fn connect(
     run_streams(ctx, out, duration, cpus, buffer_len)
 }
 
+/// Runs streams another protocol set up (iperf3's cookie instead of the
+/// hello): `(id, this end sends, connection)`. Senders stop at `duration`
+/// or when `ctx.stop` is set; receivers at EOF or `ctx.stop`.
+pub fn run_connected(
+    ctx: &JobCtx,
+    conns: Vec<(u16, bool, TcpStream)>,
+    duration: Duration,
+    cpus: &[usize],
+    buffer_len: usize,
+) -> Result<EndpointSummary, EngineError> {
+    let streams = conns
+        .into_iter()
+        .map(|(id, sender, conn)| Stream { id, sender, conn })
+        .collect();
+    run_streams(ctx, streams, duration, cpus, buffer_len)
+}
+
 fn run_streams(
     ctx: &JobCtx,
     streams: Vec<Stream>,

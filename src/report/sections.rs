@@ -114,6 +114,21 @@ pub fn summary_table(r: &RunResults, prefix: &str) -> String {
                 offered_text = format!("{offered_text} of {}", fmt::pps(target));
             }
             let mut flags = String::new();
+            if let Some(f) = t
+                .far_end
+                .as_ref()
+                .filter(|_| d.receiver.ends_with("(far end)"))
+            {
+                // Issue 20: this direction's received figures are iperf3's own.
+                flags.push_str(&pill(
+                    "info",
+                    "far end: iperf3",
+                    &format!(
+                        "received figures from the iperf3 {} at {} (its results exchange)",
+                        f.role, f.address
+                    ),
+                ));
+            }
             if d.tester_limited {
                 flags.push_str(&pill(
                     "bad",

@@ -268,6 +268,10 @@ pub struct TestResult {
     /// intervals is the link's, not the DUT's forwarding.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub link_events: Vec<String>,
+    /// Tests with a stock iperf3 at the far end (issue 20): its own
+    /// figures from the results exchange, beside this end's measurements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub far_end: Option<crate::proto::iperf3::FarEnd>,
 }
 
 /// One HTTP download test (issue 10): the client's and (when linerate
@@ -440,6 +444,7 @@ impl TestResult {
             latency: None,
             http: None,
             link_events: vec![],
+            far_end: None,
         }
     }
 

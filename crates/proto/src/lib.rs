@@ -9,6 +9,7 @@
 //! - [`sample`]: what agents measure and report (intervals, summaries,
 //!   kernel counters).
 //! - [`http`], [`lab`]: the HTTP jobs and summaries, lab port records.
+//! - [`iperf3`]: the iperf3 3.x control protocol and UDP header (interop).
 //! - [`frame`]: the linerate header in every test frame.
 //! - [`probe`]: the latency probe format.
 #![forbid(unsafe_code)]
@@ -16,6 +17,7 @@
 pub mod control;
 pub mod frame;
 pub mod http;
+pub mod iperf3;
 pub mod lab;
 pub mod probe;
 pub mod sample;

@@ -1,0 +1,694 @@
+//! iperf3 interop on the command line: `linerate tcp|udp --server
+//! iperf3://HOST[:PORT]` (a stock iperf3 server as the far end) and
+//! `linerate serve --iperf3` (stock iperf3 clients test against linerate).
+//! Flags become an [`Iperf3Test`] or a server configuration here; each
+//! test is recorded as a `TestResult` whose far-end figures are marked as
+//! such: the far end's roles say "far end" and its own results are kept in
+//! `far_end`.
+
+use super::common::{direction, duration, Common, Endpoints};
+use super::config::{Iperf3Test, RunOpts};
+use super::parse::parse_host;
+use super::run::Run;
+use super::serve::ServeArgs;
+use crate::iperf3::client::{self, ClientConfig};
+use crate::iperf3::server::{self, ServerConfig};
+use crate::iperf3::{Iperf3Error, Outcome, StreamTotals};
+use crate::model::units::Rate;
+use crate::proto::iperf3::{self as wire, FarEnd, Mode, TestParams, Transport};
+use crate::proto::{Direction, EndpointSummary, FrameSpec, IntervalSample, StreamSample};
+use crate::results::{
+    pair_intervals, CpuUse, CrossCheck, DirectionResult, Protocol, TestResult, TestStatus,
+};
+use anyhow::{anyhow, bail, Result};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub const SCHEME: &str = "iperf3://";
+
+/// How long a far end may stay silent when an answer is due.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether an endpoint names an iperf3 server.
+pub fn is_iperf3(endpoint: &str) -> bool {
+    endpoint.starts_with(SCHEME)
+}
+
+/// `iperf3://HOST[:PORT]`: the server's address (a name resolves here,
+/// IPv4 first unless `ipv6`), port 5201 unless given.
+pub fn parse_server(s: &str, ipv6: bool) -> Result<SocketAddr> {
+    let rest = s
+        .strip_prefix(SCHEME)
+        .ok_or_else(|| anyhow!("'{s}' is not an iperf3:// endpoint"))?
+        .trim_end_matches('/');
+    let (host, port) = if let Some(r) = rest.strip_prefix('[') {
+        let (h, tail) = r
+            .split_once(']')
+            .ok_or_else(|| anyhow!("{s}: an IPv6 address needs its closing ]"))?;
+        (h, tail.strip_prefix(':'))
+    } else if rest.matches(':').count() == 1 {
+        let (h, p) = rest.split_once(':').unwrap_or((rest, ""));
+        (h, Some(p))
+    } else {
+        (rest, None)
+    };
+    let port = match port {
+        None => wire::DEFAULT_PORT,
+        Some(p) => p.parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(|| {
+            anyhow!("{s}: port '{p}' is not 1..=65535 (write iperf3://HOST:5201)")
+        })?,
+    };
+    let addr = parse_host(host)
+        .map_err(|e| anyhow!("{s}: {e:#}"))?
+        .pick(ipv6)?;
+    Ok(SocketAddr::new(addr, port))
+}
+
+/// The iperf3 server of `--server`, checked against the allow-list, and
+/// the flags that have no meaning against one refused.
+fn server_of(e: &Endpoints, common: &Common) -> Result<SocketAddr> {
+    if e.client != "local" {
+        bail!(
+            "--client {}: against an iperf3:// server linerate is the client itself; run it on that \
+             host (or in that namespace: ip netns exec NAME linerate ...) and drop --client",
+            e.client
+        );
+    }
+    if e.target.is_some() {
+        bail!("--target: the iperf3:// server is the target; drop --target");
+    }
+    if e.port.is_some() {
+        bail!("--port: an iperf3 server takes its streams on its own port; give it as iperf3://HOST:PORT");
+    }
+    let server = parse_server(&e.server, e.ipv6)?;
+    crate::engine::check_destination(server.ip(), &common.allow_target).map_err(|m| {
+        anyhow!("{m}; an iperf3 server on the internet is outside them: name it with --allow-target {}/{} if you mean to load it",
+            server.ip(), if server.is_ipv6() { 128 } else { 32 })
+    })?;
+    Ok(server)
+}
+
+fn mode(d: Direction) -> Mode {
+    match d {
+        Direction::Forward => Mode::ClientSends,
+        Direction::Reverse => Mode::Reverse,
+        Direction::Both => Mode::Bidir,
+    }
+}
+
+fn omit(s: Option<f64>) -> Result<f64> {
+    match s {
+        None => Ok(0.0),
+        Some(s) if (0.0..=wire::MAX_OMIT_S).contains(&s) => Ok(s),
+        Some(s) => bail!("--omit {s} is outside 0..={} s", wire::MAX_OMIT_S),
+    }
+}
+
+/// `linerate tcp --server iperf3://...`.
+pub fn tcp_test(a: &super::tcp::TcpArgs) -> Result<Iperf3Test> {
+    let server = server_of(&a.ends, &a.common)?;
+    if !(1..=wire::MAX_STREAMS as u16).contains(&a.streams) {
+        bail!(
+            "--streams {}: iperf3 servers take 1..={}",
+            a.streams,
+            wire::MAX_STREAMS
+        );
+    }
+    if a.probes.latency {
+        bail!("--latency needs linerate's responder at the far end; an iperf3 server has none");
+    }
+    if !(1..=wire::MAX_TCP_LEN).contains(&a.buffer) {
+        bail!(
+            "--buffer {}: iperf3 takes blocks of 1..={} bytes",
+            a.buffer,
+            wire::MAX_TCP_LEN
+        );
+    }
+    let total_bps = a
+        .rate
+        .map(|r| super::tcp::tcp_rate_bps(r, a.common.line_rate))
+        .transpose()?;
+    let params = TestParams {
+        transport: Transport::Tcp,
+        streams: u32::from(a.streams),
+        mode: mode(direction(&a.ends)),
+        time_s: duration(a.ends.duration)?.as_secs_f64(),
+        omit_s: omit(a.omit)?,
+        len: a.buffer,
+        // iperf3 paces each stream to -b: share the direction's rate.
+        bandwidth_bps: total_bps.map_or(0, |b| (b / f64::from(a.streams)) as u64),
+        counters_64bit: false,
+        congestion: a.cc.clone(),
+        client_version: Some(format!("linerate {}", env!("CARGO_PKG_VERSION"))),
+    };
+    Ok(Iperf3Test {
+        name: format!(
+            "iperf3 tcp {} stream{}",
+            a.streams,
+            if a.streams == 1 { "" } else { "s" }
+        ),
+        direction: direction(&a.ends),
+        client: ClientConfig {
+            server,
+            params,
+            cpus: a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
+            answer_timeout: ANSWER_TIMEOUT,
+        },
+    })
+}
+
+/// UDP payload bytes in a frame of `frame` bytes (FCS included).
+pub fn udp_payload(frame: u32, ipv6: bool) -> u32 {
+    frame.saturating_sub(if ipv6 {
+        14 + 40 + 8 + 4
+    } else {
+        14 + 20 + 8 + 4
+    })
+}
+
+/// `linerate udp --server iperf3://...`: `--flows N` streams (each its
+/// own source port), `--rate` shared by them.
+pub fn udp_test(a: &super::udp::UdpArgs) -> Result<Iperf3Test> {
+    let server = server_of(&a.ends, &a.common)?;
+    let FrameSpec::Fixed(frame) = a.frame_size else {
+        bail!("--frame-size imix: iperf3 sends one datagram size; give a size in bytes");
+    };
+    let len = udp_payload(frame, server.is_ipv6());
+    if !(wire::MIN_UDP_LEN..=wire::MAX_UDP_LEN).contains(&len) {
+        bail!(
+            "--frame-size {frame}: its {len}-byte UDP payload is outside iperf3's {}..={}; give {}..={} bytes",
+            wire::MIN_UDP_LEN,
+            wire::MAX_UDP_LEN,
+            frame - len + wire::MIN_UDP_LEN,
+            frame - len + wire::MAX_UDP_LEN
+        );
+    }
+    if a.probes.latency {
+        bail!("--latency needs linerate's responder at the far end; an iperf3 server has none");
+    }
+    let streams = u32::from(a.flows.unwrap_or(1));
+    if !(1..=wire::MAX_STREAMS).contains(&streams) {
+        bail!(
+            "--flows {streams}: iperf3 servers take 1..={} streams",
+            wire::MAX_STREAMS
+        );
+    }
+    let pps = a
+        .rate
+        .map(|r: Rate| r.pps(f64::from(frame), a.common.line_rate));
+    let params = TestParams {
+        transport: Transport::Udp,
+        streams,
+        mode: mode(direction(&a.ends)),
+        time_s: duration(a.ends.duration)?.as_secs_f64(),
+        omit_s: omit(a.omit)?,
+        len,
+        // iperf3's -b counts payload bits per stream.
+        bandwidth_bps: pps.map_or(0, |p| {
+            (p * f64::from(len) * 8.0 / f64::from(streams)) as u64
+        }),
+        counters_64bit: false,
+        congestion: None,
+        client_version: Some(format!("linerate {}", env!("CARGO_PKG_VERSION"))),
+    };
+    Ok(Iperf3Test {
+        name: format!("iperf3 udp {frame}"),
+        direction: direction(&a.ends),
+        client: ClientConfig {
+            server,
+            params,
+            cpus: a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
+            answer_timeout: ANSWER_TIMEOUT,
+        },
+    })
+}
+
+/// Runs a test against an iperf3 server and records it in `run`.
+pub fn run_client(run: &mut Run, t: &Iperf3Test) -> Result<()> {
+    let started = crate::model::clock::now_rfc3339();
+    eprintln!(
+        "iperf3: {} against {} for {} s",
+        t.name, t.client.server, t.client.params.time_s
+    );
+    let stop = &crate::model::signals::INTERRUPTED;
+    let roles = ("linerate", "iperf3 server (far end)");
+    match client::run(&t.client, stop) {
+        Ok(o) => {
+            run.add_test(record(&t.name, &o, roles, started));
+            Ok(())
+        }
+        Err(Iperf3Error::Lost {
+            message,
+            partial: Some(o),
+        }) => {
+            let mut r = record(&t.name, &o, roles, started);
+            r.status = if stop.load(Ordering::Relaxed) {
+                TestStatus::Interrupted
+            } else {
+                TestStatus::Failed
+            };
+            r.error = Some(message.clone());
+            run.add_test(r);
+            bail!(message)
+        }
+        Err(e) => bail!("{e}"),
+    }
+}
+
+fn params_of(o: &Outcome) -> crate::results::TestParams {
+    let p = &o.params;
+    crate::results::TestParams {
+        protocol: match p.transport {
+            Transport::Tcp => Protocol::Tcp,
+            Transport::Udp => Protocol::Udp,
+        },
+        ip_version: 4,
+        direction: match p.mode {
+            Mode::ClientSends => Direction::Forward,
+            Mode::Reverse => Direction::Reverse,
+            Mode::Bidir => Direction::Both,
+        },
+        duration_s: p.time_s,
+        frame: None,
+        average_frame_bytes: None,
+        flow_mode: None,
+        flows: None,
+        rate_pps: None,
+        rate_profile: None,
+        streams: Some(p.streams as u16),
+        congestion: p.congestion.clone(),
+        rate_bps: (p.bandwidth_bps > 0).then(|| p.bandwidth_bps as f64 * f64::from(p.streams)),
+        cpus: vec![],
+        lab: None,
+    }
+}
+
+/// One test as a `TestResult`: a direction per way traffic went, this
+/// end's figures measured here (intervals, TCP_INFO, CPU), the far end's
+/// from its results (named "far end"), both kept in `far_end`.
+pub fn record(name: &str, o: &Outcome, roles: (&str, &str), started: String) -> TestResult {
+    let mut r = TestResult::new(name, started, params_of(o));
+    let ipv6 = o.far.as_ref().is_some_and(|f| f.address.starts_with('['));
+    r.params.ip_version = if ipv6 { 6 } else { 4 };
+    let (local, far_role) = roles;
+    let local_sends = o.local.streams.iter().any(|s| s.sends);
+    let local_gets = o.local.streams.iter().any(|s| !s.sends);
+    let client_side = o.far.as_ref().is_none_or(|f| f.role == "server");
+    let name_of = |local_to_far: bool| {
+        if local_to_far == client_side {
+            "client_to_server"
+        } else {
+            "server_to_client"
+        }
+    };
+    for (local_to_far, present) in [(true, local_sends), (false, local_gets)] {
+        if !present {
+            continue;
+        }
+        let d = direction_result(
+            o,
+            local_to_far,
+            (local, far_role),
+            name_of(local_to_far),
+            ipv6,
+        );
+        let (sent, got) = (d.tx_packets, d.rx_packets + d.lost);
+        let check = if o.params.transport == Transport::Udp {
+            (o.far.is_some() && sent > 0).then(|| {
+                CrossCheck::new(
+                    format!(
+                        "{}: datagrams sent vs received + lost by sequence number",
+                        d.direction
+                    ),
+                    sent,
+                    got,
+                )
+            })
+        } else {
+            (o.far.is_some()).then(|| {
+                CrossCheck::new(
+                    format!(
+                        "{}: TCP payload sent ({}) vs received ({})",
+                        d.direction, d.sender, d.receiver
+                    ),
+                    d.sender_summary.tx_bytes,
+                    d.receiver_summary.rx_bytes,
+                )
+            })
+        };
+        r.cross_checks.extend(check);
+        r.directions.push(d);
+    }
+    let elapsed = o.local.summary.elapsed_s.max(1e-6);
+    r.cpu.push(CpuUse {
+        role: local.into(),
+        process_pct: o.local.summary.cpu_s / elapsed * 100.0,
+        softirq_pct: 0.0,
+    });
+    if let Some(f) = &o.far {
+        r.cpu.push(CpuUse {
+            role: far_role.into(),
+            process_pct: f.cpu_util_total,
+            softirq_pct: 0.0,
+        });
+    }
+    r.far_end = o.far.clone();
+    r
+}
+
+/// One side's totals of one direction: (bytes, packets, lost, seconds,
+/// retransmits, per-stream samples).
+struct Side {
+    bytes: u64,
+    packets: u64,
+    lost: u64,
+    seconds: f64,
+    retransmits: Option<u64>,
+    streams: Vec<StreamSample>,
+}
+
+fn local_side(streams: &[StreamTotals], sends: bool, len: u64, udp: bool) -> Side {
+    let mine: Vec<&StreamTotals> = streams.iter().filter(|s| s.sends == sends).collect();
+    let bytes = mine.iter().map(|s| s.bytes).sum();
+    Side {
+        bytes,
+        packets: if udp && !sends {
+            // Received datagrams, not the highest sequence number.
+            mine.iter().map(|s| s.bytes / len.max(1)).sum()
+        } else {
+            mine.iter().map(|s| s.packets).sum()
+        },
+        lost: mine.iter().map(|s| s.lost).sum(),
+        seconds: mine.iter().map(|s| s.seconds).fold(0.0, f64::max),
+        retransmits: (!udp && sends).then(|| mine.iter().map(|s| s.retransmits).sum()),
+        streams: mine
+            .iter()
+            .map(|s| StreamSample {
+                id: s.id,
+                sender: sends,
+                bytes: s.bytes,
+                retransmits: s.retransmits,
+                ..Default::default()
+            })
+            .collect(),
+    }
+}
+
+fn far_side(f: &FarEnd, sends: bool) -> Side {
+    let theirs: Vec<_> = f.streams.iter().filter(|s| s.sender == sends).collect();
+    let lost: u64 = theirs.iter().filter_map(|s| s.lost).sum();
+    let packets: u64 = theirs.iter().filter_map(|s| s.packets).sum();
+    Side {
+        bytes: theirs.iter().map(|s| s.bytes).sum(),
+        // A receiver's "packets" is the highest sequence number it saw.
+        packets: if sends {
+            packets
+        } else {
+            packets.saturating_sub(lost)
+        },
+        lost,
+        seconds: theirs.iter().map(|s| s.seconds).fold(0.0, f64::max),
+        retransmits: if sends {
+            theirs.iter().map(|s| s.retransmits).sum()
+        } else {
+            None
+        },
+        streams: theirs
+            .iter()
+            .map(|s| StreamSample {
+                id: s.id as u16,
+                sender: sends,
+                bytes: s.bytes,
+                retransmits: s.retransmits.unwrap_or(0),
+                ..Default::default()
+            })
+            .collect(),
+    }
+}
+
+fn direction_result(
+    o: &Outcome,
+    local_to_far: bool,
+    (local, far_role): (&str, &str),
+    name: &str,
+    ipv6: bool,
+) -> DirectionResult {
+    let udp = o.params.transport == Transport::Udp;
+    let len = u64::from(o.params.len);
+    let mine = local_side(&o.local.streams, local_to_far, len, udp);
+    let theirs = o.far.as_ref().map(|f| far_side(f, !local_to_far));
+    let (tx, rx) = if local_to_far {
+        (Some(&mine), theirs.as_ref())
+    } else {
+        (theirs.as_ref(), Some(&mine))
+    };
+    let frame = len + if ipv6 { 66 } else { 46 };
+    let summary = |s: Option<&Side>, sending: bool, base: Option<&EndpointSummary>| {
+        let mut e = base.cloned().unwrap_or_default();
+        e.streams = s.map(|s| s.streams.clone()).unwrap_or_default();
+        e.flows.clear();
+        if let Some(s) = s {
+            e.elapsed_s = if base.is_some() {
+                e.elapsed_s
+            } else {
+                s.seconds
+            };
+            let wire_bytes = if udp { s.packets * frame } else { s.bytes };
+            if sending {
+                (e.tx_bytes, e.tx_packets, e.rx_bytes, e.rx_packets) =
+                    (wire_bytes, s.packets, 0, 0);
+                e.lost = 0;
+            } else {
+                (e.rx_bytes, e.rx_packets, e.tx_bytes, e.tx_packets) =
+                    (wire_bytes, s.packets, 0, 0);
+                e.lost = s.lost;
+            }
+        }
+        e
+    };
+    let local_summary = Some(&o.local.summary);
+    let (tx_base, rx_base) = if local_to_far {
+        (local_summary, None)
+    } else {
+        (None, local_summary)
+    };
+    let seconds = rx.or(tx).map(|s| s.seconds).unwrap_or(0.0).max(1e-6);
+    let rx_packets = rx.map_or(0, |s| s.packets);
+    let tx_packets = tx.map_or(0, |s| s.packets);
+    let lost = rx.map_or(0, |s| s.lost);
+    let goodput = rx.map_or(0.0, |s| s.bytes as f64 * 8.0 / seconds);
+    let side_iv = |iv: &IntervalSample| {
+        let mut s = iv.clone();
+        s.streams.retain(|st| st.sender == local_to_far);
+        if local_to_far {
+            (s.rx_bytes, s.rx_packets, s.lost, s.reordered, s.duplicates) = (0, 0, 0, 0, 0);
+        } else {
+            (s.tx_bytes, s.tx_packets, s.tx_errors) = (0, 0, 0);
+        }
+        s
+    };
+    let local_iv: Vec<IntervalSample> = o.local.intervals.iter().map(side_iv).collect();
+    let (tx_iv, rx_iv) = if local_to_far {
+        (local_iv, vec![])
+    } else {
+        (vec![], local_iv)
+    };
+    DirectionResult {
+        direction: name.into(),
+        sender: if local_to_far { local } else { far_role }.into(),
+        receiver: if local_to_far { far_role } else { local }.into(),
+        duration_s: seconds,
+        tx_packets,
+        rx_packets,
+        lost,
+        dut_lost: lost,
+        loss_ratio: if udp && tx_packets > 0 {
+            lost as f64 / tx_packets.max(rx_packets + lost) as f64
+        } else {
+            0.0
+        },
+        tx_pps: if udp {
+            tx_packets as f64 / seconds
+        } else {
+            0.0
+        },
+        rx_pps: if udp {
+            rx_packets as f64 / seconds
+        } else {
+            0.0
+        },
+        rx_l2_bps: if udp {
+            (rx_packets * frame) as f64 * 8.0 / seconds
+        } else {
+            goodput
+        },
+        rx_l1_bps: udp.then(|| (rx_packets * (frame + 20)) as f64 * 8.0 / seconds),
+        retransmits: tx.and_then(|s| s.retransmits),
+        tx_errors: if local_to_far {
+            o.local.summary.tx_errors
+        } else {
+            0
+        },
+        intervals: pair_intervals(tx_iv, rx_iv),
+        sender_summary: summary(tx, true, tx_base),
+        receiver_summary: summary(rx, false, rx_base),
+        ..Default::default()
+    }
+}
+
+/// `linerate serve --iperf3`: serves stock iperf3 clients until Ctrl-C
+/// (or `--duration`), a results directory per test. Returns the exit status.
+pub fn serve(a: &ServeArgs) -> i32 {
+    match serve_inner(a) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            2
+        }
+    }
+}
+
+fn serve_inner(a: &ServeArgs) -> Result<i32> {
+    let listen = match (a.listen, a.port) {
+        (Some(_), Some(_)) => bail!("give --listen ADDR:PORT or --port PORT, not both"),
+        (Some(l), None) => l,
+        (None, port) => SocketAddr::new(
+            IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+            port.unwrap_or(wire::DEFAULT_PORT),
+        ),
+    };
+    let cfg = ServerConfig {
+        listen,
+        cpus: vec![],
+        answer_timeout: ANSWER_TIMEOUT,
+    };
+    let listener = server::bind(listen).map_err(|e| anyhow!("{e}"))?;
+    let bound = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    eprintln!(
+        "iperf3 server on {bound}: stock `iperf3 -c` clients may test against it, one at a time \
+         (TCP and UDP on this port); Ctrl-C stops"
+    );
+    let stop = AtomicBool::new(false);
+    let until = a
+        .duration
+        .map(|d| std::time::Instant::now() + Duration::from_secs_f64(d));
+    let opts = RunOpts {
+        name: None,
+        line_rate_bps: 10e9,
+        results_dir: a.results_dir.clone(),
+        write_results: !a.no_results,
+        json: a.json,
+        progress: false,
+        interval_s: None,
+        allow_target: vec![],
+        cpus: vec![],
+        expect_loss: false,
+        ssh: Default::default(),
+    };
+    let mut failed = false;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                if crate::model::signals::interrupted()
+                    || until.is_some_and(|u| std::time::Instant::now() >= u)
+                {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        server::serve(&cfg, &listener, &stop, |peer, r| {
+            failed |= record_served(&opts, peer, r) != 0;
+        });
+        stop.store(true, Ordering::Relaxed);
+    });
+    Ok(if crate::model::signals::interrupted() || !failed {
+        0
+    } else {
+        1
+    })
+}
+
+/// One served test: its results directory, table (or JSON), exit status.
+fn record_served(opts: &RunOpts, peer: SocketAddr, r: Result<Outcome, Iperf3Error>) -> i32 {
+    let started = crate::model::clock::now_rfc3339();
+    let far_role = format!("iperf3 client {peer} (far end)");
+    let roles = ("linerate (iperf3 server)", far_role.as_str());
+    let (test, err) = match r {
+        Ok(o) => {
+            let kind = match o.params.transport {
+                Transport::Tcp => "tcp",
+                Transport::Udp => "udp",
+            };
+            let name = format!("iperf3 {kind} from {peer}");
+            (Some(record(&name, &o, roles, started)), None)
+        }
+        Err(Iperf3Error::Lost {
+            message,
+            partial: Some(o),
+        }) => {
+            let mut t = record(&format!("iperf3 from {peer}"), &o, roles, started);
+            t.status = TestStatus::Failed;
+            t.error = Some(message.clone());
+            (Some(t), Some(anyhow!(message)))
+        }
+        Err(e) => {
+            // Nothing ran (refused parameters, a client that left early).
+            eprintln!("iperf3 client {peer}: {e}");
+            return 1;
+        }
+    };
+    let mut run = match Run::start(opts, "iperf3-serve") {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return 1;
+        }
+    };
+    if let Some(t) = test {
+        run.add_test(t);
+    }
+    run.finish(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iperf3_endpoints_parse() {
+        let p = |s| parse_server(s, false);
+        assert_eq!(
+            p("iperf3://198.18.0.2").unwrap(),
+            "198.18.0.2:5201".parse().unwrap()
+        );
+        assert_eq!(
+            p("iperf3://198.18.0.2:5202/").unwrap(),
+            "198.18.0.2:5202".parse().unwrap()
+        );
+        assert_eq!(
+            p("iperf3://[2001:2::2]:7").unwrap(),
+            "[2001:2::2]:7".parse().unwrap()
+        );
+        assert_eq!(
+            p("iperf3://2001:2::2").unwrap(),
+            "[2001:2::2]:5201".parse().unwrap()
+        );
+        for bad in [
+            "iperf3://198.18.0.2:0",
+            "iperf3://198.18.0.2:x",
+            "iperf3://[2001:2::2",
+            "iperf3://",
+            "tcp://x",
+        ] {
+            assert!(p(bad).is_err(), "{bad}");
+        }
+        assert!(is_iperf3("iperf3://h") && !is_iperf3("ns:sink"));
+        assert_eq!(udp_payload(1518, false), 1472);
+        assert_eq!(udp_payload(1518, true), 1452);
+    }
+}

@@ -1,0 +1,303 @@
+//! linerate as an iperf3 server: stock `iperf3 -c` clients (3.x: TCP, UDP,
+//! -R, --bidir, -P N) run their tests against it, one at a time. Anyone
+//! who connects while a test runs gets ACCESS_DENIED, as from iperf3.
+
+use super::client::results_of;
+use super::control::Control;
+use super::data::{self, Conn, Plan, Stream};
+use super::{Iperf3Error, Outcome};
+use crate::proto::iperf3::{self as wire, FarEnd, State, TestParams, Transport};
+use crate::sys;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub cpus: Vec<usize>,
+    /// How long a client may stay silent when an answer is due.
+    pub answer_timeout: Duration,
+}
+
+/// Binds the control port (TCP; UDP tests use the same port number).
+pub fn bind(listen: SocketAddr) -> Result<TcpListener, Iperf3Error> {
+    let l = TcpListener::bind(listen).map_err(|e| {
+        Iperf3Error::Io(format!(
+            "listening on {listen} for iperf3 clients: {e}{}",
+            if e.kind() == io::ErrorKind::AddrInUse {
+                "; is an iperf3 server already running there? stop it or use --port"
+            } else {
+                ""
+            }
+        ))
+    })?;
+    l.set_nonblocking(true)
+        .map_err(Iperf3Error::io("setting up the iperf3 listener"))?;
+    Ok(l)
+}
+
+/// Serves tests until `stop`; each one's outcome (or why it failed) goes to
+/// `on_test` with the client's address.
+pub fn serve(
+    cfg: &ServerConfig,
+    listener: &TcpListener,
+    stop: &AtomicBool,
+    mut on_test: impl FnMut(SocketAddr, Result<Outcome, Iperf3Error>),
+) {
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((conn, peer)) => {
+                let r = one_test(cfg, listener, conn, peer, stop);
+                match r {
+                    // A connection that said nothing iperf3 is not a test.
+                    Err(Iperf3Error::Protocol(m)) if m.starts_with("no-test:") => {
+                        eprintln!("iperf3: {peer}: {}", &m[8..]);
+                    }
+                    r => on_test(peer, r),
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => {
+                eprintln!("iperf3: accepting a connection: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+/// Answers a connection that arrives while a test runs: ACCESS_DENIED,
+/// without reading from it (as iperf3 does).
+fn deny(conn: TcpStream) {
+    let _ = conn.set_nonblocking(false);
+    let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
+    let _ = (&conn).write_all(&[State::AccessDenied.byte()]);
+}
+
+fn deny_waiting(listener: &TcpListener) {
+    while let Ok((c, _)) = listener.accept() {
+        deny(c);
+    }
+}
+
+fn one_test(
+    cfg: &ServerConfig,
+    listener: &TcpListener,
+    conn: TcpStream,
+    peer: SocketAddr,
+    stop: &AtomicBool,
+) -> Result<Outcome, Iperf3Error> {
+    conn.set_nonblocking(false)
+        .map_err(Iperf3Error::io("setting up a control connection"))?;
+    let mut ctl = Control::new(conn, format!("iperf3 client {peer}"))
+        .map_err(Iperf3Error::io("setting up a control connection"))?;
+    let mut cookie = [0u8; wire::COOKIE_LEN];
+    let soon = || Instant::now() + cfg.answer_timeout;
+    ctl.read_exact_by(&mut cookie, soon(), "cookie")
+        .map_err(|e| Iperf3Error::Protocol(format!("no-test: {e}")))?;
+    wire::check_cookie(&cookie).map_err(|e| {
+        Iperf3Error::Protocol(format!("no-test: not an iperf3 client ({e}); closed"))
+    })?;
+    ctl.write_state(State::ParamExchange)?;
+    let asked: wire::WireParams = ctl.read_json(soon(), "test parameters")?;
+    let p = match asked.validate() {
+        Ok(p) => p,
+        Err(r) => {
+            ctl.write_state(State::ServerError)?;
+            ctl.write_all(&r.errno.to_be_bytes(), "the error number")?;
+            ctl.write_all(&0u32.to_be_bytes(), "the error number")?;
+            return Err(Iperf3Error::Rejected(format!(
+                "refused the test of {peer}: {} (iperf3 error {} sent)",
+                r.message, r.errno
+            )));
+        }
+    };
+    let port = listener
+        .local_addr()
+        .map_err(Iperf3Error::io("reading the listener's port"))?
+        .port();
+    let udp_listen = SocketAddr::new(cfg.listen.ip(), port);
+    let mut udp = match p.transport {
+        Transport::Udp => Some(sys::udp_reuseport(udp_listen).map_err(Iperf3Error::io(
+            format!("opening UDP port {udp_listen} for the streams"),
+        ))?),
+        Transport::Tcp => None,
+    };
+    ctl.write_state(State::CreateStreams)?;
+    let streams = accept_streams(cfg, listener, &mut udp, &cookie, &p, udp_listen)?;
+    drop(udp);
+    ctl.write_state(State::TestStart)?;
+    let plan = Plan {
+        // The client says when the test ends (TEST_END); this bound only
+        // stops senders whose client vanished.
+        send_for: Duration::from_secs_f64(p.time_s + p.omit_s) + cfg.answer_timeout,
+        omit: Duration::from_secs_f64(p.omit_s),
+        len: p.len as usize,
+        rate_bps: p.bandwidth_bps,
+        counters_64bit: p.counters_64bit,
+        cpus: cfg.cpus.clone(),
+        ipv6: peer.is_ipv6(),
+    };
+    let running = data::start(streams, plan).map_err(|e| Iperf3Error::Io(e.to_string()))?;
+    ctl.write_state(State::TestRunning)?;
+    let end = Instant::now() + Duration::from_secs_f64(p.time_s + p.omit_s) + cfg.answer_timeout;
+    let ended = loop {
+        deny_waiting(listener);
+        let poll = (Instant::now() + Duration::from_millis(100)).min(end);
+        match ctl.read_state(poll, Some(stop)) {
+            Err(Iperf3Error::Lost { .. }) if Instant::now() < end => continue,
+            Ok(Some(State::TestEnd)) => break Ok(()),
+            Ok(Some(State::ClientTerminate)) => {
+                break Err("the client ended the test early (CLIENT_TERMINATE)".to_string())
+            }
+            Ok(None) => break Err("the client closed the control connection mid-test".into()),
+            Ok(Some(s)) => break Err(format!("the client sent {s:?} while the test ran")),
+            Err(e) => break Err(e.to_string()),
+        }
+    };
+    running.stop();
+    let local = running
+        .join(Duration::ZERO)
+        .map_err(|e| Iperf3Error::Io(e.to_string()))?;
+    if let Err(why) = ended {
+        if stop.load(Ordering::Relaxed) {
+            let _ = ctl.write_state(State::ServerTerminate);
+        }
+        return Err(Iperf3Error::Lost {
+            message: format!("test of {peer}: {why}; this end's figures up to then are kept"),
+            partial: Some(Box::new(Outcome {
+                params: p,
+                local,
+                far: None,
+            })),
+        });
+    }
+    ctl.write_state(State::ExchangeResults)?;
+    let theirs: wire::WireResults = ctl.read_json(soon(), "results")?;
+    ctl.write_json(&results_of(&local, &p), "this end's results")?;
+    ctl.write_state(State::DisplayResults)?;
+    // IPERF_DONE; a client that just closes is fine too.
+    let _ = ctl.read_state(soon(), None);
+    let far = far_end(&theirs, &p, peer)?;
+    Ok(Outcome {
+        params: p,
+        local,
+        far: Some(far),
+    })
+}
+
+/// Accepts the client's streams in its order: TCP connections on the
+/// control port that bring the test's cookie, or UDP hellos on the same
+/// port number. Strangers get ACCESS_DENIED.
+fn accept_streams(
+    cfg: &ServerConfig,
+    listener: &TcpListener,
+    udp: &mut Option<UdpSocket>,
+    cookie: &[u8],
+    p: &TestParams,
+    udp_listen: SocketAddr,
+) -> Result<Vec<Stream>, Iperf3Error> {
+    let deadline = Instant::now() + cfg.answer_timeout;
+    let mut out = Vec::new();
+    while out.len() < p.connections() as usize {
+        if Instant::now() > deadline {
+            return Err(Iperf3Error::Lost {
+                message: format!(
+                    "only {} of {} streams connected within {:?}",
+                    out.len(),
+                    p.connections(),
+                    cfg.answer_timeout
+                ),
+                partial: None,
+            });
+        }
+        let k = out.len() as u32;
+        let id = wire::stream_id(k) as u16;
+        let sends = !p.client_sends(k);
+        match listener.accept() {
+            Ok((c, _)) if p.transport == Transport::Tcp => {
+                c.set_nonblocking(false)
+                    .map_err(Iperf3Error::io("setting up a data stream"))?;
+                let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut got = [0u8; wire::COOKIE_LEN];
+                if (&c).read_exact(&mut got).is_ok() && got == cookie {
+                    if let Some(cc) = &p.congestion {
+                        // The client's choice where this kernel has it.
+                        let _ = sys::set_congestion(c.as_raw_fd(), cc);
+                    }
+                    out.push(Stream {
+                        id,
+                        sends,
+                        conn: Conn::Tcp(c),
+                    });
+                } else {
+                    deny(c);
+                }
+                continue;
+            }
+            Ok((c, _)) => deny(c),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(Iperf3Error::Io(format!("accepting a data stream: {e}"))),
+        }
+        if let Some(s) = udp.take() {
+            s.set_read_timeout(Some(Duration::from_millis(20)))
+                .map_err(Iperf3Error::io("setting up a UDP stream"))?;
+            let mut b = [0u8; 64];
+            match s.recv_from(&mut b) {
+                Ok((_, from)) => {
+                    s.connect(from).map_err(Iperf3Error::io(format!(
+                        "connecting UDP stream {id} to {from}"
+                    )))?;
+                    let _ = sys::set_buffer(s.as_raw_fd(), !sends, 4 << 20);
+                    // The next stream's hello goes to a fresh socket: the
+                    // connected one now takes only this client port's.
+                    *udp = Some(sys::udp_reuseport(udp_listen).map_err(Iperf3Error::io(
+                        format!("opening UDP port {udp_listen} for the next stream"),
+                    ))?);
+                    s.set_read_timeout(None)
+                        .map_err(Iperf3Error::io("setting up a UDP stream"))?;
+                    s.send(&wire::UDP_REPLY).map_err(Iperf3Error::io(format!(
+                        "answering UDP stream {id}'s hello"
+                    )))?;
+                    out.push(Stream {
+                        id,
+                        sends,
+                        conn: Conn::Udp(s),
+                    });
+                }
+                Err(_) => *udp = Some(s),
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    Ok(out)
+}
+
+fn far_end(w: &wire::WireResults, p: &TestParams, peer: SocketAddr) -> Result<FarEnd, Iperf3Error> {
+    let streams = FarEnd::from_wire(w, p.transport, |id| {
+        wire::stream_index(id)
+            .filter(|&k| k < p.connections())
+            .map(|k| p.client_sends(k))
+    })
+    .map_err(|e| Iperf3Error::Protocol(format!("the client {peer}'s results: {e}")))?;
+    let mut f = FarEnd {
+        role: "client".into(),
+        address: peer.to_string(),
+        version: p.client_version.clone(),
+        transport: p.transport,
+        omit_s: p.omit_s,
+        cpu_util_total: w.cpu_util_total,
+        cpu_util_user: w.cpu_util_user,
+        cpu_util_system: w.cpu_util_system,
+        congestion: w.congestion_used.clone(),
+        streams,
+        ..Default::default()
+    };
+    f.total();
+    Ok(f)
+}

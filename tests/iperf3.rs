@@ -1,0 +1,583 @@
+//! iperf3 interop (issue 20), in two namespaces joined by a veth pair:
+//! linerate's client against a stock `iperf3 -s`, and stock `iperf3 -c -J`
+//! against `linerate serve --iperf3`. Both ends' figures must agree; a busy
+//! server, a refused port and a server killed mid-test give clear errors.
+
+use crate::util::{bin, require_root, serial, tempdir};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const SERVER: &str = "198.18.120.2";
+
+struct Ns {
+    client: String,
+    server: String,
+    children: Vec<Child>,
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for n in [&self.client, &self.server] {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("ip");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// iperf3 from the distribution, installed like the other interop tests'
+/// peers; None (skip, said) when it cannot be had.
+fn have_iperf3() -> bool {
+    if Command::new("iperf3").arg("--version").output().is_ok() {
+        return true;
+    }
+    let ok = Command::new("apt-get")
+        .args(["install", "-y", "-qq", "iperf3"])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("skipping: iperf3 is not installed and apt-get could not install it");
+    }
+    ok
+}
+
+impl Ns {
+    fn new(tag: &str) -> Self {
+        let p = format!("hip{}{tag}", std::process::id());
+        let ns = Ns {
+            client: format!("{p}-c"),
+            server: format!("{p}-s"),
+            children: vec![],
+        };
+        for n in [&ns.client, &ns.server] {
+            ip(&["netns", "add", n]);
+            ip(&["-n", n, "link", "set", "lo", "up"]);
+        }
+        ip(&[
+            "link", "add", "hipc0", "netns", &ns.client, "type", "veth", "peer", "name", "hips0",
+            "netns", &ns.server,
+        ]);
+        for (n, dev, addr) in [
+            (&ns.client, "hipc0", "198.18.120.1/24"),
+            (&ns.server, "hips0", SERVER),
+        ] {
+            let cidr = if addr.contains('/') {
+                addr.to_string()
+            } else {
+                format!("{addr}/24")
+            };
+            ip(&["-n", n, "addr", "add", &cidr, "dev", dev]);
+            ip(&["-n", n, "link", "set", dev, "up"]);
+        }
+        ns
+    }
+
+    fn exec(&self, ns: &str, args: &[&str]) -> Output {
+        Command::new("ip")
+            .args(["netns", "exec", ns])
+            .args(args)
+            .output()
+            .expect("ip netns exec")
+    }
+
+    /// Starts a command in a namespace (ip netns exec execs it: the pid is
+    /// the command's), stdout to `out` if given.
+    fn spawn(&mut self, ns: &str, args: &[&str], out: Option<&Path>) -> u32 {
+        let stdout = match out {
+            Some(p) => Stdio::from(std::fs::File::create(p).unwrap()),
+            None => Stdio::null(),
+        };
+        let c = Command::new("ip")
+            .args(["netns", "exec", ns])
+            .args(args)
+            .stdout(stdout)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawning in a namespace");
+        let pid = c.id();
+        self.children.push(c);
+        pid
+    }
+
+    /// Waits until something listens on the server's TCP `port`.
+    fn wait_listening(&self, port: u16) {
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(10) {
+            let out = self.exec(
+                &self.server.clone(),
+                &["ss", "-Htln", &format!("sport = :{port}")],
+            );
+            if !String::from_utf8_lossy(&out.stdout).trim().is_empty() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("nothing listens on port {port} in {}", self.server);
+    }
+
+    /// Waits for the child with `pid` to end (after a one-off iperf3 -s -1).
+    fn wait_child(&mut self, pid: u32) {
+        if let Some(c) = self.children.iter_mut().find(|c| c.id() == pid) {
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(20) {
+                if c.try_wait().ok().flatten().is_some() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            panic!("pid {pid} did not end");
+        }
+    }
+
+    /// `linerate ARGS --json` in the client namespace.
+    fn linerate(&self, args: &[&str]) -> Output {
+        let mut v = vec![bin()];
+        v.extend_from_slice(args);
+        self.exec(&self.client.clone(), &v)
+    }
+}
+
+fn json(out: &Output, what: &str) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{what}: no JSON on stdout ({e}); stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn close(a: f64, b: f64, tol: f64, what: &str) {
+    let d = (a - b).abs() / a.abs().max(b.abs()).max(1.0);
+    assert!(d <= tol, "{what}: {a} vs {b} differ by {:.2} %", d * 100.0);
+}
+
+/// The direction named `name` of the run's only test.
+fn dir<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["tests"][0]["directions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["direction"] == name)
+        .unwrap_or_else(|| panic!("no direction {name} in {}", doc["tests"][0]))
+}
+
+#[test]
+fn linerate_client_against_stock_iperf3_server() {
+    if !require_root() || !have_iperf3() {
+        return;
+    }
+    let _g = serial();
+    let mut ns = Ns::new("a");
+    let tmp = tempdir("iperf3-client");
+    let target = format!("iperf3://{SERVER}");
+    let cases: &[(&str, &[&str])] = &[
+        ("tcp1", &["tcp", "-P", "1"]),
+        ("tcp4", &["tcp", "-P", "4"]),
+        ("reverse", &["tcp", "-P", "2", "--reverse"]),
+        ("bidir", &["tcp", "--bidir"]),
+        (
+            "udp",
+            &[
+                "udp",
+                "--frame-size",
+                "1446",
+                "--rate",
+                "50M",
+                "--flows",
+                "2",
+            ],
+        ),
+    ];
+    for (name, args) in cases {
+        let server_json = tmp.join(format!("{name}.json"));
+        let pid = ns.spawn(
+            &ns.server.clone(),
+            &["iperf3", "-s", "-1", "-J", "-B", SERVER],
+            Some(&server_json),
+        );
+        ns.wait_listening(5201);
+        let mut v: Vec<&str> = args.to_vec();
+        v.extend(["--server", &target, "-t", "3", "--json", "--no-results"]);
+        let out = ns.linerate(&v);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc = json(&out, name);
+        ns.wait_child(pid);
+        let srv: Value = serde_json::from_str(&std::fs::read_to_string(&server_json).unwrap())
+            .unwrap_or_else(|e| panic!("{name}: iperf3 -s -J output: {e}"));
+        let t = &doc["tests"][0];
+        assert_eq!(t["status"], "ok", "{name}: {t}");
+        assert_eq!(t["far_end"]["role"], "server", "{name}");
+        let end = &srv["end"];
+        match *name {
+            "udp" => {
+                let d = dir(&doc, "client_to_server");
+                // The server's own report (-J) and what linerate sent and stored.
+                let sent = num(&d["tx_packets"]);
+                close(
+                    sent,
+                    num(&end["sum"]["packets"]),
+                    0.05,
+                    "udp datagrams sent vs server's count",
+                );
+                let server_loss = num(&end["sum"]["lost_percent"]);
+                let ours = num(&d["loss_ratio"]) * 100.0;
+                assert!(
+                    (server_loss - ours).abs() <= 0.1,
+                    "udp loss {ours} % vs server's {server_loss} %"
+                );
+                close(
+                    num(&t["far_end"]["loss_pct"]),
+                    server_loss,
+                    0.001,
+                    "far_end loss_pct",
+                );
+                assert!(
+                    sent > 3.0 * 4000.0 * 0.5,
+                    "udp: only {sent} datagrams at 50 Mbit/s"
+                );
+            }
+            "reverse" => {
+                let d = dir(&doc, "server_to_client");
+                let got = num(&d["receiver_summary"]["rx_bytes"]);
+                close(
+                    got,
+                    num(&end["sum_sent"]["bytes"]),
+                    0.05,
+                    "reverse: received vs server sent",
+                );
+                assert!(
+                    d["intervals"].as_array().unwrap().len() >= 3,
+                    "{name}: intervals"
+                );
+            }
+            "bidir" => {
+                let up = dir(&doc, "client_to_server");
+                let down = dir(&doc, "server_to_client");
+                close(
+                    num(&up["sender_summary"]["tx_bytes"]),
+                    num(&end["sum_received"]["bytes"]),
+                    0.05,
+                    "bidir up",
+                );
+                close(
+                    num(&down["receiver_summary"]["rx_bytes"]),
+                    num(&end["sum_sent_bidir_reverse"]["bytes"]),
+                    0.05,
+                    "bidir down",
+                );
+            }
+            _ => {
+                let d = dir(&doc, "client_to_server");
+                let sent = num(&d["sender_summary"]["tx_bytes"]);
+                close(
+                    sent,
+                    num(&end["sum_received"]["bytes"]),
+                    0.05,
+                    "sent vs server received",
+                );
+                // The stored far-end figures are the server's.
+                close(
+                    num(&t["far_end"]["received_bytes"]),
+                    num(&end["sum_received"]["bytes"]),
+                    0.01,
+                    "far_end",
+                );
+                let streams = d["sender_summary"]["streams"].as_array().unwrap().len();
+                assert_eq!(streams, if *name == "tcp4" { 4 } else { 1 }, "{name}");
+                // This end's own measurement: intervals with TCP_INFO.
+                let iv = d["intervals"].as_array().unwrap();
+                assert!(iv.len() >= 3, "{name}: {} intervals", iv.len());
+                assert!(
+                    iv[1]["sender"]["streams"][0]["rtt_us"]
+                        .as_u64()
+                        .unwrap_or(0)
+                        > 0,
+                    "{name}: TCP_INFO"
+                );
+            }
+        }
+    }
+}
+
+/// The newest run directory under `base` that is not in `seen`.
+fn new_run(base: &Path, seen: &mut Vec<PathBuf>) -> Value {
+    let t0 = Instant::now();
+    loop {
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(base)
+            .map(|r| r.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        dirs.retain(|d| !seen.contains(d) && d.join("results.json").is_file());
+        if let Some(d) = dirs.pop() {
+            let doc: Value =
+                serde_json::from_str(&std::fs::read_to_string(d.join("results.json")).unwrap())
+                    .unwrap();
+            if doc["status"] != "partial" || t0.elapsed() > Duration::from_secs(5) {
+                seen.push(d);
+                return doc;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no new run directory in {}",
+            base.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn stock_iperf3_client_against_linerate_server() {
+    if !require_root() || !have_iperf3() {
+        return;
+    }
+    let _g = serial();
+    let mut ns = Ns::new("b");
+    let base = tempdir("iperf3-serve");
+    let listen = format!("{SERVER}:5201");
+    let base_s = base.display().to_string();
+    ns.spawn(
+        &ns.server.clone(),
+        &[
+            bin(),
+            "serve",
+            "--iperf3",
+            "--listen",
+            &listen,
+            "--results-dir",
+            &base_s,
+        ],
+        None,
+    );
+    ns.wait_listening(5201);
+    let mut seen = vec![];
+    let cases: &[(&str, &[&str])] = &[
+        ("tcp1", &[]),
+        ("tcp4", &["-P", "4"]),
+        ("reverse", &["-R", "-P", "2"]),
+        ("bidir", &["--bidir"]),
+        ("udp", &["-u", "-b", "50M", "-l", "1400"]),
+        ("udp-reverse", &["-u", "-b", "30M", "-l", "1200", "-R"]),
+    ];
+    for (name, args) in cases {
+        let mut v = vec!["iperf3", "-c", SERVER, "-t", "3", "-J"];
+        v.extend_from_slice(args);
+        let out = ns.exec(&ns.client.clone(), &v);
+        let cli = json(&out, name);
+        assert!(
+            cli.get("error").is_none(),
+            "{name}: iperf3 -c says {}",
+            cli["error"]
+        );
+        let doc = new_run(&base, &mut seen);
+        let t = &doc["tests"][0];
+        assert_eq!(t["status"], "ok", "{name}: {t}");
+        assert_eq!(t["far_end"]["role"], "client", "{name}");
+        let end = &cli["end"];
+        match *name {
+            "udp" => {
+                let d = dir(&doc, "client_to_server");
+                let sent = num(&end["sum"]["packets"]);
+                let ours = num(&d["rx_packets"]) + num(&d["lost"]);
+                close(sent, ours, 0.05, "udp: client sent vs received + lost here");
+                let client_loss = num(&end["sum"]["lost_percent"]);
+                assert!(
+                    (client_loss - num(&d["loss_ratio"]) * 100.0).abs() <= 0.1,
+                    "udp loss"
+                );
+            }
+            "udp-reverse" => {
+                let d = dir(&doc, "server_to_client");
+                let sent = num(&d["tx_packets"]);
+                close(
+                    sent,
+                    num(&end["sum"]["packets"]),
+                    0.05,
+                    "udp -R: sent here vs client's count",
+                );
+                let far_loss = num(&t["far_end"]["loss_pct"]);
+                assert!(
+                    (far_loss - num(&end["sum"]["lost_percent"])).abs() <= 0.1,
+                    "udp -R loss"
+                );
+            }
+            "reverse" => {
+                let d = dir(&doc, "server_to_client");
+                close(
+                    num(&d["sender_summary"]["tx_bytes"]),
+                    num(&end["sum_received"]["bytes"]),
+                    0.05,
+                    "-R",
+                );
+            }
+            "bidir" => {
+                let up = dir(&doc, "client_to_server");
+                let down = dir(&doc, "server_to_client");
+                close(
+                    num(&up["receiver_summary"]["rx_bytes"]),
+                    num(&end["sum_sent"]["bytes"]),
+                    0.05,
+                    "bidir up",
+                );
+                close(
+                    num(&down["sender_summary"]["tx_bytes"]),
+                    num(&end["sum_received_bidir_reverse"]["bytes"]),
+                    0.05,
+                    "bidir down",
+                );
+            }
+            _ => {
+                let d = dir(&doc, "client_to_server");
+                close(
+                    num(&d["receiver_summary"]["rx_bytes"]),
+                    num(&end["sum_sent"]["bytes"]),
+                    0.05,
+                    name,
+                );
+                // iperf3's receiver figure is linerate's, from the exchange.
+                close(
+                    num(&d["receiver_summary"]["rx_bytes"]),
+                    num(&end["sum_received"]["bytes"]),
+                    0.01,
+                    name,
+                );
+                let n = cli["start"]["test_start"]["num_streams"].as_u64().unwrap();
+                assert_eq!(
+                    d["receiver_summary"]["streams"].as_array().unwrap().len() as u64,
+                    n
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn busy_refused_and_killed_servers_give_clear_errors() {
+    if !require_root() || !have_iperf3() {
+        return;
+    }
+    let _g = serial();
+    let mut ns = Ns::new("c");
+    let target = format!("iperf3://{SERVER}");
+    // Nothing listens: refused, with what to do.
+    let out = ns.linerate(&[
+        "tcp",
+        "--server",
+        &format!("{target}:5999"),
+        "-t",
+        "1",
+        "--no-results",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("connection refused") && err.contains("iperf3 -s"),
+        "{err}"
+    );
+
+    // A stock server busy with another client answers ACCESS_DENIED.
+    let srv = ns.spawn(&ns.server.clone(), &["iperf3", "-s", "-B", SERVER], None);
+    ns.wait_listening(5201);
+    ns.spawn(
+        &ns.client.clone(),
+        &["iperf3", "-c", SERVER, "-t", "6"],
+        None,
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let out = ns.linerate(&["tcp", "--server", &target, "-t", "1", "--no-results"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("busy") && err.contains("ACCESS_DENIED"),
+        "{err}"
+    );
+
+    // linerate's server answers a second client the way iperf3 does.
+    let lr = ns.spawn(
+        &ns.server.clone(),
+        &[bin(), "serve", "--iperf3", "--port", "5301", "--no-results"],
+        None,
+    );
+    ns.wait_listening(5301);
+    ns.spawn(
+        &ns.client.clone(),
+        &["iperf3", "-c", SERVER, "-p", "5301", "-t", "5"],
+        None,
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let out = ns.exec(
+        &ns.client.clone(),
+        &["iperf3", "-c", SERVER, "-p", "5301", "-t", "1"],
+    );
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success() && said.contains("busy"), "{said}");
+    let _ = Command::new("kill")
+        .args(["-INT", &lr.to_string()])
+        .status();
+
+    // A server killed mid-test: a clear error, this end's figures kept.
+    std::thread::sleep(Duration::from_secs(5));
+    let dir = tempdir("iperf3-killed");
+    let dir_s = dir.display().to_string();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(2));
+        let _ = Command::new("kill")
+            .args(["-KILL", &srv.to_string()])
+            .status();
+    });
+    let t0 = Instant::now();
+    let out = ns.linerate(&[
+        "tcp",
+        "--server",
+        &target,
+        "-t",
+        "8",
+        "--results-dir",
+        &dir_s,
+    ]);
+    killer.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("closed the control connection") && err.contains("kept"),
+        "{err}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        t0.elapsed()
+    );
+    let run = crate::util::only_run_dir(&dir);
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("results.json")).unwrap()).unwrap();
+    assert_eq!(doc["status"], "partial");
+    let t = &doc["tests"][0];
+    assert_eq!(t["status"], "failed");
+    assert!(
+        num(&t["directions"][0]["sender_summary"]["tx_bytes"]) > 0.0,
+        "partial figures kept: {t}"
+    );
+}
