@@ -341,18 +341,16 @@ pub fn record(name: &str, o: &Outcome, roles: (&str, &str), started: String) -> 
         r.directions.push(d);
     }
     let elapsed = o.local.summary.elapsed_s.max(1e-6);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     r.cpu.push(CpuUse {
         role: local.into(),
-        process_pct: o.local.summary.cpu_s / elapsed * 100.0,
+        process_pct: o.local.summary.cpu_s / elapsed * 100.0 / f64::from(cpus),
         softirq_pct: 0.0,
+        cpus,
     });
-    if let Some(f) = &o.far {
-        r.cpu.push(CpuUse {
-            role: far_role.into(),
-            process_pct: f.cpu_util_total,
-            softirq_pct: 0.0,
-        });
-    }
+    // The far end's CPU stays in `far_end` as iperf3 reports it (its
+    // process's share of one core): its host's CPU count is unknown here,
+    // so it cannot be put in this list's unit (% of the host's CPUs).
     r.far_end = o.far.clone();
     r
 }

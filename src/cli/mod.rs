@@ -107,11 +107,11 @@ pub fn to_config(command: Command) -> Result<Cmd> {
         Command::Lab(a) => lab::lab_config(&a),
         Command::Tcp(a) if iperf3::is_iperf3(&a.ends.server) => Ok(Cmd::Iperf3(
             iperf3::tcp_test(&a)?,
-            a.common.run_opts(!a.ends.no_results)?,
+            a.common.run_opts()?,
         )),
         Command::Udp(a) if iperf3::is_iperf3(&a.ends.server) => Ok(Cmd::Iperf3(
             iperf3::udp_test(&a)?,
-            a.common.run_opts(!a.ends.no_results)?,
+            a.common.run_opts()?,
         )),
         Command::Tcp(a) => {
             let (pair, spec) = tcp::tcp(&a)?;

@@ -10,7 +10,7 @@ use crate::proto::FrameSpec;
 use crate::proto::{RxEngine, TxEngine};
 use crate::results::FlowMode;
 use crate::runner::UdpTest;
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use clap::Args;
 
 /// Flags of `linerate udp`.

@@ -101,6 +101,7 @@ pub fn start(streams: Vec<Stream>, plan: Plan) -> Result<Running, EngineError> {
         out: tx,
         interval: Duration::from_secs(1),
         sender_totals: Arc::new(Mutex::new(None)),
+        links: None,
     };
     let omit_s = plan.omit.as_secs_f64();
     let tcp_streams = streams.iter().all(|s| matches!(s.conn, Conn::Tcp(_)));
