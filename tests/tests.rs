@@ -12,6 +12,7 @@ mod bottleneck;
 mod cli_habits;
 mod first_hour;
 mod http;
+mod http_serve;
 mod lab;
 mod latency;
 mod layers;

@@ -2,7 +2,7 @@
 //! browsers, Go), until Ctrl-C. Prints where it listens, what it serves,
 //! the certificate's fingerprint and whether kTLS is in use.
 
-use super::server::{ServeSpec, Server};
+use super::server::{Limits, ServeSpec, Server};
 use crate::model::signals::interrupted;
 use crate::model::stdout::outln;
 use crate::proto::http::Content;
@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 pub struct ServeConfig {
     pub listen: SocketAddr,
     pub spec: ServeSpec,
+    pub limits: Limits,
     /// Stop after this long (tests); `None`: until Ctrl-C.
     pub duration: Option<Duration>,
     /// Write the generated certificate (PEM) here, for `curl --cacert`.
@@ -24,13 +25,14 @@ pub struct ServeConfig {
 
 pub fn run(cfg: &ServeConfig) -> i32 {
     let stop = Arc::new(AtomicBool::new(false));
-    let server = match Server::bind(cfg.listen, &cfg.spec, Arc::clone(&stop)) {
+    let mut server = match Server::bind(cfg.listen, &cfg.spec, Arc::clone(&stop)) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
             return 2;
         }
     };
+    server.set_limits(cfg.limits);
     let addr = server.local_addr().unwrap_or(cfg.listen);
     let scheme = if cfg.spec.tls.is_some() {
         "https"
@@ -38,10 +40,22 @@ pub fn run(cfg: &ServeConfig) -> i32 {
         "http"
     };
     let what = match &cfg.spec.content {
-        Content::Size(n) => format!("a generated object of {n} bytes at every path"),
+        Content::Size(n) => format!(
+            "a generated object of {n} bytes at every path (streamed from a {} byte pattern in memory)",
+            super::content::PERIOD
+        ),
         Content::Root(d) => format!("files under {}", d.display()),
     };
     outln!("linerate serve: listening on {scheme}://{addr}/ serving {what}");
+    outln!(
+        "limits: {} connections open at once ({} per client address), open-files limit {}; {} event loop{}; requests within {:.1} s",
+        server.max_connections(),
+        cfg.limits.max_per_client,
+        server.fd_limit,
+        server.workers(),
+        if server.workers() == 1 { "" } else { "s" },
+        cfg.spec.request_timeout.as_secs_f64()
+    );
     if let Some(c) = server.cache() {
         outln!(
             "page cache: {} files, {} bytes {}",
@@ -88,7 +102,7 @@ pub fn run(cfg: &ServeConfig) -> i32 {
             std::thread::sleep(Duration::from_millis(50));
         })
     };
-    let summary = server.run(until, Duration::from_secs(1), &mut |_| {});
+    let (summary, counts) = server.run_counted(until, Duration::from_secs(1), &mut |_| {});
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = watcher.join();
     let statuses: Vec<String> = summary
@@ -97,13 +111,15 @@ pub fn run(cfg: &ServeConfig) -> i32 {
         .map(|s| format!("{}×{}", s.count, s.status))
         .collect();
     outln!(
-        "served {} responses ({}), {} body bytes over {} connections in {:.1} s; {} connection errors; kTLS in use: {}",
+        "served {} responses ({}), {} body bytes over {} connections in {:.1} s; {} connection errors, {} refused over a limit, {} closed for a late request; kTLS in use: {}",
         summary.requests,
         statuses.join(", "),
         summary.body_bytes,
-        summary.connections.len(),
+        counts.connections,
         summary.elapsed_s,
         summary.errors,
+        counts.refused,
+        counts.timeouts,
         if summary.ktls.in_use { "yes" } else { "no" }
     );
     0
