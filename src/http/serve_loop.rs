@@ -19,11 +19,13 @@ use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const LISTENER: u64 = u64::MAX;
+const WAKE: u64 = u64::MAX - 1;
 /// Bytes one connection may send per wake-up before the others get a turn.
 const SEND_BUDGET: u64 = 16 << 20;
 /// Bytes per sendfile call: the kernel sends what the socket buffer takes.
@@ -96,8 +98,74 @@ enum Step {
     Close,
 }
 
+/// Spreads connections over the loops: whichever loop accepts hands a
+/// connection to the loop with the fewest open (through its inbox, and a
+/// byte on its wake socket), so 4 connections on 2 loops are 2 and 2, not
+/// however the accept wake-ups fell.
+pub(super) struct Handoff {
+    load: Vec<AtomicUsize>,
+    inbox: Vec<Mutex<Vec<(TcpStream, IpAddr)>>>,
+    wake: Vec<UnixStream>,
+}
+
+impl Handoff {
+    /// The hand-off of `n` loops and each loop's end of its wake socket.
+    pub(super) fn new(n: usize) -> io::Result<(Handoff, Vec<UnixStream>)> {
+        let mut wake = Vec::with_capacity(n);
+        let mut rx = Vec::with_capacity(n);
+        for _ in 0..n {
+            let (a, b) = UnixStream::pair()?;
+            a.set_nonblocking(true)?;
+            b.set_nonblocking(true)?;
+            wake.push(a);
+            rx.push(b);
+        }
+        let h = Handoff {
+            load: (0..n).map(|_| AtomicUsize::new(0)).collect(),
+            inbox: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
+            wake,
+        };
+        Ok((h, rx))
+    }
+
+    /// No loops (they could not be set up).
+    pub(super) fn empty() -> Handoff {
+        Handoff {
+            load: Vec::new(),
+            inbox: Vec::new(),
+            wake: Vec::new(),
+        }
+    }
+
+    /// A loop that did not start never gets a connection.
+    pub(super) fn retire(&self, me: usize) {
+        if let Some(l) = self.load.get(me) {
+            l.store(usize::MAX / 2, Ordering::Relaxed);
+        }
+    }
+
+    fn least_loaded(&self, me: usize) -> usize {
+        let mine = self.load[me].load(Ordering::Relaxed);
+        let (best, low) = self
+            .load
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (i, l.load(Ordering::Relaxed)))
+            .min_by_key(|&(_, l)| l)
+            .unwrap_or((me, mine));
+        if low < mine {
+            best
+        } else {
+            me
+        }
+    }
+}
+
 pub(super) struct Worker<'a> {
     sh: &'a Shared,
+    handoff: &'a Handoff,
+    me: usize,
+    wake_rx: UnixStream,
     ep: Epoll,
     listener: TcpListener,
     listening: bool,
@@ -115,10 +183,20 @@ fn would_block(e: &io::Error) -> bool {
 }
 
 impl<'a> Worker<'a> {
-    pub(super) fn new(sh: &'a Shared, listener: TcpListener) -> io::Result<Self> {
+    pub(super) fn new(
+        sh: &'a Shared,
+        handoff: &'a Handoff,
+        me: usize,
+        wake_rx: UnixStream,
+        listener: TcpListener,
+    ) -> io::Result<Self> {
         let ep = Epoll::new(256)?;
+        ep.add(wake_rx.as_raw_fd(), WAKE, Interest::READ)?;
         let mut w = Worker {
             sh,
+            handoff,
+            me,
+            wake_rx,
             ep,
             listener,
             listening: false,
@@ -166,6 +244,8 @@ impl<'a> Worker<'a> {
             for r in ready {
                 if r.token == LISTENER {
                     self.accept_some();
+                } else if r.token == WAKE {
+                    self.take_inbox();
                 } else {
                     self.event(r);
                 }
@@ -185,12 +265,16 @@ impl<'a> Worker<'a> {
         for slot in 0..self.conns.len() {
             self.close(slot);
         }
+        // Connections handed over as the server stopped are just closed.
+        if let Ok(mut q) = self.handoff.inbox[self.me].lock() {
+            q.clear();
+        }
     }
 
     fn accept_some(&mut self) {
         for _ in 0..64 {
             match self.listener.accept() {
-                Ok((sock, peer)) => self.admit(sock, peer.ip()),
+                Ok((sock, peer)) => self.place(sock, peer.ip()),
                 Err(e) if would_block(&e) => return,
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
                     // Out of descriptors: the pending connection stays in
@@ -207,6 +291,39 @@ impl<'a> Worker<'a> {
                     self.sh.errors.fetch_add(1, Ordering::Relaxed);
                 }
             }
+        }
+    }
+
+    /// Keeps a new connection, or hands it to a loop with fewer.
+    fn place(&mut self, sock: TcpStream, peer: IpAddr) {
+        let to = self.handoff.least_loaded(self.me);
+        if to == self.me {
+            return self.admit(sock, peer);
+        }
+        // Counted at once, so a burst of accepts spreads over the loops.
+        self.handoff.load[to].fetch_add(1, Ordering::Relaxed);
+        match self.handoff.inbox[to].lock() {
+            Ok(mut q) => q.push((sock, peer)),
+            Err(_) => {
+                self.handoff.load[to].fetch_sub(1, Ordering::Relaxed);
+                return self.admit(sock, peer);
+            }
+        }
+        // A full wake socket means a wake-up is already pending.
+        let _ = (&self.handoff.wake[to]).write(&[1]);
+    }
+
+    fn take_inbox(&mut self) {
+        let mut sink = [0u8; 64];
+        while matches!((&self.wake_rx).read(&mut sink), Ok(n) if n > 0) {}
+        let handed = match self.handoff.inbox[self.me].lock() {
+            Ok(mut q) => std::mem::take(&mut *q),
+            Err(_) => return,
+        };
+        for (sock, peer) in handed {
+            // `place` counted it here already; `admit` counts it again.
+            self.handoff.load[self.me].fetch_sub(1, Ordering::Relaxed);
+            self.admit(sock, peer);
         }
     }
 
@@ -277,6 +394,7 @@ impl<'a> Worker<'a> {
             return;
         }
         self.conns[slot] = Some(conn);
+        self.handoff.load[self.me].fetch_add(1, Ordering::Relaxed);
     }
 
     /// The ULP goes on before any TLS byte; without it, user-space TLS.
@@ -334,10 +452,22 @@ impl<'a> Worker<'a> {
             return;
         };
         let _ = self.ep.delete(conn.sock.as_raw_fd());
+        // A body cut short (the client left): what its socket still held
+        // never reached the client, so it is not counted as sent.
+        if let (Some(b), None) = (&conn.body, &conn.tls) {
+            if b.off < b.end {
+                let queued = sys::unacked_bytes(conn.sock.as_raw_fd()).unwrap_or(0);
+                let sent = conn.stats.bytes.load(Ordering::Relaxed);
+                let back = queued.min(sent);
+                conn.stats.bytes.fetch_sub(back, Ordering::Relaxed);
+                self.sh.wire_bytes.fetch_sub(back, Ordering::Relaxed);
+            }
+        }
         // TCP_INFO is taken while the socket is still open.
         self.sh.finish(conn.id, conn.peer);
         drop(conn);
         self.free.push(slot);
+        self.handoff.load[self.me].fetch_sub(1, Ordering::Relaxed);
     }
 
     fn check_deadlines(&mut self, now: Instant) {

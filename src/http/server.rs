@@ -6,7 +6,7 @@
 //! takes the intervals and builds the summary; what the loops share is in
 //! `serve_shared`. A bad client never stops the others.
 
-use super::serve_loop::Worker;
+use super::serve_loop::{Handoff, Worker};
 use super::serve_shared::{Body, Shared};
 use super::stats::{self, CpuMark};
 use super::HttpError;
@@ -208,13 +208,22 @@ impl Server {
         let io0 = stats::storage_read_bytes();
         let mut clock = crate::engine::IntervalClock::new(start, interval);
         let sh = &self.shared;
+        let (handoff, wake_rx) = match Handoff::new(self.workers) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("linerate serve: making the event loops' wake sockets: {e}");
+                sh.stop_now();
+                (Handoff::empty(), Vec::new())
+            }
+        };
+        let handoff = &handoff;
         std::thread::scope(|scope| {
             let mut started = 0;
-            for _ in 0..self.workers {
+            for (me, rx) in wake_rx.into_iter().enumerate() {
                 let spawned = self
                     .listener
                     .try_clone()
-                    .and_then(|l| Worker::new(sh, l))
+                    .and_then(|l| Worker::new(sh, handoff, me, rx, l))
                     .and_then(|w| {
                         std::thread::Builder::new()
                             .name("lr-http-serve".into())
@@ -223,6 +232,7 @@ impl Server {
                 match spawned {
                     Ok(_) => started += 1,
                     Err(e) => {
+                        handoff.retire(me);
                         sh.errors.fetch_add(1, Ordering::Relaxed);
                         eprintln!("linerate serve: starting an event loop: {e}");
                     }

@@ -152,6 +152,15 @@ pub fn send_nonblocking(fd: RawFd, buf: &[u8], more: bool) -> io::Result<usize> 
     }
 }
 
+/// Bytes a TCP socket holds that the peer has not acknowledged yet
+/// (SIOCOUTQ: sent but unacknowledged, and not yet sent).
+pub fn unacked_bytes(fd: RawFd) -> io::Result<u64> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ (TIOCOUTQ) writes one int into `n`, which we own.
+    cvt(unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) })?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
 /// Raises this process's soft RLIMIT_NOFILE to its hard limit and returns
 /// the soft limit now in force.
 // rlim_t is u64 on 64-bit Linux and 32 bits wide on some 32-bit targets.
@@ -197,6 +206,7 @@ mod tests {
         let r = ep.wait(1000).unwrap();
         assert!(r[0].writable && r[0].token == 8);
         assert_eq!(send_nonblocking(s.as_raw_fd(), b"abc", true).unwrap(), 3);
+        assert!(unacked_bytes(s.as_raw_fd()).unwrap() <= 3);
         ep.delete(s.as_raw_fd()).unwrap();
         assert!(raise_nofile_limit().unwrap() > 0);
     }

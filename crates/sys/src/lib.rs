@@ -23,7 +23,7 @@ pub use bpf::{
     percpu_array_layout, percpu_array_read, possible_cpus, xdp_test_run, PerCpuLayout, XdpRun,
     XdpRunResult, BPF_F_TEST_XDP_LIVE_FRAMES,
 };
-pub use epoll::{raise_nofile_limit, send_nonblocking, Epoll, Interest, Ready};
+pub use epoll::{raise_nofile_limit, send_nonblocking, unacked_bytes, Epoll, Interest, Ready};
 pub use mmsg::{bind_packet, packet_socket, set_qdisc_bypass, Recvmmsg, Sendmmsg};
 pub use perf::{perf_cycles_on_cpu, perf_read};
 pub use process::{
