@@ -5,7 +5,9 @@
 #           1 and 4 connections, HTTP
 #   server  linerate serve       vs  nginx           with the same client (linerate http)
 #           HTTP and HTTPS (nginx: OpenSSL in user space; linerate: rustls,
-#           kTLS where the kernel has the tls ULP), 1 connection
+#           kTLS where the kernel has the tls ULP), 1, 4 and 64 connections,
+#           --rounds rounds (default 3), the order of the two servers
+#           flipping each round; the median and min-max of each ratio
 #
 # Prints Gbit/s, ratios (linerate / anchor) and CPU per byte (ns of CPU per
 # byte moved, user + system of the side being compared).
@@ -13,21 +15,24 @@
 # Lab: two network namespaces joined by a veth pair, 198.18.30.1 (client) ->
 # 198.18.30.2 (server). The file is warmed into the page cache first.
 #
-# Usage: bench/http.sh [--seconds N] [--size BYTES]
+# Usage: bench/http.sh [--seconds N] [--size BYTES] [--rounds N]
 #   --seconds N   seconds per measurement (default 5)
 #   --size BYTES  size of the file served (default 256M; dd syntax)
+#   --rounds N    rounds of the server rows (default 3)
+# Namespaces are named lrhb<pid>-c/-s (LR_BENCH_PREFIX replaces "lrhb").
 #
 # A benchmark, not a test: exits 0 whatever the figures; non-zero only when
 # the lab cannot be built or a tool is missing. Needs root; installs nginx
 # and curl with apt-get if missing. Everything it starts is removed on exit.
 set -euo pipefail
 
-secs=5; size=256M
+secs=5; size=256M; rounds=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) secs=${2:?--seconds needs a value}; shift ;;
     --size) size=${2:?--size needs a value}; shift ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --rounds) rounds=${2:?--rounds needs a value}; shift ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -45,7 +50,7 @@ if [ ! -x "$lr" ]; then
   (cd "$repo" && cargo build --release --quiet)
 fi
 
-p="lrhb$$"; cns="$p-c"; sns="$p-s"; work=$(mktemp -d /tmp/lr-http-bench.XXXXXX)
+p="${LR_BENCH_PREFIX:-lrhb}$$"; cns="$p-c"; sns="$p-s"; work=$(mktemp -d /tmp/lr-http-bench.XXXXXX)
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
@@ -91,7 +96,7 @@ worker_processes 2;
 pid $work/nginx.pid;
 error_log $work/error.log;
 daemon off;
-events { worker_connections 256; }
+events { worker_connections 1024; }
 http {
   access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
   client_body_temp_path $work; proxy_temp_path $work; fastcgi_temp_path $work;
@@ -163,11 +168,11 @@ EOF
 }
 
 # A server measured with linerate's client: prints "gbps cpu_ns_per_byte(server)".
-server_run() { # url port
+server_run() { # url port conns
   local pids_s; pids_s=$(server_pids "$2")
   local a b res
   a=$(ticks $pids_s $(for q in $pids_s; do pgrep -P "$q"; done))
-  res=$(lr_client "$1" 1)
+  res=$(lr_client "$1" "${3:-1}")
   b=$(ticks $pids_s $(for q in $pids_s; do pgrep -P "$q"; done))
   python3 -c "
 g, _ = '$res'.split()
@@ -186,7 +191,36 @@ row() { # name lin_result anchor_result
 for c in 1 4; do
   row "client vs curl, nginx, $c conn (Gbit/s)" "$(lr_client http://$S:8081/file.bin $c)" "$(curl_client http://$S:8081/file.bin $c)"
 done
-row "server vs nginx, HTTP (Gbit/s)" "$(server_run http://$S:8080/file.bin 8080)" "$(server_run http://$S:8081/file.bin 8081)"
-row "server vs nginx, HTTPS (Gbit/s)" "$(server_run https://$S:8443/file.bin 8443)" "$(server_run https://$S:8444/file.bin 8444)"
+# The server rows: every round measures both servers at every connection
+# count, nginx first in odd rounds, linerate first in even ones.
+runs="$work/server-runs"; : > "$runs"
+for r in $(seq "$rounds"); do
+  for proto in HTTP HTTPS; do
+    if [ "$proto" = HTTP ]; then lu=http://$S:8080/file.bin lp=8080 nu=http://$S:8081/file.bin np=8081
+    else lu=https://$S:8443/file.bin lp=8443 nu=https://$S:8444/file.bin np=8444; fi
+    for c in 1 4 64; do
+      if [ $((r % 2)) = 1 ]; then
+        n=$(server_run "$nu" "$np" "$c"); l=$(server_run "$lu" "$lp" "$c")
+      else
+        l=$(server_run "$lu" "$lp" "$c"); n=$(server_run "$nu" "$np" "$c")
+      fi
+      echo "$proto $c $r $l $n" >> "$runs"
+      printf '  round %s: server vs nginx, %-5s %2s conn: %s vs %s Gbit/s\n' "$r" "$proto" "$c" "${l%% *}" "${n%% *}"
+    done
+  done
+done
+python3 - "$runs" <<'EOF'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    proto, c, r, lg, lc, ng, nc = line.split()
+    rows.setdefault((proto, int(c)), []).append((float(lg), float(lc), float(ng), float(nc)))
+for (proto, c), v in sorted(rows.items()):
+    med = lambda i: statistics.median(x[i] for x in v)
+    ratios = [x[0] / x[2] for x in v if x[2] > 0]
+    rr = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else "-"
+    name = f"server vs nginx, {proto}, {c} conn (Gbit/s)"
+    print(f"{name:<42} {med(0):10.3f} {med(1):10.3f} {med(2):10.3f} {med(3):10.3f} {rr}")
+EOF
 echo "kTLS: $(cat /proc/sys/net/ipv4/tcp_available_ulp 2>/dev/null | grep -qw tls && echo 'tls ULP present' || echo 'kTLS not available on this kernel (tls ULP missing): linerate serve used rustls in user space')"
-echo "file: $bytes bytes from the page cache; $secs s per measurement; CPU per byte is the compared side's user+system time"
+echo "file: $bytes bytes from the page cache; $secs s per measurement; server rows: medians of $rounds rounds, ratio median (min-max); CPU per byte is the compared side's user+system time"

@@ -17,6 +17,7 @@ mod fuzz_replay;
 mod http;
 mod http_requests;
 mod iperf3;
+mod http_serve;
 mod lab;
 mod latency;
 mod layers;

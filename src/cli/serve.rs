@@ -3,7 +3,7 @@
 use super::common::{secs, OutputArgs};
 use super::parse::parse_size;
 use crate::http::serve_cmd::ServeConfig;
-use crate::http::server::ServeSpec;
+use crate::http::server::{Limits, ServeSpec, DEFAULT_MAX_PER_CLIENT};
 use crate::proto::http::Content;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -61,7 +61,19 @@ pub struct ServeArgs {
     /// Evict --root files from the page cache first (measure the disk), instead of warming them.
     #[arg(long, requires = "root")]
     pub cold: bool,
-    /// Seconds a client has to send a complete request head.
+    /// Connections open at once; more are refused (503, or a TLS alert on a TLS port) and logged.
+    /// Default: the open-files limit (raised to its hard limit) minus a reserve.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65_000))]
+    pub max_connections: Option<u32>,
+    /// Connections open at once from one client address; more are refused and logged.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_PER_CLIENT as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_per_client: u32,
+    /// Event-loop threads (default: one per CPU linerate may run on).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub workers: Option<u32>,
+    /// Seconds a client has to send a complete request head (and body, and
+    /// TLS handshake); idle keep-alive connections close after it too.
     #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = super::parse::parse_secs)]
     pub request_timeout: f64,
     /// Stop after this many seconds (default: until Ctrl-C).
@@ -91,6 +103,11 @@ pub fn serve_config(a: &ServeArgs) -> Result<ServeConfig> {
             cold: a.cold,
             request_timeout: secs("--request-timeout", a.request_timeout)?,
             names: vec!["localhost".into(), listen.ip().to_string()],
+        },
+        limits: Limits {
+            max_connections: a.max_connections.map(|n| n as usize),
+            max_per_client: a.max_per_client as usize,
+            workers: a.workers.unwrap_or(0) as usize,
         },
         duration: a.duration.map(|d| secs("--duration", d)).transpose()?,
         write_cert: a.write_cert.clone(),

@@ -1,4 +1,5 @@
-//! What the server sends: a generated object in memory (`--size`), or the
+//! What the server sends: a generated object (`--size`, streamed from one
+//! period of its pattern in memory), or the
 //! files of a root warmed into (or evicted from) the page cache.
 
 use super::HttpError;
@@ -12,19 +13,36 @@ use std::path::Path;
 /// Warming reads at most this much of a root.
 const WARM_LIMIT: u64 = 64 << 30;
 
-/// A memory file of `n` bytes of a repeating pattern (memfd: sendfile-able).
+/// The largest `--size`: byte offsets are signed 64-bit in sendfile(2).
+pub const MAX_SIZE: u64 = i64::MAX as u64;
+/// The generated object repeats every [`PERIOD`] bytes: byte `i` of it is
+/// `i % 251`. The memfd holds one period (a multiple of 251, about 4 MiB),
+/// and every `--size`, however large, is sent from it: memory stays
+/// bounded, and sendfile still moves large chunks.
+pub const PERIOD: u64 = 251 * 16 * 1024;
+
+/// The generated object's pattern: one [`PERIOD`] in a memfd (sendfile-able),
+/// for an object of `n` bytes.
 pub fn generated(n: u64) -> Result<File, HttpError> {
-    let mut f = sys::memfd_with(&[]).map_err(HttpError::io("making the --size object"))?;
-    let chunk: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
-    let mut left = n;
-    while left > 0 {
-        let k = left.min(chunk.len() as u64) as usize;
-        f.write_all(&chunk[..k]).map_err(HttpError::io(format!(
-            "making the --size object of {n} bytes in memory"
-        )))?;
-        left -= k as u64;
+    if n > MAX_SIZE {
+        return Err(HttpError::Config(format!(
+            "--size {n}: over the largest object linerate serves ({MAX_SIZE} bytes, \
+             the largest file offset); give a smaller size"
+        )));
     }
+    let mut f = sys::memfd_with(&[]).map_err(HttpError::io("making the --size pattern"))?;
+    let period: Vec<u8> = (0..PERIOD).map(|i| (i % 251) as u8).collect();
+    f.write_all(&period).map_err(HttpError::io(format!(
+        "making the --size pattern ({PERIOD} bytes in memory)"
+    )))?;
     Ok(f)
+}
+
+/// Where byte `off` of the generated object is in the pattern file, and how
+/// many bytes from there are contiguous (at most `want`).
+pub fn in_pattern(off: u64, want: u64) -> (u64, u64) {
+    let at = off % PERIOD;
+    (at, want.min(PERIOD - at))
 }
 
 /// Warms (reads once) or evicts every regular file under `root`.
@@ -66,4 +84,18 @@ pub fn prepare_cache(root: &Path, cold: bool) -> CacheState {
         }
     }
     state
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_offsets_wrap_at_the_period() {
+        assert_eq!(in_pattern(0, 10), (0, 10));
+        assert_eq!(in_pattern(PERIOD - 3, 10), (PERIOD - 3, 3));
+        assert_eq!(in_pattern(5 * PERIOD + 7, u64::MAX), (7, PERIOD - 7));
+        assert_eq!(PERIOD % 251, 0);
+        assert!(generated(MAX_SIZE + 1).is_err());
+    }
 }

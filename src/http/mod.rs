@@ -14,6 +14,8 @@ mod content;
 mod error;
 pub mod job;
 pub mod serve_cmd;
+mod serve_loop;
+mod serve_shared;
 pub mod server;
 pub mod stats;
 pub mod tls;

@@ -3,7 +3,7 @@
 //! the certificate's fingerprint and whether kTLS is in use, and hands
 //! back the summary of the whole serving (the command writes it out).
 
-use super::server::{ServeSpec, Server};
+use super::server::{Limits, ServeSpec, Server};
 use crate::model::signals::interrupted;
 use crate::model::stdout::outln;
 use crate::proto::http::Content;
@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 pub struct ServeConfig {
     pub listen: SocketAddr,
     pub spec: ServeSpec,
+    pub limits: Limits,
     /// Stop after this long (tests); `None`: until Ctrl-C.
     pub duration: Option<Duration>,
     /// Write the generated certificate (PEM) here, for `curl --cacert`.
@@ -56,8 +57,9 @@ pub fn run(cfg: &ServeConfig) -> anyhow::Result<ServeReport> {
     }
     let stop = Arc::new(AtomicBool::new(false));
     let started_at = crate::model::clock::now_rfc3339();
-    let server = Server::bind(cfg.listen, &cfg.spec, Arc::clone(&stop))
+    let mut server = Server::bind(cfg.listen, &cfg.spec, Arc::clone(&stop))
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    server.set_limits(cfg.limits);
     let addr = server.local_addr().unwrap_or(cfg.listen);
     let scheme = if cfg.spec.tls.is_some() {
         "https"
@@ -65,10 +67,22 @@ pub fn run(cfg: &ServeConfig) -> anyhow::Result<ServeReport> {
         "http"
     };
     let what = match &cfg.spec.content {
-        Content::Size(n) => format!("a generated object of {n} bytes at every path"),
+        Content::Size(n) => format!(
+            "a generated object of {n} bytes at every path (streamed from a {} byte pattern in memory)",
+            super::content::PERIOD
+        ),
         Content::Root(d) => format!("files under {}", d.display()),
     };
     say!("linerate serve: listening on {scheme}://{addr}/ serving {what}");
+    say!(
+        "limits: {} connections open at once ({} per client address), open-files limit {}; {} event loop{}; requests within {:.1} s",
+        server.max_connections(),
+        cfg.limits.max_per_client,
+        server.fd_limit,
+        server.workers(),
+        if server.workers() == 1 { "" } else { "s" },
+        cfg.spec.request_timeout.as_secs_f64()
+    );
     if let Some(c) = server.cache() {
         say!(
             "page cache: {} files, {} bytes {}",
@@ -125,7 +139,7 @@ pub fn run(cfg: &ServeConfig) -> anyhow::Result<ServeReport> {
             );
         }
     };
-    let summary = server.run(until, Duration::from_secs(1), &mut on_interval);
+    let (summary, counts) = server.run_counted(until, Duration::from_secs(1), &mut on_interval);
     if live {
         eprint!("\r\x1b[K");
     }
@@ -137,13 +151,15 @@ pub fn run(cfg: &ServeConfig) -> anyhow::Result<ServeReport> {
         .map(|s| format!("{}×{}", s.count, s.status))
         .collect();
     say!(
-        "served {} responses ({}), {} body bytes over {} connections in {:.1} s; {} connection errors; kTLS in use: {}",
+        "served {} responses ({}), {} body bytes over {} connections in {:.1} s; {} connection errors, {} refused over a limit, {} closed for a late request; kTLS in use: {}",
         summary.requests,
         statuses.join(", "),
         summary.body_bytes,
-        summary.connections.len(),
+        counts.connections,
         summary.elapsed_s,
         summary.errors,
+        counts.refused,
+        counts.timeouts,
         if summary.ktls.in_use { "yes" } else { "no" }
     );
     Ok(ServeReport {

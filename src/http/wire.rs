@@ -7,6 +7,8 @@ use std::path::{Component, Path, PathBuf};
 /// The largest request (or response) head either side accepts.
 pub const MAX_HEAD: usize = 16 * 1024;
 pub const MAX_HEADERS: usize = 64;
+/// The largest request body the server reads (and discards); over it, 413.
+pub const MAX_REQUEST_BODY: u64 = 1 << 20;
 
 pub fn reason(status: u16) -> &'static str {
     match status {
@@ -17,8 +19,11 @@ pub fn reason(status: u16) -> &'static str {
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
+        411 => "Length Required",
+        413 => "Content Too Large",
         416 => "Range Not Satisfiable",
         431 => "Request Header Fields Too Large",
+        501 => "Not Implemented",
         503 => "Service Unavailable",
         505 => "HTTP Version Not Supported",
         _ => "Error",
@@ -34,6 +39,9 @@ pub struct RequestHead {
     pub range: Option<String>,
     /// Bytes of the head, CRLFCRLF included.
     pub len: usize,
+    /// Bytes of body after the head (Content-Length), read and discarded
+    /// before the answer so a body is never taken for the next request.
+    pub body_len: u64,
 }
 
 /// Why a request gets an error answer.
@@ -89,13 +97,51 @@ pub fn parse_request(buf: &[u8]) -> Result<RequestHead, Reject> {
     if version == 1 && header("host").is_none() {
         return Err(Reject::Status(400));
     }
+    let body_len = body_length(req.headers)?;
     Ok(RequestHead {
         head,
         target,
         keep_alive,
         range: header("range"),
         len,
+        body_len,
     })
+}
+
+/// The length of a request's body, from its framing headers (RFC 9112
+/// section 6). A request body is never chunked here: any Transfer-Encoding
+/// is refused (501; with a Content-Length too it is a smuggling attempt,
+/// 400), as are Content-Length values that are not one number (400) and
+/// bodies over [`MAX_REQUEST_BODY`] (413). Every refusal closes the
+/// connection, since the next request's start is unknown.
+fn body_length(headers: &[httparse::Header<'_>]) -> Result<u64, Reject> {
+    let mut length: Option<u64> = None;
+    let mut chunked = false;
+    for h in headers {
+        if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = true;
+        } else if h.name.eq_ignore_ascii_case("content-length") {
+            let v = std::str::from_utf8(h.value).map_err(|_| Reject::Status(400))?;
+            // "5, 5" is one length said twice; "5, 6" is two.
+            for part in v.split(',') {
+                let p = part.trim();
+                if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(Reject::Status(400));
+                }
+                let n: u64 = p.parse().map_err(|_| Reject::Status(400))?;
+                if length.is_some_and(|l| l != n) {
+                    return Err(Reject::Status(400));
+                }
+                length = Some(n);
+            }
+        }
+    }
+    match (chunked, length) {
+        (true, Some(_)) => Err(Reject::Status(400)),
+        (true, None) => Err(Reject::Status(501)),
+        (false, Some(n)) if n > MAX_REQUEST_BODY => Err(Reject::Status(413)),
+        (false, n) => Ok(n.unwrap_or(0)),
+    }
 }
 
 /// What a Range header asks of an object of `len` bytes.
@@ -324,6 +370,7 @@ mod tests {
         );
         let c = parse_request(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
         assert!(!c.keep_alive);
+        assert_eq!(c.body_len, 0);
         let big = format!("GET / HTTP/1.1\r\nHost: x\r\nX: {}", "a".repeat(MAX_HEAD));
         assert_eq!(parse_request(big.as_bytes()), Err(Reject::Status(431)));
         let mut many = String::from("GET / HTTP/1.1\r\nHost: x\r\n");
@@ -332,6 +379,35 @@ mod tests {
         }
         many.push_str("\r\n");
         assert_eq!(parse_request(many.as_bytes()), Err(Reject::Status(431)));
+    }
+
+    #[test]
+    fn request_bodies_are_framed_once() {
+        let get =
+            |h: &str| parse_request(format!("GET / HTTP/1.1\r\nHost: x\r\n{h}\r\n").as_bytes());
+        assert_eq!(get("Content-Length: 12\r\n").unwrap().body_len, 12);
+        assert_eq!(get("Content-Length: 5, 5\r\n").unwrap().body_len, 5);
+        assert_eq!(
+            get("Content-Length: 5\r\nContent-Length: 6\r\n"),
+            Err(Reject::Status(400))
+        );
+        assert_eq!(get("Content-Length: 5, 6\r\n"), Err(Reject::Status(400)));
+        assert_eq!(get("Content-Length: -1\r\n"), Err(Reject::Status(400)));
+        assert_eq!(get("Content-Length: +1\r\n"), Err(Reject::Status(400)));
+        assert_eq!(
+            get("Content-Length: 99999999999999999999999\r\n"),
+            Err(Reject::Status(400))
+        );
+        assert_eq!(
+            get("Transfer-Encoding: chunked\r\n"),
+            Err(Reject::Status(501))
+        );
+        assert_eq!(
+            get("Transfer-Encoding: chunked\r\nContent-Length: 3\r\n"),
+            Err(Reject::Status(400))
+        );
+        let over = format!("Content-Length: {}\r\n", MAX_REQUEST_BODY + 1);
+        assert_eq!(get(&over), Err(Reject::Status(413)));
     }
 
     #[test]

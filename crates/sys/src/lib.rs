@@ -1,5 +1,5 @@
 //! Every system call linerate makes that Rust's standard library does not
-//! wrap: namespaces, thread pinning, batched UDP I/O, socket options,
+//! wrap: namespaces, thread pinning, epoll, batched UDP I/O, socket options,
 //! TCP_INFO, perf counters, AF_XDP, kernel TLS, ICMP sockets and BPF_PROG_RUN.
 //!
 //! This is the only crate of linerate allowed `unsafe`; every other crate
@@ -10,6 +10,7 @@
 use std::io;
 
 mod bpf;
+mod epoll;
 pub mod icmp;
 mod mmsg;
 mod perf;
@@ -23,6 +24,7 @@ pub use bpf::{
     PerCpuLayout, XdpRun, XdpRunResult, BPF_F_TEST_XDP_LIVE_FRAMES, XDP_FLAGS_DRV_MODE,
     XDP_FLAGS_SKB_MODE,
 };
+pub use epoll::{raise_nofile_limit, send_nonblocking, unacked_bytes, Epoll, Interest, Ready};
 pub use mmsg::{bind_packet, packet_socket, set_qdisc_bypass, Recvmmsg, Sendmmsg};
 pub use perf::{perf_cycles_on_cpu, perf_read};
 pub use process::{
