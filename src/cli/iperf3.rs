@@ -575,11 +575,11 @@ fn serve_inner(a: &ServeArgs) -> Result<i32> {
         .duration
         .map(|d| std::time::Instant::now() + Duration::from_secs_f64(d));
     let opts = RunOpts {
-        name: None,
+        name: a.output.name.clone(),
         line_rate_bps: 10e9,
-        results_dir: a.results_dir.clone(),
-        write_results: !a.no_results,
-        json: a.json,
+        results_dir: a.output.results_dir.clone(),
+        write_results: !a.output.no_results,
+        json: a.output.json,
         progress: false,
         interval_s: None,
         allow_target: vec![],

@@ -23,15 +23,6 @@ pub struct ServeArgs {
     /// With --iperf3: the port on every IPv4 address (default 5201); --listen picks an address.
     #[arg(long, requires = "iperf3", value_parser = clap::value_parser!(u16).range(1..))]
     pub port: Option<u16>,
-    /// With --iperf3: print each test's results document (results.json) on stdout.
-    #[arg(long, requires = "iperf3")]
-    pub json: bool,
-    /// With --iperf3: where the run directories go.
-    #[arg(long, requires = "iperf3", default_value = "linerate-results")]
-    pub results_dir: PathBuf,
-    /// With --iperf3: do not write results directories.
-    #[arg(long, requires = "iperf3")]
-    pub no_results: bool,
     /// Serve the files under this directory (never a path outside it).
     #[arg(
         long,
