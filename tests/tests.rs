@@ -22,6 +22,7 @@ mod protocol;
 mod readme;
 mod report;
 mod search_limits;
+mod security;
 mod signals;
 mod ssh;
 mod sshd;
