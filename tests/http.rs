@@ -519,7 +519,7 @@ fn linerate_client_against_nginx() {
             .status()
             .is_ok_and(|s| s.success());
         if !ok {
-            eprintln!("skipping: nginx is not installed and apt-get could not install it");
+            crate::util::skip("nginx is not installed and apt-get could not install it");
             return;
         }
     }

@@ -287,7 +287,7 @@ fn lab_without_root_says_why() {
         .output();
     let _ = std::fs::remove_file(&copy);
     let Ok(out) = out else {
-        eprintln!("skipping: setpriv not available");
+        crate::util::skip("setpriv not available");
         return;
     };
     assert_eq!(out.status.code(), Some(2));

@@ -149,7 +149,7 @@ fn csv_has_a_row_per_direction_and_per_interval() {
         .stdout(std::process::Stdio::piped())
         .spawn();
     let Ok(mut py) = py else {
-        eprintln!("skipping the python check: no /usr/bin/python3");
+        crate::util::skip("the python check: no /usr/bin/python3");
         return;
     };
     use std::io::Write;
@@ -204,7 +204,7 @@ fn prometheus_exposition_parses() {
                 .unwrap();
             assert!(st.success());
         } else {
-            eprintln!("skipping the parser check: python3-prometheus-client is not installed");
+            crate::util::skip("the parser check: python3-prometheus-client is not installed");
             return;
         }
     }

@@ -39,7 +39,9 @@ pub fn require_sshd() -> bool {
         std::env::var_os("CI").is_none(),
         "CI must have openssh-server and openssh-client installed (missing {missing:?})"
     );
-    eprintln!("skipping: needs openssh-server and openssh-client (missing {missing:?})");
+    crate::util::skip(&format!(
+        "needs openssh-server and openssh-client (missing {missing:?})"
+    ));
     false
 }
 

@@ -28,6 +28,7 @@ mod protocol;
 mod readme;
 mod report;
 mod search_limits;
+mod security;
 mod signals;
 mod soak;
 mod ssh;

@@ -35,8 +35,29 @@ pub fn require_root() -> bool {
         std::env::var_os("CI").is_none(),
         "CI must run the tests as root"
     );
-    eprintln!("skipping: needs root");
+    skip("needs root");
     false
+}
+
+/// Says that the running test skips and why: a `SKIP: test: why` line on
+/// stderr, and the same line appended to the file `LINERATE_SKIP_LOG`
+/// names (scripts/test.sh sets it and counts the lines beside the passes),
+/// so a run without root or a tool cannot look green by accident. The
+/// test's name is its thread's, as the test harness names it.
+pub fn skip(why: &str) {
+    let thread = std::thread::current();
+    let line = format!("SKIP: {}: {why}", thread.name().unwrap_or("?"));
+    eprintln!("{line}");
+    if let Some(path) = std::env::var_os("LINERATE_SKIP_LOG") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
 }
 
 pub fn tempdir(name: &str) -> PathBuf {

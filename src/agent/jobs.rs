@@ -293,9 +293,8 @@ fn udp_send(spec: engine::frame::SendSpec, limits: &Limits) -> Result<Opened> {
             bail!("this agent caps UDP senders at {cap} pps; ask for a rate at or below it");
         }
     }
-    for f in &spec.flows {
-        allowed(f.dst.ip(), &spec.allow)?;
-    }
+    let dsts: Vec<IpAddr> = spec.flows.iter().map(|f| f.dst.ip()).collect();
+    allowed_all(&dsts, &spec.allow)?;
     let ipv6 = spec.flows.first().is_some_and(|f| f.dst.is_ipv6());
     engine::frame::check_frames(spec.frame, ipv6).map_err(anyhow::Error::msg)?;
     let sender = engine::tx::open(spec).map_err(anyhow::Error::msg)?;
@@ -362,7 +361,33 @@ fn capped(duration_ms: u64, limits: &Limits) -> Result<Duration> {
 
 /// The agent checks every destination itself, whatever the controller did.
 fn allowed(ip: IpAddr, allow: &[proto::Cidr]) -> Result<()> {
-    engine::check_destination(ip, allow).map_err(anyhow::Error::msg)
+    allowed_all(&[ip], allow)
+}
+
+/// Every destination passes the address policy, and one in a benchmarking
+/// range is reached through a route of this namespace's own, not the
+/// default route out of the lab (the ranges belong to isolated test
+/// networks); `--allow-target` says a path is one.
+fn allowed_all(ips: &[IpAddr], allow: &[proto::Cidr]) -> Result<()> {
+    let mut lab = std::collections::BTreeSet::new();
+    for &ip in ips {
+        engine::check_destination(ip, allow).map_err(anyhow::Error::msg)?;
+        if !ip.is_loopback() && !allow.iter().any(|c| c.contains(ip)) {
+            lab.insert(ip);
+        }
+    }
+    let lab: Vec<IpAddr> = lab.into_iter().collect();
+    if let Some((ip, route)) = crate::netops::reach::only_default_route(&lab) {
+        bail!(
+            "refusing to send test traffic to {ip}: it is in a benchmarking range, but this \
+             endpoint reaches it only through its default route ({route}), out of any isolated \
+             lab (RFC 2544, RFC 6815: these ranges are for isolated test networks). Add a route \
+             to the lab there, or if that path is an isolated test network, pass \
+             --allow-target {} (or its prefix)",
+            engine::host_prefix(ip)
+        );
+    }
+    Ok(())
 }
 
 /// Runs `f` on a thread named `name`: it waits for the agreed start, runs,

@@ -131,12 +131,9 @@ impl SshArgs {
             .ssh_option
             .iter()
             .map(|o| {
-                o.split_once('=')
-                    .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                    .filter(|(k, _)| !k.is_empty())
-                    .ok_or_else(|| {
-                        anyhow!("--ssh-option '{o}': write KEY=VALUE, e.g. --ssh-option Port=2222")
-                    })
+                crate::topology::ssh::option_pair(o).ok_or_else(|| {
+                    anyhow!("--ssh-option '{o}': write KEY=VALUE, e.g. --ssh-option Port=2222")
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         if !(1..=300).contains(&self.connect_timeout) {
@@ -145,7 +142,7 @@ impl SshArgs {
                 self.connect_timeout
             );
         }
-        Ok(SshOptions {
+        let opts = SshOptions {
             config: self.ssh_config.clone(),
             options,
             accept_new: self.ssh_accept_new,
@@ -153,7 +150,9 @@ impl SshArgs {
             remote_binary: self.remote_binary.clone(),
             push: self.push,
             local_binary: None,
-        })
+        };
+        opts.check()?;
+        Ok(opts)
     }
 }
 

@@ -27,6 +27,7 @@ pub mod monitor;
 pub mod parse;
 pub mod plan_config;
 pub mod plan_run;
+pub mod plan_trust;
 pub mod ramp;
 pub mod report;
 pub mod run;

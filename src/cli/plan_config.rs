@@ -46,15 +46,19 @@ const RUN_FLAGS: [&str; 21] = [
 
 /// `linerate run`: the plan its flags name, validated.
 pub fn run_config(a: &RunArgs) -> Result<Command> {
-    load(&a.plan, a.common.run_opts()?)
+    load(&a.plan, a.common.run_opts()?, a.trust_plan)
 }
 
 /// Reads, parses and validates the plan at `path`.
-pub fn load(path: &Path, mut opts: RunOpts) -> Result<Command> {
+/// `trust` (`--trust-plan`) lets the plan's `[ssh]` run local commands.
+pub fn load(path: &Path, mut opts: RunOpts, trust: bool) -> Result<Command> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading plan {}", path.display()))?;
     let file = path.display().to_string();
     let plan = plan::parse(&file, &text).map_err(|e| anyhow!("{e}"))?;
+    if !trust {
+        super::plan_trust::check(&plan, path)?;
+    }
     merge_run_opts(&plan, path, &mut opts)?;
     let hosts = plan
         .hosts
@@ -199,10 +203,9 @@ fn merge_run_opts(plan: &Plan, path: &Path, opts: &mut RunOpts) -> Result<()> {
         }
     }
     for o in &s.options {
-        let (k, v) = o
-            .split_once('=')
+        let (k, v) = crate::topology::ssh::option_pair(o)
             .ok_or_else(|| anyhow!("{}: [ssh] options: '{o}' is not KEY=VALUE", plan.file))?;
-        opts.ssh.options.push((k.trim().into(), v.trim().into()));
+        opts.ssh.options.push((k, v));
     }
     opts.ssh.accept_new |= s.accept_new;
     opts.ssh.push |= s.push;
@@ -422,7 +425,7 @@ mod tests {
         std::fs::create_dir_all(&dir)?;
         let p = dir.join(format!("p{}.toml", text.len()));
         std::fs::write(&p, text)?;
-        let r = load(&p, opts());
+        let r = load(&p, opts(), false);
         let _ = std::fs::remove_dir_all(&dir);
         r
     }

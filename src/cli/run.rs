@@ -104,14 +104,19 @@ impl Run {
     /// Writes results.json (atomically) if this run has a directory.
     pub fn save(&self) {
         if let Some(d) = &self.dir {
+            // Said once: the run goes on measuring, and finish() fails it.
+            let first = d.write_error().is_none();
             if let Err(e) = d.write_results(&self.results) {
-                eprintln!("warning: could not write results.json: {e:#}");
+                if first {
+                    eprintln!("warning: could not write results.json: {e:#}");
+                }
             }
         }
     }
 
     pub fn add_test(&mut self, mut t: TestResult) {
         runner::apply_line_rate(&mut t, self.results.line_rate_bps);
+        runner::fail_if_nothing_sent(&mut t);
         self.progress.clear();
         self.progress.finished(&t);
         self.results.tests.push(t);
@@ -179,17 +184,33 @@ impl Run {
         } else {
             stdout::print(&table);
         }
+        let mut unwritten = None;
         if let Some(d) = &self.dir {
-            if let Err(e) = crate::report::write_run_report(&d.path) {
-                eprintln!("warning: could not write report.html: {e:#}");
+            if d.write_error().is_none() {
+                if let Err(e) = crate::report::write_run_report(&d.path) {
+                    d.failed(format!("{e:#}"));
+                }
             }
-            eprintln!("results: {}", d.path.display());
+            match d.write_error() {
+                None => eprintln!("results: {}", d.path.display()),
+                Some(e) => {
+                    unwritten = Some(format!(
+                        "the results of this run could not be written to {}: {e}; what is printed \
+                     above is all that remains of it: free space there or choose another \
+                     --results-dir, and run again",
+                        d.path.display()
+                    ))
+                }
+            }
         }
         let failed = self
             .results
             .tests
             .iter()
             .any(|t| t.status != results::TestStatus::Ok);
+        if let Some(u) = &unwritten {
+            eprintln!("error: {u}");
+        }
         match (&error, interrupted()) {
             (_, true) => {
                 eprintln!("{}", self.results.interrupted_note(self.dir.is_some()));
@@ -199,6 +220,7 @@ impl Run {
                 eprintln!("error: {e:#}");
                 run_failed_code(e)
             }
+            (None, _) if unwritten.is_some() => 1,
             (None, _) if failed => 1,
             _ => 0,
         }

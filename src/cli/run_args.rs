@@ -11,6 +11,11 @@ use std::path::PathBuf;
 pub struct RunArgs {
     /// The plan file (TOML): hosts, and the tests between them.
     pub plan: PathBuf,
+    /// Trust the plan as code: let its [ssh] table set options that run local commands
+    /// (ProxyCommand, LocalCommand, KnownHostsCommand, ...) or name an ssh config that
+    /// others can write or that sets them. Only for plans you wrote or checked.
+    #[arg(long)]
+    pub trust_plan: bool,
     #[command(flatten)]
     pub common: Common,
 }

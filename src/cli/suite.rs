@@ -7,7 +7,7 @@ use crate::model::signals::interrupted;
 use crate::proto::{Direction, FrameSpec};
 use crate::results::FlowMode;
 use crate::runner::{Ends, HttpServerSide, HttpTest, TcpTest, UdpTest};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use std::time::Duration;
 
 pub fn lab(args: &LabConfig, opts: &RunOpts) -> i32 {
@@ -100,7 +100,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
     if wanted(&self_test.name) {
         let self_log = log_dir.as_deref().map(|p| p.join("self-test"));
         if let Some(p) = &self_log {
-            std::fs::create_dir_all(p)?;
+            std::fs::create_dir(p).with_context(|| format!("creating {}", p.display()))?;
         }
         let mut b2b = lab::build(LabSpec { dut: None, ..spec }, self_log.as_deref())?;
         run.results.labs.push(b2b.topology.clone());

@@ -125,8 +125,19 @@ pub fn check_destination(ip: IpAddr, allow: &[Cidr]) -> Result<(), EngineError> 
         Err(EngineError::Refused(format!(
             "refusing to send test traffic to {ip}: it is outside loopback, 198.18.0.0/15 and \
              2001:2::/48. Load tests belong on isolated test networks (RFC 6815); if {ip} is \
-             one, pass --allow-target {ip}/32 (or its prefix) to say so"
+             one, pass --allow-target {} (or its prefix) to say so",
+            host_prefix(ip)
         )))
+    }
+}
+
+/// The allow-list entry for exactly one address: /32 for IPv4, /128 for
+/// IPv6 (an IPv4-mapped `::ffff:a.b.c.d` included: a /32 of it would allow
+/// every mapped address).
+pub fn host_prefix(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(a) => format!("{a}/32"),
+        IpAddr::V6(a) => format!("{a}/128"),
     }
 }
 
@@ -150,7 +161,19 @@ mod tests {
         assert!(check_destination("10.1.2.3".parse().unwrap(), &allow).is_ok());
         let e = check_destination("10.2.0.1".parse().unwrap(), &allow).unwrap_err();
         assert!(matches!(e, EngineError::Refused(_)));
-        assert!(e.to_string().contains("--allow-target"), "{e}");
+        assert!(e.to_string().contains("--allow-target 10.2.0.1/32 "), "{e}");
+        let hint = |s: &str| {
+            check_destination(s.parse().unwrap(), &[])
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(hint("2001:db8:99::2").contains("--allow-target 2001:db8:99::2/128 "));
+        let mapped = hint("::ffff:10.99.0.2");
+        assert!(
+            mapped.contains("--allow-target ::ffff:10.99.0.2/128 "),
+            "{mapped}"
+        );
+        assert!(!mapped.contains("/32"), "{mapped}");
     }
 
     #[test]

@@ -1,45 +1,176 @@
-//! Files written so that a crash never leaves half of one: temp file,
-//! fsync, rename, fsync of the directory.
+//! Files written so that a crash never leaves half of one (temp file,
+//! fsync, rename, fsync of the directory), and so that a symlink someone
+//! planted is never followed: every file linerate writes is created new
+//! (`O_CREAT|O_EXCL|O_NOFOLLOW`), never opened where it already stands.
 
-use anyhow::{Context, Result};
-use std::fs::{self, File};
-use std::io::Write;
+use anyhow::{bail, Context, Result};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-/// Writes `bytes` to `path` atomically: temp file, fsync, rename, fsync dir.
+/// Creates `path` as a new file for writing. Fails when anything stands
+/// there already, a symlink included (`O_EXCL` never follows one, and
+/// `O_NOFOLLOW` says so twice).
+pub fn create_new(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o644)
+        .open(path)
+}
+
+/// Opens an append-only log: created new, or (when this run opened it
+/// before) appended to if it is a regular file. A symlink is refused
+/// (`ELOOP`), whatever it points at.
+pub fn open_log(path: &Path) -> io::Result<File> {
+    let append = |create: bool| {
+        OpenOptions::new()
+            .append(true)
+            .create_new(create)
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(0o644)
+            .open(path)
+    };
+    let f = match append(true) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => append(false)?,
+        r => r?,
+    };
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(f)
+}
+
+/// Writes `bytes` to `path` atomically: a new temp file beside it, fsync,
+/// rename over `path` (which replaces a symlink there, never writes through
+/// it), fsync of the directory. On any failure the temp file is removed and
+/// the error names the file and the system's reason (e.g. "No space left on
+/// device (os error 28)"); what stood at `path` before is untouched.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("out"),
-        std::process::id()
-    ));
-    {
-        let mut f = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
+    let mut attempt = 0u32;
+    let (tmp, mut f) = loop {
+        let tmp = dir.join(format!(".{name}.tmp{}-{attempt}", std::process::id()));
+        match create_new(&tmp) {
+            Ok(f) => break (tmp, f),
+            // A name taken (by a planted file or an earlier crash): the next.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => attempt += 1,
+            Err(e) => {
+                return Err(e).with_context(|| format!("creating {}", tmp.display()));
+            }
+        }
+    };
+    let written = f
+        .write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("writing {}", path.display()))
+        .and_then(|()| {
+            fs::rename(&tmp, path)
+                .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+        });
+    drop(f);
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
     }
-    fs::rename(&tmp, path)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
     }
     Ok(())
 }
 
+/// Creates the directory `base/stem` new (`mkdir`, which fails where
+/// anything stands, a symlink included), or `stem-2`, `stem-3`… when the
+/// name is taken: two runs never share a directory.
+pub fn create_dir_new(base: &Path, stem: &str) -> Result<std::path::PathBuf> {
+    for n in 1..=1000u32 {
+        let path = match n {
+            1 => base.join(stem),
+            n => base.join(format!("{stem}-{n}")),
+        };
+        match fs::create_dir(&path) {
+            Ok(()) => return Ok(path),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", path.display())),
+        }
+    }
+    bail!(
+        "creating a directory {stem} in {}: the names {stem} to {stem}-1000 are all taken; \
+         remove old ones or choose another directory",
+        base.display()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("lr-files-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
 
     #[test]
     fn atomic_write_replaces_whole_file() {
-        let dir = std::env::temp_dir().join(format!("lr-atomic-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("atomic");
         let p = dir.join("results.json");
         write_atomic(&p, b"{\"a\":1}").unwrap();
         write_atomic(&p, b"{\"a\":2}").unwrap();
         assert_eq!(fs::read_to_string(&p).unwrap(), "{\"a\":2}");
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "no temp file left");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn planted_symlinks_are_never_followed() {
+        let dir = scratch("symlink");
+        let victim = dir.join("victim");
+        fs::write(&victim, "precious").unwrap();
+        // At the file itself: create_new and open_log refuse.
+        symlink(&victim, dir.join("intervals.ndjson")).unwrap();
+        assert!(create_new(&dir.join("intervals.ndjson")).is_err());
+        assert!(open_log(&dir.join("intervals.ndjson")).is_err());
+        // At the temp name write_atomic tries first: it takes the next one,
+        // and the rename replaces a symlink at the target, not its target.
+        let tmp0 = dir.join(format!(".results.json.tmp{}-0", std::process::id()));
+        symlink(&victim, &tmp0).unwrap();
+        symlink(&victim, dir.join("results.json")).unwrap();
+        write_atomic(&dir.join("results.json"), b"{}").unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
+        assert_eq!(fs::read_to_string(dir.join("results.json")).unwrap(), "{}");
+        assert!(!dir.join("results.json").is_symlink());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn logs_append_to_their_own_file() {
+        let dir = scratch("log");
+        let p = dir.join("gen.log");
+        open_log(&p).unwrap().write_all(b"one\n").unwrap();
+        open_log(&p).unwrap().write_all(b"two\n").unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "one\ntwo\n");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn taken_directory_names_get_a_suffix() {
+        let dir = scratch("dirs");
+        let a = create_dir_new(&dir, "run").unwrap();
+        let b = create_dir_new(&dir, "run").unwrap();
+        symlink(&dir, dir.join("run-3")).unwrap();
+        let c = create_dir_new(&dir, "run").unwrap();
+        assert_eq!(a, dir.join("run"));
+        assert_eq!(b, dir.join("run-2"));
+        assert_eq!(c, dir.join("run-4"), "a symlink is a taken name");
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -72,7 +72,10 @@ pub enum RateError {
     #[error("'{0}' is not a rate: use packets (1.5Mpps, 800kpps), L1 bit/s (5G, 100Mbps) or a share of the line rate (50%)")]
     NotRate(String),
     /// A bare number: packets or bits per second, the reader cannot tell.
-    #[error("'{text}': a rate needs a unit: {suggestion}?")]
+    #[error(
+        "'{text}': a rate needs a unit: {suggestion}? (packets: pps, kpps, Mpps, Gpps; \
+         L1 bit/s: bps, kbps, Mbps, Gbps, Tbps, or k, M, G, T alone; % of the line rate)"
+    )]
     NeedsUnit { text: String, suggestion: String },
     /// A prefix in the wrong case (`m` is milli, not mega).
     #[error(
@@ -355,9 +358,13 @@ mod tests {
         assert_eq!(Rate::parse("2.5Gbps"), Ok(Rate::L1Bps(2.5e9)));
         assert_eq!(Rate::parse("50%"), Ok(Rate::LinePct(50.0)));
         let e = Rate::parse("100000").unwrap_err().to_string();
-        assert_eq!(
-            e,
-            "'100000': a rate needs a unit: 100000pps, 100kpps or 100kbps?"
+        assert!(
+            e.starts_with("'100000': a rate needs a unit: 100000pps, 100kpps or 100kbps? "),
+            "{e}"
+        );
+        assert!(
+            e.contains("pps, kpps, Mpps") && e.contains("Mbps, Gbps"),
+            "{e}"
         );
         let e = Rate::parse("1.5mpps").unwrap_err().to_string();
         assert!(

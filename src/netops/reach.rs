@@ -2,6 +2,7 @@
 //! the address (assigned, or in a local route: AnyIP), or a route other
 //! than the default leads there (a server behind a router it knows).
 
+use crate::proto::Cidr;
 use serde_json::Value;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 
@@ -66,6 +67,95 @@ fn specific_route(json: &str) -> bool {
         })
 }
 
+/// The first of `addrs` that this namespace reaches only through its
+/// default route (no address of its own, no other route of its main
+/// table covers it), with that route as `via GATEWAY dev DEV`. The
+/// benchmarking ranges belong to isolated labs: a default route leads out
+/// of one. One `ip route` per address family, whatever the number of
+/// addresses.
+pub fn only_default_route(addrs: &[IpAddr]) -> Option<(IpAddr, String)> {
+    let table = |family: &str| {
+        super::run_output("ip", &[family, "-j", "route", "show"])
+            .ok()
+            .map(|o| parse_routes(&o))
+            .unwrap_or_default()
+    };
+    let (mut v4, mut v6) = (None, None);
+    for &addr in addrs {
+        if owned(addr) {
+            continue;
+        }
+        let routes = if addr.is_ipv4() {
+            v4.get_or_insert_with(|| table("-4"))
+        } else {
+            v6.get_or_insert_with(|| table("-6"))
+        };
+        if let Some(r) = default_only(routes, addr) {
+            return Some((addr, r));
+        }
+    }
+    None
+}
+
+/// One route of `ip -j route show`: its destination (`None` for the
+/// default) and how it is written for a person.
+#[derive(Debug, Clone, PartialEq)]
+struct Route {
+    dst: Option<Cidr>,
+    text: String,
+}
+
+fn parse_routes(json: &str) -> Vec<Route> {
+    let Ok(Value::Array(routes)) = serde_json::from_str::<Value>(json) else {
+        return Vec::new();
+    };
+    routes
+        .iter()
+        .filter_map(|r| {
+            let dst = r["dst"].as_str()?;
+            let mut text = String::new();
+            if let Some(g) = r["gateway"].as_str() {
+                text.push_str(&format!("via {g} "));
+            }
+            if let Some(d) = r["dev"].as_str() {
+                text.push_str(&format!("dev {d}"));
+            }
+            let text = format!("{dst} {}", text.trim_end());
+            if dst == "default" {
+                return Some(Route { dst: None, text });
+            }
+            // A host route is written without its prefix length.
+            let cidr = if dst.contains('/') {
+                dst.parse().ok()?
+            } else {
+                let ip: IpAddr = dst.parse().ok()?;
+                Cidr {
+                    addr: ip,
+                    prefix: if ip.is_ipv4() { 32 } else { 128 },
+                }
+            };
+            Some(Route {
+                dst: Some(cidr),
+                text,
+            })
+        })
+        .collect()
+}
+
+/// The default route `addr` would take when no other route covers it.
+fn default_only(routes: &[Route], addr: IpAddr) -> Option<String> {
+    if routes
+        .iter()
+        .any(|r| r.dst.as_ref().is_some_and(|c| c.contains(addr)))
+    {
+        return None;
+    }
+    routes
+        .iter()
+        .find(|r| r.dst.is_none())
+        .map(|r| r.text.clone())
+}
+
 /// The namespace under /run/netns whose interfaces hold `addr`, if one
 /// does (`ip -n NAME`; needs root, else none is found).
 pub fn namespace_holding(addr: IpAddr) -> Option<String> {
@@ -110,6 +200,35 @@ mod tests {
         ));
         assert!(!specific_route("[]"));
         assert!(!specific_route("not json"));
+    }
+
+    #[test]
+    fn a_target_reached_only_by_the_default_route_is_named_with_it() {
+        let host = parse_routes(
+            r#"[{"dst":"default","gateway":"192.0.2.1","dev":"eth0"},
+                {"dst":"192.0.2.0/24","dev":"eth0"}]"#,
+        );
+        let r = default_only(&host, "198.18.0.2".parse().unwrap());
+        assert_eq!(r.as_deref(), Some("default via 192.0.2.1 dev eth0"));
+        assert_eq!(default_only(&host, "192.0.2.9".parse().unwrap()), None);
+        // A lab namespace: a route via the DUT, or on-link, or a host route.
+        let lab = parse_routes(
+            r#"[{"dst":"default","gateway":"192.0.2.1","dev":"eth0"},
+                {"dst":"198.19.0.0/16","gateway":"198.18.0.254","dev":"gen0"},
+                {"dst":"198.18.0.0/24","dev":"gen0"},
+                {"dst":"198.18.7.7","dev":"lo"}]"#,
+        );
+        for ok in ["198.19.3.4", "198.18.0.9", "198.18.7.7"] {
+            assert_eq!(default_only(&lab, ok.parse().unwrap()), None, "{ok}");
+        }
+        assert!(default_only(&lab, "198.18.8.1".parse().unwrap()).is_some());
+        // No route at all: the send fails by itself, nothing to name.
+        assert_eq!(default_only(&[], "198.18.0.2".parse().unwrap()), None);
+        let v6 = parse_routes(r#"[{"dst":"default","gateway":"fd00::1","dev":"eth0"}]"#);
+        assert_eq!(
+            default_only(&v6, "2001:2::2".parse().unwrap()).as_deref(),
+            Some("default via fd00::1 dev eth0")
+        );
     }
 
     #[test]

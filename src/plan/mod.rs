@@ -50,6 +50,30 @@ const SSH_KEYS: &[&str] = &[
 ];
 /// The most parallel instances a test may run on each generator.
 pub const MAX_INSTANCES: u16 = 64;
+/// The most tests one plan may hold: checked on the text before the TOML
+/// is parsed, so a plan of a million tests costs no memory.
+pub const MAX_TESTS: usize = 10_000;
+
+/// How many `[[test]]` headers the text has, counted line by line before
+/// any parsing (an inline `test = [...]` array is counted after).
+fn count_test_headers(text: &str) -> usize {
+    text.lines()
+        .filter(|l| {
+            let l = l.trim_start();
+            let Some(inner) = l.strip_prefix("[[").and_then(|r| r.split("]]").next()) else {
+                return false;
+            };
+            matches!(inner.trim(), "test" | "\"test\"" | "'test'")
+        })
+        .count()
+}
+
+fn too_many_tests(n: usize) -> String {
+    format!(
+        "the plan has {n} tests; a plan holds at most {MAX_TESTS}: split it into several plans \
+         (or use a ramp or search test, which runs many trials as one test)"
+    )
+}
 
 /// A byte range of the plan's text.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -309,6 +333,10 @@ fn locate(text: &str, offset: usize) -> (usize, usize) {
 /// Parses and validates the plan `text`; `file` is the name errors show.
 pub fn parse(file: &str, text: &str) -> Result<Plan, PlanError> {
     let src = Src { file, text };
+    let headers = count_test_headers(text);
+    if headers > MAX_TESTS {
+        return Err(src.err(Span::default(), too_many_tests(headers)));
+    }
     let root = DeTable::parse(text).map_err(|e| {
         let at = e.span().map_or(Span::default(), Span::from);
         src.err(
@@ -368,10 +396,16 @@ pub fn parse(file: &str, text: &str) -> Result<Plan, PlanError> {
             )),
         },
     };
+    if tables.len() > MAX_TESTS {
+        let at = root.get("test").map_or(Span::default(), span);
+        return Err(src.err(at, too_many_tests(tables.len())));
+    }
     let mut tests: Vec<PlanTest> = Vec::with_capacity(tables.len());
+    let mut seen: std::collections::HashMap<String, usize> = Default::default();
     for (i, t) in tables.iter().enumerate() {
         let test = test_table::parse_test(src, i + 1, t, &hosts, &allow_target)?;
-        if let Some(first) = tests.iter().find(|o| o.name == test.name) {
+        if let Some(&first) = seen.get(&test.name) {
+            let first = &tests[first];
             let (line, _) = locate(text, first.span.start);
             let at = src.table(t, "test")?.get("name").map_or(test.span, span);
             return Err(src.err(
@@ -382,6 +416,7 @@ pub fn parse(file: &str, text: &str) -> Result<Plan, PlanError> {
                 ),
             ));
         }
+        seen.insert(test.name.clone(), tests.len());
         tests.push(test);
     }
     Ok(Plan {
@@ -430,25 +465,25 @@ fn parse_ssh(src: Src, t: &DeTable) -> Result<PlanSsh, PlanError> {
     })
 }
 
-/// `K=V` for `ssh -o`; never one that turns host-key checking or BatchMode off.
+/// `K=V` for `ssh -o`; never one that turns host-key checking or BatchMode
+/// off, read the way ssh reads it (`StrictHostKeyChecking="no"` is `no`).
 fn check_ssh_option(o: &str) -> Result<String, Invalid> {
-    let Some((k, v)) = o.split_once('=').filter(|(k, _)| !k.trim().is_empty()) else {
+    use crate::topology::ssh::{option_pair, unquote_words, weakens};
+    let Some((k, v)) = option_pair(o) else {
         return Err(Invalid(format!(
             "ssh option '{o}' must be KEY=VALUE, as for ssh -o"
         )));
     };
-    let (k, v) = (k.trim().to_ascii_lowercase(), v.trim().to_ascii_lowercase());
-    let unsafe_option = match k.as_str() {
-        "stricthostkeychecking" => v == "no" || v == "off",
-        "userknownhostsfile" => v == "/dev/null",
-        "batchmode" => v == "no",
-        _ => false,
-    };
-    if unsafe_option {
+    if !k.chars().all(|c| c.is_ascii_alphanumeric()) {
         return Err(Invalid(format!(
-            "ssh option '{o}' is refused: linerate never turns host-key checking or BatchMode off; \
-             for hosts not yet in known_hosts, set accept_new = true"
+            "ssh option '{o}': '{k}' is not an ssh option name (letters and digits, e.g. Port=2222)"
         )));
     }
-    Ok(o.to_string())
+    if let Some(why) = weakens(&k.to_ascii_lowercase(), &unquote_words(&v)) {
+        return Err(Invalid(format!(
+            "ssh option '{o}' is refused: {why}; linerate never turns host-key checking or \
+             BatchMode off; for hosts not yet in known_hosts, set accept_new = true"
+        )));
+    }
+    Ok(format!("{k}={v}"))
 }

@@ -1,38 +1,59 @@
 //! One run's directory on disk: `results.json` written atomically,
 //! `intervals.ndjson` appended line by line while the run goes (a SIGKILL
 //! leaves every earlier line intact), agent logs beside them.
+//!
+//! The directory is always new (`mkdir`, with a `-2`, `-3`… suffix when
+//! the name is taken) and every file in it is created new without
+//! following symlinks, so a link planted where the next run will write
+//! is never written through. A write that fails is remembered, not
+//! dropped: the run still finishes its measurement, then says its results
+//! are not on disk and exits non-zero.
 
 use super::RunResults;
 use crate::model::clock::time_stamp_compact;
-use crate::model::files::write_atomic;
+use crate::model::files::{create_dir_new, create_new, write_atomic};
 use crate::proto::IntervalSample;
-use anyhow::{Context, Result};
-use std::fs::{self, File, OpenOptions};
+use anyhow::{bail, Context, Result};
+use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// One run's directory on disk.
 pub struct RunDir {
     pub path: PathBuf,
     ndjson: File,
+    /// The first write that failed, with the file and the system's reason.
+    write_error: OnceLock<String>,
 }
 
 impl RunDir {
     pub fn create(base: &Path, name: &str) -> Result<Self> {
-        let stamp = time_stamp_compact();
-        let path = base.join(format!("{stamp}-{name}"));
-        fs::create_dir_all(path.join("agents")).with_context(|| {
-            format!(
-                "creating the results directory {} (choose another with --results-dir)",
-                path.display()
-            )
-        })?;
-        let ndjson = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path.join("intervals.ndjson"))
-            .context("creating intervals.ndjson")?;
-        Ok(RunDir { path, ndjson })
+        if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+            bail!(
+                "the run name {name:?} cannot name a directory: it becomes part of the results \
+                 directory's name; choose one without '/' (--name or the plan's name)"
+            );
+        }
+        let stem = format!("{}-{name}", time_stamp_compact());
+        let path = fs::create_dir_all(base)
+            .map_err(anyhow::Error::from)
+            .and_then(|()| create_dir_new(base, &stem))
+            .with_context(|| {
+                format!(
+                    "creating a results directory in {} (choose another with --results-dir)",
+                    base.display()
+                )
+            })?;
+        fs::create_dir(path.join("agents"))
+            .with_context(|| format!("creating {}", path.join("agents").display()))?;
+        let file = path.join("intervals.ndjson");
+        let ndjson = create_new(&file).with_context(|| format!("creating {}", file.display()))?;
+        Ok(RunDir {
+            path,
+            ndjson,
+            write_error: OnceLock::new(),
+        })
     }
 
     pub fn agent_log(&self, role: &str) -> PathBuf {
@@ -44,12 +65,31 @@ impl RunDir {
         let line = serde_json::json!({"test": test, "endpoint": role, "sample": sample});
         let mut s = line.to_string();
         s.push('\n');
-        // A full disk must not stop the measurement; results.json reports the run.
-        let _ = self.ndjson.write_all(s.as_bytes());
+        // A full disk must not stop the measurement; the run reports it at the end.
+        if let Err(e) = self.ndjson.write_all(s.as_bytes()) {
+            self.failed(format!(
+                "writing {}: {e}",
+                self.path.join("intervals.ndjson").display()
+            ));
+        }
     }
 
     pub fn write_results(&self, r: &RunResults) -> Result<()> {
         let bytes = serde_json::to_vec_pretty(r)?;
-        write_atomic(&self.path.join("results.json"), &bytes)
+        let written = write_atomic(&self.path.join("results.json"), &bytes);
+        if let Err(e) = &written {
+            self.failed(format!("{e:#}"));
+        }
+        written
+    }
+
+    /// Records a write that failed elsewhere in this directory (the report).
+    pub fn failed(&self, what: String) {
+        let _ = self.write_error.set(what);
+    }
+
+    /// The first write into this directory that failed, if one did.
+    pub fn write_error(&self) -> Option<&str> {
+        self.write_error.get().map(String::as_str)
     }
 }

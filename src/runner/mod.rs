@@ -22,7 +22,10 @@ mod udp;
 
 pub use http::{run_http, HttpServerSide, HttpTest, HttpUrl};
 pub use latency::{run_latency, LatencyTest, Load, ProbeOpts};
-pub use setup::{apply_line_rate, build_flows, Ends, OnProgress, Progress, Side, TcpTest, UdpTest};
+pub use setup::{
+    apply_line_rate, build_flows, fail_if_nothing_sent, Ends, OnProgress, Progress, Side, TcpTest,
+    UdpTest,
+};
 pub use target::{check_target, client_address, source_address};
 pub use tcp::run_tcp;
 pub use udp::{fail_if_nothing_arrived, run_udp};

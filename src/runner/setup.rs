@@ -341,6 +341,41 @@ pub(super) fn finish_test(
     result
 }
 
+/// A test that sent nothing measured nothing: it fails, whatever else
+/// went right (a rate of 100 bit/s asks for less than one frame a
+/// second; a sender that never started sends none). Tests with no
+/// traffic of their own (latency probes alone) have no directions and
+/// are left alone.
+pub fn fail_if_nothing_sent(result: &mut TestResult) {
+    let idle = |d: &crate::results::DirectionResult| {
+        d.tx_packets == 0 && d.rx_packets == 0 && d.rx_l2_bps == 0.0
+    };
+    if result.status != TestStatus::Ok
+        || result.directions.is_empty()
+        || !result.directions.iter().all(idle)
+    {
+        return;
+    }
+    let asked: u64 = result.directions.iter().map(|d| d.tx_target).sum();
+    let secs = result
+        .directions
+        .iter()
+        .map(|d| d.duration_s)
+        .fold(0.0, f64::max);
+    let why = if asked == 0 && result.params.rate_pps.is_some_and(|r| r * secs < 1.0) {
+        "the rate asked for comes to less than one frame in the whole test; \
+         check --rate's unit (100bps is 100 bit/s; 100kpps is packets)"
+            .to_string()
+    } else {
+        "see the notes for what the sender said; check --rate and the sender's endpoint".to_string()
+    };
+    result.status = TestStatus::Failed;
+    result.error = Some(format!(
+        "nothing was sent: 0 frames and 0 bytes in {secs:.1} s in every direction, so the \
+         test measured nothing; {why}"
+    ));
+}
+
 /// Fills in "% of line rate" once the line rate is known.
 pub fn apply_line_rate(result: &mut TestResult, line_rate_bps: f64) {
     for d in &mut result.directions {

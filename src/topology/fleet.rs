@@ -207,17 +207,15 @@ impl Fleet {
         } else {
             format!("the {role} agent on {host}")
         };
-        let mut child = cmd.spawn().with_context(|| format!("starting {what}"))?;
         let log_file = match log {
+            // Never through a symlink planted where the log goes.
             Some(p) => Some(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
+                crate::model::files::open_log(p)
                     .with_context(|| format!("opening agent log {}", p.display()))?,
             ),
             None => None,
         };
+        let mut child = cmd.spawn().with_context(|| format!("starting {what}"))?;
         let stderr_tail = Arc::new(Mutex::new(String::new()));
         if let Some(err) = child.stderr.take() {
             let tail = Arc::clone(&stderr_tail);

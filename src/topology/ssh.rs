@@ -69,38 +69,146 @@ pub enum OptionError {
     /// It would weaken host-key checking, allow prompts or take the
     /// connection out of linerate's hands.
     #[error(
-        "--ssh-option {key}={value} is not allowed: linerate never turns host-key \
+        "--ssh-option {key}={value} is not allowed: {why}; linerate never turns host-key \
          checking off, always runs ssh with BatchMode=yes and manages its own \
-         ControlMaster; drop this option (for new hosts use --ssh-accept-new)"
+         ControlMaster; drop this option (for new hosts use --ssh-accept-new, which \
+         records their keys in your known_hosts)"
     )]
-    Refused { key: String, value: String },
+    Refused {
+        key: String,
+        value: String,
+        why: &'static str,
+    },
     #[error("--ssh-option {key:?}={value:?}: write KEY=VALUE, e.g. Port=2222")]
     Malformed { key: String, value: String },
 }
 
+/// Keys of ssh options that run a local command or load local code: a
+/// plan may set them only when the user trusts it (`--trust-plan`).
+pub const COMMAND_KEYS: [&str; 8] = [
+    "proxycommand",
+    "localcommand",
+    "permitlocalcommand",
+    "knownhostscommand",
+    "pkcs11provider",
+    "securitykeyprovider",
+    "include",
+    "match",
+];
+
+/// Splits one `ssh -o` argument (or ssh_config line) the way ssh reads it:
+/// the key ends at the first `=` or blank, one `=` with blanks around it
+/// may separate it from the value, and the value's words are unquoted
+/// (`"no"` and `'no'` are `no`; a backslash escapes the next character).
+/// Returns the key as written and the value's words.
+pub fn split_option(text: &str) -> Option<(String, Vec<String>)> {
+    option_pair(text).map(|(k, v)| (k, unquote_words(&v)))
+}
+
+/// The key and the value's text (quotes kept, for ssh to read) of one
+/// `ssh -o` argument: `Key=Value`, `Key Value` or `Key = "Value"`.
+/// `None` without a key or a value.
+pub fn option_pair(text: &str) -> Option<(String, String)> {
+    let t = text.trim();
+    let end = t.find(|c: char| c == '=' || c.is_whitespace())?;
+    let (key, rest) = t.split_at(end);
+    let rest = rest.trim_start();
+    let rest = rest.strip_prefix('=').unwrap_or(rest).trim_start();
+    if key.is_empty() || rest.is_empty() {
+        return None;
+    }
+    Some((key.to_string(), rest.to_string()))
+}
+
+/// ssh's word splitting: blanks separate words, quotes group them and are
+/// removed, a backslash takes the next character as it is.
+pub fn unquote_words(s: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (_, '\\') => {
+                if let Some(n) = chars.next() {
+                    word.push(n);
+                }
+                in_word = true;
+            }
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '"' | '\'') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            (None, c) => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    words
+}
+
+/// Why one option (normalised: key in lower case, value unquoted) would
+/// weaken host-key checking, allow prompts or take the connection out of
+/// linerate's hands; `None` when it does not.
+pub fn weakens(key: &str, words: &[String]) -> Option<&'static str> {
+    let first = words
+        .first()
+        .map(|w| w.to_ascii_lowercase())
+        .unwrap_or_default();
+    match key {
+        "stricthostkeychecking" if matches!(first.as_str(), "no" | "off" | "false") => {
+            Some("it turns host-key checking off")
+        }
+        "batchmode" if first != "yes" => Some("linerate always runs ssh with BatchMode=yes"),
+        "controlmaster" | "controlpath" | "controlpersist" => {
+            Some("linerate manages its own ControlMaster")
+        }
+        // A known-hosts file that is always empty: with accept-new (ours, the
+        // user's ssh_config or an option) every key would be accepted.
+        "userknownhostsfile" | "globalknownhostsfile"
+            if !words.is_empty()
+                && words
+                    .iter()
+                    .all(|w| w == "/dev/null" || w.eq_ignore_ascii_case("none")) =>
+        {
+            Some("a known-hosts file of /dev/null accepts every host key with accept-new")
+        }
+        _ => None,
+    }
+}
+
 impl SshOptions {
     /// Refuses options that would weaken host-key checking, allow prompts,
-    /// or take the connection out of linerate's hands.
+    /// or take the connection out of linerate's hands. Values are read the
+    /// way ssh reads them (`StrictHostKeyChecking="no"` is `no`).
     pub fn check(&self) -> Result<(), OptionError> {
         for (k, v) in &self.options {
-            let key = k.to_ascii_lowercase();
-            let val = v.to_ascii_lowercase();
-            let refuse = match key.as_str() {
-                "stricthostkeychecking" => matches!(val.as_str(), "no" | "off" | "false"),
-                "batchmode" => val != "yes",
-                "controlmaster" | "controlpath" | "controlpersist" => true,
-                _ => false,
+            let malformed = || OptionError::Malformed {
+                key: k.clone(),
+                value: v.clone(),
             };
-            if refuse {
+            if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric()) {
+                return Err(malformed());
+            }
+            let words = unquote_words(v);
+            if let Some(why) = weakens(&k.to_ascii_lowercase(), &words) {
                 return Err(OptionError::Refused {
                     key: k.clone(),
                     value: v.clone(),
-                });
-            }
-            if k.is_empty() || k.contains(['=', ' ']) {
-                return Err(OptionError::Malformed {
-                    key: k.clone(),
-                    value: v.clone(),
+                    why,
                 });
             }
         }
