@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # linerate HTTP benchmark (issue 10): in one run, on one lab, with one file:
 #
-#   client  linerate http --url  vs  curl            against nginx (sendfile on)
-#           1 and 4 connections, HTTP
+#   client  linerate http --url  vs  curl (N processes) against nginx (sendfile on)
+#           and against linerate serve, 1 and 4 connections, HTTP
 #   server  linerate serve       vs  nginx           with the same client (linerate http)
 #           HTTP and HTTPS (nginx: OpenSSL in user space; linerate: rustls,
 #           kTLS where the kernel has the tls ULP), 1, 4 and 64 connections,
@@ -18,8 +18,10 @@
 # Usage: bench/http.sh [--seconds N] [--size BYTES] [--rounds N]
 #   --seconds N   seconds per measurement (default 5)
 #   --size BYTES  size of the file served (default 256M; dd syntax)
-#   --rounds N    rounds of the server rows (default 3)
+#   --rounds N    rounds of the client and server rows (default 3)
 # Namespaces are named lrhb<pid>-c/-s (LR_BENCH_PREFIX replaces "lrhb").
+# Then runs bench/http-requests.sh (requests/s vs wrk and h2load) with the
+# same --rounds, unless LR_BENCH_NO_REQUESTS is set.
 #
 # A benchmark, not a test: exits 0 whatever the figures; non-zero only when
 # the lab cannot be built or a tool is missing. Needs root; installs nginx
@@ -188,9 +190,34 @@ row() { # name lin_result anchor_result
   set -- "$1" $2 $3
   printf '%-42s %10s %10s %10s %10s %8s\n' "$1" "$2" "$3" "$4" "$5" "$(ratio "$2" "$4")"
 }
-for c in 1 4; do
-  row "client vs curl, nginx, $c conn (Gbit/s)" "$(lr_client http://$S:8081/file.bin $c)" "$(curl_client http://$S:8081/file.bin $c)"
+# The client rows: every round measures linerate's client and curl at 1 and
+# 4 connections against nginx and against linerate serve (plain HTTP),
+# curl first in odd rounds, linerate first in even ones.
+cruns="$work/client-runs"; : > "$cruns"
+for r in $(seq "$rounds"); do
+  for srv in nginx:8081 serve:8080; do
+    for c in 1 4; do
+      u=http://$S:${srv#*:}/file.bin
+      if [ $((r % 2)) = 1 ]; then k=$(curl_client "$u" "$c"); l=$(lr_client "$u" "$c")
+      else l=$(lr_client "$u" "$c"); k=$(curl_client "$u" "$c"); fi
+      echo "${srv%%:*} $c $r $l $k" >> "$cruns"
+      printf '  round %s: client vs curl, %-6s %s conn: %s vs %s Gbit/s\n' "$r" "${srv%%:*}" "$c" "${l%% *}" "${k%% *}"
+    done
+  done
 done
+python3 - "$cruns" <<'EOF2'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    srv, c, r, lg, lc, kg, kc = line.split()
+    rows.setdefault((srv, int(c)), []).append((float(lg), float(lc), float(kg), float(kc)))
+for (srv, c), v in sorted(rows.items()):
+    med = lambda i: statistics.median(x[i] for x in v)
+    ratios = [x[0] / x[2] for x in v if x[2] > 0]
+    rr = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else "-"
+    name = f"client vs curl, {srv}, {c} conn (Gbit/s)"
+    print(f"{name:<42} {med(0):10.3f} {med(1):10.3f} {med(2):10.3f} {med(3):10.3f} {rr}")
+EOF2
 # The server rows: every round measures both servers at every connection
 # count, nginx first in odd rounds, linerate first in even ones.
 runs="$work/server-runs"; : > "$runs"
@@ -224,3 +251,9 @@ for (proto, c), v in sorted(rows.items()):
 EOF
 echo "kTLS: $(cat /proc/sys/net/ipv4/tcp_available_ulp 2>/dev/null | grep -qw tls && echo 'tls ULP present' || echo 'kTLS not available on this kernel (tls ULP missing): linerate serve used rustls in user space')"
 echo "file: $bytes bytes from the page cache; $secs s per measurement; server rows: medians of $rounds rounds, ratio median (min-max); CPU per byte is the compared side's user+system time"
+
+# Many small requests: linerate http vs wrk and h2load (bench/http-requests.sh).
+if [ -z "${LR_BENCH_NO_REQUESTS:-}" ]; then
+  echo
+  bash "$here/http-requests.sh" --rounds "$rounds"
+fi
