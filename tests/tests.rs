@@ -10,6 +10,7 @@ mod util;
 mod adhoc;
 mod bottleneck;
 mod cli_habits;
+mod criteria;
 mod first_hour;
 mod http;
 mod lab;

@@ -13,4 +13,6 @@ pub struct RunArgs {
     pub plan: PathBuf,
     #[command(flatten)]
     pub common: Common,
+    #[command(flatten)]
+    pub criteria: super::criteria_args::CriteriaArgs,
 }

@@ -62,7 +62,24 @@ const CSV_COLUMNS: &[&str] = &[
     "http_ktls_client",
     "http_ktls_server",
     "http_bound",
+    "criterion",
+    "verdict",
+    "figure",
+    "measured",
+    "expected",
+    "median",
+    "min",
+    "max",
+    "repetitions",
 ];
+
+/// Where a column is (the list above is fixed; a typo fails the tests).
+fn column(name: &str) -> usize {
+    CSV_COLUMNS
+        .iter()
+        .position(|c| *c == name)
+        .unwrap_or(CSV_COLUMNS.len())
+}
 
 /// HTTP columns of a summary row (empty for other tests).
 fn http_cells(t: &crate::results::TestResult) -> Vec<String> {
@@ -167,7 +184,7 @@ pub fn csv(runs: &[Run]) -> String {
                     opt(tx_l2),
                     d.rx_l2_bps.to_string(),
                     opt(d.rx_l1_bps),
-                    d.line_rate_pct.to_string(),
+                    opt(d.line_rate_pct),
                     opt((!tcp).then_some(d.loss_ratio)),
                     d.retransmits.map(|x| x.to_string()).unwrap_or_default(),
                     d.sender_summary.tx_bytes.to_string(),
@@ -228,7 +245,7 @@ pub fn csv(runs: &[Run]) -> String {
                         p.reordered.to_string(),
                         p.duplicates.to_string(),
                     ]);
-                    cells.resize(CSV_COLUMNS.len() - 12, String::new());
+                    cells.resize(column("latency_phase"), String::new());
                     let r = p.rtt_s;
                     cells.extend([
                         p.name.clone(),
@@ -247,6 +264,19 @@ pub fn csv(runs: &[Run]) -> String {
                     row(cells);
                 }
             }
+        }
+        for (test, kind, verdict) in crate::report::verdicts::csv_rows(r) {
+            let mut cells = vec![
+                r.name.clone(),
+                run.label.clone(),
+                run.dut_mode().unwrap_or("").to_string(),
+                test,
+            ];
+            cells.resize(column("kind"), String::new());
+            cells.push(kind.to_string());
+            cells.resize(column("criterion"), String::new());
+            cells.extend(verdict);
+            row(cells);
         }
     }
     out
