@@ -109,7 +109,7 @@ fn issue_19_a_criterion_that_does_not_parse_is_a_usage_error() {
     assert_eq!(code(&out), Some(2), "{err}");
     assert!(err.contains("'Mqps' is not a unit of rx_pps"), "{err}");
     assert!(
-        err.contains("\n  rx_pps>=1.2Mqps\n           ^^^^"),
+        err.contains("\n  rx_pps>=1.2Mqps\n             ^^^^"),
         "{err}"
     );
     let out = run(&["tcp", "--target", "198.18.0.2", "--expect", "rx_pp>1"]);
