@@ -36,6 +36,7 @@ fn main() -> ExitCode {
             }
         }
         cli::Command::Report(a) => linerate::report::run(&cli::report::report(&a)),
+        cli::Command::Check(a) => cli::check::check(&a),
         cli::Command::Monitor(a) => match cli::monitor::monitor_config(&a) {
             Err(e) => {
                 eprintln!("error: {e:#}");
@@ -100,8 +101,13 @@ fn main() -> ExitCode {
 /// Stage two: a plan file or the flags of a controller command become one
 /// validated configuration.
 fn configure(command: cli::Command) -> anyhow::Result<cli::config::Command> {
-    match command {
-        cli::Command::Run(a) => plan_config::run_config(&a),
-        other => cli::to_config(other),
+    let criteria = command.criteria_args().map(|c| c.opts()).transpose()?;
+    let mut config = match command {
+        cli::Command::Run(a) => plan_config::run_config(&a)?,
+        other => cli::to_config(other)?,
+    };
+    if let Some(c) = criteria {
+        config.set_criteria(c);
     }
+    Ok(config)
 }

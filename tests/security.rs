@@ -121,7 +121,7 @@ fn issue22_full_results_disk_fails_the_run_clearly() {
         .unwrap_or_default();
     let earlier_after = std::fs::read_to_string(earlier.join("results.json")).unwrap();
     let _ = Command::new("umount").arg(&mnt).status();
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(err.contains("No space left on device"), "{err}");
     assert!(err.contains("results.json"), "{err}");
     assert!(!err.contains("\nresults: "), "{err}");
@@ -256,7 +256,7 @@ fn issue22_rates_need_units_and_empty_tests_fail() {
         "--no-results",
         "--json",
     ]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let t = &doc["tests"][0];
     assert_eq!(t["status"], "failed");

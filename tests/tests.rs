@@ -11,6 +11,7 @@ mod adhoc;
 mod bottleneck;
 mod cli_habits;
 mod faults;
+mod criteria;
 mod first_hour;
 mod flags;
 mod fuzz_replay;

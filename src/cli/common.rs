@@ -103,9 +103,11 @@ pub const OUTPUT_FLAGS: [&str; 5] = [
 
 #[derive(Args, Debug, Clone)]
 pub struct Common {
-    /// L1 line rate that "% of line rate" refers to (e.g. 10G, 25G, 100G).
-    #[arg(long, default_value = "10G", value_parser = parse_bps)]
-    pub line_rate: f64,
+    /// L1 line rate (e.g. 10G, 25G, 100G) that rates given in % (--rate 50%, searches'
+    /// --max-rate) refer to, default 10G; and "% of line" where the kernel reports no real
+    /// speed of the receiving interface (without it, "% of line" on a veth shows -).
+    #[arg(long, value_parser = parse_bps)]
+    pub line_rate: Option<f64>,
     #[command(flatten)]
     pub output: OutputArgs,
     /// Print a line every SECS seconds of each test (rates in that period), on a terminal or
@@ -156,7 +158,15 @@ impl SshArgs {
     }
 }
 
+/// The line rate rates in % refer to when `--line-rate` is not given.
+pub const DEFAULT_LINE_RATE_BPS: f64 = 10e9;
+
 impl Common {
+    /// `--line-rate`, or 10G.
+    pub fn line_rate_bps(&self) -> f64 {
+        self.line_rate.unwrap_or(DEFAULT_LINE_RATE_BPS)
+    }
+
     pub fn run_opts(&self) -> Result<RunOpts> {
         if let Some(cfg) = &self.ssh.ssh_config {
             if !cfg.is_file() {
@@ -169,7 +179,8 @@ impl Common {
         let out = &self.output;
         Ok(RunOpts {
             name: out.name.clone(),
-            line_rate_bps: self.line_rate,
+            line_rate_bps: self.line_rate_bps(),
+            line_rate_given: self.line_rate.is_some(),
             results_dir: out.results_dir.clone(),
             write_results: !out.no_results,
             json: out.json,
@@ -184,6 +195,7 @@ impl Common {
             cpus: self.cpus.clone().map(|c| c.0).unwrap_or_default(),
             expect_loss: self.expect_loss,
             ssh: self.ssh.options()?,
+            criteria: Default::default(),
         })
     }
 }

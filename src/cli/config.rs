@@ -20,8 +20,13 @@ use std::path::PathBuf;
 #[derive(Debug, Clone)]
 pub struct RunOpts {
     pub name: Option<String>,
-    /// L1 line rate that "% of line rate" refers to, bit/s.
+    /// L1 line rate that rates in % refer to, bit/s (`--line-rate`, else 10G).
     pub line_rate_bps: f64,
+    /// The user gave `--line-rate`: "% of line" may use it where no
+    /// interface reports a real speed.
+    pub line_rate_given: bool,
+    /// Pass/fail criteria, a baseline to compare with, repetitions, JUnit.
+    pub criteria: CriteriaOpts,
     pub results_dir: PathBuf,
     /// False for ad-hoc tests run with --no-results.
     pub write_results: bool,
@@ -37,6 +42,19 @@ pub struct RunOpts {
     pub expect_loss: bool,
     /// How ssh hosts are reached.
     pub ssh: SshOptions,
+}
+
+/// What decides a run (`--expect`, `--baseline`, `--tolerance`,
+/// `--repeat`, `--junit`), validated.
+#[derive(Debug, Clone, Default)]
+pub struct CriteriaOpts {
+    pub expect: Vec<crate::model::criteria::Criterion>,
+    /// Each test runs this many times (at least 1).
+    pub repeat: u32,
+    pub baseline: Option<PathBuf>,
+    /// Changes within this many % are never regressions.
+    pub tolerance_pct: f64,
+    pub junit: Option<PathBuf>,
 }
 
 /// Two endpoints the user names, with no DUT that linerate knows of.
@@ -249,6 +267,21 @@ pub struct Iperf3Test {
     pub direction: Direction,
 }
 
+impl Command {
+    /// Sets what decides the run (criteria, repetitions, baseline, JUnit).
+    pub fn set_criteria(&mut self, c: CriteriaOpts) {
+        match self {
+            Command::Lab(_, o) | Command::Pair(_, _, o) | Command::LabBench(_, _, o) => {
+                o.criteria = c
+            }
+            Command::Plan(_, o) | Command::Iperf3(_, o) => {
+                o.criteria = c;
+            }
+            Command::LabCleanup => {}
+        }
+    }
+}
+
 /// A host of a plan.
 #[derive(Debug, Clone)]
 pub struct HostConfig {
@@ -274,6 +307,8 @@ pub struct PlanTest {
     pub instances: u16,
     /// Where the traffic goes.
     pub target: IpAddr,
+    /// The test's own criteria (`expect = [...]`).
+    pub expect: Vec<crate::model::criteria::Criterion>,
 }
 
 #[derive(Debug, Clone)]

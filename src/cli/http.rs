@@ -81,6 +81,8 @@ pub struct HttpArgs {
     pub matrix: bool,
     #[command(flatten)]
     pub common: Common,
+    #[command(flatten)]
+    pub criteria: super::criteria_args::CriteriaArgs,
 }
 
 /// An `http(s)://host[:port]/path` URL, resolved on this host.

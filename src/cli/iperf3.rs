@@ -127,7 +127,7 @@ pub fn tcp_test(a: &super::tcp::TcpArgs) -> Result<Iperf3Test> {
     }
     let total_bps = a
         .rate
-        .map(|r| super::tcp::tcp_rate_bps(r, a.common.line_rate))
+        .map(|r| super::tcp::tcp_rate_bps(r, a.common.line_rate_bps()))
         .transpose()?;
     let params = TestParams {
         transport: Transport::Tcp,
@@ -196,7 +196,7 @@ pub fn udp_test(a: &super::udp::UdpArgs) -> Result<Iperf3Test> {
     }
     let pps = a
         .rate
-        .map(|r: Rate| r.pps(f64::from(frame), a.common.line_rate));
+        .map(|r: Rate| r.pps(f64::from(frame), a.common.line_rate_bps()));
     let params = TestParams {
         transport: Transport::Udp,
         streams,
@@ -577,6 +577,8 @@ fn serve_inner(a: &ServeArgs) -> Result<i32> {
     let opts = RunOpts {
         name: a.output.name.clone(),
         line_rate_bps: 10e9,
+        line_rate_given: false,
+        criteria: Default::default(),
         results_dir: a.output.results_dir.clone(),
         write_results: !a.output.no_results,
         json: a.output.json,

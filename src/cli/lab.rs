@@ -107,6 +107,8 @@ pub struct LabArgs {
     pub dut_sink_mac: Option<String>,
     #[command(flatten)]
     pub common: Common,
+    #[command(flatten)]
+    pub criteria: super::criteria_args::CriteriaArgs,
 }
 
 impl LabArgs {

@@ -49,6 +49,8 @@ pub struct LatencyArgs {
     pub probes: ProbeArgs,
     #[command(flatten)]
     pub common: Common,
+    #[command(flatten)]
+    pub criteria: super::criteria_args::CriteriaArgs,
 }
 
 /// `linerate latency`: the load with probes around it.
@@ -94,7 +96,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 rate_pps: a.rate.map(|r| {
                     r.pps(
                         crate::engine::frame::average_frame(a.frame_size),
-                        a.common.line_rate,
+                        a.common.line_rate_bps(),
                     )
                 }),
                 rate_profile: None,

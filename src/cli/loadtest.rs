@@ -93,8 +93,23 @@ impl TrialRunner for UdpTrials<'_, '_> {
     }
 }
 
-/// Runs one test of any kind against `ends`, recording it in `run`.
+/// Runs one test of any kind against `ends` as many times as `--repeat`
+/// says, recording each in `run` (repetitions share the test's name).
 pub fn exec_test(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> {
+    let n = run.repeat();
+    for i in 1..=n {
+        if interrupted() {
+            break;
+        }
+        if n > 1 {
+            eprintln!("repetition {i} of {n}");
+        }
+        exec_once(run, ends, spec)?;
+    }
+    Ok(())
+}
+
+fn exec_once(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> {
     match spec {
         TestSpec::Tcp(t) => run.tcp(ends, t),
         TestSpec::Udp(t) => run.udp(ends, t),

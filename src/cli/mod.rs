@@ -14,9 +14,11 @@
 
 pub mod agent;
 pub mod app;
+pub mod check;
 pub mod common;
 pub mod completions;
 pub mod config;
+pub mod criteria_args;
 pub mod hints;
 pub mod http;
 pub mod iperf3;
@@ -66,24 +68,32 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Build a namespace lab (gen -> DUT -> sink), run the standard suite, tear it down.
+    #[command(after_help = criteria_args::EXIT_CODES)]
     Lab(lab::LabArgs),
     /// TCP bulk test between two endpoints you name (local, ns:NAME, ssh://host).
+    #[command(after_help = criteria_args::EXIT_CODES)]
     Tcp(tcp::TcpArgs),
     /// UDP packet-stream test between two endpoints you name.
+    #[command(after_help = criteria_args::EXIT_CODES)]
     Udp(udp::UdpArgs),
     /// Latency under load: probes idle, during a TCP or UDP load, and idle after (rrul's shape).
+    #[command(after_help = criteria_args::EXIT_CODES)]
     Latency(latency::LatencyArgs),
     /// Monitor latency for hours or days: responders and ICMP echo, smokeping-style windows.
     Monitor(monitor::MonitorArgs),
     /// HTTP/HTTPS downloads: N connections against `linerate serve` or any --url; --matrix runs T1/T2/T3.
+    #[command(after_help = criteria_args::EXIT_CODES)]
     Http(http::HttpArgs),
     /// Serve downloads over HTTP/1.1 or HTTPS (sendfile, rustls, kTLS where present) until Ctrl-C.
     Serve(serve::ServeArgs),
     /// Load ramp (warmup, linear ramp, hold) with the saturation point, trex-loadtest style.
+    #[command(after_help = criteria_args::EXIT_CODES)]
     Ramp(ramp::RampArgs),
     /// Throughput search: MLRsearch NDR/PDR, RFC 2544 throughput and frame loss.
+    #[command(after_help = criteria_args::EXIT_CODES)]
     Search(search::SearchArgs),
     /// Run a plan file: named hosts (local, netns, ssh) and the tests between them.
+    #[command(after_help = criteria_args::EXIT_CODES)]
     Run(run_args::RunArgs),
     /// Explain likely bottlenecks of this host from sysfs/procfs evidence.
     Doctor(linerate_doctor::DoctorArgs),
@@ -91,6 +101,8 @@ pub enum Command {
     Agent(agent::AgentArgs),
     /// Write the HTML report (or CSV / Prometheus exports) of one or more run directories.
     Report(report::ReportFlags),
+    /// Check a finished run: criteria (--expect) and a comparison with a baseline run.
+    Check(check::CheckArgs),
     /// Print the JSON Schema of results.json.
     Schema,
     /// Print a shell completion script (bash, zsh, fish), made from these flags.
@@ -101,6 +113,31 @@ pub enum Command {
 
 // ---------------------------------------------------------------------------
 // Stage two: flags → validated configuration.
+
+impl Command {
+    /// The flags that decide a run, on commands that run tests.
+    pub fn criteria_args(&self) -> Option<&criteria_args::CriteriaArgs> {
+        match self {
+            Command::Lab(a) => Some(&a.criteria),
+            Command::Tcp(a) => Some(&a.criteria),
+            Command::Udp(a) => Some(&a.criteria),
+            Command::Latency(a) => Some(&a.criteria),
+            Command::Http(a) => Some(&a.criteria),
+            Command::Ramp(a) => Some(&a.criteria),
+            Command::Search(a) => Some(&a.criteria),
+            Command::Run(a) => Some(&a.criteria),
+            Command::Monitor(_)
+            | Command::Serve(_)
+            | Command::Doctor(_)
+            | Command::Agent(_)
+            | Command::Report(_)
+            | Command::Check(_)
+            | Command::Completions(_)
+            | Command::Man(_)
+            | Command::Schema => None,
+        }
+    }
+}
 
 /// Converts a controller command into its validated configuration.
 pub fn to_config(command: Command) -> Result<Cmd> {
@@ -173,6 +210,7 @@ pub fn to_config(command: Command) -> Result<Cmd> {
         | Command::Doctor(_)
         | Command::Agent(_)
         | Command::Report(_)
+        | Command::Check(_)
         | Command::Monitor(_)
         | Command::Completions(_)
         | Command::Man(_)

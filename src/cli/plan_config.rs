@@ -20,7 +20,11 @@ use std::time::Duration;
 
 /// Flags a plan's test may not set: the plan says where traffic goes, and
 /// results and ssh settings belong to the whole run.
-const RUN_FLAGS: [&str; 21] = [
+const RUN_FLAGS: [&str; 25] = [
+    "repeat",
+    "baseline",
+    "tolerance",
+    "junit",
     "client",
     "server",
     "target",
@@ -303,6 +307,13 @@ fn test(plan: &Plan, t: &plan::PlanTest, hosts: &[HostConfig], opts: &RunOpts) -
         anyhow!("{}", plan.error_at(span, msg))
     };
     let parsed = Cli::try_parse_from(&argv).map_err(|e| clap_error(plan, t, &e))?;
+    let expect = parsed
+        .command
+        .criteria_args()
+        .map(|c| cli::criteria_args::parse_expect(&c.expect))
+        .transpose()
+        .map_err(at_test)?
+        .unwrap_or_default();
     let mut spec = match (t.kind, parsed.command) {
         (TestKind::Tcp, cli::Command::Tcp(a)) => cli::tcp::tcp(&a).map_err(at_test)?.1,
         (TestKind::Udp, cli::Command::Udp(a)) => cli::udp::udp_cmd(&a).map_err(at_test)?.1,
@@ -368,6 +379,7 @@ fn test(plan: &Plan, t: &plan::PlanTest, hosts: &[HostConfig], opts: &RunOpts) -
         to,
         instances: t.instances,
         target: t.target,
+        expect,
     })
 }
 
@@ -416,6 +428,8 @@ mod tests {
             cpus: vec![],
             expect_loss: false,
             ssh: Default::default(),
+            criteria: Default::default(),
+            line_rate_given: false,
         }
     }
 

@@ -126,8 +126,10 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
             observers: vec![],
             lab: in_lab.map(|(_, _, _, idx)| *idx),
         };
+        let from = crate::results::criteria::Marks::of(&run.results);
         let r = crate::cli::loadtest::exec_test(run, &mut ends, &t.spec);
         drop(ends);
+        run.hold_to(&t.expect, from);
         run.record_agents(&hosts);
         if let Err(e) = r {
             return Err(e.context(format!("test {}", t.name)));

@@ -40,6 +40,8 @@ pub struct RampArgs {
     pub export: Option<Vec<String>>,
     #[command(flatten)]
     pub common: Common,
+    #[command(flatten)]
+    pub criteria: super::criteria_args::CriteriaArgs,
 }
 
 /// `linerate ramp`: the validated ramp.
@@ -47,9 +49,9 @@ pub fn ramp(a: &RampArgs) -> Result<RampConfig> {
     let p = a.profile.resolve(a.target.lab)?;
     let frame = crate::engine::frame::average_frame(p.frame);
     let spec = search::RampSpec {
-        warmup_pps: a.warmup_rate.pps(frame, a.common.line_rate),
+        warmup_pps: a.warmup_rate.pps(frame, a.common.line_rate_bps()),
         warmup_s: a.warmup,
-        target_pps: a.ramp_to.pps(frame, a.common.line_rate),
+        target_pps: a.ramp_to.pps(frame, a.common.line_rate_bps()),
         ramp_s: a.ramp,
         hold_s: a.hold,
     };
@@ -77,6 +79,6 @@ pub fn ramp(a: &RampArgs) -> Result<RampConfig> {
         spec,
         loss_threshold: a.loss_threshold / 100.0,
         export_viz,
-        line_rate_bps: a.common.line_rate,
+        line_rate_bps: a.common.line_rate_bps(),
     })
 }

@@ -1,10 +1,12 @@
 //! One run from start to finish: the results document, its directory, the
 //! progress line, and what happens on Ctrl-C. Shared by every command.
 
-use crate::cli::config::RunOpts;
+use crate::cli::config::{CriteriaOpts, RunOpts};
+use crate::model::criteria::Criterion;
 use crate::model::signals::interrupted;
 use crate::model::stdout;
 use crate::report::terminal::{self as report, ProgressLine};
+use crate::results::criteria::Marks;
 use crate::results::{self, RunDir, RunResults, RunStatus, TestResult, SCHEMA_VERSION};
 use crate::runner;
 use crate::topology::Hosts;
@@ -16,6 +18,9 @@ pub struct Run {
     pub progress: ProgressLine,
     json: bool,
     expect_loss: bool,
+    criteria: CriteriaOpts,
+    /// Plan tests' own criteria and the results they added.
+    scopes: Vec<(Vec<Criterion>, Marks, Marks)>,
 }
 
 impl Run {
@@ -43,6 +48,7 @@ impl Run {
             finished_at: None,
             host: results::host_facts(),
             line_rate_bps: common.line_rate_bps,
+            line_rate_given: common.line_rate_given,
             labs: vec![],
             tests: vec![],
             doctor,
@@ -50,6 +56,9 @@ impl Run {
             searches: vec![],
             error: None,
             agents: vec![],
+            repeat: common.criteria.repeat.max(1),
+            criteria: vec![],
+            baseline: None,
         };
         let run = Run {
             results,
@@ -60,6 +69,8 @@ impl Run {
             },
             json: common.json,
             expect_loss: common.expect_loss,
+            criteria: common.criteria.clone(),
+            scopes: vec![],
         };
         run.save();
         if !common.allow_target.is_empty() {
@@ -71,6 +82,49 @@ impl Run {
             );
         }
         Ok(run)
+    }
+
+    /// How many times each test runs (`--repeat`).
+    pub fn repeat(&self) -> u32 {
+        self.results.repeat.max(1)
+    }
+
+    /// Holds `expect` (a plan test's criteria) against what the run added
+    /// since `from`.
+    pub fn hold_to(&mut self, expect: &[Criterion], from: Marks) {
+        if !expect.is_empty() {
+            self.scopes
+                .push((expect.to_vec(), from, Marks::of(&self.results)));
+        }
+    }
+
+    /// Every criterion held against its tests, and the baseline
+    /// comparison, recorded in the results. Returns a message when the
+    /// baseline could not be read.
+    fn decide(&mut self) -> Option<String> {
+        let all = crate::results::criteria::subjects(
+            &self.results,
+            Marks::default(),
+            Marks::of(&self.results),
+        );
+        let mut out = crate::results::criteria::evaluate(&self.criteria.expect, &all);
+        for (expect, from, to) in &self.scopes {
+            let subjects = crate::results::criteria::subjects(&self.results, *from, *to);
+            out.extend(crate::results::criteria::evaluate(expect, &subjects));
+        }
+        self.results.criteria = out;
+        let base = self.criteria.baseline.as_ref()?;
+        match crate::report::baseline::compare_with(
+            &self.results,
+            base,
+            self.criteria.tolerance_pct,
+        ) {
+            Ok(c) => {
+                self.results.baseline = Some(c);
+                None
+            }
+            Err(e) => Some(format!("{e:#}")),
+        }
     }
 
     /// Records every agent of `hosts`: where it runs, connect time, clock.
@@ -115,7 +169,8 @@ impl Run {
     }
 
     pub fn add_test(&mut self, mut t: TestResult) {
-        runner::apply_line_rate(&mut t, self.results.line_rate_bps);
+        let given = self.results.line_rate_given;
+        runner::apply_line_rate(&mut t, given.then_some(self.results.line_rate_bps));
         runner::fail_if_nothing_sent(&mut t);
         self.progress.clear();
         self.progress.finished(&t);
@@ -167,6 +222,7 @@ impl Run {
             RunStatus::Complete
         };
         self.results.error = error.as_ref().map(|e| format!("{e:#}"));
+        let baseline_error = self.decide();
         self.save();
         let mut table = report::table(&self.results);
         if let Some(t) = crate::report::profiles::summary_table(&self.results) {
@@ -175,6 +231,7 @@ impl Run {
         if let Some(t) = crate::report::matrix::table(&self.results) {
             table.push_str(&t);
         }
+        table.push_str(&crate::report::verdicts::terminal(&self.results));
         if self.json {
             eprint!("{table}");
             match serde_json::to_string_pretty(&self.results) {
@@ -203,41 +260,59 @@ impl Run {
                 }
             }
         }
-        let failed = self
-            .results
-            .tests
-            .iter()
-            .any(|t| t.status != results::TestStatus::Ok);
         if let Some(u) = &unwritten {
             eprintln!("error: {u}");
         }
-        match (&error, interrupted()) {
-            (_, true) => {
-                eprintln!("{}", self.results.interrupted_note(self.dir.is_some()));
-                130
-            }
-            (Some(e), _) => {
-                eprintln!("error: {e:#}");
-                run_failed_code(e)
-            }
-            (None, _) if unwritten.is_some() => 1,
-            (None, _) if failed => 1,
-            _ => 0,
+        if let Some(e) = &baseline_error {
+            eprintln!("error: {e}");
         }
+        if let Some(path) = &self.criteria.junit {
+            match crate::report::junit::write(path, &self.results) {
+                Ok(()) => eprintln!("junit: {}", path.display()),
+                Err(e) => eprintln!("error: writing the JUnit report: {e:#}"),
+            }
+        }
+        if interrupted() {
+            eprintln!("{}", self.results.interrupted_note(self.dir.is_some()));
+            return 130;
+        }
+        if let Some(e) = &error {
+            eprintln!("error: {e:#}");
+        }
+        exit_code(
+            &self.results,
+            error.is_some() || unwritten.is_some(),
+            baseline_error.is_some(),
+        )
     }
 }
 
-/// The exit status of a run that ended with `e`: 3 ("the run itself
-/// failed") when an agent was lost (killed, its host gone, its transport
-/// stalled), since the figures then say nothing about the device; 1 for
-/// other failures.
-fn run_failed_code(e: &anyhow::Error) -> i32 {
-    let lost = e
-        .chain()
-        .any(|c| c.downcast_ref::<crate::topology::AgentLost>().is_some());
-    if lost {
+/// The exit status of a finished run (see `criteria_args::EXIT_CODES`): 3
+/// when the run itself failed (an error ended it, its results could not be
+/// written, a test failed for a
+/// reason other than what the path did to the traffic, the baseline could
+/// not be read); else 1 when a criterion failed, a regression was found or
+/// nothing arrived; else 0.
+pub fn exit_code(r: &results::RunResults, run_error: bool, baseline_error: bool) -> i32 {
+    let verdict = |t: &TestResult| {
+        t.bottleneck.as_ref().map(|b| b.kind) == Some(results::BottleneckKind::NothingArrived)
+    };
+    let broken = r
+        .tests
+        .iter()
+        .any(|t| t.status == results::TestStatus::Failed && !verdict(t));
+    let missed = r
+        .tests
+        .iter()
+        .any(|t| t.status == results::TestStatus::Failed)
+        || r.criteria.iter().any(|c| !c.passed)
+        || r.baseline.as_ref().is_some_and(|b| b.regressions > 0);
+    if run_error || broken || baseline_error {
         3
-    } else {
+    } else if missed {
         1
+    } else {
+        0
     }
 }
+

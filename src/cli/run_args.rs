@@ -18,4 +18,6 @@ pub struct RunArgs {
     pub trust_plan: bool,
     #[command(flatten)]
     pub common: Common,
+    #[command(flatten)]
+    pub criteria: super::criteria_args::CriteriaArgs,
 }

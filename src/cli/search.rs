@@ -70,6 +70,8 @@ pub struct SearchArgs {
     pub exceed_ratio: f64,
     #[command(flatten)]
     pub common: Common,
+    #[command(flatten)]
+    pub criteria: super::criteria_args::CriteriaArgs,
 }
 
 /// One `--goal NAME=LOSS%` on top of the shared goal settings.
@@ -141,6 +143,6 @@ pub fn search_cfg(a: &SearchArgs) -> Result<SearchConfig> {
             frame_loss: a.frame_loss,
             cap_pps: None,
         },
-        line_rate_bps: a.common.line_rate,
+        line_rate_bps: a.common.line_rate_bps(),
     })
 }

@@ -33,10 +33,20 @@ pub fn lab(args: &LabConfig, opts: &RunOpts) -> i32 {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e:#}");
-            return 1;
+            return 2;
         }
     };
-    let err = suite(args, opts, &mut run).err();
+    let n = run.repeat();
+    let mut err = None;
+    for i in 1..=n {
+        if interrupted() || err.is_some() {
+            break;
+        }
+        if n > 1 {
+            eprintln!("repetition {i} of {n} of the suite");
+        }
+        err = suite(args, opts, &mut run).err();
+    }
     run.finish(err)
 }
 

@@ -35,6 +35,8 @@ pub struct TcpArgs {
     pub probes: ProbeArgs,
     #[command(flatten)]
     pub common: Common,
+    #[command(flatten)]
+    pub criteria: super::criteria_args::CriteriaArgs,
 }
 
 /// Where this kernel lists the congestion controls it has loaded.
@@ -113,7 +115,7 @@ pub fn tcp(a: &TcpArgs) -> Result<(Pair, TestSpec)> {
         port: a.ends.port.unwrap_or(0),
         rate_bps: a
             .rate
-            .map(|r| tcp_rate_bps(r, a.common.line_rate))
+            .map(|r| tcp_rate_bps(r, a.common.line_rate_bps()))
             .transpose()?,
     };
     Ok((pair, a.probes.wrap(crate::runner::Load::Tcp(t))?))

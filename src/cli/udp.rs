@@ -63,6 +63,8 @@ pub struct UdpArgs {
     pub probes: ProbeArgs,
     #[command(flatten)]
     pub common: Common,
+    #[command(flatten)]
+    pub criteria: super::criteria_args::CriteriaArgs,
 }
 
 /// `linerate udp`: the pair and the test.
@@ -77,7 +79,7 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
     let rate = a.rate.map(|r| {
         r.pps(
             crate::engine::frame::average_frame(a.frame_size),
-            a.common.line_rate,
+            a.common.line_rate_bps(),
         )
     });
     let (flow_mode, flows) = match a.flow_mode {

@@ -24,14 +24,73 @@ pub fn snapshot() -> io::Result<Snapshot> {
             }
         }
     }
+    let mut interfaces = parse_net_dev(&fs::read_to_string("/proc/net/dev")?);
+    link_speeds(&mut interfaces);
     Ok(Snapshot {
-        interfaces: parse_net_dev(&fs::read_to_string("/proc/net/dev")?),
+        interfaces,
         udp: parse_snmp_udp(&fs::read_to_string("/proc/net/snmp")?),
         process_cpu_s: crate::sys::process_cpu_seconds(),
         system_cpu: parse_proc_stat(&stat),
         per_cpu,
         threads: own_threads(),
     })
+}
+
+/// Link speeds of this namespace's interfaces, looked up once per name.
+static SPEEDS: Mutex<std::collections::BTreeMap<String, Option<u64>>> =
+    Mutex::new(std::collections::BTreeMap::new());
+
+/// Fills in each interface's real link speed (see [`IfCounters::speed_mbps`]).
+/// /sys/class/net shows the namespace sysfs was mounted in, so the lookup
+/// runs on a thread of its own with this namespace's sysfs mounted; without
+/// that mount (not root) /sys is trusted only in the namespace of pid 1.
+fn link_speeds(ifs: &mut [IfCounters]) {
+    let Ok(mut cache) = SPEEDS.lock() else {
+        return;
+    };
+    let missing: Vec<String> = ifs
+        .iter()
+        .filter(|i| !cache.contains_key(&i.name))
+        .map(|i| i.name.clone())
+        .collect();
+    if !missing.is_empty() {
+        let found = std::thread::spawn(move || {
+            let own_sysfs = crate::sys::private_sysfs().is_ok();
+            let same_ns = || {
+                let ns = |p: &str| fs::read_link(p).ok();
+                ns("/proc/self/ns/net").is_some_and(|a| Some(a) == ns("/proc/1/ns/net"))
+            };
+            let trusted = own_sysfs || same_ns();
+            missing
+                .into_iter()
+                .map(|n| {
+                    let speed = if trusted { read_speed(&n) } else { None };
+                    (n, speed)
+                })
+                .collect::<Vec<_>>()
+        })
+        .join()
+        .unwrap_or_default();
+        cache.extend(found);
+    }
+    for i in ifs.iter_mut() {
+        i.speed_mbps = cache.get(&i.name).copied().flatten();
+    }
+}
+
+/// A physical interface's speed from sysfs; virtual ones (no `device`)
+/// and unknown speeds (-1) have none.
+fn read_speed(name: &str) -> Option<u64> {
+    let dir = std::path::Path::new("/sys/class/net").join(name);
+    if !dir.join("device").exists() {
+        return None;
+    }
+    let v: i64 = fs::read_to_string(dir.join("speed"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (v > 0 && v < 100_000_000).then_some(v as u64)
 }
 
 /// How many finished engine threads a snapshot still reports.
@@ -117,6 +176,7 @@ pub fn parse_net_dev(text: &str) -> Vec<IfCounters> {
                 tx_packets: v[9],
                 tx_errors: v[10],
                 tx_dropped: v[11],
+                speed_mbps: None,
             })
         })
         .collect()

@@ -1,10 +1,12 @@
 //! The bottom layer of the main crate: what several features share and
 //! none owns. Line-rate arithmetic ([`units`]), the process-wide stop flag
 //! ([`signals`]), wall-clock formatting ([`clock`]), atomic file writes ([`files`]),
-//! the lab's topology record ([`lab`]) and stdout that a closed pipe ends
+//! the lab's topology record ([`lab`]), the grammar of pass/fail criteria
+//! ([`criteria`]) and stdout that a closed pipe ends
 //! quietly ([`stdout`]). It imports nothing of the crate above it.
 
 pub mod clock;
+pub mod criteria;
 pub mod files;
 pub mod lab;
 pub mod signals;

@@ -86,7 +86,7 @@ fn row(figure: &str, key: &'static str, show: fn(f64) -> String, values: Vec<Opt
 }
 
 /// The population standard deviation of `v`, and their mean.
-fn spread(v: &[f64]) -> Option<(f64, f64)> {
+pub(super) fn spread(v: &[f64]) -> Option<(f64, f64)> {
     if v.len() < 2 {
         return None;
     }
@@ -99,13 +99,13 @@ fn spread(v: &[f64]) -> Option<(f64, f64)> {
 /// A direction's noise from its complete intervals: the spread of the
 /// received rate in % of its mean, and of the loss in pp.
 #[derive(Clone, Copy, Default)]
-struct Noise {
-    rate: Option<f64>,
-    loss: Option<f64>,
+pub(super) struct Noise {
+    pub(super) rate: Option<f64>,
+    pub(super) loss: Option<f64>,
 }
 
 impl Noise {
-    fn of(t: &crate::results::TestResult, d: &crate::results::DirectionResult) -> Noise {
+    pub(super) fn of(t: &crate::results::TestResult, d: &crate::results::DirectionResult) -> Noise {
         let tcp = is_tcp(t);
         let iv: Vec<_> = figures::intervals(t, d)
             .into_iter()

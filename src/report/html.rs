@@ -193,10 +193,12 @@ fn cards(r: &RunResults) -> String {
             "Most packets forwarded",
             &fmt::pps(d.rx_pps),
             &format!(
-                "{} · {} · {:.1} % of line",
+                "{} · {}{}",
                 t.name,
                 figures::dir_label(&d.direction),
                 d.line_rate_pct
+                    .map(|p| format!(" · {p:.1} % of line"))
+                    .unwrap_or_default()
             ),
             "",
         ));
@@ -416,7 +418,12 @@ pub fn single(run: &Run) -> String {
         status_pill(r.status),
         run_line(r)
     );
-    let mut body = format!("{}{}", cards(r), run_sections("", r, &charts, true));
+    let mut body = format!(
+        "{}{}{}",
+        cards(r),
+        super::verdicts::html(r).unwrap_or_default(),
+        run_sections("", r, &charts, true)
+    );
     let latency: String = r
         .tests
         .iter()

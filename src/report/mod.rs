@@ -25,6 +25,7 @@
 //! use. Tables are plain HTML rendered here, so they read without JavaScript
 //! and print; only the charts need scripts.
 
+pub mod baseline;
 pub mod charts;
 pub mod columns;
 mod compare;
@@ -35,6 +36,7 @@ pub mod format;
 pub mod html;
 mod http;
 pub mod intervals;
+pub mod junit;
 pub mod latency;
 pub mod matrix;
 pub mod profiles;
@@ -45,6 +47,7 @@ pub mod smoke;
 pub mod terminal;
 #[cfg(test)]
 mod testdata;
+pub mod verdicts;
 
 pub use run::{dut_mode, Run};
 

@@ -161,12 +161,10 @@ pub fn summary_table(r: &RunResults, prefix: &str) -> String {
                 Some(v) => num("rx_l1_bps", v, &fmt::bps(v), ""),
                 None => dash(),
             });
-            s.push_str(&bar(
-                d.line_rate_pct / 100.0,
-                &format!("{:.1} %", d.line_rate_pct),
-                "line_rate_pct",
-                d.line_rate_pct,
-            ));
+            s.push_str(&match d.line_rate_pct {
+                Some(p) => bar(p / 100.0, &format!("{p:.1} %"), "line_rate_pct", p),
+                None => dash(),
+            });
             if tcp {
                 s.push_str(&dash());
                 s.push_str(&dash());

@@ -148,7 +148,11 @@ fn udp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
                         .unwrap_or_else(|| "-".into()),
                 ),
                 plain(format!("{:.3}", d.rx_l2_bps / 1e9)),
-                plain(format!("{:.1}", d.line_rate_pct)),
+                plain(
+                    d.line_rate_pct
+                        .map(|p| format!("{p:.1}"))
+                        .unwrap_or_else(|| "-".into()),
+                ),
                 (
                     format!("{:.3}", d.loss_ratio * 100.0),
                     loss_tone(d.loss_ratio),

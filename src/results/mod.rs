@@ -5,6 +5,7 @@
 //! Bump [`SCHEMA_VERSION`]'s major number on an incompatible change.
 
 pub mod bottleneck;
+pub mod criteria;
 mod dir;
 mod host;
 
@@ -21,7 +22,10 @@ use serde::{Deserialize, Serialize};
 
 /// 1.6.0: every CPU figure in % of all its host's CPUs (`cpus` says how many);
 /// HTTP request rate, p99.9, status and error kinds, retransmit notes.
-pub const SCHEMA_VERSION: &str = "1.6.0";
+/// 1.7.0: criteria, repetitions and baseline comparisons; `far_end` (an
+/// iperf3 peer's own figures); `link_events` and intervals' `links_down`;
+/// interfaces' `speed_mbps`; `% of line` null without a known line rate.
+pub const SCHEMA_VERSION: &str = "1.7.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -37,8 +41,13 @@ pub struct RunResults {
     pub started_at: String,
     pub finished_at: Option<String>,
     pub host: HostFacts,
-    /// L1 line rate the "% of line rate" figures refer to, bit/s.
+    /// L1 line rate the searches' rates refer to, bit/s (`--line-rate`,
+    /// default 10G).
     pub line_rate_bps: f64,
+    /// Whether the user gave `--line-rate` (else "% of line" comes from
+    /// interface speeds only).
+    #[serde(default)]
+    pub line_rate_given: bool,
     pub labs: Vec<LabTopology>,
     pub tests: Vec<TestResult>,
     /// Findings of `linerate doctor` for each host the run used.
@@ -56,6 +65,21 @@ pub struct RunResults {
     /// clock against the controller's (interval times are mapped with it).
     #[serde(default)]
     pub agents: Vec<AgentRecord>,
+    /// How many times each test ran (`--repeat`); tests, ramps and searches
+    /// of the same name are its repetitions.
+    #[serde(default = "one")]
+    pub repeat: u32,
+    /// Every criterion (`--expect`, a plan test's `expect`) with the
+    /// measured value and PASS/FAIL.
+    #[serde(default)]
+    pub criteria: Vec<criteria::CriterionResult>,
+    /// The comparison with a baseline run (`--baseline`), figure by figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<criteria::BaselineComparison>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// One agent of the run and its host.
@@ -536,8 +560,11 @@ pub struct DirectionResult {
     pub rx_l2_bps: f64,
     /// Received L1 bit/s (+20 B per frame); TCP: absent.
     pub rx_l1_bps: Option<f64>,
-    /// Received L1 rate as % of the line rate (TCP: goodput as %).
-    pub line_rate_pct: f64,
+    /// Received L1 rate as % of the line rate (TCP: goodput as %): the
+    /// receiving interface's speed where the kernel reports a real one
+    /// (not a veth's), else `--line-rate`; absent when neither is known.
+    #[serde(default)]
+    pub line_rate_pct: Option<f64>,
     /// Send calls that failed (ENOBUFS, EAGAIN): the tester could not keep up.
     pub tx_errors: u64,
     /// Packets the rate asked for (0 when sending as fast as possible).

@@ -377,11 +377,25 @@ pub fn fail_if_nothing_sent(result: &mut TestResult) {
 }
 
 /// Fills in "% of line rate" once the line rate is known.
-pub fn apply_line_rate(result: &mut TestResult, line_rate_bps: f64) {
-    for d in &mut result.directions {
+pub fn apply_line_rate(result: &mut TestResult, user_line_rate_bps: Option<f64>) {
+    for i in 0..result.directions.len() {
+        let d = &result.directions[i];
+        let line = receiving_link_bps(result, &d.receiver).or(user_line_rate_bps);
         let bps = d.rx_l1_bps.unwrap_or(d.rx_l2_bps);
-        d.line_rate_pct = bps / line_rate_bps * 100.0;
+        result.directions[i].line_rate_pct = line.filter(|l| *l > 0.0).map(|l| bps / l * 100.0);
     }
+}
+
+/// The speed of the interface `role` received the most bytes on, in
+/// bit/s, when the kernel reports a real one for it (see
+/// `IfCounters::speed_mbps`): no veth or loopback has a line rate.
+fn receiving_link_bps(result: &TestResult, role: &str) -> Option<f64> {
+    let busiest = result
+        .kernel_counters
+        .iter()
+        .filter(|k| k.role == role)
+        .max_by_key(|k| k.after.rx_bytes.saturating_sub(k.before.rx_bytes))?;
+    busiest.after.speed_mbps.map(|m| m as f64 * 1e6)
 }
 
 /// Sender threads go on the first CPU given, receivers on the second.

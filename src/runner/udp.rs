@@ -311,7 +311,7 @@ fn direction(
         rx_pps,
         rx_l2_bps: units::l2_bps(rx_pps, frame),
         rx_l1_bps: Some(units::l1_bps(rx_pps, frame)),
-        line_rate_pct: 0.0,
+        line_rate_pct: None,
         tx_errors: tx.tx_errors,
         tx_target: tx.tx_target,
         // The sender fell short of what the rate asked for by more than

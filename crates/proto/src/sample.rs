@@ -218,6 +218,10 @@ pub struct IfCounters {
     pub tx_packets: u64,
     pub tx_errors: u64,
     pub tx_dropped: u64,
+    /// Link speed in Mbit/s where the kernel reports a real one: physical
+    /// interfaces only (a veth's 10000 is made up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed_mbps: Option<u64>,
 }
 
 /// The UDP lines of /proc/net/snmp: receive overruns show up here.

@@ -75,21 +75,22 @@ const CSV_COLUMNS: &[&str] = &[
     "http_errors_protocol",
     "cpu_gen_pct_of_host",
     "cpu_sink_pct_of_host",
+    "criterion",
+    "verdict",
+    "figure",
+    "measured",
+    "expected",
+    "median",
+    "min",
+    "max",
+    "repetitions",
 ];
 
-/// Where the latency probe's columns start.
-fn latency_column() -> usize {
+/// Where a column is (the list above is fixed; a typo fails the tests).
+fn column(name: &str) -> usize {
     CSV_COLUMNS
         .iter()
-        .position(|c| *c == "latency_phase")
-        .unwrap_or(CSV_COLUMNS.len())
-}
-
-/// Where the HTTP columns start.
-fn http_column() -> usize {
-    CSV_COLUMNS
-        .iter()
-        .position(|c| *c == "http_requests")
+        .position(|c| *c == name)
         .unwrap_or(CSV_COLUMNS.len())
 }
 
@@ -225,7 +226,7 @@ pub fn csv(runs: &[Run]) -> String {
                     opt(tx_l2),
                     d.rx_l2_bps.to_string(),
                     opt(d.rx_l1_bps),
-                    d.line_rate_pct.to_string(),
+                    opt(d.line_rate_pct),
                     opt((!tcp).then_some(d.loss_ratio)),
                     d.retransmits.map(|x| x.to_string()).unwrap_or_default(),
                     d.sender_summary.tx_bytes.to_string(),
@@ -236,7 +237,7 @@ pub fn csv(runs: &[Run]) -> String {
                         .unwrap_or_default(),
                 ]);
                 // The latency probe's columns stay empty on a summary row.
-                cells.resize(http_column(), String::new());
+                cells.resize(column("http_requests"), String::new());
                 cells.extend(http_cells(t));
                 cells.extend(cpu_cells(t));
                 row(cells);
@@ -289,7 +290,7 @@ pub fn csv(runs: &[Run]) -> String {
                         p.reordered.to_string(),
                         p.duplicates.to_string(),
                     ]);
-                    cells.resize(latency_column(), String::new());
+                    cells.resize(column("latency_phase"), String::new());
                     let r = p.rtt_s;
                     cells.extend([
                         p.name.clone(),
@@ -308,6 +309,19 @@ pub fn csv(runs: &[Run]) -> String {
                     row(cells);
                 }
             }
+        }
+        for (test, kind, verdict) in crate::report::verdicts::csv_rows(r) {
+            let mut cells = vec![
+                r.name.clone(),
+                run.label.clone(),
+                run.dut_mode().unwrap_or("").to_string(),
+                test,
+            ];
+            cells.resize(column("kind"), String::new());
+            cells.push(kind.to_string());
+            cells.resize(column("criterion"), String::new());
+            cells.extend(verdict);
+            row(cells);
         }
     }
     out

@@ -129,13 +129,15 @@ fn direction_metrics(e: &mut Exposition, l: &[(&str, &str)], t: &TestResult, d: 
             v,
         );
     }
-    e.add(
-        "linerate_line_rate_ratio",
-        "gauge",
-        "Received L1 rate (TCP: goodput) as a share of the line rate, 0-1.",
-        l,
-        d.line_rate_pct / 100.0,
-    );
+    if let Some(p) = d.line_rate_pct {
+        e.add(
+            "linerate_line_rate_ratio",
+            "gauge",
+            "Received L1 rate (TCP: goodput) as a share of the line rate, 0-1.",
+            l,
+            p / 100.0,
+        );
+    }
     if !tcp {
         packet_metrics(e, l, t, d);
         return;

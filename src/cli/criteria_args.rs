@@ -1,0 +1,103 @@
+//! The flags that decide a run, shared by every test command: `--expect`,
+//! `--repeat`, `--baseline`, `--tolerance`, `--junit`; and the exit codes
+//! they lead to (`EXIT_CODES`, shown in `--help`).
+
+use super::config::CriteriaOpts;
+use crate::model::criteria;
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use std::path::PathBuf;
+
+/// The exit codes of every test command, for `--help` and the README.
+pub const EXIT_CODES: &str = "Exit status:
+  0    every test ran and every criterion (--expect) was met, no regression (--baseline)
+  1    a criterion failed, a regression was found, or a test failed (e.g. nothing arrived)
+  2    usage or input error: a flag, a plan file, a criterion that does not parse
+  3    the run itself failed: an agent, the lab's topology, ssh, a test that sent nothing,
+       results that could not be written (results so far are kept)
+  130  interrupted (Ctrl-C, SIGTERM); results so far are kept, marked interrupted";
+
+/// Pass/fail criteria, repetitions, a baseline and JUnit output.
+#[derive(Args, Debug, Clone, Default)]
+pub struct CriteriaArgs {
+    /// A criterion the run must meet (repeatable): FIGURE OP VALUE[UNIT][@median|min|max],
+    /// e.g. 'loss<=0.001%', 'rx_pps>=1.2Mpps', 'p99<=2ms@max', 'ndr>=2Mpps',
+    /// 'goodput>=9Gbit/s'. Figures: rx_pps, tx_pps, l1_bps, l2_bps, goodput, line_pct,
+    /// loss, dut_loss, lost, reordered, duplicates, retransmits, tx_errors, p50, p90, p99,
+    /// latency_max, jitter, added_latency, requests_per_s, errors, ndr, pdr, throughput,
+    /// saturation, cpu. A failed criterion exits 1.
+    #[arg(long = "expect", value_name = "EXPR")]
+    pub expect: Vec<String>,
+    /// Run each test N times: tables show the median and min-max, criteria hold against
+    /// the median unless they say @min or @max.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
+    /// Compare with an earlier run (its directory or results.json), figure by figure: a
+    /// change beyond both runs' spread and --tolerance is a regression (exit 1).
+    #[arg(long, value_name = "RUN")]
+    pub baseline: Option<PathBuf>,
+    /// With --baseline: changes within this many % are never regressions (default 5%).
+    #[arg(long, value_name = "PERCENT", default_value = "5%", value_parser = parse_tolerance)]
+    pub tolerance: f64,
+    /// Write a JUnit XML report here: one test case per test, a failure per missed
+    /// criterion or regression (for GitLab, GitHub, Jenkins).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+}
+
+/// `5%` or `5`: a tolerance in % (0..=1000).
+pub fn parse_tolerance(s: &str) -> Result<f64> {
+    let t = s.trim();
+    let v: f64 = t
+        .strip_suffix('%')
+        .unwrap_or(t)
+        .trim()
+        .parse()
+        .map_err(|_| anyhow!("'{s}' is not a percentage: write e.g. 5% or 2.5%"))?;
+    if !(0.0..=1000.0).contains(&v) {
+        bail!("{v} % is outside 0..=1000 %");
+    }
+    Ok(v)
+}
+
+/// Parses `--expect` values, naming the flag in the error (a plan's
+/// error points at its `expect` key by it).
+pub fn parse_expect(list: &[String]) -> Result<Vec<criteria::Criterion>> {
+    criteria::parse_all(list).map_err(|e| anyhow!("--expect {e}"))
+}
+
+impl CriteriaArgs {
+    /// The validated options.
+    pub fn opts(&self) -> Result<CriteriaOpts> {
+        if let Some(b) = &self.baseline {
+            if !b.exists() {
+                bail!(
+                    "--baseline {}: no such run directory or results file; name a run \
+                     directory of an earlier run (e.g. linerate-results/<run>)",
+                    b.display()
+                );
+            }
+        }
+        if let Some(j) = &self.junit {
+            let dir = j
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."));
+            if !dir.is_dir() {
+                bail!(
+                    "--junit {}: directory {} does not exist; create it or name another file",
+                    j.display(),
+                    dir.display()
+                );
+            }
+        }
+        Ok(CriteriaOpts {
+            expect: parse_expect(&self.expect)?,
+            repeat: self.repeat,
+            baseline: self.baseline.clone(),
+            tolerance_pct: self.tolerance,
+            junit: self.junit.clone(),
+        })
+    }
+}

@@ -1,0 +1,717 @@
+//! Pass/fail criteria (`--expect`, a plan test's `expect`): the grammar
+//! `FIGURE OP NUMBER[UNIT][@STAT]` (`loss<=0.001%`, `rx_pps>=1.2Mpps`,
+//! `p99<=2ms@max`), the figures a criterion may name and their units. Pure
+//! parsing: no I/O, nothing of the results; `results::criteria` measures.
+//!
+//! Values are kept in base units: pps, bit/s, seconds, counts, per second;
+//! loss as a ratio (0..1, written in %), line rate and CPU in % (0..100).
+
+use std::fmt;
+
+/// What a figure measures, which decides the units it is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Packets per second: pps, kpps, Mpps, Gpps.
+    Pps,
+    /// Bits per second: bit/s or bps with k, M, G, T.
+    Bps,
+    /// A ratio written in % (`loss<=0.1%` is 0.001).
+    Ratio,
+    /// A percentage (`line_pct>=90%`, `cpu<=80%`).
+    Percent,
+    /// A duration: ns, us (µs), ms, s.
+    Seconds,
+    /// A number of things, optionally with k, M, G.
+    Count,
+    /// Events per second (`requests_per_s>=1k`).
+    PerSecond,
+}
+
+impl Kind {
+    fn units(self) -> &'static str {
+        match self {
+            Kind::Pps => "pps, kpps, Mpps or Gpps",
+            Kind::Bps => "bit/s, kbit/s, Mbit/s, Gbit/s, Tbit/s (or bps, Gbps...)",
+            Kind::Ratio | Kind::Percent => "%",
+            Kind::Seconds => "ns, us, ms or s",
+            Kind::Count => "none, or k, M, G",
+            Kind::PerSecond => "/s, k/s, M/s (or none)",
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Kind::Pps => "a packet rate",
+            Kind::Bps => "a bit rate",
+            Kind::Ratio | Kind::Percent => "a percentage",
+            Kind::Seconds => "a duration",
+            Kind::Count => "a count",
+            Kind::PerSecond => "a rate per second",
+        }
+    }
+}
+
+/// A figure a criterion can name.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Figure {
+    pub name: &'static str,
+    /// Other names users write for it.
+    pub aliases: &'static [&'static str],
+    pub kind: Kind,
+    /// Lower is better (loss, latency, errors): decides what a change in a
+    /// baseline comparison is.
+    pub lower_is_better: bool,
+    pub about: &'static str,
+}
+
+const fn fig(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    kind: Kind,
+    lower_is_better: bool,
+    about: &'static str,
+) -> Figure {
+    Figure {
+        name,
+        aliases,
+        kind,
+        lower_is_better,
+        about,
+    }
+}
+
+/// Every figure criteria and baselines know, in the order tables show them.
+pub const FIGURES: &[Figure] = &[
+    fig(
+        "rx_pps",
+        &[],
+        Kind::Pps,
+        false,
+        "packets received per second",
+    ),
+    fig("tx_pps", &[], Kind::Pps, false, "packets sent per second"),
+    fig(
+        "l1_bps",
+        &["l1", "rx_l1_bps"],
+        Kind::Bps,
+        false,
+        "received L1 bit/s (+20 B per frame)",
+    ),
+    fig(
+        "l2_bps",
+        &["l2", "rx_l2_bps"],
+        Kind::Bps,
+        false,
+        "received L2 bit/s (TCP: goodput)",
+    ),
+    fig(
+        "goodput",
+        &["goodput_bps"],
+        Kind::Bps,
+        false,
+        "TCP payload or HTTP body bit/s",
+    ),
+    fig(
+        "line_pct",
+        &["line", "line_rate_pct"],
+        Kind::Percent,
+        false,
+        "received L1 rate in % of the line rate",
+    ),
+    fig(
+        "loss",
+        &["loss_ratio"],
+        Kind::Ratio,
+        true,
+        "frames lost by sequence number, in %",
+    ),
+    fig(
+        "dut_loss",
+        &[],
+        Kind::Ratio,
+        true,
+        "loss the DUT caused (the tester's own drops left out), in %",
+    ),
+    fig("lost", &[], Kind::Count, true, "frames lost"),
+    fig("reordered", &[], Kind::Count, true, "frames out of order"),
+    fig(
+        "duplicates",
+        &[],
+        Kind::Count,
+        true,
+        "frames received twice",
+    ),
+    fig(
+        "retransmits",
+        &["retrans"],
+        Kind::Count,
+        true,
+        "TCP retransmitted segments",
+    ),
+    fig(
+        "tx_errors",
+        &[],
+        Kind::Count,
+        true,
+        "send calls that failed",
+    ),
+    fig(
+        "p50",
+        &["latency_p50"],
+        Kind::Seconds,
+        true,
+        "latency median (RTT under load; HTTP: per download)",
+    ),
+    fig(
+        "p90",
+        &["latency_p90"],
+        Kind::Seconds,
+        true,
+        "latency 90th percentile",
+    ),
+    fig(
+        "p99",
+        &["latency_p99"],
+        Kind::Seconds,
+        true,
+        "latency 99th percentile",
+    ),
+    fig(
+        "latency_max",
+        &["max"],
+        Kind::Seconds,
+        true,
+        "highest latency",
+    ),
+    fig(
+        "jitter",
+        &["ipdv"],
+        Kind::Seconds,
+        true,
+        "mean delay variation between probes under load",
+    ),
+    fig(
+        "added_latency",
+        &[],
+        Kind::Seconds,
+        true,
+        "loaded minus idle median RTT",
+    ),
+    fig(
+        "requests_per_s",
+        &["rps"],
+        Kind::PerSecond,
+        false,
+        "HTTP requests per second",
+    ),
+    fig("errors", &[], Kind::Count, true, "HTTP errors"),
+    fig("ndr", &[], Kind::Pps, false, "search: no-drop rate"),
+    fig("pdr", &[], Kind::Pps, false, "search: partial-drop rate"),
+    fig(
+        "throughput",
+        &["rfc2544"],
+        Kind::Pps,
+        false,
+        "search: RFC 2544 throughput",
+    ),
+    fig(
+        "saturation",
+        &[],
+        Kind::Pps,
+        false,
+        "ramp: offered load where the DUT saturated",
+    ),
+    fig(
+        "cpu",
+        &[],
+        Kind::Percent,
+        true,
+        "highest CPU use of an agent, % of one core",
+    ),
+];
+
+/// The figure called `name` (or an alias of it).
+pub fn figure(name: &str) -> Option<&'static Figure> {
+    FIGURES
+        .iter()
+        .find(|f| f.name == name || f.aliases.contains(&name))
+}
+
+/// The names of every figure, for error messages and `--help`.
+pub fn figure_names() -> String {
+    FIGURES
+        .iter()
+        .map(|f| f.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+}
+
+impl Op {
+    pub fn holds(self, measured: f64, expected: f64) -> bool {
+        match self {
+            Op::Lt => measured < expected,
+            Op::Le => measured <= expected,
+            Op::Gt => measured > expected,
+            Op::Ge => measured >= expected,
+            Op::Eq => (measured - expected).abs() <= expected.abs() * 1e-9,
+        }
+    }
+
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Op::Lt => "<",
+            Op::Le => "<=",
+            Op::Gt => ">",
+            Op::Ge => ">=",
+            Op::Eq => "==",
+        }
+    }
+}
+
+/// Which of a test's repetitions a criterion is held against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Stat {
+    #[default]
+    Median,
+    Min,
+    Max,
+}
+
+impl Stat {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stat::Median => "median",
+            Stat::Min => "min",
+            Stat::Max => "max",
+        }
+    }
+}
+
+/// One parsed criterion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Criterion {
+    /// As the user wrote it.
+    pub text: String,
+    pub figure: &'static Figure,
+    pub op: Op,
+    /// In the figure's base unit (see the module doc).
+    pub value: f64,
+    pub stat: Stat,
+}
+
+/// A criterion that does not parse, with the column (in characters) and
+/// length of what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    pub input: String,
+    pub column: usize,
+    pub len: usize,
+    pub message: String,
+}
+
+impl fmt::Display for ParseError {
+    /// The message, then the criterion with a caret under the fault.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "criterion '{}': {}\n  {}\n  {}{}",
+            self.input,
+            self.message,
+            self.input,
+            " ".repeat(self.column),
+            "^".repeat(self.len.max(1))
+        )
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// A cursor over the criterion's characters.
+struct Cursor<'a> {
+    chars: Vec<char>,
+    pos: usize,
+    input: &'a str,
+}
+
+impl Cursor<'_> {
+    fn skip_space(&mut self) {
+        while self.chars.get(self.pos).is_some_and(|c| c.is_whitespace()) {
+            self.pos += 1;
+        }
+    }
+
+    fn take_while(&mut self, f: impl Fn(char) -> bool) -> (usize, String) {
+        let start = self.pos;
+        while self.chars.get(self.pos).is_some_and(|&c| f(c)) {
+            self.pos += 1;
+        }
+        (start, self.chars[start..self.pos].iter().collect())
+    }
+
+    fn error(&self, column: usize, len: usize, message: impl Into<String>) -> ParseError {
+        ParseError {
+            input: self.input.to_string(),
+            column,
+            len,
+            message: message.into(),
+        }
+    }
+}
+
+/// Parses `FIGURE OP NUMBER[UNIT][@STAT]`; spaces between parts are allowed.
+pub fn parse(input: &str) -> Result<Criterion, ParseError> {
+    let mut c = Cursor {
+        chars: input.chars().collect(),
+        pos: 0,
+        input,
+    };
+    c.skip_space();
+    let (at, name) = c.take_while(|ch| ch.is_ascii_alphanumeric() || ch == '_');
+    if name.is_empty() {
+        return Err(c.error(
+            at,
+            1,
+            format!(
+                "expected a figure name, e.g. rx_pps>=1Mpps; figures: {}",
+                figure_names()
+            ),
+        ));
+    }
+    let Some(figure) = figure(&name.to_ascii_lowercase()) else {
+        return Err(c.error(
+            at,
+            name.chars().count(),
+            format!("unknown figure '{name}'; figures: {}", figure_names()),
+        ));
+    };
+    c.skip_space();
+    let at = c.pos;
+    let (op_at, op_text) = c.take_while(|ch| matches!(ch, '<' | '>' | '=' | '!'));
+    let op = match op_text.as_str() {
+        "<" => Op::Lt,
+        "<=" => Op::Le,
+        ">" => Op::Gt,
+        ">=" => Op::Ge,
+        "==" | "=" => Op::Eq,
+        "" => {
+            return Err(c.error(
+                at,
+                1,
+                format!("expected a comparison after '{name}': <, <=, >, >= or =="),
+            ))
+        }
+        other => {
+            return Err(c.error(
+                op_at,
+                other.chars().count(),
+                format!("'{other}' is not a comparison: use <, <=, >, >= or =="),
+            ))
+        }
+    };
+    c.skip_space();
+    let (num_at, num) = c.take_while(|ch| ch.is_ascii_digit() || ch == '.');
+    let number: f64 = match num.parse() {
+        Ok(v) if !num.is_empty() => v,
+        _ => {
+            return Err(c.error(
+                num_at,
+                num.chars().count().max(1),
+                format!(
+                    "expected a number after '{}' ({} in {})",
+                    op.symbol(),
+                    figure.kind.what(),
+                    figure.kind.units()
+                ),
+            ))
+        }
+    };
+    c.skip_space();
+    let (unit_at, unit) = c.take_while(|ch| ch != '@' && !ch.is_whitespace());
+    let scale = scale(figure, &unit).map_err(|m| c.error(unit_at, unit.chars().count(), m.0))?;
+    c.skip_space();
+    let mut stat = Stat::Median;
+    if c.chars.get(c.pos) == Some(&'@') {
+        c.pos += 1;
+        c.skip_space();
+        let (stat_at, s) = c.take_while(|ch| ch.is_ascii_alphabetic());
+        stat = match s.as_str() {
+            "median" => Stat::Median,
+            "min" => Stat::Min,
+            "max" => Stat::Max,
+            _ => {
+                return Err(c.error(
+                    stat_at,
+                    s.chars().count().max(1),
+                    "after @ name which repetition counts: median, min or max",
+                ))
+            }
+        };
+        c.skip_space();
+    }
+    if c.pos < c.chars.len() {
+        return Err(c.error(
+            c.pos,
+            c.chars.len() - c.pos,
+            "unexpected text after the criterion",
+        ));
+    }
+    Ok(Criterion {
+        text: input.trim().to_string(),
+        figure,
+        op,
+        value: number * scale,
+        stat,
+    })
+}
+
+/// Why a unit does not fit a figure, in words.
+struct BadUnit(String);
+
+/// The factor from `unit` to `figure`'s base unit, or why it does not fit.
+fn scale(figure: &Figure, unit: &str) -> Result<f64, BadUnit> {
+    let wrong = || {
+        BadUnit(format!(
+            "'{unit}' is not a unit of {} ({}): use {}",
+            figure.name,
+            figure.kind.what(),
+            figure.kind.units()
+        ))
+    };
+    let prefix = |p: &str| match p {
+        "" => Some(1.0),
+        "k" | "K" => Some(1e3),
+        "M" => Some(1e6),
+        "G" => Some(1e9),
+        "T" => Some(1e12),
+        _ => None,
+    };
+    match figure.kind {
+        Kind::Ratio => match unit {
+            "%" => Ok(0.01),
+            "" => Err(BadUnit(format!(
+                "{} is a percentage: write it with %, e.g. {}<=0.1%",
+                figure.name, figure.name
+            ))),
+            _ => Err(wrong()),
+        },
+        Kind::Percent => match unit {
+            "%" => Ok(1.0),
+            "" => Err(BadUnit(format!(
+                "{} is a percentage: write it with %, e.g. {}>=90%",
+                figure.name, figure.name
+            ))),
+            _ => Err(wrong()),
+        },
+        Kind::Seconds => match unit {
+            "ns" => Ok(1e-9),
+            "us" | "µs" => Ok(1e-6),
+            "ms" => Ok(1e-3),
+            "s" => Ok(1.0),
+            "" => Err(BadUnit(format!(
+                "{} is a duration: give its unit, e.g. {}<=2ms",
+                figure.name, figure.name
+            ))),
+            _ => Err(wrong()),
+        },
+        Kind::Pps => {
+            let lower = unit.to_ascii_lowercase();
+            match lower.strip_suffix("pps") {
+                _ if unit.is_empty() => Ok(1.0),
+                Some(p) => prefix(&p.to_ascii_uppercase().replace('K', "k")).ok_or_else(wrong),
+                None => Err(wrong()),
+            }
+        }
+        Kind::Bps => {
+            if unit.contains('B') {
+                return Err(BadUnit(format!(
+                    "'{unit}' counts bytes; {} is in bits: write bit/s (e.g. 10Gbit/s)",
+                    figure.name
+                )));
+            }
+            let p = ["bit/s", "bps", "b/s"]
+                .iter()
+                .find_map(|s| unit.strip_suffix(s));
+            match p {
+                _ if unit.is_empty() => Ok(1.0),
+                Some(p) => prefix(if p == "g" || p == "m" || p == "t" {
+                    // Bit rates are never milli: gbit/s means Gbit/s.
+                    match p {
+                        "g" => "G",
+                        "m" => "M",
+                        _ => "T",
+                    }
+                } else {
+                    p
+                })
+                .ok_or_else(wrong),
+                None => Err(wrong()),
+            }
+        }
+        Kind::Count => prefix(unit).ok_or_else(wrong),
+        Kind::PerSecond => {
+            let p = unit
+                .strip_suffix("/s")
+                .or_else(|| unit.strip_suffix("req/s"))
+                .unwrap_or(unit);
+            let p = p.strip_suffix("req").unwrap_or(p);
+            prefix(p).ok_or_else(wrong)
+        }
+    }
+}
+
+/// Parses every criterion, or the first error.
+pub fn parse_all(list: &[String]) -> Result<Vec<Criterion>, ParseError> {
+    list.iter().map(|s| parse(s)).collect()
+}
+
+/// A value of `kind` in words with its unit, for tables and JUnit.
+pub fn show(kind: Kind, v: f64) -> String {
+    let si = |v: f64, unit: &str| {
+        let a = v.abs();
+        let (d, p) = if a >= 1e12 {
+            (1e12, "T")
+        } else if a >= 1e9 {
+            (1e9, "G")
+        } else if a >= 1e6 {
+            (1e6, "M")
+        } else if a >= 1e3 {
+            (1e3, "k")
+        } else {
+            (1.0, "")
+        };
+        format!("{} {p}{unit}", trim(v / d))
+    };
+    match kind {
+        Kind::Pps => si(v, "pps"),
+        Kind::Bps => si(v, "bit/s"),
+        Kind::Ratio => format!("{} %", trim(v * 100.0)),
+        Kind::Percent => format!("{} %", trim(v)),
+        Kind::Seconds => {
+            let a = v.abs();
+            if a >= 1.0 {
+                format!("{} s", trim(v))
+            } else if a >= 1e-3 {
+                format!("{} ms", trim(v * 1e3))
+            } else if a >= 1e-6 {
+                format!("{} µs", trim(v * 1e6))
+            } else {
+                format!("{} ns", trim(v * 1e9))
+            }
+        }
+        Kind::Count => trim(v),
+        Kind::PerSecond => format!("{}/s", trim(v)),
+    }
+}
+
+/// Four significant digits, no trailing zeros.
+fn trim(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let digits = (3 - v.abs().log10().floor() as i32).clamp(0, 9) as usize;
+    let s = format!("{v:.digits$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(s: &str) -> Criterion {
+        parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    fn err(s: &str) -> ParseError {
+        parse(s).expect_err(s)
+    }
+
+    #[test]
+    fn good_criteria_in_base_units() {
+        let c = ok("loss<=0.001%");
+        assert_eq!(
+            (c.figure.name, c.op, c.stat),
+            ("loss", Op::Le, Stat::Median)
+        );
+        assert!((c.value - 0.00001).abs() < 1e-15);
+        assert_eq!(ok("rx_pps>=1.2Mpps").value, 1.2e6);
+        assert_eq!(ok("rx_pps >= 1.2 mpps").value, 1.2e6);
+        assert_eq!(ok("p99<=2ms").value, 0.002);
+        assert_eq!(ok("p99<=250us").value, 250e-6);
+        assert_eq!(ok("ndr>=2Mpps").value, 2e6);
+        assert_eq!(ok("ndr>=100kpps").value, 1e5);
+        assert_eq!(ok("goodput>=9Gbit/s").value, 9e9);
+        assert_eq!(ok("l2>=9.5gbps").figure.name, "l2_bps");
+        assert_eq!(ok("retransmits<10").value, 10.0);
+        assert_eq!(ok("retransmits<1k").value, 1000.0);
+        assert_eq!(ok("line_pct>=90%").value, 90.0);
+        assert_eq!(ok("rps>=2k/s").value, 2000.0);
+        assert_eq!(ok("cpu<=80%").op, Op::Le);
+        let c = ok("p99<=2ms@max");
+        assert_eq!((c.stat, c.value), (Stat::Max, 0.002));
+        assert_eq!(ok(" ndr >= 1 Mpps @ min ").stat, Stat::Min);
+        assert_eq!(ok("ndr == 5").op, Op::Eq);
+        assert_eq!(ok("ndr>=2Mpps").text, "ndr>=2Mpps");
+    }
+
+    #[test]
+    fn errors_point_at_the_fault() {
+        let e = err("rx_pp>=1Mpps");
+        assert_eq!((e.column, e.len), (0, 5));
+        assert!(e.message.contains("unknown figure 'rx_pp'"), "{e}");
+        assert!(
+            e.message.contains("rx_pps, tx_pps"),
+            "lists the figures: {e}"
+        );
+        let e = err("rx_pps>=1.2Mqps");
+        assert_eq!((e.column, e.len), (11, 4), "{e}");
+        assert!(e.message.contains("pps, kpps, Mpps"), "{e}");
+        let e = err("loss<=0.001");
+        assert_eq!(e.column, 11, "{e}");
+        assert!(e.message.contains("with %"), "{e}");
+        let e = err("p99<=2");
+        assert!(e.message.contains("2ms"), "{e}");
+        let e = err("p99=<2ms");
+        assert_eq!((e.column, e.len), (3, 2), "{e}");
+        let e = err("p99 2ms");
+        assert_eq!(e.column, 4, "{e}");
+        assert!(e.message.contains("comparison"), "{e}");
+        let e = err("p99<=ms");
+        assert_eq!(e.column, 5, "{e}");
+        assert!(e.message.contains("number"), "{e}");
+        let e = err("p99<=2ms@avg");
+        assert_eq!((e.column, e.len), (9, 3), "{e}");
+        let e = err("p99<=2ms junk");
+        assert_eq!(e.column, 9, "{e}");
+        let e = err("goodput>=1GB/s");
+        assert!(e.message.contains("bytes"), "{e}");
+        let e = err("");
+        assert_eq!(e.column, 0);
+        // The caret line sits under the fault.
+        let text = err("rx_pps>=1.2Mqps").to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[1], "  rx_pps>=1.2Mqps");
+        assert_eq!(lines[2], "             ^^^^");
+    }
+
+    #[test]
+    fn values_are_shown_with_units() {
+        assert_eq!(show(Kind::Pps, 1_234_567.0), "1.235 Mpps");
+        assert_eq!(show(Kind::Ratio, 0.00001), "0.001 %");
+        assert_eq!(show(Kind::Seconds, 0.002), "2 ms");
+        assert_eq!(show(Kind::Bps, 9.41e9), "9.41 Gbit/s");
+        assert_eq!(show(Kind::Count, 12.0), "12");
+    }
+}
