@@ -315,4 +315,3 @@ pub fn exit_code(r: &results::RunResults, run_error: bool, baseline_error: bool)
         0
     }
 }
-
