@@ -17,11 +17,18 @@ const RESULT_COMMANDS: [&str; 10] = [
     "lab", "tcp", "udp", "http", "latency", "ramp", "search", "run", "monitor", "serve",
 ];
 /// Commands that produce none (tools around the runs).
-const OTHER_COMMANDS: [&str; 6] = ["doctor", "agent", "report", "schema", "completions", "man"];
-/// Commands that run TCP load: each takes --cc. Not yet `http`: its
-/// bodies are sent by linerate's server, whose sockets issue 18 rebuilds;
-/// its --cc comes with that work.
-const TCP_LOAD_COMMANDS: [&str; 3] = ["tcp", "latency", "lab"];
+const OTHER_COMMANDS: [&str; 7] = [
+    "doctor",
+    "agent",
+    "report",
+    "schema",
+    "completions",
+    "man",
+    "check",
+];
+/// Commands that run TCP load: each takes --cc (http and serve: for the
+/// server's sockets, which send the bodies).
+const TCP_LOAD_COMMANDS: [&str; 5] = ["tcp", "latency", "lab", "http", "serve"];
 
 fn longs(cmd: &clap::Command) -> Vec<String> {
     cmd.get_arguments()

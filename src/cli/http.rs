@@ -73,6 +73,9 @@ pub struct HttpArgs {
     /// Evict --root files from the page cache first and name what bound the run.
     #[arg(long, requires = "root")]
     pub cold: bool,
+    /// TCP congestion control of linerate's server, which sends the bodies (e.g. cubic, bbr).
+    #[arg(long, conflicts_with = "url")]
+    pub cc: Option<String>,
     /// Seconds the server gives a client to send its request head.
     #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = super::parse::parse_secs)]
     pub request_timeout: f64,
@@ -186,6 +189,7 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
             },
             cold: a.cold,
             request_timeout: secs("--request-timeout", a.request_timeout)?,
+            congestion: a.cc.clone(),
         })
     });
     let server = server.transpose()?;

@@ -188,6 +188,12 @@ pub fn to_config(command: Command) -> Result<Cmd> {
         Command::Http(a) => {
             let (pair, spec) = http::http_tests(&a)?;
             let opts = a.common.run_opts()?;
+            // As for tcp: the server (the sender) on this host's kernel.
+            if let Some(cc) = &a.cc {
+                if a.lab || !a.server.starts_with("ssh://") {
+                    tcp::check_cc(cc)?;
+                }
+            }
             if a.lab {
                 let lab = LabSpec {
                     dut: Some(DutMode::Route),

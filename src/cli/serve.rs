@@ -49,6 +49,9 @@ pub struct ServeArgs {
     /// Do not hand TLS records to the kernel even where it has the tls ULP.
     #[arg(long)]
     pub no_ktls: bool,
+    /// TCP congestion control of every connection (e.g. cubic, bbr; default: the kernel's).
+    #[arg(long, conflicts_with = "iperf3")]
+    pub cc: Option<String>,
     /// Evict --root files from the page cache first (measure the disk), instead of warming them.
     #[arg(long, requires = "root")]
     pub cold: bool,
@@ -77,6 +80,9 @@ pub struct ServeArgs {
 
 /// `linerate serve`: the validated server.
 pub fn serve_config(a: &ServeArgs) -> Result<ServeConfig> {
+    if let Some(cc) = &a.cc {
+        super::tcp::check_cc(cc)?;
+    }
     let content = match (&a.root, a.size) {
         (Some(r), _) => Content::Root(r.clone()),
         (None, Some(n)) => Content::Size(n),
@@ -94,6 +100,7 @@ pub fn serve_config(a: &ServeArgs) -> Result<ServeConfig> {
             cold: a.cold,
             request_timeout: secs("--request-timeout", a.request_timeout)?,
             names: vec!["localhost".into(), listen.ip().to_string()],
+            congestion: a.cc.clone(),
         },
         limits: Limits {
             max_connections: a.max_connections.map(|n| n as usize),

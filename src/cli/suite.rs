@@ -166,7 +166,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
             true,
         ));
     }
-    let mut http_tests = http_rows(d, &allow);
+    let mut http_tests = http_rows(d, &allow, args.congestion.as_deref());
     tcp_tests.retain(|t| wanted(&t.name));
     udp_tests.retain(|t| wanted(&t.name));
     // Latency under load: probes idle, through a TCP stream, idle again.
@@ -242,7 +242,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
 
 /// The suite's HTTP and HTTPS download rows (1 and 4 connections), kept
 /// short: a 100 MB object from the sink's memory, at most 2 s each.
-fn http_rows(d: Duration, allow: &[crate::proto::Cidr]) -> Vec<HttpTest> {
+fn http_rows(d: Duration, allow: &[crate::proto::Cidr], cc: Option<&str>) -> Vec<HttpTest> {
     let mut v = Vec::new();
     for tls in [false, true] {
         for n in [1u16, 4] {
@@ -258,6 +258,7 @@ fn http_rows(d: Duration, allow: &[crate::proto::Cidr]) -> Vec<HttpTest> {
                     content: crate::proto::http::Content::Size(100_000_000),
                     cold: false,
                     request_timeout: Duration::from_secs(10),
+                    congestion: cc.map(String::from),
                 }),
                 url: None,
                 path: "/".into(),

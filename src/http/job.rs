@@ -18,6 +18,7 @@ pub fn open_server(ctx: &JobCtx, j: &HttpServeJob) -> Result<(Server, u16), Http
         cold: j.cold,
         request_timeout: Duration::from_millis(j.request_timeout_ms.max(100)),
         names: vec!["localhost".into(), j.bind.ip().to_string()],
+        congestion: j.congestion.clone(),
     };
     let server = Server::bind(j.bind, &spec, ctx.stop.clone())?;
     let port = server

@@ -34,6 +34,10 @@ pub struct ServeSpec {
     pub request_timeout: Duration,
     /// Names for a generated certificate.
     pub names: Vec<String>,
+    /// TCP congestion control of every connection (set on the listening
+    /// socket, which accepted connections inherit); the kernel's default
+    /// when `None`.
+    pub congestion: Option<String>,
 }
 
 /// How much one server takes on.
@@ -129,6 +133,13 @@ impl Server {
         listener
             .set_nonblocking(true)
             .map_err(HttpError::io(format!("listening on {addr}")))?;
+        if let Some(cc) = &spec.congestion {
+            use std::os::fd::AsRawFd;
+            crate::sys::set_congestion(listener.as_raw_fd(), cc).map_err(HttpError::io(format!(
+                "setting congestion control {cc} (is its module loaded? see \
+                 /proc/sys/net/ipv4/tcp_available_congestion_control)"
+            )))?;
+        }
         // Each connection holds a descriptor: take all the hard limit allows.
         let fd_limit = crate::sys::raise_nofile_limit().unwrap_or(1024);
         let mut server = Server {

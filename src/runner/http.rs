@@ -25,6 +25,8 @@ pub struct HttpServerSide {
     pub content: Content,
     pub cold: bool,
     pub request_timeout: Duration,
+    /// TCP congestion control of the server's sockets (`--cc`).
+    pub congestion: Option<String>,
 }
 
 /// A server linerate did not start (`--url`).
@@ -78,7 +80,7 @@ pub fn run_http(
         rate_pps: None,
         rate_profile: None,
         streams: Some(t.connections),
-        congestion: None,
+        congestion: t.server.as_ref().and_then(|s| s.congestion.clone()),
         rate_bps: None,
         cpus: vec![],
         lab: ends.lab,
@@ -196,6 +198,7 @@ fn open_server(
                         duration_ms: ms(t.duration),
                         interval_ms: INTERVAL_MS,
                         request_timeout_ms: ms(s.request_timeout),
+                        congestion: s.congestion.clone(),
                     }),
                     None,
                 )?

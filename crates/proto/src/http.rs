@@ -221,6 +221,10 @@ pub struct HttpServeJob {
     pub duration_ms: u64,
     pub interval_ms: u64,
     pub request_timeout_ms: u64,
+    /// TCP congestion control of the server's sockets (the senders of the
+    /// bodies); the kernel's default when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
