@@ -540,3 +540,77 @@ fn issue19_latency_cc_shows_bufferbloat() {
         reno * 1e3
     );
 }
+
+/// `serve --cc` sets the congestion control of the connections it sends
+/// bodies on: `ss` shows it on an open download.
+#[test]
+fn issue19_serve_cc_sets_the_servers_sockets() {
+    if !require_root() {
+        return;
+    }
+    let avail = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .unwrap_or_default();
+    if !avail.split_whitespace().any(|c| c == "reno") {
+        skip("reno is not among this kernel's congestion controls");
+        return;
+    }
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut server = Command::new(bin())
+        .args([
+            "serve",
+            "--listen",
+            &listen,
+            "--size",
+            "2G",
+            "--cc",
+            "reno",
+            "--no-results",
+            "--no-progress",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // A slow download keeps one connection open while ss looks at it.
+    let url = format!("http://{listen}/x");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut client = loop {
+        let c = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "--limit-rate", "1M", &url])
+            .spawn();
+        std::thread::sleep(Duration::from_millis(500));
+        let ss = Command::new("ss")
+            .args([
+                "-tinH",
+                "state",
+                "established",
+                "sport",
+                "=",
+                &format!(":{port}"),
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&ss.stdout).to_string();
+        if text.contains("reno") || Instant::now() > deadline {
+            let _ = server.kill();
+            let _ = server.wait();
+            assert!(text.contains("reno"), "ss shows no reno socket: {text}");
+            break c;
+        }
+        if let Ok(mut c) = c {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    };
+    if let Ok(c) = client.as_mut() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    // The same flag is refused for a server that is not linerate's.
+    let out = Command::new(bin())
+        .args(["http", "--url", "http://127.0.0.1:1/x", "--cc", "reno"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

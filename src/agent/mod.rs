@@ -18,7 +18,7 @@ use anyhow::{anyhow, Result};
 use std::collections::HashMap;
 use std::io::{BufReader, BufWriter};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -299,7 +299,7 @@ impl Agent {
             interval: Duration::from_millis(jobs::interval_ms(&job).max(10)),
             sender_totals: Arc::new(Mutex::new(None)),
             links: crate::host::links::LinkWatch::get()
-                .map(|w| (w.clone(), Arc::new(AtomicU64::new(w.mark())))),
+                .map(|w| (w.clone(), Arc::new(Mutex::new((w.mark(), w.mark()))))),
         };
         match jobs::start(&ctx, job, &self.limits, start_at_unix_ns) {
             Ok(port) => {

@@ -47,12 +47,16 @@ pub fn check(a: &CheckArgs) -> i32 {
 fn check_inner(a: &CheckArgs) -> Result<i32> {
     let expect = parse_expect(&a.expect)?;
     let mut r = crate::report::load(&a.run, None)?.results;
-    if !expect.is_empty() {
+    // What is asked replaces what the run recorded: `check RUN --expect X`
+    // decides on X alone, not on a baseline the run was compared with then.
+    // With neither flag, the run's own verdicts are said again.
+    if !expect.is_empty() || a.baseline.is_some() {
         let all = subjects(&r, Marks::default(), Marks::of(&r));
         r.criteria = evaluate(&expect, &all);
-    }
-    if let Some(b) = &a.baseline {
-        r.baseline = Some(crate::report::baseline::compare_with(&r, b, a.tolerance)?);
+        r.baseline = match &a.baseline {
+            Some(b) => Some(crate::report::baseline::compare_with(&r, b, a.tolerance)?),
+            None => None,
+        };
     }
     let text = crate::report::verdicts::terminal(&r);
     if text.is_empty() {

@@ -21,7 +21,7 @@ pub use error::EngineError;
 use crate::host::links::LinkWatch;
 use crate::proto::{Cidr, FlowTotal, IntervalSample, Response};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -36,19 +36,30 @@ pub struct JobCtx {
     /// Filled by the controller's Stop for receivers (tail-loss accounting).
     pub sender_totals: Arc<Mutex<Option<Vec<FlowTotal>>>>,
     /// Link state of this namespace's interfaces and the job's place in its
-    /// log: each interval names the links seen down since the last one.
-    pub links: Option<(LinkWatch, Arc<AtomicU64>)>,
+    /// log: each interval names the links seen down in it or in the one
+    /// before (marks: before the previous interval, before this one).
+    pub links: Option<(LinkWatch, LinkMarks)>,
 }
+
+/// A job's two marks in the link watcher's log: before the previous
+/// interval and before this one.
+pub type LinkMarks = Arc<Mutex<(u64, u64)>>;
 
 impl JobCtx {
     pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
     pub fn emit(&self, mut sample: IntervalSample) {
-        if let Some((watch, mark)) = &self.links {
-            let mut m = mark.load(Ordering::Relaxed);
-            sample.links_down = watch.down_since(&mut m);
-            mark.store(m, Ordering::Relaxed);
+        if let Some((watch, marks)) = &self.links {
+            // The interval after a link came back is marked too: a receiver
+            // counts the frames lost while it was down when the first frame
+            // after the gap arrives, which is then.
+            if let Ok(mut m) = marks.lock() {
+                let mut next = m.1;
+                watch.down_since(&mut next);
+                sample.links_down = watch.down_since(&mut m.0);
+                *m = (m.1, next);
+            }
         }
         // A gone controller means the agent is about to exit anyway.
         let _ = self.out.send(Response::Interval {

@@ -135,10 +135,12 @@ impl Server {
             .map_err(HttpError::io(format!("listening on {addr}")))?;
         if let Some(cc) = &spec.congestion {
             use std::os::fd::AsRawFd;
-            crate::sys::set_congestion(listener.as_raw_fd(), cc).map_err(HttpError::io(format!(
-                "setting congestion control {cc} (is its module loaded? see \
+            crate::sys::set_congestion(listener.as_raw_fd(), cc).map_err(HttpError::io(
+                format!(
+                    "setting congestion control {cc} (is its module loaded? see \
                  /proc/sys/net/ipv4/tcp_available_congestion_control)"
-            )))?;
+                ),
+            ))?;
         }
         // Each connection holds a descriptor: take all the hard limit allows.
         let fd_limit = crate::sys::raise_nofile_limit().unwrap_or(1024);

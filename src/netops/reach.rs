@@ -71,7 +71,8 @@ fn specific_route(json: &str) -> bool {
 /// default route (no address of its own, no other route of its main
 /// table covers it), with that route as `via GATEWAY dev DEV`. The
 /// benchmarking ranges belong to isolated labs: a default route leads out
-/// of one. One `ip route` per address family, whatever the number of
+/// of one, unless its gateway is itself in a benchmarking range (a lab
+/// namespace whose default route points at the DUT stays in the lab). One `ip route` per address family, whatever the number of
 /// addresses.
 pub fn only_default_route(addrs: &[IpAddr]) -> Option<(IpAddr, String)> {
     let table = |family: &str| {
@@ -102,6 +103,8 @@ pub fn only_default_route(addrs: &[IpAddr]) -> Option<(IpAddr, String)> {
 #[derive(Debug, Clone, PartialEq)]
 struct Route {
     dst: Option<Cidr>,
+    /// The next hop, when the route has one.
+    gateway: Option<IpAddr>,
     text: String,
 }
 
@@ -121,8 +124,13 @@ fn parse_routes(json: &str) -> Vec<Route> {
                 text.push_str(&format!("dev {d}"));
             }
             let text = format!("{dst} {}", text.trim_end());
+            let gateway = r["gateway"].as_str().and_then(|g| g.parse().ok());
             if dst == "default" {
-                return Some(Route { dst: None, text });
+                return Some(Route {
+                    dst: None,
+                    gateway,
+                    text,
+                });
             }
             // A host route is written without its prefix length.
             let cidr = if dst.contains('/') {
@@ -136,6 +144,7 @@ fn parse_routes(json: &str) -> Vec<Route> {
             };
             Some(Route {
                 dst: Some(cidr),
+                gateway,
                 text,
             })
         })
@@ -153,6 +162,7 @@ fn default_only(routes: &[Route], addr: IpAddr) -> Option<String> {
     routes
         .iter()
         .find(|r| r.dst.is_none())
+        .filter(|r| !r.gateway.is_some_and(super::port::benchmarking_address))
         .map(|r| r.text.clone())
 }
 
@@ -224,6 +234,10 @@ mod tests {
         assert!(default_only(&lab, "198.18.8.1".parse().unwrap()).is_some());
         // No route at all: the send fails by itself, nothing to name.
         assert_eq!(default_only(&[], "198.18.0.2".parse().unwrap()), None);
+        // A lab namespace whose default route points at the DUT (a gateway
+        // in a benchmarking range) stays inside the lab.
+        let lab = parse_routes(r#"[{"dst":"default","gateway":"198.18.10.1","dev":"a0"}]"#);
+        assert_eq!(default_only(&lab, "198.19.10.2".parse().unwrap()), None);
         let v6 = parse_routes(r#"[{"dst":"default","gateway":"fd00::1","dev":"eth0"}]"#);
         assert_eq!(
             default_only(&v6, "2001:2::2".parse().unwrap()).as_deref(),

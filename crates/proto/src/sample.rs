@@ -38,7 +38,9 @@ pub struct IntervalSample {
     pub streams: Vec<StreamSample>,
     /// Interfaces of the endpoint's namespace that lost their link (carrier
     /// off, operstate not up, or a carrier change) at some point in this
-    /// interval: loss here may be the link's, not the device's.
+    /// interval or the one before (a receiver counts what was lost while a
+    /// link was down when the first frame after the gap arrives): loss here
+    /// may be the link's, not the device's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub links_down: Vec<String>,
 }
