@@ -575,7 +575,8 @@ fn issue19_serve_cc_sets_the_servers_sockets() {
     // A slow download keeps one connection open while ss looks at it.
     let url = format!("http://{listen}/x");
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut client = loop {
+    let mut seen = String::new();
+    while Instant::now() < deadline {
         let c = Command::new("curl")
             .args(["-s", "-o", "/dev/null", "--limit-rate", "1M", &url])
             .spawn();
@@ -591,22 +592,18 @@ fn issue19_serve_cc_sets_the_servers_sockets() {
             ])
             .output()
             .unwrap();
-        let text = String::from_utf8_lossy(&ss.stdout).to_string();
-        if text.contains("reno") || Instant::now() > deadline {
-            let _ = server.kill();
-            let _ = server.wait();
-            assert!(text.contains("reno"), "ss shows no reno socket: {text}");
-            break c;
-        }
+        seen = String::from_utf8_lossy(&ss.stdout).to_string();
         if let Ok(mut c) = c {
             let _ = c.kill();
             let _ = c.wait();
         }
-    };
-    if let Ok(c) = client.as_mut() {
-        let _ = c.kill();
-        let _ = c.wait();
+        if seen.contains("reno") {
+            break;
+        }
     }
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(seen.contains("reno"), "ss shows no reno socket: {seen}");
     // The same flag is refused for a server that is not linerate's.
     let out = Command::new(bin())
         .args(["http", "--url", "http://127.0.0.1:1/x", "--cc", "reno"])
