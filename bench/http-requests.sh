@@ -79,7 +79,7 @@ http {
 }
 EOF
 ip netns exec "$sns" nginx -c "$work/nginx.conf" & pids+=($!)
-ip netns exec "$sns" "$lr" serve --listen $S:8080 --size 1k >/dev/null & pids+=($!)
+ip netns exec "$sns" "$lr" serve --no-results --listen $S:8080 --size 1k >/dev/null & pids+=($!)
 for port in 8081 8080; do
   for _ in $(seq 100); do
     ip netns exec "$cns" bash -c "exec 3<>/dev/tcp/$S/$port" 2>/dev/null && break

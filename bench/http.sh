@@ -108,8 +108,8 @@ http {
 }
 EOF
 ip netns exec "$sns" nginx -c "$work/nginx.conf" & pids+=($!)
-ip netns exec "$sns" "$lr" serve --listen $S:8080 --root "$work/root" >/dev/null & pids+=($!)
-ip netns exec "$sns" "$lr" serve --listen $S:8443 --root "$work/root" --tls \
+ip netns exec "$sns" "$lr" serve --no-results --listen $S:8080 --root "$work/root" >/dev/null & pids+=($!)
+ip netns exec "$sns" "$lr" serve --no-results --listen $S:8443 --root "$work/root" --tls \
   --cert "$work/cert.pem" --key "$work/key.pem" >/dev/null & pids+=($!)
 for url in http://$S:8081/file.bin http://$S:8080/file.bin; do
   for _ in $(seq 100); do
