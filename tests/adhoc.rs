@@ -9,15 +9,6 @@ struct UserLab {
     names: Vec<String>,
 }
 
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("ip");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 fn nft_in(ns: &str, ruleset: &str) {
     use std::io::Write;
     let mut c = Command::new("ip")

@@ -232,15 +232,6 @@ struct Pair {
     names: [String; 2],
 }
 
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("ip");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 impl Pair {
     fn new() -> Self {
         let p = format!("hfl{}", std::process::id());

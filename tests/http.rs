@@ -6,84 +6,16 @@
 use crate::util::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const SERVER: &str = "198.18.20.2";
 
-/// A client and a server namespace, removed (with what runs there) on drop.
-struct Pair {
-    client: String,
-    server: String,
-    children: Vec<Child>,
-}
+type Pair = NsPair;
 
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("ip");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-impl Pair {
-    fn new(tag: &str) -> Self {
-        let p = format!("lrh{}{tag}", std::process::id());
-        let pair = Pair {
-            client: format!("{p}-c"),
-            server: format!("{p}-s"),
-            children: vec![],
-        };
-        for n in [&pair.client, &pair.server] {
-            ip(&["netns", "add", n]);
-            ip(&["-n", n, "link", "set", "lo", "up"]);
-        }
-        ip(&[
-            "link",
-            "add",
-            "hc0",
-            "netns",
-            &pair.client,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "hs0",
-            "netns",
-            &pair.server,
-        ]);
-        for (n, dev, addr) in [
-            (&pair.client, "hc0", "198.18.20.1/24"),
-            (&pair.server, "hs0", "198.18.20.2/24"),
-        ] {
-            ip(&["-n", n, "addr", "add", addr, "dev", dev]);
-            ip(&["-n", n, "link", "set", dev, "up"]);
-        }
-        pair
-    }
-
-    /// Runs a command in a namespace and waits for it.
-    fn exec(&self, ns: &str, args: &[&str]) -> Output {
-        Command::new("ip")
-            .args(["netns", "exec", ns])
-            .args(args)
-            .output()
-            .expect("ip netns exec")
-    }
-
-    /// Starts a command in a namespace, killed when the pair goes.
-    fn spawn(&mut self, ns: &str, args: &[&str]) -> u32 {
-        let c = Command::new("ip")
-            .args(["netns", "exec", ns])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawning in a namespace");
-        let pid = c.id();
-        self.children.push(c);
-        pid
+impl NsPair {
+    fn new_http(tag: &str) -> Self {
+        NsPair::new("lrh", tag, "h", "198.18.20")
     }
 
     fn curl(&self, args: &[&str]) -> Output {
@@ -115,31 +47,6 @@ impl Pair {
         );
         let out = self.exec(&self.client.clone(), &["bash", "-c", &script]);
         String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            // SIGTERM first (nginx's master takes its workers down), then kill.
-            let _ = Command::new("kill")
-                .args(["-TERM", &c.id().to_string()])
-                .status();
-        }
-        for c in &mut self.children {
-            let t0 = Instant::now();
-            while t0.elapsed() < Duration::from_secs(3) {
-                if matches!(c.try_wait(), Ok(Some(_))) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for n in [&self.client, &self.server] {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
     }
 }
 
@@ -208,7 +115,7 @@ fn serve_answers_curl_and_linerate_byte_exact_and_survives_bad_clients() {
     let dir = tempdir("http-serve");
     let (root, data) = make_root(&dir);
     let want = sha256(&data);
-    let mut p = Pair::new("a");
+    let mut p = Pair::new_http("a");
     let root_s = root.to_str().unwrap();
     let cert = dir.join("cert.pem");
     let server = p.server.clone();
@@ -450,7 +357,7 @@ fn matrix_between_agents_reports_ktls_fallback() {
         return;
     }
     let _g = serial();
-    let p = Pair::new("m");
+    let p = Pair::new_http("m");
     let out = run(&[
         "http",
         "--client",
@@ -575,7 +482,7 @@ fn linerate_client_against_nginx() {
         ),
     )
     .unwrap();
-    let mut p = Pair::new("n");
+    let mut p = Pair::new_http("n");
     let server = p.server.clone();
     p.spawn(&server, &["nginx", "-c", conf.to_str().unwrap()]);
     p.wait_up("http://198.18.20.2:8081/big.bin");

@@ -8,73 +8,22 @@
 use crate::util::*;
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const SERVER: &str = "198.18.21.2";
 
-/// A client and a server namespace, removed (with what runs there) on drop.
-struct Pair {
-    client: String,
-    server: String,
-    children: Vec<Child>,
-}
+type Pair = NsPair;
 
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("ip");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-impl Pair {
-    fn new(tag: &str) -> Self {
-        let p = format!("lrq{}{tag}", std::process::id());
-        let pair = Pair {
-            client: format!("{p}-c"),
-            server: format!("{p}-s"),
-            children: vec![],
-        };
-        for n in [&pair.client, &pair.server] {
-            ip(&["netns", "add", n]);
-            ip(&["-n", n, "link", "set", "lo", "up"]);
-        }
-        ip(&[
-            "link",
-            "add",
-            "qc0",
-            "netns",
-            &pair.client,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "qs0",
-            "netns",
-            &pair.server,
-        ]);
-        for (n, dev, addr) in [
-            (&pair.client, "qc0", "198.18.21.1/24"),
-            (&pair.server, "qs0", "198.18.21.2/24"),
-        ] {
-            ip(&["-n", n, "addr", "add", addr, "dev", dev]);
-            ip(&["-n", n, "link", "set", dev, "up"]);
-        }
-        pair
+impl NsPair {
+    fn new_requests(tag: &str) -> Self {
+        NsPair::new("lrq", tag, "q", "198.18.21")
     }
 
     /// Starts a command in the server namespace, stopped when the pair goes.
     fn spawn_server(&mut self, args: &[&str]) {
-        let c = Command::new("ip")
-            .args(["netns", "exec", &self.server])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawning in a namespace");
-        self.children.push(c);
+        let server = self.server.clone();
+        self.spawn(&server, args);
     }
 
     /// Waits until something listens on the server's `port`.
@@ -108,30 +57,6 @@ impl Pair {
         let doc: Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("linerate {v:?}: not JSON ({e}); stderr:\n{stderr}"));
         (out.status.success(), doc["tests"][0].clone())
-    }
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = Command::new("kill")
-                .args(["-TERM", &c.id().to_string()])
-                .status();
-        }
-        for c in &mut self.children {
-            let t0 = Instant::now();
-            while t0.elapsed() < Duration::from_secs(3) {
-                if matches!(c.try_wait(), Ok(Some(_))) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for n in [&self.client, &self.server] {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
     }
 }
 
@@ -256,7 +181,7 @@ fn request_rate_against_linerate_serve_and_nginx() {
     }
     let _g = serial();
     let dir = tempdir("http-requests");
-    let mut p = Pair::new("a");
+    let mut p = Pair::new_requests("a");
     let server = format!("ns:{}", p.server);
     // linerate's own server, started by the test on the server side.
     let (ok, t) = p.http(&[
@@ -314,7 +239,7 @@ fn percentiles_from_a_fixed_delay() {
     }
     let _g = serial();
     let dir = tempdir("http-requests-delay");
-    let mut p = Pair::new("d");
+    let mut p = Pair::new_requests("d");
     let log = python_server(&mut p, &dir, 8090, 50, None, 0);
     let url = format!("http://{SERVER}:8090/");
     let (ok, t) = p.http(&["--url", &url, "-c", "4", "-t", "3"]);
@@ -338,7 +263,7 @@ fn coordinated_omission_is_corrected_with_a_rate() {
     }
     let _g = serial();
     let dir = tempdir("http-requests-stall");
-    let mut p = Pair::new("s");
+    let mut p = Pair::new_requests("s");
     // Answers at once, except the 100th request, held for 1 s.
     let log = python_server(&mut p, &dir, 8091, 0, Some((100, 1000)), 0);
     let url = format!("http://{SERVER}:8091/");
@@ -367,7 +292,7 @@ fn failed_requests_by_kind() {
     }
     let _g = serial();
     let dir = tempdir("http-requests-errors");
-    let mut p = Pair::new("e");
+    let mut p = Pair::new_requests("e");
     // Every second request on a connection is answered with a reset.
     let log = python_server(&mut p, &dir, 8092, 0, None, 2);
     let url = format!("http://{SERVER}:8092/");
@@ -417,7 +342,7 @@ fn cpu_is_a_share_of_the_host_on_a_four_stream_row() {
         return;
     }
     let _g = serial();
-    let p = Pair::new("u");
+    let p = Pair::new_requests("u");
     let server = format!("ns:{}", p.server);
     let (ok, t) = p.http(&[
         "--server", &server, "--target", SERVER, "--tls", "-c", "4", "-t", "2", "--size", "10M",

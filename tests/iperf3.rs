@@ -3,7 +3,7 @@
 //! against `linerate serve --iperf3`. Both ends' figures must agree; a busy
 //! server, a refused port and a server killed mid-test give clear errors.
 
-use crate::util::{bin, require_root, serial, tempdir};
+use crate::util::{bin, ip, require_root, serial, tempdir};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -27,15 +27,6 @@ impl Drop for Ns {
             let _ = Command::new("ip").args(["netns", "del", n]).status();
         }
     }
-}
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("ip");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// iperf3 from the distribution, installed like the other interop tests'

@@ -24,15 +24,6 @@ const FAIL_WITHIN: Duration = Duration::from_secs(15);
 static LINKS: AtomicUsize = AtomicUsize::new(0);
 static RUNS: AtomicUsize = AtomicUsize::new(0);
 
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("ip");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Data-plane links between hosts' namespaces, removed on drop.
 #[derive(Default)]
 struct DataPlane {

@@ -180,3 +180,116 @@ pub fn test_named<'a>(doc: &'a Value, name: &str) -> &'a Value {
 pub fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
+
+/// Runs `ip ARGS`, failing the test with ip's own error when it fails.
+pub fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("ip");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A client and a server namespace joined by a veth pair (`DEV_c` ↔
+/// `DEV_s` with `NET.1/24` and `NET.2/24`), removed on drop with what was
+/// started in them: SIGTERM first (nginx's master takes its workers down),
+/// then SIGKILL after 3 s.
+pub struct NsPair {
+    pub client: String,
+    pub server: String,
+    children: Vec<std::process::Child>,
+}
+
+impl NsPair {
+    /// `prefix` and `tag` name the namespaces (`PREFIX<pid>TAG-c/-s`),
+    /// `dev` the veth ends (`DEVc0`, `DEVs0`), `net` the /24's first three
+    /// octets (e.g. `198.18.20`).
+    pub fn new(prefix: &str, tag: &str, dev: &str, net: &str) -> Self {
+        let p = format!("{prefix}{}{tag}", std::process::id());
+        let pair = NsPair {
+            client: format!("{p}-c"),
+            server: format!("{p}-s"),
+            children: vec![],
+        };
+        for n in [&pair.client, &pair.server] {
+            ip(&["netns", "add", n]);
+            ip(&["-n", n, "link", "set", "lo", "up"]);
+        }
+        let (c, s) = (format!("{dev}c0"), format!("{dev}s0"));
+        ip(&[
+            "link",
+            "add",
+            &c,
+            "netns",
+            &pair.client,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &s,
+            "netns",
+            &pair.server,
+        ]);
+        for (n, d, host) in [(&pair.client, &c, 1), (&pair.server, &s, 2)] {
+            ip(&[
+                "-n",
+                n,
+                "addr",
+                "add",
+                &format!("{net}.{host}/24"),
+                "dev",
+                d,
+            ]);
+            ip(&["-n", n, "link", "set", d, "up"]);
+        }
+        pair
+    }
+
+    /// Runs a command in a namespace and waits for it.
+    pub fn exec(&self, ns: &str, args: &[&str]) -> Output {
+        Command::new("ip")
+            .args(["netns", "exec", ns])
+            .args(args)
+            .output()
+            .expect("ip netns exec")
+    }
+
+    /// Starts a command in a namespace, stopped when the pair goes; its pid.
+    pub fn spawn(&mut self, ns: &str, args: &[&str]) -> u32 {
+        let c = Command::new("ip")
+            .args(["netns", "exec", ns])
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawning in a namespace");
+        let pid = c.id();
+        self.children.push(c);
+        pid
+    }
+}
+
+impl Drop for NsPair {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
+        }
+        for c in &mut self.children {
+            let t0 = std::time::Instant::now();
+            while t0.elapsed() < std::time::Duration::from_secs(3) {
+                if matches!(c.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for n in [&self.client, &self.server] {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
