@@ -33,35 +33,10 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" = 0 ] || { echo "bench/http-requests.sh needs root (network namespaces)" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd); repo=$(dirname "$here")
-need() {
-  command -v "$1" >/dev/null 2>&1 && return 0
-  echo "installing $2 ..." >&2
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
-}
+. "$here/pair.sh"
 need nginx nginx; need wrk wrk; need h2load nghttp2-client; need python3 python3
-lr="$repo/target/release/linerate"
-if [ ! -x "$lr" ]; then
-  (cd "$repo" && cargo build --release --quiet)
-fi
-
-p="lrrq$$"; cns="$p-c"; sns="$p-s"; work=$(mktemp -d /tmp/lr-http-requests.XXXXXX)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  sleep 0.5
-  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-  ip netns del "$cns" 2>/dev/null || true
-  ip netns del "$sns" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-
-ip netns add "$cns"; ip netns add "$sns"
-ip -n "$cns" link set lo up; ip -n "$sns" link set lo up
-ip link add rq0 netns "$cns" type veth peer name rq1 netns "$sns"
-ip -n "$cns" addr add 198.18.31.1/24 dev rq0; ip -n "$cns" link set rq0 up
-ip -n "$sns" addr add 198.18.31.2/24 dev rq1; ip -n "$sns" link set rq1 up
-S=198.18.31.2
+lr_binary "$repo"
+pair_lab "lrrq$$" rq 198.18.31 lr-http-requests
 
 mkdir -p "$work/root"
 head -c 1024 /dev/urandom > "$work/root/1k.bin"

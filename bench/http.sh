@@ -41,35 +41,10 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" = 0 ] || { echo "bench/http.sh needs root (network namespaces)" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd); repo=$(dirname "$here")
-need() {
-  command -v "$1" >/dev/null 2>&1 && return 0
-  echo "installing $2 ..." >&2
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
-}
+. "$here/pair.sh"
 need nginx nginx; need curl curl; need python3 python3; need openssl openssl
-lr="$repo/target/release/linerate"
-if [ ! -x "$lr" ]; then
-  (cd "$repo" && cargo build --release --quiet)
-fi
-
-p="${LR_BENCH_PREFIX:-lrhb}$$"; cns="$p-c"; sns="$p-s"; work=$(mktemp -d /tmp/lr-http-bench.XXXXXX)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  sleep 0.5
-  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-  ip netns del "$cns" 2>/dev/null || true
-  ip netns del "$sns" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-
-ip netns add "$cns"; ip netns add "$sns"
-ip -n "$cns" link set lo up; ip -n "$sns" link set lo up
-ip link add hb0 netns "$cns" type veth peer name hb1 netns "$sns"
-ip -n "$cns" addr add 198.18.30.1/24 dev hb0; ip -n "$cns" link set hb0 up
-ip -n "$sns" addr add 198.18.30.2/24 dev hb1; ip -n "$sns" link set hb1 up
-S=198.18.30.2
+lr_binary "$repo"
+pair_lab "${LR_BENCH_PREFIX:-lrhb}$$" hb 198.18.30 lr-http-bench
 
 mkdir -p "$work/root"
 dd if=/dev/urandom of="$work/root/file.bin" bs=1M count=1 status=none
