@@ -341,7 +341,7 @@ pub fn record(name: &str, o: &Outcome, roles: (&str, &str), started: String) -> 
         r.directions.push(d);
     }
     let elapsed = o.local.summary.elapsed_s.max(1e-6);
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let cpus = crate::host::kernel::host_cpus();
     r.cpu.push(CpuUse {
         role: local.into(),
         process_pct: o.local.summary.cpu_s / elapsed * 100.0 / f64::from(cpus),

@@ -229,6 +229,19 @@ pub fn parse_proc_stat(text: &str) -> SystemCpu {
     }
 }
 
+/// The host's CPUs (the `cpuN` lines of /proc/stat; all of them, whatever
+/// this process's affinity): what a share of the host's CPUs is of.
+pub fn host_cpus() -> u32 {
+    let n = std::fs::read_to_string("/proc/stat")
+        .map(|t| parse_proc_stat_cpus(&t).len())
+        .unwrap_or(0);
+    if n > 0 {
+        n as u32
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+    }
+}
+
 /// Parses the `cpuN` lines of /proc/stat (ticks: user nice system idle
 /// iowait irq softirq steal ...); the aggregate `cpu` line is skipped.
 pub fn parse_proc_stat_cpus(text: &str) -> Vec<CpuTicks> {

@@ -2,6 +2,7 @@
 //! histograms, process CPU split, softirq and storage counters. The plain
 //! types it fills live in linerate-proto (`proto::http`).
 
+use crate::host::kernel::host_cpus;
 use crate::proto::http::{CpuSplit, Latency, LatencyBucket};
 use hdrhistogram::Histogram;
 
@@ -88,26 +89,6 @@ pub fn storage_read_bytes() -> u64 {
                 .and_then(|v| v.trim().parse().ok())
         })
         .unwrap_or(0)
-}
-
-/// The host's CPUs (the `cpuN` lines of /proc/stat; all of them, whatever
-/// this process's affinity): what a share of the host's CPUs is of.
-pub fn host_cpus() -> u32 {
-    let n = std::fs::read_to_string("/proc/stat")
-        .map(|t| {
-            t.lines()
-                .filter(|l| {
-                    l.strip_prefix("cpu")
-                        .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
-                })
-                .count()
-        })
-        .unwrap_or(0);
-    if n > 0 {
-        n as u32
-    } else {
-        std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
-    }
 }
 
 /// CPU at the start of a measurement; [`CpuMark::split`] gives the use

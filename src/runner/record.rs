@@ -244,9 +244,6 @@ pub(super) fn cpu(
     legs: &[Leg],
     result: &mut TestResult,
 ) {
-    let local = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
     let wall = traffic_s(col, legs);
     for agent in ends.agents() {
         let (Some(b), Some(a)) = (before.get(&agent), after.get(&agent)) else {
@@ -255,7 +252,7 @@ pub(super) fn cpu(
         // The agent's own host's CPUs (its snapshot lists them), so every
         // figure is a share of one host, 0-100 %, whatever its threads.
         let cpus = if a.per_cpu.is_empty() {
-            local
+            crate::host::kernel::host_cpus() as usize
         } else {
             a.per_cpu.len()
         };
