@@ -59,6 +59,7 @@ impl Run {
             repeat: common.criteria.repeat.max(1),
             criteria: vec![],
             baseline: None,
+            sweeps: vec![],
         };
         let run = Run {
             results,

@@ -2,7 +2,7 @@
 //! none owns. Line-rate arithmetic ([`units`]), the process-wide stop flag
 //! ([`signals`]), wall-clock formatting ([`clock`]), atomic file writes ([`files`]),
 //! the lab's topology record ([`lab`]), the grammar of pass/fail criteria
-//! ([`criteria`]) and stdout that a closed pipe ends
+//! ([`criteria`]), the coordinates of sweep points ([`sweep`]) and stdout that a closed pipe ends
 //! quietly ([`stdout`]). It imports nothing of the crate above it.
 
 pub mod clock;
@@ -11,4 +11,5 @@ pub mod files;
 pub mod lab;
 pub mod signals;
 pub mod stdout;
+pub mod sweep;
 pub mod units;

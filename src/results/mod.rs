@@ -25,7 +25,8 @@ use serde::{Deserialize, Serialize};
 /// 1.7.0: criteria, repetitions and baseline comparisons; `far_end` (an
 /// iperf3 peer's own figures); `link_events` and intervals' `links_down`;
 /// interfaces' `speed_mbps`; `% of line` null without a known line rate.
-pub const SCHEMA_VERSION: &str = "1.7.0";
+/// 1.8.0: sweeps (`sweeps`, a test's `sweep` point and coordinates).
+pub const SCHEMA_VERSION: &str = "1.8.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -76,6 +77,10 @@ pub struct RunResults {
     /// The comparison with a baseline run (`--baseline`), figure by figure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<criteria::BaselineComparison>,
+    /// Sweeps (benchmark matrices) of the run: axes and pivot choices;
+    /// their points are the tests whose `sweep` names them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sweeps: Vec<crate::model::sweep::SweepInfo>,
 }
 
 fn one() -> u32 {
@@ -296,6 +301,9 @@ pub struct TestResult {
     /// figures from the results exchange, beside this end's measurements.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub far_end: Option<crate::proto::iperf3::FarEnd>,
+    /// The sweep point this test is (issue 21): sweep name and coordinates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<crate::model::sweep::SweepPoint>,
 }
 
 /// One HTTP download test (issue 10): the client's and (when linerate
@@ -469,6 +477,7 @@ impl TestResult {
             http: None,
             link_events: vec![],
             far_end: None,
+            sweep: None,
         }
     }
 
