@@ -256,6 +256,7 @@ pub fn run_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<
         spec: *spec,
         line_rate_pps: lr_pps,
         directions: dirs,
+        sweep: None,
     });
     run.save();
     if let Some(file) = &cfg.export_viz {
@@ -341,6 +342,7 @@ pub fn run_search(
         mlr: None,
         rfc2544: None,
         frame_loss: None,
+        sweep: None,
     };
     let mut lines = Vec::new();
     let pct = |pps: f64| pps / lr_pps * 100.0;

@@ -124,6 +124,9 @@ pub struct RampResult {
     /// Packets per second at 100 % of the line rate for this frame size.
     pub line_rate_pps: f64,
     pub directions: Vec<RampDirection>,
+    /// The sweep point this ramp is, as its test's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<crate::model::sweep::SweepPoint>,
 }
 
 impl RampResult {
@@ -152,6 +155,9 @@ pub struct SearchResult {
     pub mlr: Option<crate::search::MlrResult>,
     pub rfc2544: Option<crate::search::rfc2544::Rfc2544Result>,
     pub frame_loss: Option<crate::search::rfc2544::FrameLossResult>,
+    /// The sweep point this search is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<crate::model::sweep::SweepPoint>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
