@@ -184,6 +184,8 @@ fn linerate_client_against_stock_iperf3_server() {
         ("tcp4", &["tcp", "-P", "4"]),
         ("reverse", &["tcp", "-P", "2", "--reverse"]),
         ("bidir", &["tcp", "--bidir"]),
+        // From this namespace, the client an agent in the client's.
+        ("tcp2-ns", &["tcp", "-P", "2"]),
         (
             "udp",
             &[
@@ -207,7 +209,16 @@ fn linerate_client_against_stock_iperf3_server() {
         ns.wait_listening(5201);
         let mut v: Vec<&str> = args.to_vec();
         v.extend(["--server", &target, "-t", "3", "--json", "--no-results"]);
-        let out = ns.linerate(&v);
+        let client_ns = format!("ns:{}", ns.client);
+        let out = if name.ends_with("-ns") {
+            v.extend(["--client", &client_ns]);
+            Command::new(bin())
+                .args(&v)
+                .output()
+                .expect("linerate runs")
+        } else {
+            ns.linerate(&v)
+        };
         assert!(
             out.status.success(),
             "{name}: {}",
@@ -220,6 +231,20 @@ fn linerate_client_against_stock_iperf3_server() {
         let t = &doc["tests"][0];
         assert_eq!(t["status"], "ok", "{name}: {t}");
         assert_eq!(t["far_end"]["role"], "server", "{name}");
+        // This end's host as for every test: CPU, kernel counters of the
+        // client's interface, the bottleneck verdict.
+        assert!(t["bottleneck"].is_object(), "{name}: verdict: {t}");
+        let ifaces: Vec<&str> = t["kernel_counters"]
+            .as_array()
+            .map(|v| v.iter().filter_map(|k| k["interface"].as_str()).collect())
+            .unwrap_or_default();
+        assert!(
+            ifaces.contains(&"hipc0"),
+            "{name}: kernel counters of {ifaces:?}"
+        );
+        for c in t["cross_checks"].as_array().unwrap() {
+            assert_eq!(c["flagged"], false, "{name}: {c}");
+        }
         let end = &srv["end"];
         match *name {
             "udp" => {
@@ -232,6 +257,13 @@ fn linerate_client_against_stock_iperf3_server() {
                     0.05,
                     "udp datagrams sent vs server's count",
                 );
+                let kernel = t["cross_checks"].as_array().unwrap().iter().any(|c| {
+                    c["what"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains("packets sent by its interfaces")
+                });
+                assert!(kernel, "udp: no kernel cross-check: {}", t["cross_checks"]);
                 let server_loss = num(&end["sum"]["lost_percent"]);
                 let ours = num(&d["loss_ratio"]) * 100.0;
                 assert!(
@@ -296,7 +328,12 @@ fn linerate_client_against_stock_iperf3_server() {
                     "far_end",
                 );
                 let streams = d["sender_summary"]["streams"].as_array().unwrap().len();
-                assert_eq!(streams, if *name == "tcp4" { 4 } else { 1 }, "{name}");
+                let want = match *name {
+                    "tcp4" => 4,
+                    "tcp2-ns" => 2,
+                    _ => 1,
+                };
+                assert_eq!(streams, want, "{name}");
                 // This end's own measurement: intervals with TCP_INFO.
                 let iv = d["intervals"].as_array().unwrap();
                 assert!(iv.len() >= 3, "{name}: {} intervals", iv.len());
@@ -564,9 +601,19 @@ fn busy_refused_and_killed_servers_give_clear_errors() {
     let run = crate::util::only_run_dir(&dir);
     let doc: Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("results.json")).unwrap()).unwrap();
-    assert_eq!(doc["status"], "partial");
+    // The run went through its one test; the test failed, with its
+    // figures up to the server's end kept (and exit status 3).
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert_eq!(doc["status"], "complete");
     let t = &doc["tests"][0];
     assert_eq!(t["status"], "failed");
+    assert!(
+        t["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("closed the control connection"),
+        "{t}"
+    );
     assert!(
         num(&t["directions"][0]["sender_summary"]["tx_bytes"]) > 0.0,
         "partial figures kept: {t}"

@@ -41,6 +41,7 @@ pub(super) fn interval_ms(job: &Job) -> u64 {
         Job::LatencyRespond { .. } | Job::LatencyProbe { .. } => 1000,
         Job::HttpServe(j) => j.interval_ms,
         Job::HttpGet(j) => j.interval_ms,
+        Job::Iperf3Client(_) => 1000,
     }
 }
 
@@ -204,6 +205,24 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             let d = capped(j.duration_ms, limits)?;
             allowed(j.target.ip(), &j.allow)?;
             http_get(&j, d)
+        }
+        Job::Iperf3Client(j) => {
+            let cfg = crate::iperf3::job::config(&j)?;
+            let whole = Duration::from_secs_f64(cfg.params.time_s + cfg.params.omit_s);
+            if whole > limits.max_duration {
+                bail!(
+                    "a {whole:?} iperf3 test exceeds this agent's cap of {:?}; start the agent with a larger --max-duration",
+                    limits.max_duration
+                );
+            }
+            allowed(j.server.ip(), &j.allow)?;
+            Ok(Opened {
+                port: None,
+                thread: "lr-iperf3-client",
+                run: Box::new(move |c| {
+                    crate::iperf3::job::run(c, &cfg).map_err(anyhow::Error::msg)
+                }),
+            })
         }
     }
 }

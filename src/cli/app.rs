@@ -28,9 +28,9 @@ pub fn execute(cmd: Command) -> i32 {
             let name = opts.name.clone().unwrap_or_else(|| spec.kind().to_string());
             with_run(&opts, &name, |run| lab_test(lab, &spec, run))
         }
-        Command::Iperf3(t, opts) => {
+        Command::Iperf3(client, t, opts) => {
             let name = opts.name.clone().unwrap_or_else(|| "iperf3".into());
-            with_run(&opts, &name, |run| crate::cli::iperf3::run_client(run, &t))
+            with_run(&opts, &name, |run| iperf3_test(&client, &t, &opts, run))
         }
         Command::Plan(plan, opts) => {
             let name = opts.name.clone().unwrap_or_else(|| plan.name.clone());
@@ -123,6 +123,35 @@ fn pair_test(pair: &Pair, spec: &TestSpec, opts: &RunOpts, run: &mut Run) -> Res
         None,
     );
     let r = loadtest::exec_test(run, &mut ends, spec);
+    drop(ends);
+    run.record_agents(&hosts);
+    r?;
+    hosts.check_lost()
+}
+
+/// A test against a stock iperf3 server: an agent where `--client` says
+/// is its client; there is no sink agent (the server is the far end).
+fn iperf3_test(
+    client: &crate::topology::Endpoint,
+    t: &crate::runner::Iperf3Test,
+    opts: &RunOpts,
+    run: &mut Run,
+) -> Result<()> {
+    let mut hosts = Hosts::new(opts.ssh.clone());
+    let log = run.dir.as_ref().map(|d| d.agent_log("gen"));
+    let spawned = hosts.spawn("gen", client, Netns::Current, None, log.as_deref());
+    run.record_agents(&hosts);
+    let gen = spawned?;
+    let mut ends = Ends::new(
+        &mut hosts.fleet,
+        (gen, gen, None),
+        (
+            Addressing::single(None),
+            Addressing::single(Some(t.job.server.ip())),
+        ),
+        None,
+    );
+    let r = loadtest::exec_test(run, &mut ends, &TestSpec::Iperf3(t.clone()));
     drop(ends);
     run.record_agents(&hosts);
     r?;

@@ -229,6 +229,8 @@ pub enum TestSpec {
     Latency(crate::runner::LatencyTest),
     /// HTTP downloads: one test, or the T1/T2/T3 matrix's rows in order.
     Http(Vec<crate::runner::HttpTest>),
+    /// A TCP or UDP test against a stock iperf3 server.
+    Iperf3(crate::runner::Iperf3Test),
 }
 
 impl TestSpec {
@@ -240,6 +242,10 @@ impl TestSpec {
             TestSpec::Search(_) => "search",
             TestSpec::Latency(_) => "latency",
             TestSpec::Http(_) => "http",
+            TestSpec::Iperf3(t) => match t.params.transport {
+                crate::proto::iperf3::Transport::Tcp => "tcp",
+                crate::proto::iperf3::Transport::Udp => "udp",
+            },
         }
     }
 }
@@ -256,15 +262,12 @@ pub enum Command {
     /// A plan file's hosts and tests.
     Plan(PlanConfig, RunOpts),
     /// A test against a stock iperf3 server (`--server iperf3://HOST`).
-    Iperf3(Iperf3Test, RunOpts),
-}
-
-/// A test against a stock iperf3 server, validated.
-#[derive(Debug, Clone)]
-pub struct Iperf3Test {
-    pub name: String,
-    pub client: crate::iperf3::client::ClientConfig,
-    pub direction: Direction,
+    /// A test against a stock iperf3 server, from the client endpoint.
+    Iperf3(
+        crate::topology::Endpoint,
+        crate::runner::Iperf3Test,
+        RunOpts,
+    ),
 }
 
 impl Command {
@@ -274,7 +277,7 @@ impl Command {
             Command::Lab(_, o) | Command::Pair(_, _, o) | Command::LabBench(_, _, o) => {
                 o.criteria = c
             }
-            Command::Plan(_, o) | Command::Iperf3(_, o) => {
+            Command::Plan(_, o) | Command::Iperf3(_, _, o) => {
                 o.criteria = c;
             }
             Command::LabCleanup => {}

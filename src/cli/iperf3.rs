@@ -7,19 +7,19 @@
 //! `far_end`.
 
 use super::common::{direction, duration, Common, Endpoints};
-use super::config::{Iperf3Test, RunOpts};
+use super::config::RunOpts;
 use super::parse::parse_host;
 use super::run::Run;
 use super::serve::ServeArgs;
-use crate::iperf3::client::{self, ClientConfig};
 use crate::iperf3::server::{self, ServerConfig};
-use crate::iperf3::{Iperf3Error, Outcome, StreamTotals};
+use crate::iperf3::{Iperf3Error, Outcome};
 use crate::model::units::Rate;
-use crate::proto::iperf3::{self as wire, FarEnd, Mode, TestParams, Transport};
-use crate::proto::{Direction, EndpointSummary, FrameSpec, IntervalSample, StreamSample};
-use crate::results::{
-    pair_intervals, CpuUse, CrossCheck, DirectionResult, Protocol, TestResult, TestStatus,
-};
+use crate::proto::iperf3::{self as wire, ClientJob, Mode, TestParams, Transport};
+use crate::proto::{Direction, FrameSpec};
+use crate::results::TestStatus;
+use crate::runner::iperf3::record;
+use crate::runner::Iperf3Test;
+use crate::topology::Endpoint;
 use anyhow::{anyhow, bail, Result};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,13 +68,6 @@ pub fn parse_server(s: &str, ipv6: bool) -> Result<SocketAddr> {
 /// The iperf3 server of `--server`, checked against the allow-list, and
 /// the flags that have no meaning against one refused.
 fn server_of(e: &Endpoints, common: &Common) -> Result<SocketAddr> {
-    if e.client != "local" {
-        bail!(
-            "--client {}: against an iperf3:// server linerate is the client itself; run it on that \
-             host (or in that namespace: ip netns exec NAME linerate ...) and drop --client",
-            e.client
-        );
-    }
     if e.target.is_some() {
         bail!("--target: the iperf3:// server is the target; drop --target");
     }
@@ -87,6 +80,33 @@ fn server_of(e: &Endpoints, common: &Common) -> Result<SocketAddr> {
             server.ip(), if server.is_ipv6() { 128 } else { 32 })
     })?;
     Ok(server)
+}
+
+/// Where the client runs (`--client`: local, ns:NAME, ssh://…).
+fn client_of(e: &Endpoints) -> Result<Endpoint> {
+    Endpoint::parse(&e.client).map_err(|m| anyhow!("--client: {m:#}"))
+}
+
+/// The test an agent runs as the client of `server`.
+pub fn client_test(
+    name: String,
+    direction: Direction,
+    server: SocketAddr,
+    params: TestParams,
+    common: &Common,
+) -> Iperf3Test {
+    Iperf3Test {
+        name,
+        direction,
+        job: ClientJob {
+            server,
+            params: params.to_wire(),
+            cpus: common.cpus.clone().map(|c| c.0).unwrap_or_default(),
+            answer_timeout_ms: ANSWER_TIMEOUT.as_millis() as u64,
+            allow: common.allow_target.clone(),
+        },
+        params,
+    }
 }
 
 fn mode(d: Direction) -> Mode {
@@ -106,7 +126,7 @@ fn omit(s: Option<f64>) -> Result<f64> {
 }
 
 /// `linerate tcp --server iperf3://...`.
-pub fn tcp_test(a: &super::tcp::TcpArgs) -> Result<Iperf3Test> {
+pub fn tcp_test(a: &super::tcp::TcpArgs) -> Result<(Endpoint, Iperf3Test)> {
     let server = server_of(&a.ends, &a.common)?;
     if !(1..=wire::MAX_STREAMS as u16).contains(&a.streams) {
         bail!(
@@ -142,20 +162,15 @@ pub fn tcp_test(a: &super::tcp::TcpArgs) -> Result<Iperf3Test> {
         congestion: a.cc.clone(),
         client_version: Some(format!("linerate {}", env!("CARGO_PKG_VERSION"))),
     };
-    Ok(Iperf3Test {
-        name: format!(
-            "iperf3 tcp {} stream{}",
-            a.streams,
-            if a.streams == 1 { "" } else { "s" }
-        ),
-        direction: direction(&a.ends),
-        client: ClientConfig {
-            server,
-            params,
-            cpus: a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
-            answer_timeout: ANSWER_TIMEOUT,
-        },
-    })
+    let name = format!(
+        "iperf3 tcp {} stream{}",
+        a.streams,
+        if a.streams == 1 { "" } else { "s" }
+    );
+    Ok((
+        client_of(&a.ends)?,
+        client_test(name, direction(&a.ends), server, params, &a.common),
+    ))
 }
 
 /// UDP payload bytes in a frame of `frame` bytes (FCS included).
@@ -169,7 +184,7 @@ pub fn udp_payload(frame: u32, ipv6: bool) -> u32 {
 
 /// `linerate udp --server iperf3://...`: `--flows N` streams (each its
 /// own source port), `--rate` shared by them.
-pub fn udp_test(a: &super::udp::UdpArgs) -> Result<Iperf3Test> {
+pub fn udp_test(a: &super::udp::UdpArgs) -> Result<(Endpoint, Iperf3Test)> {
     let server = server_of(&a.ends, &a.common)?;
     let FrameSpec::Fixed(frame) = a.frame_size else {
         bail!("--frame-size imix: iperf3 sends one datagram size; give a size in bytes");
@@ -212,327 +227,16 @@ pub fn udp_test(a: &super::udp::UdpArgs) -> Result<Iperf3Test> {
         congestion: None,
         client_version: Some(format!("linerate {}", env!("CARGO_PKG_VERSION"))),
     };
-    Ok(Iperf3Test {
-        name: format!("iperf3 udp {frame}"),
-        direction: direction(&a.ends),
-        client: ClientConfig {
+    Ok((
+        client_of(&a.ends)?,
+        client_test(
+            format!("iperf3 udp {frame}"),
+            direction(&a.ends),
             server,
             params,
-            cpus: a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
-            answer_timeout: ANSWER_TIMEOUT,
-        },
-    })
-}
-
-/// Runs a test against an iperf3 server and records it in `run`.
-pub fn run_client(run: &mut Run, t: &Iperf3Test) -> Result<()> {
-    let started = crate::model::clock::now_rfc3339();
-    eprintln!(
-        "iperf3: {} against {} for {} s",
-        t.name, t.client.server, t.client.params.time_s
-    );
-    let stop = &crate::model::signals::INTERRUPTED;
-    let roles = ("linerate", "iperf3 server (far end)");
-    match client::run(&t.client, stop) {
-        Ok(o) => {
-            run.add_test(record(&t.name, &o, roles, started));
-            Ok(())
-        }
-        Err(Iperf3Error::Lost {
-            message,
-            partial: Some(o),
-        }) => {
-            let mut r = record(&t.name, &o, roles, started);
-            r.status = if stop.load(Ordering::Relaxed) {
-                TestStatus::Interrupted
-            } else {
-                TestStatus::Failed
-            };
-            r.error = Some(message.clone());
-            run.add_test(r);
-            bail!(message)
-        }
-        Err(e) => bail!("{e}"),
-    }
-}
-
-fn params_of(o: &Outcome) -> crate::results::TestParams {
-    let p = &o.params;
-    crate::results::TestParams {
-        protocol: match p.transport {
-            Transport::Tcp => Protocol::Tcp,
-            Transport::Udp => Protocol::Udp,
-        },
-        ip_version: 4,
-        direction: match p.mode {
-            Mode::ClientSends => Direction::Forward,
-            Mode::Reverse => Direction::Reverse,
-            Mode::Bidir => Direction::Both,
-        },
-        duration_s: p.time_s,
-        frame: None,
-        average_frame_bytes: None,
-        flow_mode: None,
-        flows: None,
-        rate_pps: None,
-        rate_profile: None,
-        streams: Some(p.streams as u16),
-        congestion: p.congestion.clone(),
-        rate_bps: (p.bandwidth_bps > 0).then(|| p.bandwidth_bps as f64 * f64::from(p.streams)),
-        cpus: vec![],
-        lab: None,
-    }
-}
-
-/// One test as a `TestResult`: a direction per way traffic went, this
-/// end's figures measured here (intervals, TCP_INFO, CPU), the far end's
-/// from its results (named "far end"), both kept in `far_end`.
-pub fn record(name: &str, o: &Outcome, roles: (&str, &str), started: String) -> TestResult {
-    let mut r = TestResult::new(name, started, params_of(o));
-    let ipv6 = o.far.as_ref().is_some_and(|f| f.address.starts_with('['));
-    r.params.ip_version = if ipv6 { 6 } else { 4 };
-    let (local, far_role) = roles;
-    let local_sends = o.local.streams.iter().any(|s| s.sends);
-    let local_gets = o.local.streams.iter().any(|s| !s.sends);
-    let client_side = o.far.as_ref().is_none_or(|f| f.role == "server");
-    let name_of = |local_to_far: bool| {
-        if local_to_far == client_side {
-            "client_to_server"
-        } else {
-            "server_to_client"
-        }
-    };
-    for (local_to_far, present) in [(true, local_sends), (false, local_gets)] {
-        if !present {
-            continue;
-        }
-        let d = direction_result(
-            o,
-            local_to_far,
-            (local, far_role),
-            name_of(local_to_far),
-            ipv6,
-        );
-        let (sent, got) = (d.tx_packets, d.rx_packets + d.lost);
-        let check = if o.params.transport == Transport::Udp {
-            (o.far.is_some() && sent > 0).then(|| {
-                CrossCheck::new(
-                    format!(
-                        "{}: datagrams sent vs received + lost by sequence number",
-                        d.direction
-                    ),
-                    sent,
-                    got,
-                )
-            })
-        } else {
-            (o.far.is_some()).then(|| {
-                CrossCheck::new(
-                    format!(
-                        "{}: TCP payload sent ({}) vs received ({})",
-                        d.direction, d.sender, d.receiver
-                    ),
-                    d.sender_summary.tx_bytes,
-                    d.receiver_summary.rx_bytes,
-                )
-            })
-        };
-        r.cross_checks.extend(check);
-        r.directions.push(d);
-    }
-    let elapsed = o.local.summary.elapsed_s.max(1e-6);
-    let cpus = crate::host::kernel::host_cpus();
-    r.cpu.push(CpuUse {
-        role: local.into(),
-        process_pct: o.local.summary.cpu_s / elapsed * 100.0 / f64::from(cpus),
-        softirq_pct: 0.0,
-        cpus,
-    });
-    // The far end's CPU stays in `far_end` as iperf3 reports it (its
-    // process's share of one core): its host's CPU count is unknown here,
-    // so it cannot be put in this list's unit (% of the host's CPUs).
-    r.far_end = o.far.clone();
-    r
-}
-
-/// One side's totals of one direction: (bytes, packets, lost, seconds,
-/// retransmits, per-stream samples).
-struct Side {
-    bytes: u64,
-    packets: u64,
-    lost: u64,
-    seconds: f64,
-    retransmits: Option<u64>,
-    streams: Vec<StreamSample>,
-}
-
-fn local_side(streams: &[StreamTotals], sends: bool, len: u64, udp: bool) -> Side {
-    let mine: Vec<&StreamTotals> = streams.iter().filter(|s| s.sends == sends).collect();
-    let bytes = mine.iter().map(|s| s.bytes).sum();
-    Side {
-        bytes,
-        packets: if udp && !sends {
-            // Received datagrams, not the highest sequence number.
-            mine.iter().map(|s| s.bytes / len.max(1)).sum()
-        } else {
-            mine.iter().map(|s| s.packets).sum()
-        },
-        lost: mine.iter().map(|s| s.lost).sum(),
-        seconds: mine.iter().map(|s| s.seconds).fold(0.0, f64::max),
-        retransmits: (!udp && sends).then(|| mine.iter().map(|s| s.retransmits).sum()),
-        streams: mine
-            .iter()
-            .map(|s| StreamSample {
-                id: s.id,
-                sender: sends,
-                bytes: s.bytes,
-                retransmits: s.retransmits,
-                ..Default::default()
-            })
-            .collect(),
-    }
-}
-
-fn far_side(f: &FarEnd, sends: bool) -> Side {
-    let theirs: Vec<_> = f.streams.iter().filter(|s| s.sender == sends).collect();
-    let lost: u64 = theirs.iter().filter_map(|s| s.lost).sum();
-    let packets: u64 = theirs.iter().filter_map(|s| s.packets).sum();
-    Side {
-        bytes: theirs.iter().map(|s| s.bytes).sum(),
-        // A receiver's "packets" is the highest sequence number it saw.
-        packets: if sends {
-            packets
-        } else {
-            packets.saturating_sub(lost)
-        },
-        lost,
-        seconds: theirs.iter().map(|s| s.seconds).fold(0.0, f64::max),
-        retransmits: if sends {
-            theirs.iter().map(|s| s.retransmits).sum()
-        } else {
-            None
-        },
-        streams: theirs
-            .iter()
-            .map(|s| StreamSample {
-                id: s.id as u16,
-                sender: sends,
-                bytes: s.bytes,
-                retransmits: s.retransmits.unwrap_or(0),
-                ..Default::default()
-            })
-            .collect(),
-    }
-}
-
-fn direction_result(
-    o: &Outcome,
-    local_to_far: bool,
-    (local, far_role): (&str, &str),
-    name: &str,
-    ipv6: bool,
-) -> DirectionResult {
-    let udp = o.params.transport == Transport::Udp;
-    let len = u64::from(o.params.len);
-    let mine = local_side(&o.local.streams, local_to_far, len, udp);
-    let theirs = o.far.as_ref().map(|f| far_side(f, !local_to_far));
-    let (tx, rx) = if local_to_far {
-        (Some(&mine), theirs.as_ref())
-    } else {
-        (theirs.as_ref(), Some(&mine))
-    };
-    let frame = len + if ipv6 { 66 } else { 46 };
-    let summary = |s: Option<&Side>, sending: bool, base: Option<&EndpointSummary>| {
-        let mut e = base.cloned().unwrap_or_default();
-        e.streams = s.map(|s| s.streams.clone()).unwrap_or_default();
-        e.flows.clear();
-        if let Some(s) = s {
-            e.elapsed_s = if base.is_some() {
-                e.elapsed_s
-            } else {
-                s.seconds
-            };
-            let wire_bytes = if udp { s.packets * frame } else { s.bytes };
-            if sending {
-                (e.tx_bytes, e.tx_packets, e.rx_bytes, e.rx_packets) =
-                    (wire_bytes, s.packets, 0, 0);
-                e.lost = 0;
-            } else {
-                (e.rx_bytes, e.rx_packets, e.tx_bytes, e.tx_packets) =
-                    (wire_bytes, s.packets, 0, 0);
-                e.lost = s.lost;
-            }
-        }
-        e
-    };
-    let local_summary = Some(&o.local.summary);
-    let (tx_base, rx_base) = if local_to_far {
-        (local_summary, None)
-    } else {
-        (None, local_summary)
-    };
-    let seconds = rx.or(tx).map(|s| s.seconds).unwrap_or(0.0).max(1e-6);
-    let rx_packets = rx.map_or(0, |s| s.packets);
-    let tx_packets = tx.map_or(0, |s| s.packets);
-    let lost = rx.map_or(0, |s| s.lost);
-    let goodput = rx.map_or(0.0, |s| s.bytes as f64 * 8.0 / seconds);
-    let side_iv = |iv: &IntervalSample| {
-        let mut s = iv.clone();
-        s.streams.retain(|st| st.sender == local_to_far);
-        if local_to_far {
-            (s.rx_bytes, s.rx_packets, s.lost, s.reordered, s.duplicates) = (0, 0, 0, 0, 0);
-        } else {
-            (s.tx_bytes, s.tx_packets, s.tx_errors) = (0, 0, 0);
-        }
-        s
-    };
-    let local_iv: Vec<IntervalSample> = o.local.intervals.iter().map(side_iv).collect();
-    let (tx_iv, rx_iv) = if local_to_far {
-        (local_iv, vec![])
-    } else {
-        (vec![], local_iv)
-    };
-    DirectionResult {
-        direction: name.into(),
-        sender: if local_to_far { local } else { far_role }.into(),
-        receiver: if local_to_far { far_role } else { local }.into(),
-        duration_s: seconds,
-        tx_packets,
-        rx_packets,
-        lost,
-        dut_lost: lost,
-        loss_ratio: if udp && tx_packets > 0 {
-            lost as f64 / tx_packets.max(rx_packets + lost) as f64
-        } else {
-            0.0
-        },
-        tx_pps: if udp {
-            tx_packets as f64 / seconds
-        } else {
-            0.0
-        },
-        rx_pps: if udp {
-            rx_packets as f64 / seconds
-        } else {
-            0.0
-        },
-        rx_l2_bps: if udp {
-            (rx_packets * frame) as f64 * 8.0 / seconds
-        } else {
-            goodput
-        },
-        rx_l1_bps: udp.then(|| (rx_packets * (frame + 20)) as f64 * 8.0 / seconds),
-        retransmits: tx.and_then(|s| s.retransmits),
-        tx_errors: if local_to_far {
-            o.local.summary.tx_errors
-        } else {
-            0
-        },
-        intervals: pair_intervals(tx_iv, rx_iv),
-        sender_summary: summary(tx, true, tx_base),
-        receiver_summary: summary(rx, false, rx_base),
-        ..Default::default()
-    }
+            &a.common,
+        ),
+    ))
 }
 
 /// `linerate serve --iperf3`: serves stock iperf3 clients until Ctrl-C

@@ -119,6 +119,7 @@ fn exec_once(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> {
                 eprintln!("{l}");
             }
         }
+        TestSpec::Iperf3(t) => run.iperf3(ends, t),
         TestSpec::Http(tests) => {
             for t in tests {
                 if interrupted() {

@@ -144,10 +144,12 @@ pub fn to_config(command: Command) -> Result<Cmd> {
     match command {
         Command::Lab(a) => lab::lab_config(&a),
         Command::Tcp(a) if iperf3::is_iperf3(&a.ends.server) => {
-            Ok(Cmd::Iperf3(iperf3::tcp_test(&a)?, a.common.run_opts()?))
+            let (client, t) = iperf3::tcp_test(&a)?;
+            Ok(Cmd::Iperf3(client, t, a.common.run_opts()?))
         }
         Command::Udp(a) if iperf3::is_iperf3(&a.ends.server) => {
-            Ok(Cmd::Iperf3(iperf3::udp_test(&a)?, a.common.run_opts()?))
+            let (client, t) = iperf3::udp_test(&a)?;
+            Ok(Cmd::Iperf3(client, t, a.common.run_opts()?))
         }
         Command::Tcp(a) => {
             let (pair, spec) = tcp::tcp(&a)?;

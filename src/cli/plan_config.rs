@@ -362,6 +362,10 @@ fn test(plan: &Plan, t: &plan::PlanTest, hosts: &[HostConfig], opts: &RunOpts) -
                 x.allow = opts.allow_target.clone();
             }
         }
+        TestSpec::Iperf3(x) => {
+            x.name = t.name.clone();
+            x.job.allow = opts.allow_target.clone();
+        }
     }
     crate::engine::check_destination(t.target, &opts.allow_target).map_err(|m| {
         anyhow!(

@@ -210,6 +210,13 @@ impl Run {
         self.add_test(r);
     }
 
+    pub fn iperf3(&mut self, ends: &mut runner::Ends, t: &runner::Iperf3Test) {
+        let progress = &self.progress;
+        let mut cb = |p: &runner::Progress| progress.update(p);
+        let r = runner::run_iperf3(ends, t, self.dir.as_mut(), &mut cb);
+        self.add_test(r);
+    }
+
     /// Marks the run done, writes the final files and prints the table.
     /// Returns the process exit status.
     pub fn finish(mut self, error: Option<anyhow::Error>) -> i32 {

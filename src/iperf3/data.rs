@@ -43,20 +43,7 @@ pub struct Plan {
     pub ipv6: bool,
 }
 
-/// One stream's totals after the omitted seconds, for the results exchange.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct StreamTotals {
-    pub id: u16,
-    pub sends: bool,
-    /// Payload bytes.
-    pub bytes: u64,
-    pub retransmits: u64,
-    /// UDP: datagrams (sent, or the highest sequence number received).
-    pub packets: u64,
-    pub lost: u64,
-    pub jitter_s: f64,
-    pub seconds: f64,
-}
+pub use crate::proto::iperf3::StreamTotals;
 
 /// What this end measured.
 #[derive(Debug, Clone, Default)]

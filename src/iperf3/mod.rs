@@ -5,7 +5,8 @@
 //! - `control`: the control connection (state bytes, JSON, deadlines).
 //! - `data`: the data streams, measured like linerate's own (TCP through
 //!   `engine::tcp`, with TCP_INFO; UDP with iperf3's datagram header).
-//! - `client`, `server`: the two conversations.
+//! - `client`, `server`: the two conversations; `job`: the client as an
+//!   agent's job, so it runs on any endpoint.
 //!
 //! It sits on the engines and knows nothing of results or commands: it
 //! hands back what this end measured and what the far end reported.
@@ -13,6 +14,7 @@
 pub mod client;
 mod control;
 pub mod data;
+pub mod job;
 pub mod server;
 mod udp;
 

@@ -12,6 +12,7 @@
 //! test bodies), `record` (counters, CPU and aggregates).
 
 mod http;
+pub mod iperf3;
 mod jobs;
 pub mod latency;
 mod record;
@@ -21,6 +22,7 @@ mod tcp;
 mod udp;
 
 pub use http::{run_http, HttpServerSide, HttpTest, HttpUrl};
+pub use iperf3::{run_iperf3, Iperf3Test};
 pub use latency::{run_latency, LatencyTest, Load, ProbeOpts};
 pub use setup::{
     apply_line_rate, build_flows, fail_if_nothing_sent, Ends, OnProgress, Progress, Side, TcpTest,

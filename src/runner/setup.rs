@@ -98,6 +98,10 @@ impl<'a> Ends<'a> {
         let mut v: Vec<usize> = self.gens.iter().map(|g| g.agent).collect();
         v.extend(self.observers.iter().copied());
         v.push(self.sink.agent);
+        // An agent with two parts (an iperf3 test's client is its own
+        // sink) is counted once.
+        let mut seen = std::collections::HashSet::new();
+        v.retain(|a| seen.insert(*a));
         v
     }
 

@@ -340,6 +340,8 @@ pub enum Job {
     },
     HttpServe(HttpServeJob),
     HttpGet(HttpGetJob),
+    /// Be the client of a stock iperf3 server.
+    Iperf3Client(Box<crate::iperf3::ClientJob>),
 }
 
 /// Why a frame could not be read.

@@ -485,6 +485,48 @@ pub fn stream_index(id: u32) -> Option<u32> {
     }
 }
 
+/// A test against an iperf3 server that an agent runs as its client
+/// (`Job::Iperf3Client`): the controller may be elsewhere (a namespace, an
+/// ssh host), the conversation runs where the agent is.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ClientJob {
+    pub server: std::net::SocketAddr,
+    /// The test as the client will send it; the agent validates it again.
+    pub params: WireParams,
+    pub cpus: Vec<usize>,
+    /// The longest the server may stay silent when an answer is due.
+    pub answer_timeout_ms: u64,
+    pub allow: Vec<crate::spec::Cidr>,
+}
+
+/// One stream's totals after the omitted seconds, as this end counted
+/// them (what it sends in the results exchange).
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct StreamTotals {
+    pub id: u16,
+    pub sends: bool,
+    /// Payload bytes.
+    pub bytes: u64,
+    pub retransmits: u64,
+    /// UDP: datagrams (sent, or the highest sequence number received).
+    pub packets: u64,
+    pub lost: u64,
+    pub jitter_s: f64,
+    pub seconds: f64,
+}
+
+/// What an agent's iperf3 client hands back in its job summary, beside
+/// the usual counters and intervals.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct ClientReport {
+    pub streams: Vec<StreamTotals>,
+    /// The server's own figures (none when the test ended before the
+    /// results exchange).
+    pub far: Option<FarEnd>,
+    /// Why the test ended early, when it did: the figures are partial.
+    pub lost: Option<String>,
+}
+
 /// The figures the other end's iperf3 reported for one stream.
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
 pub struct FarStream {

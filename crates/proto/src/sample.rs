@@ -114,6 +114,9 @@ pub struct EndpointSummary {
     /// HTTP jobs: requests, latency, TLS and kTLS, per connection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<Box<HttpSummary>>,
+    /// iperf3 client jobs: stream totals and the server's own figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iperf3: Option<Box<crate::iperf3::ClientReport>>,
 }
 
 /// What one worker thread of a UDP job did.

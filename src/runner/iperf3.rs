@@ -1,0 +1,513 @@
+//! Tests against a stock iperf3 server: the client conversation runs as
+//! a job on the generator's agent (local, a namespace, an ssh host), and
+//! the result puts this end's measurements (intervals, TCP_INFO, CPU,
+//! kernel counters, the bottleneck verdict) beside the server's own
+//! figures from iperf3's results exchange (`far_end`). `record` also
+//! turns a test that `linerate serve --iperf3` served into a result.
+
+use super::jobs::{collect, collect_stopped, Collected, Jobs};
+use super::record;
+use super::setup::{finish_test, next_id, Ends, Leg, OnProgress, Progress};
+use crate::iperf3::{Measured, Outcome, StreamTotals};
+use crate::proto::iperf3::{ClientJob, FarEnd, Mode, TestParams, Transport};
+use crate::proto::{Direction, EndpointSummary, IntervalSample, Job, StreamSample};
+use crate::results::{
+    pair_intervals, CpuUse, CrossCheck, DirectionResult, Protocol, RunDir, TestResult,
+};
+use crate::topology::Addressing;
+use anyhow::{anyhow, bail, Result};
+use std::time::{Duration, Instant};
+
+/// The roles of a client test's two ends, as results name them.
+pub const CLIENT_ROLES: (&str, &str) = ("linerate", "iperf3 server (far end)");
+
+/// A test against a stock iperf3 server, validated.
+#[derive(Debug, Clone)]
+pub struct Iperf3Test {
+    pub name: String,
+    pub direction: Direction,
+    /// The test as the client sends it (the agent validates it again).
+    pub params: TestParams,
+    pub job: ClientJob,
+}
+
+/// Runs `t` from the first generator of `ends` (the sink is not used: the
+/// far end is the iperf3 server).
+pub fn run_iperf3(
+    ends: &mut Ends,
+    t: &Iperf3Test,
+    dir: Option<&mut RunDir>,
+    on_progress: OnProgress,
+) -> TestResult {
+    let mut params = params_of(&t.params);
+    params.ip_version = if t.job.server.is_ipv6() { 6 } else { 4 };
+    params.lab = ends.lab;
+    params.cpus = t.job.cpus.clone();
+    let started = crate::model::clock::now_rfc3339();
+    finish_test(TestResult::new(&t.name, started.clone(), params), |r| {
+        iperf3_inner(ends, t, dir, on_progress, started, r)
+    })
+}
+
+fn iperf3_inner(
+    ends: &mut Ends,
+    t: &Iperf3Test,
+    dir: Option<&mut RunDir>,
+    on_progress: OnProgress,
+    started: String,
+    result: &mut TestResult,
+) -> Result<()> {
+    let gen = ends
+        .gens
+        .first()
+        .map(|g| g.agent)
+        .ok_or_else(|| anyhow!("an iperf3 test needs a client"))?;
+    let id = next_id();
+    let mut agents = vec![gen];
+    agents.extend(ends.observers.iter().copied());
+    let mut jobs = Jobs::new(ends.fleet);
+    let before = jobs.snapshot(&agents)?;
+    jobs.start(gen, id, Job::Iperf3Client(Box::new(t.job.clone())), None)?;
+    let whole = t.params.time_s + t.params.omit_s;
+    let answer = Duration::from_millis(t.job.answer_timeout_ms);
+    // The test, then the results exchange, each with its answer timeout.
+    let deadline = Instant::now() + Duration::from_secs_f64(whole) + answer * 3;
+    let mut col = Collected::default();
+    let mut dir = dir;
+    let mut progress = |_: u32, s: &IntervalSample| {
+        if let Some(d) = dir.as_deref_mut() {
+            d.log_interval(&t.name, "gen", s);
+        }
+        let span = (s.t_end - s.t_start).max(1e-6);
+        on_progress(&Progress {
+            test: t.name.clone(),
+            elapsed_s: s.t_end,
+            duration_s: whole,
+            tx_pps: s.tx_packets as f64 / span,
+            rx_pps: s.rx_packets as f64 / span,
+            tx_bps: s.tx_bytes as f64 * 8.0 / span,
+            rx_bps: s.rx_bytes as f64 * 8.0 / span,
+            loss_ratio: 0.0,
+        });
+    };
+    let done = collect(jobs.fleet, &mut col, &[id], deadline, &mut progress)?;
+    if !done {
+        // Ctrl-C or a client that overran: it ends the test with
+        // CLIENT_TERMINATE and reports what it measured.
+        jobs.stop(gen, id, vec![]);
+        collect_stopped(
+            jobs.fleet,
+            &mut col,
+            &[id],
+            Instant::now() + answer + Duration::from_secs(5),
+            &mut progress,
+        )?;
+    }
+    let after = jobs.snapshot(&agents)?;
+    jobs.disarm();
+    if !col.errors.is_empty() {
+        bail!("{}", col.errors.join("; "));
+    }
+    let Some(mut summary) = col.finished.get(&id).cloned() else {
+        bail!("{}", super::setup::cut_short());
+    };
+    let report = summary.iperf3.take().ok_or_else(|| {
+        anyhow!(
+            "the agent's iperf3 client reported no stream totals: is the linerate on that \
+             host older than this one? Install the same version on both"
+        )
+    })?;
+    let outcome = Outcome {
+        params: t.params.clone(),
+        local: Measured {
+            summary,
+            intervals: col.intervals.remove(&id).unwrap_or_default(),
+            streams: report.streams.clone(),
+        },
+        far: report.far.clone(),
+    };
+    let kept = (result.params.lab, result.params.cpus.clone());
+    let role = ends.role(gen);
+    let local = if role == "gen" || role.is_empty() {
+        CLIENT_ROLES.0.to_string()
+    } else {
+        role
+    };
+    *result = record(&t.name, &outcome, (&local, CLIENT_ROLES.1), started);
+    (result.params.lab, result.params.cpus) = kept;
+    // This end's host: its CPU share, kernel counters and verdict, read
+    // from the agent's snapshots like every other test's.
+    result.cpu.clear();
+    let leg = Leg {
+        name: t.name.clone(),
+        tx_agent: gen,
+        rx_agent: gen,
+        tx_id: id,
+        rx_id: id,
+        from: Addressing::default(),
+        to: Addressing::default(),
+        instance: None,
+        gen_agent: gen,
+    };
+    let observers = Ends {
+        fleet: &mut *ends.fleet,
+        gens: ends.gens.clone(),
+        sink: ends.gens[0].clone(),
+        instances: 1,
+        observers: ends.observers.clone(),
+        lab: ends.lab,
+    };
+    record::counters(&observers, &before, &after, result);
+    record::cpu(
+        &observers,
+        &before,
+        &after,
+        &col,
+        std::slice::from_ref(&leg),
+        result,
+    );
+    record::bottleneck(
+        &observers,
+        &before,
+        &after,
+        &col,
+        std::slice::from_ref(&leg),
+        result,
+    );
+    kernel_check(result, &role_name(&observers, gen));
+    if let Some(lost) = report.lost {
+        bail!("{lost}");
+    }
+    if !done {
+        bail!("{}", super::setup::cut_short());
+    }
+    Ok(())
+}
+
+fn role_name(ends: &Ends, agent: usize) -> String {
+    ends.role(agent)
+}
+
+/// UDP datagrams this end sent (received) against the packets its
+/// network interfaces sent (received) over the test. The control
+/// connection adds a few dozen packets; more than 1 % apart means the
+/// datagrams went another way than the interfaces recorded, or were
+/// dropped before the wire (qdisc, socket buffer).
+fn kernel_check(result: &mut TestResult, role: &str) {
+    if result.params.protocol != Protocol::Udp {
+        return;
+    }
+    let mine: Vec<_> = result
+        .kernel_counters
+        .iter()
+        .filter(|k| k.role == role && k.interface != "lo")
+        .collect();
+    if mine.is_empty() {
+        return;
+    }
+    let if_tx: u64 = mine
+        .iter()
+        .map(|k| k.after.tx_packets.saturating_sub(k.before.tx_packets))
+        .sum();
+    let if_rx: u64 = mine
+        .iter()
+        .map(|k| k.after.rx_packets.saturating_sub(k.before.rx_packets))
+        .sum();
+    let mut checks = Vec::new();
+    for d in &result.directions {
+        let (app, kernel, what) = if d.sender != CLIENT_ROLES.1 {
+            (d.tx_packets, if_tx, "sent")
+        } else {
+            (d.rx_packets, if_rx, "received")
+        };
+        if app > 0 {
+            checks.push(CrossCheck::new(
+                format!(
+                    "{}: datagrams {what} by linerate vs packets {what} by its interfaces",
+                    d.direction
+                ),
+                app,
+                kernel,
+            ));
+        }
+    }
+    result.cross_checks.extend(checks);
+}
+
+fn params_of(p: &TestParams) -> crate::results::TestParams {
+    crate::results::TestParams {
+        protocol: match p.transport {
+            Transport::Tcp => Protocol::Tcp,
+            Transport::Udp => Protocol::Udp,
+        },
+        ip_version: 4,
+        direction: match p.mode {
+            Mode::ClientSends => Direction::Forward,
+            Mode::Reverse => Direction::Reverse,
+            Mode::Bidir => Direction::Both,
+        },
+        duration_s: p.time_s,
+        frame: None,
+        average_frame_bytes: None,
+        flow_mode: None,
+        flows: None,
+        rate_pps: None,
+        rate_profile: None,
+        streams: Some(p.streams as u16),
+        congestion: p.congestion.clone(),
+        rate_bps: (p.bandwidth_bps > 0).then(|| p.bandwidth_bps as f64 * f64::from(p.streams)),
+        cpus: vec![],
+        lab: None,
+    }
+}
+
+/// One test as a `TestResult`: a direction per way traffic went, this
+/// end's figures measured here (intervals, TCP_INFO, CPU), the far end's
+/// from its results (named "far end"), both kept in `far_end`.
+pub fn record(name: &str, o: &Outcome, roles: (&str, &str), started: String) -> TestResult {
+    let mut r = TestResult::new(name, started, params_of(&o.params));
+    let ipv6 = o.far.as_ref().is_some_and(|f| f.address.starts_with('['));
+    r.params.ip_version = if ipv6 { 6 } else { 4 };
+    let (local, far_role) = roles;
+    let local_sends = o.local.streams.iter().any(|s| s.sends);
+    let local_gets = o.local.streams.iter().any(|s| !s.sends);
+    let client_side = o.far.as_ref().is_none_or(|f| f.role == "server");
+    let name_of = |local_to_far: bool| {
+        if local_to_far == client_side {
+            "client_to_server"
+        } else {
+            "server_to_client"
+        }
+    };
+    for (local_to_far, present) in [(true, local_sends), (false, local_gets)] {
+        if !present {
+            continue;
+        }
+        let d = direction_result(
+            o,
+            local_to_far,
+            (local, far_role),
+            name_of(local_to_far),
+            ipv6,
+        );
+        let (sent, got) = (d.tx_packets, d.rx_packets + d.lost);
+        let check = if o.params.transport == Transport::Udp {
+            (o.far.is_some() && sent > 0).then(|| {
+                CrossCheck::new(
+                    format!(
+                        "{}: datagrams sent vs received + lost by sequence number",
+                        d.direction
+                    ),
+                    sent,
+                    got,
+                )
+            })
+        } else {
+            (o.far.is_some()).then(|| {
+                CrossCheck::new(
+                    format!(
+                        "{}: TCP payload sent ({}) vs received ({})",
+                        d.direction, d.sender, d.receiver
+                    ),
+                    d.sender_summary.tx_bytes,
+                    d.receiver_summary.rx_bytes,
+                )
+            })
+        };
+        r.cross_checks.extend(check);
+        r.directions.push(d);
+    }
+    let elapsed = o.local.summary.elapsed_s.max(1e-6);
+    let cpus = crate::host::kernel::host_cpus();
+    r.cpu.push(CpuUse {
+        role: local.into(),
+        process_pct: o.local.summary.cpu_s / elapsed * 100.0 / f64::from(cpus),
+        softirq_pct: 0.0,
+        cpus,
+    });
+    // The far end's CPU stays in `far_end` as iperf3 reports it (its
+    // process's share of one core): its host's CPU count is unknown here,
+    // so it cannot be put in this list's unit (% of the host's CPUs).
+    r.far_end = o.far.clone();
+    r
+}
+
+/// One side's totals of one direction: (bytes, packets, lost, seconds,
+/// retransmits, per-stream samples).
+struct EndSide {
+    bytes: u64,
+    packets: u64,
+    lost: u64,
+    seconds: f64,
+    retransmits: Option<u64>,
+    streams: Vec<StreamSample>,
+}
+
+fn local_side(streams: &[StreamTotals], sends: bool, len: u64, udp: bool) -> EndSide {
+    let mine: Vec<&StreamTotals> = streams.iter().filter(|s| s.sends == sends).collect();
+    let bytes = mine.iter().map(|s| s.bytes).sum();
+    EndSide {
+        bytes,
+        packets: if udp && !sends {
+            // Received datagrams, not the highest sequence number.
+            mine.iter().map(|s| s.bytes / len.max(1)).sum()
+        } else {
+            mine.iter().map(|s| s.packets).sum()
+        },
+        lost: mine.iter().map(|s| s.lost).sum(),
+        seconds: mine.iter().map(|s| s.seconds).fold(0.0, f64::max),
+        retransmits: (!udp && sends).then(|| mine.iter().map(|s| s.retransmits).sum()),
+        streams: mine
+            .iter()
+            .map(|s| StreamSample {
+                id: s.id,
+                sender: sends,
+                bytes: s.bytes,
+                retransmits: s.retransmits,
+                ..Default::default()
+            })
+            .collect(),
+    }
+}
+
+fn far_side(f: &FarEnd, sends: bool) -> EndSide {
+    let theirs: Vec<_> = f.streams.iter().filter(|s| s.sender == sends).collect();
+    let lost: u64 = theirs.iter().filter_map(|s| s.lost).sum();
+    let packets: u64 = theirs.iter().filter_map(|s| s.packets).sum();
+    EndSide {
+        bytes: theirs.iter().map(|s| s.bytes).sum(),
+        // A receiver's "packets" is the highest sequence number it saw.
+        packets: if sends {
+            packets
+        } else {
+            packets.saturating_sub(lost)
+        },
+        lost,
+        seconds: theirs.iter().map(|s| s.seconds).fold(0.0, f64::max),
+        retransmits: if sends {
+            theirs.iter().map(|s| s.retransmits).sum()
+        } else {
+            None
+        },
+        streams: theirs
+            .iter()
+            .map(|s| StreamSample {
+                id: s.id as u16,
+                sender: sends,
+                bytes: s.bytes,
+                retransmits: s.retransmits.unwrap_or(0),
+                ..Default::default()
+            })
+            .collect(),
+    }
+}
+
+fn direction_result(
+    o: &Outcome,
+    local_to_far: bool,
+    (local, far_role): (&str, &str),
+    name: &str,
+    ipv6: bool,
+) -> DirectionResult {
+    let udp = o.params.transport == Transport::Udp;
+    let len = u64::from(o.params.len);
+    let mine = local_side(&o.local.streams, local_to_far, len, udp);
+    let theirs = o.far.as_ref().map(|f| far_side(f, !local_to_far));
+    let (tx, rx) = if local_to_far {
+        (Some(&mine), theirs.as_ref())
+    } else {
+        (theirs.as_ref(), Some(&mine))
+    };
+    let frame = len + if ipv6 { 66 } else { 46 };
+    let summary = |s: Option<&EndSide>, sending: bool, base: Option<&EndpointSummary>| {
+        let mut e = base.cloned().unwrap_or_default();
+        e.streams = s.map(|s| s.streams.clone()).unwrap_or_default();
+        e.flows.clear();
+        if let Some(s) = s {
+            e.elapsed_s = if base.is_some() {
+                e.elapsed_s
+            } else {
+                s.seconds
+            };
+            let wire_bytes = if udp { s.packets * frame } else { s.bytes };
+            if sending {
+                (e.tx_bytes, e.tx_packets, e.rx_bytes, e.rx_packets) =
+                    (wire_bytes, s.packets, 0, 0);
+                e.lost = 0;
+            } else {
+                (e.rx_bytes, e.rx_packets, e.tx_bytes, e.tx_packets) =
+                    (wire_bytes, s.packets, 0, 0);
+                e.lost = s.lost;
+            }
+        }
+        e
+    };
+    let local_summary = Some(&o.local.summary);
+    let (tx_base, rx_base) = if local_to_far {
+        (local_summary, None)
+    } else {
+        (None, local_summary)
+    };
+    let seconds = rx.or(tx).map(|s| s.seconds).unwrap_or(0.0).max(1e-6);
+    let rx_packets = rx.map_or(0, |s| s.packets);
+    let tx_packets = tx.map_or(0, |s| s.packets);
+    let lost = rx.map_or(0, |s| s.lost);
+    let goodput = rx.map_or(0.0, |s| s.bytes as f64 * 8.0 / seconds);
+    let side_iv = |iv: &IntervalSample| {
+        let mut s = iv.clone();
+        s.streams.retain(|st| st.sender == local_to_far);
+        if local_to_far {
+            (s.rx_bytes, s.rx_packets, s.lost, s.reordered, s.duplicates) = (0, 0, 0, 0, 0);
+        } else {
+            (s.tx_bytes, s.tx_packets, s.tx_errors) = (0, 0, 0);
+        }
+        s
+    };
+    let local_iv: Vec<IntervalSample> = o.local.intervals.iter().map(side_iv).collect();
+    let (tx_iv, rx_iv) = if local_to_far {
+        (local_iv, vec![])
+    } else {
+        (vec![], local_iv)
+    };
+    DirectionResult {
+        direction: name.into(),
+        sender: if local_to_far { local } else { far_role }.into(),
+        receiver: if local_to_far { far_role } else { local }.into(),
+        duration_s: seconds,
+        tx_packets,
+        rx_packets,
+        lost,
+        dut_lost: lost,
+        loss_ratio: if udp && tx_packets > 0 {
+            lost as f64 / tx_packets.max(rx_packets + lost) as f64
+        } else {
+            0.0
+        },
+        tx_pps: if udp {
+            tx_packets as f64 / seconds
+        } else {
+            0.0
+        },
+        rx_pps: if udp {
+            rx_packets as f64 / seconds
+        } else {
+            0.0
+        },
+        rx_l2_bps: if udp {
+            (rx_packets * frame) as f64 * 8.0 / seconds
+        } else {
+            goodput
+        },
+        rx_l1_bps: udp.then(|| (rx_packets * (frame + 20)) as f64 * 8.0 / seconds),
+        retransmits: tx.and_then(|s| s.retransmits),
+        tx_errors: if local_to_far {
+            o.local.summary.tx_errors
+        } else {
+            0
+        },
+        intervals: pair_intervals(tx_iv, rx_iv),
+        sender_summary: summary(tx, true, tx_base),
+        receiver_summary: summary(rx, false, rx_base),
+        ..Default::default()
+    }
+}
