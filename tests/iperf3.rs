@@ -500,6 +500,95 @@ fn stock_iperf3_client_against_linerate_server() {
     }
 }
 
+/// Stock servers that refuse a test for their own reasons: a rate over
+/// `--server-bitrate-limit` (iperf3 error 27) and authentication required
+/// (RSA keys and an authorized users file, error 142). Each is named, with
+/// what to do, and exits 3.
+#[test]
+fn stock_server_refusals_are_named() {
+    if !require_root() || !have_iperf3() {
+        return;
+    }
+    let _g = serial();
+    let mut ns = Ns::new("r");
+    let target = format!("iperf3://{SERVER}");
+    let srv = ns.spawn(
+        &ns.server.clone(),
+        &["iperf3", "-s", "-B", SERVER, "--server-bitrate-limit", "5M"],
+        None,
+    );
+    ns.wait_listening(5201);
+    let out = ns.linerate(&[
+        "tcp",
+        "--server",
+        &target,
+        "-t",
+        "2",
+        "--rate",
+        "50M",
+        "--no-results",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    // iperf3 3.12 closes the connection without an error number here.
+    assert!(
+        (err.contains("iperf3 error 27") || err.contains("closed the control connection"))
+            && err.contains("server-bitrate-limit"),
+        "{err}"
+    );
+    let _ = Command::new("kill").arg(srv.to_string()).status();
+    ns.wait_child(srv);
+
+    // Authentication: only when this iperf3 was built with it (OpenSSL).
+    let tmp = tempdir("iperf3-auth");
+    let key = tmp.join("private.pem");
+    let users = tmp.join("users.csv");
+    let made = Command::new("openssl")
+        .args(["genrsa", "-traditional", "-out"])
+        .arg(&key)
+        .arg("2048")
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !made {
+        eprintln!("skipping the authentication case: openssl could not make a key");
+        return;
+    }
+    // user "lr", password "pw": sha256 of "{lr}pw", as iperf3 expects.
+    let hash = Command::new("sh")
+        .args(["-c", "printf '{lr}pw' | sha256sum | cut -d' ' -f1"])
+        .output()
+        .expect("sha256sum");
+    std::fs::write(
+        &users,
+        format!("lr,{}\n", String::from_utf8_lossy(&hash.stdout).trim()),
+    )
+    .unwrap();
+    let srv = ns.spawn(
+        &ns.server.clone(),
+        &[
+            "iperf3",
+            "-s",
+            "-B",
+            SERVER,
+            "--rsa-private-key-path",
+            key.to_str().unwrap(),
+            "--authorized-users-path",
+            users.to_str().unwrap(),
+        ],
+        None,
+    );
+    ns.wait_listening(5201);
+    let out = ns.linerate(&["tcp", "--server", &target, "-t", "2", "--no-results"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("requires authentication") && err.contains("does not support"),
+        "{err}"
+    );
+    let _ = Command::new("kill").arg(srv.to_string()).status();
+}
+
 #[test]
 fn busy_refused_and_killed_servers_give_clear_errors() {
     if !require_root() || !have_iperf3() {

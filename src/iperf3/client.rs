@@ -46,14 +46,19 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<Outcome, Iperf3Error
         };
         let Some(state) = state else {
             let e = Iperf3Error::Lost {
-                message: format!(
-                    "the {peer} closed the control connection{} (was it stopped or restarted?)",
-                    if running.is_some() {
-                        " in the middle of the test"
-                    } else {
-                        " before the test began"
-                    }
-                ),
+                message: if running.is_some() {
+                    format!(
+                        "the {peer} closed the control connection in the middle of the test \
+                         (was it stopped or restarted?)"
+                    )
+                } else {
+                    format!(
+                        "the {peer} closed the control connection before the test began: it was \
+                         stopped or restarted, or it refused the test without saying why (a stock \
+                         iperf3 does that for a rate over its --server-bitrate-limit); its log \
+                         says which"
+                    )
+                },
                 partial: None,
             };
             return Err(give_up(&mut ctl, running, cfg, e, stop));
@@ -213,16 +218,31 @@ fn server_error(ctl: &mut Control, peer: &str) -> Iperf3Error {
     }
 }
 
-/// What an iperf3 error number means, for the ones a server sends.
+/// What an iperf3 error number means (iperf_api.h's i_errno), for the
+/// ones a server sends after SERVER_ERROR.
 fn ie_name(n: u32) -> &'static str {
     match n {
+        5 => "test duration too long",
         wire::IE_NUMSTREAMS => "too many parallel streams",
         wire::IE_BLOCKSIZE => "block size out of range",
-        wire::IE_UNIMP => "not implemented by the server",
-        5 => "test duration too long",
         8 => "socket buffer size too large",
-        10 => "bind/listen failed on the server",
+        10 => "MSS too large",
+        12 => "bad --omit value",
+        wire::IE_UNIMP => "not implemented by the server",
+        16 => "more than one end condition (-t, -n, -k)",
+        18 => "no SCTP support on the server",
+        20 => "UDP datagram size out of range",
+        25 => "reverse and bidirectional at once",
+        27 => "the total rate asked for is over the server's --server-bitrate-limit",
+        102 => "the server could not listen for the streams",
         wire::IE_ACCESSDENIED => "the server is busy",
+        124 => "the server could not set the socket buffer size",
+        134 => "the server could not set that TCP congestion control (-C)",
+        140 => "the server could not set the pacing rate",
+        wire::IE_AUTHTEST => "authentication failed",
+        144 => "no message from the client in time (the server's --rcv-timeout)",
+        202 => "the server could not listen for a stream",
+        203 => "the server could not connect a stream",
         _ => "see iperf_api.h of the server's iperf3",
     }
 }
