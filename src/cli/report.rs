@@ -81,13 +81,17 @@ pub fn report(a: &ReportFlags) -> ReportArgs {
         labels: a.labels.clone(),
         from: a.from.clone(),
         to: a.to.clone(),
-        pivot: (a.pivot || !a.rows.is_empty() || !a.cols.is_empty() || a.cell.is_some() || a.csv.is_some())
-            .then(|| PivotOpts {
-                all: true,
-                rows: trimmed(&a.rows),
-                cols: trimmed(&a.cols),
-                cell: a.cell.clone(),
-            }),
+        pivot: (a.pivot
+            || !a.rows.is_empty()
+            || !a.cols.is_empty()
+            || a.cell.is_some()
+            || a.csv.is_some())
+        .then(|| PivotOpts {
+            all: true,
+            rows: trimmed(&a.rows),
+            cols: trimmed(&a.cols),
+            cell: a.cell.clone(),
+        }),
         pivot_csv: a.csv.clone(),
     }
 }

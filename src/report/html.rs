@@ -7,9 +7,9 @@
 
 use super::charts::{self, chart_figure, Chart};
 use super::format::{self as fmt, esc, script_json};
+use super::pivot::{self, PivotOpts};
 use super::run::{self, Run};
 use super::sections;
-use super::pivot::{self, PivotOpts};
 use super::{compare, figures, ramps};
 use crate::results::{RunResults, RunStatus, TestStatus};
 
@@ -419,7 +419,10 @@ fn pivots(runs: &[Run], opts: Option<&PivotOpts>, prefix: &str) -> Option<(Strin
         Ok(p) if p.is_empty() => None,
         Ok(p) => Some(pivot::html_section(&p, prefix)),
         Err(e) => Some((
-            format!("<p class=\"muted\">No pivot table: {}</p>", esc(&format!("{e:#}"))),
+            format!(
+                "<p class=\"muted\">No pivot table: {}</p>",
+                esc(&format!("{e:#}"))
+            ),
             Vec::new(),
         )),
     }
@@ -439,7 +442,9 @@ pub fn single_with(run: &Run, opts: Option<&PivotOpts>) -> String {
         status_pill(r.status),
         run_line(r)
     );
-    let pivot_body = pivot.as_ref().map(|(b, _)| section("pivots", "Pivot tables", b));
+    let pivot_body = pivot
+        .as_ref()
+        .map(|(b, _)| section("pivots", "Pivot tables", b));
     let mut body = format!(
         "{}{}{}{}",
         cards(r),

@@ -55,7 +55,11 @@ impl Cell {
 
     /// As `--cell` takes it back.
     pub fn name(&self) -> String {
-        format!("{}{}", self.figure.name, if self.of_line { "%" } else { "" })
+        format!(
+            "{}{}",
+            self.figure.name,
+            if self.of_line { "%" } else { "" }
+        )
     }
 
     /// What the figure is, in words.
@@ -163,10 +167,16 @@ impl Scale {
             Scale { div, unit }
         };
         if c.of_line {
-            return Scale { div: 1.0, unit: "%" };
+            return Scale {
+                div: 1.0,
+                unit: "%",
+            };
         }
         match c.figure.kind {
-            Kind::Percent => Scale { div: 1.0, unit: "%" },
+            Kind::Percent => Scale {
+                div: 1.0,
+                unit: "%",
+            },
             Kind::Ratio => Scale {
                 div: 0.01,
                 unit: "%",
@@ -243,7 +253,12 @@ mod tests {
 
     #[test]
     fn defaults_are_figures_of_expect() {
-        for c in [default_for_ramp(), line_pct(), named("rx_pps"), named("goodput")] {
+        for c in [
+            default_for_ramp(),
+            line_pct(),
+            named("rx_pps"),
+            named("goodput"),
+        ] {
             assert_eq!(criteria::figure(c.figure.name), Some(c.figure));
         }
         assert_eq!(default_for_search(&BTreeMap::new()).name(), "ndr%");

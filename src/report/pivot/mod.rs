@@ -10,6 +10,8 @@
 mod cell;
 mod model;
 mod page;
+#[cfg(test)]
+mod tests;
 mod text;
 
 pub use model::{build, CellValue, Pivot, PivotOpts, Value, PSEUDO_AXES};

@@ -5,9 +5,9 @@
 
 use super::cell::{self, Cell};
 use crate::model::sweep::SweepInfo;
+use crate::proto::{Direction, FrameSpec};
 use crate::report::run::Run;
 use crate::results::{criteria as measured, Protocol, TestResult, TestStatus};
-use crate::proto::{Direction, FrameSpec};
 use anyhow::{bail, Result};
 
 /// What the user asked of the pivot (`--pivot`, `--rows`, `--cols`,
@@ -159,7 +159,10 @@ pub fn build(runs: &[Run], opts: &PivotOpts) -> Result<Vec<Pivot>> {
 fn collect(run: &Run, asked: Option<Cell>, out: &mut Vec<Point>) {
     let r = &run.results;
     let dut = run.dut_mode().unwrap_or("no DUT").to_string();
-    let base = |name: &str, sweep: Option<&crate::model::sweep::SweepPoint>, profile: String, dir: Direction| {
+    let base = |name: &str,
+                sweep: Option<&crate::model::sweep::SweepPoint>,
+                profile: String,
+                dir: Direction| {
         let mut values: Vec<(String, Value)> = Vec::new();
         if let Some(s) = sweep {
             for c in &s.coords {
@@ -172,7 +175,9 @@ fn collect(run: &Run, asked: Option<Cell>, out: &mut Vec<Point>) {
                 ));
             }
         }
-        let test = sweep.map(|s| s.sweep.clone()).unwrap_or_else(|| name.to_string());
+        let test = sweep
+            .map(|s| s.sweep.clone())
+            .unwrap_or_else(|| name.to_string());
         for (k, v) in [
             ("run", run.label.clone()),
             ("dut", dut.clone()),
@@ -198,7 +203,12 @@ fn collect(run: &Run, asked: Option<Cell>, out: &mut Vec<Point>) {
         });
         out.push(Point {
             sweep: t.sweep.as_ref().map(|s| s.sweep.clone()),
-            values: base(&t.name, t.sweep.as_ref(), test_profile(t), t.params.direction),
+            values: base(
+                &t.name,
+                t.sweep.as_ref(),
+                test_profile(t),
+                t.params.direction,
+            ),
             cell: c,
             outcome: test_outcome(t, c, r.line_rate_bps),
             line,
@@ -361,7 +371,12 @@ fn ramp_outcome(
 }
 
 /// The pivot of one group of points.
-fn pivot(name: String, mut points: Vec<Point>, info: Option<&SweepInfo>, opts: &PivotOpts) -> Result<Pivot> {
+fn pivot(
+    name: String,
+    mut points: Vec<Point>,
+    info: Option<&SweepInfo>,
+    opts: &PivotOpts,
+) -> Result<Pivot> {
     let mut axes: Vec<String> = Vec::new();
     for p in &points {
         for (k, _) in &p.values {
@@ -391,8 +406,18 @@ fn pivot(name: String, mut points: Vec<Point>, info: Option<&SweepInfo>, opts: &
     }
     if rows.is_empty() && cols.is_empty() {
         if let Some(i) = info {
-            rows = i.rows.iter().filter(|a| axes.contains(a)).cloned().collect();
-            cols = i.cols.iter().filter(|a| axes.contains(a)).cloned().collect();
+            rows = i
+                .rows
+                .iter()
+                .filter(|a| axes.contains(a))
+                .cloned()
+                .collect();
+            cols = i
+                .cols
+                .iter()
+                .filter(|a| axes.contains(a))
+                .cloned()
+                .collect();
         }
     }
     choose(&points, &axes, &mut rows, &mut cols);
@@ -452,7 +477,10 @@ fn pivot(name: String, mut points: Vec<Point>, info: Option<&SweepInfo>, opts: &
 /// has one; otherwise each cell keeps its own figure and unit.
 fn one_unit(points: &mut [Point]) {
     let first = points.first().map(|p| cell::unit_class(&p.cell));
-    if points.iter().all(|p| Some(cell::unit_class(&p.cell)) == first) {
+    if points
+        .iter()
+        .all(|p| Some(cell::unit_class(&p.cell)) == first)
+    {
         return;
     }
     let has_line = |p: &Point| {
@@ -503,10 +531,10 @@ fn decided(points: &[Point], by: &[String], axis: &str) -> bool {
     if by.is_empty() {
         return false;
     }
-    fn key<'a>(p: &'a Point, by: &[String]) -> Vec<Option<&'a Value>> {
+    fn values_of<'a>(p: &'a Point, by: &[String]) -> Vec<Option<&'a Value>> {
         by.iter().map(|a| p.get(a)).collect()
     }
-    let key = |p| key(p, by);
+    let key = |p| values_of(p, by);
     points.iter().all(|p| {
         points
             .iter()

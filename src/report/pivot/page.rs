@@ -79,7 +79,11 @@ fn table(p: &Pivot) -> String {
                     if failed.is_empty() {
                         format!("{at}: {n} repetition{}", if *n == 1 { "" } else { "s" })
                     } else {
-                        format!("{at}: {n} measured, {} failed: {}", failed.len(), failed.join("; "))
+                        format!(
+                            "{at}: {n} measured, {} failed: {}",
+                            failed.len(),
+                            failed.join("; ")
+                        )
                     },
                 ),
             };
@@ -129,7 +133,11 @@ fn chart(p: &Pivot, id: &str) -> Option<Chart> {
         return None;
     };
     let (on_cols, x_at) = numeric_axis(p)?;
-    let x_name = if on_cols { &p.cols[x_at] } else { &p.rows[x_at] };
+    let x_name = if on_cols {
+        &p.cols[x_at]
+    } else {
+        &p.rows[x_at]
+    };
     let (unit, factor) = chart_unit(figure);
     // Every cell with its x and the label of its line (the other axes).
     let mut points: Vec<(f64, String, Option<f64>)> = Vec::new();

@@ -5,7 +5,7 @@
 
 use super::cell::{Cell, Scale};
 use super::model::{CellValue, Pivot, Value};
-use crate::report::columns::shorten;
+use crate::report::columns::{shorten, wrap};
 use crate::report::export::csv_field;
 
 /// The scale of each figure in the pivot, from the values it holds.
@@ -32,10 +32,7 @@ fn scale_of(scales: &[(Cell, Scale)], c: &Cell) -> Scale {
         .iter()
         .find(|(f, _)| f == c)
         .map(|(_, s)| *s)
-        .unwrap_or(Scale {
-            div: 1.0,
-            unit: "",
-        })
+        .unwrap_or(Scale { div: 1.0, unit: "" })
 }
 
 /// A cell as the tables write it: `12.3`, `≥97.0`, `12.3 (11.9–12.5)` for
@@ -93,7 +90,11 @@ pub fn caption(p: &Pivot, scales: &[(Cell, Scale)]) -> String {
     if p.summed_directions {
         notes.push("bidirectional points: both directions summed".into());
     }
-    let reps = p.cells.iter().flatten().any(|c| matches!(c, CellValue::Value { n, .. } if *n > 1));
+    let reps = p
+        .cells
+        .iter()
+        .flatten()
+        .any(|c| matches!(c, CellValue::Value { n, .. } if *n > 1));
     if reps {
         notes.push("repetitions: median (min–max)".into());
     }
@@ -125,13 +126,30 @@ pub fn col_label(cols: &[String], key: &[Value]) -> String {
 pub fn table(p: &Pivot, width: Option<usize>) -> String {
     let scales = scales(p);
     let unit = scales.len() > 1;
-    let mut out = format!(
-        "\nPivot '{}' (rows: {}; columns: {})\n",
+    let title = format!(
+        "Pivot '{}' (rows: {}; columns: {})",
         p.name,
-        if p.rows.is_empty() { "-".into() } else { p.rows.join(", ") },
-        if p.cols.is_empty() { "-".into() } else { p.cols.join(", ") }
+        if p.rows.is_empty() {
+            "-".into()
+        } else {
+            p.rows.join(", ")
+        },
+        if p.cols.is_empty() {
+            "-".into()
+        } else {
+            p.cols.join(", ")
+        }
     );
-    out.push_str(&format!("  {}\n", caption(p, &scales)));
+    let mut out = String::from("\n");
+    for l in wrap(&title, width, "", "  ").into_iter().chain(wrap(
+        &caption(p, &scales),
+        width,
+        "  ",
+        "  ",
+    )) {
+        out.push_str(&l);
+        out.push('\n');
+    }
     let max_left = width.map(|w| (w / 2).max(12)).unwrap_or(usize::MAX);
     // Left block: one column per row axis (or the figure when no rows).
     let left_heads: Vec<String> = if p.rows.is_empty() {
@@ -163,7 +181,12 @@ pub fn table(p: &Pivot, width: Option<usize>) -> String {
             .map(|v| v.text.chars().count())
             .max()
             .unwrap_or(0);
-        texts.iter().map(|t| t.chars().count()).max().unwrap_or(0).max(head)
+        texts
+            .iter()
+            .map(|t| t.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(head)
     };
     let texts: Vec<Vec<String>> = p
         .cells
@@ -231,10 +254,7 @@ pub fn table(p: &Pivot, width: Option<usize>) -> String {
         .enumerate()
         .flat_map(|(r, row)| row.iter().enumerate().map(move |(c, v)| (r, c, v)))
         .filter_map(|(r, c, v)| match v {
-            CellValue::Failed(e) => Some(format!(
-                "  FAIL {}: {e}",
-                where_(p, r, c)
-            )),
+            CellValue::Failed(e) => Some(format!("  FAIL {}: {e}", where_(p, r, c))),
             _ => None,
         })
         .collect();
@@ -243,7 +263,10 @@ pub fn table(p: &Pivot, width: Option<usize>) -> String {
         out.push('\n');
     }
     if failures.len() > 10 {
-        out.push_str(&format!("  … and {} more failed points\n", failures.len() - 10));
+        out.push_str(&format!(
+            "  … and {} more failed points\n",
+            failures.len() - 10
+        ));
     }
     out
 }
