@@ -196,7 +196,7 @@ fn chart(p: &Pivot, id: &str) -> Option<Chart> {
         id: id.to_string(),
         title: format!("{}: {} by {x_name}", p.name, figure.name()),
         x: axis("x", x_name, "count", None),
-        y: vec![axis("y", &figure.about(), unit, Some(0.0))],
+        y: vec![axis("y", &figure.name(), unit, Some(0.0))],
         series: list,
         data,
         note: format!(
