@@ -24,6 +24,7 @@ mod latency;
 mod layers;
 mod loadtest;
 mod multihost;
+mod pivot;
 mod ports;
 mod protocol;
 mod readme;

@@ -1,5 +1,6 @@
 //! `linerate report`: its flags and the report request they describe.
 
+use crate::report::pivot::PivotOpts;
 use crate::report::{Format, ReportArgs};
 use clap::Args;
 use std::path::PathBuf;
@@ -30,6 +31,27 @@ pub struct ReportFlags {
     /// For a monitor directory: the smoke graph up to this time (default: its end).
     #[arg(long, value_name = "TIME")]
     pub to: Option<String>,
+    /// Show the runs as pivot tables (every test, ramp and search; with sweeps, one table
+    /// per sweep): printed, written as CSV (see --csv) and added to the HTML report.
+    #[arg(long)]
+    pub pivot: bool,
+    /// Axes shown as the pivot's rows, comma-separated, outermost first: sweep parameters
+    /// and run, dut, test, profile, direction (implies --pivot; default: chosen).
+    #[arg(long, value_name = "AXES", value_delimiter = ',')]
+    pub rows: Vec<String>,
+    /// Axes shown as the pivot's columns (as --rows).
+    #[arg(long, value_name = "AXES", value_delimiter = ',')]
+    pub cols: Vec<String>,
+    /// The figure in each cell: a --expect figure name (rx_pps, goodput, line_pct, loss,
+    /// p99, ndr…), a packet rate with % appended for % of the line rate (ndr%, saturation%).
+    /// Default by kind: UDP line_pct (rx_pps without a line rate), TCP/HTTP goodput,
+    /// ramps saturation%, searches ndr%.
+    #[arg(long, value_name = "FIGURE")]
+    pub cell: Option<String>,
+    /// Where the pivot CSV goes (default: pivot.csv in the run directory for one run,
+    /// ./linerate-pivot.csv for several).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
 }
 
 /// The formats `--format` names.
@@ -59,5 +81,25 @@ pub fn report(a: &ReportFlags) -> ReportArgs {
         labels: a.labels.clone(),
         from: a.from.clone(),
         to: a.to.clone(),
+        pivot: (a.pivot
+            || !a.rows.is_empty()
+            || !a.cols.is_empty()
+            || a.cell.is_some()
+            || a.csv.is_some())
+        .then(|| PivotOpts {
+            all: true,
+            rows: trimmed(&a.rows),
+            cols: trimmed(&a.cols),
+            cell: a.cell.clone(),
+        }),
+        pivot_csv: a.csv.clone(),
     }
+}
+
+/// Axis names as given, without blanks around them or empty ones.
+fn trimmed(v: &[String]) -> Vec<String> {
+    v.iter()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
 }

@@ -7,6 +7,7 @@
 
 use super::charts::{self, chart_figure, Chart};
 use super::format::{self as fmt, esc, script_json};
+use super::pivot::{self, PivotOpts};
 use super::run::{self, Run};
 use super::sections;
 use super::{compare, figures, ramps};
@@ -405,9 +406,32 @@ pub fn run_sections(prefix: &str, r: &RunResults, charts: &[Chart], with_charts:
     s
 }
 
-/// The report of one run.
+/// The report of one run (its sweeps as pivot tables).
 pub fn single(run: &Run) -> String {
+    single_with(run, None)
+}
+
+/// The pivot section of `runs`: each sweep, or with `--pivot` what it
+/// asks; an error (an axis the points lack) is shown in its place.
+fn pivots(runs: &[Run], opts: Option<&PivotOpts>, prefix: &str) -> Option<(String, Vec<Chart>)> {
+    let default = PivotOpts::default();
+    match pivot::build(runs, opts.unwrap_or(&default)) {
+        Ok(p) if p.is_empty() => None,
+        Ok(p) => Some(pivot::html_section(&p, prefix)),
+        Err(e) => Some((
+            format!(
+                "<p class=\"muted\">No pivot table: {}</p>",
+                esc(&format!("{e:#}"))
+            ),
+            Vec::new(),
+        )),
+    }
+}
+
+/// The report of one run, with the pivot tables `opts` asks for.
+pub fn single_with(run: &Run, opts: Option<&PivotOpts>) -> String {
     let r = &run.results;
+    let pivot = pivots(std::slice::from_ref(run), opts, "");
     let mut charts = charts::run_charts("", r);
     charts.extend(ramps::charts("", r));
     charts.extend(super::cpu::cpu_charts("", r));
@@ -418,12 +442,19 @@ pub fn single(run: &Run) -> String {
         status_pill(r.status),
         run_line(r)
     );
+    let pivot_body = pivot
+        .as_ref()
+        .map(|(b, _)| section("pivots", "Pivot tables", b));
     let mut body = format!(
-        "{}{}{}",
+        "{}{}{}{}",
         cards(r),
         super::verdicts::html(r).unwrap_or_default(),
+        pivot_body.clone().unwrap_or_default(),
         run_sections("", r, &charts, true)
     );
+    if let Some((_, c)) = pivot {
+        charts.extend(c);
+    }
     let latency: String = r
         .tests
         .iter()
@@ -441,6 +472,7 @@ pub fn single(run: &Run) -> String {
         kind: "single",
         header,
         nav: [
+            ("pivots", "Pivots", pivot_body.is_some()),
             ("summary", "Summary", true),
             ("ramps", "Ramps", !r.ramps.is_empty()),
             ("searches", "Searches", !r.searches.is_empty()),
@@ -468,7 +500,14 @@ pub fn single(run: &Run) -> String {
 /// The report comparing several runs: differences, one chart per test and
 /// direction with a series per run, then each run's own sections.
 pub fn comparison(runs: &[Run]) -> String {
+    comparison_with(runs, None)
+}
+
+/// The comparison, with the pivot tables `opts` asks for (default: the
+/// runs' sweeps).
+pub fn comparison_with(runs: &[Run], opts: Option<&PivotOpts>) -> String {
     let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+    let pivot = pivots(runs, opts, "");
     let mut charts = charts::comparison_charts(runs);
     charts.extend(ramps::comparison_charts(runs));
     let header = format!(
@@ -478,6 +517,11 @@ pub fn comparison(runs: &[Run]) -> String {
         esc(labels.first().copied().unwrap_or(""))
     );
     let mut body = section("runs", "Runs", &compare::runs_table(runs));
+    let has_pivot = pivot.is_some();
+    if let Some((b, c)) = pivot {
+        body.push_str(&section("pivots", "Pivot tables", &b));
+        charts.extend(c);
+    }
     body.push_str(&section(
         "differences",
         "Differences",
@@ -506,12 +550,17 @@ pub fn comparison(runs: &[Run]) -> String {
         title: format!("linerate · {}", labels.join(" vs ")),
         kind: "comparison",
         header,
-        nav: vec![
-            ("runs", "Runs"),
-            ("differences", "Differences"),
-            ("charts", "Charts"),
-            ("run0", "Each run"),
-        ],
+        nav: [
+            ("runs", "Runs", true),
+            ("pivots", "Pivots", has_pivot),
+            ("differences", "Differences", true),
+            ("charts", "Charts", true),
+            ("run0", "Each run", true),
+        ]
+        .into_iter()
+        .filter(|n| n.2)
+        .map(|(id, label, _)| (id, label))
+        .collect(),
         body,
         charts,
     })

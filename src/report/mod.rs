@@ -39,6 +39,7 @@ pub mod intervals;
 pub mod junit;
 pub mod latency;
 pub mod matrix;
+pub mod pivot;
 pub mod profiles;
 mod ramps;
 mod run;
@@ -70,6 +71,12 @@ pub struct ReportArgs {
     /// For a monitor directory: the smoke graph's time range, as the user wrote it.
     pub from: Option<String>,
     pub to: Option<String>,
+    /// `--pivot` (with `--rows`, `--cols`, `--cell`): the runs as pivot
+    /// tables, printed, written as CSV and added to the HTML.
+    pub pivot: Option<pivot::PivotOpts>,
+    /// Where the pivot CSV goes (`--csv`); default: `pivot.csv` in the run
+    /// directory for one run, `./linerate-pivot.csv` for several.
+    pub pivot_csv: Option<PathBuf>,
 }
 
 /// What `linerate report` writes.
@@ -116,12 +123,15 @@ fn report(args: &ReportArgs) -> Result<()> {
         }
     }
     let runs = load_runs(&args.runs, &args.labels)?;
+    if let Some(opts) = &args.pivot {
+        print_pivots(&runs, opts, args)?;
+    }
     let (bytes, default_out) = match args.format {
         Format::Html => {
             let page = if runs.len() == 1 {
-                html::single(&runs[0])
+                html::single_with(&runs[0], args.pivot.as_ref())
             } else {
-                html::comparison(&runs)
+                html::comparison_with(&runs, args.pivot.as_ref())
             };
             let out = if runs.len() == 1 {
                 runs[0].dir.join("report.html")
@@ -148,6 +158,31 @@ fn report(args: &ReportArgs) -> Result<()> {
             crate::model::stdout::write_to(&mut out, &bytes).context("writing to stdout")?;
         }
     }
+    Ok(())
+}
+
+/// `--pivot`: the tables to stdout (stderr when the report itself goes to
+/// stdout), the CSV to `--csv` or its default.
+fn print_pivots(runs: &[Run], opts: &pivot::PivotOpts, args: &ReportArgs) -> Result<()> {
+    let pivots = pivot::build(runs, opts)?;
+    if pivots.is_empty() {
+        bail!("--pivot: the runs hold no tests, ramps or searches to pivot");
+    }
+    let to_stdout = args.output.as_deref().is_some_and(|o| o.as_os_str() == "-")
+        || (args.output.is_none() && args.format != Format::Html);
+    if to_stdout {
+        eprint!("{}", pivot::tables(&pivots, columns::width_for(2)));
+    } else {
+        let text = pivot::tables(&pivots, columns::width_for(1));
+        let mut out = std::io::stdout().lock();
+        crate::model::stdout::write_to(&mut out, text.as_bytes()).context("writing to stdout")?;
+    }
+    let csv = args.pivot_csv.clone().unwrap_or_else(|| match runs {
+        [one] => one.dir.join("pivot.csv"),
+        _ => PathBuf::from("linerate-pivot.csv"),
+    });
+    pivot::write_csv(&csv, &pivots)?;
+    eprintln!("report: {} (pivot table)", csv.display());
     Ok(())
 }
 

@@ -250,7 +250,17 @@ pub fn test_figures(t: &TestResult) -> BTreeMap<&'static str, f64> {
     m
 }
 
-fn search_figures(s: &super::SearchResult) -> BTreeMap<&'static str, f64> {
+/// The figures one direction of a test measured (a pivot of a bidirectional
+/// test adds its directions' rates instead of keeping the worse one).
+pub fn direction_test_figures(t: &TestResult, d: &DirectionResult) -> BTreeMap<&'static str, f64> {
+    let mut m = BTreeMap::new();
+    direction_figures(&mut m, t, d);
+    m
+}
+
+/// The figures a search measured: `ndr`, `pdr` (MLRsearch), `throughput`
+/// (RFC 2544), in packets per second.
+pub fn search_figures(s: &super::SearchResult) -> BTreeMap<&'static str, f64> {
     let mut m = BTreeMap::new();
     if let Some(r) = &s.mlr {
         for g in &r.goals {

@@ -151,7 +151,8 @@ fn http_cells(t: &crate::results::TestResult) -> Vec<String> {
     ]
 }
 
-fn csv_field(s: &str) -> String {
+/// One CSV field, quoted when it holds a comma, quote or line break.
+pub fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {

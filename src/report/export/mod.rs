@@ -5,5 +5,5 @@
 mod csv;
 mod prometheus;
 
-pub use csv::csv;
+pub use csv::{csv, csv_field};
 pub use prometheus::prometheus;
