@@ -481,6 +481,13 @@ fn dut_link_down_for_two_seconds_marks_the_intervals_and_the_run_goes_on() {
         "{events:?}"
     );
     assert!(done.stdout.contains("link down on lrs0"), "{}", done.stdout);
+    // The verdict blames the link, not the DUT's forwarding or the tester.
+    let b = &t["bottleneck"];
+    assert_eq!(b["kind"], "link_down", "{b}");
+    assert!(
+        b["verdict"].as_str().unwrap().contains("lrs0 at the sink"),
+        "{b}"
+    );
     let names = [lab.gen.clone(), dut.clone(), lab.sink.clone()];
     drop(lab);
     let _ = std::fs::remove_dir_all(&results);

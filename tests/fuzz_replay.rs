@@ -121,3 +121,13 @@ fn fuzz_replay_frame() {
 fn fuzz_replay_units() {
     assert!(replay("units") > 0);
 }
+
+#[test]
+fn fuzz_replay_criteria() {
+    assert!(replay("criteria") > 0);
+}
+
+#[test]
+fn fuzz_replay_iperf3() {
+    assert!(replay("iperf3") > 0);
+}

@@ -15,6 +15,7 @@ mod faults;
 mod first_hour;
 mod flags;
 mod fuzz_replay;
+mod hardening;
 mod http;
 mod http_requests;
 mod http_serve;

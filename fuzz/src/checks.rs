@@ -28,6 +28,8 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("probe", probe),
     ("frame", frame),
     ("units", units),
+    ("criteria", criteria),
+    ("iperf3", iperf3),
 ];
 
 /// The control protocol: length-prefixed JSON frames from a peer.
@@ -462,5 +464,249 @@ pub fn units(data: &[u8]) {
         }
         Ok(_) => {}
         Err(e) => assert!(!e.to_string().is_empty()),
+    }
+}
+
+/// Pass/fail criteria (`--expect`, a plan test's `expect`):
+/// `FIGURE OP NUMBER[UNIT][@STAT]`.
+///
+/// What parses is a known figure and a finite, non-negative value in its
+/// base unit; written back in that base unit it parses to the same
+/// criterion. An error quotes the criterion and points inside it (or just
+/// past its end, where something is missing).
+pub fn criteria(data: &[u8]) {
+    use linerate::model::criteria::{self, Kind};
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
+    match criteria::parse(s) {
+        Ok(c) => {
+            assert!(
+                c.value.is_finite() && c.value >= 0.0,
+                "{s:?} → value {}",
+                c.value
+            );
+            assert_eq!(c.text, s.trim());
+            assert!(std::ptr::eq(
+                c.figure,
+                criteria::figure(c.figure.name).expect("a figure by its own name")
+            ));
+            // The same criterion written in base units: Display of an f64
+            // is plain digits and a point, which the grammar takes.
+            let (number, unit) = match c.figure.kind {
+                Kind::Ratio => (c.value * 100.0, "%"),
+                Kind::Percent => (c.value, "%"),
+                Kind::Seconds => (c.value, "s"),
+                Kind::Pps => (c.value, "pps"),
+                Kind::Bps => (c.value, "bit/s"),
+                Kind::Count => (c.value, ""),
+                Kind::PerSecond => (c.value, "/s"),
+            };
+            let text = format!(
+                "{}{}{number}{unit}@{}",
+                c.figure.name,
+                c.op.symbol(),
+                c.stat.name()
+            );
+            let back = match criteria::parse(&text) {
+                Ok(b) => b,
+                Err(e) => panic!("{s:?} parses, but its base form does not: {e}"),
+            };
+            assert!(std::ptr::eq(back.figure, c.figure), "{text}");
+            assert_eq!((back.op, back.stat), (c.op, c.stat), "{text}");
+            let tolerance = c.value.abs() * 1e-12;
+            assert!(
+                (back.value - c.value).abs() <= tolerance || back.value == c.value,
+                "{s:?} → {} but {text:?} → {}",
+                c.value,
+                back.value
+            );
+        }
+        Err(e) => {
+            let chars = s.chars().count();
+            assert_eq!(e.input, s);
+            assert!(!e.message.trim().is_empty(), "an empty message for {s:?}");
+            assert!(
+                e.column + e.len <= chars + 1,
+                "{s:?}: column {} length {} past {chars} characters",
+                e.column,
+                e.len
+            );
+            assert!(e.to_string().contains(s), "'{e}' does not quote {s:?}");
+        }
+    }
+}
+
+/// The iperf3 control conversation as `linerate serve` reads it from a
+/// client, and the client reads it from a server: the input is taken as a
+/// cookie, a length-prefixed parameters message, a state byte and a
+/// length-prefixed results message, each decoder seeing what is left.
+///
+/// Every state byte that decodes encodes to itself; a cookie that passes
+/// has iperf3's shape; a length is the prefix's and within the limit; a
+/// message that decodes re-encodes to one that decodes to the same values;
+/// parameters that validate describe a test within iperf3's limits whose
+/// wire form validates to the same test; results are taken only for the
+/// streams the test has.
+pub fn iperf3(data: &[u8]) {
+    use linerate::proto::iperf3::{self as ip, WireParams, WireResults};
+    for &b in data.iter().take(64) {
+        if let Ok(s) = ip::State::from_byte(b) {
+            assert_eq!(s.byte(), b);
+        }
+    }
+    for counters_64bit in [false, true] {
+        if let Some(h) = ip::UdpHeader::parse(data, counters_64bit) {
+            let n = ip::UdpHeader::len(counters_64bit);
+            let mut buf = vec![0u8; n];
+            assert!(h.emit(&mut buf, counters_64bit));
+            assert_eq!(&buf[..], &data[..n], "emit(parse(x)) != x");
+        } else {
+            assert!(data.len() < ip::UdpHeader::len(counters_64bit));
+        }
+    }
+    let _ = ip::is_udp_reply(data);
+    // Whole-buffer decoders, as a client reading one message.
+    iperf3_params(ip::decode_json::<WireParams>(data).ok());
+    if let Ok(r) = ip::decode_json::<WireResults>(data) {
+        iperf3_round_trip(&r);
+    }
+
+    let mut rest = data;
+    let cookie = &rest[..rest.len().min(ip::COOKIE_LEN)];
+    if ip::check_cookie(cookie).is_ok() {
+        assert_eq!(cookie[ip::COOKIE_LEN - 1], 0);
+        assert!(cookie[..ip::COOKIE_LEN - 1]
+            .iter()
+            .all(|c| ip::COOKIE_CHARS.contains(c)));
+    }
+    rest = &rest[cookie.len()..];
+    let params = iperf3_params(iperf3_message::<WireParams>(&mut rest));
+    let Some((&state, tail)) = rest.split_first() else {
+        return;
+    };
+    rest = tail;
+    let _ = ip::State::from_byte(state);
+    let Some(results) = iperf3_message::<WireResults>(&mut rest) else {
+        return;
+    };
+    iperf3_round_trip(&results);
+    let (transport, connections, client_sends) = match &params {
+        Some(p) => (p.transport, p.connections(), Some(p.clone())),
+        None => (ip::Transport::Tcp, 1, None),
+    };
+    let far_sends = |id: u32| {
+        let k = ip::stream_index(id)?;
+        (k < connections).then(|| client_sends.as_ref().is_some_and(|p| p.client_sends(k)))
+    };
+    if let Ok(streams) = ip::FarEnd::from_wire(&results, transport, far_sends) {
+        assert_eq!(streams.len(), results.streams.len());
+        assert!(streams.len() <= 2 * ip::MAX_STREAMS as usize);
+        let mut far = ip::FarEnd {
+            transport,
+            streams,
+            ..Default::default()
+        };
+        for s in &far.streams {
+            let k = ip::stream_index(s.id).expect("a stream id the test has");
+            assert!(k < connections && ip::stream_id(k) == s.id);
+            assert!(s.seconds >= 0.0);
+        }
+        far.total();
+        if let Some(pct) = far.loss_pct {
+            assert!(pct.is_finite() && pct >= 0.0, "loss {pct} %");
+        }
+    }
+}
+
+/// One length-prefixed JSON message off the front of `rest`, as the
+/// conversation reads it: the prefix, then that many bytes.
+fn iperf3_message<T: serde::de::DeserializeOwned>(rest: &mut &[u8]) -> Option<T> {
+    use linerate::proto::iperf3 as ip;
+    let len = match ip::json_len(rest) {
+        Ok(len) => {
+            assert!(len <= ip::MAX_JSON_LEN);
+            assert_eq!(
+                len,
+                u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize
+            );
+            len
+        }
+        Err(ip::Iperf3Error::Truncated { got, want: 4 }) => {
+            assert!(got < 4 && got == rest.len());
+            return None;
+        }
+        Err(ip::Iperf3Error::TooLong { len, max }) => {
+            assert!(len > max);
+            return None;
+        }
+        Err(e) => panic!("json_len failed with {e}"),
+    };
+    let body = rest.get(4..4 + len)?;
+    *rest = &rest[4 + len..];
+    ip::decode_body(body).ok()
+}
+
+/// Parameters a peer sent: what validates is within iperf3's limits, and
+/// its wire form validates to the same test.
+fn iperf3_params(
+    p: Option<linerate::proto::iperf3::WireParams>,
+) -> Option<linerate::proto::iperf3::TestParams> {
+    use linerate::proto::iperf3 as ip;
+    let p = p?;
+    iperf3_round_trip(&p);
+    let t = p.validate().ok()?;
+    assert!((1..=ip::MAX_STREAMS).contains(&t.streams));
+    assert!(t.time_s > 0.0 && t.time_s <= ip::MAX_TIME_S);
+    assert!((0.0..=ip::MAX_OMIT_S).contains(&t.omit_s));
+    let (lo, hi) = match t.transport {
+        ip::Transport::Tcp => (1, ip::MAX_TCP_LEN),
+        ip::Transport::Udp => (ip::MIN_UDP_LEN, ip::MAX_UDP_LEN),
+    };
+    assert!((lo..=hi).contains(&t.len), "block size {}", t.len);
+    assert!(t.connections() <= 2 * ip::MAX_STREAMS);
+    assert_eq!(t.to_wire().validate().as_ref(), Ok(&t), "{p:?}");
+    Some(t)
+}
+
+/// A decoded iperf3 message encodes to one that decodes to the same
+/// values (numbers to within a rounding of the last digit: the stable
+/// replay's serde_json parses floats without `float_roundtrip`).
+fn iperf3_round_trip<T: Serialize + DeserializeOwned + Debug>(m: &T) {
+    use linerate::proto::iperf3 as ip;
+    let msg = match ip::encode_json(m) {
+        Ok(msg) => msg,
+        // Escapes may make a message near the limit longer than it came.
+        Err(ip::Iperf3Error::TooLong { .. }) => return,
+        Err(e) => panic!("a decoded message does not encode: {e}: {m:?}"),
+    };
+    let back: T = match ip::decode_json(&msg) {
+        Ok(b) => b,
+        Err(e) => panic!("an encoded message does not decode: {e}: {m:?}"),
+    };
+    let (a, b) = (
+        serde_json::to_value(m).expect("a value"),
+        serde_json::to_value(&back).expect("a value"),
+    );
+    assert!(same_json(&a, &b), "decode(encode(m)) != m: {a} vs {b}");
+}
+
+/// Equal JSON values, numbers within a relative 1e-15.
+fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
+            (Some(x), Some(y)) => x == y || (x - y).abs() <= x.abs().max(y.abs()) * 1e-15,
+            _ => x == y,
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
     }
 }

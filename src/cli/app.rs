@@ -73,7 +73,7 @@ fn with_run(opts: &RunOpts, name: &str, body: impl FnOnce(&mut Run) -> Result<()
 
 /// An ad-hoc test between two endpoints the user named.
 fn pair_test(pair: &Pair, spec: &TestSpec, opts: &RunOpts, run: &mut Run) -> Result<()> {
-    let mut hosts = Hosts::new(opts.ssh.clone());
+    let mut hosts = Hosts::new(opts.ssh.clone()).allowing(&opts.allow_target);
     let log = |role: &str| run.dir.as_ref().map(|d| d.agent_log(role));
     let spawned = (|| {
         let gen = hosts.spawn(

@@ -152,6 +152,7 @@ pub fn monitor_config(a: &MonitorArgs) -> Result<crate::latency::monitor::Monito
         max_files: a.max_files,
         probe_size: a.probe_size,
         ssh: a.ssh.options()?,
+        allow_target: a.allow_target.clone(),
         progress: !a.output.no_progress,
     })
 }

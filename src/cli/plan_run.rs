@@ -30,7 +30,7 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         plan.tests.len(),
         if plan.tests.len() == 1 { "" } else { "s" },
     );
-    let mut hosts = Hosts::new(opts.ssh.clone());
+    let mut hosts = Hosts::new(opts.ssh.clone()).allowing(&opts.allow_target);
     let mut agent_of = vec![None; plan.hosts.len()];
     for &i in &used {
         let h = &plan.hosts[i];

@@ -113,16 +113,7 @@ impl IntervalClock {
 /// Destinations a generator may send to without being told otherwise:
 /// loopback and the benchmarking ranges (RFC 2544 App. C.2.2, RFC 5180).
 pub fn benchmark_ranges() -> [Cidr; 2] {
-    [
-        Cidr {
-            addr: IpAddr::from([198, 18, 0, 0]),
-            prefix: 15,
-        },
-        Cidr {
-            addr: IpAddr::from([0x2001, 2, 0, 0, 0, 0, 0, 0]),
-            prefix: 48,
-        },
-    ]
+    crate::netops::reach::benchmark_ranges()
 }
 
 /// The generator's safety rule (RFC 6815: isolated test networks only).

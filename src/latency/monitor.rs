@@ -55,6 +55,9 @@ pub struct MonitorConfig {
     pub max_files: u32,
     pub probe_size: u16,
     pub ssh: SshOptions,
+    /// `--allow-target`: ssh responders there may be reached through the
+    /// default route.
+    pub allow_target: Vec<crate::proto::Cidr>,
     /// A live line of the counts so far on a terminal's stderr.
     pub progress: bool,
 }
@@ -558,7 +561,7 @@ fn monitor(cfg: MonitorConfig) -> Result<MonitorSummary> {
         eprintln!("monitor: metrics on http://{bound}/metrics");
     }
     // Responders: an agent per endpoint, one session each.
-    let mut hosts = Hosts::new(cfg.ssh.clone());
+    let mut hosts = Hosts::new(cfg.ssh.clone()).allowing(&cfg.allow_target);
     let mut sessions: Vec<(Sess, usize, IpAddr, IpAddr, SessionSlot)> = Vec::new();
     let mut threads = Vec::new();
     for (i, (ep, target)) in cfg.responders.iter().enumerate() {

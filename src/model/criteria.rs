@@ -464,6 +464,19 @@ pub fn parse(input: &str) -> Result<Criterion, ParseError> {
             "unexpected text after the criterion",
         ));
     }
+    // Digits alone can spell a number past f64's range (it parses as
+    // infinity), and a unit can scale a finite one past it.
+    if !(number * scale).is_finite() {
+        return Err(c.error(
+            num_at,
+            num.chars().count(),
+            format!(
+                "{num}{unit} is too large a number for {} ({})",
+                figure.name,
+                figure.kind.what()
+            ),
+        ));
+    }
     Ok(Criterion {
         text: input.trim().to_string(),
         figure,
@@ -632,6 +645,18 @@ mod tests {
 
     fn ok(s: &str) -> Criterion {
         parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn numbers_past_f64_are_refused() {
+        // 400 digits parse as infinity; 309 nines times T overflow.
+        let huge = format!("rx_pps>=1{}", "0".repeat(400));
+        let e = parse(&huge).unwrap_err();
+        assert!(e.message.contains("too large a number"), "{e}");
+        assert_eq!((e.column, e.len), (8, 401));
+        let e = parse(&format!("l1_bps<={}Tbit/s", "9".repeat(305))).unwrap_err();
+        assert!(e.message.contains("too large a number for l1_bps"), "{e}");
+        assert_eq!(ok(&format!("tx_pps>=1{}", "0".repeat(300))).value, 1e300);
     }
 
     fn err(s: &str) -> ParseError {

@@ -85,6 +85,138 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Makes `base` (creating what is missing) a place where another user
+/// cannot redirect what linerate writes, and returns it. Walks the path a
+/// component at a time without following a link it has not checked:
+///
+/// - in a directory other users may write (world- or group-writable, or
+///   owned by another user than this one or root: `/tmp`, a 1777 working
+///   directory), a component must be owned by this user or root, and that
+///   directory must be sticky (else anyone may rename what stands there);
+///   a symlink there is followed only under the same rule;
+/// - elsewhere symlinks are followed as usual (`/home` → `/data/home`);
+/// - the base itself may not be writable by others unless it is sticky.
+///
+/// Trusted users are this one, root, and under sudo the user who ran it.
+/// Together with run directories made by `mkdir` (never reused) and files
+/// created `O_EXCL|O_NOFOLLOW`, no link planted on the path is written
+/// through: the chain up to the base is one nobody else can change.
+pub fn trusted_dir(base: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let me = crate::sys::euid();
+    // Under sudo the user who asked is trusted too: `sudo linerate lab` in
+    // one's own home directory writes where that user could anyway.
+    let sudo_uid: Option<u32> = (me == 0)
+        .then(|| std::env::var("SUDO_UID").ok()?.parse().ok())
+        .flatten();
+    let trusted = |uid: u32| uid == me || uid == 0 || Some(uid) == sudo_uid;
+    let shared = |m: &fs::Metadata| m.mode() & 0o022 != 0 || !trusted(m.uid());
+    let sticky = |m: &fs::Metadata| m.mode() & 0o1000 != 0;
+    let start = if base.is_absolute() {
+        std::path::PathBuf::from("/")
+    } else {
+        std::env::current_dir().context("reading the current directory")?
+    };
+    let mut cur = start;
+    let mut hops = 0;
+    let mut rest: Vec<std::ffi::OsString> = base
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(n) => Some(n.to_os_string()),
+            std::path::Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .rev()
+        .collect();
+    while let Some(name) = rest.pop() {
+        if name == ".." {
+            cur.pop();
+            continue;
+        }
+        let parent = fs::metadata(&cur).with_context(|| format!("reading {}", cur.display()))?;
+        let next = cur.join(&name);
+        let m = match fs::symlink_metadata(&next) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                match fs::create_dir(&next) {
+                    Ok(()) => {}
+                    // Made by someone else meanwhile: judged below.
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => {
+                        return Err(e).with_context(|| format!("creating {}", next.display()))
+                    }
+                }
+                fs::symlink_metadata(&next)
+                    .with_context(|| format!("reading {}", next.display()))?
+            }
+            Err(e) => return Err(e).with_context(|| format!("reading {}", next.display())),
+        };
+        if shared(&parent) && !(trusted(m.uid()) && sticky(&parent)) {
+            let what = if m.file_type().is_symlink() {
+                "a symlink"
+            } else {
+                "a directory"
+            };
+            let owner = if trusted(m.uid()) {
+                "".to_string()
+            } else {
+                format!(" owned by uid {}", m.uid())
+            };
+            let how = if sticky(&parent) {
+                "which other users can write"
+            } else {
+                "which other users can write and which is not sticky (anyone may rename what stands there)"
+            };
+            bail!(
+                "{} is {what}{owner} in {}, {how}: results written through it could be \
+                 redirected to another file. Use a directory only you (or root) control \
+                 (--results-dir), or remove {} and let linerate create it",
+                next.display(),
+                cur.display(),
+                next.display()
+            );
+        }
+        if m.file_type().is_symlink() {
+            hops += 1;
+            if hops > 40 {
+                bail!("{}: too many levels of symlinks", base.display());
+            }
+            let target =
+                fs::read_link(&next).with_context(|| format!("reading {}", next.display()))?;
+            if target.is_absolute() {
+                cur = std::path::PathBuf::from("/");
+            }
+            rest.extend(
+                target
+                    .components()
+                    .filter_map(|c| match c {
+                        std::path::Component::Normal(n) => Some(n.to_os_string()),
+                        std::path::Component::ParentDir => Some("..".into()),
+                        _ => None,
+                    })
+                    .rev(),
+            );
+            continue;
+        }
+        if !m.is_dir() {
+            bail!("{} is not a directory", next.display());
+        }
+        cur = next;
+    }
+    // The base itself holds the run directory: others writing there may
+    // not rename it away and put something else in its place.
+    let m = fs::metadata(&cur).with_context(|| format!("reading {}", cur.display()))?;
+    if shared(&m) && !sticky(&m) {
+        bail!(
+            "{} can be written by other users and is not sticky: anyone may rename a run \
+             directory there and put a link in its place. Use a directory only you (or root) \
+             control (--results-dir), or chmod +t or go-w it",
+            cur.display()
+        );
+    }
+    Ok(())
+}
+
 /// Creates the directory `base/stem` new (`mkdir`, which fails where
 /// anything stands, a symlink included), or `stem-2`, `stem-3`… when the
 /// name is taken: two runs never share a directory.

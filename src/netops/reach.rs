@@ -6,6 +6,21 @@ use crate::proto::Cidr;
 use serde_json::Value;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 
+/// The benchmarking ranges (RFC 2544 App. C.2.2, RFC 5180): where test
+/// traffic and lab hosts may be without an allow-list.
+pub fn benchmark_ranges() -> [Cidr; 2] {
+    [
+        Cidr {
+            addr: IpAddr::from([198, 18, 0, 0]),
+            prefix: 15,
+        },
+        Cidr {
+            addr: IpAddr::from([0x2001, 2, 0, 0, 0, 0, 0, 0]),
+            prefix: 48,
+        },
+    ]
+}
+
 /// What this namespace knows of `addr`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reach {

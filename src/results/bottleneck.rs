@@ -32,7 +32,7 @@ pub struct AgentCpu<'a> {
 /// Where a packet test's frames went: what the senders offered, and what
 /// was lost at the DUT and at the tester's own receiving side. A full
 /// sender core does not explain a limit the frames show lay further on.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Traffic {
     pub offered: u64,
     pub dut_lost: u64,
@@ -41,6 +41,18 @@ pub struct Traffic {
     pub asked: u64,
     /// Frames the receivers counted.
     pub received: u64,
+    /// Of `dut_lost`, the frames lost in intervals an endpoint marked
+    /// `links_down`, and the links it named there.
+    pub link_down_lost: u64,
+    pub links_down: Vec<LinkDown>,
+}
+
+/// A link an endpoint saw go down during a test: its interface there
+/// (whose other end is the DUT's port).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkDown {
+    pub role: String,
+    pub ifname: String,
 }
 
 impl Traffic {
@@ -202,6 +214,14 @@ fn verdict(loads: Vec<CpuLoad>, many_hosts: bool, traffic: Traffic) -> Bottlenec
         .copied()
         .filter(|c| c.busy_pct >= SATURATED_PCT)
         .collect();
+    // Most of the loss fell while a link was down: the link explains it,
+    // not the DUT's forwarding nor the tester (whose cores idled).
+    if !traffic.links_down.is_empty()
+        && traffic.beyond_noise(traffic.link_down_lost)
+        && traffic.link_down_lost * 2 >= traffic.dut_lost
+    {
+        return link_verdict(&loads, traffic);
+    }
     // Nothing arrived: no core explains that, a path does.
     if traffic.offered > 0 && traffic.received == 0 {
         return nothing_arrived(&loads, traffic);
@@ -459,6 +479,35 @@ fn rate_verdict(loads: &[CpuLoad], order: &[&CpuLoad], many_hosts: bool, t: Traf
     }
 }
 
+/// The verdict when most frames lost were lost while a link was down:
+/// names the links (the endpoint's interface, cabled to the DUT).
+fn link_verdict(loads: &[CpuLoad], t: Traffic) -> Bottleneck {
+    let links: Vec<String> = t
+        .links_down
+        .iter()
+        .map(|l| format!("{} at the {}", l.ifname, l.role))
+        .collect();
+    let share = 100.0 * t.link_down_lost as f64 / t.offered.max(1) as f64;
+    Bottleneck {
+        verdict: format!(
+            "a link went down: {} of {} frames offered ({share:.1} %) were lost while the \
+             link {} (to the DUT's port) was down; neither the DUT's forwarding nor the \
+             tester was the limit (the figures of this test measure the outage)",
+            t.link_down_lost,
+            t.offered,
+            links.join(", ")
+        ),
+        kind: BottleneckKind::LinkDown,
+        host: t
+            .links_down
+            .first()
+            .map(|l| l.role.clone())
+            .unwrap_or_default(),
+        cpu: None,
+        host_cpus: loads.to_vec(),
+    }
+}
+
 /// The verdict when the senders offered frames and none was counted.
 fn nothing_arrived(loads: &[CpuLoad], t: Traffic) -> Bottleneck {
     Bottleneck {
@@ -703,6 +752,61 @@ mod tests {
         assert_eq!(v.kind, BottleneckKind::TesterSender, "{}", v.verdict);
     }
 
+    /// Issue 22: the loss of a test fell while the sink's link to the DUT
+    /// was down. The verdict names that link, not the DUT's forwarding nor
+    /// the full sender core; loss mostly elsewhere still names the DUT.
+    #[test]
+    fn issue_22_loss_while_a_link_was_down_names_the_link() {
+        let b = before();
+        let a = snap(
+            vec![
+                core(0, 1000, 1420, 680, 50_000, 10),
+                core(1, 1100, 1530, 150, 50_000, 10),
+            ],
+            vec![thread(9, "lr-udp-send", 970, 0)],
+        );
+        let agents = [AgentCpu {
+            host: "lab".into(),
+            role: "gen".into(),
+            before: &b,
+            after: &a,
+        }];
+        let link = LinkDown {
+            role: "sink".into(),
+            ifname: "lrs0".into(),
+        };
+        let down = Traffic {
+            offered: 180_000,
+            dut_lost: 41_000,
+            received: 139_000,
+            link_down_lost: 40_500,
+            links_down: vec![link.clone()],
+            ..Default::default()
+        };
+        let v = analyse(&agents, 9.0, Some(down.clone())).unwrap();
+        assert_eq!(v.kind, BottleneckKind::LinkDown, "{}", v.verdict);
+        assert!(v.verdict.contains("lrs0 at the sink"), "{}", v.verdict);
+        assert!(v.verdict.contains("40500 of 180000"), "{}", v.verdict);
+        assert_eq!((v.host.as_str(), v.cpu), ("sink", None));
+        // Most of the loss outside the marked intervals: the DUT.
+        let elsewhere = Traffic {
+            dut_lost: 100_000,
+            received: 80_000,
+            ..down.clone()
+        };
+        let v = analyse(&agents, 9.0, Some(elsewhere)).unwrap();
+        assert_eq!(v.kind, BottleneckKind::Dut, "{}", v.verdict);
+        // A link down with loss within counting noise decides nothing.
+        let blip = Traffic {
+            dut_lost: 150,
+            link_down_lost: 150,
+            received: 179_850,
+            ..down
+        };
+        let v = analyse(&agents, 9.0, Some(blip)).unwrap();
+        assert_ne!(v.kind, BottleneckKind::LinkDown, "{}", v.verdict);
+    }
+
     #[test]
     fn nothing_full_says_so_and_names_the_busiest() {
         let b = before();
@@ -860,7 +964,7 @@ mod tests {
             received: 1_999_990,
             ..Default::default()
         };
-        let v = analyse(&agents, 10.0, Some(met)).unwrap();
+        let v = analyse(&agents, 10.0, Some(met.clone())).unwrap();
         assert_eq!(v.kind, BottleneckKind::RateLimited, "{}", v.verdict);
         assert!(
             v.verdict
@@ -877,7 +981,7 @@ mod tests {
         let short = Traffic {
             offered: 1_500_000,
             received: 1_500_000,
-            ..met
+            ..met.clone()
         };
         let v = analyse(&agents, 10.0, Some(short)).unwrap();
         assert_eq!(v.kind, BottleneckKind::TesterSender, "{}", v.verdict);

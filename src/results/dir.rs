@@ -11,7 +11,7 @@
 
 use super::RunResults;
 use crate::model::clock::time_stamp_compact;
-use crate::model::files::{create_dir_new, create_new, write_atomic};
+use crate::model::files::{create_dir_new, create_new, trusted_dir, write_atomic};
 use crate::proto::IntervalSample;
 use anyhow::{bail, Context, Result};
 use std::fs::{self, File};
@@ -36,8 +36,7 @@ impl RunDir {
             );
         }
         let stem = format!("{}-{name}", time_stamp_compact());
-        let path = fs::create_dir_all(base)
-            .map_err(anyhow::Error::from)
+        let path = trusted_dir(base)
             .and_then(|()| create_dir_new(base, &stem))
             .with_context(|| {
                 format!(

@@ -383,6 +383,9 @@ pub enum BottleneckKind {
     /// Frames were offered and none arrived: a wrong target or a path
     /// that drops everything, not a core.
     NothingArrived,
+    /// Most frames lost were lost while a link to the DUT was down (the
+    /// intervals' `links_down`): the link, not a core, limited the test.
+    LinkDown,
 }
 
 /// One core of one host over a test, in % of that core.

@@ -226,14 +226,45 @@ pub(super) fn bottleneck(
         });
     }
     let offered: u64 = result.directions.iter().map(|d| d.tx_packets).sum();
+    let (link_down_lost, links_down) = links_down_loss(result);
     let traffic = (offered > 0).then(|| crate::results::bottleneck::Traffic {
         offered,
         dut_lost: result.directions.iter().map(|d| d.dut_lost).sum(),
         tester_drops: result.directions.iter().map(|d| d.tester_drops).sum(),
         asked: result.directions.iter().map(|d| d.tx_target).sum(),
         received: result.directions.iter().map(|d| d.rx_packets).sum(),
+        link_down_lost,
+        links_down,
     });
     result.bottleneck = crate::results::bottleneck::analyse(&agents, traffic_s(col, legs), traffic);
+}
+
+/// Frames lost (by sequence, at the receiver) in the intervals an endpoint
+/// marked `links_down`, and the links named there, each once.
+fn links_down_loss(result: &TestResult) -> (u64, Vec<crate::results::bottleneck::LinkDown>) {
+    let mut lost = 0;
+    let mut links: Vec<crate::results::bottleneck::LinkDown> = Vec::new();
+    for d in &result.directions {
+        for p in &d.intervals {
+            let sides = [(&p.sender, &d.sender), (&p.receiver, &d.receiver)];
+            let mut marked = false;
+            for (sample, role) in sides {
+                for ifname in sample.iter().flat_map(|s| &s.links_down) {
+                    marked = true;
+                    if !links.iter().any(|l| l.role == *role && l.ifname == *ifname) {
+                        links.push(crate::results::bottleneck::LinkDown {
+                            role: role.clone(),
+                            ifname: ifname.clone(),
+                        });
+                    }
+                }
+            }
+            if marked {
+                lost += p.receiver.as_ref().map_or(0, |r| r.lost);
+            }
+        }
+    }
+    (lost, links)
 }
 
 pub(super) fn cpu(

@@ -79,6 +79,38 @@ impl Endpoint {
     }
 }
 
+/// An ssh host in a benchmarking range that this namespace reaches only
+/// through its default route is refused, as test traffic there is: the
+/// ranges belong to isolated labs (RFC 2544, RFC 6815), and a default
+/// route leads out of one. `--allow-target` says that path is a lab.
+fn check_ssh_route(
+    target: &SshTarget,
+    address: Option<IpAddr>,
+    allow: &[crate::proto::Cidr],
+) -> Result<()> {
+    let Some(ip) = address else { return Ok(()) };
+    let lab = crate::netops::reach::benchmark_ranges()
+        .iter()
+        .any(|c| c.contains(ip));
+    if !lab || ip.is_loopback() || allow.iter().any(|c| c.contains(ip)) {
+        return Ok(());
+    }
+    if let Some((_, route)) = crate::netops::reach::only_default_route(&[ip]) {
+        let prefix = match ip {
+            IpAddr::V4(a) => format!("{a}/32"),
+            IpAddr::V6(a) => format!("{a}/128"),
+        };
+        bail!(
+            "{target}: refusing to connect to {ip}: it is in a benchmarking range, but this \
+             host reaches it only through its default route ({route}), out of any isolated lab \
+             (RFC 2544, RFC 6815: these ranges are for isolated test networks). Add a route to \
+             the lab, or if that path is an isolated test network, pass --allow-target {prefix} \
+             (or list it in the plan's allow_target)"
+        );
+    }
+    Ok(())
+}
+
 impl std::fmt::Display for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -133,6 +165,9 @@ impl Addressing {
 pub struct Hosts {
     pub fleet: Fleet,
     ssh: SshOptions,
+    /// `--allow-target` and a plan's `allow_target`: ssh hosts in these
+    /// prefixes may be reached through the default route.
+    allow_target: Vec<crate::proto::Cidr>,
     control: Option<ControlDir>,
     sessions: Vec<(SshTarget, SshSession, String)>,
 }
@@ -142,9 +177,17 @@ impl Hosts {
         Hosts {
             fleet: Fleet::new(),
             ssh,
+            allow_target: Vec::new(),
             control: None,
             sessions: Vec::new(),
         }
+    }
+
+    /// Prefixes the user allowed (`--allow-target`, a plan's
+    /// `allow_target`): ssh hosts there pass the route check.
+    pub fn allowing(mut self, allow_target: &[crate::proto::Cidr]) -> Self {
+        self.allow_target = allow_target.to_vec();
+        self
     }
 
     /// Starts an agent with role `role` at `endpoint`; on an ssh host the
@@ -182,6 +225,7 @@ impl Hosts {
         binary: Option<&str>,
     ) -> Result<Command> {
         if !self.sessions.iter().any(|(t, _, _)| t == target) {
+            check_ssh_route(target, self.ssh.address_of(target), &self.allow_target)?;
             if self.control.is_none() {
                 self.control =
                     Some(ControlDir::new().context("creating the ssh control directory")?);

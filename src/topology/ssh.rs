@@ -18,6 +18,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::Read;
+use std::net::IpAddr;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -213,6 +214,37 @@ impl SshOptions {
             }
         }
         Ok(())
+    }
+
+    /// The address ssh would connect to for `target`: the host itself when
+    /// it is one, else the `HostName` the user's ssh configuration gives it
+    /// (`ssh -G` prints the configuration without connecting). `None` for
+    /// a name that only DNS resolves, or when ssh cannot say.
+    pub fn address_of(&self, target: &SshTarget) -> Option<IpAddr> {
+        if let Ok(ip) = target.host.parse() {
+            return Some(ip);
+        }
+        let mut cmd = Command::new("ssh");
+        cmd.arg("-G");
+        if let Some(f) = &self.config {
+            cmd.arg("-F").arg(f);
+        }
+        for (k, v) in &self.options {
+            cmd.args(["-o", &format!("{k}={v}")]);
+        }
+        let out = cmd
+            .args(target.destination_args())
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("hostname "))
+            .and_then(|h| h.trim().parse().ok())
     }
 
     /// Options every ssh invocation gets, before the destination. ssh keeps

@@ -28,7 +28,7 @@ pub use epoll::{raise_nofile_limit, send_nonblocking, unacked_bytes, Epoll, Inte
 pub use mmsg::{bind_packet, packet_socket, set_qdisc_bypass, Recvmmsg, Sendmmsg};
 pub use perf::{perf_cycles_on_cpu, perf_read};
 pub use process::{
-    allowed_cpus, die_with_parent, enter_netns, enter_netns_file, is_root, memfd_with,
+    allowed_cpus, die_with_parent, enter_netns, enter_netns_file, euid, is_root, memfd_with,
     monotonic_ns, peak_rss_bytes, pin_pid, pin_thread, private_sysfs, process_cpu_seconds,
     realtime_ns, set_fifo, set_parent_death_signal, terminal_columns, thread_cpu_seconds,
     unshare_netns,

@@ -141,6 +141,12 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// The effective user id: whose files this process trusts besides root's.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 /// An anonymous in-memory file holding `data`, for zero-copy sending.
 pub fn memfd_with(data: &[u8]) -> io::Result<File> {
     let name = CString::new("linerate-payload")
