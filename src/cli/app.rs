@@ -137,7 +137,7 @@ fn iperf3_test(
     opts: &RunOpts,
     run: &mut Run,
 ) -> Result<()> {
-    let mut hosts = Hosts::new(opts.ssh.clone());
+    let mut hosts = Hosts::new(opts.ssh.clone()).allowing(&opts.allow_target);
     let log = run.dir.as_ref().map(|d| d.agent_log("gen"));
     let spawned = hosts.spawn("gen", client, Netns::Current, None, log.as_deref());
     run.record_agents(&hosts);
