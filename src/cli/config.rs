@@ -257,6 +257,17 @@ pub enum Command {
     Plan(PlanConfig, RunOpts),
     /// A test against a stock iperf3 server (`--server iperf3://HOST`).
     Iperf3(Iperf3Test, RunOpts),
+    /// A test command with `--sweep`: one command per point.
+    Sweep(SweepConfig, RunOpts),
+}
+
+/// A validated `--sweep`: every point's command, in expansion order.
+#[derive(Debug, Clone)]
+pub struct SweepConfig {
+    pub info: crate::model::sweep::SweepInfo,
+    pub points: Vec<(crate::model::sweep::Point, Command)>,
+    /// Stop at the first failed point.
+    pub fail_fast: bool,
 }
 
 /// A test against a stock iperf3 server, validated.
@@ -275,6 +286,12 @@ impl Command {
                 o.criteria = c
             }
             Command::Plan(_, o) | Command::Iperf3(_, o) => {
+                o.criteria = c;
+            }
+            Command::Sweep(s, o) => {
+                for (_, p) in &mut s.points {
+                    p.set_criteria(c.clone());
+                }
                 o.criteria = c;
             }
             Command::LabCleanup => {}

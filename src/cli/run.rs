@@ -232,6 +232,9 @@ impl Run {
         if let Some(t) = crate::report::matrix::table(&self.results) {
             table.push_str(&t);
         }
+        if let Some(t) = crate::cli::sweep::points_list(&self.results) {
+            table.push_str(&t);
+        }
         table.push_str(&crate::report::verdicts::terminal(&self.results));
         if self.json {
             eprint!("{table}");

@@ -142,9 +142,7 @@ pub fn plain_number(v: &str) -> Option<f64> {
         && t.chars()
             .all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'))
         && t.chars().any(|c| c.is_ascii_digit());
-    t.parse::<f64>()
-        .ok()
-        .filter(|x| plain && x.is_finite())
+    t.parse::<f64>().ok().filter(|x| plain && x.is_finite())
 }
 
 /// One step of the expansion: a single axis or a zip group (its members
@@ -452,7 +450,10 @@ mod tests {
             }
         );
         let text = e.to_string();
-        assert!(text.contains("3 values") && text.contains("has 2"), "{text}");
+        assert!(
+            text.contains("3 values") && text.contains("has 2"),
+            "{text}"
+        );
         s.zip = vec![vec!["frame_size".into(), "flows".into()]];
         assert!(s
             .expand(100)
