@@ -326,6 +326,10 @@ pub struct PlanTest {
     pub target: IpAddr,
     /// The test's own criteria (`expect = [...]`).
     pub expect: Vec<crate::model::criteria::Criterion>,
+    /// The sweep point this test is.
+    pub sweep: Option<crate::model::sweep::Point>,
+    /// The lab it runs in (plans with `[lab]`).
+    pub lab: Option<LabSpec>,
 }
 
 #[derive(Debug, Clone)]
@@ -336,6 +340,10 @@ pub struct PlanConfig {
     pub tests: Vec<PlanTest>,
     /// Hosts whose physical ports form a lab around an external DUT.
     pub port_lab: Option<PortLabConfig>,
+    /// The plan's sweeps, their points among `tests`.
+    pub sweeps: Vec<crate::model::sweep::SweepInfo>,
+    /// Stop at the first failed sweep point (`--fail-fast`).
+    pub fail_fast: bool,
 }
 
 /// A lab of physical ports across plan hosts: the generator host's port

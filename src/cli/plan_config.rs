@@ -50,7 +50,11 @@ const RUN_FLAGS: [&str; 25] = [
 
 /// `linerate run`: the plan its flags name, validated.
 pub fn run_config(a: &RunArgs) -> Result<Command> {
-    load(&a.plan, a.common.run_opts()?, a.trust_plan)
+    let mut cmd = load(&a.plan, a.common.run_opts()?, a.trust_plan)?;
+    if let Command::Plan(p, _) = &mut cmd {
+        p.fail_fast = a.fail_fast;
+    }
+    Ok(cmd)
 }
 
 /// Reads, parses and validates the plan at `path`.
@@ -69,11 +73,29 @@ pub fn load(path: &Path, mut opts: RunOpts, trust: bool) -> Result<Command> {
         .iter()
         .map(|h| host(&plan, h))
         .collect::<Result<Vec<_>>>()?;
-    let tests = plan
-        .tests
-        .iter()
-        .map(|t| test(&plan, t, &hosts, &opts))
-        .collect::<Result<Vec<_>>>()?;
+    let mut tests = Vec::new();
+    let mut sweeps = Vec::new();
+    for t in &plan.tests {
+        match &t.sweep {
+            None => {
+                let mut one = test(&plan, t, &hosts, &opts)?;
+                if plan.lab.is_some() {
+                    let settings = plan.lab.as_ref().map(|l| l.settings.clone());
+                    one.lab = Some(lab_spec(&plan, &settings.unwrap_or_default())?);
+                    in_lab(&mut one.spec);
+                }
+                tests.push(one);
+            }
+            Some(s) => {
+                sweeps.push(
+                    s.spec(&t.name)
+                        .info(s.rows.clone(), s.cols.clone(), s.cell.clone())
+                        .map_err(|e| anyhow!("{}", plan.error_at(s.span, e)))?,
+                );
+                tests.extend(sweep_points(&plan, t, s, &hosts, &opts)?);
+            }
+        }
+    }
     let port_lab = port_lab(&plan, &hosts, &tests)?;
     Ok(Command::Plan(
         PlanConfig {
@@ -82,9 +104,139 @@ pub fn load(path: &Path, mut opts: RunOpts, trust: bool) -> Result<Command> {
             hosts,
             tests,
             port_lab,
+            sweeps,
+            fail_fast: false,
         },
         opts,
     ))
+}
+
+/// The `linerate lab` flags a plan's `[lab]` (and lab axes) may set.
+const LAB_KEYS: &[&str] = plan::LAB_KEYS;
+
+/// One test per point of `t`'s sweep: the test with the point's values in
+/// place of the swept options, checked by the command's parser (an error
+/// points at the value in the list), the lab axes building its lab.
+fn sweep_points(
+    plan: &Plan,
+    t: &plan::PlanTest,
+    s: &plan::PlanSweep,
+    hosts: &[HostConfig],
+    opts: &RunOpts,
+) -> Result<Vec<PlanTest>> {
+    let points = s
+        .spec(&t.name)
+        .expand(plan::MAX_TESTS)
+        .map_err(|e| anyhow!("{}", plan.error_at(s.span, e)))?;
+    let mut out = Vec::with_capacity(points.len());
+    for p in points {
+        let mut one = t.clone();
+        one.name = p.name.clone();
+        one.sweep = None;
+        let mut lab = plan
+            .lab
+            .as_ref()
+            .map(|l| l.settings.clone())
+            .unwrap_or_default();
+        for (c, axis) in p.point.coords.iter().zip(ordered(s, &p)) {
+            let Some(&(_, at)) = axis.values.iter().find(|(v, _)| *v == c.value) else {
+                continue;
+            };
+            let is_switch = matches!(c.value.as_str(), "true" | "false")
+                && plan.text_at(at).is_some_and(|x| x == c.value);
+            let values = if is_switch {
+                vec![]
+            } else {
+                vec![c.value.clone()]
+            };
+            let arg = plan::PlanArg {
+                key: axis.key.clone(),
+                flag: axis.flag.clone(),
+                values,
+                span: axis.span,
+                value_span: at,
+            };
+            let target = if plan.lab.is_some() && LAB_KEYS.contains(&axis.key.as_str()) {
+                lab.retain(|a| a.key != axis.key);
+                &mut lab
+            } else {
+                &mut one.args
+            };
+            if c.value != "false" || !is_switch {
+                target.push(arg);
+            }
+        }
+        let mut pt = test(plan, &one, hosts, opts)?;
+        if plan.lab.is_some() {
+            pt.lab = Some(lab_spec(plan, &lab)?);
+            in_lab(&mut pt.spec);
+        }
+        pt.sweep = Some(p);
+        out.push(pt);
+    }
+    Ok(out)
+}
+
+/// The axes of `s` in the order of `p`'s coordinates.
+fn ordered<'s>(s: &'s plan::PlanSweep, p: &crate::model::sweep::Point) -> Vec<&'s plan::PlanAxis> {
+    p.point
+        .coords
+        .iter()
+        .filter_map(|c| s.axes.iter().find(|a| a.key == c.key))
+        .collect()
+}
+
+/// The lab `settings` describe, read by `linerate lab`'s own parser.
+fn lab_spec(plan: &Plan, settings: &[plan::PlanArg]) -> Result<crate::lab::LabSpec> {
+    let mut argv = vec!["linerate".to_string(), "lab".to_string()];
+    argv.extend(settings.iter().flat_map(plan::PlanArg::argv));
+    let at = |msg: String| {
+        let span = settings
+            .iter()
+            .find(|a| msg.contains(&a.flag) || msg.contains(&a.key))
+            .map(|a| a.value_span)
+            .or_else(|| plan.lab.as_ref().map(|l| l.span))
+            .unwrap_or_default();
+        anyhow!("{}", plan.error_at(span, format!("lab setting: {msg}")))
+    };
+    let parsed = Cli::try_parse_from(&argv).map_err(|e| {
+        let text = e.render().to_string();
+        at(text
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("error: ")
+            .to_string())
+    })?;
+    let cli::Command::Lab(a) = parsed.command else {
+        return Err(at("not a lab".into()));
+    };
+    match cli::lab::lab_config(&a).map_err(|e| at(format!("{e:#}")))? {
+        Command::Lab(cfg, _) => Ok(cfg.spec),
+        _ => Err(at("not a lab".into())),
+    }
+}
+
+/// In the lab, senders are pinned as `linerate lab` pins them, so the
+/// lab's core layout (from the same CPUs) is what the tests do.
+fn in_lab(spec: &mut TestSpec) {
+    let cpus = crate::lab::cores::default_cpus();
+    let fill = |c: &mut Vec<usize>| {
+        if c.is_empty() {
+            c.clone_from(&cpus);
+        }
+    };
+    match spec {
+        TestSpec::Udp(t) => fill(&mut t.cpus),
+        TestSpec::Ramp(r) => fill(&mut r.stream.cpus),
+        TestSpec::Search(s) => fill(&mut s.stream.cpus),
+        TestSpec::Latency(l) => {
+            if let crate::runner::Load::Udp(t) = &mut l.load {
+                fill(&mut t.cpus)
+            }
+        }
+        TestSpec::Tcp(_) | TestSpec::Http(_) => {}
+    }
 }
 
 /// Hosts with a port make a lab around the external DUT: exactly one on the
@@ -238,7 +390,8 @@ fn host(plan: &Plan, h: &plan::PlanHost) -> Result<HostConfig> {
         ));
     }
     let endpoint = match &h.kind {
-        HostKind::Local => Endpoint::Local,
+        // Never spawned: a plan with [lab] runs in the lab it builds.
+        HostKind::Local | HostKind::Lab => Endpoint::Local,
         HostKind::Netns(n) => Endpoint::Netns(n.clone()),
         HostKind::Ssh(s) => Endpoint::Ssh(
             SshTarget::parse_bare(s)
@@ -380,6 +533,8 @@ fn test(plan: &Plan, t: &plan::PlanTest, hosts: &[HostConfig], opts: &RunOpts) -
         instances: t.instances,
         target: t.target,
         expect,
+        sweep: None,
+        lab: None,
     })
 }
 
