@@ -34,6 +34,7 @@ mod signals;
 mod soak;
 mod ssh;
 mod sshd;
+mod sweep;
 mod threads;
 mod txengine;
 mod xdplive;

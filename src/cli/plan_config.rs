@@ -697,4 +697,90 @@ mod tests {
             .to_string();
         assert!(e.contains("--flow-mode ports"), "{e}");
     }
+
+    /// Issue 21: seed 001's matrix from one plan, in the lab.
+    #[test]
+    fn plan_sweeps_expand_with_lab_axes() {
+        let text = "[lab]\ndut = \"route\"\n[[test]]\nname = \"ndr\"\nkind = \"search\"\n\
+            sweep = { dut = [\"route\", \"bridge\", \"nat\", \"fw\"], profile = [\"bench-var2-1514b\", \"bench-var2-imix\", \"bench-var2-64b\", \"bench\"], bidir = [false, true] }\n\
+            rows = [\"profile\", \"bidir\"]\ncols = [\"dut\"]\n";
+        let Command::Plan(p, _) = load_text(text).unwrap() else {
+            panic!("not a plan")
+        };
+        assert_eq!(p.tests.len(), 32);
+        assert_eq!(p.sweeps.len(), 1);
+        assert_eq!(p.sweeps[0].axes, ["dut", "profile", "bidir"]);
+        assert_eq!(p.sweeps[0].cols, ["dut"]);
+        let t = &p.tests[9];
+        assert_eq!(t.name, "ndr dut=bridge profile=bench-var2-1514b bidir=true");
+        assert_eq!(t.lab.and_then(|l| l.dut), Some(crate::lab::DutMode::Bridge));
+        let TestSpec::Search(s) = &t.spec else {
+            panic!("not a search")
+        };
+        assert!(s.stream.bidir);
+        assert_eq!(s.profiles[0].name, "bench-var2-1514b");
+        let TestSpec::Search(s) = &p.tests[8].spec else {
+            panic!("not a search")
+        };
+        assert!(!s.stream.bidir);
+        assert_eq!(p.tests[8].sweep.as_ref().unwrap().point.index, 8);
+    }
+
+    #[test]
+    fn plan_sweep_errors_point_at_the_value() {
+        let udp = |lines: &str| {
+            format!("{HOSTS}[[test]]\nkind = \"udp\"\nfrom = \"gen1\"\nto = \"sink\"\n{lines}\n")
+        };
+        // The second element of the list, line 12 column 29.
+        let e = load_text(&udp("sweep = { frame_size = [64, 12] }"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(":12:29:") && e.contains("frame size 12"), "{e}");
+        let e = load_text(&udp(
+            "sweep = { frame_size = [64, 128, 256], rate = [\"1kpps\", \"2kpps\"] }\nzip = [[\"frame_size\", \"rate\"]]",
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(":13:7:") && e.contains("3 values"), "{e}");
+        let e = load_text(&udp("sweep = { frame_sise = [64] }"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(":12:11:") && e.contains("frame_size"), "{e}");
+        let e = load_text(&udp("frame_size = 64\nsweep = { frame_size = [64] }"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(":13:11:") && e.contains("both set and swept"),
+            "{e}"
+        );
+        let e = load_text(&udp("sweep = { flows = [1, 2] }\nrows = [\"dut\"]"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(":13:9:") && e.contains("does not sweep"), "{e}");
+        let e = load_text(&udp("rows = [\"flows\"]"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(":12:1:") && e.contains("only means something"),
+            "{e}"
+        );
+        // Without [lab], dut is not an option of udp.
+        let e = load_text(&udp("sweep = { dut = [\"nat\"] }"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(":12:11:") && e.contains("unknown key 'dut'"),
+            "{e}"
+        );
+        // A lab setting is checked by `linerate lab`'s parser, at its value.
+        let e =
+            load_text("[lab]\n[[test]]\nkind = \"udp\"\nsweep = { dut = [\"route\", \"nut\"] }\n")
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains(":4:27:") && e.contains("nut"), "{e}");
+        let e = load_text(&format!("[lab]\n{HOSTS}[[test]]\nkind = \"udp\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("remove [hosts]"), "{e}");
+    }
 }
