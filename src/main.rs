@@ -81,7 +81,7 @@ fn main() -> ExitCode {
             let mut out = std::io::stdout().lock();
             linerate_doctor::run_cli(&a, &mut out)
         }
-        command => match configure(command) {
+        command => match configure(command, &args) {
             Err(e) => {
                 eprintln!("error: {e:#}");
                 2
@@ -100,11 +100,23 @@ fn main() -> ExitCode {
 
 /// Stage two: a plan file or the flags of a controller command become one
 /// validated configuration.
-fn configure(command: cli::Command) -> anyhow::Result<cli::config::Command> {
+fn configure(
+    command: cli::Command,
+    args: &[std::ffi::OsString],
+) -> anyhow::Result<cli::config::Command> {
     let criteria = command.criteria_args().map(|c| c.opts()).transpose()?;
-    let mut config = match command {
-        cli::Command::Run(a) => plan_config::run_config(&a)?,
-        other => cli::to_config(other)?,
+    let text: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let sweep = match command.sweep_args() {
+        Some(flags) => cli::sweep::configure(&text, &command.name(), flags)?,
+        None => None,
+    };
+    let mut config = match (sweep, command) {
+        (Some((sweep, opts)), _) => cli::config::Command::Sweep(sweep, opts),
+        (None, cli::Command::Run(a)) => plan_config::run_config(&a)?,
+        (None, other) => cli::to_config(other)?,
     };
     if let Some(c) = criteria {
         config.set_criteria(c);

@@ -36,6 +36,7 @@ mod signals;
 mod soak;
 mod ssh;
 mod sshd;
+mod sweep;
 mod threads;
 mod txengine;
 mod xdplive;

@@ -2,10 +2,11 @@
 //! two named endpoints, a plan's hosts), turns it into [`Ends`] and hands
 //! its tests to [`exec_test`], the one place every kind of test is run.
 
-use crate::cli::config::{Command, Pair, RunOpts, TestSpec};
+use crate::cli::config::{Command, Pair, RunOpts, SweepConfig, TestSpec};
 use crate::cli::loadtest;
 use crate::cli::run::Run;
 use crate::lab::{self, LabSpec};
+use crate::results::criteria::Marks;
 use crate::runner::Ends;
 use crate::topology::Netns;
 use crate::topology::{Addressing, Hosts};
@@ -31,6 +32,10 @@ pub fn execute(cmd: Command) -> i32 {
         Command::Iperf3(client, t, opts) => {
             let name = opts.name.clone().unwrap_or_else(|| "iperf3".into());
             with_run(&opts, &name, |run| iperf3_test(&client, &t, &opts, run))
+        }
+        Command::Sweep(sweep, opts) => {
+            let name = opts.name.clone().unwrap_or_else(|| sweep.info.name.clone());
+            with_run(&opts, &name, |run| sweep_run(&sweep, run))
         }
         Command::Plan(plan, opts) => {
             let name = opts.name.clone().unwrap_or_else(|| plan.name.clone());
@@ -156,6 +161,77 @@ fn iperf3_test(
     run.record_agents(&hosts);
     r?;
     hosts.check_lost()
+}
+
+/// Every point of a `--sweep`, in order, in one run: each point's test
+/// as the command alone would run it; points in a lab share it while its
+/// settings stay the same. A failed point is recorded and the next runs,
+/// unless `--fail-fast`.
+fn sweep_run(s: &SweepConfig, run: &mut Run) -> Result<()> {
+    run.results.sweeps.push(s.info.clone());
+    run.save();
+    let mut lab: Option<(LabSpec, lab::Lab, usize)> = None;
+    for (p, cmd) in &s.points {
+        if crate::model::signals::interrupted() {
+            break;
+        }
+        eprintln!(
+            "sweep point {} of {}: {}",
+            p.point.index + 1,
+            s.points.len(),
+            p.name
+        );
+        let from = Marks::of(&run.results);
+        let (r, kind) = match cmd {
+            Command::Pair(pair, spec, opts) => (pair_test(pair, spec, opts, run), spec.kind()),
+            Command::Iperf3(client, t, opts) => (iperf3_test(client, t, opts, run), "iperf3"),
+            Command::LabBench(spec, test, _) => {
+                let same = lab.as_ref().is_some_and(|(l, _, _)| l == spec);
+                if !same {
+                    if let Some((_, mut old, _)) = lab.take() {
+                        old.fleet.shutdown();
+                    }
+                }
+                let r = (|| {
+                    if lab.is_none() {
+                        let log_dir = run.dir.as_ref().map(|d| d.path.join("agents"));
+                        let l = lab::build(*spec, log_dir.as_deref())?;
+                        run.results.labs.push(l.topology.clone());
+                        lab = Some((*spec, l, run.results.labs.len() - 1));
+                    }
+                    let Some((_, l, idx)) = lab.as_mut() else {
+                        anyhow::bail!("the lab is gone");
+                    };
+                    let mut ends = Ends::of_lab(l, Some(*idx));
+                    loadtest::exec_test(run, &mut ends, test)
+                })();
+                (r, test.kind())
+            }
+            other => (
+                Err(anyhow::anyhow!("{other:?} cannot be a sweep point")),
+                "sweep",
+            ),
+        };
+        let failed =
+            crate::cli::sweep::finish_point(&mut run.results, from, p, kind, r.as_ref().err());
+        run.save();
+        if let Err(e) = &r {
+            eprintln!("sweep point {} failed: {e:#}", p.name);
+        }
+        if failed && s.fail_fast {
+            if let Some((_, mut l, _)) = lab.take() {
+                l.fleet.shutdown();
+            }
+            anyhow::bail!(
+                "sweep stopped at point \"{}\" (--fail-fast); the points after it did not run",
+                p.name
+            );
+        }
+    }
+    if let Some((_, mut l, _)) = lab.take() {
+        l.fleet.shutdown();
+    }
+    Ok(())
 }
 
 /// A ramp or search against a lab built for it.

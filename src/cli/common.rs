@@ -92,6 +92,46 @@ impl OutputArgs {
     }
 }
 
+/// Benchmark matrices on a test command (issue 21): `--sweep KEY=V1,V2`
+/// repeats the command once per value (per point of the product of every
+/// `--sweep`), each point parsed as if the flag were given that value.
+/// `cli::sweep` expands them; nothing else reads these.
+#[derive(Args, Debug, Clone, Default)]
+pub struct SweepArgs {
+    /// Run the test once per value of one of its own flags: KEY is the long flag without
+    /// `--` (frame-size or frame_size), the values are separated by commas
+    /// (e.g. --sweep frame-size=64,512,1518). Repeatable: the points are the product,
+    /// the first --sweep varying slowest. Each point is a test named "<name> key=value ...".
+    #[arg(long, value_name = "KEY=V1,V2,...")]
+    pub sweep: Vec<String>,
+    /// Swept flags whose values move together instead of multiplying (equal counts),
+    /// e.g. --zip frame-size,rate. Repeatable, one group each.
+    #[arg(long, value_name = "KEY,KEY", requires = "sweep")]
+    pub zip: Vec<String>,
+    /// Swept flags the report's pivot table shows as rows (comma-separated).
+    #[arg(
+        long,
+        value_name = "KEY,...",
+        value_delimiter = ',',
+        requires = "sweep"
+    )]
+    pub rows: Vec<String>,
+    /// Swept flags the report's pivot table shows as columns (comma-separated).
+    #[arg(
+        long,
+        value_name = "KEY,...",
+        value_delimiter = ',',
+        requires = "sweep"
+    )]
+    pub cols: Vec<String>,
+    /// Stop the sweep at the first point that fails (default: record it failed and go on).
+    #[arg(long, requires = "sweep")]
+    pub fail_fast: bool,
+}
+
+/// The flags of [`SweepArgs`], which a sweep point never takes.
+pub const SWEEP_FLAGS: [&str; 5] = ["sweep", "zip", "rows", "cols", "fail-fast"];
+
 /// The flags of [`OutputArgs`], as the user types them.
 pub const OUTPUT_FLAGS: [&str; 5] = [
     "--json",

@@ -268,6 +268,17 @@ pub enum Command {
         crate::runner::Iperf3Test,
         RunOpts,
     ),
+    /// A test command with `--sweep`: one command per point.
+    Sweep(SweepConfig, RunOpts),
+}
+
+/// A validated `--sweep`: every point's command, in expansion order.
+#[derive(Debug, Clone)]
+pub struct SweepConfig {
+    pub info: crate::model::sweep::SweepInfo,
+    pub points: Vec<(crate::model::sweep::Point, Command)>,
+    /// Stop at the first failed point.
+    pub fail_fast: bool,
 }
 
 impl Command {
@@ -278,6 +289,12 @@ impl Command {
                 o.criteria = c
             }
             Command::Plan(_, o) | Command::Iperf3(_, _, o) => {
+                o.criteria = c;
+            }
+            Command::Sweep(s, o) => {
+                for (_, p) in &mut s.points {
+                    p.set_criteria(c.clone());
+                }
                 o.criteria = c;
             }
             Command::LabCleanup => {}
@@ -312,6 +329,10 @@ pub struct PlanTest {
     pub target: IpAddr,
     /// The test's own criteria (`expect = [...]`).
     pub expect: Vec<crate::model::criteria::Criterion>,
+    /// The sweep point this test is.
+    pub sweep: Option<crate::model::sweep::Point>,
+    /// The lab it runs in (plans with `[lab]`).
+    pub lab: Option<LabSpec>,
 }
 
 #[derive(Debug, Clone)]
@@ -322,6 +343,10 @@ pub struct PlanConfig {
     pub tests: Vec<PlanTest>,
     /// Hosts whose physical ports form a lab around an external DUT.
     pub port_lab: Option<PortLabConfig>,
+    /// The plan's sweeps, their points among `tests`.
+    pub sweeps: Vec<crate::model::sweep::SweepInfo>,
+    /// Stop at the first failed sweep point (`--fail-fast`).
+    pub fail_fast: bool,
 }
 
 /// A lab of physical ports across plan hosts: the generator host's port

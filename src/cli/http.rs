@@ -85,6 +85,8 @@ pub struct HttpArgs {
     #[command(flatten)]
     pub common: Common,
     #[command(flatten)]
+    pub sweep: super::common::SweepArgs,
+    #[command(flatten)]
     pub criteria: super::criteria_args::CriteriaArgs,
 }
 

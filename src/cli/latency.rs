@@ -50,6 +50,8 @@ pub struct LatencyArgs {
     #[command(flatten)]
     pub common: Common,
     #[command(flatten)]
+    pub sweep: super::common::SweepArgs,
+    #[command(flatten)]
     pub criteria: super::criteria_args::CriteriaArgs,
 }
 

@@ -37,6 +37,7 @@ pub mod run_args;
 pub mod search;
 pub mod serve;
 pub mod suite;
+pub mod sweep;
 pub mod target;
 pub mod tcp;
 pub mod udp;
@@ -115,6 +116,33 @@ pub enum Command {
 // Stage two: flags → validated configuration.
 
 impl Command {
+    /// `--sweep` and its companions, on the test commands that take them.
+    pub fn sweep_args(&self) -> Option<&common::SweepArgs> {
+        match self {
+            Command::Tcp(a) => Some(&a.sweep),
+            Command::Udp(a) => Some(&a.sweep),
+            Command::Latency(a) => Some(&a.sweep),
+            Command::Http(a) => Some(&a.sweep),
+            Command::Ramp(a) => Some(&a.sweep),
+            Command::Search(a) => Some(&a.sweep),
+            _ => None,
+        }
+    }
+
+    /// The command's name, as typed.
+    pub fn name(&self) -> String {
+        match self {
+            Command::Tcp(_) => "tcp",
+            Command::Udp(_) => "udp",
+            Command::Latency(_) => "latency",
+            Command::Http(_) => "http",
+            Command::Ramp(_) => "ramp",
+            Command::Search(_) => "search",
+            _ => "",
+        }
+        .to_string()
+    }
+
     /// The flags that decide a run, on commands that run tests.
     pub fn criteria_args(&self) -> Option<&criteria_args::CriteriaArgs> {
         match self {

@@ -50,7 +50,11 @@ const RUN_FLAGS: [&str; 25] = [
 
 /// `linerate run`: the plan its flags name, validated.
 pub fn run_config(a: &RunArgs) -> Result<Command> {
-    load(&a.plan, a.common.run_opts()?, a.trust_plan)
+    let mut cmd = load(&a.plan, a.common.run_opts()?, a.trust_plan)?;
+    if let Command::Plan(p, _) = &mut cmd {
+        p.fail_fast = a.fail_fast;
+    }
+    Ok(cmd)
 }
 
 /// Reads, parses and validates the plan at `path`.
@@ -69,11 +73,29 @@ pub fn load(path: &Path, mut opts: RunOpts, trust: bool) -> Result<Command> {
         .iter()
         .map(|h| host(&plan, h))
         .collect::<Result<Vec<_>>>()?;
-    let tests = plan
-        .tests
-        .iter()
-        .map(|t| test(&plan, t, &hosts, &opts))
-        .collect::<Result<Vec<_>>>()?;
+    let mut tests = Vec::new();
+    let mut sweeps = Vec::new();
+    for t in &plan.tests {
+        match &t.sweep {
+            None => {
+                let mut one = test(&plan, t, &hosts, &opts)?;
+                if plan.lab.is_some() {
+                    let settings = plan.lab.as_ref().map(|l| l.settings.clone());
+                    one.lab = Some(lab_spec(&plan, &settings.unwrap_or_default())?);
+                    in_lab(&mut one.spec);
+                }
+                tests.push(one);
+            }
+            Some(s) => {
+                sweeps.push(
+                    s.spec(&t.name)
+                        .info(s.rows.clone(), s.cols.clone(), s.cell.clone())
+                        .map_err(|e| anyhow!("{}", plan.error_at(s.span, e)))?,
+                );
+                tests.extend(sweep_points(&plan, t, s, &hosts, &opts)?);
+            }
+        }
+    }
     let port_lab = port_lab(&plan, &hosts, &tests)?;
     Ok(Command::Plan(
         PlanConfig {
@@ -82,9 +104,139 @@ pub fn load(path: &Path, mut opts: RunOpts, trust: bool) -> Result<Command> {
             hosts,
             tests,
             port_lab,
+            sweeps,
+            fail_fast: false,
         },
         opts,
     ))
+}
+
+/// The `linerate lab` flags a plan's `[lab]` (and lab axes) may set.
+const LAB_KEYS: &[&str] = plan::LAB_KEYS;
+
+/// One test per point of `t`'s sweep: the test with the point's values in
+/// place of the swept options, checked by the command's parser (an error
+/// points at the value in the list), the lab axes building its lab.
+fn sweep_points(
+    plan: &Plan,
+    t: &plan::PlanTest,
+    s: &plan::PlanSweep,
+    hosts: &[HostConfig],
+    opts: &RunOpts,
+) -> Result<Vec<PlanTest>> {
+    let points = s
+        .spec(&t.name)
+        .expand(plan::MAX_TESTS)
+        .map_err(|e| anyhow!("{}", plan.error_at(s.span, e)))?;
+    let mut out = Vec::with_capacity(points.len());
+    for p in points {
+        let mut one = t.clone();
+        one.name = p.name.clone();
+        one.sweep = None;
+        let mut lab = plan
+            .lab
+            .as_ref()
+            .map(|l| l.settings.clone())
+            .unwrap_or_default();
+        for (c, axis) in p.point.coords.iter().zip(ordered(s, &p)) {
+            let Some(&(_, at)) = axis.values.iter().find(|(v, _)| *v == c.value) else {
+                continue;
+            };
+            let is_switch = matches!(c.value.as_str(), "true" | "false")
+                && plan.text_at(at).is_some_and(|x| x == c.value);
+            let values = if is_switch {
+                vec![]
+            } else {
+                vec![c.value.clone()]
+            };
+            let arg = plan::PlanArg {
+                key: axis.key.clone(),
+                flag: axis.flag.clone(),
+                values,
+                span: axis.span,
+                value_span: at,
+            };
+            let target = if plan.lab.is_some() && LAB_KEYS.contains(&axis.key.as_str()) {
+                lab.retain(|a| a.key != axis.key);
+                &mut lab
+            } else {
+                &mut one.args
+            };
+            if c.value != "false" || !is_switch {
+                target.push(arg);
+            }
+        }
+        let mut pt = test(plan, &one, hosts, opts)?;
+        if plan.lab.is_some() {
+            pt.lab = Some(lab_spec(plan, &lab)?);
+            in_lab(&mut pt.spec);
+        }
+        pt.sweep = Some(p);
+        out.push(pt);
+    }
+    Ok(out)
+}
+
+/// The axes of `s` in the order of `p`'s coordinates.
+fn ordered<'s>(s: &'s plan::PlanSweep, p: &crate::model::sweep::Point) -> Vec<&'s plan::PlanAxis> {
+    p.point
+        .coords
+        .iter()
+        .filter_map(|c| s.axes.iter().find(|a| a.key == c.key))
+        .collect()
+}
+
+/// The lab `settings` describe, read by `linerate lab`'s own parser.
+fn lab_spec(plan: &Plan, settings: &[plan::PlanArg]) -> Result<crate::lab::LabSpec> {
+    let mut argv = vec!["linerate".to_string(), "lab".to_string()];
+    argv.extend(settings.iter().flat_map(plan::PlanArg::argv));
+    let at = |msg: String| {
+        let span = settings
+            .iter()
+            .find(|a| msg.contains(&a.flag) || msg.contains(&a.key))
+            .map(|a| a.value_span)
+            .or_else(|| plan.lab.as_ref().map(|l| l.span))
+            .unwrap_or_default();
+        anyhow!("{}", plan.error_at(span, format!("lab setting: {msg}")))
+    };
+    let parsed = Cli::try_parse_from(&argv).map_err(|e| {
+        let text = e.render().to_string();
+        at(text
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("error: ")
+            .to_string())
+    })?;
+    let cli::Command::Lab(a) = parsed.command else {
+        return Err(at("not a lab".into()));
+    };
+    match cli::lab::lab_config(&a).map_err(|e| at(format!("{e:#}")))? {
+        Command::Lab(cfg, _) => Ok(cfg.spec),
+        _ => Err(at("not a lab".into())),
+    }
+}
+
+/// In the lab, senders are pinned as `linerate lab` pins them, so the
+/// lab's core layout (from the same CPUs) is what the tests do.
+fn in_lab(spec: &mut TestSpec) {
+    let cpus = crate::lab::cores::default_cpus();
+    let fill = |c: &mut Vec<usize>| {
+        if c.is_empty() {
+            c.clone_from(&cpus);
+        }
+    };
+    match spec {
+        TestSpec::Udp(t) => fill(&mut t.cpus),
+        TestSpec::Ramp(r) => fill(&mut r.stream.cpus),
+        TestSpec::Search(s) => fill(&mut s.stream.cpus),
+        TestSpec::Latency(l) => {
+            if let crate::runner::Load::Udp(t) = &mut l.load {
+                fill(&mut t.cpus)
+            }
+        }
+        TestSpec::Tcp(_) | TestSpec::Http(_) | TestSpec::Iperf3(_) => {}
+    }
 }
 
 /// Hosts with a port make a lab around the external DUT: exactly one on the
@@ -238,7 +390,8 @@ fn host(plan: &Plan, h: &plan::PlanHost) -> Result<HostConfig> {
         ));
     }
     let endpoint = match &h.kind {
-        HostKind::Local => Endpoint::Local,
+        // Never spawned: a plan with [lab] runs in the lab it builds.
+        HostKind::Local | HostKind::Lab => Endpoint::Local,
         HostKind::Netns(n) => Endpoint::Netns(n.clone()),
         HostKind::Ssh(s) => Endpoint::Ssh(
             SshTarget::parse_bare(s)
@@ -384,6 +537,8 @@ fn test(plan: &Plan, t: &plan::PlanTest, hosts: &[HostConfig], opts: &RunOpts) -
         instances: t.instances,
         target: t.target,
         expect,
+        sweep: None,
+        lab: None,
     })
 }
 
@@ -545,5 +700,91 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--flow-mode ports"), "{e}");
+    }
+
+    /// Issue 21: seed 001's matrix from one plan, in the lab.
+    #[test]
+    fn plan_sweeps_expand_with_lab_axes() {
+        let text = "[lab]\ndut = \"route\"\n[[test]]\nname = \"ndr\"\nkind = \"search\"\n\
+            sweep = { dut = [\"route\", \"bridge\", \"nat\", \"fw\"], profile = [\"bench-var2-1514b\", \"bench-var2-imix\", \"bench-var2-64b\", \"bench\"], bidir = [false, true] }\n\
+            rows = [\"profile\", \"bidir\"]\ncols = [\"dut\"]\n";
+        let Command::Plan(p, _) = load_text(text).unwrap() else {
+            panic!("not a plan")
+        };
+        assert_eq!(p.tests.len(), 32);
+        assert_eq!(p.sweeps.len(), 1);
+        assert_eq!(p.sweeps[0].axes, ["dut", "profile", "bidir"]);
+        assert_eq!(p.sweeps[0].cols, ["dut"]);
+        let t = &p.tests[9];
+        assert_eq!(t.name, "ndr dut=bridge profile=bench-var2-1514b bidir=true");
+        assert_eq!(t.lab.and_then(|l| l.dut), Some(crate::lab::DutMode::Bridge));
+        let TestSpec::Search(s) = &t.spec else {
+            panic!("not a search")
+        };
+        assert!(s.stream.bidir);
+        assert_eq!(s.profiles[0].name, "bench-var2-1514b");
+        let TestSpec::Search(s) = &p.tests[8].spec else {
+            panic!("not a search")
+        };
+        assert!(!s.stream.bidir);
+        assert_eq!(p.tests[8].sweep.as_ref().unwrap().point.index, 8);
+    }
+
+    #[test]
+    fn plan_sweep_errors_point_at_the_value() {
+        let udp = |lines: &str| {
+            format!("{HOSTS}[[test]]\nkind = \"udp\"\nfrom = \"gen1\"\nto = \"sink\"\n{lines}\n")
+        };
+        // The second element of the list, line 12 column 29.
+        let e = load_text(&udp("sweep = { frame_size = [64, 12] }"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(":12:29:") && e.contains("frame size 12"), "{e}");
+        let e = load_text(&udp(
+            "sweep = { frame_size = [64, 128, 256], rate = [\"1kpps\", \"2kpps\"] }\nzip = [[\"frame_size\", \"rate\"]]",
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(":13:7:") && e.contains("3 values"), "{e}");
+        let e = load_text(&udp("sweep = { frame_sise = [64] }"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(":12:11:") && e.contains("frame_size"), "{e}");
+        let e = load_text(&udp("frame_size = 64\nsweep = { frame_size = [64] }"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(":13:11:") && e.contains("both set and swept"),
+            "{e}"
+        );
+        let e = load_text(&udp("sweep = { flows = [1, 2] }\nrows = [\"dut\"]"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(":13:9:") && e.contains("does not sweep"), "{e}");
+        let e = load_text(&udp("rows = [\"flows\"]"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(":12:1:") && e.contains("only means something"),
+            "{e}"
+        );
+        // Without [lab], dut is not an option of udp.
+        let e = load_text(&udp("sweep = { dut = [\"nat\"] }"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(":12:11:") && e.contains("unknown key 'dut'"),
+            "{e}"
+        );
+        // A lab setting is checked by `linerate lab`'s parser, at its value.
+        let e =
+            load_text("[lab]\n[[test]]\nkind = \"udp\"\nsweep = { dut = [\"route\", \"nut\"] }\n")
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains(":4:27:") && e.contains("nut"), "{e}");
+        let e = load_text(&format!("[lab]\n{HOSTS}[[test]]\nkind = \"udp\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("remove [hosts]"), "{e}");
     }
 }

@@ -5,10 +5,13 @@
 //! Hosts that bring a physical port run their agent in a fresh namespace
 //! there, and the two ports become a lab around the external DUT.
 
-use crate::cli::config::{PlanConfig, RunOpts};
+use crate::cli::config::{PlanConfig, PlanTest, RunOpts};
 use crate::cli::run::Run;
+use crate::cli::sweep::finish_point;
 use crate::lab::ports::PortLab;
+use crate::lab::LabSpec;
 use crate::model::signals::interrupted;
+use crate::results::criteria::Marks;
 use crate::runner::{Ends, Side};
 use crate::topology::Netns;
 use crate::topology::{Addressing, Hosts};
@@ -16,6 +19,10 @@ use anyhow::{bail, Result};
 use std::collections::BTreeSet;
 
 pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
+    run.results.sweeps.extend(plan.sweeps.iter().cloned());
+    if plan.tests.iter().any(|t| t.lab.is_some()) {
+        return run_in_labs(plan, run);
+    }
     let used: BTreeSet<usize> = plan
         .tests
         .iter()
@@ -131,11 +138,115 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         drop(ends);
         run.hold_to(&t.expect, from);
         run.record_agents(&hosts);
-        if let Err(e) = r {
-            return Err(e.context(format!("test {}", t.name)));
+        match &t.sweep {
+            Some(p) => {
+                let failed =
+                    finish_point(&mut run.results, from, p, t.spec.kind(), r.as_ref().err());
+                run.save();
+                if failed && plan.fail_fast {
+                    hosts.shutdown();
+                    bail!("sweep stopped at point \"{}\" (--fail-fast)", p.name);
+                }
+            }
+            None => {
+                if let Err(e) = r {
+                    return Err(e.context(format!("test {}", t.name)));
+                }
+            }
         }
         hosts.check_lost()?;
     }
     hosts.shutdown();
+    Ok(())
+}
+
+/// A plan with `[lab]`: its tests grouped by the lab they need (in the
+/// order each setting first appears), each lab built once, its tests run
+/// in it, and torn down before the next.
+fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
+    let mut settings: Vec<LabSpec> = Vec::new();
+    for t in &plan.tests {
+        if let Some(l) = t.lab {
+            if !settings.contains(&l) {
+                settings.push(l);
+            }
+        }
+    }
+    eprintln!(
+        "plan {} ({}): {} test{} in {} lab setting{}",
+        plan.name,
+        plan.file.display(),
+        plan.tests.len(),
+        if plan.tests.len() == 1 { "" } else { "s" },
+        settings.len(),
+        if settings.len() == 1 { "" } else { "s" },
+    );
+    for spec in settings {
+        if interrupted() {
+            break;
+        }
+        let tests: Vec<&PlanTest> = plan.tests.iter().filter(|t| t.lab == Some(spec)).collect();
+        let log_dir = run.dir.as_ref().map(|d| d.path.join("agents"));
+        let built = crate::lab::build(spec, log_dir.as_deref());
+        let mut lab = match built {
+            Ok(l) => l,
+            Err(e) => {
+                let e = e.context(format!(
+                    "building the lab (DUT {})",
+                    spec.dut.map_or("none", |d| d.name())
+                ));
+                // Every test of this setting fails with the reason.
+                let mut any_point = false;
+                for t in &tests {
+                    if let Some(p) = &t.sweep {
+                        any_point = true;
+                        let from = Marks::of(&run.results);
+                        finish_point(&mut run.results, from, p, t.spec.kind(), Some(&e));
+                    }
+                }
+                run.save();
+                if !any_point || plan.fail_fast {
+                    return Err(e);
+                }
+                eprintln!("error: {e:#}; its points are recorded as failed");
+                continue;
+            }
+        };
+        run.results.labs.push(lab.topology.clone());
+        let idx = run.results.labs.len() - 1;
+        run.save();
+        eprintln!(
+            "lab: DUT {}, MTU {}",
+            spec.dut.map_or("none (back to back)", |d| d.name()),
+            spec.mtu
+        );
+        for t in tests {
+            if interrupted() {
+                break;
+            }
+            let mut ends = crate::runner::Ends::of_lab(&mut lab, Some(idx));
+            ends.instances = t.instances.max(1);
+            let from = Marks::of(&run.results);
+            let r = crate::cli::loadtest::exec_test(run, &mut ends, &t.spec);
+            drop(ends);
+            run.hold_to(&t.expect, from);
+            let failed = match &t.sweep {
+                Some(p) => finish_point(&mut run.results, from, p, t.spec.kind(), r.as_ref().err()),
+                None => {
+                    if let Err(e) = r {
+                        lab.fleet.shutdown();
+                        return Err(e.context(format!("test {}", t.name)));
+                    }
+                    false
+                }
+            };
+            run.save();
+            if failed && plan.fail_fast {
+                lab.fleet.shutdown();
+                bail!("sweep stopped at test \"{}\" (--fail-fast)", t.name);
+            }
+        }
+        lab.fleet.shutdown();
+    }
     Ok(())
 }

@@ -239,6 +239,12 @@ impl Run {
         if let Some(t) = crate::report::matrix::table(&self.results) {
             table.push_str(&t);
         }
+        if let Some(t) = crate::cli::sweep::points_list(
+            &self.results,
+            self.dir.as_ref().map(|d| d.path.as_path()),
+        ) {
+            table.push_str(&t);
+        }
         table.push_str(&crate::report::verdicts::terminal(&self.results));
         if self.json {
             eprint!("{table}");

@@ -16,6 +16,9 @@ pub struct RunArgs {
     /// others can write or that sets them. Only for plans you wrote or checked.
     #[arg(long)]
     pub trust_plan: bool,
+    /// Stop at the first sweep point that fails (default: record it failed and run the others).
+    #[arg(long)]
+    pub fail_fast: bool,
     #[command(flatten)]
     pub common: Common,
     #[command(flatten)]

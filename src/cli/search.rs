@@ -71,6 +71,8 @@ pub struct SearchArgs {
     #[command(flatten)]
     pub common: Common,
     #[command(flatten)]
+    pub sweep: super::common::SweepArgs,
+    #[command(flatten)]
     pub criteria: super::criteria_args::CriteriaArgs,
 }
 

@@ -36,6 +36,8 @@ pub struct TcpArgs {
     #[command(flatten)]
     pub common: Common,
     #[command(flatten)]
+    pub sweep: super::common::SweepArgs,
+    #[command(flatten)]
     pub criteria: super::criteria_args::CriteriaArgs,
 }
 

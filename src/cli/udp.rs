@@ -64,6 +64,8 @@ pub struct UdpArgs {
     #[command(flatten)]
     pub common: Common,
     #[command(flatten)]
+    pub sweep: super::common::SweepArgs,
+    #[command(flatten)]
     pub criteria: super::criteria_args::CriteriaArgs,
 }
 

@@ -46,7 +46,7 @@ impl DutMode {
 }
 
 /// What to build: `dut: None` is the back-to-back tester self-test.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LabSpec {
     pub dut: Option<DutMode>,
     pub fw_rules: u32,

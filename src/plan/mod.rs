@@ -26,6 +26,7 @@
 //! ```
 
 mod hosts;
+mod sweep;
 mod test_table;
 mod value;
 
@@ -37,9 +38,10 @@ use std::net::IpAddr;
 use toml::de::{DeTable, DeValue};
 use value::{span, Src};
 
+pub use sweep::LAB_KEYS;
 pub use value::suggest;
 
-const TOP_KEYS: &[&str] = &["name", "allow_target", "ssh", "hosts", "test"];
+const TOP_KEYS: &[&str] = &["name", "allow_target", "ssh", "hosts", "test", "lab"];
 const SSH_KEYS: &[&str] = &[
     "config",
     "options",
@@ -143,7 +145,50 @@ pub struct Plan {
     pub hosts: Vec<PlanHost>,
     /// In file order; names are unique.
     pub tests: Vec<PlanTest>,
+    /// `[lab]`: the plan runs in the lab linerate builds; its hosts are
+    /// the lab's `gen` and `sink` namespaces.
+    pub lab: Option<PlanLab>,
     text: String,
+}
+
+/// `[lab]`: the settings of the lab the plan's tests run in, as
+/// `linerate lab` flags (`dut = "nat"` → `--dut=nat`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanLab {
+    pub settings: Vec<PlanArg>,
+    pub span: Span,
+}
+
+/// A `[[test]]`'s `sweep` table and its companions: the options it
+/// varies, in the order written, each value with its place in the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanSweep {
+    pub axes: Vec<PlanAxis>,
+    /// `zip = [["frame_size", "rate"]]`: keys that move together.
+    pub zip: Vec<Vec<String>>,
+    /// `order = [...]`: the expansion order, slowest first.
+    pub order: Vec<String>,
+    /// Pivot hints: `rows`, `cols`, `cell`.
+    pub rows: Vec<String>,
+    pub cols: Vec<String>,
+    pub cell: Option<String>,
+    /// The `sweep` key.
+    pub span: Span,
+    /// `zip`'s value (where a zip error points).
+    pub zip_span: Span,
+}
+
+/// One swept option: `frame_size = [64, 1518]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanAxis {
+    pub key: String,
+    /// `--frame-size`.
+    pub flag: String,
+    /// Each value as the command line spells it, with its place; a TOML
+    /// boolean is `true`/`false` (a switch on or off).
+    pub values: Vec<(String, Span)>,
+    /// The key inside `sweep`.
+    pub span: Span,
 }
 
 /// `[ssh]`: how the controller runs ssh, as the CLI's ssh flags say it.
@@ -187,6 +232,8 @@ pub enum HostKind {
     Netns(String),
     /// `user@host[:port]`, `[v6]:port` or `ssh://…` as written (checked only roughly).
     Ssh(String),
+    /// A namespace of the lab a plan with `[lab]` runs in (`gen`, `sink`).
+    Lab,
 }
 
 /// One `[[test]]`.
@@ -208,6 +255,8 @@ pub struct PlanTest {
     pub args: Vec<PlanArg>,
     /// The `[[test]]` table.
     pub span: Span,
+    /// The options it sweeps, if any.
+    pub sweep: Option<PlanSweep>,
 }
 
 /// The ad-hoc command a test runs.
@@ -279,6 +328,11 @@ impl Plan {
     /// The host called `name`.
     pub fn host(&self, name: &str) -> Option<&PlanHost> {
         self.hosts.iter().find(|h| h.name == name)
+    }
+
+    /// The text of the plan at `span` (`true` for a TOML boolean).
+    pub fn text_at(&self, span: Span) -> Option<&str> {
+        self.text.get(span.start..span.end)
     }
 
     /// 1-based line and column (in characters) of the start of `span`.
@@ -367,14 +421,26 @@ pub fn parse(file: &str, text: &str) -> Result<Plan, PlanError> {
         None => PlanSsh::default(),
         Some(v) => parse_ssh(src, src.table(v, "ssh")?)?,
     };
-    let hosts = match root.get("hosts") {
-        None => {
+    let lab = match root.get("lab") {
+        None => None,
+        Some(v) => Some(sweep::parse_lab(src, v)?),
+    };
+    let hosts = match (root.get("hosts"), &lab) {
+        (Some(h), Some(_)) => {
+            return Err(src.err(
+                span(h),
+                "a plan with [lab] runs in the lab's namespaces gen and sink: remove [hosts] \
+                 (or remove [lab] to test hosts of your own)",
+            ))
+        }
+        (None, Some(_)) => sweep::lab_hosts(),
+        (None, None) => {
             return Err(src.err(
                 src.end(),
                 "the plan has no [hosts]: add one table per host, e.g. [hosts.gen] with netns = \"gen\"",
             ))
         }
-        Some(v) => hosts::parse_hosts(src, src.table(v, "hosts")?)?,
+        (Some(v), None) => hosts::parse_hosts(src, src.table(v, "hosts")?)?,
     };
     if hosts.is_empty() {
         let at = root.get("hosts").map_or(src.end(), span);
@@ -403,7 +469,7 @@ pub fn parse(file: &str, text: &str) -> Result<Plan, PlanError> {
     let mut tests: Vec<PlanTest> = Vec::with_capacity(tables.len());
     let mut seen: std::collections::HashMap<String, usize> = Default::default();
     for (i, t) in tables.iter().enumerate() {
-        let test = test_table::parse_test(src, i + 1, t, &hosts, &allow_target)?;
+        let test = test_table::parse_test(src, i + 1, t, &hosts, &allow_target, lab.is_some())?;
         if let Some(&first) = seen.get(&test.name) {
             let first = &tests[first];
             let (line, _) = locate(text, first.span.start);
@@ -419,6 +485,7 @@ pub fn parse(file: &str, text: &str) -> Result<Plan, PlanError> {
         seen.insert(test.name.clone(), tests.len());
         tests.push(test);
     }
+    sweep::check_count(src, &tests)?;
     Ok(Plan {
         file: file.to_string(),
         name,
@@ -426,6 +493,7 @@ pub fn parse(file: &str, text: &str) -> Result<Plan, PlanError> {
         ssh,
         hosts,
         tests,
+        lab,
         text: text.to_string(),
     })
 }

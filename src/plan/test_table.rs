@@ -8,7 +8,20 @@ use crate::proto::Cidr;
 use std::net::IpAddr;
 
 /// The keys of a `[[test]]` the plan owns; all others are command options.
-const TEST_KEYS: &[&str] = &["name", "kind", "from", "to", "target", "instances"];
+const TEST_KEYS: &[&str] = &[
+    "name",
+    "kind",
+    "from",
+    "to",
+    "target",
+    "instances",
+    "sweep",
+    "zip",
+    "order",
+    "rows",
+    "cols",
+    "cell",
+];
 /// Command options a plan sets itself, from `from`, `to` and the top level.
 const RESERVED: &[(&str, &str)] = &[
     ("client", "the plan sets it from `from`"),
@@ -25,6 +38,7 @@ pub(super) fn parse_test(
     v: &Value,
     hosts: &[PlanHost],
     allow: &[Cidr],
+    lab: bool,
 ) -> Result<PlanTest, PlanError> {
     let t = src.table(v, "each [[test]]")?;
     let at = span(v);
@@ -42,12 +56,19 @@ pub(super) fn parse_test(
     };
     let place = format!("[[test]] \"{name}\"");
 
-    let from_value = t.get("from").ok_or_else(|| {
-        src.err(
-            at,
-            format!("{place} has no from: add from = [\"gen\"] (the generator hosts)"),
-        )
-    })?;
+    // In the lab, the generator and sink are the lab's.
+    let lab_from = toml::Spanned::new(at.start..at.start, toml::de::DeValue::String("gen".into()));
+    let lab_to = toml::Spanned::new(at.start..at.start, toml::de::DeValue::String("sink".into()));
+    let from_value = match t.get("from") {
+        Some(v) => v,
+        None if lab => &lab_from,
+        None => {
+            return Err(src.err(
+                at,
+                format!("{place} has no from: add from = [\"gen\"] (the generator hosts)"),
+            ))
+        }
+    };
     let mut from: Vec<String> = Vec::new();
     for entry in src.strings(from_value, "from")? {
         for h in hosts::expand(src, &entry, hosts)? {
@@ -67,12 +88,16 @@ pub(super) fn parse_test(
         ));
     }
 
-    let to_value = t.get("to").ok_or_else(|| {
-        src.err(
-            at,
-            format!("{place} has no to: add to = \"sink\" (the receiving host)"),
-        )
-    })?;
+    let to_value = match t.get("to") {
+        Some(v) => v,
+        None if lab => &lab_to,
+        None => {
+            return Err(src.err(
+                at,
+                format!("{place} has no to: add to = \"sink\" (the receiving host)"),
+            ))
+        }
+    };
     let to = src.string(to_value, "to")?;
     let Some(sink) = hosts.iter().find(|h| h.name == to) else {
         return Err(src.err(span(to_value), hosts::unknown_host(&to, hosts)));
@@ -125,6 +150,7 @@ pub(super) fn parse_test(
         }
         args.extend(src.arg(key, value)?);
     }
+    let sweep = super::sweep::parse_sweep(src, t, &place, &args)?;
     Ok(PlanTest {
         name,
         kind,
@@ -134,6 +160,7 @@ pub(super) fn parse_test(
         instances,
         args,
         span: at,
+        sweep,
     })
 }
 

@@ -159,7 +159,7 @@ impl Src<'_> {
     }
 
     /// A string, integer or float as the command line would spell it.
-    fn scalar(&self, key: &str, v: &Value) -> Result<String, PlanError> {
+    pub(super) fn scalar(&self, key: &str, v: &Value) -> Result<String, PlanError> {
         match v.get_ref() {
             DeValue::String(s) => Ok(s.to_string()),
             DeValue::Integer(i) => i128::from_str_radix(i.as_str(), i.radix())
@@ -198,7 +198,7 @@ pub(super) fn entries<'t, 'i>(table: &'t DeTable<'i>) -> Vec<(&'t Key<'i>, &'t V
 }
 
 /// `frame_size`: what becomes `--frame-size`.
-fn is_option_key(k: &str) -> bool {
+pub(super) fn is_option_key(k: &str) -> bool {
     k.starts_with(|c: char| c.is_ascii_lowercase())
         && k.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')

@@ -36,6 +36,20 @@ pub fn tables(pivots: &[Pivot], width: Option<usize>) -> String {
 /// command's `--rows`/`--cols`/`--cell` (default: what the sweeps say).
 /// An axis or cell the sweeps do not have is an error naming the good ones.
 pub fn print_for_run(results: &RunResults, run_dir: Option<&Path>, opts: &PivotOpts) -> Result<()> {
+    if let Some(text) = for_run(results, run_dir, opts)? {
+        let mut out = std::io::stdout().lock();
+        crate::model::stdout::write_to(&mut out, text.as_bytes()).context("writing to stdout")?;
+    }
+    Ok(())
+}
+
+/// A run's pivot tables as terminal text (none when it has nothing to
+/// pivot); with `run_dir`, `pivot.csv` is written there too.
+pub fn for_run(
+    results: &RunResults,
+    run_dir: Option<&Path>,
+    opts: &PivotOpts,
+) -> Result<Option<String>> {
     let run = Run {
         label: results.name.clone(),
         dir: run_dir.map(Path::to_path_buf).unwrap_or_default(),
@@ -43,16 +57,14 @@ pub fn print_for_run(results: &RunResults, run_dir: Option<&Path>, opts: &PivotO
     };
     let pivots = build(std::slice::from_ref(&run), opts)?;
     if pivots.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let width = columns::width_for(1);
     let text = tables(&pivots, width);
-    let mut out = std::io::stdout().lock();
-    crate::model::stdout::write_to(&mut out, text.as_bytes()).context("writing to stdout")?;
     if let Some(dir) = run_dir {
         write_csv(&dir.join("pivot.csv"), &pivots)?;
     }
-    Ok(())
+    Ok(Some(text))
 }
 
 /// Writes the pivots' CSV to `path`.

@@ -1,0 +1,287 @@
+//! A test's `sweep` table (issue 21) and the plan's `[lab]`: what they say
+//! and where, checked as far as the plan alone can (keys, lists, zip
+//! lengths, the cap). Each value is checked by the command's own parser
+//! later, in `cli::plan_config`, which points back at it.
+//!
+//! ```toml
+//! [lab]
+//! dut = "route"
+//! [[test]]
+//! name = "seed001"
+//! kind = "search"
+//! sweep = { profile = ["bench-var2-64b", "bench-var2-1514b"], bidir = [false, true], dut = ["route", "nat"] }
+//! order = ["dut", "profile", "bidir"]
+//! rows = ["profile", "bidir"]
+//! cols = ["dut"]
+//! ```
+
+use super::value::{entries, is_option_key, span, Src, Value};
+use super::{PlanArg, PlanAxis, PlanError, PlanHost, PlanLab, PlanSweep, PlanTest, Span};
+use crate::model::sweep::{Axis, SweepError, SweepSpec};
+use toml::de::{DeTable, DeValue};
+
+/// `[lab]` keys: the `linerate lab` flags that say what lab to build. A
+/// test may sweep them too; the lab is then built once per setting.
+pub const LAB_KEYS: &[&str] = &[
+    "dut",
+    "fw_rules",
+    "mtu",
+    "dut_loss",
+    "dut_police",
+    "dut_shape",
+];
+
+/// The lab's generator and sink addresses (its route/nat/fw addressing).
+const LAB_GEN: [u8; 4] = [198, 18, 0, 1];
+const LAB_SINK: [u8; 4] = [198, 19, 0, 1];
+
+pub(super) fn parse_lab(src: Src, v: &Value) -> Result<PlanLab, PlanError> {
+    let t = src.table(v, "lab")?;
+    src.check_keys(t, LAB_KEYS, "in [lab]")?;
+    let mut settings = Vec::new();
+    for (key, value) in entries(t) {
+        settings.extend(src.arg(key, value)?);
+    }
+    Ok(PlanLab {
+        settings,
+        span: span(v),
+    })
+}
+
+/// The hosts of a plan with `[lab]`: the lab's gen and sink namespaces.
+pub(super) fn lab_hosts() -> Vec<PlanHost> {
+    let host = |name: &str, a: [u8; 4]| PlanHost {
+        name: name.into(),
+        kind: super::HostKind::Lab,
+        linerate: None,
+        ports: vec![],
+        address: Some(std::net::IpAddr::from(a)),
+        span: Span::default(),
+    };
+    vec![host("gen", LAB_GEN), host("sink", LAB_SINK)]
+}
+
+/// The keys that only mean something beside `sweep`.
+const COMPANIONS: [&str; 5] = ["zip", "order", "rows", "cols", "cell"];
+
+pub(super) fn parse_sweep(
+    src: Src,
+    t: &DeTable,
+    place: &str,
+    args: &[PlanArg],
+) -> Result<Option<PlanSweep>, PlanError> {
+    let Some((sweep_key, sweep_value)) = t.get_key_value("sweep") else {
+        if let Some((k, _)) = entries(t)
+            .into_iter()
+            .find(|(k, _)| COMPANIONS.contains(&k.get_ref().as_ref()))
+        {
+            return Err(src.err(
+                span(k),
+                format!(
+                    "{} in {place} only means something with a sweep: add sweep = {{ KEY = [V1, V2] }}, or remove it",
+                    k.get_ref().as_ref()
+                ),
+            ));
+        }
+        return Ok(None);
+    };
+    let table = match sweep_value.get_ref() {
+        DeValue::Table(t) => t,
+        _ => {
+            return Err(src.err(
+                span(sweep_value),
+                format!(
+                    "sweep in {place} must be a table of lists, e.g. sweep = {{ frame_size = [64, 1518] }}"
+                ),
+            ))
+        }
+    };
+    let mut axes = Vec::new();
+    for (key, value) in entries(table) {
+        let k = key.get_ref().as_ref();
+        if !is_option_key(k) {
+            return Err(src.err(
+                span(key),
+                format!("'{k}' in sweep is not a command option: use its name with _ for - (e.g. frame_size)"),
+            ));
+        }
+        if args.iter().any(|a| a.key == k) {
+            return Err(src.err(
+                span(key),
+                format!("{k} is both set and swept in {place}: keep it in one place"),
+            ));
+        }
+        let DeValue::Array(list) = value.get_ref() else {
+            return Err(src.err(
+                span(value),
+                format!("sweep {k} must be a list of values, e.g. {k} = [a, b]"),
+            ));
+        };
+        if list.is_empty() {
+            return Err(src.err(
+                span(value),
+                format!("sweep {k} is empty: give at least one value"),
+            ));
+        }
+        let values = list
+            .iter()
+            .map(|e| {
+                let text = match e.get_ref() {
+                    DeValue::Boolean(b) => b.to_string(),
+                    _ => src.scalar(k, e)?,
+                };
+                Ok((text, span(e)))
+            })
+            .collect::<Result<Vec<_>, PlanError>>()?;
+        axes.push(PlanAxis {
+            key: k.to_string(),
+            flag: format!("--{}", k.replace('_', "-")),
+            values,
+            span: span(key),
+        });
+    }
+    if axes.is_empty() {
+        return Err(src.err(
+            span(sweep_value),
+            format!("sweep in {place} is empty: add KEY = [V1, V2]"),
+        ));
+    }
+    let swept = axes
+        .iter()
+        .map(|a| a.key.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    // A list of swept keys, each checked where it is written.
+    let keys = |k: &str| -> Result<Vec<String>, PlanError> {
+        let Some(v) = t.get(k) else {
+            return Ok(vec![]);
+        };
+        src.strings(v, k)?
+            .into_iter()
+            .map(|s| {
+                let name = s.get_ref().clone();
+                if axes.iter().any(|a| a.key == name) {
+                    Ok(name)
+                } else {
+                    Err(src.err(
+                        span(&s),
+                        format!(
+                            "{k} names '{name}', which {place} does not sweep (it sweeps {swept})"
+                        ),
+                    ))
+                }
+            })
+            .collect()
+    };
+    let order = keys("order")?;
+    let rows = keys("rows")?;
+    let cols = keys("cols")?;
+    let cell = t
+        .get("cell")
+        .map(|v| src.text_value(v, "cell"))
+        .transpose()?;
+    let zip_span = t.get("zip").map_or(span(sweep_value), span);
+    let zip = match t.get("zip") {
+        None => vec![],
+        Some(v) => match v.get_ref() {
+            DeValue::Array(groups) => groups
+                .iter()
+                .map(|g| {
+                    if !matches!(g.get_ref(), DeValue::Array(_)) {
+                        return Err(src.err(
+                            span(g),
+                            "each zip group is a list: zip = [[\"frame_size\", \"rate\"]]",
+                        ));
+                    }
+                    let members = src.strings(g, "zip")?;
+                    members
+                        .into_iter()
+                        .map(|s| {
+                            let name = s.get_ref().clone();
+                            if axes.iter().any(|a| a.key == name) {
+                                Ok(name)
+                            } else {
+                                Err(src.err(
+                                    span(&s),
+                                    format!("zip names '{name}', which {place} does not sweep (it sweeps {swept})"),
+                                ))
+                            }
+                        })
+                        .collect()
+                })
+                .collect::<Result<Vec<Vec<String>>, PlanError>>()?,
+            _ => {
+                return Err(src.err(
+                    span(v),
+                    "zip is a list of groups: zip = [[\"frame_size\", \"rate\"]]",
+                ))
+            }
+        },
+    };
+    let s = PlanSweep {
+        axes,
+        zip,
+        order,
+        rows,
+        cols,
+        cell,
+        span: span(sweep_key),
+        zip_span,
+    };
+    // Zip lengths, repeats and the like: at the zip (or the sweep).
+    s.spec("").count().map_err(|e| {
+        let at = match e {
+            SweepError::OrderTwice(_) => t.get("order").map_or(s.span, span),
+            SweepError::ZipLengths { .. } | SweepError::ZipAlone(_) | SweepError::ZipTwice(_) => {
+                s.zip_span
+            }
+            _ => s.span,
+        };
+        src.err(at, format!("in {place}: {e}"))
+    })?;
+    Ok(Some(s))
+}
+
+impl PlanSweep {
+    /// The sweep to expand, named `name`.
+    pub fn spec(&self, name: &str) -> SweepSpec {
+        SweepSpec {
+            name: name.to_string(),
+            axes: self
+                .axes
+                .iter()
+                .map(|a| Axis {
+                    key: a.key.clone(),
+                    values: a.values.iter().map(|(v, _)| v.clone()).collect(),
+                })
+                .collect(),
+            zip: self.zip.clone(),
+            order: self.order.clone(),
+        }
+    }
+}
+
+/// The plan's tests, sweeps expanded, stay within [`super::MAX_TESTS`].
+pub(super) fn check_count(src: Src, tests: &[PlanTest]) -> Result<(), PlanError> {
+    let mut total: u128 = 0;
+    for t in tests {
+        let n = match &t.sweep {
+            Some(s) => s.spec(&t.name).count().unwrap_or(1),
+            None => 1,
+        };
+        total = total.saturating_add(n);
+        if total > super::MAX_TESTS as u128 {
+            let at = t.sweep.as_ref().map_or(t.span, |s| s.span);
+            return Err(src.err(
+                at,
+                format!(
+                    "with its sweeps expanded the plan has more than {} tests (\"{}\" alone has {n} points): \
+                     sweep fewer values, zip parameters that move together, or split the plan",
+                    super::MAX_TESTS,
+                    t.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
