@@ -69,6 +69,7 @@ impl TrialRunner for UdpTrials<'_, '_> {
             lost: sum(|d| d.dut_lost),
             tester_limited: r.directions.iter().any(|d| d.tester_limited),
             dut_counted_lost: r.dut_counted_lost,
+            dut: r.dut_efficiency.as_ref().and_then(|e| e.test),
         };
         if !progress.is_live() {
             eprintln!(
@@ -199,6 +200,7 @@ pub fn ramp_samples(
                     0.0
                 },
                 tester_limited: crate::results::bottleneck::sender_short(s.tx_packets, s.tx_target),
+                dut: p.dut,
             })
         })
         .collect()
