@@ -260,6 +260,13 @@ pub fn run_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<
         directions: dirs,
         sweep: None,
     });
+    if let Some(r) = run.results.ramps.last() {
+        lines.extend(
+            r.directions
+                .iter()
+                .filter_map(|d| crate::report::efficiency::ramp_line(r, d)),
+        );
+    }
     run.save();
     if let Some(file) = &cfg.export_viz {
         let r = run

@@ -429,6 +429,153 @@ mod tests {
         assert!(e.energy_uj_per_packet.is_none() || Path::new(RAPL).exists());
     }
 
+    fn reading(t_s: f64, cpu_ns: f64, tx: f64) -> DutReading {
+        DutReading {
+            t_s,
+            cpu_ns,
+            tx_packets: tx,
+            clock_hz: Some(2.0e9),
+            energy_uj: None,
+        }
+    }
+
+    #[test]
+    fn cycles_are_cpu_time_times_clock_over_packets() {
+        // 0.5 s of DUT CPU for 1 M packets at 2 GHz: 500 ns, 1000 cycles.
+        let s = dut_step(&reading(0.0, 0.0, 0.0), &reading(1.0, 5e8, 1e6), 7);
+        assert_eq!(s.packets, 1_000_000);
+        assert_eq!(s.packets_from, PacketsFrom::DutTx);
+        assert_eq!(s.cpu_ns_per_packet, Some(500.0));
+        assert_eq!(s.cycles_per_packet, Some(1000.0));
+        assert_eq!(s.energy_uj_per_packet, None, "no RAPL, no energy");
+        // Clocks of the two ends are averaged; energy is used over packets.
+        let mut b = reading(1.0, 5e8, 1e6);
+        b.clock_hz = Some(3.0e9);
+        let mut a = reading(0.0, 0.0, 0.0);
+        a.energy_uj = Some(100.0);
+        b.energy_uj = Some(2_000_100.0);
+        let s = dut_step(&a, &b, 0);
+        assert_eq!(s.clock_hz, Some(2.5e9));
+        assert_eq!(s.cycles_per_packet, Some(1250.0));
+        assert_eq!(s.energy_uj_per_packet, Some(2.0));
+    }
+
+    #[test]
+    fn missing_data_leaves_figures_out() {
+        // The DUT's interfaces counted nothing: received packets stand in.
+        let s = dut_step(&reading(0.0, 0.0, 5.0), &reading(1.0, 1e6, 5.0), 1000);
+        assert_eq!(s.packets_from, PacketsFrom::Received);
+        assert_eq!(s.cpu_ns_per_packet, Some(1000.0));
+        // No packets at all: no per-packet figure, not a division by zero.
+        let s = dut_step(&reading(0.0, 0.0, 0.0), &reading(1.0, 1e6, 0.0), 0);
+        assert_eq!((s.cpu_ns_per_packet, s.cycles_per_packet), (None, None));
+        // No clock: ns per packet stays, cycles go.
+        let mut a = reading(0.0, 0.0, 0.0);
+        let mut b = reading(1.0, 1e6, 100.0);
+        a.clock_hz = None;
+        b.clock_hz = None;
+        let s = dut_step(&a, &b, 0);
+        assert_eq!(s.cpu_ns_per_packet, Some(10_000.0));
+        assert_eq!(s.cycles_per_packet, None);
+        // A counter that went backwards (a thread gone) is not negative time.
+        let s = dut_step(&reading(0.0, 5e6, 0.0), &reading(1.0, 1e6, 10.0), 0);
+        assert_eq!(s.cpu_ns, 0.0);
+    }
+
+    #[test]
+    fn readings_interpolate_inside_and_refuse_outside() {
+        let r = [reading(10.0, 0.0, 0.0), reading(10.5, 1e6, 100.0)];
+        let m = reading_at(&r, 10.25).unwrap();
+        assert_eq!((m.cpu_ns, m.tx_packets), (5e5, 50.0));
+        assert_eq!(reading_at(&r, 10.0).unwrap().cpu_ns, 0.0);
+        assert_eq!(reading_at(&r, 10.5).unwrap().cpu_ns, 1e6);
+        assert_eq!(reading_at(&r, 9.9), None);
+        assert_eq!(reading_at(&r, 10.6), None);
+        assert_eq!(reading_at(&[], 1.0), None);
+    }
+
+    fn ticks(cpu: u32, user: u64, system: u64, softirq: u64) -> crate::proto::CpuTicks {
+        crate::proto::CpuTicks {
+            cpu,
+            user,
+            system,
+            softirq,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn napi_threads_and_their_cpus_softirq_are_the_dut() {
+        use crate::proto::{CpuClock, IfCounters, NapiTime};
+        let s = Snapshot {
+            per_cpu: vec![ticks(0, 500, 500, 500), ticks(1, 7, 11, 3)],
+            napi: vec![
+                NapiTime {
+                    dev: "dut0".into(),
+                    pid: 10,
+                    cpus: vec![1],
+                    run_ns: Some(2_000),
+                    ticks: 99,
+                },
+                NapiTime {
+                    dev: "dut1".into(),
+                    pid: 11,
+                    cpus: vec![1],
+                    run_ns: None,
+                    ticks: 2,
+                },
+            ],
+            interfaces: vec![
+                IfCounters {
+                    name: "lo".into(),
+                    tx_packets: 1000,
+                    ..Default::default()
+                },
+                IfCounters {
+                    name: "dut1".into(),
+                    tx_packets: 40,
+                    ..Default::default()
+                },
+            ],
+            clocks: vec![
+                CpuClock { cpu: 0, khz: 1 },
+                CpuClock {
+                    cpu: 1,
+                    khz: 3_000_000,
+                },
+            ],
+            clock_source: "cpuinfo".into(),
+            ..Default::default()
+        };
+        let r = dut_reading(&s, 5.0);
+        // schedstat ns, stat ticks as the fallback, and CPU1's softirq
+        // only: the user and system time of CPU1 are other tasks'.
+        assert_eq!(r.cpu_ns, 2_000.0 + 2.0 * 1e7 + 3.0 * 1e7);
+        assert_eq!(r.tx_packets, 40.0, "loopback is not forwarding");
+        assert_eq!(r.clock_hz, Some(3.0e9), "the counted CPU's clock");
+        let m = dut_method(&s);
+        assert!(m.counted.contains("napi/dut0 (pid 10)"), "{}", m.counted);
+        assert!(m.counted.contains("CPU1"), "{}", m.counted);
+        assert_eq!(m.clock_source.as_deref(), Some("cpuinfo"));
+        assert!(m.notes.iter().any(|n| n.contains("schedstat")));
+        assert!(m.notes.iter().any(|n| n.contains("no RAPL")));
+        // No NAPI threads known (a remote DUT): every CPU's busy time.
+        let host = Snapshot {
+            napi: vec![],
+            clock_source: String::new(),
+            ..s
+        };
+        let r = dut_reading(&host, 5.0);
+        assert_eq!(r.cpu_ns, (1500.0 + 21.0) * 1e7);
+        let m = dut_method(&host);
+        assert!(m.counted.starts_with("busy time"), "{}", m.counted);
+        assert_eq!(m.clock_source, None);
+        assert!(m
+            .notes
+            .iter()
+            .any(|n| n.contains("cycles per packet omitted")));
+    }
+
     #[test]
     fn nominal_clock_from_a_fixture() {
         let d = std::env::temp_dir().join(format!("lr-eff-{}", std::process::id()));

@@ -439,6 +439,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cpuinfo_clocks_per_processor() {
+        let text = "processor\t: 0\nmodel name\t: X\ncpu MHz\t\t: 2596.142\n\n\
+                    processor\t: 1\ncpu MHz\t\t: 800.000\n";
+        let c = parse_cpuinfo_mhz(text);
+        assert_eq!(
+            c,
+            vec![
+                CpuClock {
+                    cpu: 0,
+                    khz: 2_596_142
+                },
+                CpuClock {
+                    cpu: 1,
+                    khz: 800_000
+                }
+            ]
+        );
+        assert!(parse_cpuinfo_mhz("processor : 0\n").is_empty());
+    }
+
+    #[test]
     fn net_dev() {
         let text = "Inter-|   Receive                                                |  Transmit\n \
  face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    \
