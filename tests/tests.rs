@@ -11,6 +11,7 @@ mod adhoc;
 mod bottleneck;
 mod cli_habits;
 mod criteria;
+mod efficiency_steps;
 mod faults;
 mod first_hour;
 mod flags;

@@ -69,6 +69,7 @@ impl TrialRunner for UdpTrials<'_, '_> {
             lost: sum(|d| d.dut_lost),
             tester_limited: r.directions.iter().any(|d| d.tester_limited),
             dut_counted_lost: r.dut_counted_lost,
+            dut: r.dut_efficiency.as_ref().and_then(|e| e.test),
         };
         if !progress.is_live() {
             eprintln!(
@@ -200,6 +201,7 @@ pub fn ramp_samples(
                     0.0
                 },
                 tester_limited: crate::results::bottleneck::sender_short(s.tx_packets, s.tx_target),
+                dut: p.dut,
             })
         })
         .collect()
@@ -259,6 +261,13 @@ pub fn run_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<
         directions: dirs,
         sweep: None,
     });
+    if let Some(r) = run.results.ramps.last() {
+        lines.extend(
+            r.directions
+                .iter()
+                .filter_map(|d| crate::report::efficiency::ramp_line(r, d)),
+        );
+    }
     run.save();
     if let Some(file) = &cfg.export_viz {
         let r = run

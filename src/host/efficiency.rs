@@ -3,8 +3,12 @@
 //! kernel and hypervisor allow, else from busy CPU time × the nominal clock,
 //! labelled as an estimate. Energy comes from RAPL (powercap) where present,
 //! else it is omitted with the reason.
+//!
+//! The DUT's cost per load step ([`DutStep`]) comes from its agent's
+//! snapshots: the CPU time of its NAPI threads and softirq where the lab laid
+//! them out, else its host's busy time, over the packets it forwarded.
 
-use crate::proto::SystemCpu;
+use crate::proto::{Snapshot, SystemCpu};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -33,8 +37,8 @@ pub struct Meter {
     rapl_start: Option<u64>,
 }
 
-const RAPL: &str = "/sys/class/powercap/intel-rapl:0/energy_uj";
-const RAPL_RANGE: &str = "/sys/class/powercap/intel-rapl:0/max_energy_range_uj";
+pub(crate) const RAPL: &str = "/sys/class/powercap/intel-rapl:0/energy_uj";
+pub(crate) const RAPL_RANGE: &str = "/sys/class/powercap/intel-rapl:0/max_energy_range_uj";
 
 fn read_u64(p: &str) -> Option<u64> {
     std::fs::read_to_string(p).ok()?.trim().parse().ok()
@@ -126,6 +130,256 @@ impl Meter {
     }
 }
 
+/// USER_HZ: /proc/stat and /proc/PID/stat count in 1/100 s on every Linux.
+const TICK_NS: f64 = 1e7;
+
+/// The DUT's CPU cost of the packets it forwarded over one step: a ramp
+/// interval or a search trial. Which CPU time counts is said once per test
+/// ([`DutEfficiency::counted`]).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, JsonSchema)]
+pub struct DutStep {
+    /// Length of the step, seconds.
+    pub duration_s: f64,
+    /// DUT CPU time in the step, ns.
+    pub cpu_ns: f64,
+    /// Packets the DUT forwarded in the step.
+    pub packets: u64,
+    /// Where `packets` came from.
+    pub packets_from: PacketsFrom,
+    /// ns of DUT CPU time per packet (needs no hardware counter).
+    pub cpu_ns_per_packet: Option<f64>,
+    /// Mean clock of the counted CPUs over the step, Hz (absent: the DUT
+    /// host shows none).
+    pub clock_hz: Option<f64>,
+    /// DUT CPU time × clock / packets.
+    pub cycles_per_packet: Option<f64>,
+    /// RAPL package energy over the step / packets, µJ (absent: no RAPL).
+    pub energy_uj_per_packet: Option<f64>,
+}
+
+/// Which count a step's packets are.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PacketsFrom {
+    /// Frames the DUT sent on (its interfaces' tx counters, loopback aside).
+    DutTx,
+    /// The DUT's interfaces counted none: packets the receivers counted.
+    Received,
+}
+
+/// The DUT's figures of one test: what was counted and how, the whole
+/// sending phase as one step, and what the host hides.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct DutEfficiency {
+    /// Which CPU time is the DUT's, in words.
+    pub counted: String,
+    /// Where the clock came from: `scaling_cur_freq` (cpufreq) or
+    /// `cpuinfo` (/proc/cpuinfo "cpu MHz"); absent: no clock, no cycles.
+    pub clock_source: Option<String>,
+    /// The sending phase as one step.
+    pub test: Option<DutStep>,
+    /// What is missing or estimated, and why.
+    pub notes: Vec<String>,
+}
+
+/// A DUT agent's cumulative counters at one instant, reduced from a
+/// snapshot: what steps are differences of.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DutReading {
+    /// When the snapshot was read, controller clock, seconds since the epoch.
+    pub t_s: f64,
+    /// CPU time counted as the DUT's so far, ns.
+    pub cpu_ns: f64,
+    /// Frames its interfaces sent so far.
+    pub tx_packets: f64,
+    /// Mean clock of the counted CPUs, Hz.
+    pub clock_hz: Option<f64>,
+    pub energy_uj: Option<f64>,
+}
+
+/// The CPUs whose time counts: those the NAPI threads are pinned to, or
+/// every CPU of the host when the agent knows no NAPI thread.
+fn counted_cpus(s: &Snapshot) -> Vec<u32> {
+    let mut c: Vec<u32> = s.napi.iter().flat_map(|n| n.cpus.iter().copied()).collect();
+    c.sort_unstable();
+    c.dedup();
+    if c.is_empty() {
+        c = s.per_cpu.iter().map(|t| t.cpu).collect();
+    }
+    c
+}
+
+/// Reduces a DUT agent's snapshot taken at `t_s` to its cumulative figures.
+/// With NAPI threads: their time on CPU plus the softirq time of the CPUs
+/// they are pinned to; without: the busy time of every CPU of the host.
+pub fn dut_reading(s: &Snapshot, t_s: f64) -> DutReading {
+    let cpus = counted_cpus(s);
+    let ticks = s.per_cpu.iter().filter(|t| cpus.contains(&t.cpu));
+    let cpu_ns = if s.napi.is_empty() {
+        ticks
+            .map(|t| (t.user + t.nice + t.system + t.irq + t.softirq) as f64 * TICK_NS)
+            .sum()
+    } else {
+        let threads: f64 = s
+            .napi
+            .iter()
+            .map(|n| n.run_ns.map_or(n.ticks as f64 * TICK_NS, |ns| ns as f64))
+            .sum();
+        threads + ticks.map(|t| t.softirq as f64 * TICK_NS).sum::<f64>()
+    };
+    let khz: Vec<f64> = s
+        .clocks
+        .iter()
+        .filter(|c| cpus.contains(&c.cpu) && c.khz > 0)
+        .map(|c| c.khz as f64)
+        .collect();
+    DutReading {
+        t_s,
+        cpu_ns,
+        tx_packets: s
+            .interfaces
+            .iter()
+            .filter(|i| i.name != "lo")
+            .map(|i| i.tx_packets as f64)
+            .sum(),
+        clock_hz: (!khz.is_empty()).then(|| khz.iter().sum::<f64>() / khz.len() as f64 * 1e3),
+        energy_uj: s.energy_uj.map(|e| e as f64),
+    }
+}
+
+/// What a test's DUT figures count and what its host hides, from one of
+/// its snapshots.
+pub fn dut_method(s: &Snapshot) -> DutEfficiency {
+    let mut notes = Vec::new();
+    let counted = if s.napi.is_empty() {
+        notes.push(
+            "the DUT agent pinned no threaded-NAPI threads (not a lab DUT): its CPU time is the \
+             busy time of all its host's CPUs, the agent's own work and anything else running \
+             there included"
+                .to_string(),
+        );
+        "busy time (user + nice + system + irq + softirq, /proc/stat) of every CPU of the DUT's host"
+            .to_string()
+    } else {
+        let threads: Vec<String> = s
+            .napi
+            .iter()
+            .map(|n| format!("napi/{} (pid {})", n.dev, n.pid))
+            .collect();
+        let cpus: Vec<String> = counted_cpus(s).iter().map(|c| format!("CPU{c}")).collect();
+        let run = if s.napi.iter().all(|n| n.run_ns.is_some()) {
+            "time on CPU from /proc/PID/schedstat (ns)"
+        } else {
+            notes.push(
+                "no /proc/PID/schedstat on the DUT host: NAPI thread time is utime + stime in \
+                 10 ms ticks, coarse at low loads"
+                    .into(),
+            );
+            "utime + stime from /proc/PID/stat (10 ms ticks)"
+        };
+        format!(
+            "the DUT's NAPI threads {} ({run}) plus the softirq time of {} (/proc/stat, 10 ms \
+             ticks; any other traffic those CPUs handle included)",
+            threads.join(", "),
+            cpus.join("+")
+        )
+    };
+    let clock_source = match s.clock_source.as_str() {
+        "" => {
+            notes.push(
+                "cycles per packet omitted: the DUT host shows no CPU clock (no cpufreq, no \
+                 \"cpu MHz\" in /proc/cpuinfo); ns of DUT CPU time per packet stands"
+                    .into(),
+            );
+            None
+        }
+        "cpuinfo" => {
+            notes.push(
+                "cycles = DUT CPU time × the clock /proc/cpuinfo reports (\"cpu MHz\", no cpufreq \
+                 on the DUT host: a VM often shows a fixed nominal clock), not hardware counters"
+                    .into(),
+            );
+            Some("cpuinfo".to_string())
+        }
+        other => {
+            notes.push(format!(
+                "cycles = DUT CPU time × the mean {other} of the counted CPUs, not hardware counters"
+            ));
+            Some(other.to_string())
+        }
+    };
+    if s.energy_uj.is_none() {
+        notes.push("energy per packet omitted: no RAPL powercap interface on the DUT host".into());
+    } else {
+        notes.push(
+            "energy is the whole CPU package's (RAPL intel-rapl:0): on a shared host it \
+             includes the tester's"
+                .into(),
+        );
+    }
+    DutEfficiency {
+        counted,
+        clock_source,
+        test: None,
+        notes,
+    }
+}
+
+/// The DUT's figures between two readings; `received` stands in for the
+/// DUT's forwarded packets when its interfaces counted none.
+pub fn dut_step(a: &DutReading, b: &DutReading, received: u64) -> DutStep {
+    let cpu_ns = (b.cpu_ns - a.cpu_ns).max(0.0);
+    let tx = (b.tx_packets - a.tx_packets).max(0.0).round() as u64;
+    let (packets, packets_from) = if tx > 0 {
+        (tx, PacketsFrom::DutTx)
+    } else {
+        (received, PacketsFrom::Received)
+    };
+    let per = |v: f64| (packets > 0).then(|| v / packets as f64);
+    let clock_hz = match (a.clock_hz, b.clock_hz) {
+        (Some(x), Some(y)) => Some((x + y) / 2.0),
+        (x, y) => x.or(y),
+    };
+    let energy = match (a.energy_uj, b.energy_uj) {
+        (Some(x), Some(y)) if y >= x => Some(y - x),
+        _ => None,
+    };
+    DutStep {
+        duration_s: (b.t_s - a.t_s).max(0.0),
+        cpu_ns,
+        packets,
+        packets_from,
+        cpu_ns_per_packet: per(cpu_ns),
+        clock_hz,
+        cycles_per_packet: clock_hz.and_then(|hz| per(cpu_ns * 1e-9 * hz)),
+        energy_uj_per_packet: energy.and_then(per),
+    }
+}
+
+/// The DUT's counters at `t_s`, interpolated between the readings around
+/// it (sorted by time). `None` outside the readings: a step needs both of
+/// its ends measured.
+pub fn reading_at(readings: &[DutReading], t_s: f64) -> Option<DutReading> {
+    let i = readings.iter().position(|r| r.t_s >= t_s)?;
+    let b = readings[i];
+    if b.t_s == t_s || i == 0 {
+        return (b.t_s == t_s).then_some(b);
+    }
+    let a = readings[i - 1];
+    let f = (t_s - a.t_s) / (b.t_s - a.t_s);
+    let lerp = |x: f64, y: f64| x + (y - x) * f;
+    Some(DutReading {
+        t_s,
+        cpu_ns: lerp(a.cpu_ns, b.cpu_ns),
+        tx_packets: lerp(a.tx_packets, b.tx_packets),
+        clock_hz: if f < 0.5 { a.clock_hz } else { b.clock_hz },
+        energy_uj: match (a.energy_uj, b.energy_uj) {
+            (Some(x), Some(y)) if y >= x => Some(lerp(x, y)),
+            _ => None,
+        },
+    })
+}
+
 /// Nominal clock: cpufreq's base or max frequency, else /proc/cpuinfo's MHz.
 pub fn nominal_hz(root: &Path) -> Option<f64> {
     for f in ["base_frequency", "cpuinfo_max_freq"] {
@@ -173,6 +427,153 @@ mod tests {
         }
         assert!(e.notes.iter().any(|n| n.contains("no PMU")));
         assert!(e.energy_uj_per_packet.is_none() || Path::new(RAPL).exists());
+    }
+
+    fn reading(t_s: f64, cpu_ns: f64, tx: f64) -> DutReading {
+        DutReading {
+            t_s,
+            cpu_ns,
+            tx_packets: tx,
+            clock_hz: Some(2.0e9),
+            energy_uj: None,
+        }
+    }
+
+    #[test]
+    fn cycles_are_cpu_time_times_clock_over_packets() {
+        // 0.5 s of DUT CPU for 1 M packets at 2 GHz: 500 ns, 1000 cycles.
+        let s = dut_step(&reading(0.0, 0.0, 0.0), &reading(1.0, 5e8, 1e6), 7);
+        assert_eq!(s.packets, 1_000_000);
+        assert_eq!(s.packets_from, PacketsFrom::DutTx);
+        assert_eq!(s.cpu_ns_per_packet, Some(500.0));
+        assert_eq!(s.cycles_per_packet, Some(1000.0));
+        assert_eq!(s.energy_uj_per_packet, None, "no RAPL, no energy");
+        // Clocks of the two ends are averaged; energy is used over packets.
+        let mut b = reading(1.0, 5e8, 1e6);
+        b.clock_hz = Some(3.0e9);
+        let mut a = reading(0.0, 0.0, 0.0);
+        a.energy_uj = Some(100.0);
+        b.energy_uj = Some(2_000_100.0);
+        let s = dut_step(&a, &b, 0);
+        assert_eq!(s.clock_hz, Some(2.5e9));
+        assert_eq!(s.cycles_per_packet, Some(1250.0));
+        assert_eq!(s.energy_uj_per_packet, Some(2.0));
+    }
+
+    #[test]
+    fn missing_data_leaves_figures_out() {
+        // The DUT's interfaces counted nothing: received packets stand in.
+        let s = dut_step(&reading(0.0, 0.0, 5.0), &reading(1.0, 1e6, 5.0), 1000);
+        assert_eq!(s.packets_from, PacketsFrom::Received);
+        assert_eq!(s.cpu_ns_per_packet, Some(1000.0));
+        // No packets at all: no per-packet figure, not a division by zero.
+        let s = dut_step(&reading(0.0, 0.0, 0.0), &reading(1.0, 1e6, 0.0), 0);
+        assert_eq!((s.cpu_ns_per_packet, s.cycles_per_packet), (None, None));
+        // No clock: ns per packet stays, cycles go.
+        let mut a = reading(0.0, 0.0, 0.0);
+        let mut b = reading(1.0, 1e6, 100.0);
+        a.clock_hz = None;
+        b.clock_hz = None;
+        let s = dut_step(&a, &b, 0);
+        assert_eq!(s.cpu_ns_per_packet, Some(10_000.0));
+        assert_eq!(s.cycles_per_packet, None);
+        // A counter that went backwards (a thread gone) is not negative time.
+        let s = dut_step(&reading(0.0, 5e6, 0.0), &reading(1.0, 1e6, 10.0), 0);
+        assert_eq!(s.cpu_ns, 0.0);
+    }
+
+    #[test]
+    fn readings_interpolate_inside_and_refuse_outside() {
+        let r = [reading(10.0, 0.0, 0.0), reading(10.5, 1e6, 100.0)];
+        let m = reading_at(&r, 10.25).unwrap();
+        assert_eq!((m.cpu_ns, m.tx_packets), (5e5, 50.0));
+        assert_eq!(reading_at(&r, 10.0).unwrap().cpu_ns, 0.0);
+        assert_eq!(reading_at(&r, 10.5).unwrap().cpu_ns, 1e6);
+        assert_eq!(reading_at(&r, 9.9), None);
+        assert_eq!(reading_at(&r, 10.6), None);
+        assert_eq!(reading_at(&[], 1.0), None);
+    }
+
+    fn ticks(cpu: u32, user: u64, system: u64, softirq: u64) -> crate::proto::CpuTicks {
+        crate::proto::CpuTicks {
+            cpu,
+            user,
+            system,
+            softirq,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn napi_threads_and_their_cpus_softirq_are_the_dut() {
+        use crate::proto::{CpuClock, IfCounters, NapiTime};
+        let s = Snapshot {
+            per_cpu: vec![ticks(0, 500, 500, 500), ticks(1, 7, 11, 3)],
+            napi: vec![
+                NapiTime {
+                    dev: "dut0".into(),
+                    pid: 10,
+                    cpus: vec![1],
+                    run_ns: Some(2_000),
+                    ticks: 99,
+                },
+                NapiTime {
+                    dev: "dut1".into(),
+                    pid: 11,
+                    cpus: vec![1],
+                    run_ns: None,
+                    ticks: 2,
+                },
+            ],
+            interfaces: vec![
+                IfCounters {
+                    name: "lo".into(),
+                    tx_packets: 1000,
+                    ..Default::default()
+                },
+                IfCounters {
+                    name: "dut1".into(),
+                    tx_packets: 40,
+                    ..Default::default()
+                },
+            ],
+            clocks: vec![
+                CpuClock { cpu: 0, khz: 1 },
+                CpuClock {
+                    cpu: 1,
+                    khz: 3_000_000,
+                },
+            ],
+            clock_source: "cpuinfo".into(),
+            ..Default::default()
+        };
+        let r = dut_reading(&s, 5.0);
+        // schedstat ns, stat ticks as the fallback, and CPU1's softirq
+        // only: the user and system time of CPU1 are other tasks'.
+        assert_eq!(r.cpu_ns, 2_000.0 + 2.0 * 1e7 + 3.0 * 1e7);
+        assert_eq!(r.tx_packets, 40.0, "loopback is not forwarding");
+        assert_eq!(r.clock_hz, Some(3.0e9), "the counted CPU's clock");
+        let m = dut_method(&s);
+        assert!(m.counted.contains("napi/dut0 (pid 10)"), "{}", m.counted);
+        assert!(m.counted.contains("CPU1"), "{}", m.counted);
+        assert_eq!(m.clock_source.as_deref(), Some("cpuinfo"));
+        assert!(m.notes.iter().any(|n| n.contains("schedstat")));
+        assert!(m.notes.iter().any(|n| n.contains("no RAPL")));
+        // No NAPI threads known (a remote DUT): every CPU's busy time.
+        let host = Snapshot {
+            napi: vec![],
+            clock_source: String::new(),
+            ..s
+        };
+        let r = dut_reading(&host, 5.0);
+        assert_eq!(r.cpu_ns, (1500.0 + 21.0) * 1e7);
+        let m = dut_method(&host);
+        assert!(m.counted.starts_with("busy time"), "{}", m.counted);
+        assert_eq!(m.clock_source, None);
+        assert!(m
+            .notes
+            .iter()
+            .any(|n| n.contains("cycles per packet omitted")));
     }
 
     #[test]

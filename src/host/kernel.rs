@@ -5,7 +5,9 @@
 //! time, softirq counts and the agent's own threads feed the bottleneck
 //! verdict (`crate::results::bottleneck`).
 
-use crate::proto::{CpuTicks, IfCounters, Snapshot, SystemCpu, ThreadTicks, UdpCounters};
+use crate::proto::{
+    CpuClock, CpuTicks, IfCounters, NapiTime, Snapshot, SystemCpu, ThreadTicks, UdpCounters,
+};
 use std::fs;
 use std::io;
 use std::sync::Mutex;
@@ -26,6 +28,7 @@ pub fn snapshot() -> io::Result<Snapshot> {
     }
     let mut interfaces = parse_net_dev(&fs::read_to_string("/proc/net/dev")?);
     link_speeds(&mut interfaces);
+    let (clocks, clock_source) = cpu_clocks();
     Ok(Snapshot {
         interfaces,
         udp: parse_snmp_udp(&fs::read_to_string("/proc/net/snmp")?),
@@ -33,7 +36,114 @@ pub fn snapshot() -> io::Result<Snapshot> {
         system_cpu: parse_proc_stat(&stat),
         per_cpu,
         threads: own_threads(),
+        napi: napi_times(),
+        clocks,
+        clock_source: clock_source.into(),
+        energy_uj: read_u64(super::efficiency::RAPL),
+        energy_range_uj: read_u64(super::efficiency::RAPL_RANGE),
     })
+}
+
+fn read_u64(path: &str) -> Option<u64> {
+    fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Threaded-NAPI kernel threads this process turned on, by interface:
+/// (dev, pid, pinned CPUs). Names repeat across namespaces (every lab has
+/// a `dut0`), so a thread is known by the pid that appeared when its
+/// interface went threaded, never by its name alone.
+static NAPI: Mutex<Vec<(String, u32, Vec<u32>)>> = Mutex::new(Vec::new());
+
+/// Records `dev`'s NAPI threads (replacing any it had), so snapshots carry
+/// their CPU time.
+pub fn remember_napi(dev: &str, pids: &[u32], cpus: &[usize]) {
+    if let Ok(mut v) = NAPI.lock() {
+        v.retain(|(d, _, _)| d != dev);
+        let cpus: Vec<u32> = cpus.iter().filter_map(|&c| u32::try_from(c).ok()).collect();
+        v.extend(pids.iter().map(|&p| (dev.to_string(), p, cpus.clone())));
+    }
+}
+
+/// The remembered NAPI threads' CPU time; a thread that is gone (its
+/// interface removed or made unthreaded), or whose pid now names another
+/// task, is left out.
+fn napi_times() -> Vec<NapiTime> {
+    let list = NAPI.lock().map(|v| v.clone()).unwrap_or_default();
+    list.into_iter()
+        .filter_map(|(dev, pid, cpus)| {
+            let t = parse_task_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
+            if !t.name.starts_with("napi/") {
+                return None;
+            }
+            let run_ns = fs::read_to_string(format!("/proc/{pid}/schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse().ok());
+            Some(NapiTime {
+                dev,
+                pid,
+                cpus,
+                run_ns,
+                ticks: t.utime + t.stime,
+            })
+        })
+        .collect()
+}
+
+/// Each CPU's current clock: cpufreq's `scaling_cur_freq` where the host
+/// has cpufreq, else /proc/cpuinfo's "cpu MHz" (which a VM may fix at the
+/// nominal clock); empty with neither.
+fn cpu_clocks() -> (Vec<CpuClock>, &'static str) {
+    let mut v: Vec<CpuClock> = fs::read_dir("/sys/devices/system/cpu")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| {
+                    let cpu = e.file_name().to_str()?.strip_prefix("cpu")?.parse().ok()?;
+                    let khz = fs::read_to_string(e.path().join("cpufreq/scaling_cur_freq"))
+                        .ok()?
+                        .trim()
+                        .parse()
+                        .ok()?;
+                    Some(CpuClock { cpu, khz })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if !v.is_empty() {
+        v.sort_by_key(|c| c.cpu);
+        return (v, "scaling_cur_freq");
+    }
+    let v = fs::read_to_string("/proc/cpuinfo")
+        .map(|t| parse_cpuinfo_mhz(&t))
+        .unwrap_or_default();
+    if v.is_empty() {
+        (v, "")
+    } else {
+        (v, "cpuinfo")
+    }
+}
+
+/// /proc/cpuinfo's `processor` and `cpu MHz` lines as clocks per CPU.
+pub fn parse_cpuinfo_mhz(text: &str) -> Vec<CpuClock> {
+    let mut out = Vec::new();
+    let mut cpu = None;
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        match key.trim() {
+            "processor" => cpu = value.trim().parse::<u32>().ok(),
+            "cpu MHz" => {
+                if let (Some(c), Ok(mhz)) = (cpu, value.trim().parse::<f64>()) {
+                    out.push(CpuClock {
+                        cpu: c,
+                        khz: (mhz * 1e3).round() as u64,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Link speeds of this namespace's interfaces, looked up once per name.
@@ -327,6 +437,27 @@ pub fn parse_task_stat(text: &str) -> Option<ThreadTicks> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpuinfo_clocks_per_processor() {
+        let text = "processor\t: 0\nmodel name\t: X\ncpu MHz\t\t: 2596.142\n\n\
+                    processor\t: 1\ncpu MHz\t\t: 800.000\n";
+        let c = parse_cpuinfo_mhz(text);
+        assert_eq!(
+            c,
+            vec![
+                CpuClock {
+                    cpu: 0,
+                    khz: 2_596_142
+                },
+                CpuClock {
+                    cpu: 1,
+                    khz: 800_000
+                }
+            ]
+        );
+        assert!(parse_cpuinfo_mhz("processor : 0\n").is_empty());
+    }
 
     #[test]
     fn net_dev() {

@@ -271,6 +271,7 @@ fn napi_threads(dev: &str, cpus: &[usize], realtime: bool) -> Result<()> {
                 std::fs::read_to_string(&path).unwrap_or_default().trim()
             );
         }
+        crate::host::kernel::remember_napi(&dev, &ours, &cpus);
         for pid in ours {
             crate::sys::pin_pid(pid, &cpus)
                 .with_context(|| format!("pinning napi/{dev} thread {pid} to CPUs {cpus:?}"))?;

@@ -243,10 +243,12 @@ mod tests {
             IntervalPair {
                 sender: Some(tx),
                 receiver: Some(rx),
+                dut: None,
             },
             IntervalPair {
                 sender: None,
                 receiver: Some(sample(0.5, 0.7)),
+                dut: None,
             },
         ];
         let f = intervals(&t, &t.directions[0]);
@@ -282,6 +284,7 @@ mod tests {
                 rx_bytes: 500_000,
                 ..sample(0.0, 1.0)
             }),
+            dut: None,
         }];
         let f = &intervals(&t, &t.directions[0])[0];
         assert_eq!(f.tx_l2_bps, Some(4e6));

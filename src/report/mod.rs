@@ -30,6 +30,7 @@ pub mod charts;
 pub mod columns;
 mod compare;
 mod cpu;
+pub mod efficiency;
 pub mod export;
 pub mod figures;
 pub mod format;

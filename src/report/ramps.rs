@@ -1,7 +1,7 @@
 //! Ramps and throughput searches in the report: their charts (forwarded vs
 //! offered load with the ideal line and the saturation point, loss over
 //! load with the threshold; every search trial as a point with the results
-//! as lines) and their tables (saturation per ramp; NDR, PDR and RFC 2544
+//! as lines; the DUT's cycles per packet over load, from `efficiency`) and their tables (saturation per ramp; NDR, PDR and RFC 2544
 //! throughput per frame size as bars of the line rate).
 
 use super::charts::{axis, series, sig, Chart, Mark, IDEAL_COLOR};
@@ -237,6 +237,12 @@ pub fn charts(prefix: &str, r: &RunResults) -> Vec<Chart> {
             ));
         }
     }
+    // In the ramps' section, or the searches' when there is no ramp.
+    let section = if r.ramps.is_empty() { "search" } else { "ramp" };
+    out.extend(super::efficiency::chart(
+        &format!("{prefix}{section}-dut"),
+        r,
+    ));
     for (i, s) in r.searches.iter().enumerate() {
         let results: Vec<(String, f64)> = search_results(s)
             .into_iter()

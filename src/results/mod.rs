@@ -279,6 +279,10 @@ pub struct TestResult {
     /// Cycles and energy per packet (UDP tests).
     #[serde(default)]
     pub efficiency: Option<crate::host::efficiency::Efficiency>,
+    /// The DUT's CPU time per packet over the sending phase (UDP tests with
+    /// a watched DUT: the lab's), what it counts and what its host hides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dut_efficiency: Option<crate::host::efficiency::DutEfficiency>,
     /// With several generators or instances: their sum, per host and per
     /// interval on the controller's timebase.
     #[serde(default)]
@@ -479,6 +483,7 @@ impl TestResult {
             kernel_counters: vec![],
             cross_checks: vec![],
             efficiency: None,
+            dut_efficiency: None,
             aggregate: None,
             dut_counted_lost: None,
             bottleneck: None,
@@ -615,6 +620,10 @@ pub struct DirectionResult {
 pub struct IntervalPair {
     pub sender: Option<IntervalSample>,
     pub receiver: Option<IntervalSample>,
+    /// The watched DUT's CPU time per packet over the sender's interval
+    /// (all its traffic: both directions of a bidirectional test).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dut: Option<crate::host::efficiency::DutStep>,
 }
 
 /// Pairs sender and receiver samples by index. The receiver's clock starts
@@ -627,6 +636,7 @@ pub fn pair_intervals(tx: Vec<IntervalSample>, rx: Vec<IntervalSample>) -> Vec<I
         .map(|_| IntervalPair {
             sender: tx.next(),
             receiver: rx.next(),
+            dut: None,
         })
         .collect()
 }

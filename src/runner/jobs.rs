@@ -186,7 +186,20 @@ pub(super) fn collect(
     deadline: Instant,
     on_sample: impl FnMut(u32, &IntervalSample),
 ) -> Result<bool> {
-    gather(fleet, col, wait_for, deadline, true, on_sample)
+    gather(fleet, col, wait_for, deadline, true, on_sample, |_| {})
+}
+
+/// [`collect`], calling `tick` with the fleet between reports (at least
+/// every 100 ms) so a watcher can ask agents for snapshots meanwhile.
+pub(super) fn collect_ticking(
+    fleet: &mut Fleet,
+    col: &mut Collected,
+    wait_for: &[u32],
+    deadline: Instant,
+    on_sample: impl FnMut(u32, &IntervalSample),
+    tick: impl FnMut(&mut Fleet),
+) -> Result<bool> {
+    gather(fleet, col, wait_for, deadline, true, on_sample, tick)
 }
 
 /// Gathers the final reports of jobs that were told to stop, until each in
@@ -200,7 +213,7 @@ pub(super) fn collect_stopped(
     deadline: Instant,
     on_sample: impl FnMut(u32, &IntervalSample),
 ) -> Result<bool> {
-    gather(fleet, col, wait_for, deadline, false, on_sample)
+    gather(fleet, col, wait_for, deadline, false, on_sample, |_| {})
 }
 
 fn gather(
@@ -210,8 +223,10 @@ fn gather(
     deadline: Instant,
     interruptible: bool,
     mut on_sample: impl FnMut(u32, &IntervalSample),
+    mut tick: impl FnMut(&mut Fleet),
 ) -> Result<bool> {
     loop {
+        tick(fleet);
         if wait_for.iter().all(|id| col.finished.contains_key(id)) {
             return Ok(true);
         }

@@ -9,8 +9,10 @@
 //!
 //! Submodules: `setup` (ends, test specs, legs), `jobs` (starting,
 //! collecting and stopping jobs), `target` (the target sanity check), `udp`, `tcp`, `http` and `latency` (the
-//! test bodies), `record` (counters, CPU and aggregates).
+//! test bodies), `record` (counters, CPU and aggregates), `dut` (the DUT's
+//! CPU time per packet, per interval).
 
+mod dut;
 mod http;
 pub mod iperf3;
 mod jobs;

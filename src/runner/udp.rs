@@ -1,7 +1,7 @@
 //! UDP packet-stream tests: receivers first, senders together, loss from
 //! sequence numbers, cross-checked against the kernel's counters.
 
-use super::jobs::{collect, collect_stopped, Collected, Jobs, LiveSum};
+use super::jobs::{collect_stopped, collect_ticking, Collected, Jobs, LiveSum};
 use super::record::{self, delta_ns};
 use super::setup::{
     finish_test, legs, pick_rx_cpus, pick_tx_cpus, unspecified, Ends, Leg, OnProgress,
@@ -64,6 +64,7 @@ fn udp_inner(
         .iter()
         .flat_map(|l| [(l.tx_id, l.name.clone()), (l.rx_id, l.name.clone())])
         .collect();
+    let mut watch = super::dut::DutWatch::new(ends.observers.first().copied());
     let mut jobs = Jobs::new(ends.fleet);
     // Receivers first, so the first datagram already has a socket.
     let mut flows_of = HashMap::new();
@@ -91,6 +92,7 @@ fn udp_inner(
     }
     let before = jobs.snapshot(&agents)?;
     let meter = crate::host::efficiency::Meter::start();
+    watch.read(jobs.fleet);
     let senders: Vec<usize> = legs.iter().map(|l| l.tx_agent).collect();
     let start_at = jobs.agree_start(&senders);
     let t0 = Instant::now();
@@ -146,12 +148,13 @@ fn udp_inner(
     let lead = start_at
         .map(|s| Duration::from_nanos(s.saturating_sub(crate::sys::realtime_ns())))
         .unwrap_or_default();
-    let done = collect(
+    let done = collect_ticking(
         jobs.fleet,
         &mut col,
         &tx_ids,
         t0 + lead + t.duration + Duration::from_secs(15),
         &mut on_sample,
+        |f| watch.tick(f),
     )?;
     if !done {
         // Cut short (Ctrl-C, or senders that never reported): stop the
@@ -170,6 +173,7 @@ fn udp_inner(
     }
     // Let the last datagrams cross the DUT, then stop receivers with totals.
     std::thread::sleep(Duration::from_millis(200));
+    watch.read(jobs.fleet);
     for leg in &legs {
         let totals: Vec<FlowTotal> = col
             .summary(leg.tx_id)
@@ -211,6 +215,7 @@ fn udp_inner(
         result.directions.push(d);
     }
     record::dut_loss(ends, &before, &after, result);
+    watch.record(ends, &legs, result);
     record::cpu(ends, &before, &after, &col, &legs, result);
     record::bottleneck(ends, &before, &after, &col, &legs, result);
     let received: u64 = result.directions.iter().map(|d| d.rx_packets).sum();

@@ -64,6 +64,10 @@ pub struct TrialOutcome {
     /// received and did not forward, to set beside `lost`.
     #[serde(default)]
     pub dut_counted_lost: Option<u64>,
+    /// In a lab: the DUT's CPU time per packet over the trial's sending
+    /// phase (what it counts is in the trial test's `dut_efficiency`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dut: Option<crate::host::efficiency::DutStep>,
 }
 
 impl TrialOutcome {
@@ -359,6 +363,7 @@ mod tests {
             lost: 10,
             tester_limited: false,
             dut_counted_lost: None,
+            dut: None,
         };
         assert!((o.loss_ratio() - 0.01).abs() < 1e-12);
         let none_sent = TrialOutcome {

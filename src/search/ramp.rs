@@ -126,6 +126,11 @@ pub struct RampSample {
     /// The tester could not offer the intended rate in this interval.
     #[serde(default)]
     pub tester_limited: bool,
+    /// The DUT's CPU time per packet in this interval, where linerate
+    /// watches the DUT (the lab's); what it counts is in the ramp test's
+    /// `dut_efficiency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dut: Option<crate::host::efficiency::DutStep>,
 }
 
 /// Where a ramp saturated: the start of the final unbroken run of lossy
@@ -365,6 +370,7 @@ mod tests {
                 received_pps: offered * (1.0 - loss),
                 loss_ratio: loss,
                 tester_limited: false,
+                dut: None,
             })
             .collect()
     }

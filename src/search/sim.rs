@@ -164,6 +164,7 @@ impl SimDut {
                     received_pps: o.rx_packets as f64,
                     loss_ratio: o.loss_ratio(),
                     tester_limited: o.tester_limited,
+                    dut: None,
                 })
             })
             .collect()
@@ -198,6 +199,7 @@ impl SimDut {
             lost,
             tester_limited,
             dut_counted_lost: None,
+            dut: None,
         }
     }
 }

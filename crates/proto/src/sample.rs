@@ -165,6 +165,45 @@ pub struct Snapshot {
     /// The agent process's own threads (/proc/self/task/*/stat).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub threads: Vec<ThreadTicks>,
+    /// Threaded-NAPI kernel threads this agent turned on and pinned for the
+    /// interfaces of its namespace (the lab's core layout): the CPU time of
+    /// a lab DUT's receive and forwarding.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub napi: Vec<NapiTime>,
+    /// Each CPU's current clock, kHz, as [`Snapshot::clock_source`] reads it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clocks: Vec<CpuClock>,
+    /// Where `clocks` came from: `scaling_cur_freq` (cpufreq) or `cpuinfo`
+    /// (/proc/cpuinfo "cpu MHz"); empty when the host shows neither.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub clock_source: String,
+    /// RAPL package energy counter (powercap intel-rapl:0), µJ, and the
+    /// value it wraps at; absent without RAPL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_uj: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_range_uj: Option<u64>,
+}
+
+/// One `napi/DEV-ID` kernel thread: its CPU time so far.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+pub struct NapiTime {
+    pub dev: String,
+    pub pid: u32,
+    /// The CPUs it is pinned to.
+    pub cpus: Vec<u32>,
+    /// Time on CPU, ns (/proc/PID/schedstat, first field); absent where the
+    /// kernel has no schedstat.
+    pub run_ns: Option<u64>,
+    /// utime + stime, USER_HZ ticks (/proc/PID/stat), the coarse fallback.
+    pub ticks: u64,
+}
+
+/// One CPU's clock at the moment of a snapshot.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+pub struct CpuClock {
+    pub cpu: u32,
+    pub khz: u64,
 }
 
 /// One core's time by kind since boot, in USER_HZ ticks (100 per second),

@@ -2,7 +2,9 @@
 //! one per interval sample pair (`kind` = `interval`) with the same columns,
 //! so a spreadsheet filters on `kind` and plots either. Rates are computed as
 //! in the HTML report (`figures`); summary rows end with the test's
-//! bottleneck verdict.
+//! bottleneck verdict. The `dut_*` columns hold the DUT's CPU time per
+//! packet where linerate watched it (a lab DUT): over the sending phase on
+//! summary rows, per interval on interval rows (ramp samples are these).
 
 use crate::report::figures::{self, is_tcp};
 use crate::report::run::Run;
@@ -84,7 +86,27 @@ const CSV_COLUMNS: &[&str] = &[
     "min",
     "max",
     "repetitions",
+    "dut_packets",
+    "dut_cpu_ns_per_packet",
+    "dut_cycles_per_packet",
+    "dut_energy_uj_per_packet",
 ];
+
+/// The DUT's step (summary rows: the sending phase; interval rows: that
+/// interval) in its columns; blank without one.
+fn dut_cells(cells: &mut [String], d: Option<&crate::host::efficiency::DutStep>) {
+    let Some(d) = d else { return };
+    for (name, v) in [
+        ("dut_packets", Some(d.packets as f64)),
+        ("dut_cpu_ns_per_packet", d.cpu_ns_per_packet),
+        ("dut_cycles_per_packet", d.cycles_per_packet),
+        ("dut_energy_uj_per_packet", d.energy_uj_per_packet),
+    ] {
+        if let Some(c) = cells.get_mut(column(name)) {
+            *c = opt(v);
+        }
+    }
+}
 
 /// Where a column is (the list above is fixed; a typo fails the tests).
 fn column(name: &str) -> usize {
@@ -241,6 +263,9 @@ pub fn csv(runs: &[Run]) -> String {
                 cells.resize(column("http_requests"), String::new());
                 cells.extend(http_cells(t));
                 cells.extend(cpu_cells(t));
+                cells.resize(CSV_COLUMNS.len(), String::new());
+                let dut = t.dut_efficiency.as_ref().and_then(|e| e.test.as_ref());
+                dut_cells(&mut cells, dut);
                 row(cells);
                 for f in figures::intervals(t, d) {
                     let mut cells = head(&d.direction, "interval");
@@ -274,6 +299,8 @@ pub fn csv(runs: &[Run]) -> String {
                         String::new(),
                     ]);
                     cells.resize(CSV_COLUMNS.len(), String::new());
+                    let dut = d.intervals.get(f.index).and_then(|p| p.dut.as_ref());
+                    dut_cells(&mut cells, dut);
                     row(cells);
                 }
             }

@@ -1,0 +1,112 @@
+//! The DUT's CPU cost per load step: while a UDP test runs, the watched
+//! DUT agent (the lab's) is asked for a snapshot every 250 ms; each sender
+//! interval, and the sending phase as a whole, becomes a
+//! [`DutStep`] between the DUT's counters interpolated at its two ends.
+//! The arithmetic lives in [`crate::host::efficiency`]; this file only
+//! takes the readings and lines them up with the senders' clock.
+
+use super::setup::{Ends, Leg};
+use crate::host::efficiency::{dut_method, dut_reading, dut_step, reading_at, DutReading};
+use crate::proto::{Request, Response, Snapshot};
+use crate::results::TestResult;
+use crate::topology::Fleet;
+use std::time::{Duration, Instant};
+
+/// How often the DUT is read: often enough that interpolating to an
+/// interval's edges errs by little, seldom enough to cost it nothing.
+const EVERY: Duration = Duration::from_millis(250);
+
+/// Readings of one DUT agent over a test.
+pub(super) struct DutWatch {
+    agent: Option<usize>,
+    next: Instant,
+    readings: Vec<DutReading>,
+    first: Option<Snapshot>,
+    failed: Vec<String>,
+}
+
+impl DutWatch {
+    /// Watches `agent`: the first observer of a test's ends (the lab's
+    /// DUT); `None` watches nothing.
+    pub fn new(agent: Option<usize>) -> Self {
+        DutWatch {
+            agent,
+            next: Instant::now(),
+            readings: Vec::new(),
+            first: None,
+            failed: Vec::new(),
+        }
+    }
+
+    /// Reads the DUT when its time has come.
+    pub fn tick(&mut self, fleet: &mut Fleet) {
+        if Instant::now() >= self.next {
+            self.read(fleet);
+        }
+    }
+
+    /// Reads the DUT now. A failed read is noted, not fatal: the test's
+    /// own figures do not depend on it.
+    pub fn read(&mut self, fleet: &mut Fleet) {
+        let Some(agent) = self.agent else { return };
+        self.next = Instant::now() + EVERY;
+        let t0 = crate::sys::realtime_ns();
+        match fleet.call(agent, &Request::Snapshot, Duration::from_secs(2)) {
+            Ok(Response::Snapshot { snapshot }) => {
+                // The agent read its counters somewhere inside the round trip.
+                let t1 = crate::sys::realtime_ns();
+                let t_s = (t0 as f64 + t1 as f64) / 2.0 / 1e9;
+                self.readings.push(dut_reading(&snapshot, t_s));
+                self.first.get_or_insert(snapshot);
+            }
+            Ok(other) => self.failed.push(format!("unexpected answer {other:?}")),
+            Err(e) => self.failed.push(format!("{e:#}")),
+        }
+    }
+
+    /// Puts the DUT's step on every sender interval of `result` and the
+    /// sending phase's on `result.dut_efficiency`. `legs` are in the order
+    /// of `result.directions`.
+    pub fn record(self, ends: &Ends, legs: &[Leg], result: &mut TestResult) {
+        let Some(first) = &self.first else { return };
+        let mut eff = dut_method(first);
+        if !self.failed.is_empty() {
+            eff.notes.push(format!(
+                "{} of the DUT's snapshots failed (steps around them are interpolated over the gap): {}",
+                self.failed.len(),
+                self.failed[0]
+            ));
+        }
+        let r = &self.readings;
+        let (mut begin, mut end) = (f64::MAX, f64::MIN);
+        for (leg, d) in legs.iter().zip(result.directions.iter_mut()) {
+            let started = d.sender_summary.started_unix_ns;
+            if started == 0 {
+                continue;
+            }
+            let start_s = ends
+                .fleet
+                .agent(leg.tx_agent)
+                .clock
+                .to_controller_ns(started) as f64
+                / 1e9;
+            begin = begin.min(start_s);
+            end = end.max(start_s + d.duration_s);
+            for p in &mut d.intervals {
+                let Some(s) = &p.sender else { continue };
+                let received = p.receiver.as_ref().map_or(0, |r| r.rx_packets);
+                if let (Some(a), Some(b)) = (
+                    reading_at(r, start_s + s.t_start),
+                    reading_at(r, start_s + s.t_end),
+                ) {
+                    p.dut = Some(dut_step(&a, &b, received));
+                }
+            }
+        }
+        let received: u64 = result.directions.iter().map(|d| d.rx_packets).sum();
+        if let (Some(a), Some(b)) = (reading_at(r, begin), reading_at(r, end)) {
+            eff.test = Some(dut_step(&a, &b, received));
+        }
+        result.dut_efficiency = Some(eff);
+    }
+}
