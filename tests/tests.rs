@@ -36,5 +36,6 @@ mod ssh;
 mod sshd;
 mod threads;
 mod txengine;
+mod vlan;
 mod xdplive;
 mod xdprx;

@@ -124,6 +124,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             threads,
             rx_engine,
             target,
+            vlan,
             ..
         } => udp_receive(engine::rx::RxSpec {
             bind,
@@ -133,6 +134,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             threads,
             rx_engine,
             target,
+            vlan,
         }),
         Job::UdpSend {
             flows,
@@ -144,6 +146,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             allow,
             tx_engine,
             threads,
+            vlan,
             ..
         } => {
             let spec = engine::frame::SendSpec {
@@ -156,6 +159,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
                 allow,
                 tx_engine,
                 threads,
+                vlan,
             };
             udp_send(spec, limits)
         }
@@ -296,7 +300,7 @@ fn udp_send(spec: engine::frame::SendSpec, limits: &Limits) -> Result<Opened> {
     let dsts: Vec<IpAddr> = spec.flows.iter().map(|f| f.dst.ip()).collect();
     allowed_all(&dsts, &spec.allow)?;
     let ipv6 = spec.flows.first().is_some_and(|f| f.dst.is_ipv6());
-    engine::frame::check_frames(spec.frame, ipv6).map_err(anyhow::Error::msg)?;
+    engine::frame::check_frames(spec.frame, ipv6, spec.vlan).map_err(anyhow::Error::msg)?;
     let sender = engine::tx::open(spec).map_err(anyhow::Error::msg)?;
     Ok(Opened {
         port: None,
