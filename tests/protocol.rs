@@ -174,6 +174,7 @@ fn agent_refuses_unsafe_destinations_and_over_cap_durations() {
             allow: vec![],
             tx_engine: Default::default(),
             threads: 0,
+            vlan: None,
         },
         start_at_unix_ns: None,
     };

@@ -40,5 +40,6 @@ mod sshd;
 mod sweep;
 mod threads;
 mod txengine;
+mod vlan;
 mod xdplive;
 mod xdprx;

@@ -125,6 +125,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             threads,
             rx_engine,
             target,
+            vlan,
             ..
         } => udp_receive(engine::rx::RxSpec {
             bind,
@@ -134,6 +135,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             threads,
             rx_engine,
             target,
+            vlan,
         }),
         Job::UdpSend {
             flows,
@@ -145,6 +147,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             allow,
             tx_engine,
             threads,
+            vlan,
             ..
         } => {
             let spec = engine::frame::SendSpec {
@@ -157,6 +160,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
                 allow,
                 tx_engine,
                 threads,
+                vlan,
             };
             udp_send(spec, limits)
         }
@@ -315,7 +319,7 @@ fn udp_send(spec: engine::frame::SendSpec, limits: &Limits) -> Result<Opened> {
     let dsts: Vec<IpAddr> = spec.flows.iter().map(|f| f.dst.ip()).collect();
     allowed_all(&dsts, &spec.allow)?;
     let ipv6 = spec.flows.first().is_some_and(|f| f.dst.is_ipv6());
-    engine::frame::check_frames(spec.frame, ipv6).map_err(anyhow::Error::msg)?;
+    engine::frame::check_frames(spec.frame, ipv6, spec.vlan).map_err(anyhow::Error::msg)?;
     let sender = engine::tx::open(spec).map_err(anyhow::Error::msg)?;
     Ok(Opened {
         port: None,

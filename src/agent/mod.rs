@@ -47,7 +47,7 @@ pub fn run(netns: Netns, limits: Limits) -> Result<()> {
     let outcome = serve(limits);
     // Every way out of `serve` gives held ports back (the control-channel
     // threads do the same before they exit the process).
-    netops::port::restore_all();
+    netops::restore_all();
     outcome
 }
 
@@ -91,12 +91,12 @@ fn spawn_io() -> (Receiver<Request>, Sender<Response>) {
                     }
                 }
                 Ok(None) => {
-                    netops::port::restore_all();
+                    netops::restore_all();
                     std::process::exit(0)
                 }
                 Err(e) => {
                     eprintln!("agent: {e}; exiting");
-                    netops::port::restore_all();
+                    netops::restore_all();
                     std::process::exit(1);
                 }
             }
@@ -106,7 +106,7 @@ fn spawn_io() -> (Receiver<Request>, Sender<Response>) {
         let mut w = BufWriter::new(std::io::stdout().lock());
         for m in resp_rx {
             if proto::write_frame(&mut w, &m).is_err() {
-                netops::port::restore_all();
+                netops::restore_all();
                 std::process::exit(0);
             }
         }

@@ -122,8 +122,14 @@ fn pair_test(pair: &Pair, spec: &TestSpec, opts: &RunOpts, run: &mut Run) -> Res
         &mut hosts.fleet,
         (gen, sink, None),
         (
-            Addressing::single(client_address),
-            Addressing::single(Some(pair.target)),
+            Addressing {
+                vlan: pair.vlan,
+                ..Addressing::single(client_address)
+            },
+            Addressing {
+                vlan: pair.vlan,
+                ..Addressing::single(Some(pair.target))
+            },
         ),
         None,
     );

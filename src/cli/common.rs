@@ -491,6 +491,7 @@ pub fn pair(e: &Endpoints, common: &Common) -> Result<Pair> {
         server: Endpoint::parse(&e.server).map_err(|m| anyhow!("--server: {m:#}"))?,
         target,
         client_address: e.client_address,
+        vlan: None,
     })
 }
 

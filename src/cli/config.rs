@@ -66,6 +66,8 @@ pub struct Pair {
     pub target: IpAddr,
     /// The client's address (needed for traffic towards it).
     pub client_address: Option<IpAddr>,
+    /// VLAN tags on both ends' UDP frames (`linerate udp --vlan`).
+    pub vlan: Option<crate::proto::Vlan>,
 }
 
 /// Where ramps and searches send: a lab built for the run, or a pair.

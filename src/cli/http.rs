@@ -251,6 +251,7 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
         server: Endpoint::parse(&a.server).map_err(|m| anyhow!("--server: {m:#}"))?,
         target,
         client_address: a.client_address,
+        vlan: None,
     };
     Ok((pair, TestSpec::Http(tests)))
 }

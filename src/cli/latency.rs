@@ -86,7 +86,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
             })
         }
         LoadArg::Udp => {
-            crate::engine::frame::check_frames(a.frame_size, ipv6).map_err(|m| anyhow!(m))?;
+            crate::engine::frame::check_frames(a.frame_size, ipv6, None).map_err(|m| anyhow!(m))?;
             crate::runner::Load::Udp(UdpTest {
                 name: name("udp"),
                 ipv6,

@@ -148,7 +148,7 @@ pub const DEFAULT_MIN_PPS: f64 = 1_000.0;
 
 /// The UDP test a ramp or search repeats, at the profile's frames and flows.
 pub fn base_test(p: &Profile, s: &Stream) -> Result<UdpTest> {
-    crate::engine::frame::check_frames(p.frame, s.ipv6).map_err(|m| anyhow!(m))?;
+    crate::engine::frame::check_frames(p.frame, s.ipv6, None).map_err(|m| anyhow!(m))?;
     Ok(UdpTest {
         name: p.name.clone(),
         ipv6: s.ipv6,

@@ -18,6 +18,10 @@ use std::net::IpAddr;
 /// Where ramps and searches send: a lab built for the run, or endpoints you name.
 #[derive(Args, Debug, Clone)]
 pub struct TargetArgs {
+    /// Tag the UDP frames with VLAN ID (1..4094) or QinQ OUTER.INNER on both ends of a
+    /// --target pair, as `linerate udp --vlan` does.
+    #[arg(long, value_name = "ID[.INNER]", value_parser = super::udp::parse_vlan, conflicts_with = "lab")]
+    pub vlan: Option<crate::proto::Vlan>,
     /// Build a lab (gen -> DUT -> sink) and test its DUT.
     #[arg(long)]
     pub lab: bool,
@@ -136,6 +140,7 @@ pub fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
         server: Endpoint::parse(&t.server).map_err(|m| anyhow!("--server: {m:#}"))?,
         target,
         client_address: t.client_address,
+        vlan: t.vlan,
     }))
 }
 

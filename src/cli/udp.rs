@@ -6,7 +6,7 @@ use super::common::{
 use super::config::{self, Pair, TestSpec};
 use super::parse::{parse_frame, parse_rate_arg};
 use crate::model::units::Rate;
-use crate::proto::FrameSpec;
+use crate::proto::{FrameSpec, Vlan};
 use crate::proto::{RxEngine, TxEngine};
 use crate::results::FlowMode;
 use crate::runner::UdpTest;
@@ -59,6 +59,12 @@ pub struct UdpArgs {
     /// totals (iperf3 -O).
     #[arg(long, short = 'O', value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub omit: Option<f64>,
+    /// Tag the test's frames with VLAN ID (1..4094), or QinQ with OUTER.INNER (100.200:
+    /// 802.1ad outer, 802.1Q inner) on both ends. Frame-building engines (packet, xdp)
+    /// write the tags; socket engines send and receive through a VLAN sub-interface
+    /// linerate creates and removes (802.1Q in the kernel). Tags count in --frame-size.
+    #[arg(long, value_name = "ID[.INNER]", value_parser = parse_vlan)]
+    pub vlan: Option<Vlan>,
     #[command(flatten)]
     pub probes: ProbeArgs,
     #[command(flatten)]
@@ -69,14 +75,26 @@ pub struct UdpArgs {
     pub criteria: super::criteria_args::CriteriaArgs,
 }
 
+pub(crate) fn parse_vlan(s: &str) -> Result<Vlan, crate::proto::vlan::VlanError> {
+    s.parse()
+}
+
 /// `linerate udp`: the pair and the test.
 pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
     if a.omit.is_some() {
         bail!("--omit applies to tests against an iperf3 server (--server iperf3://HOST)");
     }
-    let pair = pair(&a.ends, &a.common)?;
+    let mut pair = pair(&a.ends, &a.common)?;
+    pair.vlan = a.vlan;
     let ipv6 = pair.target.is_ipv6();
-    crate::engine::frame::check_frames(a.frame_size, ipv6).map_err(|m| anyhow!(m))?;
+    crate::engine::frame::check_frames(a.frame_size, ipv6, a.vlan).map_err(|m| anyhow!(m))?;
+    if a.vlan.is_some() && a.ends.server.starts_with("iperf3://") {
+        bail!(
+            "--vlan applies to linerate's own ends; an iperf3 server sends and receives \
+             through its host's own interfaces: put it on a VLAN sub-interface there and \
+             leave --vlan out"
+        );
+    }
     let dir = direction(&a.ends);
     let rate = a.rate.map(|r| {
         r.pps(

@@ -5,7 +5,7 @@
 use super::frame::{Msg, Template, Transmit, FILL};
 use super::path::{resolve, Resolved};
 use super::EngineError;
-use crate::proto::FlowSpec;
+use crate::proto::{FlowSpec, Vlan};
 use crate::sys;
 use std::io;
 use std::net::UdpSocket;
@@ -25,8 +25,13 @@ pub struct XdpTx {
 const XDP_FRAMES: u32 = 4096;
 
 impl XdpTx {
-    pub fn open(flows: &[FlowSpec], sizes: &[u32], ipv6: bool) -> Result<XdpTx, EngineError> {
-        let r = resolve(flows, sizes, ipv6)?;
+    pub fn open(
+        flows: &[FlowSpec],
+        sizes: &[u32],
+        ipv6: bool,
+        vlan: Option<Vlan>,
+    ) -> Result<XdpTx, EngineError> {
+        let r = resolve(flows, sizes, ipv6, vlan)?;
         let sockets = XdpTx::sockets(&r)?;
         Ok(XdpTx::with(sockets, r, sizes.len()))
     }

@@ -9,7 +9,7 @@
 use super::EngineError;
 use crate::model::units;
 use crate::proto::frame::{Header, HEADER_LEN};
-use crate::proto::{Cidr, FlowSpec, FrameSpec, RateProfile, TxEngine};
+use crate::proto::{Cidr, FlowSpec, FrameSpec, RateProfile, TxEngine, Vlan};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -27,6 +27,9 @@ pub struct SendSpec {
     pub tx_engine: TxEngine,
     /// Worker threads (0: one per CPU given, else half this agent's CPUs).
     pub threads: u16,
+    /// VLAN tags on the frames: in the templates of frame-building engines,
+    /// added by a sub-interface for sockets; counted in the frame size.
+    pub vlan: Option<Vlan>,
 }
 
 /// One datagram of a batch: its flow (index into the job's flows), its frame
@@ -105,9 +108,19 @@ pub fn average_frame(spec: FrameSpec) -> f64 {
     }
 }
 
-/// Checks a frame spec against the IP version: the frame must hold Ethernet,
-/// IP and UDP headers plus the linerate header.
-pub fn check_frames(spec: FrameSpec, ipv6: bool) -> Result<(), EngineError> {
+/// Bytes the VLAN tags add to a frame (0 untagged).
+pub fn tag_len(vlan: Option<Vlan>) -> u32 {
+    vlan.map_or(0, |v| v.len() as u32)
+}
+
+/// UDP payload bytes of a `frame_size` B frame (FCS and tags included).
+pub fn payload_for_frame(frame_size: u32, ipv6: bool, vlan: Option<Vlan>) -> Option<u32> {
+    units::udp_payload_for_frame(frame_size.checked_sub(tag_len(vlan))?, ipv6)
+}
+
+/// Checks a frame spec against the IP version and tags: the frame must hold
+/// Ethernet, its VLAN tags, IP and UDP headers plus the linerate header.
+pub fn check_frames(spec: FrameSpec, ipv6: bool, vlan: Option<Vlan>) -> Result<(), EngineError> {
     for size in frame_sequence(spec) {
         if !(units::MIN_FRAME..=units::MAX_FRAME).contains(&size) {
             return Err(EngineError::Invalid(format!(
@@ -116,9 +129,15 @@ pub fn check_frames(spec: FrameSpec, ipv6: bool) -> Result<(), EngineError> {
                 units::MAX_FRAME
             )));
         }
-        let payload = units::udp_payload_for_frame(size, ipv6).unwrap_or(0);
+        let payload = payload_for_frame(size, ipv6, vlan).unwrap_or(0);
         if (payload as usize) < HEADER_LEN {
+            let tags = match vlan {
+                None => String::new(),
+                Some(v) if v.inner.is_some() => " with QinQ tags (8 B)".to_string(),
+                Some(_) => " with a VLAN tag (4 B)".to_string(),
+            };
             let min = units::FCS
+                + tag_len(vlan)
                 + units::ETH_HEADER
                 + if ipv6 {
                     units::IPV6_HEADER
@@ -128,7 +147,7 @@ pub fn check_frames(spec: FrameSpec, ipv6: bool) -> Result<(), EngineError> {
                 + units::UDP_HEADER
                 + HEADER_LEN as u32;
             return Err(EngineError::Invalid(format!(
-                "a {size} B frame cannot carry {} + UDP + the 18-byte linerate header; the smallest {} frame is {min} B",
+                "a {size} B frame{tags} cannot carry {} + UDP + the 18-byte linerate header; the smallest {} frame{tags} is {min} B (tags count in the frame size)",
                 if ipv6 { "IPv6" } else { "IPv4" },
                 if ipv6 { "IPv6" } else { "IPv4" },
             )));
@@ -137,14 +156,16 @@ pub fn check_frames(spec: FrameSpec, ipv6: bool) -> Result<(), EngineError> {
     Ok(())
 }
 
-/// Bytes on the L2 wire (FCS included) of a datagram with `payload` bytes.
-pub fn frame_of_payload(payload: usize, ipv6: bool) -> u64 {
+/// Bytes on the L2 wire (FCS and VLAN tags included) of a datagram with
+/// `payload` bytes.
+pub fn frame_of_payload(payload: usize, ipv6: bool, vlan: Option<Vlan>) -> u64 {
     let ip = if ipv6 {
         units::IPV6_HEADER
     } else {
         units::IPV4_HEADER
     };
-    payload as u64 + u64::from(units::UDP_HEADER + ip + units::ETH_HEADER + units::FCS)
+    payload as u64
+        + u64::from(units::UDP_HEADER + ip + units::ETH_HEADER + units::FCS + tag_len(vlan))
 }
 
 pub const ETH_HEADER: usize = 14;
@@ -162,13 +183,18 @@ pub struct FlowPath {
     pub dst_mac: [u8; 6],
     pub src: SocketAddr,
     pub dst: SocketAddr,
+    /// Tags written after the MACs, before the EtherType.
+    pub vlan: Option<Vlan>,
 }
+
+/// Ethernet header with up to two VLAN tags, IPv6 and UDP: the longest head.
+const HEAD_MAX: usize = ETH_HEADER + 8 + IPV6_HEADER + UDP_HEADER;
 
 /// A flow's frame of one size, headers ready; only the linerate header and
 /// the UDP checksum change per frame.
 #[derive(Debug, Clone)]
 pub struct Template {
-    head: [u8; ETH_HEADER + IPV6_HEADER + UDP_HEADER],
+    head: [u8; HEAD_MAX],
     head_len: usize,
     /// Bytes handed to the socket: the frame size less the FCS the NIC adds.
     frame_len: usize,
@@ -208,18 +234,30 @@ impl Template {
                 path.src, path.dst
             )));
         }
-        let payload = units::udp_payload_for_frame(frame_size, ipv6)
+        let payload = payload_for_frame(frame_size, ipv6, path.vlan)
             .map(|p| p as usize)
             .filter(|&p| p >= HEADER_LEN)
             .ok_or_else(|| {
                 EngineError::Invalid(format!(
-                    "a {frame_size} B frame cannot carry the linerate header"
+                    "a {frame_size} B frame{} cannot carry the linerate header",
+                    if path.vlan.is_some() {
+                        " with its VLAN tags"
+                    } else {
+                        ""
+                    }
                 ))
             })?;
         let udp_len = UDP_HEADER + payload;
-        let mut head = [0u8; ETH_HEADER + IPV6_HEADER + UDP_HEADER];
-        head[0..6].copy_from_slice(&path.dst_mac);
-        head[6..12].copy_from_slice(&path.src_mac);
+        let mut full = [0u8; HEAD_MAX];
+        full[0..6].copy_from_slice(&path.dst_mac);
+        full[6..12].copy_from_slice(&path.src_mac);
+        // The tags sit between the MACs and the EtherType; everything after
+        // moves by their length, and no checksum covers them.
+        let tags = tag_len(path.vlan) as usize;
+        if let Some(v) = path.vlan {
+            v.emit(&mut full[12..12 + tags]);
+        }
+        let head = &mut full[tags..];
         let mut pseudo = Vec::with_capacity(40);
         let ip_len = match (path.src.ip(), path.dst.ip()) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
@@ -268,7 +306,8 @@ impl Template {
         head[u..u + 2].copy_from_slice(&path.src.port().to_be_bytes());
         head[u + 2..u + 4].copy_from_slice(&path.dst.port().to_be_bytes());
         head[u + 4..u + 6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-        let head_len = u + UDP_HEADER;
+        let udp_sum = sum16(&head[u..u + UDP_HEADER]);
+        let head_len = tags + u + UDP_HEADER;
         let fill = payload - HEADER_LEN;
         // The fill bytes start at an even offset (the header is 18 bytes).
         let fill_sum = (fill / 2) as u64 * u64::from(u16::from_be_bytes([FILL, FILL]))
@@ -277,9 +316,9 @@ impl Template {
             } else {
                 0
             };
-        let csum_base = sum16(&pseudo) + sum16(&head[u..head_len]) + fill_sum;
+        let csum_base = sum16(&pseudo) + udp_sum + fill_sum;
         Ok(Template {
-            head,
+            head: full,
             head_len,
             frame_len: head_len + payload,
             csum_base,
@@ -335,6 +374,7 @@ mod tests {
             dst_mac: [2, 0, 0, 0, 0, 2],
             src: src.parse().unwrap(),
             dst: dst.parse().unwrap(),
+            vlan: None,
         }
     }
 
@@ -440,14 +480,14 @@ mod tests {
 
     #[test]
     fn frame_checks() {
-        assert!(check_frames(FrameSpec::Fixed(64), false).is_ok());
-        let e = check_frames(FrameSpec::Fixed(64), true).unwrap_err();
+        assert!(check_frames(FrameSpec::Fixed(64), false, None).is_ok());
+        let e = check_frames(FrameSpec::Fixed(64), true, None).unwrap_err();
         assert!(matches!(e, EngineError::Invalid(_)));
         assert!(e.to_string().contains("84 B"), "{e}");
-        assert!(check_frames(FrameSpec::Fixed(63), false).is_err());
-        assert!(check_frames(FrameSpec::Fixed(9001), false).is_err());
-        assert!(check_frames(FrameSpec::Imix, false).is_ok());
-        assert!(check_frames(FrameSpec::Imix, true).is_err());
+        assert!(check_frames(FrameSpec::Fixed(63), false, None).is_err());
+        assert!(check_frames(FrameSpec::Fixed(9001), false, None).is_err());
+        assert!(check_frames(FrameSpec::Imix, false, None).is_ok());
+        assert!(check_frames(FrameSpec::Imix, true, None).is_err());
     }
 
     #[test]
@@ -461,7 +501,95 @@ mod tests {
 
     #[test]
     fn frame_bytes() {
-        assert_eq!(frame_of_payload(18, false), 64);
-        assert_eq!(frame_of_payload(18, true), 84);
+        assert_eq!(frame_of_payload(18, false, None), 64);
+        assert_eq!(frame_of_payload(18, true, None), 84);
+    }
+
+    fn tagged(p: FlowPath, vlan: &str) -> FlowPath {
+        FlowPath {
+            vlan: Some(vlan.parse().unwrap()),
+            ..p
+        }
+    }
+
+    /// A tagged frame is the untagged frame of 4 (or 8) bytes less
+    /// payload with the tags after the MACs: same size on the wire, the
+    /// IP and UDP checksums right for the shorter datagram.
+    #[test]
+    fn vlan_tags_sit_after_the_macs_and_count_in_the_size() {
+        let p = path("198.18.0.2:40000", "198.19.0.9:5001");
+        for size in [68, 128, 1518] {
+            let f = Template::new(&tagged(p.clone(), "100"), size)
+                .unwrap()
+                .frame(&H);
+            assert_eq!(
+                f.len(),
+                size as usize - 4,
+                "the tag is inside the frame size"
+            );
+            assert_eq!(&f[12..16], &[0x81, 0x00, 0x00, 100]);
+            // Without the tag it is a valid untagged frame 4 B shorter.
+            let mut untagged = f[..12].to_vec();
+            untagged.extend_from_slice(&f[16..]);
+            let udp = check_v4(&untagged, size - 4);
+            assert_eq!(Header::parse(&udp[8..]), Some(H));
+            assert_eq!(
+                frame_of_payload(udp.len() - 8, false, p.vlan),
+                u64::from(size) - 4
+            );
+            let v = Some("100".parse().unwrap());
+            assert_eq!(frame_of_payload(udp.len() - 8, false, v), u64::from(size));
+            assert_eq!(
+                payload_for_frame(size, false, v),
+                Some(udp.len() as u32 - 8)
+            );
+        }
+        let q = Template::new(&tagged(p.clone(), "100.4094"), 1518)
+            .unwrap()
+            .frame(&H);
+        assert_eq!(q.len(), 1514);
+        assert_eq!(&q[12..20], &[0x88, 0xa8, 0x00, 100, 0x81, 0x00, 0x0f, 0xfe]);
+        assert_eq!(&q[20..22], &[0x08, 0x00]);
+        let mut untagged = q[..12].to_vec();
+        untagged.extend_from_slice(&q[20..]);
+        check_v4(&untagged, 1510);
+        // IPv6 behind QinQ: the longest head the template holds.
+        let p6 = tagged(path("[2001:2::2]:1", "[2001:2:0:1::9]:2"), "7.8");
+        let f = Template::new(&p6, 92).unwrap().frame(&H);
+        assert_eq!((f.len(), &f[20..22]), (88, &[0x86u8, 0xdd][..]));
+        assert_eq!(Header::parse(&f[70..]), Some(H));
+        // The checksum follows every header with tags too.
+        let t = Template::new(&tagged(p, "4094"), 68).unwrap();
+        let mut buf = vec![FILL; 64];
+        for seq in [0, 1, (1 << 48) - 1] {
+            let h = Header { seq, ..H };
+            assert_eq!(t.write(&h, &mut buf), 64);
+            let mut u = buf[..12].to_vec();
+            u.extend_from_slice(&buf[16..]);
+            check_v4(&u, 64);
+        }
+    }
+
+    #[test]
+    fn tagged_frames_must_hold_the_linerate_header() {
+        let one = Some("100".parse().unwrap());
+        let two = Some("100.200".parse().unwrap());
+        let e = check_frames(FrameSpec::Fixed(64), false, one).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("smallest IPv4 frame with a VLAN tag (4 B) is 68 B"),
+            "{e}"
+        );
+        assert!(check_frames(FrameSpec::Fixed(68), false, one).is_ok());
+        let e = check_frames(FrameSpec::Fixed(68), false, two).unwrap_err();
+        assert!(e.to_string().contains("72 B"), "{e}");
+        assert!(check_frames(FrameSpec::Fixed(92), true, two).is_ok());
+        assert!(
+            check_frames(FrameSpec::Imix, false, one).is_err(),
+            "imix has 64 B frames"
+        );
+        assert!(Template::new(&tagged(path("198.18.0.2:1", "198.19.0.9:2"), "5"), 64).is_err());
+        assert_eq!(payload_for_frame(64, false, one), Some(14));
+        assert_eq!(payload_for_frame(4, false, two), None);
     }
 }

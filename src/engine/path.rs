@@ -8,7 +8,7 @@
 use super::frame::{FlowPath, Template, ETH_HEADER};
 use super::EngineError;
 use crate::model::units;
-use crate::proto::FlowSpec;
+use crate::proto::{FlowSpec, Vlan};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -68,6 +68,9 @@ pub struct Link {
     pub ifindex: u32,
     pub mac: [u8; 6],
     pub mtu: u32,
+    /// A VLAN device: its id, whether it is an 802.1ad (service) tag, and
+    /// the device below it (`ip -d`'s `linkinfo` and `link`).
+    pub vlan: Option<(u16, bool, String)>,
 }
 
 fn parse_mac(s: &str) -> Option<[u8; 6]> {
@@ -110,7 +113,65 @@ pub fn parse_link(json: &str, dev: &str) -> Result<Link, EngineError> {
         .and_then(Value::as_u64)
         .and_then(|m| u32::try_from(m).ok())
         .unwrap_or(1500);
-    Ok(Link { ifindex, mac, mtu })
+    let vlan = l.get("linkinfo").and_then(|i| {
+        if i.get("info_kind")?.as_str()? != "vlan" {
+            return None;
+        }
+        let d = i.get("info_data")?;
+        let id = u16::try_from(d.get("id")?.as_u64()?).ok()?;
+        let ad = d.get("protocol").and_then(Value::as_str) == Some("802.1ad");
+        Some((id, ad, l.get("link")?.as_str()?.to_string()))
+    });
+    Ok(Link {
+        ifindex,
+        mac,
+        mtu,
+        vlan,
+    })
+}
+
+/// The device frames really leave by when the route names a VLAN device
+/// (up to QinQ: two stacked), and the tags the stack adds, outer first.
+/// linerate writes those tags itself and sends on the device below: XDP
+/// and AF_PACKET on a VLAN device would go through its software path.
+fn untag_stack(
+    res: &mut Resolver,
+    dev: &str,
+    want: Option<Vlan>,
+) -> Result<(Link, Option<Vlan>), EngineError> {
+    let top = res.link(dev)?;
+    let Some((id, ad, lower)) = top.vlan.clone() else {
+        return Ok((top, want));
+    };
+    let below = res.link(&lower)?;
+    let (bottom, stack) = match below.vlan.clone() {
+        None => (below, Vlan { id, inner: None }),
+        Some((outer, _, bottom)) if !ad => (
+            res.link(&bottom)?,
+            Vlan {
+                id: outer,
+                inner: Some(id),
+            },
+        ),
+        Some(_) => {
+            return Err(EngineError::Unavailable(format!(
+                "{dev} stacks an 802.1ad tag on another VLAN device; linerate writes one \
+                 802.1Q tag or QinQ (802.1ad outside, 802.1Q inside)"
+            )))
+        }
+    };
+    if let (Some(w), true) = (want, stack.inner.is_none() && ad) {
+        return Err(EngineError::Invalid(format!(
+            "the route leaves by {dev}, an 802.1ad VLAN device, and the test asks for VLAN {w}"
+        )));
+    }
+    match want {
+        Some(w) if w != stack => Err(EngineError::Invalid(format!(
+            "the route leaves by {dev}, a VLAN {stack} device, but the test asks for VLAN {w}; \
+             give --vlan {stack} or route through the device of VLAN {w}"
+        ))),
+        _ => Ok((bottom, Some(stack))),
+    }
 }
 
 /// Parses `ip -j neigh show to NH dev DEV`: the next hop's MAC, if known.
@@ -181,7 +242,7 @@ impl Resolver {
             return Ok(l.clone());
         }
         crate::netops::check_ifname(dev).map_err(|e| EngineError::Unavailable(format!("{e:#}")))?;
-        let l = parse_link(&ip_json(&["-j", "link", "show", "dev", dev])?, dev)?;
+        let l = parse_link(&ip_json(&["-d", "-j", "link", "show", "dev", dev])?, dev)?;
         self.links.insert(dev.to_string(), l.clone());
         Ok(l)
     }
@@ -239,7 +300,12 @@ pub struct Resolved {
 
 /// Resolves every flow's path (route, source, next-hop MAC) and builds its
 /// frame templates; the error says why frames cannot be built here.
-pub fn resolve(flows: &[FlowSpec], sizes: &[u32], ipv6: bool) -> Result<Resolved, EngineError> {
+pub fn resolve(
+    flows: &[FlowSpec],
+    sizes: &[u32],
+    ipv6: bool,
+    vlan: Option<Vlan>,
+) -> Result<Resolved, EngineError> {
     if sizes.is_empty() {
         return Err(EngineError::Unavailable("no frame sizes".into()));
     }
@@ -282,13 +348,21 @@ pub fn resolve(flows: &[FlowSpec], sizes: &[u32], ipv6: bool) -> Result<Resolved
     let mut templates = Vec::with_capacity(flows.len() * sizes.len());
     for (i, f) in flows.iter().enumerate() {
         let route = res.route(f.dst.ip(), f.src)?;
-        let link = res.link(&route.dev)?;
-        // An L2 frame of the largest size must fit the interface's MTU.
-        let l3 = max_frame as usize - units::FCS as usize - ETH_HEADER;
+        let (link, tags) = untag_stack(&mut res, &route.dev, vlan)?;
+        // An L2 frame of the largest size must fit the interface's MTU; its
+        // tags are part of the frame size and not of the IP packet.
+        let l3 = (max_frame as usize)
+            .saturating_sub(units::FCS as usize + ETH_HEADER + tags.map_or(0, |v| v.len()));
         if l3 > link.mtu as usize {
             return Err(EngineError::Unavailable(format!(
-                "{max_frame} B frames exceed the MTU {} of {}",
-                link.mtu, route.dev
+                "{max_frame} B frames{} exceed the MTU {} of {}",
+                if tags.is_some() {
+                    " with their VLAN tags"
+                } else {
+                    ""
+                },
+                link.mtu,
+                route.dev
             )));
         }
         let nh = route.gateway.unwrap_or(f.dst.ip());
@@ -305,6 +379,7 @@ pub fn resolve(flows: &[FlowSpec], sizes: &[u32], ipv6: bool) -> Result<Resolved
             dst_mac,
             src: SocketAddr::new(src_ip, src_port),
             dst: f.dst,
+            vlan: tags,
         };
         for &s in sizes {
             templates.push(Template::new(&path, s)?);
@@ -353,6 +428,13 @@ mod tests {
             "lo",
         );
         assert!(e.unwrap_err().to_string().contains("not Ethernet"));
+        let v = parse_link(
+            r#"[{"ifindex":5,"link":"gen0","ifname":"gen0.100","flags":["UP"],"mtu":1500,"link_type":"ether","address":"02:4c:52:00:00:0a","linkinfo":{"info_kind":"vlan","info_data":{"protocol":"802.1Q","id":100,"flags":["REORDER_HDR"]}}}]"#,
+            "gen0.100",
+        )
+        .unwrap();
+        assert_eq!(v.vlan, Some((100, false, "gen0".to_string())));
+        assert_eq!(l.vlan, None);
         let nh: IpAddr = "198.18.0.1".parse().unwrap();
         assert_eq!(
             parse_neigh(

@@ -23,10 +23,14 @@ pub struct RxSpec {
     pub rx_engine: RxEngine,
     /// The address the senders aim at (the XDP sink's interface holds it).
     pub target: Option<IpAddr>,
+    /// Tags the frames carry: counted in frame bytes; the XDP sink skips
+    /// them, a socket receiver listens on a VLAN sub-interface.
+    pub vlan: Option<crate::proto::Vlan>,
 }
 
 enum Engine {
-    Socket(Vec<UdpSocket>),
+    /// The sockets, and the VLAN sub-interface they receive on (`--vlan`).
+    Socket(Vec<UdpSocket>, Option<crate::netops::vlan::SubIf>),
     /// The sink and the socket that keeps its port.
     Xdp(Box<Sink>, UdpSocket),
 }
@@ -46,6 +50,18 @@ fn port_of(s: &UdpSocket) -> Result<u16, EngineError> {
 }
 
 fn open_socket(spec: &RxSpec) -> Result<(Engine, u16), EngineError> {
+    let vlan = match (spec.vlan, spec.target) {
+        (Some(v), Some(t)) => crate::netops::vlan::holder(t)
+            .and_then(|dev| crate::netops::vlan::ensure(&dev, v))
+            .map_err(|e| EngineError::Unavailable(format!("{e:#}")))?,
+        (Some(v), None) => {
+            return Err(EngineError::Unavailable(format!(
+                "the controller named no target address, so the interface to put VLAN {v} on \
+                 is unknown (an older controller)"
+            )))
+        }
+        _ => None,
+    };
     let n = workers::thread_count(spec.threads, &spec.cpus, usize::from(spec.flows));
     let socks = udp::bind_receivers(spec.bind, spec.port, n).map_err(EngineError::io(format!(
         "binding the UDP receiver on {}",
@@ -56,7 +72,7 @@ fn open_socket(spec: &RxSpec) -> Result<(Engine, u16), EngineError> {
             .first()
             .ok_or_else(|| EngineError::Failed("no receiver socket".into()))?,
     )?;
-    Ok((Engine::Socket(socks), port))
+    Ok((Engine::Socket(socks, vlan), port))
 }
 
 fn open_xdp(spec: &RxSpec) -> Result<(Engine, u16), EngineError> {
@@ -86,6 +102,7 @@ fn open_xdp(spec: &RxSpec) -> Result<(Engine, u16), EngineError> {
             // Frames are stamped with CLOCK_MONOTONIC, which is the
             // kernel's bpf_ktime_get_ns(): no offset on one host.
             clock_offset_ns: 0,
+            tag_bytes: crate::engine::frame::tag_len(spec.vlan),
         },
         &ifname,
     )?;
@@ -135,7 +152,7 @@ impl Receiver {
     /// The engine that will count: "socket" or "xdp".
     pub fn engine(&self) -> &'static str {
         match self.engine {
-            Engine::Socket(_) => "socket",
+            Engine::Socket(..) => "socket",
             Engine::Xdp(..) => "xdp",
         }
     }
@@ -143,7 +160,9 @@ impl Receiver {
     /// Counts until the controller stops the job.
     pub fn run(self, ctx: &JobCtx) -> Result<EndpointSummary, EngineError> {
         let mut s = match self.engine {
-            Engine::Socket(socks) => udp::receive(ctx, socks, self.spec.flows, &self.spec.cpus)?,
+            Engine::Socket(socks, _vlan) => {
+                udp::receive(ctx, socks, self.spec.flows, &self.spec.cpus, self.spec.vlan)?
+            }
             Engine::Xdp(sink, sock) => sink::receive(ctx, *sink, sock, &self.spec.cpus)?,
         };
         s.rx_engine_note = self.note;

@@ -4,7 +4,6 @@
 
 use super::frame::{frame_sequence, Msg, SendSpec, Transmit};
 use super::EngineError;
-use crate::model::units;
 use crate::proto::frame::HEADER_LEN;
 use crate::sys::{self, Cmsg, Sendmmsg, SockAddr};
 use std::collections::BTreeMap;
@@ -67,16 +66,31 @@ pub struct SocketTx {
     /// Preallocated payloads; only the header is rewritten per datagram.
     bufs: Vec<u8>,
     mm: Sendmmsg,
+    /// The VLAN sub-interface the frames leave by (`--vlan`), held for
+    /// the job.
+    _vlan: Option<crate::netops::vlan::SubIf>,
 }
 
 impl SocketTx {
     pub fn open(spec: &SendSpec, ipv6: bool, batch: usize) -> Result<SocketTx, EngineError> {
+        let vlan = match (spec.vlan, spec.flows.first()) {
+            (Some(v), Some(f)) => {
+                let sub = crate::netops::vlan::egress(f.dst.ip())
+                    .and_then(|dev| crate::netops::vlan::ensure(&dev, v))
+                    .map_err(|e| EngineError::Unavailable(format!("{e:#}")))?;
+                sub
+            }
+            _ => None,
+        };
         let sockets = open_tx_sockets(spec, ipv6).map_err(|e| {
             EngineError::Unavailable(format!("opening UDP sender sockets: {e} (varying source addresses needs root for IP_TRANSPARENT)"))
         })?;
         let payloads: Vec<usize> = frame_sequence(spec.frame)
             .iter()
-            .map(|&s| units::udp_payload_for_frame(s, ipv6).unwrap_or(HEADER_LEN as u32) as usize)
+            .map(|&s| {
+                super::frame::payload_for_frame(s, ipv6, spec.vlan).unwrap_or(HEADER_LEN as u32)
+                    as usize
+            })
             .map(|p| p.max(HEADER_LEN))
             .collect();
         let max_payload = payloads.iter().copied().max().unwrap_or(HEADER_LEN);
@@ -92,6 +106,7 @@ impl SocketTx {
             max_payload,
             bufs: vec![0x78u8; batch * max_payload],
             mm: Sendmmsg::new(batch),
+            _vlan: vlan,
         })
     }
 }

@@ -74,24 +74,28 @@ fn open_engine(
         TxEngine::Socket => (Box::new(socket::SocketTx::open(spec, ipv6, batch)?), None),
         TxEngine::Packet => (
             Box::new(
-                packet::PacketTx::open(&spec.flows, sizes, ipv6, batch).map_err(|e| {
-                    EngineError::Unavailable(format!(
+                packet::PacketTx::open(&spec.flows, sizes, ipv6, spec.vlan, batch).map_err(
+                    |e| {
+                        EngineError::Unavailable(format!(
                         "the packet engine cannot run here: {e}; use --tx-engine socket or auto"
                     ))
-                })?,
+                    },
+                )?,
             ),
             None,
         ),
         TxEngine::Xdp => (
-            Box::new(afxdp::XdpTx::open(&spec.flows, sizes, ipv6).map_err(|e| {
-                EngineError::Unavailable(format!(
+            Box::new(
+                afxdp::XdpTx::open(&spec.flows, sizes, ipv6, spec.vlan).map_err(|e| {
+                    EngineError::Unavailable(format!(
                     "the xdp engine cannot run here: {e}; use --tx-engine packet, socket or auto"
                 ))
-            })?),
+                })?,
+            ),
             None,
         ),
         TxEngine::Live => {
-            let t = LiveTx::open(&spec.flows, sizes, ipv6).map_err(|e| {
+            let t = LiveTx::open(&spec.flows, sizes, ipv6, spec.vlan).map_err(|e| {
                 EngineError::Unavailable(format!(
                     "the live engine cannot run here: {e}; use --tx-engine packet, socket or auto"
                 ))
@@ -116,7 +120,7 @@ fn open_engine(
                     LIVE_PACED_FROM_PPS / 1e3
                 )
             } else {
-                match LiveTx::open(&spec.flows, sizes, ipv6) {
+                match LiveTx::open(&spec.flows, sizes, ipv6, spec.vlan) {
                     Ok(t) => {
                         let note = t.note();
                         return Ok((Box::new(t), note));
@@ -124,7 +128,7 @@ fn open_engine(
                     Err(e) => format!("live refused: {e}"),
                 }
             };
-            match packet::open_fastest(&spec.flows, sizes, ipv6, batch) {
+            match packet::open_fastest(&spec.flows, sizes, ipv6, spec.vlan, batch) {
                 Ok(t) => (t, Some(live)),
                 Err(e) => (
                     Box::new(socket::SocketTx::open(spec, ipv6, batch)?),
@@ -153,7 +157,7 @@ pub fn open(spec: SendSpec) -> Result<Sender, EngineError> {
     for f in &spec.flows {
         check_destination(f.dst.ip(), &spec.allow)?;
     }
-    check_frames(spec.frame, ipv6)?;
+    check_frames(spec.frame, ipv6, spec.vlan)?;
     let batch = spec.batch.clamp(1, 1024);
     let sizes = frame_sequence(spec.frame);
     let n = workers::thread_count(spec.threads, &spec.cpus, spec.flows.len());

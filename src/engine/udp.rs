@@ -185,6 +185,7 @@ pub fn receive(
     socks: Vec<UdpSocket>,
     flows: u16,
     cpus: &[usize],
+    vlan: Option<crate::proto::Vlan>,
 ) -> Result<EndpointSummary, EngineError> {
     sys::pin_thread(cpus).map_err(EngineError::io(format!(
         "pinning the receiver to CPUs {cpus:?}"
@@ -205,7 +206,7 @@ pub fn receive(
         // the softirq work (RPS) wherever the scheduler puts them.
         let cpu = (!cpus.is_empty()).then(|| cpus[i % cpus.len()]);
         let h = kernel::spawn_named("lr-udp-recv", move || {
-            rx_worker(&ctx, sock, flows, &c, &first_ns, i, cpu)
+            rx_worker(&ctx, sock, (flows, vlan), &c, &first_ns, i, cpu)
         })
         .map_err(EngineError::io("starting a receiver thread"))?;
         handles.push(h);
@@ -334,7 +335,7 @@ pub fn flow_results(ctx: &JobCtx, merged: &[FlowTracker]) -> (Vec<FlowCounters>,
 fn rx_worker(
     ctx: &JobCtx,
     sock: UdpSocket,
-    flows: usize,
+    (flows, vlan): (usize, Option<crate::proto::Vlan>),
     c: &Counters,
     first_ns: &AtomicU64,
     index: usize,
@@ -395,7 +396,7 @@ fn rx_worker(
                     missing = missing + t.missing() - m0;
                     if t.duplicates() == d0 {
                         pkts += 1;
-                        bytes += frame_of_payload(full, ipv6);
+                        bytes += frame_of_payload(full, ipv6, vlan);
                     }
                 }
                 _ => foreign += 1,

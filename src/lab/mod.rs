@@ -577,12 +577,14 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
             v6: Some(gen6),
             flow_v4: Some(Ipv4Addr::new(198, 18, 1, 0)),
             flow_v6: Some(Ipv6Addr::new(0x2001, 2, 0, 0x11, 0, 0, 0, 0)),
+            vlan: None,
         },
         sink_addr: Addressing {
             v4: Some(sink4),
             v6: Some(sink6),
             flow_v4: Some(Ipv4Addr::new(198, 19, 1, 0)),
             flow_v6: Some(Ipv6Addr::new(0x2001, 2, 0, 0x21, 0, 0, 0, 0)),
+            vlan: None,
         },
         topology,
     })

@@ -421,12 +421,14 @@ pub fn configure(
             v6: Some(gen6.into()),
             flow_v4: Some(GEN_SIDE.v4_flow),
             flow_v6: Some(GEN_SIDE.v6_flow),
+            vlan: None,
         },
         sink_addr: Addressing {
             v4: Some(sink4.into()),
             v6: Some(sink6.into()),
             flow_v4: Some(SINK_SIDE.v4_flow),
             flow_v6: Some(SINK_SIDE.v6_flow),
+            vlan: None,
         },
         topology,
     })

@@ -10,6 +10,7 @@
 mod cmd;
 pub mod port;
 pub mod reach;
+pub mod vlan;
 
 use cmd::family;
 pub use cmd::{check_ifname, mac_string, run, run_output, set_neighbour, tool_exists};
@@ -17,6 +18,13 @@ pub use cmd::{check_ifname, mac_string, run, run_output, set_neighbour, tool_exi
 use crate::proto::NetOp;
 use anyhow::{bail, Context, Result};
 use std::time::Duration;
+
+/// What an agent gives back on its way out: VLAN sub-interfaces first
+/// (their addresses belong on interfaces that stay here), then ports.
+pub fn restore_all() {
+    vlan::restore_all();
+    port::restore_all();
+}
 
 pub fn apply(op: &NetOp) -> Result<()> {
     match op {

@@ -277,7 +277,7 @@ pub fn take(dev: &str, force: bool) -> Result<()> {
 
 /// Once a port is held, signals and the controller's death must give it back
 /// rather than kill the agent outright.
-fn watch_signals() -> Result<()> {
+pub(super) fn watch_signals() -> Result<()> {
     if SIGNALLED.get().is_some() {
         return Ok(());
     }

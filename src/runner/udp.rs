@@ -57,8 +57,12 @@ fn udp_inner(
     on_progress: OnProgress,
     result: &mut TestResult,
 ) -> Result<()> {
-    crate::engine::frame::check_frames(t.frame, t.ipv6).map_err(|e| anyhow!(e))?;
     let legs = legs(ends, t.direction);
+    for leg in &legs {
+        for vlan in [leg.from.vlan, leg.to.vlan] {
+            crate::engine::frame::check_frames(t.frame, t.ipv6, vlan).map_err(|e| anyhow!(e))?;
+        }
+    }
     let agents = ends.agents();
     let roles: HashMap<u32, String> = legs
         .iter()
@@ -82,6 +86,7 @@ fn udp_inner(
                 threads: t.threads,
                 rx_engine: t.rx_engine,
                 target: leg.to.main(t.ipv6),
+                vlan: leg.to.vlan,
             },
             None,
         )?;
@@ -114,6 +119,7 @@ fn udp_inner(
                 allow: t.allow.clone(),
                 tx_engine: t.tx_engine,
                 threads: t.threads,
+                vlan: leg.from.vlan,
             },
             start_at,
         )?;

@@ -130,6 +130,9 @@ pub struct Addressing {
     /// usable as varying source addresses: flows vary addresses within it.
     pub flow_v4: Option<Ipv4Addr>,
     pub flow_v6: Option<Ipv6Addr>,
+    /// The VLAN tags this end's UDP frames carry (`--vlan`, a plan host's
+    /// `vlan`); none: untagged.
+    pub vlan: Option<crate::proto::Vlan>,
 }
 
 impl Addressing {

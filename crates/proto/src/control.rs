@@ -299,6 +299,11 @@ pub enum Job {
         /// interface that holds it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         target: Option<IpAddr>,
+        /// The tags this side's frames carry (older controllers: none):
+        /// counted in frame bytes; a socket receiver listens on a VLAN
+        /// sub-interface.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        vlan: Option<crate::Vlan>,
     },
     UdpSend {
         flows: Vec<FlowSpec>,
@@ -319,6 +324,11 @@ pub enum Job {
         /// (0: the agent chooses; older controllers send none).
         #[serde(default)]
         threads: u16,
+        /// VLAN tags on the frames (older controllers: none): frame-building
+        /// engines write them, socket engines send through a VLAN
+        /// sub-interface.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        vlan: Option<crate::Vlan>,
     },
     /// Answer latency probes of one session: only `token`, only from
     /// `client`, for `duration_ms` at most, at most `max_pps`.
@@ -519,6 +529,10 @@ mod tests {
                 allow: vec!["192.0.2.0/24".parse().unwrap()],
                 tx_engine: TxEngine::Packet,
                 threads: 2,
+                vlan: Some(crate::Vlan {
+                    id: 100,
+                    inner: Some(200),
+                }),
             },
             start_at_unix_ns: Some(1_700_000_000_000_000_000),
         });
@@ -533,6 +547,10 @@ mod tests {
                 threads: 1,
                 rx_engine: RxEngine::Xdp,
                 target: Some("2001:2::2".parse().unwrap()),
+                vlan: Some(crate::Vlan {
+                    id: 4094,
+                    inner: None,
+                }),
             },
             start_at_unix_ns: None,
         });
@@ -587,6 +605,7 @@ mod tests {
             threads: 0,
             rx_engine: RxEngine::Xdp,
             target: Some("198.18.0.2".parse().unwrap()),
+            vlan: None,
         };
         // What an older controller sends: neither field.
         let mut v = serde_json::to_value(&job).unwrap();

@@ -22,7 +22,9 @@ pub mod lab;
 pub mod probe;
 pub mod sample;
 pub mod spec;
+pub mod vlan;
 
 pub use control::*;
 pub use sample::*;
 pub use spec::*;
+pub use vlan::Vlan;

@@ -18,6 +18,7 @@ pub(super) fn path(src: &str, dst: &str) -> FlowPath {
         dst_mac: [2, 0x4c, 0x52, 0, 0, 2],
         src: src.parse().expect("test address"),
         dst: dst.parse().expect("test address"),
+        vlan: None,
     }
 }
 

@@ -98,6 +98,11 @@ struct lr_sink_config {
 	/* UDP destination ports counted, host order, inclusive. */
 	__u16 port_lo;
 	__u16 port_hi;
+	/* Bytes of VLAN tags the senders put on each frame: counted when the
+	 * frame arrives with fewer in it (a tag kept in skb metadata by a veth
+	 * peer's tx VLAN offload, or stripped by the NIC, never reaches XDP). */
+	__u32 tag_bytes;
+	__u32 pad;
 };
 
 /* One flow's sequence state on one CPU (per-CPU array, key: flow id).

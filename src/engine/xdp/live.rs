@@ -425,9 +425,21 @@ impl LiveTx {
     /// Resolves the flows' paths, checks every egress can take XDP frames
     /// and loads one generator per egress; the error says why the live
     /// engine cannot run here.
-    pub fn open(flows: &[FlowSpec], sizes: &[u32], ipv6: bool) -> Result<LiveTx, EngineError> {
+    pub fn open(
+        flows: &[FlowSpec],
+        sizes: &[u32],
+        ipv6: bool,
+        vlan: Option<crate::proto::Vlan>,
+    ) -> Result<LiveTx, EngineError> {
+        if let Some(v) = vlan {
+            // gen.bpf.c copies untagged heads of fixed lengths (42 and 62 B).
+            return Err(EngineError::Unavailable(format!(
+                "the live engine writes untagged frames only, and this test asks for VLAN {v}; \
+                 use --tx-engine packet or xdp, which write the tags"
+            )));
+        }
         probe::check_kernel()?;
-        let r = resolve(flows, sizes, ipv6)?;
+        let r = resolve(flows, sizes, ipv6, None)?;
         let mut groups = Vec::new();
         for (&ifindex, fl) in &r.by_if {
             let g = Group::open(&r, flows, fl.clone(), ifindex, sizes)?;

@@ -3,7 +3,7 @@
  * receiving interface, counts linerate frames per flow in per-CPU maps and
  * drops them; everything else goes on to the stack (XDP_PASS).
  *
- * A frame is counted when it is Ethernet + IPv4 (no options, not a
+ * A frame is counted when it is Ethernet (up to two VLAN tags) + IPv4 (no options, not a
  * fragment) or IPv6 (UDP as the first next header), UDP to a port in the
  * configured range, and carries the linerate header (magic "LR") of a flow
  * id below the configured count. The sequence accounting is the socket
@@ -125,24 +125,40 @@ int lr_sink(struct xdp_md *ctx)
 	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > end)
 		return XDP_PASS;
+	/* Up to two VLAN tags (802.1Q, or QinQ with an 802.1ad or 802.1Q
+	 * outer tag) between the MACs and the EtherType: skipped, and their
+	 * bytes counted in the frame as the senders count them. A tag the
+	 * NIC stripped into metadata is not in the frame (rxvlan offload). */
+	__u16 proto = eth->h_proto;
+	__u32 l2 = LR_ETH_LEN;
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD))
+			break;
+		__u16 *tag = data + l2;
+		if ((void *)(tag + 2) > end)
+			return XDP_PASS;
+		proto = tag[1];
+		l2 += 4;
+	}
 	__u32 l4;
 	__u32 ip_len;
-	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
-		__u8 *ip = data + LR_ETH_LEN;
+	if (proto == bpf_htons(ETH_P_IP)) {
+		__u8 *ip = data + l2;
 		if ((void *)(ip + 20) > end)
 			return XDP_PASS;
 		/* Version 4, no options; UDP; neither MF nor a fragment offset. */
 		if (ip[0] != 0x45 || ip[9] != 17 || (*(__u16 *)(ip + 6) & bpf_htons(0x3fff)))
 			return XDP_PASS;
-		l4 = LR_ETH_LEN + 20;
+		l4 = l2 + 20;
 		ip_len = 20;
-	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
-		__u8 *ip = data + LR_ETH_LEN;
+	} else if (proto == bpf_htons(ETH_P_IPV6)) {
+		__u8 *ip = data + l2;
 		if ((void *)(ip + 40) > end)
 			return XDP_PASS;
 		if ((ip[0] >> 4) != 6 || ip[6] != 17)
 			return XDP_PASS;
-		l4 = LR_ETH_LEN + 40;
+		l4 = l2 + 40;
 		ip_len = 40;
 	} else {
 		return XDP_PASS;
@@ -169,9 +185,12 @@ int lr_sink(struct xdp_md *ctx)
 	if (on_seq(f, t, seq))
 		return XDP_DROP;
 	/* Bytes as the socket receiver counts them (frame_of_payload): the
-	 * UDP datagram's own length plus IP, Ethernet and FCS, so Ethernet
-	 * padding is not counted. */
-	__u64 bytes = bpf_ntohs(udp[2]) + ip_len + LR_ETH_LEN + 4;
+	 * UDP datagram's own length plus IP, Ethernet with its tags and FCS,
+	 * so Ethernet padding is not counted. */
+	__u32 tags = l2 - LR_ETH_LEN;
+	if (tags < cfg->tag_bytes)
+		tags = cfg->tag_bytes;
+	__u64 bytes = bpf_ntohs(udp[2]) + ip_len + LR_ETH_LEN + tags + 4;
 	f->packets++;
 	f->bytes += bytes;
 	t->packets++;

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 /// u64 words of `struct lr_sink_flow` and `struct lr_sink_totals`.
 const FLOW_WORDS: usize = 5 + consts::SINK_WORDS as usize;
 const TOTALS_WORDS: usize = 5 + consts::SINK_LAT_BUCKETS as usize;
-const CONFIG_LEN: usize = 16;
+const CONFIG_LEN: usize = 24;
 /// How often the totals are read: the first frame's arrival (the start of
 /// the job's intervals) is known to this much.
 const POLL: Duration = Duration::from_millis(2);
@@ -54,6 +54,9 @@ pub struct SinkSpec {
     pub ports: (u16, u16),
     /// Added to the kernel's CLOCK_MONOTONIC to give the senders' clock.
     pub clock_offset_ns: u64,
+    /// Bytes of VLAN tags each frame was sent with: counted when the frame
+    /// arrives with fewer (tags in metadata never reach XDP).
+    pub tag_bytes: u32,
 }
 
 /// The sum of the sink's per-CPU totals at one instant.
@@ -113,6 +116,7 @@ impl Sink {
         b[8..12].copy_from_slice(&u32::from(flows).to_ne_bytes());
         b[12..14].copy_from_slice(&spec.ports.0.to_ne_bytes());
         b[14..16].copy_from_slice(&spec.ports.1.to_ne_bytes());
+        b[16..20].copy_from_slice(&spec.tag_bytes.to_ne_bytes());
         config
             .set(0, b, 0)
             .map_err(|e| EngineError::Failed(format!("writing the XDP sink's settings: {e}")))?;
@@ -263,9 +267,11 @@ impl Merged {
     }
 }
 
-/// The interface of this namespace that holds `addr` (`ip -j addr`).
+/// The interface of this namespace that holds `addr` (`ip -j addr`); when
+/// that is a VLAN device, the device below it (twice for QinQ): the sink
+/// reads the tags in the frame there, where native XDP runs.
 pub fn interface_of(addr: IpAddr) -> Result<String, EngineError> {
-    let out = crate::netops::run_output("ip", &["-j", "addr", "show"])
+    let out = crate::netops::run_output("ip", &["-d", "-j", "addr", "show"])
         .map_err(|e| EngineError::Unavailable(format!("{e:#}")))?;
     let v: Value = serde_json::from_str(&out)
         .map_err(|e| EngineError::Unavailable(format!("parsing `ip -j addr show`: {e}")))?;
@@ -278,6 +284,23 @@ pub fn interface_of(addr: IpAddr) -> Result<String, EngineError> {
 }
 
 fn interface_in(v: &Value, addr: IpAddr) -> Option<String> {
+    let mut name = holder_of(v, addr)?;
+    for _ in 0..2 {
+        let below = v.as_array()?.iter().find_map(|l| {
+            (l["ifname"].as_str() == Some(name.as_str())
+                && l["linkinfo"]["info_kind"].as_str() == Some("vlan"))
+            .then(|| l["link"].as_str().map(str::to_string))
+            .flatten()
+        });
+        match below {
+            Some(b) => name = b,
+            None => break,
+        }
+    }
+    Some(name)
+}
+
+fn holder_of(v: &Value, addr: IpAddr) -> Option<String> {
     v.as_array()?
         .iter()
         .find(|l| {
@@ -414,5 +437,20 @@ mod tests {
         assert_eq!(interface_in(&v, ip("198.18.0.2")).as_deref(), Some("lrs0"));
         assert_eq!(interface_in(&v, ip("127.0.0.1")), None, "never lo");
         assert_eq!(interface_in(&v, ip("198.18.0.9")), None);
+    }
+
+    #[test]
+    fn a_vlan_device_s_address_means_the_device_below() {
+        let v: Value = serde_json::from_str(
+            r#"[{"ifname":"eth1","addr_info":[]},
+                {"ifname":"eth1.100","link":"eth1","linkinfo":{"info_kind":"vlan","info_data":{"protocol":"802.1ad","id":100}},"addr_info":[]},
+                {"ifname":"eth1.100.7","link":"eth1.100","linkinfo":{"info_kind":"vlan","info_data":{"protocol":"802.1Q","id":7}},"addr_info":[{"local":"198.19.0.1"}]},
+                {"ifname":"eth2.5","link":"eth2","linkinfo":{"info_kind":"vlan","info_data":{"protocol":"802.1Q","id":5}},"addr_info":[{"local":"198.18.0.1"}]},
+                {"ifname":"eth2","addr_info":[]}]"#,
+        )
+        .unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(interface_in(&v, ip("198.19.0.1")).as_deref(), Some("eth1"));
+        assert_eq!(interface_in(&v, ip("198.18.0.1")).as_deref(), Some("eth2"));
     }
 }

@@ -26,6 +26,10 @@ fn v6() -> FlowPath {
 }
 
 fn sink(flows: u16) -> Option<Sink> {
+    sink_tagged(flows, 0)
+}
+
+fn sink_tagged(flows: u16, tag_bytes: u32) -> Option<Sink> {
     // BPF_PROG_RUN counts on the CPU it runs on: one CPU for the whole
     // script, as a flow on one receive queue would be.
     let cpus = sys::allowed_cpus().expect("allowed CPUs");
@@ -36,6 +40,7 @@ fn sink(flows: u16) -> Option<Sink> {
             flows,
             ports: (PORT, PORT),
             clock_offset_ns: 0,
+            tag_bytes,
         })
         .expect("the sink loads and verifies"),
     )
@@ -305,4 +310,58 @@ fn batched_reads_agree_with_one_lookup_per_flow() {
     assert_eq!(batched[1024].0.unique(), 34 * cpus.len().min(2) as u64);
     assert_eq!(batched[1023].0.unique(), 34);
     assert!(!batched[1].0.seen());
+}
+
+/// Frames with one 802.1Q tag or QinQ (802.1ad outside) are counted with
+/// their tags in the frame size, as the senders count them; a third tag
+/// is more than the parser looks through and goes to the stack.
+#[test]
+fn tagged_frames_are_counted_with_their_tags() {
+    let Some(mut s) = sink(1) else {
+        return;
+    };
+    let tagged = |vlan: &str| FlowPath {
+        vlan: Some(vlan.parse().expect("test VLAN")),
+        ..v4()
+    };
+    let one = lr_frame(&tagged("100"), 128, 0, 0);
+    assert_eq!(&one[12..14], &[0x81, 0x00]);
+    assert_eq!(run(&mut s, &one), XDP_DROP);
+    let qinq = lr_frame(&tagged("100.200"), 1518, 0, 1);
+    assert_eq!(run(&mut s, &qinq), XDP_DROP);
+    let v6 = FlowPath {
+        vlan: Some("4094".parse().expect("test VLAN")),
+        ..path("[2001:2::1]:40000", "[2001:2::2]:5001")
+    };
+    assert_eq!(run(&mut s, &lr_frame(&v6, 256, 0, 2)), XDP_DROP);
+    let t = s.totals().expect("totals");
+    assert_eq!((t.packets, t.bytes), (3, 128 + 1518 + 256));
+    // Three tags: not parsed, passed on, not counted.
+    let mut three = qinq[..12].to_vec();
+    three.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
+    three.extend_from_slice(&qinq[12..]);
+    assert_eq!(run(&mut s, &three), XDP_PASS);
+    // A tag cut short.
+    assert_eq!(run(&mut s, &one[..15]), XDP_PASS);
+    let t = s.totals().expect("totals");
+    assert_eq!((t.packets, t.bytes, t.reordered), (3, 1902, 0));
+}
+
+/// A tag the sender wrote but the receive path kept in metadata is not
+/// in the frame XDP sees: the sink counts the bytes the job's tags add.
+#[test]
+fn tags_held_in_metadata_still_count_in_the_frame_size() {
+    let Some(mut s) = sink_tagged(1, 4) else {
+        return;
+    };
+    // As XDP sees it: the 128 B tagged frame without its tag.
+    assert_eq!(run(&mut s, &lr_frame(&v4(), 124, 0, 0)), XDP_DROP);
+    // With the tag in the frame it is not counted twice.
+    let tagged = FlowPath {
+        vlan: Some("7".parse().expect("test VLAN")),
+        ..v4()
+    };
+    assert_eq!(run(&mut s, &lr_frame(&tagged, 128, 0, 1)), XDP_DROP);
+    let t = s.totals().expect("totals");
+    assert_eq!((t.packets, t.bytes), (2, 256));
 }
