@@ -708,3 +708,81 @@ fn busy_refused_and_killed_servers_give_clear_errors() {
         "partial figures kept: {t}"
     );
 }
+
+/// A plan names a stock iperf3 server as a host (`iperf3 = "..."`) and
+/// runs tcp and udp tests against it from a namespace host; a plan that
+/// sends from it, or runs a ramp against it, is refused at its line.
+#[test]
+fn plan_files_name_iperf3_servers() {
+    if !require_root() || !have_iperf3() {
+        return;
+    }
+    let _g = serial();
+    let mut ns = Ns::new("p");
+    let tmp = tempdir("iperf3-plan");
+    ns.spawn(&ns.server.clone(), &["iperf3", "-s", "-B", SERVER], None);
+    ns.wait_listening(5201);
+    let plan = tmp.join("plan.toml");
+    let hosts = format!(
+        "name = \"iperf3-plan\"\n\
+         [hosts.client]\nnetns = \"{}\"\n\
+         [hosts.nas]\niperf3 = \"{SERVER}:5201\"\n",
+        ns.client
+    );
+    std::fs::write(
+        &plan,
+        format!(
+            "{hosts}\
+             [[test]]\nname = \"up\"\nkind = \"tcp\"\nfrom = \"client\"\nto = \"nas\"\nstreams = 2\nduration = 2\n\
+             [[test]]\nname = \"udp\"\nkind = \"udp\"\nfrom = \"client\"\nto = \"nas\"\nframe_size = 1000\nrate = \"20M\"\nduration = 2\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .args(["run", plan.to_str().unwrap(), "--json", "--no-results"])
+        .output()
+        .expect("linerate runs");
+    let doc = json(&out, "plan");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tests = doc["tests"].as_array().unwrap();
+    assert_eq!(tests.len(), 2, "{doc}");
+    for t in tests {
+        assert_eq!(t["status"], "ok", "{t}");
+        assert_eq!(t["far_end"]["role"], "server", "{t}");
+        assert!(t["bottleneck"].is_object(), "{t}");
+    }
+    let up = &tests[0]["directions"][0];
+    assert_eq!(up["receiver"], "iperf3 server (far end)", "{up}");
+    close(
+        num(&up["sender_summary"]["tx_bytes"]),
+        num(&tests[0]["far_end"]["received_bytes"]),
+        0.05,
+        "plan tcp: sent vs the server's count",
+    );
+    assert!(num(&tests[1]["directions"][0]["rx_packets"]) > 2.0 * 2000.0 * 0.5);
+
+    // The server cannot send, nor take a ramp.
+    for (bad, want) in [
+        (
+            "kind = \"tcp\"\nfrom = \"nas\"\nto = \"client\"\n",
+            "is an iperf3 server",
+        ),
+        (
+            "kind = \"ramp\"\nfrom = \"client\"\nto = \"nas\"\n",
+            "only tcp and udp",
+        ),
+    ] {
+        std::fs::write(&plan, format!("{hosts}[[test]]\n{bad}")).unwrap();
+        let out = Command::new(bin())
+            .args(["run", plan.to_str().unwrap(), "--no-results"])
+            .output()
+            .expect("linerate runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(want) && err.contains("plan.toml:"), "{err}");
+    }
+}

@@ -315,6 +315,9 @@ pub struct HostConfig {
     pub ports: Vec<String>,
     /// The host's test address (default target and client address).
     pub address: Option<IpAddr>,
+    /// A stock iperf3 server (`iperf3 = "..."`): no agent is started
+    /// there; tests against it are iperf3 tests.
+    pub iperf3: Option<std::net::SocketAddr>,
 }
 
 /// A test of a plan: what runs, from which generators to which sink.

@@ -390,8 +390,9 @@ fn host(plan: &Plan, h: &plan::PlanHost) -> Result<HostConfig> {
         ));
     }
     let endpoint = match &h.kind {
-        // Never spawned: a plan with [lab] runs in the lab it builds.
-        HostKind::Local | HostKind::Lab => Endpoint::Local,
+        // Never spawned: a plan with [lab] runs in the lab it builds, and
+        // an iperf3 server has no agent.
+        HostKind::Local | HostKind::Lab | HostKind::Iperf3(_) => Endpoint::Local,
         HostKind::Netns(n) => Endpoint::Netns(n.clone()),
         HostKind::Ssh(s) => Endpoint::Ssh(
             SshTarget::parse_bare(s)
@@ -404,6 +405,10 @@ fn host(plan: &Plan, h: &plan::PlanHost) -> Result<HostConfig> {
         binary: h.linerate.clone(),
         ports: h.ports.clone(),
         address: h.address,
+        iperf3: match h.kind {
+            HostKind::Iperf3(a) => Some(a),
+            _ => None,
+        },
     })
 }
 
@@ -439,10 +444,14 @@ fn test(plan: &Plan, t: &plan::PlanTest, hosts: &[HostConfig], opts: &RunOpts) -
         .collect::<Result<Vec<_>>>()?;
     let to = index(&t.to)?;
     let client_address = from.iter().find_map(|&i| hosts[i].address);
+    let iperf3 = hosts[to].iperf3;
     let mut argv = vec![
         "linerate".to_string(),
         kind.to_string(),
-        format!("--target={}", t.target),
+        match iperf3 {
+            Some(a) => format!("--server=iperf3://{a}"),
+            None => format!("--target={}", t.target),
+        },
     ];
     if let Some(a) = client_address {
         argv.push(format!("--client-address={a}"));
@@ -468,6 +477,12 @@ fn test(plan: &Plan, t: &plan::PlanTest, hosts: &[HostConfig], opts: &RunOpts) -
         .map_err(at_test)?
         .unwrap_or_default();
     let mut spec = match (t.kind, parsed.command) {
+        (TestKind::Tcp, cli::Command::Tcp(a)) if iperf3.is_some() => {
+            TestSpec::Iperf3(cli::iperf3::tcp_test(&a).map_err(at_test)?.1)
+        }
+        (TestKind::Udp, cli::Command::Udp(a)) if iperf3.is_some() => {
+            TestSpec::Iperf3(cli::iperf3::udp_test(&a).map_err(at_test)?.1)
+        }
         (TestKind::Tcp, cli::Command::Tcp(a)) => cli::tcp::tcp(&a).map_err(at_test)?.1,
         (TestKind::Udp, cli::Command::Udp(a)) => cli::udp::udp_cmd(&a).map_err(at_test)?.1,
         (TestKind::Ramp, cli::Command::Ramp(a)) => {

@@ -27,6 +27,8 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         .tests
         .iter()
         .flat_map(|t| t.from.iter().copied().chain([t.to]))
+        // A stock iperf3 server runs no agent.
+        .filter(|&i| plan.hosts[i].iperf3.is_none())
         .collect();
     eprintln!(
         "plan {} ({}): {} host{}, {} test{}",
@@ -118,8 +120,17 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        // Against an iperf3 server the client is its own far side's
+        // agent: there is none at the server.
+        let sink_agent = match plan.hosts[t.to].iperf3 {
+            Some(_) => gens
+                .first()
+                .map(|g| g.agent)
+                .ok_or_else(|| anyhow::anyhow!("test {} has no generator", t.name))?,
+            None => agent(t.to)?,
+        };
         let sink = Side {
-            agent: agent(t.to)?,
+            agent: sink_agent,
             addr: match in_lab {
                 Some((_, _, l, _)) => l.sink_addr.clone(),
                 None => Addressing::single(Some(t.target)),

@@ -327,7 +327,10 @@ fn run_streams(
         }
         iv
     };
-    let mut all: Vec<IntervalSample> = Vec::new();
+    // Running totals, not a list of every interval: a job may run for
+    // days, and its memory must stay flat (the controller has the
+    // intervals).
+    let mut sums = Totals::new(meta.len());
     loop {
         let all_done = meta.iter().all(|m| m.3.done.load(Ordering::Acquire));
         let now = Instant::now();
@@ -336,14 +339,14 @@ fn run_streams(
         }
         if let Some(span) = clock.due(now) {
             let iv = sample(span, &mut last, &mut base_retrans);
-            all.push(iv.clone());
+            sums.add(&iv);
             ctx.emit(iv);
         }
         std::thread::sleep(Duration::from_millis(5));
     }
     let span = clock.close(Instant::now());
     let iv = sample(span, &mut last, &mut base_retrans);
-    all.push(iv.clone());
+    sums.add(&iv);
     ctx.emit(iv);
     for h in handles {
         let _ = h.join();
@@ -351,35 +354,18 @@ fn run_streams(
     total.elapsed_s = span.1;
     total.cpu_s = sys::process_cpu_seconds() - cpu0;
     total.max_rss_bytes = sys::peak_rss_bytes();
-    for iv in &all {
-        total.tx_bytes += iv.tx_bytes;
-        total.rx_bytes += iv.rx_bytes;
-    }
+    total.tx_bytes += sums.tx_bytes;
+    total.rx_bytes += sums.rx_bytes;
     total.streams = meta
         .iter()
         .enumerate()
         .map(|(k, (id, sender, _, _, _))| {
-            // The last sample may come after the close, when TCP_INFO is empty.
-            let last_info = all
-                .iter()
-                .rev()
-                .filter_map(|iv| iv.streams.get(k))
-                .find(|s| s.rtt_us > 0)
-                .cloned()
-                .unwrap_or_default();
+            let (bytes, retransmits, last_info) = &sums.streams[k];
             StreamSample {
                 id: *id,
                 sender: *sender,
-                bytes: all
-                    .iter()
-                    .filter_map(|iv| iv.streams.get(k))
-                    .map(|s| s.bytes)
-                    .sum(),
-                retransmits: all
-                    .iter()
-                    .filter_map(|iv| iv.streams.get(k))
-                    .map(|s| s.retransmits)
-                    .sum(),
+                bytes: *bytes,
+                retransmits: *retransmits,
                 cwnd: last_info.cwnd,
                 rtt_us: last_info.rtt_us,
             }
@@ -387,6 +373,37 @@ fn run_streams(
         .collect();
     drop(meta);
     Ok(total)
+}
+
+/// A TCP job's totals over its intervals: bytes each way and, per stream
+/// (by its place in the interval's list), bytes, retransmits and the last
+/// sample with TCP_INFO (the one after the close may have none).
+struct Totals {
+    tx_bytes: u64,
+    rx_bytes: u64,
+    streams: Vec<(u64, u64, StreamSample)>,
+}
+
+impl Totals {
+    fn new(n: usize) -> Self {
+        Totals {
+            tx_bytes: 0,
+            rx_bytes: 0,
+            streams: vec![(0, 0, StreamSample::default()); n],
+        }
+    }
+
+    fn add(&mut self, iv: &IntervalSample) {
+        self.tx_bytes += iv.tx_bytes;
+        self.rx_bytes += iv.rx_bytes;
+        for (t, s) in self.streams.iter_mut().zip(&iv.streams) {
+            t.0 += s.bytes;
+            t.1 += s.retransmits;
+            if s.rtt_us > 0 {
+                t.2 = s.clone();
+            }
+        }
+    }
 }
 
 /// Sends with sendfile(2) from an in-memory file: the payload pages go to the

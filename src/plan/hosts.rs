@@ -8,7 +8,9 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use toml::de::DeTable;
 
-const HOST_KEYS: &[&str] = &["ssh", "netns", "local", "linerate", "ports", "address"];
+const HOST_KEYS: &[&str] = &[
+    "ssh", "netns", "local", "iperf3", "linerate", "ports", "address",
+];
 /// Hosts one range may define: a typo like gen[1-1000] should not start a thousand agents.
 const MAX_RANGE: u32 = 256;
 const MAX_NAME: usize = 63;
@@ -158,7 +160,7 @@ fn parse_host(
             .map(|s| Some((s, span(v))))
             .map_err(|m| src.err(span(v), format!("{key} {m}")))
     };
-    let mut kinds: Vec<(&str, Span)> = ["ssh", "netns", "local"]
+    let mut kinds: Vec<(&str, Span)> = ["ssh", "netns", "local", "iperf3"]
         .into_iter()
         .filter_map(|k| t.get_key_value(k).map(|(key, _)| (k, span(key))))
         .collect();
@@ -169,7 +171,7 @@ fn parse_host(
                 at,
                 format!(
                     "host '{name}' says nowhere how to reach it: add one of ssh = \"user@host\", \
-                     netns = \"NAME\" or local = true"
+                     netns = \"NAME\", local = true or iperf3 = \"host[:port]\" (a stock iperf3 server)"
                 ),
             ))
         }
@@ -192,6 +194,10 @@ fn parse_host(
             }
             check_ssh_target(&target).map_err(|m| src.err(s, m))?;
             HostKind::Ssh(target)
+        }
+        "iperf3" => {
+            let (server, s) = get("iperf3")?.unwrap_or_default();
+            HostKind::Iperf3(iperf3_server(&server).map_err(|m| src.err(s, m))?)
         }
         "netns" => {
             let (ns, s) = get("netns")?.unwrap_or_default();
@@ -241,10 +247,28 @@ fn parse_host(
     };
     let address = match get("address")? {
         None => None,
+        Some((_, s)) if matches!(kind, HostKind::Iperf3(_)) => {
+            return Err(src.err(
+                s,
+                format!("an iperf3 host's address is the one in iperf3 = \"...\"; remove address from '{name}'"),
+            ))
+        }
         Some((a, s)) => Some(a.parse().map_err(|_| {
             src.err(s, format!("address '{a}' is not an IP address {place}: write e.g. 198.18.0.1 or 2001:2::1"))
         })?),
     };
+    let address = match &kind {
+        HostKind::Iperf3(server) => Some(server.ip()),
+        _ => address,
+    };
+    if matches!(kind, HostKind::Iperf3(_)) {
+        if let Some(v) = t.get("ports") {
+            return Err(src.err(
+                span(v),
+                format!("'{name}' is an iperf3 server, not a linerate host: it has no ports here"),
+            ));
+        }
+    }
     Ok(PlanHost {
         name: name.to_string(),
         kind,
@@ -253,6 +277,31 @@ fn parse_host(
         address,
         span: at,
     })
+}
+
+/// `host`, `host:port`, `[v6]` or `[v6]:port` of a stock iperf3 server
+/// (an IP address: plans name test addresses, not names to resolve).
+fn iperf3_server(s: &str) -> Result<std::net::SocketAddr, Invalid> {
+    let s = s.strip_prefix("iperf3://").unwrap_or(s);
+    let bad = || {
+        format!(
+            "iperf3 = \"{s}\" is not an iperf3 server address: write an IP address with an \
+             optional port, e.g. \"198.18.0.2\", \"198.18.0.2:5202\" or \"[2001:2::2]:5201\""
+        )
+    };
+    if let Ok(a) = s.parse::<std::net::SocketAddr>() {
+        return if a.port() == 0 {
+            Err(bad().into())
+        } else {
+            Ok(a)
+        };
+    }
+    let ip = s.trim_start_matches('[').trim_end_matches(']');
+    let ip: std::net::IpAddr = ip.parse().map_err(|_| bad())?;
+    Ok(std::net::SocketAddr::new(
+        ip,
+        crate::proto::iperf3::DEFAULT_PORT,
+    ))
 }
 
 fn has_n(s: Option<&str>) -> bool {

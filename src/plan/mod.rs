@@ -234,6 +234,9 @@ pub enum HostKind {
     Ssh(String),
     /// A namespace of the lab a plan with `[lab]` runs in (`gen`, `sink`).
     Lab,
+    /// A stock iperf3 server (`iperf3 = "host[:port]"`): no agent runs
+    /// there; tcp and udp tests use it as their far end.
+    Iperf3(std::net::SocketAddr),
 }
 
 /// One `[[test]]`.

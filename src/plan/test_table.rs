@@ -87,6 +87,18 @@ pub(super) fn parse_test(
             format!("from of {place} is empty: name the generator hosts"),
         ));
     }
+    if let Some(h) = from.iter().find(|h| {
+        hosts
+            .iter()
+            .any(|x| &x.name == *h && matches!(x.kind, super::HostKind::Iperf3(_)))
+    }) {
+        return Err(src.err(
+            span(from_value),
+            format!(
+                "'{h}' is an iperf3 server: it can only be a test's to (linerate is the client)"
+            ),
+        ));
+    }
 
     let to_value = match t.get("to") {
         Some(v) => v,
@@ -102,6 +114,30 @@ pub(super) fn parse_test(
     let Some(sink) = hosts.iter().find(|h| h.name == to) else {
         return Err(src.err(span(to_value), hosts::unknown_host(&to, hosts)));
     };
+    if matches!(sink.kind, super::HostKind::Iperf3(_)) {
+        if !matches!(kind, TestKind::Tcp | TestKind::Udp) {
+            return Err(src.err(
+                span(to_value),
+                format!(
+                    "'{to}' is an iperf3 server: only tcp and udp tests can run against it, not {kind}"
+                ),
+            ));
+        }
+        if from.len() != 1 || t.get("instances").is_some() {
+            return Err(src.err(
+                span(to_value),
+                format!(
+                    "'{to}' is an iperf3 server, which runs one test at a time: send from one host, without instances"
+                ),
+            ));
+        }
+        if let Some(v) = t.get("target") {
+            return Err(src.err(
+                span(v),
+                format!("the iperf3 server '{to}' is the target itself; remove target"),
+            ));
+        }
+    }
     if from.contains(&to) {
         return Err(src.err(
             span(to_value),
