@@ -4,7 +4,7 @@
 
 use crate::util::*;
 use linerate::proto::probe::{Kind, Probe};
-use linerate::proto::{self, Job, Request, Response, PROTO_VERSION};
+use linerate::proto::{self, Response};
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::unix::fs::{symlink, PermissionsExt};
@@ -51,46 +51,12 @@ fn received(sock: &UdpSocket, wait: Duration) -> usize {
 #[test]
 fn issue22_responder_flood_gets_no_replies_and_bounded_cpu() {
     let _g = serial();
-    let mut a = Command::new(bin())
-        .args(["agent", "--stdio"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = a.id();
-    let mut w = a.stdin.take().unwrap();
-    let mut r = std::io::BufReader::new(a.stdout.take().unwrap());
-    let mut call = |req: &Request| {
-        proto::write_frame(&mut w, req).unwrap();
-        loop {
-            match proto::read_message::<Response>(&mut r).unwrap().unwrap() {
-                Response::Heartbeat { .. } => continue,
-                other => return other,
-            }
-        }
-    };
-    call(&Request::Hello {
-        proto_version: PROTO_VERSION,
-        linerate_version: env!("CARGO_PKG_VERSION").into(),
-    });
     let token = 0x0ddf_100d_0000_0022_u64;
     let session = Duration::from_secs(6);
+    let mut resp = crate::util::local_responder(token, session, 1000);
+    // After the session opened: waiting from here outlasts it.
     let opened = Instant::now();
-    let port = match call(&Request::Start {
-        test: 1,
-        job: Job::LatencyRespond {
-            bind: "127.0.0.1".parse().unwrap(),
-            token,
-            client: "127.0.0.1".parse().unwrap(),
-            duration_ms: session.as_millis() as u64,
-            max_pps: 1000,
-        },
-        start_at_unix_ns: None,
-    }) {
-        Response::Started { port: Some(p), .. } => p,
-        other => panic!("{other:?}"),
-    };
+    let (pid, port) = (resp.agent.id(), resp.port);
     let to = SocketAddr::from(([127, 0, 0, 1], port));
     let near = UdpSocket::bind("127.0.0.1:0").unwrap();
     let far = UdpSocket::bind("127.0.0.2:0").unwrap();
@@ -144,14 +110,17 @@ fn issue22_responder_flood_gets_no_replies_and_bounded_cpu() {
 
     std::thread::sleep(session.saturating_sub(opened.elapsed()) + Duration::from_millis(300));
     let summary = loop {
-        match proto::read_message::<Response>(&mut r).unwrap().unwrap() {
+        match proto::read_message::<Response>(&mut resp.output)
+            .unwrap()
+            .unwrap()
+        {
             Response::Finished { summary, .. } => break summary,
             Response::Heartbeat { .. } => continue,
             other => panic!("{other:?}"),
         }
     };
-    drop(w);
-    let _ = a.wait();
+    drop(resp.input);
+    let _ = resp.agent.wait();
     let per_datagram_us = flood_cpu * 1e6 / summary.foreign.max(1) as f64;
     eprintln!(
         "flood: {sent} sent, {} seen by the responder, {replies} replies; responder CPU \

@@ -5,7 +5,7 @@
 
 use crate::util::*;
 use linerate::proto::probe::{Kind, Probe};
-use linerate::proto::{self, Job, Request, Response, PROTO_VERSION};
+use linerate::proto::{self, Response};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, UdpSocket};
@@ -41,45 +41,12 @@ fn probe(token: u64, seq: u32, len: usize) -> Vec<u8> {
 /// and no faster than its cap: every reply counted at the client socket.
 #[test]
 fn latency_responder_answers_only_its_session() {
-    let mut a = Command::new(bin())
-        .args(["agent", "--stdio"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut w = a.stdin.take().unwrap();
-    let mut r = std::io::BufReader::new(a.stdout.take().unwrap());
-    let mut call = |req: &Request| {
-        proto::write_frame(&mut w, req).unwrap();
-        loop {
-            match proto::read_message::<Response>(&mut r).unwrap().unwrap() {
-                Response::Heartbeat { .. } => continue,
-                other => return other,
-            }
-        }
-    };
-    call(&Request::Hello {
-        proto_version: PROTO_VERSION,
-        linerate_version: env!("CARGO_PKG_VERSION").into(),
-    });
     let token = 0x5eed_1234_abcd_0042u64;
     let session = Duration::from_millis(2500);
+    let mut resp = crate::util::local_responder(token, session, 50);
+    // After the session opened: waiting from here outlasts it.
     let opened = Instant::now();
-    let port = match call(&Request::Start {
-        test: 1,
-        job: Job::LatencyRespond {
-            bind: "127.0.0.1".parse().unwrap(),
-            token,
-            client: "127.0.0.1".parse().unwrap(),
-            duration_ms: session.as_millis() as u64,
-            max_pps: 50,
-        },
-        start_at_unix_ns: None,
-    }) {
-        Response::Started { port: Some(p), .. } => p,
-        other => panic!("{other:?}"),
-    };
+    let port = resp.port;
     let to = SocketAddr::from(([127, 0, 0, 1], port));
     let client = UdpSocket::bind("127.0.0.1:0").unwrap();
     client.connect(to).unwrap();
@@ -142,7 +109,10 @@ fn latency_responder_answers_only_its_session() {
     );
     // The responder's own counts agree.
     let summary = loop {
-        match proto::read_message::<Response>(&mut r).unwrap().unwrap() {
+        match proto::read_message::<Response>(&mut resp.output)
+            .unwrap()
+            .unwrap()
+        {
             Response::Finished { summary, .. } => break summary,
             Response::Heartbeat { .. } => continue,
             other => panic!("{other:?}"),
@@ -160,8 +130,8 @@ fn latency_responder_answers_only_its_session() {
         summary.tx_errors > 0 && summary.tx_errors + capped as u64 <= 300,
         "rate-capped probes counted: {summary:?}"
     );
-    drop(w);
-    let _ = a.wait();
+    drop(resp.input);
+    let _ = resp.agent.wait();
 }
 
 fn phase<'a>(l: &'a Value, name: &str) -> &'a Value {

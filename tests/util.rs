@@ -293,3 +293,61 @@ impl Drop for NsPair {
         }
     }
 }
+
+/// A local agent (`linerate agent --stdio`) running one latency responder
+/// session on 127.0.0.1 for `client` 127.0.0.1: the agent (ended by
+/// dropping `input` and waiting), its control input, and the port.
+pub struct Responder {
+    pub agent: std::process::Child,
+    pub input: std::process::ChildStdin,
+    /// Its answers, kept open while it runs (a closed pipe would end it).
+    pub output: std::io::BufReader<std::process::ChildStdout>,
+    pub port: u16,
+}
+
+pub fn local_responder(token: u64, session: std::time::Duration, max_pps: u32) -> Responder {
+    use linerate::proto::{self, Job, Request, Response, PROTO_VERSION};
+    use std::process::Stdio;
+    let mut a = Command::new(bin())
+        .args(["agent", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut w = a.stdin.take().unwrap();
+    let mut r = std::io::BufReader::new(a.stdout.take().unwrap());
+    let mut call = |req: &Request| {
+        proto::write_frame(&mut w, req).unwrap();
+        loop {
+            match proto::read_message::<Response>(&mut r).unwrap().unwrap() {
+                Response::Heartbeat { .. } => continue,
+                other => return other,
+            }
+        }
+    };
+    call(&Request::Hello {
+        proto_version: PROTO_VERSION,
+        linerate_version: env!("CARGO_PKG_VERSION").into(),
+    });
+    let port = match call(&Request::Start {
+        test: 1,
+        job: Job::LatencyRespond {
+            bind: "127.0.0.1".parse().unwrap(),
+            token,
+            client: "127.0.0.1".parse().unwrap(),
+            duration_ms: session.as_millis() as u64,
+            max_pps,
+        },
+        start_at_unix_ns: None,
+    }) {
+        Response::Started { port: Some(p), .. } => p,
+        other => panic!("{other:?}"),
+    };
+    Responder {
+        agent: a,
+        input: w,
+        output: r,
+        port,
+    }
+}
