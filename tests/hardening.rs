@@ -9,7 +9,7 @@ use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 fn stderr(o: &Output) -> String {
@@ -244,66 +244,6 @@ fn issue22_results_base_writable_by_others_cannot_be_redirected() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
-/// Two namespaces: hrl-a reaches hrl-b (which holds 198.18.98.2) only by
-/// its default route.
-struct DefaultRoute;
-
-impl DefaultRoute {
-    fn new() -> Self {
-        let ip = |ns: Option<&str>, args: &[&str]| {
-            let mut c = Command::new("ip");
-            if let Some(n) = ns {
-                c.args(["-n", n]);
-            }
-            assert!(c.args(args).status().unwrap().success(), "ip {args:?}");
-        };
-        for n in ["hrl-a", "hrl-b"] {
-            // Left over from a killed run, if at all.
-            let _ = Command::new("ip")
-                .args(["netns", "del", n])
-                .stderr(Stdio::null())
-                .status();
-            ip(None, &["netns", "add", n]);
-        }
-        ip(
-            None,
-            &[
-                "link", "add", "hrla0", "netns", "hrl-a", "type", "veth", "peer", "name", "hrlb0",
-                "netns", "hrl-b",
-            ],
-        );
-        ip(
-            Some("hrl-a"),
-            &["addr", "add", "10.251.0.1/24", "dev", "hrla0"],
-        );
-        ip(
-            Some("hrl-b"),
-            &["addr", "add", "10.251.0.2/24", "dev", "hrlb0"],
-        );
-        ip(
-            Some("hrl-b"),
-            &["addr", "add", "198.18.98.2/32", "dev", "lo"],
-        );
-        for (n, d) in [("hrl-a", "hrla0"), ("hrl-b", "hrlb0")] {
-            ip(Some(n), &["link", "set", d, "up"]);
-            ip(Some(n), &["link", "set", "lo", "up"]);
-        }
-        ip(
-            Some("hrl-a"),
-            &["route", "add", "default", "via", "10.251.0.2"],
-        );
-        DefaultRoute
-    }
-}
-
-impl Drop for DefaultRoute {
-    fn drop(&mut self) {
-        for n in ["hrl-a", "hrl-b"] {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
-    }
-}
-
 /// Item 11 for ssh: an ssh host in 198.18.0.0/15 that the controller
 /// reaches only through its default route is refused before ssh starts,
 /// naming the route and --allow-target; by address, by a name the ssh
@@ -315,7 +255,7 @@ fn issue22_ssh_hosts_behind_a_default_route_are_refused() {
         return;
     }
     let _g = serial();
-    let _nets = DefaultRoute::new();
+    let _nets = crate::util::DefaultRoutePair::new("hrl", "10.251.0", "198.18.98.2");
     let d = tempdir("hrl-ssh");
     let cfg = d.join("ssh_config");
     std::fs::write(&cfg, "Host lab-b\n  HostName 198.18.98.2\n  User root\n").unwrap();

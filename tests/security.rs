@@ -284,68 +284,6 @@ fn issue22_rates_need_units_and_empty_tests_fail() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
-fn ip(ns: Option<&str>, args: &[&str]) {
-    let mut c = Command::new("ip");
-    if let Some(n) = ns {
-        c.args(["-n", n]);
-    }
-    let st = c.args(args).status().unwrap();
-    assert!(st.success(), "ip {args:?}");
-}
-
-/// Two namespaces: hse-a reaches hse-b (which holds 198.18.99.2) only by
-/// its default route, as a host reaches the world through its gateway.
-struct DefaultRouteNets;
-
-impl DefaultRouteNets {
-    fn new() -> Self {
-        for n in ["hse-a", "hse-b"] {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-            ip(None, &["netns", "add", n]);
-        }
-        ip(
-            None,
-            &[
-                "link", "add", "hsea0", "netns", "hse-a", "type", "veth", "peer", "name", "hseb0",
-                "netns", "hse-b",
-            ],
-        );
-        ip(
-            Some("hse-a"),
-            &["addr", "add", "10.250.0.1/24", "dev", "hsea0"],
-        );
-        ip(
-            Some("hse-b"),
-            &["addr", "add", "10.250.0.2/24", "dev", "hseb0"],
-        );
-        ip(
-            Some("hse-b"),
-            &["addr", "add", "198.18.99.2/32", "dev", "lo"],
-        );
-        for (n, d) in [("hse-a", "hsea0"), ("hse-b", "hseb0")] {
-            ip(Some(n), &["link", "set", d, "up"]);
-            ip(Some(n), &["link", "set", "lo", "up"]);
-        }
-        ip(
-            Some("hse-a"),
-            &["route", "add", "default", "via", "10.250.0.2"],
-        );
-        ip(
-            Some("hse-b"),
-            &["route", "add", "default", "via", "10.250.0.1"],
-        );
-        DefaultRouteNets
-    }
-}
-
-impl Drop for DefaultRouteNets {
-    fn drop(&mut self) {
-        for n in ["hse-a", "hse-b"] {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
-    }
-}
-
 /// Hole 11: a benchmark-range target reached only through a default route
 /// is refused, naming the route and --allow-target; a route of its own or
 /// --allow-target lets it through.
@@ -355,7 +293,7 @@ fn issue22_benchmark_targets_behind_a_default_route_are_refused() {
         return;
     }
     let _g = serial();
-    let _nets = DefaultRouteNets::new();
+    let _nets = crate::util::DefaultRoutePair::new("hse", "10.250.0", "198.18.99.2");
     let udp = |extra: &[&str]| {
         let mut a = vec![
             "udp",
@@ -381,10 +319,15 @@ fn issue22_benchmark_targets_behind_a_default_route_are_refused() {
     assert!(err.contains("--allow-target 198.18.99.2/32"), "{err}");
     let out = udp(&["--allow-target", "198.18.99.2/32"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    ip(
-        Some("hse-a"),
-        &["route", "add", "198.18.99.0/24", "via", "10.250.0.2"],
-    );
+    crate::util::ip(&[
+        "-n",
+        "hse-a",
+        "route",
+        "add",
+        "198.18.99.0/24",
+        "via",
+        "10.250.0.2",
+    ]);
     let out = udp(&[]);
     assert!(out.status.success(), "{}", stderr(&out));
 }

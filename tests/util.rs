@@ -351,3 +351,57 @@ pub fn local_responder(token: u64, session: std::time::Duration, max_pps: u32) -
         port,
     }
 }
+
+/// Two namespaces, `PREFIX-a` and `PREFIX-b`, joined by a veth pair
+/// (`PREFIXa0` NET.1/24 ↔ `PREFIXb0` NET.2/24): a reaches `target` (held on
+/// b's loopback) only through its default route, as a host reaches the
+/// world through its gateway. Removed on drop.
+pub struct DefaultRoutePair {
+    names: [String; 2],
+}
+
+impl DefaultRoutePair {
+    pub fn new(prefix: &str, net: &str, target: &str) -> Self {
+        let names = [format!("{prefix}-a"), format!("{prefix}-b")];
+        let devs = [format!("{prefix}a0"), format!("{prefix}b0")];
+        for n in &names {
+            // Left over from a killed run, if at all.
+            let _ = Command::new("ip")
+                .args(["netns", "del", n])
+                .stderr(std::process::Stdio::null())
+                .status();
+            ip(&["netns", "add", n]);
+        }
+        ip(&[
+            "link", "add", &devs[0], "netns", &names[0], "type", "veth", "peer", "name", &devs[1],
+            "netns", &names[1],
+        ]);
+        let host = |h: u8| format!("{net}.{h}");
+        for (k, (n, d)) in names.iter().zip(&devs).enumerate() {
+            let own = format!("{}/24", host(k as u8 + 1));
+            ip(&["-n", n, "addr", "add", &own, "dev", d]);
+            ip(&["-n", n, "link", "set", d, "up"]);
+            ip(&["-n", n, "link", "set", "lo", "up"]);
+        }
+        ip(&[
+            "-n",
+            &names[1],
+            "addr",
+            "add",
+            &format!("{target}/32"),
+            "dev",
+            "lo",
+        ]);
+        ip(&["-n", &names[0], "route", "add", "default", "via", &host(2)]);
+        ip(&["-n", &names[1], "route", "add", "default", "via", &host(1)]);
+        DefaultRoutePair { names }
+    }
+}
+
+impl Drop for DefaultRoutePair {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}

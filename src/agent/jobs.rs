@@ -212,13 +212,10 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
         }
         Job::Iperf3Client(j) => {
             let cfg = crate::iperf3::job::config(&j)?;
-            let whole = Duration::from_secs_f64(cfg.params.time_s + cfg.params.omit_s);
-            if whole > limits.max_duration {
-                bail!(
-                    "a {whole:?} iperf3 test exceeds this agent's cap of {:?}; start the agent with a larger --max-duration",
-                    limits.max_duration
-                );
-            }
+            capped(
+                ((cfg.params.time_s + cfg.params.omit_s) * 1e3).ceil() as u64,
+                limits,
+            )?;
             allowed(j.server.ip(), &j.allow)?;
             Ok(Opened {
                 port: None,

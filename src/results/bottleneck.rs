@@ -705,14 +705,7 @@ mod tests {
     /// at the DUT. The frames name the DUT, not the busy sender.
     #[test]
     fn frames_lost_at_the_dut_name_the_dut_not_the_full_sender() {
-        let b = before();
-        let a = snap(
-            vec![
-                core(0, 1000, 1420, 680, 50_000, 10),
-                core(1, 1100, 1530, 150, 50_000, 10),
-            ],
-            vec![thread(9, "lr-udp-send", 970, 0)],
-        );
+        let (b, a) = sender_and_dut_full();
         let agents = [AgentCpu {
             host: "lab".into(),
             role: "gen".into(),
@@ -757,14 +750,7 @@ mod tests {
     /// the full sender core; loss mostly elsewhere still names the DUT.
     #[test]
     fn issue_22_loss_while_a_link_was_down_names_the_link() {
-        let b = before();
-        let a = snap(
-            vec![
-                core(0, 1000, 1420, 680, 50_000, 10),
-                core(1, 1100, 1530, 150, 50_000, 10),
-            ],
-            vec![thread(9, "lr-udp-send", 970, 0)],
-        );
+        let (b, a) = sender_and_dut_full();
         let agents = [AgentCpu {
             host: "lab".into(),
             role: "gen".into(),
@@ -934,6 +920,19 @@ mod tests {
             after: &s,
         }];
         assert!(analyse(&agents, 1.0, None).is_none());
+    }
+
+    /// The lab's live-engine cores: the sender fills CPU0, the DUT's
+    /// forwarding CPU1.
+    fn sender_and_dut_full() -> (Snapshot, Snapshot) {
+        let a = snap(
+            vec![
+                core(0, 1000, 1420, 680, 50_000, 10),
+                core(1, 1100, 1530, 150, 50_000, 10),
+            ],
+            vec![thread(9, "lr-udp-send", 970, 0)],
+        );
+        (before(), a)
     }
 
     /// Two cores with the sender's full: the 200 kpps case of issue 23.

@@ -31,8 +31,8 @@ pub struct Iperf3Test {
     pub job: ClientJob,
 }
 
-/// Runs `t` from the first generator of `ends` (the sink is not used: the
-/// far end is the iperf3 server).
+/// Runs `t` from the first generator of `ends`, whose sink is that same
+/// generator's side (the far end is the iperf3 server, with no agent).
 pub fn run_iperf3(
     ends: &mut Ends,
     t: &Iperf3Test,
@@ -52,7 +52,7 @@ pub fn run_iperf3(
 fn iperf3_inner(
     ends: &mut Ends,
     t: &Iperf3Test,
-    dir: Option<&mut RunDir>,
+    mut dir: Option<&mut RunDir>,
     on_progress: OnProgress,
     started: String,
     result: &mut TestResult,
@@ -63,8 +63,7 @@ fn iperf3_inner(
         .map(|g| g.agent)
         .ok_or_else(|| anyhow!("an iperf3 test needs a client"))?;
     let id = next_id();
-    let mut agents = vec![gen];
-    agents.extend(ends.observers.iter().copied());
+    let agents = ends.agents();
     let mut jobs = Jobs::new(ends.fleet);
     let before = jobs.snapshot(&agents)?;
     jobs.start(gen, id, Job::Iperf3Client(Box::new(t.job.clone())), None)?;
@@ -73,7 +72,6 @@ fn iperf3_inner(
     // The test, then the results exchange, each with its answer timeout.
     let deadline = Instant::now() + Duration::from_secs_f64(whole) + answer * 3;
     let mut col = Collected::default();
-    let mut dir = dir;
     let mut progress = |_: u32, s: &IntervalSample| {
         if let Some(d) = dir.as_deref_mut() {
             d.log_interval(&t.name, "gen", s);
@@ -131,7 +129,7 @@ fn iperf3_inner(
     let local = if role == "gen" || role.is_empty() {
         CLIENT_ROLES.0.to_string()
     } else {
-        role
+        role.clone()
     };
     *result = record(&t.name, &outcome, (&local, CLIENT_ROLES.1), started);
     (result.params.lab, result.params.cpus) = kept;
@@ -149,17 +147,9 @@ fn iperf3_inner(
         instance: None,
         gen_agent: gen,
     };
-    let observers = Ends {
-        fleet: &mut *ends.fleet,
-        gens: ends.gens.clone(),
-        sink: ends.gens[0].clone(),
-        instances: 1,
-        observers: ends.observers.clone(),
-        lab: ends.lab,
-    };
-    record::counters(&observers, &before, &after, result);
+    record::counters(ends, &before, &after, result);
     record::cpu(
-        &observers,
+        ends,
         &before,
         &after,
         &col,
@@ -167,14 +157,14 @@ fn iperf3_inner(
         result,
     );
     record::bottleneck(
-        &observers,
+        ends,
         &before,
         &after,
         &col,
         std::slice::from_ref(&leg),
         result,
     );
-    kernel_check(result, &role_name(&observers, gen));
+    kernel_check(result, &role);
     if let Some(lost) = report.lost {
         bail!("{lost}");
     }
@@ -182,10 +172,6 @@ fn iperf3_inner(
         bail!("{}", super::setup::cut_short());
     }
     Ok(())
-}
-
-fn role_name(ends: &Ends, agent: usize) -> String {
-    ends.role(agent)
 }
 
 /// UDP datagrams this end sent (received) against the packets its
