@@ -24,6 +24,9 @@ pub struct ClientConfig {
 }
 
 /// Runs the test. `stop` (Ctrl-C) ends it early with CLIENT_TERMINATE.
+/// The longest TEST_END waits for this end's TCP senders to drain.
+const DRAIN_MAX: Duration = Duration::from_secs(3);
+
 pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<Outcome, Iperf3Error> {
     let peer = format!("iperf3 server {}", cfg.server);
     let conn = TcpStream::connect_timeout(&cfg.server, Duration::from_secs(5))
@@ -129,11 +132,17 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<Outcome, Iperf3Error
                         )))
                     }
                 }
-                // Senders stop on their own at the deadline; let them.
+                // Senders stop on their own at the deadline; let them, and
+                // let what they wrote reach the server before it stops
+                // counting (TEST_END), so sent and received agree.
                 if let Some(r) = &running {
-                    let until = Instant::now() + Duration::from_millis(500);
-                    while !r.finished() && Instant::now() < until && p.mode == wire::Mode::ClientSends {
-                        std::thread::sleep(Duration::from_millis(5));
+                    if p.transport == Transport::Tcp {
+                        r.drain(DRAIN_MAX);
+                    } else if p.mode == wire::Mode::ClientSends {
+                        let until = Instant::now() + Duration::from_millis(500);
+                        while !r.finished() && Instant::now() < until {
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
                     }
                 }
                 ctl.write_state(State::TestEnd)?;

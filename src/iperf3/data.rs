@@ -9,6 +9,7 @@ use crate::engine::{tcp, EngineError, IntervalClock, JobCtx};
 use crate::proto::{EndpointSummary, IntervalSample, Response, StreamSample};
 use crate::sys;
 use std::net::{TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Mutex};
@@ -66,7 +67,14 @@ pub struct Running {
     handle: JoinHandle<StreamsResult>,
     rx: Receiver<Response>,
     omit_s: f64,
+    /// A second handle on each sending TCP stream, to see when all it
+    /// wrote has reached the far end's kernel.
+    senders: Vec<TcpStream>,
 }
+
+/// How long the far end gets to read what reached its kernel before
+/// TEST_END: a receive buffer of 32 MiB is read in a few milliseconds.
+const READ_GRACE: Duration = Duration::from_millis(50);
 
 /// UDP header bytes a frame adds to the payload: Ethernet (with FCS), IP, UDP.
 fn udp_overhead(ipv6: bool) -> u64 {
@@ -92,6 +100,14 @@ pub fn start(streams: Vec<Stream>, plan: Plan) -> Result<Running, EngineError> {
     };
     let omit_s = plan.omit.as_secs_f64();
     let tcp_streams = streams.iter().all(|s| matches!(s.conn, Conn::Tcp(_)));
+    let senders = streams
+        .iter()
+        .filter(|s| s.sends)
+        .filter_map(|s| match &s.conn {
+            Conn::Tcp(c) => c.try_clone().ok(),
+            Conn::Udp(_) => None,
+        })
+        .collect();
     let handle = crate::host::kernel::spawn_named("lr-iperf3", move || {
         if tcp_streams {
             let conns = streams
@@ -115,6 +131,7 @@ pub fn start(streams: Vec<Stream>, plan: Plan) -> Result<Running, EngineError> {
         handle,
         rx,
         omit_s,
+        senders,
     })
 }
 
@@ -126,6 +143,33 @@ impl Running {
 
     pub fn finished(&self) -> bool {
         self.handle.is_finished()
+    }
+
+    /// Waits, up to `max`, until every sending TCP stream has stopped and
+    /// the far end has acknowledged all it wrote, then a moment more for
+    /// the far end to read it. An iperf3 server stops counting at TEST_END:
+    /// sent then, data still queued here or unread there (up to tcp_rmem's
+    /// maximum, 32 MiB on some hosts) would count as sent and not received.
+    /// Returns whether they drained.
+    pub fn drain(&self, max: Duration) -> bool {
+        if self.senders.is_empty() {
+            return true;
+        }
+        let until = Instant::now() + max;
+        loop {
+            let done = self
+                .senders
+                .iter()
+                .all(|c| sys::fin_acked(c.as_raw_fd()).unwrap_or(true));
+            if done {
+                std::thread::sleep(READ_GRACE);
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
 
     /// Waits for the streams (stopping them after `grace`) and gathers

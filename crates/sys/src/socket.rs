@@ -140,6 +140,27 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
     })
 }
 
+/// Whether this end of a TCP connection has sent its FIN and the peer has
+/// acknowledged it, so every byte written before `shutdown(Write)` is in
+/// the peer's kernel (states FIN_WAIT2, TIME_WAIT and CLOSE).
+pub fn fin_acked(fd: RawFd) -> io::Result<bool> {
+    // SAFETY: tcp_info is plain data; the kernel fills at most `len` bytes.
+    let mut ti: libc::tcp_info = unsafe { zeroed() };
+    let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: pointer and length describe `ti`, which we own.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut ti as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    })?;
+    // include/net/tcp_states.h: FIN_WAIT2 5, TIME_WAIT 6, CLOSE 7.
+    Ok(matches!(ti.tcpi_state, 5..=7))
+}
+
 /// Receives and discards up to `buf.len()` bytes of a TCP stream without
 /// copying them to user space (MSG_TRUNC). Returns 0 at end of stream.
 pub fn recv_discard(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
@@ -313,4 +334,33 @@ pub fn udp_reuseport(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
         )
     })?;
     Ok(std::net::UdpSocket::from(owned))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    use std::os::fd::AsRawFd;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn fin_acked_only_after_shutdown_is_acknowledged() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        c.write_all(&[7; 4096]).unwrap();
+        assert!(!fin_acked(c.as_raw_fd()).unwrap(), "open connection");
+        c.shutdown(Shutdown::Write).unwrap();
+        let until = Instant::now() + Duration::from_secs(5);
+        while !fin_acked(c.as_raw_fd()).unwrap() {
+            assert!(Instant::now() < until, "FIN never acknowledged");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        assert_eq!(got.len(), 4096);
+        // The receiving side, which has not shut down, is not done.
+        assert!(!fin_acked(s.as_raw_fd()).unwrap());
+    }
 }
