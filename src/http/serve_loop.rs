@@ -28,6 +28,13 @@ const LISTENER: u64 = u64::MAX;
 const WAKE: u64 = u64::MAX - 1;
 /// Bytes one connection may send per wake-up before the others get a turn.
 const SEND_BUDGET: u64 = 16 << 20;
+/// Bodies from this size on are sent corked (TCP_CORK until the last byte
+/// is queued): only full segments leave while the body streams. Without
+/// it, each sendfile's tail went out as a short segment pushed from this
+/// thread's CPU while ACKs pushed the rest from the receiver's: on a veth
+/// pair that reorders, and one connection lost 40 % to spurious
+/// retransmits (bench/README.md). Small answers skip the two syscalls.
+const CORK_FROM: u64 = 1 << 20;
 /// Bytes per sendfile call: the kernel sends what the socket buffer takes.
 const SENDFILE_CHUNK: u64 = 8 << 20;
 /// Plaintext bytes per rustls write (one pread each).
@@ -88,6 +95,8 @@ struct Conn {
     /// The answer in `out`/`body` serves the object (200/206): a request
     /// counted when it is out.
     served: bool,
+    /// TCP_CORK is on for the answer being sent.
+    corked: bool,
     last_progress: Instant,
     interest: Interest,
     lingered: usize,
@@ -357,6 +366,7 @@ impl<'a> Worker<'a> {
             body: None,
             keep_alive: true,
             served: false,
+            corked: false,
             last_progress: now,
             interest: Interest::READ,
             lingered: 0,
@@ -861,6 +871,22 @@ impl<'a> Worker<'a> {
     /// Plain TCP and kTLS: the head with MSG_MORE, the body by sendfile.
     /// `Ok(true)` when all is sent, `Ok(false)` when the socket is full.
     fn send_plain(&mut self, conn: &mut Conn) -> io::Result<bool> {
+        let fd = conn.sock.as_raw_fd();
+        let large = conn
+            .body
+            .as_ref()
+            .is_some_and(|b| b.end - b.off >= CORK_FROM);
+        if large && !conn.corked {
+            conn.corked = sys::set_cork(fd, true).is_ok();
+        }
+        let done = self.send_plain_corked(conn)?;
+        if done && std::mem::take(&mut conn.corked) {
+            sys::set_cork(fd, false)?;
+        }
+        Ok(done)
+    }
+
+    fn send_plain_corked(&mut self, conn: &mut Conn) -> io::Result<bool> {
         let fd = conn.sock.as_raw_fd();
         while conn.out_at < conn.out.len() {
             let more = conn.body.is_some();

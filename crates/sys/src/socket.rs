@@ -89,6 +89,18 @@ pub fn set_notsent_lowat(fd: RawFd, bytes: u32) -> io::Result<()> {
     setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, &bytes)
 }
 
+/// Holds back partial segments while on (TCP_CORK); turning it off sends
+/// what is queued. A body sent in large pieces then leaves in full-sized
+/// segments, as nginx's `tcp_nopush` does.
+pub fn set_cork(fd: RawFd, on: bool) -> io::Result<()> {
+    setsockopt(
+        fd,
+        libc::IPPROTO_TCP,
+        libc::TCP_CORK,
+        &libc::c_int::from(on),
+    )
+}
+
 /// The TCP_INFO fields linerate reports.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TcpInfo {
@@ -343,6 +355,21 @@ mod tests {
     use std::net::{Shutdown, TcpListener, TcpStream};
     use std::os::fd::AsRawFd;
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn cork_holds_a_partial_segment_until_it_is_taken_off() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        set_cork(c.as_raw_fd(), true).unwrap();
+        c.write_all(&[1; 100]).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let mut buf = [0u8; 200];
+        assert!(s.read(&mut buf).is_err(), "a corked partial segment left");
+        set_cork(c.as_raw_fd(), false).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(s.read(&mut buf).unwrap(), 100);
+    }
 
     #[test]
     fn fin_acked_only_after_shutdown_is_acknowledged() {
