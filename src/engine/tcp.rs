@@ -304,7 +304,7 @@ fn run_streams(
                     total_retrans: shared.last_retrans.load(Ordering::Relaxed),
                     snd_cwnd: shared.last_cwnd.load(Ordering::Relaxed),
                     rtt_us: shared.last_rtt_us.load(Ordering::Relaxed),
-                    dsack_dups: 0,
+                    ..Default::default()
                 };
             }
             let retrans = info.total_retrans.saturating_sub(base[k]);

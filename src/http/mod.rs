@@ -30,6 +30,13 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
+/// TCP_INFO counters of one connection, summed over its sockets.
+struct TcpCounts {
+    retrans: u32,
+    dsack: u32,
+    reord: u32,
+}
+
 /// One connection's live counters, shared between its thread and the
 /// sampler that reports intervals.
 pub struct ConnStats {
@@ -39,6 +46,7 @@ pub struct ConnStats {
     /// Retransmits (and D-SACK'd ones) of sockets already closed.
     retrans_closed: AtomicU32,
     dsack_closed: AtomicU32,
+    reord_closed: AtomicU32,
     pub bytes: AtomicU64,
     pub requests: AtomicU64,
     done: AtomicBool,
@@ -58,6 +66,7 @@ impl ConnStats {
             fd: AtomicI32::new(fd),
             retrans_closed: AtomicU32::new(0),
             dsack_closed: AtomicU32::new(0),
+            reord_closed: AtomicU32::new(0),
             bytes: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             done: AtomicBool::new(false),
@@ -69,23 +78,23 @@ impl ConnStats {
     }
 
     fn retrans(&self) -> u32 {
-        self.retrans_and_dsack().0
+        self.tcp_counts().retrans
     }
 
-    /// Retransmits so far, and of them those the peer D-SACK'd (spurious).
-    fn retrans_and_dsack(&self) -> (u32, u32) {
+    /// Retransmits so far, of them those the peer D-SACK'd (spurious), and
+    /// the reordering the sender saw.
+    fn tcp_counts(&self) -> TcpCounts {
         let fd = self.fd.load(Ordering::Acquire);
         let open = if fd >= 0 {
-            sys::tcp_info(fd)
-                .map(|t| (t.total_retrans, t.dsack_dups))
-                .unwrap_or((0, 0))
+            sys::tcp_info(fd).unwrap_or_default()
         } else {
-            (0, 0)
+            sys::TcpInfo::default()
         };
-        (
-            self.retrans_closed.load(Ordering::Relaxed) + open.0,
-            self.dsack_closed.load(Ordering::Relaxed) + open.1,
-        )
+        TcpCounts {
+            retrans: self.retrans_closed.load(Ordering::Relaxed) + open.total_retrans,
+            dsack: self.dsack_closed.load(Ordering::Relaxed) + open.dsack_dups,
+            reord: self.reord_closed.load(Ordering::Relaxed) + open.reord_seen,
+        }
     }
 
     /// Samples a new socket of this connection (after a reconnect).
@@ -101,6 +110,7 @@ impl ConnStats {
                 self.retrans_closed
                     .fetch_add(t.total_retrans, Ordering::Relaxed);
                 self.dsack_closed.fetch_add(t.dsack_dups, Ordering::Relaxed);
+                self.reord_closed.fetch_add(t.reord_seen, Ordering::Relaxed);
             }
         }
     }
@@ -118,7 +128,11 @@ impl ConnStats {
                 .ok()
                 .and_then(|g| g.as_ref().and_then(stats::latency_of))
         };
-        let (retrans, dsack) = self.retrans_and_dsack();
+        let TcpCounts {
+            retrans,
+            dsack,
+            reord,
+        } = self.tcp_counts();
         crate::proto::http::HttpConnection {
             id: self.id,
             requests: self.requests.load(Ordering::Relaxed),
@@ -126,6 +140,7 @@ impl ConnStats {
             goodput_bps: bytes as f64 * 8.0 / elapsed_s.max(1e-6),
             retransmits: u64::from(retrans),
             spurious_retransmits: u64::from(dsack.min(retrans)),
+            reorder_events: u64::from(reord),
             ttfb: lat(&self.ttfb),
             latency: lat(&self.latency),
             error: self.error.lock().ok().and_then(|e| e.clone()),

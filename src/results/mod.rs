@@ -26,7 +26,9 @@ use serde::{Deserialize, Serialize};
 /// iperf3 peer's own figures); `link_events` and intervals' `links_down`;
 /// interfaces' `speed_mbps`; `% of line` null without a known line rate.
 /// 1.8.0: sweeps (`sweeps`, a test's `sweep` point and coordinates).
-pub const SCHEMA_VERSION: &str = "1.8.0";
+/// 1.9.0: HTTP connections' `reorder_events`; `spurious_retransmits` is
+/// read from the kernel (it was always 0 before).
+pub const SCHEMA_VERSION: &str = "1.9.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {

@@ -528,25 +528,90 @@ fn bound(
 const RETRANSMITS_NOTED: u64 = 10;
 
 /// Why the sender retransmitted, when it did more than a handful of times:
-/// how many of its retransmits the receiver reported as duplicates (D-SACK,
-/// so the segment had arrived: spurious, from late ACKs) against those
-/// that were not (segments lost on the path or in the receiver).
+/// how many of its retransmits the receiver reported as duplicates (D-SACK:
+/// the segment had arrived, the resend was not needed), and whether the
+/// sender saw its segments arrive out of order, which makes SACK recovery
+/// resend segments that were only late.
 fn retransmit_note(sender: &HttpSummary) -> Option<String> {
-    let retr: u64 = sender.connections.iter().map(|c| c.retransmits).sum();
+    let sum = |f: fn(&crate::proto::http::HttpConnection) -> u64| -> u64 {
+        sender.connections.iter().map(f).sum()
+    };
+    let retr = sum(|c| c.retransmits);
     if retr <= RETRANSMITS_NOTED {
         return None;
     }
-    let dup: u64 = sender
-        .connections
-        .iter()
-        .map(|c| c.spurious_retransmits)
-        .sum();
-    Some(format!(
-        "{retr} retransmits (TCP_INFO total_retrans of the sender), {dup} of them reported back \
-         by the receiver as duplicates (D-SACK: the segment had arrived and the sender's timer \
-         or tail-loss probe fired before its ACK, as when the receiving core is busy); the \
-         other {} were not reported as duplicates: segments lost on the way (compare the \
-         interfaces' drop counters in results.json) or probes the receiver did not D-SACK",
-        retr - dup.min(retr)
-    ))
+    let dup = sum(|c| c.spurious_retransmits).min(retr);
+    let reord = sum(|c| c.reorder_events);
+    let mut note = format!(
+        "{retr} retransmits (TCP_INFO total_retrans of the sender); the receiver reported {dup} \
+         of them as duplicates (D-SACK: the segment had arrived, the resend was not needed)"
+    );
+    if reord > 0 {
+        note.push_str(&format!(
+            "; the sender saw its segments arrive out of order {reord} times, and SACK recovery \
+             resends segments that are only late: on a veth path with no interface drops this \
+             is data leaving from two cores (the sending thread's and the one that handles \
+             the ACKs), each with its own backlog queue"
+        ));
+    }
+    let rest = retr - dup;
+    if rest > 0 {
+        note.push_str(&format!(
+            "; {rest} were not reported as duplicates: lost on the way (compare the interfaces' \
+             drop counters in results.json) or resends the receiver merged with the late \
+             original before it could D-SACK them"
+        ));
+    }
+    Some(note)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::http::HttpConnection;
+
+    fn sender(conns: &[(u64, u64, u64)]) -> HttpSummary {
+        HttpSummary {
+            connections: conns
+                .iter()
+                .map(
+                    |&(retransmits, spurious_retransmits, reorder_events)| HttpConnection {
+                        retransmits,
+                        spurious_retransmits,
+                        reorder_events,
+                        ..Default::default()
+                    },
+                )
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_handful_of_retransmits_gets_no_note() {
+        assert_eq!(retransmit_note(&sender(&[(6, 0, 0), (4, 0, 0)])), None);
+    }
+
+    #[test]
+    fn reordering_and_duplicates_are_named_with_their_counts() {
+        let n = retransmit_note(&sender(&[(300, 250, 40), (100, 50, 2)])).unwrap();
+        assert!(n.starts_with("400 retransmits"), "{n}");
+        assert!(n.contains("reported 300 of them as duplicates"), "{n}");
+        assert!(n.contains("out of order 42 times"), "{n}");
+        assert!(n.contains("100 were not reported as duplicates"), "{n}");
+    }
+
+    #[test]
+    fn loss_without_reordering_points_at_drop_counters() {
+        let n = retransmit_note(&sender(&[(50, 0, 0)])).unwrap();
+        assert!(!n.contains("out of order"), "{n}");
+        assert!(n.contains("50 were not reported as duplicates"), "{n}");
+        // More D-SACKs than retransmits (a kernel counting both ways) never
+        // gives a negative remainder.
+        let n = retransmit_note(&sender(&[(20, 30, 1)])).unwrap();
+        assert!(
+            n.contains("reported 20 of them") && !n.contains("were not"),
+            "{n}"
+        );
+    }
 }

@@ -67,6 +67,11 @@ pub struct HttpConnection {
     /// TCP_INFO dsack_dups): retransmits that were not needed.
     #[serde(default)]
     pub spurious_retransmits: u64,
+    /// Times the sender saw its segments arrive out of order (TCP_INFO
+    /// reord_seen): reordering makes SACK-based recovery resend segments
+    /// that were only late.
+    #[serde(default)]
+    pub reorder_events: u64,
 }
 
 /// Failed requests by what failed (the client's side). Each is one

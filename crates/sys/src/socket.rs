@@ -110,45 +110,44 @@ pub struct TcpInfo {
     /// Retransmitted segments the peer reported as duplicates (D-SACK):
     /// retransmits that were not needed. 0 on kernels before 4.19.
     pub dsack_dups: u32,
+    /// Times this sender saw segments arrive out of order at the peer
+    /// (from SACKs and D-SACKs). 0 on kernels before 4.19.
+    pub reord_seen: u32,
 }
 
-/// `struct tcp_info` as the kernel has it since 4.19: libc's ends at
-/// `tcpi_total_retrans` (104 bytes); the kernel fills the rest when the
-/// buffer is long enough and says how much it wrote.
-#[repr(C)]
-struct TcpInfoLong {
-    base: libc::tcp_info,
-    /// From `tcpi_pacing_rate` on, as 32-bit words.
-    tail: [u32; 32],
+/// Whether the kernel's answer of `len` bytes covers the `u32` field at
+/// `offset`: an older kernel fills a shorter `struct tcp_info` than libc's.
+fn filled(len: libc::socklen_t, offset: usize) -> bool {
+    len as usize >= offset + size_of::<u32>()
 }
-
-/// `tcpi_dsack_dups` is at byte 216 of the kernel's struct: word 28 of the tail.
-const DSACK_DUPS_WORD: usize = (216 - 104) / 4;
 
 pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
-    // SAFETY: TcpInfoLong is plain data; the kernel fills at most `len` bytes.
-    let mut ti: TcpInfoLong = unsafe { zeroed() };
-    let mut len = size_of::<TcpInfoLong>() as libc::socklen_t;
+    // SAFETY: tcp_info is plain data; the kernel fills at most `len` bytes.
+    let mut ti: libc::tcp_info = unsafe { zeroed() };
+    let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
     // SAFETY: pointer and length describe `ti`, which we own.
     cvt(unsafe {
         libc::getsockopt(
             fd,
             libc::IPPROTO_TCP,
             libc::TCP_INFO,
-            (&mut ti as *mut TcpInfoLong).cast(),
+            (&mut ti as *mut libc::tcp_info).cast(),
             &mut len,
         )
     })?;
-    let filled = (len as usize).saturating_sub(size_of::<libc::tcp_info>()) / 4;
+    let newer = |offset: usize, v: u32| if filled(len, offset) { v } else { 0 };
     Ok(TcpInfo {
-        total_retrans: ti.base.tcpi_total_retrans,
-        snd_cwnd: ti.base.tcpi_snd_cwnd,
-        rtt_us: ti.base.tcpi_rtt,
-        dsack_dups: if filled > DSACK_DUPS_WORD {
-            ti.tail[DSACK_DUPS_WORD]
-        } else {
-            0
-        },
+        total_retrans: ti.tcpi_total_retrans,
+        snd_cwnd: ti.tcpi_snd_cwnd,
+        rtt_us: ti.tcpi_rtt,
+        dsack_dups: newer(
+            std::mem::offset_of!(libc::tcp_info, tcpi_dsack_dups),
+            ti.tcpi_dsack_dups,
+        ),
+        reord_seen: newer(
+            std::mem::offset_of!(libc::tcp_info, tcpi_reord_seen),
+            ti.tcpi_reord_seen,
+        ),
     })
 }
 
@@ -355,6 +354,21 @@ mod tests {
     use std::net::{Shutdown, TcpListener, TcpStream};
     use std::os::fd::AsRawFd;
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn tcp_info_reads_the_kernels_layout() {
+        // include/uapi/linux/tcp.h: tcpi_dsack_dups at byte 216, then
+        // tcpi_reord_seen. libc's struct once ended at 104 bytes and code
+        // that read past it by hand read nothing when libc grew.
+        assert_eq!(std::mem::offset_of!(libc::tcp_info, tcpi_dsack_dups), 216);
+        assert_eq!(std::mem::offset_of!(libc::tcp_info, tcpi_reord_seen), 220);
+        assert!(filled(224, 220) && !filled(223, 220) && !filled(104, 216));
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let t = tcp_info(c.as_raw_fd()).unwrap();
+        assert!(t.snd_cwnd > 0 && t.rtt_us > 0, "{t:?}");
+        assert_eq!((t.total_retrans, t.dsack_dups), (0, 0));
+    }
 
     #[test]
     fn cork_holds_a_partial_segment_until_it_is_taken_off() {
