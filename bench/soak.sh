@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --minutes) MINUTES=${2:?--minutes takes a number}; shift 2 ;;
     --minutes=*) MINUTES=${1#--minutes=}; shift ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "soak.sh: unknown argument $1 (try --minutes N)" >&2; exit 2 ;;
   esac
 done
