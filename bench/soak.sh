@@ -11,6 +11,9 @@
 # descriptors at the end within 2 of the first minute's; and for UDP:
 # sent = received + lost exactly, lost = DUT drops + tester drops exactly.
 # Prints a table; exits 1 when a check fails, 2 when it could not run.
+# Stopped by a signal (SIGINT, SIGTERM: a time limit around it), it still
+# prints the memory table of the samples so far, says it was cut short and
+# exits 130. Allow it N + 1 minutes: setup and the runs' ends add ~30 s.
 #
 #   bench/soak.sh [--minutes N]     (default 60; run as root)
 #
@@ -23,7 +26,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --minutes) MINUTES=${2:?--minutes takes a number}; shift 2 ;;
     --minutes=*) MINUTES=${1#--minutes=}; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "soak.sh: unknown argument $1 (try --minutes N)" >&2; exit 2 ;;
   esac
 done
@@ -40,14 +43,26 @@ SECS=$((MINUTES * 60))
 OUT=$(mktemp -d /tmp/linerate-soak.XXXXXX)
 PIDS=()
 
+SLEEPER=
 cleanup() {
+  [ -z "$SLEEPER" ] || kill "$SLEEPER" 2>/dev/null || true
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   for ns in "$G" "$D" "$S"; do ip netns del "$ns" 2>/dev/null || true; done
   [ "${KEEP:-0}" = 1 ] || rm -rf "$OUT"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+# A signal (a time limit, Ctrl-C) still gets the table of what was sampled.
+on_signal() {
+  trap - INT TERM
+  echo
+  echo "soak: INTERRUPTED by a signal after $(($(date +%s) - ${start:-$(date +%s)})) s of ${SECS} s; memory table of the samples so far:"
+  [ -s "${OUT}/samples" ] && memory_table || true
+  echo "soak: NOT COMPLETE (output kept in $OUT)"
+  KEEP=1
+  exit 130
+}
+trap on_signal INT TERM
 
 for ns in "$G" "$D" "$S"; do ip netns add "$ns"; ip -n "$ns" link set lo up; done
 ip link add lrg0 netns "$G" type veth peer name lrd0 netns "$D"
@@ -104,8 +119,31 @@ procs() {
     i=$((i + 1))
   done
 }
-rss() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
-fds() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
+# Both print nothing for a process that is gone: a process may end
+# between listing and sampling (under set -e and pipefail, a failing `ls`
+# there once ended the whole script silently, right after a sample).
+rss() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || true; }
+fds() { [ -d "/proc/$1/fd" ] || return 0; find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l || true; }
+
+# The table of memory and descriptors, first sample → last, per process;
+# sets fail=1 when a check fails.
+memory_table() {
+  echo
+  echo "Memory and descriptors, first minute → end:"
+  printf '%-22s %10s %10s %8s %6s %6s  %s\n' process rss_1min rss_end growth fds_1 fds_end verdict
+  local role r1 f1 r2 f2 growth verdict
+  for role in $(awk '{print $3}' "$OUT/samples" | sort -u); do
+    read -r r1 f1 < <(awk -v r="$role" '$3 == r {print $4, $5; exit}' "$OUT/samples")
+    read -r r2 f2 < <(awk -v r="$role" '$3 == r {x = $4 " " $5} END {print x}' "$OUT/samples")
+    growth=$(awk -v a="$r1" -v b="$r2" 'BEGIN { if (a > 0) printf "%.1f", (b - a) * 100 / a; else print "n/a" }')
+    verdict=ok
+    if awk -v g="$growth" 'BEGIN { exit !(g == "n/a" || g > 5) }'; then verdict="RSS grew"; fail=1; fi
+    # Flat: within 2 of the first minute's count (a monitor renewing its
+    # responder session holds the old one open for 10 s).
+    if [ $((f2 - f1)) -gt 2 ] || [ $((f1 - f2)) -gt 2 ]; then verdict="$verdict; fds changed"; fail=1; fi
+    printf '%-22s %10s %10s %7s%% %6s %6s  %s\n' "$role" "$r1" "$r2" "$growth" "$f1" "$f2" "$verdict"
+  done
+}
 
 # samples: "minute pid role rss_kib fds", one line per process per sample;
 # the last sample is taken 10 s before the end, while everything still runs.
@@ -117,10 +155,12 @@ sample_at+=($((SECS - 10)))
 printf '%8s %-22s %8s %6s\n' minute process rss_kib fds
 for at in "${sample_at[@]}"; do
   now=$(($(date +%s) - start))
-  [ "$at" -gt "$now" ] && sleep $((at - now))
+  # In the background: a trapped signal interrupts `wait`, not `sleep`.
+  if [ "$at" -gt "$now" ]; then sleep $((at - now)) & SLEEPER=$!; wait $SLEEPER; fi
   label=$(awk -v s="$at" 'BEGIN { printf "%.1f", s / 60 }')
   while read -r pid role; do
     r=$(rss "$pid"); n=$(fds "$pid")
+    [ -n "$r" ] && [ -n "$n" ] && [ -d "/proc/$pid" ] || continue
     echo "$label $pid $role $r $n" >>"$OUT/samples"
     printf '%8s %-22s %8s %6s\n' "$label" "$role" "$r" "$n"
   done < <(procs)
@@ -131,21 +171,8 @@ for p in "${PIDS[@]}"; do wait "$p" || status=$?; done
 PIDS=()
 [ "$status" = 0 ] || echo "soak: a run exited $status (logs: $OUT/*.log)"
 
-echo
-echo "Memory and descriptors, first minute → end:"
-printf '%-22s %10s %10s %8s %6s %6s  %s\n' process rss_1min rss_end growth fds_1 fds_end verdict
 fail=0
-for role in $(awk '{print $3}' "$OUT/samples" | sort -u); do
-  read -r r1 f1 < <(awk -v r="$role" '$3 == r {print $4, $5; exit}' "$OUT/samples")
-  read -r r2 f2 < <(awk -v r="$role" '$3 == r {x = $4 " " $5} END {print x}' "$OUT/samples")
-  growth=$(awk -v a="$r1" -v b="$r2" 'BEGIN { if (a > 0) printf "%.1f", (b - a) * 100 / a; else print "n/a" }')
-  verdict=ok
-  if awk -v g="$growth" 'BEGIN { exit !(g == "n/a" || g > 5) }'; then verdict="RSS grew"; fail=1; fi
-  # Flat: within 2 of the first minute's count (a monitor renewing its
-  # responder session holds the old one open for 10 s).
-  if [ $((f2 - f1)) -gt 2 ] || [ $((f1 - f2)) -gt 2 ]; then verdict="$verdict; fds changed"; fail=1; fi
-  printf '%-22s %10s %10s %7s%% %6s %6s  %s\n' "$role" "$r1" "$r2" "$growth" "$f1" "$f2" "$verdict"
-done
+memory_table
 
 echo
 echo "UDP counters over the whole soak:"

@@ -21,6 +21,46 @@ pub fn create_new(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+/// Opens a scratch file in `dir` for reading and writing that no other
+/// process can open and that vanishes when it is closed, even after a
+/// SIGKILL: `O_TMPFILE` where the filesystem has it, else a new file
+/// (`O_EXCL|O_NOFOLLOW`) removed at once.
+pub fn scratch_file(dir: &Path) -> io::Result<File> {
+    let unnamed = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .mode(0o600)
+        .open(dir);
+    match unnamed {
+        Ok(f) => return Ok(f),
+        // Filesystems without O_TMPFILE say EOPNOTSUPP or EISDIR.
+        Err(e)
+            if e.raw_os_error() == Some(libc::EOPNOTSUPP)
+                || e.raw_os_error() == Some(libc::EISDIR) => {}
+        Err(e) => return Err(e),
+    }
+    let mut attempt = 0u32;
+    loop {
+        let path = dir.join(format!(".linerate-scratch{}-{attempt}", std::process::id()));
+        match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(f) => {
+                fs::remove_file(&path)?;
+                return Ok(f);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => attempt += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Opens an append-only log: created new, or (when this run opened it
 /// before) appended to if it is a regular file. A symlink is refused
 /// (`ELOOP`), whatever it points at.

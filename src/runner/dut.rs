@@ -6,6 +6,7 @@
 //! takes the readings and lines them up with the senders' clock.
 
 use super::setup::{Ends, Leg};
+use super::spill::Spill;
 use crate::host::efficiency::{dut_method, dut_reading, dut_step, reading_at, DutReading};
 use crate::proto::{Request, Response, Snapshot};
 use crate::results::TestResult;
@@ -16,26 +17,38 @@ use std::time::{Duration, Instant};
 /// interval's edges errs by little, seldom enough to cost it nothing.
 const EVERY: Duration = Duration::from_millis(250);
 
-/// Readings of one DUT agent over a test.
+/// A reading as spilled: (t_s, cpu_ns, tx_packets, clock_hz, energy_uj).
+type Spilled = (f64, f64, f64, Option<f64>, Option<f64>);
+
+/// Readings of one DUT agent over a test. They wait in a scratch file
+/// (four a second, for as long as the test runs) until the result is put
+/// together.
 pub(super) struct DutWatch {
     agent: Option<usize>,
     next: Instant,
-    readings: Vec<DutReading>,
+    readings: Option<Spill<Spilled>>,
     first: Option<Snapshot>,
-    failed: Vec<String>,
+    /// Failed reads: how many, and the first one's reason.
+    failed: (usize, Option<String>),
 }
 
 impl DutWatch {
     /// Watches `agent`: the first observer of a test's ends (the lab's
-    /// DUT); `None` watches nothing.
-    pub fn new(agent: Option<usize>) -> Self {
+    /// DUT); `None` watches nothing. The readings' scratch file goes in
+    /// `results_dir` (the temp directory without one).
+    pub fn new(agent: Option<usize>, results_dir: Option<&std::path::Path>) -> Self {
         DutWatch {
             agent,
             next: Instant::now(),
-            readings: Vec::new(),
+            readings: agent.map(|_| Spill::new("the DUT's CPU readings", results_dir)),
             first: None,
-            failed: Vec::new(),
+            failed: (0, None),
         }
+    }
+
+    fn failed(&mut self, why: String) {
+        self.failed.0 += 1;
+        self.failed.1.get_or_insert(why);
     }
 
     /// Reads the DUT when its time has come.
@@ -56,28 +69,41 @@ impl DutWatch {
                 // The agent read its counters somewhere inside the round trip.
                 let t1 = crate::sys::realtime_ns();
                 let t_s = (t0 as f64 + t1 as f64) / 2.0 / 1e9;
-                self.readings.push(dut_reading(&snapshot, t_s));
+                let r = dut_reading(&snapshot, t_s);
+                if let Some(spill) = &mut self.readings {
+                    spill.push((r.t_s, r.cpu_ns, r.tx_packets, r.clock_hz, r.energy_uj));
+                }
                 self.first.get_or_insert(snapshot);
             }
-            Ok(other) => self.failed.push(format!("unexpected answer {other:?}")),
-            Err(e) => self.failed.push(format!("{e:#}")),
+            Ok(other) => self.failed(format!("unexpected answer {other:?}")),
+            Err(e) => self.failed(format!("{e:#}")),
         }
     }
 
     /// Puts the DUT's step on every sender interval of `result` and the
     /// sending phase's on `result.dut_efficiency`. `legs` are in the order
     /// of `result.directions`.
-    pub fn record(self, ends: &Ends, legs: &[Leg], result: &mut TestResult) {
+    pub fn record(mut self, ends: &Ends, legs: &[Leg], result: &mut TestResult) {
         let Some(first) = &self.first else { return };
         let mut eff = dut_method(first);
-        if !self.failed.is_empty() {
+        if let (n, Some(why)) = &self.failed {
             eff.notes.push(format!(
-                "{} of the DUT's snapshots failed (steps around them are interpolated over the gap): {}",
-                self.failed.len(),
-                self.failed[0]
+                "{n} of the DUT's snapshots failed (steps around them are interpolated over the gap): {why}"
             ));
         }
-        let r = &self.readings;
+        let mut readings: Vec<DutReading> = Vec::new();
+        if let Some(spill) = &mut self.readings {
+            spill.for_each(|(t_s, cpu_ns, tx_packets, clock_hz, energy_uj)| {
+                readings.push(DutReading {
+                    t_s,
+                    cpu_ns,
+                    tx_packets,
+                    clock_hz,
+                    energy_uj,
+                })
+            });
+        }
+        let r = &readings;
         let (mut begin, mut end) = (f64::MAX, f64::MIN);
         for (leg, d) in legs.iter().zip(result.directions.iter_mut()) {
             let started = d.sender_summary.started_unix_ns;

@@ -254,7 +254,7 @@ fn download(
         }),
         None,
     )?;
-    let mut col = Collected::default();
+    let mut col = Collected::new(dir.as_deref().map(|d| d.path.as_path()));
     let dur = t.duration.as_secs_f64();
     let mut live = LiveSum::default();
     let mut last = Progress {
@@ -351,8 +351,8 @@ fn record_download(
     let shttp = server_summary
         .as_ref()
         .and_then(|s| s.http.as_deref().cloned());
-    let client_iv = col.intervals.remove(&ids.client).unwrap_or_default();
-    let server_iv = col.intervals.remove(&ids.server).unwrap_or_default();
+    let client_iv = col.intervals.take(ids.client);
+    let server_iv = col.intervals.take(ids.server);
     let elapsed = chttp.elapsed_s.max(1e-6);
     let goodput = chttp.body_bytes as f64 * 8.0 / elapsed;
     let retransmits = shttp

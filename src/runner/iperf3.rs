@@ -71,7 +71,7 @@ fn iperf3_inner(
     let answer = Duration::from_millis(t.job.answer_timeout_ms);
     // The test, then the results exchange, each with its answer timeout.
     let deadline = Instant::now() + Duration::from_secs_f64(whole) + answer * 3;
-    let mut col = Collected::default();
+    let mut col = Collected::new(dir.as_deref().map(|d| d.path.as_path()));
     let mut progress = |_: u32, s: &IntervalSample| {
         if let Some(d) = dir.as_deref_mut() {
             d.log_interval(&t.name, "gen", s);
@@ -119,7 +119,7 @@ fn iperf3_inner(
         params: t.params.clone(),
         local: Measured {
             summary,
-            intervals: col.intervals.remove(&id).unwrap_or_default(),
+            intervals: col.intervals.take(id),
             streams: report.streams.clone(),
         },
         far: report.far.clone(),

@@ -1,12 +1,14 @@
 //! Jobs on agents: starting them (senders together, at an agreed instant),
 //! gathering their reports, and stopping whatever a failed test left running.
 
+use super::intervals::IntervalStore;
 use crate::model::signals::interrupted;
 use crate::proto::{EndpointSummary, IntervalSample, Job, Request, Response, Snapshot};
 use crate::sys;
 use crate::topology::Fleet;
 use anyhow::{bail, Result};
 use std::collections::HashMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The jobs a test started. Dropped before [`Jobs::disarm`] (an error, a
@@ -116,14 +118,25 @@ impl Drop for Jobs<'_> {
     }
 }
 
-#[derive(Default)]
+/// What a test's jobs reported: interval samples (kept on disk, see
+/// [`IntervalStore`]), final summaries and errors.
 pub(super) struct Collected {
-    pub intervals: HashMap<u32, Vec<IntervalSample>>,
+    pub intervals: IntervalStore,
     pub finished: HashMap<u32, EndpointSummary>,
     pub errors: Vec<String>,
 }
 
 impl Collected {
+    /// Collects into a scratch file in `results_dir` (the temp directory
+    /// without one).
+    pub fn new(results_dir: Option<&Path>) -> Self {
+        Collected {
+            intervals: IntervalStore::new(results_dir),
+            finished: HashMap::new(),
+            errors: Vec::new(),
+        }
+    }
+
     /// Job `id`'s summary: its own, or, for a job that never finished (an
     /// interrupted run whose agent did not answer the stop in time), the
     /// sum of the intervals it reported, so figures are partial, not zero.
@@ -132,48 +145,11 @@ impl Collected {
             Some(s) => s.clone(),
             None => self
                 .intervals
-                .get(&id)
-                .map(|iv| summary_of_intervals(iv))
+                .running_summary(id)
+                .cloned()
                 .unwrap_or_default(),
         }
     }
-}
-
-/// A summary from interval samples alone: counters summed, elapsed time up
-/// to the last interval, TCP streams' bytes and retransmits summed (cwnd
-/// and RTT as last seen). Per-flow counters stay empty: intervals carry none.
-pub(super) fn summary_of_intervals(iv: &[IntervalSample]) -> EndpointSummary {
-    let mut s = EndpointSummary {
-        elapsed_s: iv.iter().map(|i| i.t_end).fold(0.0, f64::max),
-        ..Default::default()
-    };
-    for i in iv {
-        s.tx_packets += i.tx_packets;
-        s.tx_bytes += i.tx_bytes;
-        s.tx_errors += i.tx_errors;
-        s.tx_target += i.tx_target;
-        s.rx_packets += i.rx_packets;
-        s.rx_bytes += i.rx_bytes;
-        s.lost += i.lost;
-        s.reordered += i.reordered;
-        s.duplicates += i.duplicates;
-        for st in &i.streams {
-            match s
-                .streams
-                .iter_mut()
-                .find(|x| x.id == st.id && x.sender == st.sender)
-            {
-                Some(x) => {
-                    x.bytes += st.bytes;
-                    x.retransmits += st.retransmits;
-                    x.cwnd = st.cwnd;
-                    x.rtt_us = st.rtt_us;
-                }
-                None => s.streams.push(st.clone()),
-            }
-        }
-    }
-    s
 }
 
 /// Gathers reports until every id in `wait_for` finished, the deadline
@@ -239,7 +215,7 @@ fn gather(
         match ev {
             Response::Interval { test, sample } => {
                 on_sample(test, &sample);
-                col.intervals.entry(test).or_default().push(sample);
+                col.intervals.push(test, sample);
             }
             Response::Finished { test, summary } => {
                 col.finished.insert(test, summary);
@@ -322,11 +298,9 @@ mod tests {
 
     #[test]
     fn an_unfinished_job_is_summed_from_its_intervals() {
-        let mut col = Collected::default();
-        col.intervals.insert(
-            7,
-            vec![sample(1.0, 100, 90, 1000), sample(2.0, 100, 100, 500)],
-        );
+        let mut col = Collected::new(None);
+        col.intervals.push(7, sample(1.0, 100, 90, 1000));
+        col.intervals.push(7, sample(2.0, 100, 100, 500));
         let s = col.summary(7);
         assert_eq!((s.tx_packets, s.rx_packets, s.lost), (200, 190, 10));
         assert_eq!(s.elapsed_s, 2.0);

@@ -8,17 +8,21 @@
 //! one receiver job), one per generator, instance and direction.
 //!
 //! Submodules: `setup` (ends, test specs, legs), `jobs` (starting,
-//! collecting and stopping jobs), `target` (the target sanity check), `udp`, `tcp`, `http` and `latency` (the
-//! test bodies), `record` (counters, CPU and aggregates), `dut` (the DUT's
+//! collecting and stopping jobs), `intervals` and
+//! `spill` (interval samples and DUT readings kept in a scratch file until
+//! the result is assembled), `target` (the target sanity check), `udp`,
+//! `tcp`, `http` and `latency` (the test bodies), `record` (counters, CPU and aggregates), `dut` (the DUT's
 //! CPU time per packet, per interval).
 
 mod dut;
 mod http;
+mod intervals;
 pub mod iperf3;
 mod jobs;
 pub mod latency;
 mod record;
 mod setup;
+mod spill;
 mod target;
 mod tcp;
 mod udp;

@@ -221,7 +221,7 @@ fn run_clients(
             start_at,
         )?;
     }
-    let mut col = Collected::default();
+    let mut col = Collected::new(dir.as_deref().map(|d| d.path.as_path()));
     let client_ids: Vec<u32> = pairs.iter().map(|p| p.client_id).collect();
     let server_ids: Vec<u32> = pairs.iter().map(|p| p.server_id).collect();
     let all_ids: Vec<u32> = client_ids.iter().chain(&server_ids).copied().collect();
@@ -288,8 +288,8 @@ fn record_pairs(
     for (p, &port) in pairs.iter().zip(ports) {
         let client = col.summary(p.client_id);
         let server = col.summary(p.server_id);
-        let client_iv = col.intervals.remove(&p.client_id).unwrap_or_default();
-        let server_iv = col.intervals.remove(&p.server_id).unwrap_or_default();
+        let client_iv = col.intervals.take(p.client_id);
+        let server_iv = col.intervals.take(p.server_id);
         for leg in &p.legs {
             let fwd = leg.tx_agent == p.client_agent && leg.rx_agent == sink;
             let (txs, rxs, tx_iv, rx_iv) = if fwd {

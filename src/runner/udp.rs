@@ -68,7 +68,10 @@ fn udp_inner(
         .iter()
         .flat_map(|l| [(l.tx_id, l.name.clone()), (l.rx_id, l.name.clone())])
         .collect();
-    let mut watch = super::dut::DutWatch::new(ends.observers.first().copied());
+    let mut watch = super::dut::DutWatch::new(
+        ends.observers.first().copied(),
+        dir.as_deref().map(|d| d.path.as_path()),
+    );
     let mut jobs = Jobs::new(ends.fleet);
     // Receivers first, so the first datagram already has a socket.
     let mut flows_of = HashMap::new();
@@ -124,7 +127,7 @@ fn udp_inner(
             start_at,
         )?;
     }
-    let mut col = Collected::default();
+    let mut col = Collected::new(dir.as_deref().map(|d| d.path.as_path()));
     let tx_ids: Vec<u32> = legs.iter().map(|l| l.tx_id).collect();
     let rx_ids: Vec<u32> = legs.iter().map(|l| l.rx_id).collect();
     let frame = crate::engine::frame::average_frame(t.frame);
@@ -298,8 +301,8 @@ fn direction(
     let tester_drops = (socket_drops + iface_drops).min(rx.lost);
     let dur = tx.elapsed_s.max(1e-6);
     let rx_pps = rx.rx_packets as f64 / dur;
-    let tx_iv = col.intervals.remove(&leg.tx_id).unwrap_or_default();
-    let rx_iv = col.intervals.remove(&leg.rx_id).unwrap_or_default();
+    let tx_iv = col.intervals.take(leg.tx_id);
+    let rx_iv = col.intervals.take(leg.rx_id);
     DirectionResult {
         port: None,
         direction: leg.name.clone(),
