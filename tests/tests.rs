@@ -18,6 +18,7 @@ mod flags;
 mod fuzz_replay;
 mod hardening;
 mod http;
+mod http_loops;
 mod http_requests;
 mod http_serve;
 mod iperf3;

@@ -3,13 +3,18 @@
 //! the per-connection counters both report.
 //!
 //! - `wire`: request/response heads, Range, paths inside a root (no I/O).
-//! - `server`, `client`: the data planes, std threads, one per connection.
+//! - `server` (with `serve_loop`, `serve_shared`) and `client` (with
+//!   `client_loop`, `client_conn`, `client_shared`): the data planes,
+//!   epoll event loops on non-blocking sockets, one thread per CPU.
 //! - `tls`: rustls configurations, the kTLS key structures.
 //! - `stats`: the summary types (results.json) and HDR histograms.
 //! - `ffi`: the few syscalls `sys` lacks (TCP_ULP, SOL_TLS, fadvise).
 //! - `serve_cmd`: the standalone `linerate serve` command.
 
 pub mod client;
+mod client_conn;
+mod client_loop;
+mod client_shared;
 mod content;
 mod error;
 pub mod job;

@@ -317,14 +317,16 @@ pub fn parse_response(buf: &[u8]) -> Result<Option<ResponseHead>, HttpError> {
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(e) => return Err(HttpError::Protocol(format!("malformed response: {e}"))),
     };
+    // Values borrowed and compared without case, not lowered into new
+    // strings: the client parses one head per request.
     let header = |name: &str| {
         resp.headers
             .iter()
             .find(|h| h.name.eq_ignore_ascii_case(name))
             .and_then(|h| std::str::from_utf8(h.value).ok())
-            .map(|v| v.trim().to_ascii_lowercase())
+            .map(str::trim)
     };
-    if header("transfer-encoding").is_some_and(|t| t != "identity") {
+    if header("transfer-encoding").is_some_and(|t| !t.eq_ignore_ascii_case("identity")) {
         return Err(HttpError::Protocol(
             "chunked responses are not supported; serve a file with a length".into(),
         ));
@@ -336,11 +338,14 @@ pub fn parse_response(buf: &[u8]) -> Result<Option<ResponseHead>, HttpError> {
         ),
         None => None,
     };
-    let conn = header("connection").unwrap_or_default();
+    let close = header("connection").is_some_and(|v| {
+        v.split(',')
+            .any(|token| token.trim().eq_ignore_ascii_case("close"))
+    });
     Ok(Some(ResponseHead {
         status: resp.code.unwrap_or(0),
         content_length,
-        keep_alive: resp.version == Some(1) && !conn.contains("close"),
+        keep_alive: resp.version == Some(1) && !close,
         len,
     }))
 }
@@ -479,5 +484,24 @@ mod tests {
         let e = error_response(404, false);
         let p = parse_response(&e).unwrap().unwrap();
         assert_eq!((p.status, p.keep_alive), (404, false));
+        // Header values without regard to case; `close` as a token.
+        let r = parse_response(
+            b"HTTP/1.1 200 OK\r\nContent-Length:  7 \r\nConnection: Keep-Alive, CLOSE\r\n\
+              Transfer-Encoding: Identity\r\n\r\n",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!((r.content_length, r.keep_alive), (Some(7), false));
+        let r = parse_response(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: Keep-Alive\r\n\r\n",
+        )
+        .unwrap()
+        .unwrap();
+        assert!(r.keep_alive);
+        let r = parse_response(b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(!r.keep_alive, "HTTP/1.0 closes unless it says otherwise");
+        assert!(parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n").is_err());
     }
 }

@@ -1,9 +1,11 @@
-//! epoll(7) for event loops (`linerate serve`), non-blocking sends with
+//! epoll(7) for event loops (`linerate serve`, the HTTP client), waits
+//! with a nanosecond timeout into a reused list, non-blocking sends with
 //! MSG_MORE, and the open-files limit a server with many connections needs.
 
 use crate::cvt;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
 
 /// What a registration waits for (level-triggered unless `edge`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -59,6 +61,8 @@ pub struct Ready {
 pub struct Epoll {
     fd: OwnedFd,
     events: Vec<libc::epoll_event>,
+    /// epoll_pwait2 (Linux 5.11) answered ENOSYS: waits round up to ms.
+    no_pwait2: bool,
 }
 
 impl Epoll {
@@ -71,6 +75,7 @@ impl Epoll {
         Ok(Epoll {
             fd,
             events: vec![libc::epoll_event { events: 0, u64: 0 }; batch.max(1)],
+            no_pwait2: false,
         })
     }
 
@@ -95,6 +100,62 @@ impl Epoll {
         self.ctl(libc::EPOLL_CTL_DEL, fd, 0, Interest::default())
     }
 
+    /// Waits up to `timeout` (`None`: until an fd is ready) and puts the
+    /// ready fds into `out`, cleared first and reused so a loop allocates
+    /// nothing per wait; empty on timeout or a signal. The timeout has
+    /// nanosecond resolution (epoll_pwait2) where the kernel has it, else it
+    /// is rounded up to the next millisecond, so a wait never ends early.
+    pub fn wait_into(&mut self, timeout: Option<Duration>, out: &mut Vec<Ready>) -> io::Result<()> {
+        out.clear();
+        let max = libc::c_int::try_from(self.events.len()).unwrap_or(libc::c_int::MAX);
+        let mut n = -1;
+        if !self.no_pwait2 {
+            let ts = timeout.map(|t| libc::timespec {
+                tv_sec: libc::time_t::try_from(t.as_secs()).unwrap_or(libc::time_t::MAX),
+                tv_nsec: t.subsec_nanos() as libc::c_long,
+            });
+            let ts_ptr = ts
+                .as_ref()
+                .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+            // SAFETY: `events` holds `max` epoll_event slots the kernel may
+            // fill; `ts_ptr` is null or points to a live timespec; a null
+            // sigmask leaves the signal mask alone.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_epoll_pwait2,
+                    self.fd.as_raw_fd(),
+                    self.events.as_mut_ptr(),
+                    max,
+                    ts_ptr,
+                    std::ptr::null::<libc::sigset_t>(),
+                    0usize,
+                )
+            };
+            if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+                self.no_pwait2 = true;
+            } else {
+                n = r as libc::c_int;
+            }
+        }
+        if self.no_pwait2 {
+            let ms = timeout.map_or(-1, |t| {
+                let up = t.as_nanos().div_ceil(1_000_000);
+                i32::try_from(up).unwrap_or(i32::MAX)
+            });
+            // SAFETY: `events` holds `max` epoll_event slots the kernel may fill.
+            n = unsafe { libc::epoll_wait(self.fd.as_raw_fd(), self.events.as_mut_ptr(), max, ms) };
+        }
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(());
+            }
+            return Err(e);
+        }
+        out.extend(self.events[..n as usize].iter().map(ready_of));
+        Ok(())
+    }
+
     /// Waits up to `timeout_ms` and returns the ready fds (empty on timeout
     /// or a signal).
     pub fn wait(&mut self, timeout_ms: i32) -> io::Result<Vec<Ready>> {
@@ -115,19 +176,18 @@ impl Epoll {
             }
             return Err(e);
         }
-        let hup = (libc::EPOLLHUP | libc::EPOLLERR | libc::EPOLLRDHUP) as u32;
-        Ok(self.events[..n as usize]
-            .iter()
-            .map(|e| {
-                let bits = e.events;
-                Ready {
-                    token: e.u64,
-                    readable: bits & libc::EPOLLIN as u32 != 0,
-                    writable: bits & libc::EPOLLOUT as u32 != 0,
-                    hangup: bits & hup != 0,
-                }
-            })
-            .collect())
+        Ok(self.events[..n as usize].iter().map(ready_of).collect())
+    }
+}
+
+fn ready_of(e: &libc::epoll_event) -> Ready {
+    let bits = e.events;
+    let hup = (libc::EPOLLHUP | libc::EPOLLERR | libc::EPOLLRDHUP) as u32;
+    Ready {
+        token: e.u64,
+        readable: bits & libc::EPOLLIN as u32 != 0,
+        writable: bits & libc::EPOLLOUT as u32 != 0,
+        hangup: bits & hup != 0,
     }
 }
 
@@ -209,5 +269,44 @@ mod tests {
         assert!(unacked_bytes(s.as_raw_fd()).unwrap() <= 3);
         ep.delete(s.as_raw_fd()).unwrap();
         assert!(raise_nofile_limit().unwrap() > 0);
+    }
+
+    #[test]
+    fn wait_into_times_out_on_time_and_reports_into_the_list() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let mut ep = Epoll::new(4).unwrap();
+        ep.add(s.as_raw_fd(), 3, Interest::READ).unwrap();
+        let mut out = vec![Ready {
+            token: 99,
+            readable: false,
+            writable: false,
+            hangup: false,
+        }];
+        // Nothing ready: the list is emptied and the wait lasts its timeout
+        // (never less; below a millisecond where epoll_pwait2 exists).
+        let t = std::time::Instant::now();
+        ep.wait_into(Some(Duration::from_micros(2500)), &mut out)
+            .unwrap();
+        assert!(out.is_empty());
+        assert!(
+            t.elapsed() >= Duration::from_micros(2500),
+            "{:?}",
+            t.elapsed()
+        );
+        c.write_all(b"x").unwrap();
+        ep.wait_into(Some(Duration::from_secs(5)), &mut out)
+            .unwrap();
+        assert_eq!(out.len(), 1);
+        assert!(out[0].readable && out[0].token == 3);
+        // No timeout: waits until ready (it already is).
+        ep.wait_into(None, &mut out).unwrap();
+        assert_eq!(out.len(), 1);
+        drop(c);
+        let mut buf = [0u8; 4];
+        assert_eq!(std::io::Read::read(&mut &s, &mut buf).unwrap(), 1);
+        ep.wait_into(Some(Duration::ZERO), &mut out).unwrap();
+        assert!(out[0].readable, "the peer's close reads as end of stream");
     }
 }

@@ -1,14 +1,14 @@
 //! Socket options and single-socket calls std does not wrap: buffers,
-//! congestion control, TCP_INFO, MSG_TRUNC receives, sendfile, raw
-//! `sockaddr` and control-message builders.
+//! congestion control, TCP_INFO, MSG_TRUNC receives, sendfile, a
+//! non-blocking connect, raw `sockaddr` and control-message builders.
 
 use crate::cvt;
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsRawFd, RawFd};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 pub(crate) fn setsockopt<T>(
     fd: RawFd,
@@ -187,6 +187,40 @@ pub fn recv_discard(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
             return Err(e);
         }
     }
+}
+
+/// Starts a TCP connection to `addr` on a new non-blocking socket and
+/// returns at once: the connection is under way (EINPROGRESS) or made.
+/// An event loop waits for the socket to become writable, then reads the
+/// outcome with `TcpStream::take_error` (and `peer_addr`: ENOTCONN while
+/// the handshake is still on). Errors the kernel knows at once (no route,
+/// out of descriptors) come back here.
+pub fn connect_nonblocking(addr: SocketAddr) -> io::Result<TcpStream> {
+    let family = match addr {
+        SocketAddr::V4(_) => libc::AF_INET,
+        SocketAddr::V6(_) => libc::AF_INET6,
+    };
+    let kind = libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+    // SAFETY: socket(2) takes three integers and touches no memory of ours.
+    let fd = cvt(unsafe { libc::socket(family, kind, 0) })?;
+    // SAFETY: socket(2) returned a new fd that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let sa = SockAddr::new(addr);
+    // SAFETY: `sa.storage` holds a valid sockaddr of `sa.len` bytes.
+    let r = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&sa.storage as *const libc::sockaddr_storage).cast(),
+            sa.len,
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if !matches!(e.raw_os_error(), Some(libc::EINPROGRESS | libc::EINTR)) {
+            return Err(e);
+        }
+    }
+    Ok(TcpStream::from(fd))
 }
 
 /// A socket address in the kernel's own layout, built once per flow.
@@ -368,6 +402,45 @@ mod tests {
         let t = tcp_info(c.as_raw_fd()).unwrap();
         assert!(t.snd_cwnd > 0 && t.rtt_us > 0, "{t:?}");
         assert_eq!((t.total_retrans, t.dsack_dups), (0, 0));
+    }
+
+    #[test]
+    fn connect_nonblocking_completes_or_reports_refusal() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let c = connect_nonblocking(addr).unwrap();
+        // Non-blocking: a read with nothing there would block, not wait.
+        let mut buf = [0u8; 4];
+        let until = Instant::now() + Duration::from_secs(5);
+        while c.peer_addr().is_err() {
+            assert!(Instant::now() < until, "connect never completed");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(c.take_error().unwrap().is_none());
+        let e = (&c).read(&mut buf).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        let (mut s, _) = l.accept().unwrap();
+        (&c).write_all(b"hi").unwrap();
+        s.read_exact(&mut buf[..2]).unwrap();
+        assert_eq!(&buf[..2], b"hi");
+        // A port nobody listens on: refused, at once or when it completes.
+        drop(l);
+        drop(s);
+        match connect_nonblocking(addr) {
+            Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused),
+            Ok(c) => {
+                let until = Instant::now() + Duration::from_secs(5);
+                loop {
+                    if let Some(e) = c.take_error().unwrap() {
+                        assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused);
+                        break;
+                    }
+                    assert!(c.peer_addr().is_err(), "connected to a closed port");
+                    assert!(Instant::now() < until, "no refusal reported");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
     }
 
     #[test]

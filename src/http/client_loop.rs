@@ -1,0 +1,682 @@
+//! One event loop of the download client: a thread that owns a share of
+//! the connections, each a state machine on a non-blocking socket driven
+//! by epoll (level triggered): connect, TLS handshake, request, response
+//! head (parsed by `wire`), body discarded (MSG_TRUNC on plain TCP, rustls
+//! or kTLS otherwise), keep-alive or a new connection, stalls and the rate
+//! schedule on timers. It adds to the run's figures (`Shared`, the
+//! connections' `ConnStats`) and knows nothing of intervals or summaries.
+
+use super::client_conn::{would_block, Conn, Link, State};
+use super::client_shared::{
+    count, Failure, Kind, Shared, CONNECT_BACKOFF, CONNECT_TIMEOUT, FINISH_GRACE, STALL,
+};
+use super::wire;
+use super::{stats, tls, HttpError};
+use crate::proto::http::{ErrorKinds, StatusCount};
+use crate::sys::tls as ffi;
+use crate::sys::{self, Epoll, Interest, Ready};
+use rustls::pki_types::ServerName;
+use rustls::ClientConnection;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Body bytes asked for per read: plain TCP discards them in the kernel.
+const DISCARD: usize = 4 << 20;
+/// Body bytes one connection reads per wake-up before the others get a
+/// turn (level triggered: it is woken again at once).
+const READ_BUDGET: u64 = 16 << 20;
+/// How often stalls are looked for, and the longest wait (a stop is seen).
+const TICK: Duration = Duration::from_millis(100);
+/// Ready sockets taken per wait.
+const BATCH: usize = 256;
+const READ_WRITE: Interest = Interest {
+    read: true,
+    write: true,
+    exclusive: false,
+};
+
+/// What a connection does next.
+enum Step {
+    /// It moved on: run it again.
+    Go,
+    /// It waits for its socket.
+    Wait(Interest),
+}
+
+/// One loop: its connections and the rest, apart so a connection can be
+/// driven while the loop's buffers and counts are borrowed.
+pub(super) struct Loop {
+    conns: Vec<Conn>,
+    drv: Driver,
+}
+
+struct Driver {
+    sh: Arc<Shared>,
+    ep: Epoll,
+    /// The request, built once: every request of the run is the same.
+    request: Vec<u8>,
+    server_name: Option<ServerName<'static>>,
+    every: Option<Duration>,
+    /// Wake-ups of idle connections: (when, slot); stale entries skipped.
+    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    discard: Vec<u8>,
+    /// Connections not done yet.
+    live: usize,
+    wire: u64,
+    status: Vec<StatusCount>,
+    kinds: ErrorKinds,
+}
+
+fn us(d: Duration) -> u64 {
+    (d.as_micros() as u64).max(1)
+}
+
+impl Loop {
+    /// `every`: with a rate, each connection's spacing of requests.
+    pub(super) fn new(
+        sh: Arc<Shared>,
+        mut conns: Vec<Conn>,
+        every: Option<Duration>,
+    ) -> Result<Loop, HttpError> {
+        let ep = Epoll::new(BATCH).map_err(HttpError::io("creating an epoll set"))?;
+        let request = format!(
+            "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: linerate/{}\r\nAccept: */*\r\n\r\n",
+            sh.spec.path,
+            sh.spec.host,
+            env!("CARGO_PKG_VERSION")
+        )
+        .into_bytes();
+        let server_name = match sh.spec.tls {
+            None => None,
+            Some(_) => Some(ServerName::try_from(sh.spec.host.clone()).map_err(|e| {
+                HttpError::Tls(format!(
+                    "TLS server name '{}': {e}; give a host name or an IP address",
+                    sh.spec.host
+                ))
+            })?),
+        };
+        for (slot, c) in conns.iter_mut().enumerate() {
+            c.slot = slot;
+        }
+        Ok(Loop {
+            drv: Driver {
+                live: conns.len(),
+                sh,
+                ep,
+                request,
+                server_name,
+                every,
+                timers: BinaryHeap::new(),
+                discard: vec![0u8; DISCARD],
+                wire: 0,
+                status: Vec::new(),
+                kinds: ErrorKinds::default(),
+            },
+            conns,
+        })
+    }
+
+    /// Runs until every connection is done or the run is cut, then hands
+    /// the loop's figures to the run.
+    pub(super) fn run(mut self) {
+        let now = Instant::now();
+        for c in &mut self.conns {
+            self.drv.advance(c, now);
+        }
+        let cut_at = self.drv.sh.deadline + FINISH_GRACE;
+        let mut events: Vec<Ready> = Vec::with_capacity(BATCH);
+        let mut next_tick = now + TICK;
+        loop {
+            let now = Instant::now();
+            if self.drv.live == 0 || self.drv.sh.cut(now) {
+                break;
+            }
+            if now >= next_tick {
+                next_tick = now + TICK;
+                for c in &mut self.conns {
+                    self.drv.check_stall(c, now);
+                }
+            }
+            if self.drv.live == 0 {
+                break;
+            }
+            let until = self
+                .drv
+                .timers
+                .peek()
+                .map_or(next_tick, |t| t.0 .0.min(next_tick))
+                .min(cut_at);
+            let timeout = until.saturating_duration_since(Instant::now());
+            if let Err(e) = self.drv.ep.wait_into(Some(timeout), &mut events) {
+                // Only a broken epoll set fails here: end the loop and say so.
+                for c in &self.conns {
+                    if let Ok(mut g) = c.st.error.lock() {
+                        g.get_or_insert(format!("waiting for socket events: {e}"));
+                    }
+                }
+                break;
+            }
+            for r in &events {
+                let Some(c) = self.conns.get_mut(r.token as usize) else {
+                    continue;
+                };
+                self.drv.event(c, Instant::now());
+            }
+            // Timers after events: an idle socket the server closed while
+            // this thread waited is seen closed before a request goes on it.
+            let now = Instant::now();
+            while let Some(&Reverse((at, slot))) = self.drv.timers.peek() {
+                if at > now {
+                    break;
+                }
+                self.drv.timers.pop();
+                if let Some(c) = self.conns.get_mut(slot) {
+                    if matches!(c.state, State::Idle { wake } if wake <= now) {
+                        self.drv.advance(c, now);
+                    }
+                }
+            }
+        }
+        self.finish();
+    }
+
+    fn finish(mut self) {
+        for c in &mut self.conns {
+            self.drv.close(c);
+            c.st.finish();
+            if let Ok(mut g) = c.st.ttfb.lock() {
+                *g = Some(std::mem::replace(&mut c.ttfb, stats::new_histogram()));
+            }
+            if let Ok(mut g) = c.st.latency.lock() {
+                *g = Some(std::mem::replace(&mut c.lat, stats::new_histogram()));
+            }
+            if self.drv.every.is_some() {
+                if let Ok(mut g) = c.st.latency_uncorrected.lock() {
+                    *g = Some(std::mem::replace(&mut c.raw, stats::new_histogram()));
+                }
+            }
+        }
+        let sh = &self.drv.sh;
+        sh.wire_bytes.fetch_add(self.drv.wire, Ordering::Relaxed);
+        if let Ok(mut s) = sh.status.lock() {
+            for c in &self.drv.status {
+                crate::proto::http::add_status(&mut s, c.status, c.count);
+            }
+        }
+        if let Ok(mut k) = sh.error_kinds.lock() {
+            k.add(&self.drv.kinds);
+        }
+    }
+}
+
+impl Driver {
+    /// A socket event: an idle connection's socket may have closed; any
+    /// other runs on.
+    fn event(&mut self, c: &mut Conn, now: Instant) {
+        match c.state {
+            State::Done => return,
+            State::Idle { .. } => {
+                if c.link.is_some() {
+                    self.idle_read(c, now);
+                }
+                return;
+            }
+            _ => {}
+        }
+        self.advance(c, now);
+    }
+
+    /// Runs one connection as far as it goes now.
+    fn advance(&mut self, c: &mut Conn, now: Instant) {
+        loop {
+            let step = match c.state {
+                State::Done => return,
+                State::Idle { wake } if wake > now => {
+                    self.timers.push(Reverse((wake, c.slot)));
+                    // A kept-alive socket is watched for the server closing it.
+                    let want = c.link.as_ref().map(|_| Interest::READ);
+                    if let Err(e) = self.watch(c, want) {
+                        self.fail(c, Failure::io("watching a socket", false)(e), now);
+                        continue;
+                    }
+                    return;
+                }
+                State::Idle { .. } => self.begin(c, now),
+                State::Connecting { .. } => self.connecting(c, now),
+                State::Handshake { .. } => self.handshake(c, now),
+                State::Sending { at } => self.send(c, at),
+                State::Head => self.head(c, now),
+                State::Body { left } => self.body(c, left, now),
+            };
+            match step {
+                Ok(Step::Go) => {}
+                Ok(Step::Wait(i)) => match self.watch(c, Some(i)) {
+                    Ok(()) => return,
+                    Err(e) => self.fail(c, Failure::io("watching a socket", false)(e), now),
+                },
+                Err(f) => self.fail(c, f, now),
+            }
+        }
+    }
+
+    /// Registers, changes or drops what epoll watches on the socket.
+    fn watch(&mut self, c: &mut Conn, want: Option<Interest>) -> io::Result<()> {
+        if c.interest == want {
+            return Ok(());
+        }
+        let Some(link) = c.link.as_ref() else {
+            c.interest = None;
+            return Ok(());
+        };
+        let fd = link.sock.as_raw_fd();
+        match (c.interest, want) {
+            (None, Some(i)) => self.ep.add(fd, c.slot as u64, i)?,
+            (Some(_), Some(i)) => self.ep.modify(fd, c.slot as u64, i)?,
+            (Some(_), None) => self.ep.delete(fd)?,
+            (None, None) => {}
+        }
+        c.interest = want;
+        Ok(())
+    }
+
+    /// Closes the socket (which leaves the epoll set with it).
+    fn close(&mut self, c: &mut Conn) {
+        if c.link.take().is_some() {
+            c.st.detach();
+        }
+        c.interest = None;
+    }
+
+    fn done(&mut self, c: &mut Conn) {
+        self.close(c);
+        if !matches!(c.state, State::Done) {
+            c.state = State::Done;
+            self.live -= 1;
+        }
+    }
+
+    /// After a response or a failure: the next request's time (or done,
+    /// when its intended time is past the end).
+    fn next(&mut self, c: &mut Conn, wake: Instant) {
+        if c.due.is_some_and(|d| d >= self.sh.deadline) {
+            self.done(c);
+        } else {
+            c.state = State::Idle { wake };
+        }
+    }
+
+    fn fail(&mut self, c: &mut Conn, f: Failure, now: Instant) {
+        count(&mut self.kinds, f.kind);
+        if let Ok(mut g) = c.st.error.lock() {
+            g.get_or_insert(f.error.to_string());
+        }
+        self.close(c);
+        let wake = match c.due {
+            Some(due) => due,
+            None if f.kind == Kind::Connect => now + CONNECT_BACKOFF,
+            None => now,
+        };
+        self.next(c, wake);
+    }
+
+    /// A request's time has come: claim it from the budget, then connect
+    /// or send.
+    fn begin(&mut self, c: &mut Conn, now: Instant) -> Result<Step, Failure> {
+        if c.due.is_some_and(|d| d >= self.sh.deadline) || !self.sh.claim(now) {
+            self.done(c);
+            return Ok(Step::Go);
+        }
+        c.intended = c.due;
+        c.due = c.due.zip(self.every).map(|(d, e)| d + e);
+        if c.link.is_some() {
+            return self.start_request(c, now);
+        }
+        let target = self.sh.spec.target;
+        let sock = sys::connect_nonblocking(target).map_err(|e| {
+            Failure::new(
+                Kind::Connect,
+                HttpError::io(format!("connecting to {target}"))(e),
+            )
+        })?;
+        c.st.attach(sock.as_raw_fd());
+        c.link = Some(Link {
+            sock,
+            tls: None,
+            ulp: false,
+            ktls: false,
+        });
+        c.interest = None;
+        c.state = State::Connecting { since: now };
+        Ok(Step::Wait(Interest::WRITE))
+    }
+
+    /// The connect under way: made, refused, or still going.
+    fn connecting(&mut self, c: &mut Conn, now: Instant) -> Result<Step, Failure> {
+        let target = self.sh.spec.target;
+        let refused = |e: io::Error| {
+            Failure::new(
+                Kind::Connect,
+                HttpError::io(format!("connecting to {target}"))(e),
+            )
+        };
+        let link = c.link.as_mut().ok_or_else(no_link)?;
+        if let Some(e) = link.sock.take_error().map_err(refused)? {
+            return Err(refused(e));
+        }
+        match link.sock.peer_addr() {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+                return Ok(Step::Wait(Interest::WRITE))
+            }
+            Err(e) => return Err(refused(e)),
+        }
+        // Requests are small and one at a time: no Nagle delay.
+        link.sock
+            .set_nodelay(true)
+            .map_err(HttpError::io("setting TCP_NODELAY"))?;
+        let Some(cfg) = self.sh.spec.tls.clone() else {
+            return self.start_request(c, now);
+        };
+        let fd = link.sock.as_raw_fd();
+        link.ulp = self.sh.spec.ktls
+            && match ffi::set_tls_ulp(fd) {
+                Ok(()) => true,
+                Err(e) => {
+                    if let Ok(mut n) = self.sh.ktls_note.lock() {
+                        *n = Some(if tls::ulp_missing(&e) {
+                            crate::proto::http::KTLS_MISSING.to_string()
+                        } else {
+                            format!("setting TCP_ULP tls: {e}")
+                        });
+                    }
+                    false
+                }
+            };
+        let name = self.server_name.clone().ok_or_else(no_link)?;
+        let session =
+            ClientConnection::new(cfg, name).map_err(|e| HttpError::Tls(format!("TLS: {e}")))?;
+        link.tls = Some(Box::new(session));
+        c.state = State::Handshake { since: now };
+        Ok(Step::Go)
+    }
+
+    fn handshake(&mut self, c: &mut Conn, now: Instant) -> Result<Step, Failure> {
+        let target = self.sh.spec.target;
+        let link = c.link.as_mut().ok_or_else(no_link)?;
+        let Link {
+            sock, tls: session, ..
+        } = link;
+        let Some(t) = session.as_mut() else {
+            return self.start_request(c, now);
+        };
+        let broken = |e: io::Error| {
+            // A reset during the handshake is the peer's reset; the rest
+            // (alerts, bad certificates) are TLS failures.
+            let kind = match e.kind() {
+                io::ErrorKind::ConnectionReset
+                | io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::BrokenPipe
+                | io::ErrorKind::UnexpectedEof => Kind::Reset,
+                _ => Kind::Tls,
+            };
+            Failure::new(
+                kind,
+                HttpError::Tls(format!("TLS handshake with {target}: {e}")),
+            )
+        };
+        loop {
+            while t.wants_write() {
+                match t.write_tls(sock) {
+                    Ok(_) => {}
+                    Err(e) if would_block(&e) => return Ok(Step::Wait(READ_WRITE)),
+                    Err(e) => return Err(broken(e)),
+                }
+            }
+            if !t.is_handshaking() {
+                break;
+            }
+            match t.read_tls(sock) {
+                Ok(0) => return Err(broken(io::ErrorKind::UnexpectedEof.into())),
+                Ok(n) => self.wire += n as u64,
+                Err(e) if would_block(&e) => return Ok(Step::Wait(Interest::READ)),
+                Err(e) => return Err(broken(e)),
+            }
+            if let Err(e) = t.process_new_packets() {
+                // rustls queued an alert: send it, then fail.
+                let _ = t.write_tls(sock);
+                return Err(broken(io::Error::new(io::ErrorKind::InvalidData, e)));
+            }
+        }
+        tls::remember_version(&self.sh.tls_version, t);
+        if link.ulp {
+            let Some(t) = link.tls.take() else {
+                return Err(no_link());
+            };
+            let tls13 = t.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3);
+            let secrets = (*t)
+                .dangerous_extract_secrets()
+                .map_err(|e| HttpError::Tls(format!("kTLS: extracting the session keys: {e}")))?;
+            tls::enable_ktls(link.sock.as_raw_fd(), tls13, secrets)?;
+            link.ktls = true;
+            self.sh.ktls_used.store(true, Ordering::Relaxed);
+        }
+        self.start_request(c, now)
+    }
+
+    fn start_request(&mut self, c: &mut Conn, now: Instant) -> Result<Step, Failure> {
+        c.t0 = now;
+        c.first = None;
+        c.have = 0;
+        c.state = State::Sending { at: 0 };
+        let link = c.link.as_mut().ok_or_else(no_link)?;
+        if let Some(t) = link.tls.as_mut() {
+            // rustls encrypts the request into its queue; `send` drains it.
+            t.writer()
+                .write_all(&self.request)
+                .map_err(Failure::io("sending a request", true))?;
+        }
+        Ok(Step::Go)
+    }
+
+    fn send(&mut self, c: &mut Conn, mut at: usize) -> Result<Step, Failure> {
+        let link = c.link.as_mut().ok_or_else(no_link)?;
+        let tls = link.tls();
+        let Link {
+            sock, tls: session, ..
+        } = link;
+        match session.as_mut() {
+            Some(t) => {
+                while t.wants_write() {
+                    match t.write_tls(sock) {
+                        Ok(_) => {}
+                        Err(e) if would_block(&e) => return Ok(Step::Wait(Interest::WRITE)),
+                        Err(e) => return Err(Failure::io("sending a request", tls)(e)),
+                    }
+                }
+            }
+            None => {
+                while at < self.request.len() {
+                    match sys::send_nonblocking(sock.as_raw_fd(), &self.request[at..], false) {
+                        Ok(n) => at += n,
+                        Err(e) if would_block(&e) => {
+                            c.state = State::Sending { at };
+                            return Ok(Step::Wait(Interest::WRITE));
+                        }
+                        Err(e) => return Err(Failure::io("sending a request", tls)(e)),
+                    }
+                }
+            }
+        }
+        // The answer cannot be there yet: wait for it rather than try a read.
+        c.state = State::Head;
+        Ok(Step::Wait(Interest::READ))
+    }
+
+    fn head(&mut self, c: &mut Conn, now: Instant) -> Result<Step, Failure> {
+        let link = c.link.as_mut().ok_or_else(no_link)?;
+        let tls = link.tls();
+        let resp = loop {
+            match link.read(&mut c.head[c.have..], &mut self.wire) {
+                Ok(0) if c.have == 0 => {
+                    return Err(Failure::protocol(
+                        "the server closed the connection without answering a request",
+                        Kind::Reset,
+                    ))
+                }
+                Ok(0) => {
+                    return Err(Failure::protocol(
+                        "the server closed the connection mid-response",
+                        Kind::Reset,
+                    ))
+                }
+                Ok(n) => {
+                    c.first.get_or_insert(now);
+                    c.have += n;
+                    if let Some(r) = wire::parse_response(&c.head[..c.have])? {
+                        break r;
+                    }
+                }
+                Err(e) if would_block(&e) => return Ok(Step::Wait(Interest::READ)),
+                Err(e) => return Err(Failure::io("reading a response", tls)(e)),
+            }
+        };
+        let Some(len) = resp.content_length else {
+            return Err(Failure::protocol(
+                format!(
+                    "HTTP {} without Content-Length; linerate needs sized bodies",
+                    resp.status
+                ),
+                Kind::Protocol,
+            ));
+        };
+        self.sh.object_bytes.fetch_max(len, Ordering::Relaxed);
+        let early = ((c.have - resp.len) as u64).min(len);
+        c.st.bytes.fetch_add(early, Ordering::Relaxed);
+        c.status = resp.status;
+        c.keep_alive = resp.keep_alive;
+        c.quiet = now;
+        c.state = State::Body { left: len - early };
+        Ok(Step::Go)
+    }
+
+    fn body(&mut self, c: &mut Conn, mut left: u64, now: Instant) -> Result<Step, Failure> {
+        let link = c.link.as_mut().ok_or_else(no_link)?;
+        let tls = link.tls();
+        let mut taken = 0u64;
+        while left > 0 {
+            if taken >= READ_BUDGET {
+                c.state = State::Body { left };
+                return Ok(Step::Wait(Interest::READ));
+            }
+            let want = left.min(DISCARD as u64) as usize;
+            match link.discard(&mut self.discard[..want], &mut self.wire) {
+                Ok(0) => {
+                    return Err(Failure::protocol(
+                        "the server closed the connection mid-body",
+                        Kind::Reset,
+                    ))
+                }
+                Ok(n) => {
+                    left -= n as u64;
+                    taken += n as u64;
+                    c.st.bytes.fetch_add(n as u64, Ordering::Relaxed);
+                    c.quiet = now;
+                    // A TCP read short of what was asked emptied the socket:
+                    // back to epoll without a read that would only block.
+                    // (A TLS or kTLS read stops at a record's end: not so.)
+                    if n < want && left > 0 && !tls {
+                        c.state = State::Body { left };
+                        return Ok(Step::Wait(Interest::READ));
+                    }
+                }
+                Err(e) if would_block(&e) => {
+                    c.state = State::Body { left };
+                    return Ok(Step::Wait(Interest::READ));
+                }
+                Err(e) => return Err(Failure::io("reading a body", tls)(e)),
+            }
+        }
+        self.complete(c, now);
+        Ok(Step::Go)
+    }
+
+    /// A whole response: its figures, then the next request's time.
+    fn complete(&mut self, c: &mut Conn, now: Instant) {
+        let _ = c.ttfb.record(us(c.first.unwrap_or(now) - c.t0));
+        match c.intended {
+            Some(at) => {
+                let _ = c.lat.record(us(now.saturating_duration_since(at)));
+                let _ = c.raw.record(us(now - c.t0));
+            }
+            None => {
+                let _ = c.lat.record(us(now - c.t0));
+            }
+        }
+        c.st.requests.fetch_add(1, Ordering::Relaxed);
+        crate::proto::http::add_status(&mut self.status, c.status, 1);
+        if !c.keep_alive {
+            self.close(c);
+        }
+        let wake = c.due.unwrap_or(now);
+        self.next(c, wake);
+    }
+
+    /// An idle kept-alive socket is readable: the server closed it (the
+    /// next request opens another), or sent bytes nobody asked for.
+    fn idle_read(&mut self, c: &mut Conn, now: Instant) {
+        let Some(link) = c.link.as_mut() else {
+            return;
+        };
+        match link.read(&mut c.head[..], &mut self.wire) {
+            Err(e) if would_block(&e) => {}
+            Ok(0) | Err(_) => self.close(c),
+            Ok(n) => {
+                let f = Failure::protocol(
+                    format!("the server sent {n} bytes with no request outstanding"),
+                    Kind::Protocol,
+                );
+                self.fail(c, f, now);
+                self.advance(c, now);
+            }
+        }
+    }
+
+    /// Fails what has waited too long: a connect, a handshake, a response
+    /// that does not start, a body that stops.
+    fn check_stall(&mut self, c: &mut Conn, now: Instant) {
+        let target = self.sh.spec.target;
+        let since = |t: Instant| now.saturating_duration_since(t);
+        let f = match c.state {
+            State::Connecting { since: t } if since(t) > CONNECT_TIMEOUT => Failure::new(
+                Kind::Connect,
+                HttpError::io(format!("connecting to {target}"))(io::ErrorKind::TimedOut.into()),
+            ),
+            State::Handshake { since: t } if since(t) > STALL => Failure::new(
+                Kind::Timeout,
+                HttpError::Tls(format!("TLS handshake with {target}: timed out")),
+            ),
+            State::Sending { .. } | State::Head if since(c.t0) > STALL => {
+                Failure::protocol(format!("no response within {STALL:?}"), Kind::Timeout)
+            }
+            State::Body { .. } if since(c.quiet) > STALL => {
+                Failure::protocol(format!("the body stalled for {STALL:?}"), Kind::Timeout)
+            }
+            _ => return,
+        };
+        self.fail(c, f, now);
+        self.advance(c, now);
+    }
+}
+
+/// A state that needs a socket found none: a bug, reported as one.
+fn no_link() -> Failure {
+    Failure::protocol(
+        "internal: a connection step ran without its socket",
+        Kind::Protocol,
+    )
+}
