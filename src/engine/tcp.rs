@@ -413,9 +413,6 @@ fn send_loop(conn: &TcpStream, shared: &Shared, stop: &AtomicBool, deadline: Ins
     let buf = vec![0x5au8; len];
     let file = sys::memfd_with(&buf).ok();
     let fd = conn.as_raw_fd();
-    if std::env::var_os("LR_TCP_CORK").is_some() {
-        let _ = sys::set_cork(fd, true);
-    }
     let mut off: i64 = 0;
     let mut w = conn;
     while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
