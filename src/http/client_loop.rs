@@ -13,7 +13,6 @@ use super::client_shared::{
 use super::wire;
 use super::{stats, tls, HttpError};
 use crate::proto::http::{ErrorKinds, StatusCount};
-use crate::sys::tls as ffi;
 use crate::sys::{self, Epoll, Interest, Ready};
 use rustls::pki_types::ServerName;
 use rustls::ClientConnection;
@@ -383,20 +382,7 @@ impl Driver {
             return self.start_request(c, now);
         };
         let fd = link.sock.as_raw_fd();
-        link.ulp = self.sh.spec.ktls
-            && match ffi::set_tls_ulp(fd) {
-                Ok(()) => true,
-                Err(e) => {
-                    if let Ok(mut n) = self.sh.ktls_note.lock() {
-                        *n = Some(if tls::ulp_missing(&e) {
-                            crate::proto::http::KTLS_MISSING.to_string()
-                        } else {
-                            format!("setting TCP_ULP tls: {e}")
-                        });
-                    }
-                    false
-                }
-            };
+        link.ulp = self.sh.spec.ktls && tls::set_ulp_or_note(fd, &self.sh.ktls_note);
         let name = self.server_name.clone().ok_or_else(no_link)?;
         let session =
             ClientConnection::new(cfg, name).map_err(|e| HttpError::Tls(format!("TLS: {e}")))?;

@@ -409,19 +409,7 @@ impl<'a> Worker<'a> {
 
     /// The ULP goes on before any TLS byte; without it, user-space TLS.
     fn set_ulp(&self, sock: &TcpStream) -> bool {
-        match ffi::set_tls_ulp(sock.as_raw_fd()) {
-            Ok(()) => true,
-            Err(e) => {
-                if let Ok(mut n) = self.sh.ktls_note.lock() {
-                    *n = Some(if tls::ulp_missing(&e) {
-                        crate::proto::http::KTLS_MISSING.to_string()
-                    } else {
-                        format!("setting TCP_ULP tls: {e}")
-                    });
-                }
-                false
-            }
-        }
+        tls::set_ulp_or_note(sock.as_raw_fd(), &self.sh.ktls_note)
     }
 
     fn event(&mut self, r: Ready) {

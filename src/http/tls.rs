@@ -262,6 +262,25 @@ pub fn ulp_missing(e: &io::Error) -> bool {
     )
 }
 
+/// Puts the `tls` ULP on a socket before any TLS byte. When it cannot,
+/// the reason goes into `note` (what the results say about kTLS) and the
+/// connection carries TLS in user space.
+pub fn set_ulp_or_note(fd: std::os::fd::RawFd, note: &std::sync::Mutex<Option<String>>) -> bool {
+    match ffi::set_tls_ulp(fd) {
+        Ok(()) => true,
+        Err(e) => {
+            if let Ok(mut n) = note.lock() {
+                *n = Some(if ulp_missing(&e) {
+                    crate::proto::http::KTLS_MISSING.to_string()
+                } else {
+                    format!("setting TCP_ULP tls: {e}")
+                });
+            }
+            false
+        }
+    }
+}
+
 /// Probes for the `tls` ULP on a loopback connection of this namespace.
 /// `Ok(())` when present; `Err` says why not (missing, or no loopback).
 pub fn probe_ulp() -> Result<(), HttpError> {

@@ -121,7 +121,9 @@ fn filled(len: libc::socklen_t, offset: usize) -> bool {
     len as usize >= offset + size_of::<u32>()
 }
 
-pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
+/// The kernel's `struct tcp_info` of a socket and how many bytes of it
+/// the kernel filled.
+fn raw_tcp_info(fd: RawFd) -> io::Result<(libc::tcp_info, libc::socklen_t)> {
     // SAFETY: tcp_info is plain data; the kernel fills at most `len` bytes.
     let mut ti: libc::tcp_info = unsafe { zeroed() };
     let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
@@ -135,6 +137,11 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
             &mut len,
         )
     })?;
+    Ok((ti, len))
+}
+
+pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
+    let (ti, len) = raw_tcp_info(fd)?;
     let newer = |offset: usize, v: u32| if filled(len, offset) { v } else { 0 };
     Ok(TcpInfo {
         total_retrans: ti.tcpi_total_retrans,
@@ -155,21 +162,8 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
 /// acknowledged it, so every byte written before `shutdown(Write)` is in
 /// the peer's kernel (states FIN_WAIT2, TIME_WAIT and CLOSE).
 pub fn fin_acked(fd: RawFd) -> io::Result<bool> {
-    // SAFETY: tcp_info is plain data; the kernel fills at most `len` bytes.
-    let mut ti: libc::tcp_info = unsafe { zeroed() };
-    let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: pointer and length describe `ti`, which we own.
-    cvt(unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut ti as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    })?;
     // include/net/tcp_states.h: FIN_WAIT2 5, TIME_WAIT 6, CLOSE 7.
-    Ok(matches!(ti.tcpi_state, 5..=7))
+    Ok(matches!(raw_tcp_info(fd)?.0.tcpi_state, 5..=7))
 }
 
 /// Receives and discards up to `buf.len()` bytes of a TCP stream without
