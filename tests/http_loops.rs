@@ -131,23 +131,7 @@ fn nginx(p: &mut NsPair, dir: &Path, port: u16, extra: &str) -> Option<std::path
         eprintln!("skipping: nginx is not installed");
         return None;
     }
-    let root = dir.join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(root.join("1k.bin"), vec![b'x'; 1024]).unwrap();
-    let d = dir.to_str().unwrap();
-    let conf = dir.join("nginx.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "worker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\ndaemon off;\n\
-             events {{ worker_connections 256; }}\nhttp {{\n access_log {d}/access.log;\n \
-             {extra}\n client_body_temp_path {d};\n proxy_temp_path {d};\n \
-             fastcgi_temp_path {d};\n uwsgi_temp_path {d};\n scgi_temp_path {d};\n \
-             server {{ listen {SERVER}:{port}; root {}; }}\n}}\n",
-            root.display()
-        ),
-    )
-    .unwrap();
+    let conf = nginx_site(dir, 1, &format!("{SERVER}:{port}"), extra);
     let server = p.server.clone();
     p.spawn(&server, &["nginx", "-c", conf.to_str().unwrap()]);
     let t0 = Instant::now();
@@ -167,10 +151,6 @@ fn nginx(p: &mut NsPair, dir: &Path, port: u16, extra: &str) -> Option<std::path
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-fn lines(log: &Path) -> u64 {
-    std::fs::read_to_string(log).map_or(0, |t| t.lines().count() as u64)
 }
 
 #[test]
@@ -209,7 +189,7 @@ fn server_closing_kept_alive_connections_costs_a_reconnect_not_an_error() {
     // nginx writes its log lines as it answers; give it a moment. What it
     // answered, the client counted (but for one per connection at the end).
     std::thread::sleep(Duration::from_millis(300));
-    let (served, got) = (lines(&log), first + n(&c["requests"]));
+    let (served, got) = (log_lines(&log), first + n(&c["requests"]));
     assert!(
         got <= served && served <= got + 8 + 4,
         "nginx answered {served}, the client counted {got}"

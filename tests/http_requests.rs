@@ -129,12 +129,6 @@ fn python_server(
     log
 }
 
-fn lines(log: &Path) -> u64 {
-    std::fs::read_to_string(log)
-        .map(|t| t.lines().count() as u64)
-        .unwrap_or(0)
-}
-
 fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
@@ -202,23 +196,12 @@ fn request_rate_against_linerate_serve_and_nginx() {
         eprintln!("skipping the nginx half: nginx is not installed");
         return;
     }
-    let root = dir.join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(root.join("1k.bin"), vec![b'x'; 1024]).unwrap();
-    let d = dir.to_str().unwrap();
-    let conf = dir.join("nginx.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "worker_processes 2;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\ndaemon off;\n\
-             events {{ worker_connections 256; }}\nhttp {{\n access_log {d}/access.log;\n \
-             keepalive_requests 1000000;\n client_body_temp_path {d};\n proxy_temp_path {d};\n \
-             fastcgi_temp_path {d};\n uwsgi_temp_path {d};\n scgi_temp_path {d};\n \
-             server {{ listen {SERVER}:8088; root {}; }}\n}}\n",
-            root.display()
-        ),
-    )
-    .unwrap();
+    let conf = nginx_site(
+        &dir,
+        2,
+        &format!("{SERVER}:8088"),
+        "keepalive_requests 1000000;",
+    );
     p.spawn_server(&["nginx", "-c", conf.to_str().unwrap()]);
     p.wait_port(8088);
     let url = format!("http://{SERVER}:8088/1k.bin");
@@ -229,7 +212,7 @@ fn request_rate_against_linerate_serve_and_nginx() {
     assert_eq!(n(&c["errors"]), 0, "{c}");
     // nginx writes its log lines as it answers; give it a moment.
     std::thread::sleep(Duration::from_millis(300));
-    counts_add_up(c, lines(&dir.join("access.log")), 16);
+    counts_add_up(c, log_lines(&dir.join("access.log")), 16);
 }
 
 #[test]
@@ -253,7 +236,7 @@ fn percentiles_from_a_fixed_delay() {
     percentiles_ordered(&c["latency"]);
     // 4 connections × 3 s / 50 ms: about 240 requests (fewer on a busy host).
     assert!(n(&c["requests"]) >= 100, "{c}");
-    counts_add_up(c, lines(&log), 4);
+    counts_add_up(c, log_lines(&log), 4);
 }
 
 #[test]
@@ -282,7 +265,7 @@ fn coordinated_omission_is_corrected_with_a_rate() {
     );
     let rps = t["http"]["requests_per_s"].as_f64().unwrap();
     assert!(rps <= 200.0 * 1.1, "a fixed rate of 200/s, got {rps}");
-    counts_add_up(c, lines(&log), 2);
+    counts_add_up(c, log_lines(&log), 2);
 }
 
 #[test]
@@ -309,7 +292,7 @@ fn failed_requests_by_kind() {
     // One reset per two requests, give or take the last of each connection.
     let (ok_n, reset) = (n(&c["requests"]), n(&k["reset"]));
     assert!(ok_n.abs_diff(reset) <= 2, "{ok_n} answered, {reset} reset");
-    counts_add_up(c, lines(&log), 2);
+    counts_add_up(c, log_lines(&log), 2);
 
     // A port nobody listens on: every attempt is a connect error.
     let url = format!("http://{SERVER}:8093/");

@@ -405,3 +405,32 @@ impl Drop for DefaultRoutePair {
         }
     }
 }
+
+/// An nginx configuration in `dir` (`dir/nginx.conf`, returned) serving a
+/// 1 KiB file at /1k.bin from `dir/root` on `listen` with `workers`
+/// workers and `extra` in its http block; requests go to `dir/access.log`.
+pub fn nginx_site(dir: &Path, workers: u32, listen: &str, extra: &str) -> PathBuf {
+    let root = dir.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("1k.bin"), vec![b'x'; 1024]).unwrap();
+    let d = dir.to_str().unwrap();
+    let conf = dir.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "worker_processes {workers};\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+             daemon off;\nevents {{ worker_connections 256; }}\nhttp {{\n \
+             access_log {d}/access.log;\n {extra}\n client_body_temp_path {d};\n \
+             proxy_temp_path {d};\n fastcgi_temp_path {d};\n uwsgi_temp_path {d};\n \
+             scgi_temp_path {d};\n server {{ listen {listen}; root {}; }}\n}}\n",
+            root.display()
+        ),
+    )
+    .unwrap();
+    conf
+}
+
+/// Lines in a log file (0 when it does not exist yet).
+pub fn log_lines(log: &Path) -> u64 {
+    std::fs::read_to_string(log).map_or(0, |t| t.lines().count() as u64)
+}
