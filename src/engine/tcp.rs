@@ -165,7 +165,7 @@ pub fn serve(
             Err(e) => return Err(EngineError::io("accepting TCP streams")(e)),
         }
     }
-    run_streams(ctx, streams, duration, cpus, 128 * 1024)
+    run_streams(ctx, streams, duration, cpus, 128 * 1024, Senders::PerStream)
 }
 
 /// Client side: opens the streams a direction needs and runs them.
@@ -206,7 +206,7 @@ pub fn connect(
             conn,
         });
     }
-    run_streams(ctx, out, duration, cpus, buffer_len)
+    run_streams(ctx, out, duration, cpus, buffer_len, Senders::PerStream)
 }
 
 /// Runs streams another protocol set up (iperf3's cookie instead of the
@@ -223,7 +223,20 @@ pub fn run_connected(
         .into_iter()
         .map(|(id, sender, conn)| Stream { id, sender, conn })
         .collect();
-    run_streams(ctx, streams, duration, cpus, buffer_len)
+    run_streams(ctx, streams, duration, cpus, buffer_len, Senders::OneLoop)
+}
+
+/// How a job's sending streams get their threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Senders {
+    /// A blocking thread per stream (linerate's own far end).
+    PerStream,
+    /// One thread writes every sending stream as it becomes writable, as
+    /// iperf3 does. Against a single-threaded far end (iperf3 before 3.16
+    /// reads all its streams on one thread) fewer runnable senders leave the
+    /// receiver its core: 4 streams to `iperf3 -s` on a 2-core host went
+    /// from about 22 to about 31 Gbit/s (bench/README.md).
+    OneLoop,
 }
 
 fn run_streams(
@@ -232,12 +245,15 @@ fn run_streams(
     duration: Duration,
     cpus: &[usize],
     buffer_len: usize,
+    senders: Senders,
 ) -> Result<EndpointSummary, EngineError> {
     let cpu0 = sys::process_cpu_seconds();
     let start = Instant::now();
     let deadline = start + duration;
     let mut handles = Vec::new();
     let mut meta = Vec::new();
+    let buffer_len = buffer_len.clamp(1024, 16 << 20);
+    let mut pooled: Vec<(TcpStream, Arc<Shared>)> = Vec::new();
     for s in streams {
         let shared = Arc::new(Shared {
             bytes: AtomicU64::new(0),
@@ -259,8 +275,11 @@ fn run_streams(
         } else {
             vec![cpus[usize::from(s.id) % cpus.len()]]
         };
+        if s.sender && senders == Senders::OneLoop {
+            pooled.push((s.conn, shared));
+            continue;
+        }
         let stop = Arc::clone(&ctx.stop);
-        let buffer_len = buffer_len.clamp(1024, 16 << 20);
         // Named for the bottleneck verdict, which reads thread names back.
         let name = if s.sender {
             "lr-tcp-send"
@@ -281,6 +300,15 @@ fn run_streams(
         });
         // Streams already started stop with the job (the agent sets `stop`).
         handles.push(handle.map_err(EngineError::io("starting a TCP stream thread"))?);
+    }
+    if !pooled.is_empty() {
+        let stop = Arc::clone(&ctx.stop);
+        let pin: Vec<usize> = cpus.first().map(|c| vec![*c]).unwrap_or_default();
+        let handle = crate::host::kernel::spawn_named("lr-tcp-send", move || {
+            let _ = sys::pin_thread(&pin);
+            send_many(&pooled, &stop, deadline, buffer_len);
+        });
+        handles.push(handle.map_err(EngineError::io("starting the TCP sending thread"))?);
     }
     let mut clock = IntervalClock::new(start, ctx.interval);
     let mut last: Vec<(u64, u32)> = vec![(0, 0); meta.len()];
@@ -442,6 +470,129 @@ fn send_loop(conn: &TcpStream, shared: &Shared, stop: &AtomicBool, deadline: Ins
     }
     shared.remember(fd);
     let _ = conn.shutdown(Shutdown::Write);
+}
+
+/// Sends on every stream of `streams` from this one thread: non-blocking
+/// writes to whichever stream the kernel says is writable, until `deadline`
+/// or `stop`. A stream that fails stops alone; each ends with its TCP_INFO
+/// kept and a FIN. It writes (copies) rather than sendfile: with several
+/// streams sharing one file's pages, 4 streams to `iperf3 -s` on a veth
+/// showed 5-8 times the retransmits and less goodput (bench/README.md).
+fn send_many(
+    streams: &[(TcpStream, Arc<Shared>)],
+    stop: &AtomicBool,
+    deadline: Instant,
+    len: usize,
+) {
+    let buf = vec![0x5au8; len];
+    let mut open = vec![true; streams.len()];
+    let ep = sys::Epoll::new(streams.len().max(1)).and_then(|ep| {
+        for (k, (c, _)) in streams.iter().enumerate() {
+            c.set_nonblocking(true)?;
+            ep.add(c.as_raw_fd(), k as u64, sys::Interest::WRITE)?;
+        }
+        Ok(ep)
+    });
+    let mut ep = match ep {
+        Ok(ep) => ep,
+        Err(_) => {
+            // No epoll (or a stream that cannot be made non-blocking): one
+            // blocking write at a time, round robin, still one thread.
+            for (c, _) in streams {
+                let _ = c.set_nonblocking(false);
+            }
+            return send_round_robin(streams, stop, deadline, &buf, &mut open);
+        }
+    };
+    let mut ready = Vec::new();
+    loop {
+        let now = Instant::now();
+        if now >= deadline || stop.load(Ordering::Relaxed) || !open.contains(&true) {
+            break;
+        }
+        let wait = (deadline - now).min(Duration::from_millis(100));
+        if ep.wait_into(Some(wait), &mut ready).is_err() {
+            continue;
+        }
+        for r in &ready {
+            let k = r.token as usize;
+            let Some((c, shared)) = streams.get(k) else {
+                continue;
+            };
+            if !open[k] {
+                continue;
+            }
+            let mut w = c;
+            match w.write(&buf) {
+                Ok(n) => {
+                    shared.bytes.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(_) => {
+                    open[k] = false;
+                    let _ = ep.delete(c.as_raw_fd());
+                    finish_sender(c, shared);
+                }
+            }
+        }
+    }
+    for (k, (c, shared)) in streams.iter().enumerate() {
+        if open[k] {
+            finish_sender(c, shared);
+        }
+    }
+}
+
+/// `send_many` without epoll: blocking writes in turn.
+fn send_round_robin(
+    streams: &[(TcpStream, Arc<Shared>)],
+    stop: &AtomicBool,
+    deadline: Instant,
+    buf: &[u8],
+    open: &mut [bool],
+) {
+    while Instant::now() < deadline && !stop.load(Ordering::Relaxed) && open.contains(&true) {
+        for (k, (c, shared)) in streams.iter().enumerate() {
+            if !open[k] {
+                continue;
+            }
+            let _ = c.set_write_timeout(Some(IO_TIMEOUT));
+            let mut w = c;
+            match w.write(buf) {
+                Ok(n) => {
+                    shared.bytes.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(_) => {
+                    open[k] = false;
+                    finish_sender(c, shared);
+                }
+            }
+        }
+    }
+    for (k, (c, shared)) in streams.iter().enumerate() {
+        if open[k] {
+            finish_sender(c, shared);
+        }
+    }
+}
+
+/// A sending stream's end: its last TCP_INFO kept, a FIN sent, and the
+/// stream marked done for the sampler.
+fn finish_sender(conn: &TcpStream, shared: &Shared) {
+    shared.remember(conn.as_raw_fd());
+    let _ = conn.shutdown(Shutdown::Write);
+    shared.done.store(true, Ordering::Release);
 }
 
 /// Bytes the kernel queues before it wakes the receiver. Fewer, larger
