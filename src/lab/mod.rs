@@ -1,6 +1,7 @@
 //! The throwaway lab: generator, DUT and sink network namespaces joined by
 //! veth pairs, addressed from the benchmarking ranges, the DUT forwarding as a
-//! router, bridge, NAT or firewall.
+//! router, bridge, NAT or firewall, or as a router on a stick between two
+//! VLANs on one trunk ([`stick`], with a switch namespace of its own).
 //!
 //! Each namespace is anonymous and held only by its agent process, so the lab
 //! cannot outlive its agents: when they exit (clean stop, Ctrl-C, or the
