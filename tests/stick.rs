@@ -324,12 +324,31 @@ fn stick_errors_name_the_fix() {
             "1..4094",
         ),
         (&["lab", "--stick-vlans", "10,20"][..], "add --dut stick"),
+        (
+            &["latency", "--lab", "--dut", "stick"][..],
+            "cannot carry latency probes",
+        ),
     ] {
         let out = run(args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} ran");
         assert!(stderr.contains(want), "{args:?}: {stderr}");
     }
+    // A plan's socket test in a stick lab is refused before anything runs.
+    let dir = tempdir("stick-plan-tcp");
+    let p = dir.join("tcp.toml");
+    std::fs::write(
+        &p,
+        "[lab]\ndut = \"stick\"\n[[test]]\nname = \"t\"\nkind = \"tcp\"\n",
+    )
+    .unwrap();
+    let out = run(&["run", p.to_str().unwrap(), "--no-results"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("test 't' cannot run") && stderr.contains("--dut route"),
+        "{stderr}"
+    );
     if !require_root() {
         return;
     }

@@ -76,9 +76,9 @@ pub fn kernel_has_8021q() -> bool {
             .is_ok_and(|b| b.contains("8021q"))
 }
 
-/// Why the suite's socket rows (TCP, HTTP, latency) do not run on the
-/// stick, and what would make them run.
-pub fn socket_rows_note() -> String {
+/// Why sockets (TCP, HTTP, latency probes) cannot cross the stick, and
+/// what would make them.
+pub fn socket_reason() -> String {
     let driver = if kernel_has_8021q() {
         "This kernel has the 802.1Q driver, but the lab does not build VLAN sub-interfaces \
          for the stick yet"
@@ -87,9 +87,18 @@ pub fn socket_rows_note() -> String {
          exist"
     };
     format!(
-        "TCP, HTTP and latency rows skipped with --dut stick: they use the kernel's sockets, \
-         which send and receive tagged frames only through VLAN sub-interfaces. {driver}; \
+        "the kernel's sockets, which they use, send and receive tagged frames only through \
+         VLAN sub-interfaces. {driver}; \
          run them with --dut route (the same routing without tags)."
+    )
+}
+
+/// Why the suite's socket rows (TCP, HTTP, latency) do not run on the
+/// stick, and what would make them run.
+pub fn socket_rows_note() -> String {
+    format!(
+        "TCP, HTTP and latency rows skipped with --dut stick: {}",
+        socket_reason()
     )
 }
 
