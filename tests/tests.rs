@@ -38,6 +38,7 @@ mod signals;
 mod soak;
 mod ssh;
 mod sshd;
+mod stick;
 mod sweep;
 mod threads;
 mod txengine;

@@ -14,7 +14,7 @@ use crate::host::kernel;
 use crate::proto::{self, Liveness, Request, Response, PROTO_VERSION};
 use crate::topology::Netns;
 use crate::{netops, sys};
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use std::collections::HashMap;
 use std::io::{BufReader, BufWriter};
 use std::path::PathBuf;
@@ -132,6 +132,11 @@ struct Agent {
     greeted: bool,
     jobs: HashMap<u32, Running>,
     beat: u64,
+    /// The router-on-a-stick DUT's program, when this agent runs it: its
+    /// BPF link lives exactly as long as this agent.
+    stick: Option<crate::engine::xdp::stick::Stick>,
+    /// Pass-all XDP programs this agent holds (the stick DUT's switch).
+    passes: Vec<crate::engine::xdp::stick::PassHold>,
 }
 
 fn serve(limits: Limits) -> Result<()> {
@@ -143,6 +148,8 @@ fn serve(limits: Limits) -> Result<()> {
         greeted: false,
         jobs: HashMap::new(),
         beat: 0,
+        stick: None,
+        passes: Vec::new(),
     };
     loop {
         let msg = match requests.recv_timeout(Duration::from_millis(250)) {
@@ -213,7 +220,7 @@ impl Agent {
                 self.stop_all();
                 return Step::Exit;
             }
-            Request::Configure { ops } => match ops.iter().try_for_each(netops::apply) {
+            Request::Configure { ops } => match ops.iter().try_for_each(|op| self.configure(op)) {
                 Ok(()) => Response::Configured,
                 Err(e) => error(format!("{e:#}")),
             },
@@ -240,9 +247,9 @@ impl Agent {
                     "finding the source address towards {towards} (a route lookup): {e}"
                 )),
             },
-            Request::Snapshot => match kernel::snapshot() {
+            Request::Snapshot => match self.snapshot() {
                 Ok(snapshot) => Response::Snapshot { snapshot },
-                Err(e) => error(format!("reading kernel counters: {e}")),
+                Err(e) => error(format!("{e:#}")),
             },
             Request::Stop {
                 test,
@@ -263,6 +270,56 @@ impl Agent {
             } => self.start(test, job, start_at_unix_ns),
         };
         Step::Reply(Box::new(reply))
+    }
+
+    /// One configuration step: the stick DUT's program is held here, the
+    /// rest is stateless (netops).
+    fn configure(&mut self, op: &proto::NetOp) -> Result<()> {
+        if let proto::NetOp::XdpPass { dev } = op {
+            let hold =
+                crate::engine::xdp::stick::PassHold::open(dev).map_err(|e| anyhow!("{e}"))?;
+            self.passes.push(hold);
+            return Ok(());
+        }
+        let proto::NetOp::Stick {
+            dev,
+            dut_mac,
+            vlan_a,
+            mac_a,
+            vlan_b,
+            mac_b,
+        } = op
+        else {
+            return netops::apply(op);
+        };
+        if let Some(on) = self.stick.as_ref().and_then(|s| s.ifname()) {
+            anyhow::bail!(
+                "this agent already routes VLANs {vlan_a} and {vlan_b} on {on}: one                  router-on-a-stick program per DUT agent"
+            );
+        }
+        let spec = crate::engine::xdp::stick::StickSpec {
+            dut_mac: *dut_mac,
+            vlan_a: *vlan_a,
+            mac_a: *mac_a,
+            vlan_b: *vlan_b,
+            mac_b: *mac_b,
+        };
+        let stick =
+            crate::engine::xdp::stick::Stick::open(spec, dev).map_err(|e| anyhow!("{e}"))?;
+        self.stick = Some(stick);
+        Ok(())
+    }
+
+    /// Kernel counters now, with the stick DUT's when this agent runs it.
+    fn snapshot(&self) -> Result<proto::Snapshot> {
+        let mut snap = kernel::snapshot().context("reading kernel counters")?;
+        if let Some(s) = &self.stick {
+            snap.stick = Some(
+                s.counters()
+                    .map_err(|e| anyhow!("reading the stick DUT's counters: {e}"))?,
+            );
+        }
+        Ok(snap)
     }
 
     /// The handshake: the same protocol and the same build, or the agent

@@ -251,6 +251,8 @@ pub enum DutArg {
     Nat,
     /// Routes through an nftables forward chain of N rules, the last matching.
     Fw,
+    /// Router on a stick: one trunk link, two VLANs (--stick-vlans), routed in XDP.
+    Stick,
 }
 
 impl From<DutArg> for DutMode {
@@ -260,6 +262,7 @@ impl From<DutArg> for DutMode {
             DutArg::Bridge => DutMode::Bridge,
             DutArg::Nat => DutMode::Nat,
             DutArg::Fw => DutMode::Fw,
+            DutArg::Stick => DutMode::Stick,
         }
     }
 }

@@ -14,6 +14,10 @@ pub struct LabArgs {
     /// What the DUT namespace does with the traffic.
     #[arg(long, value_enum, default_value = "route")]
     pub dut: DutArg,
+    /// The stick DUT's two VLANs: A carries the generator's traffic, B the sink's (default
+    /// 10,20). Only with --dut stick.
+    #[arg(long, value_name = "A,B", value_parser = parse_stick_vlans)]
+    pub stick_vlans: Option<(u16, u16)>,
     /// Rules in the DUT's forward chain in fw mode (the last one matches; default 100).
     #[arg(long, value_name = "N")]
     pub fw_rules: Option<u32>,
@@ -147,6 +151,14 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
             bail!("--fw-rules {n} sets the rules of the fw DUT: add --dut fw, or drop --fw-rules");
         }
     }
+    if let Some((va, vb)) = a.stick_vlans {
+        if a.dut != DutArg::Stick {
+            bail!("--stick-vlans {va},{vb} sets the VLANs of the stick DUT: add --dut stick, or drop --stick-vlans");
+        }
+    }
+    if a.dut == DutArg::Stick {
+        check_stick_engines(a.tx_engine, a.rx_engine)?;
+    }
     let spec = LabSpec {
         dut: Some(a.dut.into()),
         fw_rules: a.fw_rules.unwrap_or(super::common::DEFAULT_FW_RULES),
@@ -156,6 +168,7 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
         rps: crate::lab::CpuSet::receive_side(&opts.cpus, threads),
         senders: crate::lab::CpuSet::senders(&opts.cpus, threads),
         dut_shape: a.dut_shape,
+        stick_vlans: a.stick_vlans.unwrap_or(crate::lab::DEFAULT_STICK_VLANS),
     };
     let cfg = LabConfig {
         spec,
@@ -172,4 +185,83 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
         congestion: a.cc.clone(),
     };
     Ok(Cmd::Lab(cfg, opts))
+}
+
+/// `--stick-vlans A,B`: two VLAN ids.
+fn parse_stick_vlans(s: &str) -> Result<(u16, u16)> {
+    let bad = || {
+        anyhow::anyhow!(
+            "'{s}' is not two VLAN ids: give A,B with each in 1..4094, e.g. 10,20 (A carries \
+             the generator's traffic, B the sink's)"
+        )
+    };
+    let (a, b) = s.split_once(',').ok_or_else(bad)?;
+    let id = |t: &str| {
+        t.trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|v| (1..=4094).contains(v))
+            .ok_or_else(bad)
+    };
+    let (a, b) = (id(a)?, id(b)?);
+    if a == b {
+        bail!("'{s}': a router on a stick routes between two VLANs; give two different ids");
+    }
+    Ok((a, b))
+}
+
+/// The stick DUT's traffic is tagged, and only engines that build frames
+/// write tags without the kernel's 802.1Q driver.
+fn check_stick_engines(tx: TxEngine, rx: RxEngine) -> Result<()> {
+    match tx {
+        TxEngine::Socket => bail!(
+            "--dut stick with --tx-engine socket: the stick's VLAN tags are written by the \
+             sending engine, and UDP sockets need a VLAN sub-interface (the kernel's 802.1Q \
+             driver) to tag; use --tx-engine packet or xdp (or auto)"
+        ),
+        TxEngine::Live => bail!(
+            "--dut stick with --tx-engine live: the live engine writes untagged frames only, and \
+             the stick's traffic is tagged; use --tx-engine packet or xdp (or auto, which picks \
+             packet)"
+        ),
+        TxEngine::Auto | TxEngine::Packet | TxEngine::Xdp => {}
+    }
+    if rx == RxEngine::Socket {
+        bail!(
+            "--dut stick with --rx-engine socket: the sink receives VLAN-tagged frames, which \
+             UDP sockets see only through a VLAN sub-interface (the kernel's 802.1Q driver); use \
+             --rx-engine xdp (or auto), which counts tagged frames itself"
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stick_vlans_parse_and_refuse_with_the_fix() {
+        assert_eq!(parse_stick_vlans("10,20").ok(), Some((10, 20)));
+        assert_eq!(parse_stick_vlans(" 4094 , 1").ok(), Some((4094, 1)));
+        for bad in ["10", "10,4095", "0,20", "a,b", "10,20,30"] {
+            let e = parse_stick_vlans(bad).expect_err(bad).to_string();
+            assert!(e.contains("1..4094"), "{bad}: {e}");
+        }
+        assert!(parse_stick_vlans("7,7").is_err_and(|e| e.to_string().contains("two different")));
+    }
+
+    #[test]
+    fn stick_refuses_engines_that_cannot_tag() {
+        assert!(check_stick_engines(TxEngine::Auto, RxEngine::Auto).is_ok());
+        assert!(check_stick_engines(TxEngine::Packet, RxEngine::Xdp).is_ok());
+        for (tx, rx, want) in [
+            (TxEngine::Socket, RxEngine::Auto, "--tx-engine packet"),
+            (TxEngine::Live, RxEngine::Auto, "untagged"),
+            (TxEngine::Auto, RxEngine::Socket, "--rx-engine xdp"),
+        ] {
+            let e = check_stick_engines(tx, rx).expect_err("refused");
+            assert!(e.to_string().contains(want), "{e}");
+        }
+    }
 }

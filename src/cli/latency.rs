@@ -63,6 +63,12 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
             .is_some_and(|t| t.is_ipv6());
     let name = |kind: &str| format!("latency under {kind} load");
     let cpus = a.common.cpus.clone().map(|c| c.0).unwrap_or_default();
+    if a.target.lab && !a.target.back_to_back && a.target.dut == super::common::DutArg::Stick {
+        bail!(
+            "--lab --dut stick cannot carry latency probes: {}",
+            crate::lab::stick::socket_reason()
+        );
+    }
     if let (Some(cc), LoadArg::Udp) = (&a.cc, a.load) {
         bail!("--cc {cc} sets the congestion control of a TCP load, and --load udp has none: use --load tcp, or drop --cc");
     }

@@ -234,6 +234,7 @@ pub fn to_config(command: Command) -> Result<Cmd> {
                     rps: Default::default(),
                     senders: Default::default(),
                     dut_shape: None,
+                    stick_vlans: crate::lab::DEFAULT_STICK_VLANS,
                 };
                 return Ok(Cmd::LabBench(lab, spec, opts));
             }

@@ -13,7 +13,7 @@ use crate::lab::ports::{PortFlags, PortsSpec};
 use crate::plan::{self, HostKind, Plan, TestKind};
 use crate::topology::ssh::SshTarget;
 use crate::topology::Endpoint;
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::{CommandFactory, Parser};
 use std::path::Path;
 use std::time::Duration;
@@ -83,6 +83,7 @@ pub fn load(path: &Path, mut opts: RunOpts, trust: bool) -> Result<Command> {
                     let settings = plan.lab.as_ref().map(|l| l.settings.clone());
                     one.lab = Some(lab_spec(&plan, &settings.unwrap_or_default())?);
                     in_lab(&mut one.spec);
+                    fits_the_lab(&one)?;
                 }
                 tests.push(one);
             }
@@ -170,6 +171,7 @@ fn sweep_points(
         if plan.lab.is_some() {
             pt.lab = Some(lab_spec(plan, &lab)?);
             in_lab(&mut pt.spec);
+            fits_the_lab(&pt)?;
         }
         pt.sweep = Some(p);
         out.push(pt);
@@ -215,6 +217,26 @@ fn lab_spec(plan: &Plan, settings: &[plan::PlanArg]) -> Result<crate::lab::LabSp
         Command::Lab(cfg, _) => Ok(cfg.spec),
         _ => Err(at("not a lab".into())),
     }
+}
+
+/// The stick DUT carries only frames linerate's engines tag: a test over
+/// sockets there is refused before anything runs, with the reason.
+fn fits_the_lab(t: &crate::cli::config::PlanTest) -> Result<()> {
+    let stick = t
+        .lab
+        .is_some_and(|l| l.dut == Some(crate::lab::DutMode::Stick));
+    let sockets = match &t.spec {
+        TestSpec::Tcp(_) | TestSpec::Http(_) | TestSpec::Iperf3(_) | TestSpec::Latency(_) => true,
+        TestSpec::Udp(_) | TestSpec::Ramp(_) | TestSpec::Search(_) => false,
+    };
+    if stick && sockets {
+        bail!(
+            "test '{}' cannot run in a [lab] with dut = \"stick\": {}",
+            t.name,
+            crate::lab::stick::socket_reason()
+        );
+    }
+    Ok(())
 }
 
 /// In the lab, senders are pinned as `linerate lab` pins them, so the

@@ -123,13 +123,21 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         return Ok(());
     }
 
-    // 2. Through the DUT.
+    // 2. Through the DUT. The stick's frames carry a 4 B tag: its smallest
+    // frames are 68 B (IPv4) and 88 B (IPv6), and imix's 64 B cannot be sent.
+    let stick = spec.dut == Some(lab::DutMode::Stick) && ports.is_none();
+    let (small4, small6) = if stick { (68, 88) } else { (64, 84) };
     let mut tcp_tests = vec![
         tcp("tcp 1 stream", 1, false),
         tcp("tcp 4 streams", 4, false),
     ];
     let mut udp_tests = vec![
-        udp("udp 64B var2", FrameSpec::Fixed(64), FlowMode::Var2, false),
+        udp(
+            &format!("udp {small4}B var2"),
+            FrameSpec::Fixed(small4),
+            FlowMode::Var2,
+            false,
+        ),
         udp("udp imix var2", FrameSpec::Imix, FlowMode::Var2, false),
         udp(
             "udp 1518B var2",
@@ -138,8 +146,8 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
             false,
         ),
         udp(
-            "udp 64B one flow",
-            FrameSpec::Fixed(64),
+            &format!("udp {small4}B one flow"),
+            FrameSpec::Fixed(small4),
             FlowMode::One,
             false,
         ),
@@ -148,8 +156,8 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         // IPv6 + UDP + the linerate header need 84 B; imix's 64 B frames cannot be sent.
         tcp_tests.push(tcp("tcp 1 stream ipv6", 1, true));
         udp_tests.push(udp(
-            "udp 84B var2 ipv6",
-            FrameSpec::Fixed(84),
+            &format!("udp {small6}B var2 ipv6"),
+            FrameSpec::Fixed(small6),
             FlowMode::Var2,
             true,
         ));
@@ -160,8 +168,8 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
             true,
         ));
         udp_tests.push(udp(
-            "udp 84B one flow ipv6",
-            FrameSpec::Fixed(84),
+            &format!("udp {small6}B one flow ipv6"),
+            FrameSpec::Fixed(small6),
             FlowMode::One,
             true,
         ));
@@ -183,19 +191,56 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
             ..Default::default()
         },
     };
-    let latency = wanted(latency.load.name()).then_some(latency);
+    let mut latency = wanted(latency.load.name()).then_some(latency);
     http_tests.retain(|t| wanted(&t.name));
-    let any_profile = !args.quick
+    let mut any_profile = !args.quick
         && !args.no_search
         && config::SEED_PROFILES
             .iter()
             .any(|n| profile_wanted(args, n));
+    let mut notes = Vec::new();
+    if stick {
+        let socket_rows = !tcp_tests.is_empty() || latency.is_some() || !http_tests.is_empty();
+        if socket_rows {
+            notes.push(lab::stick::socket_rows_note());
+        }
+        tcp_tests.clear();
+        http_tests.clear();
+        latency = None;
+        if udp_tests.iter().any(|t| t.frame == FrameSpec::Imix) {
+            notes.push(
+                "udp imix var2 skipped with --dut stick: imix's 64 B frames cannot carry a \
+                 VLAN tag and the linerate header (tagged IPv4 frames start at 68 B)"
+                    .into(),
+            );
+            udp_tests.retain(|t| t.frame != FrameSpec::Imix);
+        }
+        if any_profile {
+            notes.push(
+                "ramps and NDR/PDR searches of the seed profiles skipped with --dut stick: \
+                 their 64 B and imix frames cannot carry a VLAN tag; search the stick with \
+                 `linerate search --lab --dut stick --frame-size 68`"
+                    .into(),
+            );
+            any_profile = false;
+        }
+        for n in &notes {
+            eprintln!("note: {n}");
+        }
+    }
     if tcp_tests.is_empty()
         && udp_tests.is_empty()
         && http_tests.is_empty()
         && latency.is_none()
         && !any_profile
     {
+        if !notes.is_empty() {
+            anyhow::bail!(
+                "--only {:?} leaves no test that runs on the stick DUT: {}",
+                args.only,
+                notes.join(" ")
+            );
+        }
         if run.results.tests.is_empty() {
             anyhow::bail!("--only {:?} matches no test of the suite", args.only);
         }
@@ -205,6 +250,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         Some(p) => lab::ports::build(&spec, p, log_dir.as_deref())?,
         None => lab::build(spec, log_dir.as_deref())?,
     };
+    l.topology.notes = notes;
     run.results.labs.push(l.topology.clone());
     let lab_idx = run.results.labs.len() - 1;
     let mut ends = Ends::of_lab(&mut l, Some(lab_idx));

@@ -126,6 +126,7 @@ pub fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
                 rps: Default::default(),
                 senders: Default::default(),
                 dut_shape: t.dut_shape,
+                stick_vlans: crate::lab::DEFAULT_STICK_VLANS,
             },
             ipv6: t.ipv6,
         });

@@ -41,6 +41,7 @@ pub fn snapshot() -> io::Result<Snapshot> {
         clock_source: clock_source.into(),
         energy_uj: read_u64(super::efficiency::RAPL),
         energy_range_uj: read_u64(super::efficiency::RAPL_RANGE),
+        stick: None,
     })
 }
 

@@ -88,7 +88,9 @@ pub fn describe(c: &LabCores) -> String {
             cpu_list(&c.dut)
         ));
     }
-    let tester_ifaces: Vec<String> = ["gen", "sink"]
+    // The stick DUT's switch is the tester's too: its ports' receive work
+    // stays off the DUT's cores, so they measure the DUT's program alone.
+    let tester_ifaces: Vec<String> = ["gen", "switch", "sink"]
         .iter()
         .map(|r| ifaces(r))
         .filter(|s| !s.is_empty())

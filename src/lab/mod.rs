@@ -1,6 +1,7 @@
 //! The throwaway lab: generator, DUT and sink network namespaces joined by
 //! veth pairs, addressed from the benchmarking ranges, the DUT forwarding as a
-//! router, bridge, NAT or firewall.
+//! router, bridge, NAT or firewall, or as a router on a stick between two
+//! VLANs on one trunk ([`stick`], with a switch namespace of its own).
 //!
 //! Each namespace is anonymous and held only by its agent process, so the lab
 //! cannot outlive its agents: when they exit (clean stop, Ctrl-C, or the
@@ -10,6 +11,7 @@
 pub mod cores;
 pub mod ports;
 pub mod rules;
+pub mod stick;
 
 use crate::model::lab::{LabInterface, LabLink, LabNode, LabTopology};
 use crate::netops::{self, mac_string};
@@ -32,6 +34,9 @@ pub enum DutMode {
     Nat,
     /// Routes through an nftables forward chain of N rules, the last matching.
     Fw,
+    /// Router on a stick: one trunk link into a switch, two VLANs, routed
+    /// by an XDP program ([`stick`]).
+    Stick,
 }
 
 impl DutMode {
@@ -41,6 +46,7 @@ impl DutMode {
             DutMode::Bridge => "bridge",
             DutMode::Nat => "nat",
             DutMode::Fw => "fw",
+            DutMode::Stick => "stick",
         }
     }
 }
@@ -64,7 +70,12 @@ pub struct LabSpec {
     /// A token bucket on the DUT's egress towards the sink (a bottleneck
     /// with a queue: a bufferbloated DUT on purpose).
     pub dut_shape: Option<Shape>,
+    /// The stick DUT's VLANs: A (the generator's), B (the sink's).
+    pub stick_vlans: (u16, u16),
 }
+
+/// The stick DUT's VLANs unless `--stick-vlans` says otherwise.
+pub const DEFAULT_STICK_VLANS: (u16, u16) = (10, 20);
 
 /// A set of CPUs (0..1024) as plain data, so a [`LabSpec`] stays `Copy`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -222,6 +233,9 @@ pub struct Lab {
     pub gen: usize,
     pub sink: usize,
     pub dut: Option<usize>,
+    /// The stick DUT's switch: watched with the DUT (its drops are the
+    /// DUT side's, not the tester's).
+    pub switch: Option<usize>,
     pub gen_addr: Addressing,
     pub sink_addr: Addressing,
     pub topology: LabTopology,
@@ -347,12 +361,18 @@ pub fn preflight(spec: &LabSpec) -> Result<()> {
     if !(576..=9000).contains(&spec.mtu) {
         bail!("MTU {} is outside 576..=9000", spec.mtu);
     }
+    if spec.dut == Some(DutMode::Stick) {
+        stick::preflight(spec)?;
+    }
     Ok(())
 }
 
 /// Builds a lab. Agent logs go to `log_dir` when given.
 pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     preflight(&spec)?;
+    if spec.dut == Some(DutMode::Stick) {
+        return stick::build(spec, log_dir);
+    }
     let mut fleet = Fleet::new();
     let log = |role: &str| log_dir.map(|d| d.join(format!("{role}.log")));
     let gen = fleet.spawn_local("gen", &Netns::New, log("gen").as_deref())?;
@@ -566,12 +586,15 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
         .into(),
         steering,
         cores,
+        stick: None,
+        notes: Vec::new(),
     };
     Ok(Lab {
         fleet,
         gen,
         sink,
         dut,
+        switch: None,
         gen_addr: Addressing {
             v4: Some(gen4),
             v6: Some(gen6),

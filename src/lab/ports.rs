@@ -251,6 +251,7 @@ pub fn build(spec: &LabSpec, ports: &PortsSpec, log_dir: Option<&Path>) -> Resul
         gen,
         sink,
         dut: None,
+        switch: None,
         gen_addr: built.gen_addr,
         sink_addr: built.sink_addr,
         topology: built.topology,
@@ -414,6 +415,8 @@ pub fn configure(
                    without UDP_GRO, so every datagram is one frame on the wire; NIC offloads left \
                    as found. TCP: TSO/GRO as the NIC has them (bytes count)."
                 .into(),
+        stick: None,
+        notes: Vec::new(),
     };
     Ok(PortLab {
         gen_addr: Addressing {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 pub struct LabTopology {
     /// `back_to_back` or `dut`.
     pub kind: String,
-    /// DUT mode: route, bridge, nat, fw (absent back to back).
+    /// DUT mode: route, bridge, nat, fw, stick (absent back to back).
     pub dut_mode: Option<String>,
     /// Rules in the DUT's forward chain in fw mode.
     pub fw_rules: Option<u32>,
@@ -29,6 +29,14 @@ pub struct LabTopology {
     /// (absent: not laid out, e.g. one CPU or physical ports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cores: Option<LabCores>,
+    /// The router-on-a-stick DUT (`dut_mode: "stick"`): its trunk, VLANs
+    /// and what its XDP program does, in a line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stick: Option<String>,
+    /// What the suite left out on this lab and why (e.g. socket rows
+    /// that cannot carry the stick DUT's VLAN tags).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// The lab's core layout: threaded NAPI of each veth pinned by role.

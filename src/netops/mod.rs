@@ -167,6 +167,20 @@ pub fn apply(op: &NetOp) -> Result<()> {
         }
         NetOp::TakePort { dev, force } => port::take(dev, *force),
         NetOp::ResolveNeigh { dev, addr, also } => port::resolve(dev, *addr, also).map(drop),
+        NetOp::Fdb { dev, mac } => {
+            check_ifname(dev)?;
+            let mac = mac_string(mac);
+            run(
+                "bridge",
+                &["fdb", "replace", &mac, "dev", dev, "master", "static"],
+                None,
+            )
+        }
+        // The program's BPF link must live as long as the agent, so the
+        // agent attaches it (engine::xdp::stick), not this stateless layer.
+        NetOp::Stick { dev, .. } | NetOp::XdpPass { dev } => anyhow::bail!(
+            "the router-on-a-stick program for {dev} is attached by the agent itself;              this agent build did not: use the same linerate build for controller and agents"
+        ),
     }
 }
 

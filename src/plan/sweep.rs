@@ -29,6 +29,7 @@ pub const LAB_KEYS: &[&str] = &[
     "dut_loss",
     "dut_police",
     "dut_shape",
+    "stick_vlans",
 ];
 
 /// The lab's generator and sink addresses (its route/nat/fw addressing).

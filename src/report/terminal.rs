@@ -421,6 +421,31 @@ pub fn table_fit(r: &RunResults, style: Style, width: Option<usize>) -> String {
             let what = lab.dut_mode.as_deref().unwrap_or("back to back");
             footer.push(format!("Cores ({what}): {}.", c.summary));
         }
+        if let Some(st) = &lab.stick {
+            footer.push(format!("DUT: {st}."));
+        }
+        for n in &lab.notes {
+            footer.push(format!("Skipped: {n}"));
+        }
+    }
+    // The stick DUT's own counts, beside what the ends counted.
+    for t in r.tests.iter().filter(|t| t.dut_stick.is_some()) {
+        if let Some(c) = &t.dut_stick {
+            footer.push(format!(
+                "{}: the stick DUT forwarded {} frames VLAN {}→{} ({} dropped) and {} VLAN {}→{} \
+                 ({} dropped); {} passed to its stack.",
+                t.name,
+                c.a_to_b_forwarded,
+                c.vlan_a,
+                c.vlan_b,
+                c.a_to_b_dropped,
+                c.b_to_a_forwarded,
+                c.vlan_b,
+                c.vlan_a,
+                c.b_to_a_dropped,
+                c.passed
+            ));
+        }
     }
     out.push('\n');
     for f in footer {

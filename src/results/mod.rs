@@ -293,6 +293,10 @@ pub struct TestResult {
     /// did not send on (its own counters), beside the sequence-number loss.
     #[serde(default)]
     pub dut_counted_lost: Option<u64>,
+    /// With the lab's router-on-a-stick DUT: what its XDP program
+    /// forwarded and dropped per direction over the test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dut_stick: Option<crate::proto::StickCounters>,
     /// Which core (if any) was full during the test and whose work filled
     /// it, from per-core CPU time and the agents' own threads.
     #[serde(default)]
@@ -488,6 +492,7 @@ impl TestResult {
             dut_efficiency: None,
             aggregate: None,
             dut_counted_lost: None,
+            dut_stick: None,
             bottleneck: None,
             latency: None,
             http: None,

@@ -139,6 +139,48 @@ pub(super) fn udp_cross_checks(
     }
 }
 
+/// With the stick DUT: its XDP program's counts over the test, and what it
+/// forwarded each way against what the generators (VLAN A) and the sink
+/// (VLAN B) sent, which must be equal in a lab that loses nothing.
+pub(super) fn stick_counts(
+    ends: &Ends,
+    legs: &[Leg],
+    col: &Collected,
+    before: &HashMap<usize, Snapshot>,
+    after: &HashMap<usize, Snapshot>,
+    result: &mut TestResult,
+) {
+    let Some(c) = ends.observers.iter().find_map(|a| {
+        let now = after.get(a)?.stick?;
+        Some(now.since(&before.get(a)?.stick?))
+    }) else {
+        return;
+    };
+    let gens: Vec<usize> = ends.gens.iter().map(|g| g.agent).collect();
+    let (mut a_to_b, mut b_to_a) = (None, None);
+    for l in legs {
+        let sent = col.summary(l.tx_id).tx_packets;
+        let side = if gens.contains(&l.tx_agent) {
+            &mut a_to_b
+        } else {
+            &mut b_to_a
+        };
+        *side.get_or_insert(0) += sent;
+    }
+    for (sent, forwarded, from, to) in [
+        (a_to_b, c.a_to_b_forwarded, c.vlan_a, c.vlan_b),
+        (b_to_a, c.b_to_a_forwarded, c.vlan_b, c.vlan_a),
+    ] {
+        let Some(sent) = sent else { continue };
+        result.cross_checks.push(CrossCheck::new(
+            format!("dut: datagrams sent on VLAN {from} vs frames the stick's XDP forwarded to VLAN {to}"),
+            sent,
+            forwarded,
+        ));
+    }
+    result.dut_stick = Some(c);
+}
+
 /// The DUT namespace's own view of its loss (received on its interfaces,
 /// not sent on; bridges repeat their ports and are skipped), checked
 /// against the DUT loss the sequence numbers found.

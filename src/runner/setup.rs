@@ -68,12 +68,15 @@ impl<'a> Ends<'a> {
     /// A lab's generator and sink (and DUT, watched) as test endpoints;
     /// `index` is the lab's place in results.json's `labs`.
     pub fn of_lab(l: &'a mut crate::lab::Lab, index: Option<usize>) -> Ends<'a> {
-        Ends::new(
+        let mut ends = Ends::new(
             &mut l.fleet,
             (l.gen, l.sink, l.dut),
             (l.gen_addr.clone(), l.sink_addr.clone()),
             index,
-        )
+        );
+        // After the DUT: the first observer is the DUT whose CPU is read.
+        ends.observers.extend(l.switch);
+        ends
     }
 
     /// The same endpoints, borrowed again for a callee that takes `Ends`.

@@ -217,6 +217,7 @@ fn udp_inner(
     }
     record::counters(ends, &before, &after, result);
     record::udp_cross_checks(ends, &legs, &col, &before, &after, result);
+    record::stick_counts(ends, &legs, &col, &before, &after, result);
     let start_ns = start_at.unwrap_or(0);
     for leg in &legs {
         let mut d = direction(ends, leg, &mut col, &before, &after, frame, start_ns);

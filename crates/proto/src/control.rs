@@ -237,6 +237,29 @@ pub enum NetOp {
         burst_bytes: u32,
         limit_bytes: u32,
     },
+    /// Route between two VLANs on one trunk link `dev` in XDP (the lab's
+    /// router-on-a-stick DUT): frames to `dut_mac` tagged `vlan_a` leave
+    /// tagged `vlan_b` towards `mac_b`, and back. The agent holds the
+    /// program's BPF link: it goes when the agent does.
+    Stick {
+        dev: String,
+        dut_mac: [u8; 6],
+        vlan_a: u16,
+        mac_a: [u8; 6],
+        vlan_b: u16,
+        mac_b: [u8; 6],
+    },
+    /// Hold a pass-all XDP program on `dev` for as long as the agent lives,
+    /// so frames its veth peer sends by XDP_TX are received.
+    XdpPass {
+        dev: String,
+    },
+    /// A static entry in a bridge's forwarding table: frames to `mac` leave
+    /// by the bridge port `dev` (no flooding before the bridge learns it).
+    Fdb {
+        dev: String,
+        mac: [u8; 6],
+    },
     /// Find the MAC of `addr` on `dev` by ARP/ND and pin it as a permanent
     /// neighbour, for `addr` and for each of `also` (the same box's other
     /// addresses on that port, e.g. its IPv6 one).

@@ -183,6 +183,45 @@ pub struct Snapshot {
     pub energy_uj: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy_range_uj: Option<u64>,
+    /// The lab's router-on-a-stick DUT program's counters, when this
+    /// agent runs it (totals since it attached).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stick: Option<StickCounters>,
+}
+
+/// What the router-on-a-stick DUT's XDP program did with the frames it
+/// saw, per direction: VLAN A to B (the generator's to the sink's) and
+/// back. `dropped` is a TTL or hop limit of 1 or less or a short IP
+/// header; `passed` went on to the stack (not for the DUT's MAC,
+/// untagged, another VLAN, not IP).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, JsonSchema)]
+pub struct StickCounters {
+    pub vlan_a: u16,
+    pub vlan_b: u16,
+    pub a_to_b_forwarded: u64,
+    pub a_to_b_dropped: u64,
+    pub b_to_a_forwarded: u64,
+    pub b_to_a_dropped: u64,
+    pub passed: u64,
+}
+
+impl StickCounters {
+    /// The counts from `before` to `self` (the same program: ids kept).
+    pub fn since(&self, before: &StickCounters) -> StickCounters {
+        StickCounters {
+            vlan_a: self.vlan_a,
+            vlan_b: self.vlan_b,
+            a_to_b_forwarded: self
+                .a_to_b_forwarded
+                .saturating_sub(before.a_to_b_forwarded),
+            a_to_b_dropped: self.a_to_b_dropped.saturating_sub(before.a_to_b_dropped),
+            b_to_a_forwarded: self
+                .b_to_a_forwarded
+                .saturating_sub(before.b_to_a_forwarded),
+            b_to_a_dropped: self.b_to_a_dropped.saturating_sub(before.b_to_a_dropped),
+            passed: self.passed.saturating_sub(before.passed),
+        }
+    }
 }
 
 /// One `napi/DEV-ID` kernel thread: its CPU time so far.

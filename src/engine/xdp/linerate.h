@@ -55,6 +55,15 @@
 #define LR_SINK_WORDS 8
 #define LR_SINK_LAT_BUCKETS 64
 
+/* The router-on-a-stick DUT (stick.bpf.c): slots of its per-CPU counter
+ * array, per direction (A->B: tagged with VLAN A, leaving with VLAN B). */
+#define LR_STICK_A_TO_B 0
+#define LR_STICK_A_TO_B_DROP 1
+#define LR_STICK_B_TO_A 2
+#define LR_STICK_B_TO_A_DROP 3
+#define LR_STICK_PASSED 4
+#define LR_STICK_SLOTS 5
+
 /* BPF_PROG_RUN flag asking for live frames (uapi bpf.h, kernel >= 5.18). */
 #define LR_F_TEST_XDP_LIVE_FRAMES 2
 
@@ -103,6 +112,18 @@ struct lr_sink_config {
 	 * peer's tx VLAN offload, or stripped by the NIC, never reaches XDP). */
 	__u32 tag_bytes;
 	__u32 pad;
+};
+
+/* The stick DUT's settings, written by user space before it attaches. */
+struct lr_stick_config {
+	__u8 dut_mac[6];
+	/* The one host on each VLAN: where frames to the other VLAN go. */
+	__u8 mac_a[6];
+	__u8 mac_b[6];
+	/* VLAN ids, host order. */
+	__u16 vlan_a;
+	__u16 vlan_b;
+	__u16 pad;
 };
 
 /* One flow's sequence state on one CPU (per-CPU array, key: flow id).

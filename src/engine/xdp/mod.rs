@@ -7,7 +7,8 @@
 //!
 //! This module owns loading and attaching; what a program does with its
 //! maps belongs to the engine that uses it ([`live`] for the generator,
-//! [`sink`] for the receiver).
+//! [`sink`] for the receiver, [`stick`] for the lab's router-on-a-stick
+//! DUT).
 
 use super::EngineError;
 use aya::maps::{Array, MapData, PerCpuArray};
@@ -19,11 +20,14 @@ use std::os::fd::{AsFd, BorrowedFd};
 pub mod live;
 pub mod probe;
 pub mod sink;
+pub mod stick;
 
 #[cfg(test)]
 mod gen_tests;
 #[cfg(test)]
 mod sink_tests;
+#[cfg(test)]
+mod stick_tests;
 
 /// The numbers `linerate.h` defines (`LR_NAME` there is `NAME` here).
 pub mod consts {
@@ -44,6 +48,14 @@ const OBJECTS: &[(&str, &[u8])] = &[
     (
         "sink",
         aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sink.bpf.o")),
+    ),
+    (
+        "pass",
+        aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/pass.bpf.o")),
+    ),
+    (
+        "stick",
+        aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stick.bpf.o")),
     ),
 ];
 
