@@ -28,7 +28,8 @@ use serde::{Deserialize, Serialize};
 /// 1.8.0: sweeps (`sweeps`, a test's `sweep` point and coordinates).
 /// 1.9.0: HTTP connections' `reorder_events`; `spurious_retransmits` is
 /// read from the kernel (it was always 0 before).
-pub const SCHEMA_VERSION: &str = "1.9.0";
+/// 1.10.0: `dut_stick`, the lab's router-on-a-stick DUT's counts.
+pub const SCHEMA_VERSION: &str = "1.10.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
