@@ -195,3 +195,58 @@ fn server_closing_kept_alive_connections_costs_a_reconnect_not_an_error() {
         "nginx answered {served}, the client counted {got}"
     );
 }
+
+/// A body that trickles (about 90 KiB/s, so the client's 1 MiB receive
+/// low-water mark would not be reached for 11 s, past the 10 s stall
+/// limit) is slow, not stalled: it arrives whole, with no error.
+#[test]
+fn a_trickling_body_is_slow_not_stalled() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let p = pair("t");
+    let body: usize = (1 << 20) + (32 << 10);
+    let script = format!(
+        "import socket, time\n\
+         s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         s.bind(('{SERVER}', 8089)); s.listen(1)\n\
+         c, _ = s.accept(); c.recv(4096)\n\
+         c.sendall(b'HTTP/1.1 200 OK\\r\\nContent-Length: {body}\\r\\nConnection: close\\r\\n\\r\\n')\n\
+         for _ in range({body} // 32768):\n\
+         \x20   c.sendall(b'x' * 32768); time.sleep(0.35)\n\
+         time.sleep(1); c.close()\n"
+    );
+    let mut srv = Command::new("ip")
+        .args(["netns", "exec", &p.server, "python3", "-c", &script])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("python3 runs");
+    let t0 = Instant::now();
+    while !String::from_utf8_lossy(
+        &Command::new("ip")
+            .args(["netns", "exec", &p.server, "ss", "-Htln", "sport = :8089"])
+            .output()
+            .expect("ss")
+            .stdout,
+    )
+    .contains("8089")
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the trickle server did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let url = format!("http://{SERVER}:8089/slow");
+    let t = http(
+        &p,
+        &["--url", &url, "-c", "1", "--requests", "1", "-t", "40"],
+    );
+    let _ = srv.kill();
+    let _ = srv.wait();
+    let c = &t["http"]["client"];
+    assert_eq!(n(&c["requests"]), 1, "{c}");
+    assert_eq!(n(&c["errors"]), 0, "{c}");
+    assert_eq!(n(&c["body_bytes"]), body as u64, "{c}");
+}

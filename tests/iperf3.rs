@@ -786,3 +786,58 @@ fn plan_files_name_iperf3_servers() {
         assert!(err.contains(want) && err.contains("plan.toml:"), "{err}");
     }
 }
+
+/// The client's intervals reach the controller while the test runs, not at
+/// its end: with `--interval 1`, the first per-second line is printed well
+/// before linerate exits, and it shows data moving.
+#[test]
+fn iperf3_client_intervals_arrive_while_the_test_runs() {
+    use std::io::BufRead;
+    if !require_root() || !have_iperf3() {
+        return;
+    }
+    let _g = serial();
+    let mut ns = Ns::new("l");
+    ns.spawn(&ns.server.clone(), &["iperf3", "-s", "-B", SERVER], None);
+    ns.wait_listening(5201);
+    let target = format!("iperf3://{SERVER}");
+    let t0 = Instant::now();
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &ns.client])
+        .arg(bin())
+        .args([
+            "tcp",
+            "--server",
+            &target,
+            "-t",
+            "4",
+            "--interval",
+            "1",
+            "--no-results",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("linerate runs");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines: Vec<(Duration, String)> = Vec::new();
+    for line in std::io::BufReader::new(stdout).lines() {
+        let line = line.expect("a line of output");
+        lines.push((t0.elapsed(), line));
+    }
+    let status = child.wait().expect("linerate ends");
+    let ended = t0.elapsed();
+    assert!(status.success(), "{lines:?}");
+    let per_second: Vec<&(Duration, String)> =
+        lines.iter().filter(|(_, l)| l.starts_with('[')).collect();
+    assert!(per_second.len() >= 3, "interval lines: {lines:?}");
+    let (first_at, first) = per_second[0];
+    assert!(
+        ended.saturating_sub(*first_at) >= Duration::from_millis(1500),
+        "the first interval line came {first_at:?} after the start and the run ended at {ended:?}: {lines:?}"
+    );
+    assert!(
+        first.contains("offered") && first.contains("bit/s") && !first.contains("offered -"),
+        "{first}"
+    );
+}

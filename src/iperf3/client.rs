@@ -21,6 +21,8 @@ pub struct ClientConfig {
     pub cpus: Vec<usize>,
     /// The longest the server may stay silent when an answer is due.
     pub answer_timeout: Duration,
+    /// Where intervals go while the test runs (an agent's job).
+    pub live: Option<data::Live>,
 }
 
 /// Runs the test. `stop` (Ctrl-C) ends it early with CLIENT_TERMINATE.
@@ -92,6 +94,7 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<Outcome, Iperf3Error
                     counters_64bit: p.counters_64bit,
                     cpus: cfg.cpus.clone(),
                     ipv6: cfg.server.is_ipv6(),
+                    live: cfg.live.clone(),
                 };
                 ready = Some((streams, plan));
             }

@@ -11,7 +11,7 @@ use crate::sys;
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -42,6 +42,16 @@ pub struct Plan {
     pub counters_64bit: bool,
     pub cpus: Vec<usize>,
     pub ipv6: bool,
+    /// Where each interval goes as it is measured (an agent's job sends
+    /// them to the controller); they are kept for the totals either way.
+    pub live: Option<Live>,
+}
+
+/// A live destination for intervals: the agent's job id and its channel.
+#[derive(Debug, Clone)]
+pub struct Live {
+    pub test: u32,
+    pub out: Sender<Response>,
 }
 
 pub use crate::proto::iperf3::StreamTotals;
@@ -65,7 +75,8 @@ pub struct Running {
     /// read timeout later must not count that wait as test time.
     stopped_at: std::sync::OnceLock<Instant>,
     handle: JoinHandle<StreamsResult>,
-    rx: Receiver<Response>,
+    /// Keeps (and forwards, when live) the intervals as they come.
+    tee: JoinHandle<Vec<IntervalSample>>,
     omit_s: f64,
     /// A second handle on each sending TCP stream, to see when all it
     /// wrote has reached the far end's kernel.
@@ -98,6 +109,24 @@ pub fn start(streams: Vec<Stream>, plan: Plan) -> Result<Running, EngineError> {
         sender_totals: Arc::new(Mutex::new(None)),
         links: None,
     };
+    let live = plan.live.clone();
+    let tee = crate::host::kernel::spawn_named("lr-iperf3-iv", move || {
+        let mut kept = Vec::new();
+        // Ends when the streams' thread drops the job context.
+        for r in rx {
+            if let Response::Interval { sample, .. } = r {
+                if let Some(l) = &live {
+                    let _ = l.out.send(Response::Interval {
+                        test: l.test,
+                        sample: sample.clone(),
+                    });
+                }
+                kept.push(sample);
+            }
+        }
+        kept
+    })
+    .map_err(EngineError::io("starting the iperf3 interval thread"))?;
     let omit_s = plan.omit.as_secs_f64();
     let tcp_streams = streams.iter().all(|s| matches!(s.conn, Conn::Tcp(_)));
     let senders = streams
@@ -129,7 +158,7 @@ pub fn start(streams: Vec<Stream>, plan: Plan) -> Result<Running, EngineError> {
         started: Instant::now(),
         stopped_at: std::sync::OnceLock::new(),
         handle,
-        rx,
+        tee,
         omit_s,
         senders,
     })
@@ -184,14 +213,10 @@ impl Running {
             .handle
             .join()
             .map_err(|_| EngineError::Failed("an iperf3 data stream thread panicked".into()))??;
-        let intervals: Vec<IntervalSample> = self
-            .rx
-            .try_iter()
-            .filter_map(|r| match r {
-                Response::Interval { sample, .. } => Some(sample),
-                _ => None,
-            })
-            .collect();
+        let intervals = self
+            .tee
+            .join()
+            .map_err(|_| EngineError::Failed("the iperf3 interval thread panicked".into()))?;
         let mut streams = if udp.is_empty() {
             tcp_totals(&summary, &intervals, self.omit_s)
         } else {

@@ -6,10 +6,11 @@
 //! streams' totals and the server's own figures.
 
 use super::client::{self, ClientConfig};
+use super::data::Live;
 use super::Iperf3Error;
 use crate::engine::JobCtx;
 use crate::proto::iperf3::{ClientJob, ClientReport};
-use crate::proto::{EndpointSummary, Response};
+use crate::proto::EndpointSummary;
 use std::time::Duration;
 
 /// The job's test, checked as a server would check it: a controller is
@@ -31,14 +32,23 @@ pub fn config(j: &ClientJob) -> Result<ClientConfig, Iperf3Error> {
         params,
         cpus: j.cpus.clone(),
         answer_timeout: Duration::from_millis(j.answer_timeout_ms),
+        live: None,
     })
 }
 
-/// Runs the test. A test that the server ended (or that stopped
-/// answering) after streams ran is not an error here: its partial figures
-/// come back with `lost` set, and the controller keeps them.
+/// Runs the test; its intervals reach the controller as they are
+/// measured. A test that the server ended (or that stopped answering)
+/// after streams ran is not an error here: its partial figures come back
+/// with `lost` set, and the controller keeps them.
 pub fn run(ctx: &JobCtx, cfg: &ClientConfig) -> Result<EndpointSummary, Iperf3Error> {
-    let (outcome, lost) = match client::run(cfg, &ctx.stop) {
+    let cfg = ClientConfig {
+        live: Some(Live {
+            test: ctx.test,
+            out: ctx.out.clone(),
+        }),
+        ..cfg.clone()
+    };
+    let (outcome, lost) = match client::run(&cfg, &ctx.stop) {
         Ok(o) => (o, None),
         Err(Iperf3Error::Lost {
             message,
@@ -46,12 +56,6 @@ pub fn run(ctx: &JobCtx, cfg: &ClientConfig) -> Result<EndpointSummary, Iperf3Er
         }) => (*o, Some(message)),
         Err(e) => return Err(e),
     };
-    for sample in &outcome.local.intervals {
-        let _ = ctx.out.send(Response::Interval {
-            test: ctx.test,
-            sample: sample.clone(),
-        });
-    }
     let mut summary = outcome.local.summary;
     summary.iperf3 = Some(Box::new(ClientReport {
         streams: outcome.local.streams,

@@ -141,6 +141,7 @@ fn one_test(
         counters_64bit: p.counters_64bit,
         cpus: cfg.cpus.clone(),
         ipv6: peer.is_ipv6(),
+        live: None,
     };
     let running = data::start(streams, plan).map_err(|e| Iperf3Error::Io(e.to_string()))?;
     ctl.write_state(State::TestRunning)?;
