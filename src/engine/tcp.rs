@@ -254,6 +254,12 @@ fn run_streams(
     let mut meta = Vec::new();
     let buffer_len = buffer_len.clamp(1024, 16 << 20);
     let mut pooled: Vec<(TcpStream, Arc<Shared>)> = Vec::new();
+    // Without epoll (or for a stream it refuses) a sender gets its own
+    // blocking thread, as with `Senders::PerStream`.
+    let pool = match senders {
+        Senders::OneLoop => sys::Epoll::new(streams.len().max(1)).ok(),
+        Senders::PerStream => None,
+    };
     for s in streams {
         let shared = Arc::new(Shared {
             bytes: AtomicU64::new(0),
@@ -275,9 +281,17 @@ fn run_streams(
         } else {
             vec![cpus[usize::from(s.id) % cpus.len()]]
         };
-        if s.sender && senders == Senders::OneLoop {
-            pooled.push((s.conn, shared));
-            continue;
+        if let (true, Some(ep)) = (s.sender, &pool) {
+            let token = pooled.len() as u64;
+            let added = s
+                .conn
+                .set_nonblocking(true)
+                .and_then(|()| ep.add(fd, token, sys::Interest::WRITE));
+            if added.is_ok() {
+                pooled.push((s.conn, shared));
+                continue;
+            }
+            let _ = s.conn.set_nonblocking(false);
         }
         let stop = Arc::clone(&ctx.stop);
         // Named for the bottleneck verdict, which reads thread names back.
@@ -301,12 +315,12 @@ fn run_streams(
         // Streams already started stop with the job (the agent sets `stop`).
         handles.push(handle.map_err(EngineError::io("starting a TCP stream thread"))?);
     }
-    if !pooled.is_empty() {
+    if let (false, Some(ep)) = (pooled.is_empty(), pool) {
         let stop = Arc::clone(&ctx.stop);
         let pin: Vec<usize> = cpus.first().map(|c| vec![*c]).unwrap_or_default();
         let handle = crate::host::kernel::spawn_named("lr-tcp-send", move || {
             let _ = sys::pin_thread(&pin);
-            send_many(&pooled, &stop, deadline, buffer_len);
+            send_many(ep, &pooled, &stop, deadline, buffer_len);
         });
         handles.push(handle.map_err(EngineError::io("starting the TCP sending thread"))?);
     }
@@ -458,13 +472,7 @@ fn send_loop(conn: &TcpStream, shared: &Shared, stop: &AtomicBool, deadline: Ins
             Ok(n) => {
                 shared.bytes.fetch_add(n as u64, Ordering::Relaxed);
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if transient(&e) => {}
             Err(_) => break,
         }
     }
@@ -479,6 +487,7 @@ fn send_loop(conn: &TcpStream, shared: &Shared, stop: &AtomicBool, deadline: Ins
 /// streams sharing one file's pages, 4 streams to `iperf3 -s` on a veth
 /// showed 5-8 times the retransmits and less goodput (bench/README.md).
 fn send_many(
+    mut ep: sys::Epoll,
     streams: &[(TcpStream, Arc<Shared>)],
     stop: &AtomicBool,
     deadline: Instant,
@@ -486,24 +495,6 @@ fn send_many(
 ) {
     let buf = vec![0x5au8; len];
     let mut open = vec![true; streams.len()];
-    let ep = sys::Epoll::new(streams.len().max(1)).and_then(|ep| {
-        for (k, (c, _)) in streams.iter().enumerate() {
-            c.set_nonblocking(true)?;
-            ep.add(c.as_raw_fd(), k as u64, sys::Interest::WRITE)?;
-        }
-        Ok(ep)
-    });
-    let mut ep = match ep {
-        Ok(ep) => ep,
-        Err(_) => {
-            // No epoll (or a stream that cannot be made non-blocking): one
-            // blocking write at a time, round robin, still one thread.
-            for (c, _) in streams {
-                let _ = c.set_nonblocking(false);
-            }
-            return send_round_robin(streams, stop, deadline, &buf, &mut open);
-        }
-    };
     let mut ready = Vec::new();
     loop {
         let now = Instant::now();
@@ -527,11 +518,7 @@ fn send_many(
                 Ok(n) => {
                     shared.bytes.fetch_add(n as u64, Ordering::Relaxed);
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if transient(&e) => {}
                 Err(_) => {
                     open[k] = false;
                     let _ = ep.delete(c.as_raw_fd());
@@ -547,44 +534,13 @@ fn send_many(
     }
 }
 
-/// `send_many` without epoll: blocking writes in turn.
-fn send_round_robin(
-    streams: &[(TcpStream, Arc<Shared>)],
-    stop: &AtomicBool,
-    deadline: Instant,
-    buf: &[u8],
-    open: &mut [bool],
-) {
-    while Instant::now() < deadline && !stop.load(Ordering::Relaxed) && open.contains(&true) {
-        for (k, (c, shared)) in streams.iter().enumerate() {
-            if !open[k] {
-                continue;
-            }
-            let _ = c.set_write_timeout(Some(IO_TIMEOUT));
-            let mut w = c;
-            match w.write(buf) {
-                Ok(n) => {
-                    shared.bytes.fetch_add(n as u64, Ordering::Relaxed);
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(_) => {
-                    open[k] = false;
-                    finish_sender(c, shared);
-                }
-            }
-        }
-    }
-    for (k, (c, shared)) in streams.iter().enumerate() {
-        if open[k] {
-            finish_sender(c, shared);
-        }
-    }
+/// A write that may simply be tried again: the socket was full (or its
+/// timeout passed) or a signal came.
+fn transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
 }
 
 /// A sending stream's end: its last TCP_INFO kept, a FIN sent, and the
