@@ -151,7 +151,9 @@ fn stick_forwards_between_two_vlans_with_exact_counts_and_tags() {
     let _g = serial();
     let dir = tempdir("stick-fwd");
     let res = dir.join("res");
-    let child = spawn_run(&plan(&dir, 20_000, 4), &res);
+    // 8 s: the TTL 1 frames below must land inside the test even when a
+    // loaded host is slow to show the agents.
+    let child = spawn_run(&plan(&dir, 20_000, 8), &res);
     // A capture on the switch's port towards the sink, while the test runs.
     let capture = match (
         have_tcpdump(),
@@ -192,7 +194,7 @@ fn stick_forwards_between_two_vlans_with_exact_counts_and_tags() {
     let d = &t["directions"][0];
     let sent = d["tx_packets"].as_u64().unwrap();
     let got = d["rx_packets"].as_u64().unwrap();
-    assert!(sent > 20_000, "a 4 s test at 20 kpps sent {sent}");
+    assert!(sent > 40_000, "an 8 s test at 20 kpps sent {sent}");
     assert_eq!(got, sent, "received = sent: {d}");
     assert_eq!(d["lost"], 0);
     let s = &t["dut_stick"];
@@ -306,10 +308,6 @@ fn stick_errors_name_the_fix() {
         (
             &["lab", "--dut", "stick", "--tx-engine", "socket"][..],
             "--tx-engine packet",
-        ),
-        (
-            &["lab", "--dut", "stick", "--tx-engine", "live"][..],
-            "untagged",
         ),
         (
             &["lab", "--dut", "stick", "--rx-engine", "socket"][..],

@@ -270,6 +270,48 @@ fn vlan_tags_on_the_wire_and_counted_exactly() {
         );
     }
 
+    // QinQ from the live engine (XDP live frames): gen.bpf.c writes the
+    // same tagged heads as the packet engine. Its XDP_TX frames need NAPI
+    // on the veth's peer, here a bridge port: GRO on gives it.
+    let out = b.exec(&b.m, &["ethtool", "-K", "vlm0", "gro", "on"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cap = b.capture(20);
+    let (doc, out) = udp(
+        &b,
+        &[
+            "--vlan",
+            "100.200",
+            "--frame-size",
+            "256",
+            "--tx-engine",
+            "live",
+            "--rx-engine",
+            "xdp",
+        ],
+    );
+    let seen = finish(cap);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exact(&doc, 256, "live, QinQ 100.200");
+    let d = &doc["tests"][0]["directions"][0];
+    assert_eq!(d["sender_summary"]["tx_engine"], "live", "{d}");
+    let lines = test_frames(&seen);
+    assert!(lines.len() >= 10, "captured:\n{seen}");
+    for l in &lines {
+        assert!(
+            l.contains("ethertype 802.1Q-QinQ (0x88a8), length 252: vlan 100,")
+                && l.contains("ethertype 802.1Q (0x8100), vlan 200,"),
+            "{l}"
+        );
+    }
+
     // With tx VLAN offload on at the bridge's egress the tag stays in the
     // skb's metadata and XDP sees the frame without it: the sink still
     // counts the test's tag in each frame's size.

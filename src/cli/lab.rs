@@ -211,7 +211,7 @@ fn parse_stick_vlans(s: &str) -> Result<(u16, u16)> {
 }
 
 /// The stick DUT's traffic is tagged, and only engines that build frames
-/// write tags without the kernel's 802.1Q driver.
+/// (packet, xdp, live) write tags without the kernel's 802.1Q driver.
 fn check_stick_engines(tx: TxEngine, rx: RxEngine) -> Result<()> {
     match tx {
         TxEngine::Socket => bail!(
@@ -219,12 +219,7 @@ fn check_stick_engines(tx: TxEngine, rx: RxEngine) -> Result<()> {
              sending engine, and UDP sockets need a VLAN sub-interface (the kernel's 802.1Q \
              driver) to tag; use --tx-engine packet or xdp (or auto)"
         ),
-        TxEngine::Live => bail!(
-            "--dut stick with --tx-engine live: the live engine writes untagged frames only, and \
-             the stick's traffic is tagged; use --tx-engine packet or xdp (or auto, which picks \
-             packet)"
-        ),
-        TxEngine::Auto | TxEngine::Packet | TxEngine::Xdp => {}
+        TxEngine::Auto | TxEngine::Live | TxEngine::Packet | TxEngine::Xdp => {}
     }
     if rx == RxEngine::Socket {
         bail!(
@@ -255,9 +250,9 @@ mod tests {
     fn stick_refuses_engines_that_cannot_tag() {
         assert!(check_stick_engines(TxEngine::Auto, RxEngine::Auto).is_ok());
         assert!(check_stick_engines(TxEngine::Packet, RxEngine::Xdp).is_ok());
+        assert!(check_stick_engines(TxEngine::Live, RxEngine::Auto).is_ok());
         for (tx, rx, want) in [
             (TxEngine::Socket, RxEngine::Auto, "--tx-engine packet"),
-            (TxEngine::Live, RxEngine::Auto, "untagged"),
             (TxEngine::Auto, RxEngine::Socket, "--rx-engine xdp"),
         ] {
             let e = check_stick_engines(tx, rx).expect_err("refused");

@@ -122,21 +122,30 @@ int lr_gen(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 
+	/* The head's length is one of six (IPv4 or IPv6, with 0, 1 or 2
+	 * VLAN tags): each case copies a constant length, in words, then a
+	 * 4-byte move where 6 bytes are left, then the last 2. */
 	__u16 *h;
-	if (t->head_len == LR_IPV6_HEAD) {
-		if (data + LR_IPV6_HEAD + LR_HEADER_LEN > end)
-			return XDP_ABORTED;
-		/* 56 bytes in words, then the last 6. */
-		copy_words(data, t->head, 7);
-		*(__u32 *)(data + 56) = *(__u32 *)(t->head + 56);
-		*(__u16 *)(data + 60) = *(__u16 *)(t->head + 60);
-		h = data + LR_IPV6_HEAD;
-	} else {
-		if (data + LR_IPV4_HEAD + LR_HEADER_LEN > end)
-			return XDP_ABORTED;
-		copy_words(data, t->head, 5);
-		*(__u16 *)(data + 40) = *(__u16 *)(t->head + 40);
-		h = data + LR_IPV4_HEAD;
+	switch (t->head_len) {
+#define LR_HEAD_CASE(L)                                                      \
+	case L:                                                              \
+		if (data + (L) + LR_HEADER_LEN > end)                        \
+			return XDP_ABORTED;                                  \
+		copy_words(data, t->head, (L) / 8);                          \
+		if ((L) % 8 == 6)                                            \
+			*(__u32 *)(data + (L) - 6) = *(__u32 *)(t->head + (L) - 6); \
+		*(__u16 *)(data + (L) - 2) = *(__u16 *)(t->head + (L) - 2);  \
+		h = data + (L);                                              \
+		break;
+	LR_HEAD_CASE(LR_IPV4_HEAD)
+	LR_HEAD_CASE(LR_IPV4_HEAD + LR_VLAN_TAG)
+	LR_HEAD_CASE(LR_IPV4_HEAD + 2 * LR_VLAN_TAG)
+	LR_HEAD_CASE(LR_IPV6_HEAD)
+	LR_HEAD_CASE(LR_IPV6_HEAD + LR_VLAN_TAG)
+	LR_HEAD_CASE(LR_IPV6_HEAD + 2 * LR_VLAN_TAG)
+#undef LR_HEAD_CASE
+	default:
+		return XDP_ABORTED;
 	}
 
 	__u64 ts = now + cfg->clock_offset;

@@ -34,13 +34,23 @@ fn rfc1071(data: &[u8]) -> u16 {
     !(sum as u16)
 }
 
+/// Bytes of VLAN tags after the MACs (0, 4 or 8).
+fn tag_bytes(f: &[u8]) -> usize {
+    let mut t = 0;
+    while t < 8 && matches!(f[12 + t..14 + t], [0x81, 0x00] | [0x88, 0xa8]) {
+        t += 4;
+    }
+    t
+}
+
 /// The UDP checksum of a frame verifies (pseudo-header included).
 fn udp_ok(f: &[u8]) -> bool {
-    let (l4, mut pseudo) = if f[12..14] == [0x86, 0xdd] {
-        (54, f[22..54].to_vec())
+    let t = tag_bytes(f);
+    let (l4, mut pseudo) = if f[12 + t..14 + t] == [0x86, 0xdd] {
+        (54 + t, f[22 + t..54 + t].to_vec())
     } else {
-        assert_eq!(rfc1071(&f[14..34]), 0, "IPv4 header checksum");
-        (34, f[26..34].to_vec())
+        assert_eq!(rfc1071(&f[14 + t..34 + t]), 0, "IPv4 header checksum");
+        (34 + t, f[26 + t..34 + t].to_vec())
     };
     let udp = &f[l4..];
     pseudo.extend_from_slice(&[0, 17]);
@@ -117,7 +127,8 @@ fn check(paths: &[FlowPath], spec: FrameSpec, frames: usize, scribble: bool) {
             // What a forwarder leaves in a recycled page: other MACs, a
             // lower TTL, another checksum, a stale linerate header.
             // The fill after them is never touched by forwarding.
-            let head = if paths[0].dst.is_ipv6() { 62 } else { 42 };
+            let tags = paths[0].vlan.map_or(0, |v| v.len());
+            let head = tags + if paths[0].dst.is_ipv6() { 62 } else { 42 };
             input[..head + HEADER_LEN]
                 .iter_mut()
                 .for_each(|b| *b = b.wrapping_add(0x33));
@@ -132,7 +143,7 @@ fn check(paths: &[FlowPath], spec: FrameSpec, frames: usize, scribble: bool) {
             sizes[slot] as usize - 4,
             "frame {i}: size of slot {slot}"
         );
-        let l4 = if paths[flow].dst.is_ipv6() { 54 } else { 34 };
+        let l4 = tag_bytes(&f) + if paths[flow].dst.is_ipv6() { 54 } else { 34 };
         let h = Header::parse(&f[l4 + 8..]).expect("a linerate header");
         assert_eq!((h.flow, h.seq), (ids[flow], seqs[flow]), "frame {i}");
         assert!(
@@ -154,6 +165,25 @@ fn ipv4_frames_match_the_packet_engine() {
     let p = [path("198.18.0.2:40000", "198.19.0.9:5001")];
     check(&p, FrameSpec::Fixed(64), 5, false);
     check(&p, FrameSpec::Fixed(1518), 3, false);
+}
+
+/// One tag and QinQ, IPv4 and IPv6: the heads of all six lengths the
+/// program copies (42 + 4, 42 + 8, 62 + 4, 62 + 8 here), with the tags
+/// counted in the frame size as the packet engine counts them.
+#[test]
+fn tagged_frames_match_the_packet_engine() {
+    let tagged = |src: &str, dst: &str, vlan: &str| FlowPath {
+        vlan: Some(vlan.parse().expect("test VLAN")),
+        ..path(src, dst)
+    };
+    for vlan in ["100", "300.42"] {
+        let p4 = [tagged("198.18.0.2:40000", "198.19.0.9:5001", vlan)];
+        check(&p4, FrameSpec::Fixed(72), 4, true);
+        check(&p4, FrameSpec::Fixed(1518), 2, false);
+        let p6 = [tagged("[2001:2::2]:40000", "[2001:2:0:1::9]:5001", vlan)];
+        check(&p6, FrameSpec::Fixed(92), 4, true);
+        check(&p6, FrameSpec::Fixed(1518), 2, false);
+    }
 }
 
 #[test]

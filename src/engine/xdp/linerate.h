@@ -12,9 +12,12 @@
 #define LR_MAGIC 0x4c52
 #define LR_HEADER_LEN 18
 
-/* Ethernet + IPv6 + UDP: the longest header a template carries. */
-#define LR_HEAD_MAX 62
+/* Ethernet + two VLAN tags (QinQ) + IPv6 + UDP: the longest header a
+ * template carries. Without tags a head is 42 (IPv4) or 62 (IPv6) bytes;
+ * each tag adds 4. */
+#define LR_HEAD_MAX 70
 #define LR_ETH_LEN 14
+#define LR_VLAN_TAG 4
 #define LR_IPV4_HEAD 42
 #define LR_IPV6_HEAD 62
 
@@ -75,9 +78,9 @@
  * one's-complement sum (pseudo-header + UDP header + fill, not
  * complemented, at most 0xffff) the linerate header's words are added to. */
 struct lr_template {
-	__u8 head[64];
+	__u8 head[72];
 	__u32 csum_base;
-	__u16 head_len;  /* LR_IPV4_HEAD or LR_IPV6_HEAD */
+	__u16 head_len;  /* LR_IPV4_HEAD or LR_IPV6_HEAD, + 4 per VLAN tag */
 	__u16 frame_len; /* bytes without FCS */
 	__u16 flow_id;
 	__u16 pad;

@@ -31,7 +31,7 @@ use std::io;
 use std::net::UdpSocket;
 
 /// Bytes of `struct lr_template`, `lr_gen_config` and `lr_gen_cursor`.
-const TEMPLATE_LEN: usize = 76;
+const TEMPLATE_LEN: usize = 84;
 const CONFIG_LEN: usize = 40;
 const CURSOR_LEN: usize = 64;
 
@@ -166,9 +166,21 @@ pub fn template_bytes(t: &Template, flow_id: u16) -> Result<[u8; TEMPLATE_LEN], 
         sent_ns: 0,
     };
     let mut f = t.frame(&zero);
-    let head_len = match f.get(12..14) {
-        Some([0x86, 0xdd]) => consts::IPV6_HEAD as usize,
-        Some([0x08, 0x00]) => consts::IPV4_HEAD as usize,
+    // Up to two VLAN tags (802.1Q, or QinQ with an 802.1ad outer tag)
+    // between the MACs and the EtherType; the IP header follows them.
+    let tag = consts::VLAN_TAG as usize;
+    let mut tags = 0;
+    while tags < 2 * tag
+        && matches!(
+            f.get(12 + tags..14 + tags),
+            Some([0x81, 0x00] | [0x88, 0xa8])
+        )
+    {
+        tags += tag;
+    }
+    let (head_len, ip6) = match f.get(12 + tags..14 + tags) {
+        Some([0x86, 0xdd]) => (consts::IPV6_HEAD as usize + tags, true),
+        Some([0x08, 0x00]) => (consts::IPV4_HEAD as usize + tags, false),
         _ => {
             return Err(EngineError::Invalid(
                 "a template is neither IPv4 nor IPv6".into(),
@@ -187,21 +199,22 @@ pub fn template_bytes(t: &Template, flow_id: u16) -> Result<[u8; TEMPLATE_LEN], 
     f[head_len - 2..head_len].fill(0);
     f[head_len..head_len + hl].fill(0);
     let udp_len = f.len() - head_len + 8;
-    let pseudo = if head_len == consts::IPV6_HEAD as usize {
-        sum16(&f[22..54]) + udp_len as u64 + u64::from(libc::IPPROTO_UDP as u16)
+    let addrs = if ip6 {
+        &f[22 + tags..54 + tags]
     } else {
-        sum16(&f[26..34]) + udp_len as u64 + u64::from(libc::IPPROTO_UDP as u16)
+        &f[26 + tags..34 + tags]
     };
+    let pseudo = sum16(addrs) + udp_len as u64 + u64::from(libc::IPPROTO_UDP as u16);
     let mut sum = pseudo + sum16(&f[head_len - 8..]);
     while sum >> 16 != 0 {
         sum = (sum & 0xffff) + (sum >> 16);
     }
     let mut b = [0u8; TEMPLATE_LEN];
     b[..head_len].copy_from_slice(&f[..head_len]);
-    b[64..68].copy_from_slice(&(sum as u32).to_ne_bytes());
-    b[68..70].copy_from_slice(&(head_len as u16).to_ne_bytes());
-    b[70..72].copy_from_slice(&(f.len() as u16).to_ne_bytes());
-    b[72..74].copy_from_slice(&flow_id.to_ne_bytes());
+    b[72..76].copy_from_slice(&(sum as u32).to_ne_bytes());
+    b[76..78].copy_from_slice(&(head_len as u16).to_ne_bytes());
+    b[78..80].copy_from_slice(&(f.len() as u16).to_ne_bytes());
+    b[80..82].copy_from_slice(&flow_id.to_ne_bytes());
     Ok(b)
 }
 
@@ -431,15 +444,8 @@ impl LiveTx {
         ipv6: bool,
         vlan: Option<crate::proto::Vlan>,
     ) -> Result<LiveTx, EngineError> {
-        if let Some(v) = vlan {
-            // gen.bpf.c copies untagged heads of fixed lengths (42 and 62 B).
-            return Err(EngineError::Unavailable(format!(
-                "the live engine writes untagged frames only, and this test asks for VLAN {v}; \
-                 use --tx-engine packet or xdp, which write the tags"
-            )));
-        }
         probe::check_kernel()?;
-        let r = resolve(flows, sizes, ipv6, None)?;
+        let r = resolve(flows, sizes, ipv6, vlan)?;
         let mut groups = Vec::new();
         for (&ifindex, fl) in &r.by_if {
             let g = Group::open(&r, flows, fl.clone(), ifindex, sizes)?;
