@@ -269,6 +269,38 @@ mod tests {
         assert!(parse_stick_vlans("7,7").is_err_and(|e| e.to_string().contains("two different")));
     }
 
+    fn lab(args: &[&str]) -> Result<Cmd> {
+        let mut argv = vec!["linerate", "lab"];
+        argv.extend_from_slice(args);
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv)?;
+        let crate::cli::Command::Lab(a) = cli.command else {
+            panic!("not lab")
+        };
+        lab_config(&a)
+    }
+
+    #[test]
+    fn queues_parse_within_their_range() {
+        let queues = |args: &[&str]| match lab(args) {
+            Ok(Cmd::Lab(cfg, _)) => Ok(cfg.spec.queues),
+            Ok(_) => panic!("not a lab config"),
+            Err(e) => Err(format!("{e:#}")),
+        };
+        assert_eq!(queues(&[]), Ok(1));
+        assert_eq!(queues(&["--queues", "2"]), Ok(2));
+        assert_eq!(queues(&["--queues", "16"]), Ok(16));
+        for bad in ["0", "17", "4096"] {
+            let e = queues(&["--queues", bad]).expect_err(bad);
+            assert!(e.contains(&format!("--queues {bad}")), "{e}");
+            assert!(e.contains("1..=16") && e.contains("NAPI"), "{e}");
+        }
+        let e = queues(&["--queues=-1"]).expect_err("negative");
+        assert!(e.contains("--queues"), "{e}");
+        let e = queues(&["--queues", "2", "--gen-port", "eth8", "--sink-port", "eth9"])
+            .expect_err("ports");
+        assert!(e.contains("ethtool -L eth8"), "{e}");
+    }
+
     #[test]
     fn stick_refuses_engines_that_cannot_tag() {
         assert!(check_stick_engines(TxEngine::Auto, RxEngine::Auto).is_ok());
