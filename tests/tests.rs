@@ -23,6 +23,7 @@ mod http_requests;
 mod http_serve;
 mod iperf3;
 mod lab;
+mod lab_queues;
 mod latency;
 mod layers;
 mod loadtest;

@@ -43,6 +43,11 @@ pub struct LabArgs {
     /// MTU of every lab link.
     #[arg(long, default_value_t = 1500)]
     pub mtu: u32,
+    /// Tx and rx queues of every lab veth (1..=16, default 1). Each rx queue gets a NAPI of
+    /// its own (threads pinned by role, RPS on every queue); traffic spreads over them by
+    /// flow hash. Not with physical ports, which keep their driver's queues.
+    #[arg(long, value_name = "N")]
+    pub queues: Option<u32>,
     /// Remove leftovers of earlier runs (namespaces named lr-*) and exit.
     #[arg(long)]
     pub cleanup: bool,
@@ -156,6 +161,18 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
             bail!("--stick-vlans {va},{vb} sets the VLANs of the stick DUT: add --dut stick, or drop --stick-vlans");
         }
     }
+    if let Some(n) = a.queues {
+        if let Some(e) = crate::lab::queues_error(n) {
+            bail!("{e}");
+        }
+        if let Some(port) = &a.gen_port {
+            bail!(
+                "--queues {n} sets the queues of the lab's veths, and with --gen-port {port} the \
+                 lab has none: set a port's queues with `ethtool -L {port} combined N` before \
+                 the run, or drop --queues"
+            );
+        }
+    }
     if a.dut == DutArg::Stick {
         check_stick_engines(a.tx_engine, a.rx_engine)?;
     }
@@ -163,6 +180,7 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
         dut: Some(a.dut.into()),
         fw_rules: a.fw_rules.unwrap_or(super::common::DEFAULT_FW_RULES),
         mtu: a.mtu,
+        queues: a.queues.unwrap_or(1),
         dut_loss_pct: a.dut_loss,
         dut_police_pps: a.dut_police,
         rps: crate::lab::CpuSet::receive_side(&opts.cpus, threads),
@@ -244,6 +262,38 @@ mod tests {
             assert!(e.contains("1..4094"), "{bad}: {e}");
         }
         assert!(parse_stick_vlans("7,7").is_err_and(|e| e.to_string().contains("two different")));
+    }
+
+    fn lab(args: &[&str]) -> Result<Cmd> {
+        let mut argv = vec!["linerate", "lab"];
+        argv.extend_from_slice(args);
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv)?;
+        let crate::cli::Command::Lab(a) = cli.command else {
+            panic!("not lab")
+        };
+        lab_config(&a)
+    }
+
+    #[test]
+    fn queues_parse_within_their_range() {
+        let queues = |args: &[&str]| match lab(args) {
+            Ok(Cmd::Lab(cfg, _)) => Ok(cfg.spec.queues),
+            Ok(_) => panic!("not a lab config"),
+            Err(e) => Err(format!("{e:#}")),
+        };
+        assert_eq!(queues(&[]), Ok(1));
+        assert_eq!(queues(&["--queues", "2"]), Ok(2));
+        assert_eq!(queues(&["--queues", "16"]), Ok(16));
+        for bad in ["0", "17", "4096"] {
+            let e = queues(&["--queues", bad]).expect_err(bad);
+            assert!(e.contains(&format!("--queues {bad}")), "{e}");
+            assert!(e.contains("1..=16") && e.contains("NAPI"), "{e}");
+        }
+        let e = queues(&["--queues=-1"]).expect_err("negative");
+        assert!(e.contains("--queues"), "{e}");
+        let e = queues(&["--queues", "2", "--gen-port", "eth8", "--sink-port", "eth9"])
+            .expect_err("ports");
+        assert!(e.contains("ethtool -L eth8"), "{e}");
     }
 
     #[test]

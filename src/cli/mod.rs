@@ -229,6 +229,7 @@ pub fn to_config(command: Command) -> Result<Cmd> {
                     dut: Some(DutMode::Route),
                     fw_rules: 0,
                     mtu: 1500,
+                    queues: 1,
                     dut_loss_pct: None,
                     dut_police_pps: None,
                     rps: Default::default(),

@@ -767,6 +767,48 @@ mod tests {
         assert_eq!(p.tests[8].sweep.as_ref().unwrap().point.index, 8);
     }
 
+    /// Issue 21: the queue count of the lab's veths, set in [lab] or swept.
+    #[test]
+    fn plan_lab_queues_set_and_swept() {
+        let Command::Plan(p, _) =
+            load_text("[lab]\nqueues = 4\n[[test]]\nkind = \"udp\"\n").unwrap()
+        else {
+            panic!("not a plan")
+        };
+        assert_eq!(p.tests[0].lab.map(|l| l.queues), Some(4));
+        let Command::Plan(p, _) = load_text("[lab]\n[[test]]\nkind = \"udp\"\n").unwrap() else {
+            panic!("not a plan")
+        };
+        assert_eq!(p.tests[0].lab.map(|l| l.queues), Some(1), "default");
+        let text = "[lab]\nmtu = 1500\n[[test]]\nname = \"q\"\nkind = \"udp\"\n\
+                    sweep = { queues = [1, 2, 16], frame_size = [64, 1518] }\n";
+        let Command::Plan(p, _) = load_text(text).unwrap() else {
+            panic!("not a plan")
+        };
+        assert_eq!(p.tests.len(), 6);
+        let queues: Vec<u32> = p
+            .tests
+            .iter()
+            .filter_map(|t| t.lab.map(|l| l.queues))
+            .collect();
+        assert_eq!(queues, [1, 1, 2, 2, 16, 16]);
+        assert_eq!(p.tests[2].name, "q queues=2 frame_size=64");
+        let c = &p.tests[2].sweep.as_ref().unwrap().point.coords[0];
+        assert_eq!((c.key.as_str(), c.value.as_str()), ("queues", "2"));
+        // Out of range: at the value, with the range and why.
+        for (text, at) in [
+            ("[lab]\nqueues = 0\n[[test]]\nkind = \"udp\"\n", ":2:10:"),
+            (
+                "[lab]\n[[test]]\nkind = \"udp\"\nsweep = { queues = [2, 17] }\n",
+                ":4:24:",
+            ),
+        ] {
+            let e = load_text(text).unwrap_err().to_string();
+            assert!(e.contains(at) && e.contains("1..=16"), "{e}");
+            assert!(e.contains("NAPI"), "says why: {e}");
+        }
+    }
+
     #[test]
     fn plan_sweep_errors_point_at_the_value() {
         let udp = |lines: &str| {

@@ -227,9 +227,11 @@ fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
         let idx = run.results.labs.len() - 1;
         run.save();
         eprintln!(
-            "lab: DUT {}, MTU {}",
+            "lab: DUT {}, MTU {}, {} queue{} per veth",
             spec.dut.map_or("none (back to back)", |d| d.name()),
-            spec.mtu
+            spec.mtu,
+            spec.queues,
+            if spec.queues == 1 { "" } else { "s" }
         );
         for t in tests {
             if interrupted() {

@@ -120,6 +120,7 @@ pub fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
                 dut: (!t.back_to_back).then_some(t.dut.into()),
                 fw_rules: t.fw_rules.unwrap_or(DEFAULT_FW_RULES),
                 mtu: 1500,
+                queues: 1,
                 dut_loss_pct: t.dut_loss,
                 dut_police_pps: t.dut_police,
                 // Set from the test's stream by `bench_command`.

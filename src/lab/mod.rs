@@ -57,6 +57,9 @@ pub struct LabSpec {
     pub dut: Option<DutMode>,
     pub fw_rules: u32,
     pub mtu: u32,
+    /// Tx and rx queues of every veth the lab creates ([`QUEUES`]); each
+    /// rx queue has a NAPI of its own.
+    pub queues: u32,
     /// Random loss the DUT applies to forwarded packets, in %.
     pub dut_loss_pct: Option<f64>,
     /// Forwarding capacity the DUT is policed to, packets per second.
@@ -72,6 +75,25 @@ pub struct LabSpec {
     pub dut_shape: Option<Shape>,
     /// The stick DUT's VLANs: A (the generator's), B (the sink's).
     pub stick_vlans: (u16, u16),
+}
+
+/// How many tx and rx queues a lab veth may have (`--queues`).
+pub const QUEUES: std::ops::RangeInclusive<u32> = 1..=16;
+
+/// Why `--queues N` cannot be built, or `None`: the message names the
+/// range and the reason for its cap.
+pub fn queues_error(n: u32) -> Option<String> {
+    if QUEUES.contains(&n) {
+        return None;
+    }
+    Some(format!(
+        "--queues {n}: a lab veth takes {}..={} tx and rx queues. Every veth has at least one \
+         queue, and each rx queue adds a NAPI kernel thread on the lab's few cores, so more \
+         than {} spread nothing further; give a count in that range",
+        QUEUES.start(),
+        QUEUES.end(),
+        QUEUES.end()
+    ))
 }
 
 /// The stick DUT's VLANs unless `--stick-vlans` says otherwise.
@@ -361,6 +383,9 @@ pub fn preflight(spec: &LabSpec) -> Result<()> {
     if !(576..=9000).contains(&spec.mtu) {
         bail!("MTU {} is outside 576..=9000", spec.mtu);
     }
+    if let Some(e) = queues_error(spec.queues) {
+        bail!("{e}");
+    }
     if spec.dut == Some(DutMode::Stick) {
         stick::preflight(spec)?;
     }
@@ -383,6 +408,7 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     let sink = fleet.spawn_local("sink", &Netns::New, log("sink").as_deref())?;
     let pid = |i: usize| fleet.agent(i).pid;
     let mtu = spec.mtu;
+    let q = spec.queues;
 
     let mut g = Node::new();
     let mut s = Node::new();
@@ -391,13 +417,13 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     // The links: gen — dut — sink, or gen — sink back to back.
     match dut {
         Some(di) => {
-            netops::create_veth("gen0", MAC_GEN0, pid(gen), "dut0", MAC_DUT0, pid(di))?;
-            netops::create_veth("dut1", MAC_DUT1, pid(di), "sink0", MAC_SINK0, pid(sink))?;
+            netops::create_veth("gen0", MAC_GEN0, pid(gen), "dut0", MAC_DUT0, pid(di), q)?;
+            netops::create_veth("dut1", MAC_DUT1, pid(di), "sink0", MAC_SINK0, pid(sink), q)?;
             links.push(link("gen/gen0", "dut/dut0"));
             links.push(link("dut/dut1", "sink/sink0"));
         }
         None => {
-            netops::create_veth("gen0", MAC_GEN0, pid(gen), "sink0", MAC_SINK0, pid(sink))?;
+            netops::create_veth("gen0", MAC_GEN0, pid(gen), "sink0", MAC_SINK0, pid(sink), q)?;
             links.push(link("gen/gen0", "sink/sink0"));
         }
     }
@@ -550,13 +576,17 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
             .filter(|i| !i.mac.is_empty())
             .all(|i| pinned.contains(&i.name))
     {
-        Some(
+        Some(format!(
             "RPS left off: every veth's receive work runs in NAPI threads pinned by role \
-             (see cores)"
-                .to_string(),
-        )
+                 (see cores){}",
+            if spec.queues > 1 {
+                format!(", one per rx queue ({} each)", spec.queues)
+            } else {
+                String::new()
+            }
+        ))
     } else {
-        steer_receive(&mut fleet, &placed, &nodes, spec.rps, &pinned)
+        steer_receive(&mut fleet, &placed, &nodes, &spec, &pinned)
     };
     let topology = LabTopology {
         kind: if spec.dut.is_some() {
@@ -571,6 +601,7 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
             .dut_shape
             .filter(|_| dut.is_some())
             .map(|s| s.describe()),
+        queues: Some(spec.queues),
         nodes,
         links,
         offloads: if cores.is_some() {
@@ -620,9 +651,10 @@ fn steer_receive(
     fleet: &mut Fleet,
     placed: &[usize],
     nodes: &[LabNode],
-    rps: CpuSet,
+    spec: &LabSpec,
     pinned: &[String],
 ) -> Option<String> {
+    let rps = spec.rps;
     if rps.is_empty() {
         return None;
     }
@@ -655,9 +687,16 @@ fn steer_receive(
             }
         }
     }
+    let xps = if spec.queues == 1 {
+        "XPS left alone: a veth has one tx queue".to_string()
+    } else {
+        format!(
+            "on each of the {} rx queues; XPS left alone: the kernel picks a tx queue by flow hash",
+            spec.queues
+        )
+    };
     Some(format!(
-        "RPS: receive work of {} steered to CPUs {cpus:?}, away from the senders' cores \
-         (XPS left alone: a veth has one tx queue)",
+        "RPS: receive work of {} steered to CPUs {cpus:?}, away from the senders' cores ({xps})",
         done.join(", ")
     ))
 }

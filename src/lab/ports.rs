@@ -408,6 +408,7 @@ pub fn configure(
         dut_mode: ports.dut.as_ref().map(|_| "external".to_string()),
         fw_rules: None,
         dut_shape: None,
+        queues: None,
         nodes,
         links,
         offloads:

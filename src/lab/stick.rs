@@ -112,8 +112,9 @@ pub(super) fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     let sw = fleet.spawn_local("switch", &Netns::New, log("switch").as_deref())?;
     let sink = fleet.spawn_local("sink", &Netns::New, log("sink").as_deref())?;
     let pid = |i: usize| fleet.agent(i).pid;
-    netops::create_veth("gen0", MAC_GEN0, pid(gen), "sw-gen", MAC_SW_GEN, pid(sw))?;
-    netops::create_veth("dut0", MAC_DUT0, pid(dut), "sw-dut", MAC_SW_DUT, pid(sw))?;
+    let q = spec.queues;
+    netops::create_veth("gen0", MAC_GEN0, pid(gen), "sw-gen", MAC_SW_GEN, pid(sw), q)?;
+    netops::create_veth("dut0", MAC_DUT0, pid(dut), "sw-dut", MAC_SW_DUT, pid(sw), q)?;
     netops::create_veth(
         "sink0",
         MAC_SINK0,
@@ -121,6 +122,7 @@ pub(super) fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
         "sw-sink",
         MAC_SW_SINK,
         pid(sw),
+        q,
     )?;
     let links = vec![
         link("gen/gen0", "switch/sw-gen"),
@@ -237,12 +239,13 @@ pub(super) fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
         .filter(|n| n.error.is_none() && !n.cpus.is_empty())
         .map(|n| n.dev.clone())
         .collect();
-    let steering = steer_receive(&mut fleet, &placed, &nodes, spec.rps, &pinned);
+    let steering = steer_receive(&mut fleet, &placed, &nodes, &spec, &pinned);
     let topology = LabTopology {
         kind: "dut".into(),
         dut_mode: Some("stick".into()),
         fw_rules: None,
         dut_shape: None,
+        queues: Some(spec.queues),
         nodes,
         links,
         offloads: "VLAN tags written by the sending engine (packet or AF_XDP) and rewritten by \

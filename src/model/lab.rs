@@ -18,6 +18,11 @@ pub struct LabTopology {
     /// The DUT's egress shaper towards the sink (`--dut-shape`), described.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dut_shape: Option<String>,
+    /// Tx and rx queues of each veth the lab created (`--queues`), each rx
+    /// queue with a NAPI of its own; absent with physical ports, which
+    /// keep the queues their driver gives them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<u32>,
     pub nodes: Vec<LabNode>,
     pub links: Vec<LabLink>,
     /// How GSO/GRO were handled so that each datagram is one packet.

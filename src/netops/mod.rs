@@ -255,10 +255,52 @@ fn napi_kthreads(dev: &str) -> Vec<u32> {
         .collect()
 }
 
+/// How many rx queues `dev` has in this namespace's sysfs (a veth with
+/// NAPI has one NAPI, and in threaded mode one kernel thread, per rx queue).
+fn rx_queues(dev: &str) -> Result<usize> {
+    let queues = format!("/sys/class/net/{dev}/queues");
+    let n = std::fs::read_dir(&queues)
+        .with_context(|| format!("reading {queues}"))?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+        .count();
+    Ok(n)
+}
+
+/// The CPUs of a `Cpus_allowed_list` ("0-2,5"); `None` if it is not one.
+fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (a.parse::<usize>().ok()?, b.parse::<usize>().ok()?);
+                if b < a || b >= 4096 {
+                    return None;
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.parse().ok()?),
+        }
+    }
+    Some(cpus)
+}
+
+/// The CPUs task `pid` may run on, read back from /proc.
+fn allowed_cpus_of(pid: u32) -> Result<Vec<usize>> {
+    let path = format!("/proc/{pid}/status");
+    let status = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .with_context(|| format!("{path} has no Cpus_allowed_list line"))?;
+    parse_cpu_list(list).with_context(|| format!("{path}: '{}' is not a CPU list", list.trim()))
+}
+
 /// Turns threaded NAPI on for `dev` (in this namespace's own sysfs) and
-/// pins the kernel threads that appear to `cpus`. Interface names repeat
-/// across namespaces, so the threads are told apart by appearing: threaded
-/// mode is switched off first (its threads exit) and on again.
+/// pins the kernel threads that appear to `cpus`, one per rx queue, each
+/// read back. Interface names repeat across namespaces, so the threads are
+/// told apart by appearing: threaded mode is switched off first (its
+/// threads exit) and on again.
 fn napi_threads(dev: &str, cpus: &[usize], realtime: bool) -> Result<()> {
     let dev = dev.to_string();
     let cpus = cpus.to_vec();
@@ -271,17 +313,19 @@ fn napi_threads(dev: &str, cpus: &[usize], realtime: bool) -> Result<()> {
                 format!("writing {v} to {path} (threaded NAPI needs kernel 5.12 or later)")
             })
         };
+        let want = rx_queues(&dev)?.max(1);
         set("0")?;
         let before = napi_kthreads(&dev);
         set("1")?;
         let mut ours = Vec::new();
-        // The threads start with the write; give a loaded machine a moment.
-        for _ in 0..50 {
+        // The threads start with the write; give a loaded machine a moment
+        // to start one per rx queue.
+        for _ in 0..200 {
             ours = napi_kthreads(&dev)
                 .into_iter()
                 .filter(|p| !before.contains(p))
                 .collect();
-            if !ours.is_empty() {
+            if ours.len() >= want {
                 break;
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -293,10 +337,29 @@ fn napi_threads(dev: &str, cpus: &[usize], realtime: bool) -> Result<()> {
                 std::fs::read_to_string(&path).unwrap_or_default().trim()
             );
         }
+        if ours.len() < want {
+            bail!(
+                "{dev} has {want} rx queues but only {} napi/{dev}-* kernel threads appeared \
+                 within 2 s, so some queues' receive work would run unpinned; the kernel may \
+                 give NAPI to fewer queues than it lists (try --queues 1)",
+                ours.len()
+            );
+        }
         crate::host::kernel::remember_napi(&dev, &ours, &cpus);
+        let mut want_cpus = cpus.clone();
+        want_cpus.sort_unstable();
+        want_cpus.dedup();
         for pid in ours {
             crate::sys::pin_pid(pid, &cpus)
                 .with_context(|| format!("pinning napi/{dev} thread {pid} to CPUs {cpus:?}"))?;
+            let got = allowed_cpus_of(pid)
+                .with_context(|| format!("reading back napi/{dev} thread {pid}'s CPUs"))?;
+            if got != want_cpus {
+                bail!(
+                    "napi/{dev} thread {pid} runs on CPUs {got:?} after pinning it to {cpus:?}: \
+                     something else (a cpuset, irqbalance) set its affinity"
+                );
+            }
             if realtime {
                 crate::sys::set_fifo(pid).with_context(|| {
                     format!("giving napi/{dev} thread {pid} real-time priority (SCHED_FIFO 1)")
@@ -312,6 +375,8 @@ fn napi_threads(dev: &str, cpus: &[usize], realtime: bool) -> Result<()> {
 
 /// Creates a veth pair whose ends are born inside two namespaces, named by the
 /// pids of the agents that hold them; nothing ever appears in the caller's.
+/// Both ends get `queues` tx and rx queues (the kernel gives a peer without
+/// its own counts one of each).
 pub fn create_veth(
     a: &str,
     mac_a: [u8; 6],
@@ -319,31 +384,47 @@ pub fn create_veth(
     b: &str,
     mac_b: [u8; 6],
     pid_b: u32,
+    queues: u32,
 ) -> Result<()> {
+    let args = veth_args(a, mac_a, pid_a, b, mac_b, pid_b, queues)?;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run("ip", &args, None)
+}
+
+/// The `ip` arguments of [`create_veth`].
+fn veth_args(
+    a: &str,
+    mac_a: [u8; 6],
+    pid_a: u32,
+    b: &str,
+    mac_b: [u8; 6],
+    pid_b: u32,
+    queues: u32,
+) -> Result<Vec<String>> {
     check_ifname(a)?;
     check_ifname(b)?;
-    run(
-        "ip",
-        &[
-            "link",
-            "add",
-            a,
-            "address",
-            &mac_string(&mac_a),
-            "netns",
-            &pid_a.to_string(),
-            "type",
-            "veth",
-            "peer",
-            "name",
-            b,
-            "address",
-            &mac_string(&mac_b),
-            "netns",
-            &pid_b.to_string(),
-        ],
-        None,
-    )
+    if queues == 0 {
+        bail!("creating veth {a}/{b}: a veth needs at least one tx and one rx queue");
+    }
+    let q = queues.to_string();
+    let end = |name: &str, mac: &[u8; 6], pid: u32| {
+        [
+            name.to_string(),
+            "address".into(),
+            mac_string(mac),
+            "netns".into(),
+            pid.to_string(),
+            "numtxqueues".into(),
+            q.clone(),
+            "numrxqueues".into(),
+            q.clone(),
+        ]
+    };
+    let mut args: Vec<String> = vec!["link".into(), "add".into()];
+    args.extend(end(a, &mac_a, pid_a));
+    args.extend(["type", "veth", "peer", "name"].map(String::from));
+    args.extend(end(b, &mac_b, pid_b));
+    Ok(args)
 }
 
 #[cfg(test)]
@@ -375,6 +456,38 @@ mod tests {
             value: "x".into(),
         };
         assert!(apply(&sneaky).is_err());
+    }
+
+    #[test]
+    fn veth_ends_both_get_the_queues() {
+        let a = veth_args(
+            "gen0",
+            [2, 0, 0, 0, 0, 1],
+            10,
+            "dut0",
+            [2, 0, 0, 0, 0, 2],
+            20,
+            4,
+        )
+        .unwrap()
+        .join(" ");
+        assert_eq!(
+            a,
+            "link add gen0 address 02:00:00:00:00:01 netns 10 numtxqueues 4 numrxqueues 4 \
+             type veth peer name dut0 address 02:00:00:00:00:02 netns 20 numtxqueues 4 \
+             numrxqueues 4"
+        );
+        assert!(veth_args("a", [0; 6], 1, "b", [0; 6], 2, 0).is_err());
+        assert!(veth_args("a;x", [0; 6], 1, "b", [0; 6], 2, 1).is_err());
+    }
+
+    #[test]
+    fn cpu_lists_read_back() {
+        assert_eq!(parse_cpu_list("1\n"), Some(vec![1]));
+        assert_eq!(parse_cpu_list("0-2,5"), Some(vec![0, 1, 2, 5]));
+        assert_eq!(parse_cpu_list(""), Some(vec![]));
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list("x"), None);
     }
 
     #[test]

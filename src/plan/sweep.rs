@@ -26,6 +26,7 @@ pub const LAB_KEYS: &[&str] = &[
     "dut",
     "fw_rules",
     "mtu",
+    "queues",
     "dut_loss",
     "dut_police",
     "dut_shape",

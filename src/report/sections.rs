@@ -495,6 +495,10 @@ pub fn topology(r: &RunResults) -> String {
             ),
             (k, None) => k.to_string(),
         };
+        let title = match lab.queues {
+            Some(q) if q > 1 => format!("{title}, {q} tx/rx queues per veth"),
+            _ => title,
+        };
         s.push_str(&format!("<h3>{}</h3><div class=\"topo\">", esc(&title)));
         for (i, n) in lab.nodes.iter().enumerate() {
             if i > 0 {
