@@ -191,6 +191,27 @@ fn finish(cap: Child) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A tagged test of `frame`-byte frames run under a capture on the
+/// bridge: it must succeed with exact counts; returns its document and the
+/// captured lines of its frames (at least 10), for their tags to be read.
+fn captured(b: &Bridged, frame: u64, args: &[&str], what: &str) -> (Value, Vec<String>) {
+    let cap = b.capture(20);
+    let size = frame.to_string();
+    let mut v = vec!["--frame-size", &size];
+    v.extend_from_slice(args);
+    let (doc, out) = udp(b, &v);
+    let seen = finish(cap);
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exact(&doc, frame, what);
+    let lines: Vec<String> = test_frames(&seen).into_iter().map(str::to_string).collect();
+    assert!(lines.len() >= 10, "{what}: captured:\n{seen}");
+    (doc, lines)
+}
+
 #[test]
 fn vlan_tags_on_the_wire_and_counted_exactly() {
     if !require_root() {
@@ -203,32 +224,22 @@ fn vlan_tags_on_the_wire_and_counted_exactly() {
     let _g = serial();
     let b = Bridged::new("t");
     // The packet engine writes one 802.1Q tag; the XDP sink skips it.
-    let cap = b.capture(20);
-    let (doc, out) = udp(
+    let (doc, lines) = captured(
         &b,
+        128,
         &[
             "--vlan",
             "100",
-            "--frame-size",
-            "128",
             "--tx-engine",
             "packet",
             "--rx-engine",
             "xdp",
         ],
+        "packet, vlan 100",
     );
-    let seen = finish(cap);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exact(&doc, 128, "packet, vlan 100");
     let d = &doc["tests"][0]["directions"][0];
     assert_eq!(d["sender_summary"]["tx_engine"], "packet", "{d}");
     assert_eq!(d["receiver_summary"]["rx_engine"], "xdp", "{d}");
-    let lines = test_frames(&seen);
-    assert!(lines.len() >= 10, "captured:\n{seen}");
     for l in &lines {
         assert!(
             l.contains("ethertype 802.1Q (0x8100), length 124: vlan 100,"),
@@ -237,14 +248,16 @@ fn vlan_tags_on_the_wire_and_counted_exactly() {
     }
 
     // QinQ from AF_XDP: 802.1ad outer 100, 802.1Q inner 200.
-    let cap = b.capture(20);
-    let (doc, out) = udp(
+    let qinq = |l: &String| {
+        l.contains("ethertype 802.1Q-QinQ (0x88a8), length 252: vlan 100,")
+            && l.contains("ethertype 802.1Q (0x8100), vlan 200,")
+    };
+    let (_, lines) = captured(
         &b,
+        256,
         &[
             "--vlan",
             "100.200",
-            "--frame-size",
-            "256",
             "--tx-engine",
             "xdp",
             "--threads",
@@ -252,22 +265,10 @@ fn vlan_tags_on_the_wire_and_counted_exactly() {
             "--rx-engine",
             "xdp",
         ],
+        "xdp, QinQ 100.200",
     );
-    let seen = finish(cap);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exact(&doc, 256, "xdp, QinQ 100.200");
-    let lines = test_frames(&seen);
-    assert!(lines.len() >= 10, "captured:\n{seen}");
     for l in &lines {
-        assert!(
-            l.contains("ethertype 802.1Q-QinQ (0x88a8), length 252: vlan 100,")
-                && l.contains("ethertype 802.1Q (0x8100), vlan 200,"),
-            "{l}"
-        );
+        assert!(qinq(l), "{l}");
     }
 
     // QinQ from the live engine (XDP live frames): gen.bpf.c writes the
@@ -279,37 +280,23 @@ fn vlan_tags_on_the_wire_and_counted_exactly() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let cap = b.capture(20);
-    let (doc, out) = udp(
+    let (doc, lines) = captured(
         &b,
+        256,
         &[
             "--vlan",
             "100.200",
-            "--frame-size",
-            "256",
             "--tx-engine",
             "live",
             "--rx-engine",
             "xdp",
         ],
+        "live, QinQ 100.200",
     );
-    let seen = finish(cap);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exact(&doc, 256, "live, QinQ 100.200");
     let d = &doc["tests"][0]["directions"][0];
     assert_eq!(d["sender_summary"]["tx_engine"], "live", "{d}");
-    let lines = test_frames(&seen);
-    assert!(lines.len() >= 10, "captured:\n{seen}");
     for l in &lines {
-        assert!(
-            l.contains("ethertype 802.1Q-QinQ (0x88a8), length 252: vlan 100,")
-                && l.contains("ethertype 802.1Q (0x8100), vlan 200,"),
-            "{l}"
-        );
+        assert!(qinq(l), "{l}");
     }
 
     // With tx VLAN offload on at the bridge's egress the tag stays in the

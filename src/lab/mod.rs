@@ -161,7 +161,7 @@ impl CpuSet {
 /// addresses, IPv4 and IPv6): the source a latency responder on the sink
 /// sees. `None` for other modes.
 pub fn nat_source(mode: Option<DutMode>) -> Option<(IpAddr, IpAddr)> {
-    (mode == Some(DutMode::Nat)).then(|| (v4(198, 19, 0, 254), v6(0x20, 0xfe)))
+    (mode == Some(DutMode::Nat)).then(|| routed().gw_sink)
 }
 
 /// `--dut-shape RATE[,QUEUE]`: tc tbf on the DUT's sink-side egress.
@@ -273,6 +273,25 @@ fn v4(a: u8, b: u8, c: u8, d: u8) -> IpAddr {
 }
 fn v6(s: u16, h: u16) -> IpAddr {
     IpAddr::V6(Ipv6Addr::new(0x2001, 2, 0, s, 0, 0, 0, h))
+}
+
+/// A routed lab's host addresses, IPv4 and IPv6: gen and the sink on their
+/// own subnets (198.18.0.0/24 and 198.19.0.0/24, 2001:2:0:10::/64 and
+/// 2001:2:0:20::/64), and the DUT's address on each, their gateway.
+struct Routed {
+    gen: (IpAddr, IpAddr),
+    sink: (IpAddr, IpAddr),
+    gw_gen: (IpAddr, IpAddr),
+    gw_sink: (IpAddr, IpAddr),
+}
+
+fn routed() -> Routed {
+    Routed {
+        gen: (v4(198, 18, 0, 1), v6(0x10, 1)),
+        sink: (v4(198, 19, 0, 1), v6(0x20, 1)),
+        gw_gen: (v4(198, 18, 0, 254), v6(0x10, 0xfe)),
+        gw_sink: (v4(198, 19, 0, 254), v6(0x20, 0xfe)),
+    }
 }
 
 struct Node {
@@ -435,18 +454,9 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     let (gen4, gen6, sink4, sink6);
     match (spec.dut, dut) {
         (Some(mode), Some(_)) if mode != DutMode::Bridge => {
-            (gen4, gen6, sink4, sink6) = (
-                v4(198, 18, 0, 1),
-                v6(0x10, 1),
-                v4(198, 19, 0, 1),
-                v6(0x20, 1),
-            );
-            let (d0_4, d0_6, d1_4, d1_6) = (
-                v4(198, 18, 0, 254),
-                v6(0x10, 0xfe),
-                v4(198, 19, 0, 254),
-                v6(0x20, 0xfe),
-            );
+            let r = routed();
+            ((gen4, gen6), (sink4, sink6)) = (r.gen, r.sink);
+            let ((d0_4, d0_6), (d1_4, d1_6)) = (r.gw_gen, r.gw_sink);
             g.iface("gen0", MAC_GEN0, mtu, &[(gen4, 24), (gen6, 64)]);
             d.iface("dut0", MAC_DUT0, mtu, &[(d0_4, 24), (d0_6, 64)]);
             d.iface("dut1", MAC_DUT1, mtu, &[(d1_4, 24), (d1_6, 64)]);

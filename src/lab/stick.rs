@@ -11,7 +11,7 @@
 //! addresses on both VLANs are its trunk's MAC), and so is the bridge's
 //! forwarding table, so no frame is ever flooded.
 
-use super::{cores, link, steer_receive, v4, v6, Lab, LabSpec, Node};
+use super::{cores, link, routed, steer_receive, v4, v6, Lab, LabSpec, Node};
 use super::{MAC_DUT0, MAC_GEN0, MAC_SINK0};
 use crate::model::lab::{LabInterface, LabTopology};
 use crate::netops;
@@ -131,20 +131,11 @@ pub(super) fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     ];
     let mtu = spec.mtu;
     let (mut g, mut d, mut w, mut s) = (Node::new(), Node::new(), Node::new(), Node::new());
-    let (gen4, gen6, sink4, sink6) = (
-        v4(198, 18, 0, 1),
-        v6(0x10, 1),
-        v4(198, 19, 0, 1),
-        v6(0x20, 1),
-    );
+    let r = routed();
+    let ((gen4, gen6), (sink4, sink6)) = (r.gen, r.sink);
     // The DUT's gateway address on each VLAN: held by no interface (the
     // stack cannot see the VLANs), answered for by static neighbours.
-    let (gw_a4, gw_a6, gw_b4, gw_b6) = (
-        v4(198, 18, 0, 254),
-        v6(0x10, 0xfe),
-        v4(198, 19, 0, 254),
-        v6(0x20, 0xfe),
-    );
+    let ((gw_a4, gw_a6), (gw_b4, gw_b6)) = (r.gw_gen, r.gw_sink);
     g.iface("gen0", MAC_GEN0, mtu, &[(gen4, 24), (gen6, 64)]);
     s.iface("sink0", MAC_SINK0, mtu, &[(sink4, 24), (sink6, 64)]);
     d.iface("dut0", MAC_DUT0, mtu, &[]);

@@ -22,8 +22,9 @@ pub(super) fn path(src: &str, dst: &str) -> FlowPath {
     }
 }
 
-/// RFC 1071 over `data`, written out apart from the engine's helpers.
-fn rfc1071(data: &[u8]) -> u16 {
+/// RFC 1071 over `data`, written out apart from the engine's helpers
+/// (the stick DUT's tests use it too).
+pub(super) fn rfc1071(data: &[u8]) -> u16 {
     let mut sum: u32 = 0;
     for w in data.chunks(2) {
         sum += (u32::from(w[0]) << 8) | u32::from(*w.get(1).unwrap_or(&0));

@@ -2,6 +2,7 @@
 //! in, the rewritten frame, the verdict and the per-direction counters
 //! out.
 
+use super::gen_tests::rfc1071;
 use super::stick::{Stick, StickSpec};
 use super::tests::load_or_skip;
 use crate::sys::{self, XdpRun};
@@ -27,18 +28,6 @@ fn stick() -> Option<Stick> {
         })
         .expect("the stick program loads and verifies"),
     )
-}
-
-/// RFC 1071 over `data`, written out here, apart from the program.
-fn rfc1071(data: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    for w in data.chunks(2) {
-        sum += (u32::from(w[0]) << 8) | u32::from(*w.get(1).unwrap_or(&0));
-    }
-    while sum > 0xffff {
-        sum = (sum >> 16) + (sum & 0xffff);
-    }
-    !(sum as u16)
 }
 
 /// Ethernet (to `dst`), one 802.1Q tag (priority 5, `vlan`), IPv4 with
