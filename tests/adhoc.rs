@@ -171,6 +171,101 @@ fn adhoc_tests_between_user_namespaces_and_known_loss() {
     }
 }
 
+/// `--dut-host ns:DUT` and a plan's `dut`: the DUT namespace's agent
+/// gives its counters (loss cross-checked: the DUT drops a known 5 %) and
+/// its CPU time per packet, for the whole test and on each interval.
+#[test]
+fn dut_host_is_watched_between_user_namespaces() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let lab = UserLab::new();
+    nft_in(
+        &lab.names[1],
+        "table inet t {\n  chain f {\n    type filter hook forward priority 0; policy accept;\n    numgen random mod 100 < 5 drop\n  }\n}\n",
+    );
+    let check = |t: &serde_json::Value, what: &str| {
+        assert_eq!(t["status"], "ok", "{what}: {}", t["error"]);
+        let ifaces: Vec<&str> = t["kernel_counters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|k| k["interface"].as_str())
+            .collect();
+        assert!(
+            ifaces.contains(&"b0") && ifaces.contains(&"b1"),
+            "{what}: the DUT's interfaces: {ifaces:?}"
+        );
+        let d = &t["directions"][0];
+        let lost = d["lost"].as_u64().unwrap();
+        assert!(lost > 0, "{what}: the DUT drops 5 %: {d}");
+        // The DUT's own count of what it did not forward: nft's drops are
+        // received and not sent.
+        let counted = t["dut_counted_lost"].as_u64().unwrap();
+        assert!(
+            counted.abs_diff(lost) <= 20,
+            "{what}: DUT counted {counted}, sequence numbers {lost}"
+        );
+        let eff = &t["dut_efficiency"];
+        let counted = eff["counted"].as_str().unwrap_or_default();
+        assert!(counted.contains("every CPU"), "{what}: counted: {counted}");
+        assert!(f(&eff["test"]["cpu_ns_per_packet"]) > 0.0, "{what}: {eff}");
+        assert_eq!(eff["test"]["packets_from"], "dut_tx", "{what}");
+        let ivs = d["intervals"].as_array().unwrap();
+        let stepped = ivs
+            .iter()
+            .filter(|iv| {
+                iv["dut"]["cpu_ns_per_packet"]
+                    .as_f64()
+                    .is_some_and(|v| v > 0.0)
+            })
+            .count();
+        assert!(stepped >= 2, "{what}: intervals with a DUT step: {ivs:?}");
+    };
+    let (client, server, dut) = (lab.ns(0), lab.ns(2), lab.ns(1));
+    let doc = run_json(&[
+        "udp",
+        "--client",
+        &client,
+        "--server",
+        &server,
+        "--dut-host",
+        &dut,
+        "--target",
+        "198.19.10.2",
+        "-t",
+        "3",
+        "--rate",
+        "20kpps",
+        "--no-results",
+        "--no-progress",
+        "--json",
+    ]);
+    check(&doc["tests"][0], "--dut-host");
+
+    let dir = tempdir("adhoc-dut-plan");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "[hosts.g]\nnetns = \"{}\"\n[hosts.d]\nnetns = \"{}\"\n[hosts.s]\nnetns = \"{}\"\naddress = \"198.19.10.2\"\n\
+             [[test]]\nkind = \"udp\"\nfrom = \"g\"\nto = \"s\"\ndut = \"d\"\nrate = \"20kpps\"\nduration = 3\n",
+            lab.names[0], lab.names[1], lab.names[2]
+        ),
+    )
+    .unwrap();
+    let doc = run_json(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--no-results",
+        "--no-progress",
+        "--json",
+    ]);
+    check(&doc["tests"][0], "plan dut");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn refuses_targets_outside_the_benchmark_ranges() {
     let out = run(&["udp", "--target", "192.0.2.1", "-t", "1", "--no-results"]);

@@ -95,10 +95,18 @@ fn pair_test(pair: &Pair, spec: &TestSpec, opts: &RunOpts, run: &mut Run) -> Res
             None,
             log("sink").as_deref(),
         )?;
-        Ok::<_, anyhow::Error>((gen, sink))
+        let dut = match &pair.dut {
+            Some(d) => Some(
+                hosts
+                    .spawn("dut", d, Netns::Current, None, log("dut").as_deref())
+                    .map_err(|e| e.context(format!("starting the DUT's agent on {d}")))?,
+            ),
+            None => None,
+        };
+        Ok::<_, anyhow::Error>((gen, sink, dut))
     })();
     run.record_agents(&hosts);
-    let (gen, sink) = spawned?;
+    let (gen, sink, dut) = spawned?;
     // A download from a server linerate did not start (`http --url`) is
     // aimed at that server, not at the server endpoint: nothing to check.
     let foreign_server =
@@ -120,7 +128,7 @@ fn pair_test(pair: &Pair, spec: &TestSpec, opts: &RunOpts, run: &mut Run) -> Res
     );
     let mut ends = Ends::new(
         &mut hosts.fleet,
-        (gen, sink, None),
+        (gen, sink, dut),
         (
             Addressing {
                 vlan: pair.vlan,

@@ -305,6 +305,11 @@ pub struct Endpoints {
     /// source address the client's agent finds towards --target by a route lookup).
     #[arg(long)]
     pub client_address: Option<IpAddr>,
+    /// Where an agent watches the device under test between client and server (`ns:NAME`
+    /// or `ssh://[user@]host`): its interface counters are recorded with each test, and UDP
+    /// tests read its CPU time per load step (cycles per packet).
+    #[arg(long, value_name = "ENDPOINT")]
+    pub dut_host: Option<String>,
     /// Seconds to run.
     #[arg(long, short = 't', default_value_t = 10.0, value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub duration: f64,
@@ -495,7 +500,14 @@ pub fn pair(e: &Endpoints, common: &Common) -> Result<Pair> {
         target,
         client_address: e.client_address,
         vlan: None,
+        dut: dut_endpoint(e.dut_host.as_deref())?,
     })
+}
+
+/// `--dut-host`: the DUT's endpoint, if one is named.
+pub fn dut_endpoint(s: Option<&str>) -> Result<Option<Endpoint>> {
+    s.map(|s| Endpoint::parse(s).map_err(|m| anyhow!("--dut-host: {m:#}")))
+        .transpose()
 }
 
 pub fn duration(s: f64) -> Result<Duration> {

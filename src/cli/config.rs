@@ -68,6 +68,8 @@ pub struct Pair {
     pub client_address: Option<IpAddr>,
     /// VLAN tags on both ends' UDP frames (`linerate udp --vlan`).
     pub vlan: Option<crate::proto::Vlan>,
+    /// Where an agent watches the device under test (`--dut-host`).
+    pub dut: Option<Endpoint>,
 }
 
 /// Where ramps and searches send: a lab built for the run, or a pair.
@@ -328,6 +330,8 @@ pub struct PlanTest {
     /// Generator hosts (indexes into `PlanConfig::hosts`).
     pub from: Vec<usize>,
     pub to: usize,
+    /// The host watching the DUT (plan `dut`), if any.
+    pub dut: Option<usize>,
     /// Parallel instances per generator.
     pub instances: u16,
     /// Where the traffic goes.

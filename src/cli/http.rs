@@ -252,6 +252,7 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
         target,
         client_address: a.client_address,
         vlan: None,
+        dut: None,
     };
     Ok((pair, TestSpec::Http(tests)))
 }

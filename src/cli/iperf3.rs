@@ -74,6 +74,9 @@ fn server_of(e: &Endpoints, common: &Common) -> Result<SocketAddr> {
     if e.port.is_some() {
         bail!("--port: an iperf3 server takes its streams on its own port; give it as iperf3://HOST:PORT");
     }
+    if e.dut_host.is_some() {
+        bail!("--dut-host: tests against an iperf3 server do not watch a DUT; drop --dut-host, or run linerate at both ends (--server ns:NAME or ssh://HOST) to watch one");
+    }
     let server = parse_server(&e.server, e.ipv6)?;
     crate::engine::check_destination(server.ip(), &common.allow_target).map_err(|m| {
         anyhow!("{m}; an iperf3 server on the internet is outside them: name it with --allow-target {}/{} if you mean to load it",

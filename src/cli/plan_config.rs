@@ -465,6 +465,7 @@ fn test(plan: &Plan, t: &plan::PlanTest, hosts: &[HostConfig], opts: &RunOpts) -
         .map(|n| index(n))
         .collect::<Result<Vec<_>>>()?;
     let to = index(&t.to)?;
+    let dut = t.dut.as_deref().map(index).transpose()?;
     let client_address = from.iter().find_map(|&i| hosts[i].address);
     let iperf3 = hosts[to].iperf3;
     let mut argv = vec![
@@ -571,6 +572,7 @@ fn test(plan: &Plan, t: &plan::PlanTest, hosts: &[HostConfig], opts: &RunOpts) -
         spec,
         from,
         to,
+        dut,
         instances: t.instances,
         target: t.target,
         expect,

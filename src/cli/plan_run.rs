@@ -26,7 +26,7 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
     let used: BTreeSet<usize> = plan
         .tests
         .iter()
-        .flat_map(|t| t.from.iter().copied().chain([t.to]))
+        .flat_map(|t| t.from.iter().copied().chain([t.to]).chain(t.dut))
         // A stock iperf3 server runs no agent.
         .filter(|&i| plan.hosts[i].iperf3.is_none())
         .collect();
@@ -141,7 +141,7 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
             gens,
             sink,
             instances: t.instances.max(1),
-            observers: vec![],
+            observers: t.dut.map(agent).transpose()?.into_iter().collect(),
             lab: in_lab.map(|(_, _, _, idx)| *idx),
         };
         let from = crate::results::criteria::Marks::of(&run.results);

@@ -56,6 +56,10 @@ pub struct TargetArgs {
     /// Without --lab: the sink's address, or a host name (resolved once, IPv4 first).
     #[arg(long, value_parser = parse_host)]
     pub target: Option<HostAddr>,
+    /// Without --lab: where an agent watches the device under test (`ns:NAME` or
+    /// `ssh://host`): its counters with each step, and its CPU time per load step.
+    #[arg(long, value_name = "ENDPOINT", conflicts_with = "lab")]
+    pub dut_host: Option<String>,
     /// Without --lab: the generator's address, where reverse traffic and latency replies go
     /// (default: the source address its agent finds towards --target by a route lookup).
     #[arg(long, conflicts_with = "lab")]
@@ -143,6 +147,7 @@ pub fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
         target,
         client_address: t.client_address,
         vlan: t.vlan,
+        dut: super::common::dut_endpoint(t.dut_host.as_deref())?,
     }))
 }
 

@@ -249,6 +249,9 @@ pub struct PlanTest {
     pub from: Vec<String>,
     /// The sink host.
     pub to: String,
+    /// `dut`: a host whose agent watches the device under test (its
+    /// counters with each test; a UDP test's CPU time per load step).
+    pub dut: Option<String>,
     /// `target`, or else the address of `to`; inside loopback, the
     /// benchmarking ranges or `allow_target`.
     pub target: IpAddr,

@@ -13,6 +13,7 @@ const TEST_KEYS: &[&str] = &[
     "kind",
     "from",
     "to",
+    "dut",
     "target",
     "instances",
     "sweep",
@@ -145,6 +146,35 @@ pub(super) fn parse_test(
         ));
     }
 
+    let dut = match t.get("dut") {
+        None => None,
+        Some(v) => {
+            let d = src.string(v, "dut")?;
+            if lab {
+                return Err(src.err(
+                    span(v),
+                    "a [lab] test watches the lab's own DUT: remove dut (it names a host for tests between hosts)",
+                ));
+            }
+            let Some(h) = hosts.iter().find(|h| h.name == d) else {
+                return Err(src.err(span(v), hosts::unknown_host(&d, hosts)));
+            };
+            if matches!(h.kind, super::HostKind::Iperf3(_)) {
+                return Err(src.err(
+                    span(v),
+                    format!("'{d}' is an iperf3 server: no agent runs there to watch it; dut names a host linerate starts an agent on"),
+                ));
+            }
+            if d == to || from.contains(&d) {
+                return Err(src.err(
+                    span(v),
+                    format!("'{d}' sends or receives in this test: the dut is the device between them; name another host"),
+                ));
+            }
+            Some(d)
+        }
+    };
+
     let target = match t.get("target") {
         Some(v) => {
             let s = src.string(v, "target")?;
@@ -192,6 +222,7 @@ pub(super) fn parse_test(
         kind,
         from,
         to,
+        dut,
         target: target.0,
         instances,
         args,

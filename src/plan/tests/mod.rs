@@ -273,3 +273,38 @@ fn host_patterns() {
     v.sort_by(|a, b| natural(a, b));
     assert_eq!(v, ["a10", "b", "gen1", "gen2", "gen02", "gen10"]);
 }
+
+/// `dut` names a host that watches the device under test: one of the
+/// plan's hosts, never a sender, the sink, an iperf3 server or in a lab.
+#[test]
+fn a_test_names_its_dut_host() {
+    let hosts = format!(
+        "{HOSTS}[hosts.router]\nnetns = \"router\"\n[hosts.far]\niperf3 = \"198.18.0.9\"\n"
+    );
+    let t = |body: &str| {
+        format!("{hosts}[[test]]\nkind = \"udp\"\nfrom = \"gen\"\nto = \"sink\"\n{body}")
+    };
+    let p = ok(&t("dut = \"router\"\n"));
+    assert_eq!(p.tests[0].dut.as_deref(), Some("router"));
+    assert_eq!(ok(&t("")).tests[0].dut, None);
+    bad(&t("dut = \"routr\"\n"), 14, 7, "routr");
+    bad(
+        &t("dut = \"sink\"\n"),
+        14,
+        7,
+        "sends or receives in this test",
+    );
+    bad(
+        &t("dut = \"gen\"\n"),
+        14,
+        7,
+        "sends or receives in this test",
+    );
+    bad(&t("dut = \"far\"\n"), 14, 7, "iperf3 server");
+    bad(
+        "[lab]\ndut = \"route\"\n[[test]]\nkind = \"udp\"\ndut = \"x\"\n",
+        5,
+        7,
+        "watches the lab's own DUT",
+    );
+}
