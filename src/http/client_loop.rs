@@ -343,7 +343,12 @@ impl Driver {
             )
         })?;
         c.st.attach(sock.as_raw_fd());
-        c.link = Some(Link::new(sock));
+        c.link = Some(Link {
+            sock,
+            tls: None,
+            ulp: false,
+            ktls: false,
+        });
         c.interest = None;
         c.state = State::Connecting { since: now };
         Ok(Step::Wait(Interest::WRITE))
@@ -551,7 +556,6 @@ impl Driver {
         let mut taken = 0u64;
         while left > 0 {
             if taken >= READ_BUDGET {
-                link.wait_for(left);
                 c.state = State::Body { left };
                 return Ok(Step::Wait(Interest::READ));
             }
@@ -572,21 +576,17 @@ impl Driver {
                     // back to epoll without a read that would only block.
                     // (A TLS or kTLS read stops at a record's end: not so.)
                     if n < want && left > 0 && !tls {
-                        link.wait_for(left);
                         c.state = State::Body { left };
                         return Ok(Step::Wait(Interest::READ));
                     }
                 }
                 Err(e) if would_block(&e) => {
-                    link.wait_for(left);
                     c.state = State::Body { left };
                     return Ok(Step::Wait(Interest::READ));
                 }
                 Err(e) => return Err(Failure::io("reading a body", tls)(e)),
             }
         }
-        // The next response's head must wake the loop at its first byte.
-        link.wait_for(0);
         self.complete(c, now);
         Ok(Step::Go)
     }
@@ -637,13 +637,6 @@ impl Driver {
     fn check_stall(&mut self, c: &mut Conn, now: Instant) {
         let target = self.sh.spec.target;
         let since = |t: Instant| now.saturating_duration_since(t);
-        // A slow body may sit under SO_RCVLOWAT for seconds: take what is
-        // queued, so slow is not mistaken for stalled.
-        if matches!(c.state, State::Body { .. }) && since(c.quiet) > STALL / 4 {
-            if let Some(l) = c.link.as_mut() {
-                l.wait_for(0);
-            }
-        }
         let f = match c.state {
             State::Connecting { since: t } if since(t) > CONNECT_TIMEOUT => Failure::new(
                 Kind::Connect,

@@ -275,6 +275,17 @@ fn v6(s: u16, h: u16) -> IpAddr {
     IpAddr::V6(Ipv6Addr::new(0x2001, 2, 0, s, 0, 0, 0, h))
 }
 
+/// The devices whose NAPI threads the core layout pinned (those without
+/// get RPS instead).
+fn pinned_devs(cores: Option<&crate::model::lab::LabCores>) -> Vec<String> {
+    cores
+        .iter()
+        .flat_map(|c| &c.napi)
+        .filter(|n| n.error.is_none() && !n.cpus.is_empty())
+        .map(|n| n.dev.clone())
+        .collect()
+}
+
 /// A routed lab's host addresses, IPv4 and IPv6: gen and the sink on their
 /// own subnets (198.18.0.0/24 and 198.19.0.0/24, 2001:2:0:10::/64 and
 /// 2001:2:0:20::/64), and the DUT's address on each, their gateway.
@@ -573,12 +584,7 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     let plan = cores::plan(&spec.senders.cpus(), &spec.rps.cpus(), dut.is_some());
     let cores = plan.map(|p| cores::lay_out(&mut fleet, &placed, &nodes, &p));
     // RPS where no NAPI thread was pinned (or pinning failed).
-    let pinned: Vec<String> = cores
-        .iter()
-        .flat_map(|c| &c.napi)
-        .filter(|n| n.error.is_none() && !n.cpus.is_empty())
-        .map(|n| n.dev.clone())
-        .collect();
+    let pinned = pinned_devs(cores.as_ref());
     let steering = if !pinned.is_empty()
         && nodes
             .iter()

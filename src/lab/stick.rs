@@ -11,7 +11,7 @@
 //! addresses on both VLANs are its trunk's MAC), and so is the bridge's
 //! forwarding table, so no frame is ever flooded.
 
-use super::{cores, link, routed, steer_receive, v4, v6, Lab, LabSpec, Node};
+use super::{cores, link, pinned_devs, routed, steer_receive, v4, v6, Lab, LabSpec, Node};
 use super::{MAC_DUT0, MAC_GEN0, MAC_SINK0};
 use crate::model::lab::{LabInterface, LabTopology};
 use crate::netops;
@@ -224,12 +224,7 @@ pub(super) fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     }
     let plan = cores::plan(&spec.senders.cpus(), &spec.rps.cpus(), true);
     let cores = plan.map(|p| cores::lay_out(&mut fleet, &placed, &nodes, &p));
-    let pinned: Vec<String> = cores
-        .iter()
-        .flat_map(|c| &c.napi)
-        .filter(|n| n.error.is_none() && !n.cpus.is_empty())
-        .map(|n| n.dev.clone())
-        .collect();
+    let pinned = pinned_devs(cores.as_ref());
     let steering = steer_receive(&mut fleet, &placed, &nodes, &spec, &pinned);
     let topology = LabTopology {
         kind: "dut".into(),
