@@ -4,12 +4,12 @@
 //! UDP checksums, whatever a forwarder left in the recycled page.
 
 use super::live::{Cursor, Generator};
-use super::tests::load_or_skip;
+use super::tests::{load_or_skip, test_run};
 use super::{consts, with_meta};
 use crate::engine::frame::{frame_sequence, FlowPath, Template, FILL};
 use crate::proto::frame::{Header, HEADER_LEN};
 use crate::proto::FrameSpec;
-use crate::sys::{self, XdpRun};
+use crate::sys;
 
 /// A flow path between two test addresses (the XDP sink's tests use it too).
 pub(super) fn path(src: &str, dst: &str) -> FlowPath {
@@ -71,23 +71,8 @@ fn run_on(g: &mut Generator, input: &[u8], ifindex: u32) -> (u32, Vec<u8>) {
 
 /// Runs the generator once on `input`, metadata included.
 fn run_raw(g: &mut Generator, input: &[u8], ifindex: u32) -> (u32, Vec<u8>) {
-    let mut out = vec![0u8; 2048];
     let fd = g.obj.prog_fd("lr_gen").expect("program loaded");
-    let r = sys::xdp_test_run(
-        fd,
-        XdpRun {
-            data_in: input,
-            meta_len: consts::META_LEN as u32,
-            data_out: Some(&mut out),
-            repeat: 1,
-            ingress_ifindex: ifindex,
-            flags: 0,
-            batch_size: 0,
-        },
-    )
-    .expect("BPF_PROG_RUN in test mode");
-    out.truncate(r.data_len);
-    (r.retval, out)
+    test_run(fd, input, consts::META_LEN as u32, ifindex)
 }
 
 /// Runs the generator once on `input`; returns the frame it wrote.

@@ -339,6 +339,33 @@ pub(crate) mod tests {
     use super::*;
     use crate::sys::{self, XdpRun};
 
+    /// Runs `prog` once in BPF_PROG_RUN's test mode on `input` (its first
+    /// `meta_len` bytes metadata), as if it came in on `ingress`; returns
+    /// the verdict and the frame the program left.
+    pub fn test_run(
+        prog: std::os::fd::BorrowedFd<'_>,
+        input: &[u8],
+        meta_len: u32,
+        ingress: u32,
+    ) -> (u32, Vec<u8>) {
+        let mut out = vec![0u8; input.len() + 2048];
+        let r = sys::xdp_test_run(
+            prog,
+            XdpRun {
+                data_in: input,
+                meta_len,
+                data_out: Some(&mut out),
+                repeat: 1,
+                ingress_ifindex: ingress,
+                flags: 0,
+                batch_size: 0,
+            },
+        )
+        .expect("BPF_PROG_RUN in test mode");
+        out.truncate(r.data_len);
+        (r.retval, out)
+    }
+
     /// Loads `name`, or says why BPF is unavailable here: a test that needs
     /// BPF reports itself skipped with the reason (failing under CI=true,
     /// where the runner is root and a skip must not hide a regression).
@@ -364,22 +391,9 @@ pub(crate) mod tests {
         let fd = obj.prog_fd("lr_floor").expect("floor loads");
         let frame = [0x5au8; 60];
         let input = with_meta(&frame);
-        let mut out = [0u8; 128];
-        let r = sys::xdp_test_run(
-            fd,
-            XdpRun {
-                data_in: &input,
-                meta_len: consts::META_LEN as u32,
-                data_out: Some(&mut out),
-                repeat: 1,
-                ingress_ifindex: 0,
-                flags: 0,
-                batch_size: 0,
-            },
-        )
-        .expect("BPF_PROG_RUN");
-        assert_eq!(r.retval, 3, "XDP_TX");
-        assert_eq!(&out[..r.data_len], &input[..]);
+        let (retval, out) = test_run(fd, &input, consts::META_LEN as u32, 0);
+        assert_eq!(retval, 3, "XDP_TX");
+        assert_eq!(out, input);
         // Without the metadata a frame is real traffic: passed on.
         let r = sys::xdp_test_run(
             fd,

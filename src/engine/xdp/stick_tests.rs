@@ -4,8 +4,7 @@
 
 use super::gen_tests::rfc1071;
 use super::stick::{Stick, StickSpec};
-use super::tests::load_or_skip;
-use crate::sys::{self, XdpRun};
+use super::tests::{load_or_skip, test_run};
 
 const XDP_DROP: u32 = 1;
 const XDP_PASS: u32 = 2;
@@ -69,22 +68,7 @@ fn v6_frame(dst: [u8; 6], vlan: u16, hops: u8) -> Vec<u8> {
 /// Runs the program on one frame: its verdict and the frame it left.
 fn run(s: &mut Stick, frame: &[u8]) -> (u32, Vec<u8>) {
     let fd = s.obj.prog_fd("lr_stick").expect("program loaded");
-    let mut out = vec![0u8; frame.len() + 64];
-    let r = sys::xdp_test_run(
-        fd,
-        XdpRun {
-            data_in: frame,
-            meta_len: 0,
-            data_out: Some(&mut out),
-            repeat: 1,
-            ingress_ifindex: 0,
-            flags: 0,
-            batch_size: 0,
-        },
-    )
-    .expect("BPF_PROG_RUN");
-    out.truncate(r.data_len);
-    (r.retval, out)
+    test_run(fd, frame, 0, 0)
 }
 
 #[test]
