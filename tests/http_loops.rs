@@ -196,8 +196,9 @@ fn server_closing_kept_alive_connections_costs_a_reconnect_not_an_error() {
     );
 }
 
-/// A body that trickles (about 90 KiB/s: 1 MiB takes 11 s, past the 10 s
-/// stall limit) is slow, not stalled: it arrives whole, with no error.
+/// A body that trickles (about 90 KiB/s, so the client's 1 MiB receive
+/// low-water mark would not be reached for 11 s, past the 10 s stall
+/// limit) is slow, not stalled: it arrives whole, with no error.
 #[test]
 fn a_trickling_body_is_slow_not_stalled() {
     if !require_root() {

@@ -134,6 +134,7 @@ pub fn run(
         requests: connections.iter().map(|c| c.requests).sum(),
         body_bytes: connections.iter().map(|c| c.body_bytes).sum(),
         wire_bytes: sh.wire_bytes.load(Ordering::Relaxed),
+        unread_at_close_bytes: sh.unread_at_close.load(Ordering::Relaxed),
         status_counts: sh.status.lock().map(|s| s.clone()).unwrap_or_default(),
         errors: error_kinds.total(),
         error_kinds,

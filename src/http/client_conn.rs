@@ -31,9 +31,47 @@ pub(super) struct Link {
     pub(super) ulp: bool,
     /// The kernel decrypts (kTLS): reads are plain reads of plaintext.
     pub(super) ktls: bool,
+    /// The socket's SO_RCVLOWAT as last set (1: the kernel's default).
+    pub(super) lowat: usize,
 }
 
+/// The most body bytes the kernel queues before it wakes the loop: fewer,
+/// larger discards cost fewer wakeups (the TCP engine's receiver does the
+/// same). Bodies shorter than `LOWAT_FROM` keep the default.
+pub(super) const LOWAT: usize = 1 << 20;
+const LOWAT_FROM: u64 = 64 << 10;
+
 impl Link {
+    pub(super) fn new(sock: TcpStream) -> Self {
+        Link {
+            sock,
+            tls: None,
+            ulp: false,
+            ktls: false,
+            lowat: 1,
+        }
+    }
+
+    /// Lets the kernel hold back a readable event until `left` body bytes
+    /// (at most `LOWAT`) are queued, on plain TCP only (a TLS record's
+    /// bytes on the wire are not its plaintext). The rest of a body is the
+    /// most it waits for, so a body's end and the next response's head
+    /// (`left` 0) always wake the loop. Best effort: a refused option only
+    /// costs wakeups.
+    pub(super) fn wait_for(&mut self, left: u64) {
+        if self.tls() {
+            return;
+        }
+        let want = if left < LOWAT_FROM {
+            1
+        } else {
+            left.min(LOWAT as u64) as usize
+        };
+        if want != self.lowat && sys::set_rcvlowat(self.sock.as_raw_fd(), want as i32).is_ok() {
+            self.lowat = want;
+        }
+    }
+
     pub(super) fn tls(&self) -> bool {
         self.tls.is_some() || self.ktls
     }

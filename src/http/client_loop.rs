@@ -67,6 +67,8 @@ struct Driver {
     /// Connections not done yet.
     live: usize,
     wire: u64,
+    /// Bytes queued unread in sockets when they were closed.
+    unread: u64,
     status: Vec<StatusCount>,
     kinds: ErrorKinds,
 }
@@ -113,6 +115,7 @@ impl Loop {
                 timers: BinaryHeap::new(),
                 discard: vec![0u8; DISCARD],
                 wire: 0,
+                unread: 0,
                 status: Vec::new(),
                 kinds: ErrorKinds::default(),
             },
@@ -202,6 +205,8 @@ impl Loop {
         }
         let sh = &self.drv.sh;
         sh.wire_bytes.fetch_add(self.drv.wire, Ordering::Relaxed);
+        sh.unread_at_close
+            .fetch_add(self.drv.unread, Ordering::Relaxed);
         if let Ok(mut s) = sh.status.lock() {
             for c in &self.drv.status {
                 crate::proto::http::add_status(&mut s, c.status, c.count);
@@ -285,7 +290,10 @@ impl Driver {
 
     /// Closes the socket (which leaves the epoll set with it).
     fn close(&mut self, c: &mut Conn) {
-        if c.link.take().is_some() {
+        if let Some(link) = c.link.take() {
+            // What the kernel took in for us and we never read: the
+            // interface counted it, so the wire cross-check needs it.
+            self.unread += sys::unread_bytes(link.sock.as_raw_fd()).unwrap_or(0);
             c.st.detach();
         }
         c.interest = None;
@@ -343,12 +351,7 @@ impl Driver {
             )
         })?;
         c.st.attach(sock.as_raw_fd());
-        c.link = Some(Link {
-            sock,
-            tls: None,
-            ulp: false,
-            ktls: false,
-        });
+        c.link = Some(Link::new(sock));
         c.interest = None;
         c.state = State::Connecting { since: now };
         Ok(Step::Wait(Interest::WRITE))
@@ -556,6 +559,7 @@ impl Driver {
         let mut taken = 0u64;
         while left > 0 {
             if taken >= READ_BUDGET {
+                link.wait_for(left);
                 c.state = State::Body { left };
                 return Ok(Step::Wait(Interest::READ));
             }
@@ -576,17 +580,21 @@ impl Driver {
                     // back to epoll without a read that would only block.
                     // (A TLS or kTLS read stops at a record's end: not so.)
                     if n < want && left > 0 && !tls {
+                        link.wait_for(left);
                         c.state = State::Body { left };
                         return Ok(Step::Wait(Interest::READ));
                     }
                 }
                 Err(e) if would_block(&e) => {
+                    link.wait_for(left);
                     c.state = State::Body { left };
                     return Ok(Step::Wait(Interest::READ));
                 }
                 Err(e) => return Err(Failure::io("reading a body", tls)(e)),
             }
         }
+        // The next response's head must wake the loop at its first byte.
+        link.wait_for(0);
         self.complete(c, now);
         Ok(Step::Go)
     }
@@ -637,6 +645,13 @@ impl Driver {
     fn check_stall(&mut self, c: &mut Conn, now: Instant) {
         let target = self.sh.spec.target;
         let since = |t: Instant| now.saturating_duration_since(t);
+        // A slow body may sit under SO_RCVLOWAT for seconds: take what is
+        // queued, so slow is not mistaken for stalled.
+        if matches!(c.state, State::Body { .. }) && since(c.quiet) > STALL / 4 {
+            if let Some(l) = c.link.as_mut() {
+                l.wait_for(0);
+            }
+        }
         let f = match c.state {
             State::Connecting { since: t } if since(t) > CONNECT_TIMEOUT => Failure::new(
                 Kind::Connect,

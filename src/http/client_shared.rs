@@ -45,6 +45,7 @@ pub(super) struct Shared {
     /// Requests left to claim; negative: unlimited.
     pub budget: AtomicI64,
     pub wire_bytes: AtomicU64,
+    pub unread_at_close: AtomicU64,
     pub status: Mutex<Vec<StatusCount>>,
     pub error_kinds: Mutex<ErrorKinds>,
     pub ktls_used: AtomicBool,
@@ -61,6 +62,7 @@ impl Shared {
             spec,
             stop,
             wire_bytes: AtomicU64::new(0),
+            unread_at_close: AtomicU64::new(0),
             status: Mutex::new(Vec::new()),
             error_kinds: Mutex::new(ErrorKinds::default()),
             ktls_used: AtomicBool::new(false),

@@ -146,6 +146,11 @@ pub struct HttpSummary {
     /// Every byte read from (client) or written to (server) the sockets:
     /// HTTP heads and TLS framing included.
     pub wire_bytes: u64,
+    /// Client: bytes the kernel had queued and the client had not read
+    /// when it closed a connection mid-response (at the test's end, or on
+    /// a failure). The kernel's rx_bytes counts them; `wire_bytes` does not.
+    #[serde(default)]
+    pub unread_at_close_bytes: u64,
     /// Responses by status class on the client; error answers on the server.
     pub status_counts: Vec<StatusCount>,
     /// Failed requests (client: each is one request without a complete

@@ -221,6 +221,15 @@ pub fn unacked_bytes(fd: RawFd) -> io::Result<u64> {
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
+/// Bytes the kernel has queued on a TCP socket that the program has not
+/// read yet (SIOCINQ, also FIONREAD).
+pub fn unread_bytes(fd: RawFd) -> io::Result<u64> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: SIOCINQ (FIONREAD) writes one int into `n`, which we own.
+    cvt(unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) })?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
 /// Raises this process's soft RLIMIT_NOFILE to its hard limit and returns
 /// the soft limit now in force.
 // rlim_t is u64 on 64-bit Linux and 32 bits wide on some 32-bit targets.

@@ -24,7 +24,9 @@ pub use bpf::{
     PerCpuLayout, XdpRun, XdpRunResult, BPF_F_TEST_XDP_LIVE_FRAMES, XDP_FLAGS_DRV_MODE,
     XDP_FLAGS_SKB_MODE,
 };
-pub use epoll::{raise_nofile_limit, send_nonblocking, unacked_bytes, Epoll, Interest, Ready};
+pub use epoll::{
+    raise_nofile_limit, send_nonblocking, unacked_bytes, unread_bytes, Epoll, Interest, Ready,
+};
 pub use mmsg::{bind_packet, packet_socket, set_qdisc_bypass, Recvmmsg, Sendmmsg};
 pub use perf::{perf_cycles_on_cpu, perf_read};
 pub use process::{
