@@ -4,6 +4,11 @@
 #
 #   linerate http  vs  wrk  and  h2load --h1      against nginx
 #                                                 and against `linerate serve`
+#   linerate http --http2  vs  h2load (h2c)       against nginx (listen http2)
+#
+# Beside each rate it prints the client's CPU time per request (user +
+# system of the client process), which shows how much of a request's cost
+# is the client's own and how much the kernel's.
 #
 # Each round runs every client against every server for --seconds; after
 # --rounds rounds it prints requests/s per tool (median, min-max) and the
@@ -34,7 +39,7 @@ done
 [ "$(id -u)" = 0 ] || { echo "bench/http-requests.sh needs root (network namespaces)" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd); repo=$(dirname "$here")
 . "$here/pair.sh"
-need nginx nginx; need wrk wrk; need h2load nghttp2-client; need python3 python3
+need nginx nginx; need wrk wrk; need /usr/bin/time time; need h2load nghttp2-client; need python3 python3
 lr_binary "$repo"
 pair_lab "lrrq$$" rq 198.18.31 lr-http-requests
 
@@ -51,11 +56,14 @@ http {
   client_body_temp_path $work; proxy_temp_path $work; fastcgi_temp_path $work;
   uwsgi_temp_path $work; scgi_temp_path $work;
   server { listen $S:8081; root $work/root; }
+  # HTTP/2 without sendfile: nginx 1.22 with sendfile on held every small
+  # HTTP/2 response ~40 ms here (h2load and linerate alike: 1,450 requests/s).
+  server { listen $S:8082 http2; root $work/root; sendfile off; }
 }
 EOF
 ip netns exec "$sns" nginx -c "$work/nginx.conf" & pids+=($!)
 ip netns exec "$sns" "$lr" serve --no-results --listen $S:8080 --size 1k >/dev/null & pids+=($!)
-for port in 8081 8080; do
+for port in 8081 8082 8080; do
   for _ in $(seq 100); do
     ip netns exec "$cns" bash -c "exec 3<>/dev/tcp/$S/$port" 2>/dev/null && break
     sleep 0.1
@@ -63,54 +71,98 @@ for port in 8081 8080; do
 done
 sleep 0.5
 
-# requests/s of one tool against one URL
+# Each tool runs under GNU time: "requests/s cpu_seconds" (user + system of
+# the client process and its children), so the CPU each client spends per
+# request is printed beside its rate.
+timed() {
+  /usr/bin/time -f "%U %S" -o "$work/cpu" "$@"
+}
+cpu_s() { awk '{print $1 + $2}' "$work/cpu"; }
 rps_linerate() {
-  ip netns exec "$cns" "$lr" http --url "$1" -c "$conns" -t "$secs" --json --no-progress \
-    --no-results 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["tests"][0]["http"]["requests_per_s"])'
+  local v
+  v=$(timed ip netns exec "$cns" "$lr" http --url "$1" -c "$conns" -t "$secs" --json --no-progress \
+    --no-results 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["tests"][0]["http"]["requests_per_s"])')
+  echo "$v $(cpu_s)"
+}
+rps_linerate_h2() {
+  local v
+  v=$(timed ip netns exec "$cns" "$lr" http --http2 --url "$1" -c "$conns" -t "$secs" --json --no-progress \
+    --no-results 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["tests"][0]["http"]["requests_per_s"])')
+  echo "$v $(cpu_s)"
 }
 rps_wrk() {
-  ip netns exec "$cns" wrk -t2 -c"$conns" -d"${secs}s" "$1" 2>/dev/null \
-    | awk '/^Requests\/sec:/ {print $2}'
+  local v
+  v=$(timed ip netns exec "$cns" wrk -t2 -c"$conns" -d"${secs}s" "$1" 2>/dev/null \
+    | awk '/^Requests\/sec:/ {print $2}')
+  echo "$v $(cpu_s)"
 }
 rps_h2load() {
-  ip netns exec "$cns" h2load --h1 -t2 -c"$conns" -D"$secs" "$1" 2>/dev/null \
-    | awk '/^finished in/ {gsub(",", "", $4); print $4}'
+  local v
+  v=$(timed ip netns exec "$cns" h2load --h1 -t2 -c"$conns" -D"$secs" "$1" 2>/dev/null \
+    | awk '/^finished in/ {gsub(",", "", $4); print $4}')
+  echo "$v $(cpu_s)"
+}
+rps_h2load_h2() {
+  local v
+  v=$(timed ip netns exec "$cns" h2load -t2 -c"$conns" -D"$secs" "$1" 2>/dev/null \
+    | awk '/^finished in/ {gsub(",", "", $4); print $4}')
+  echo "$v $(cpu_s)"
 }
 
-declare -A got
-servers="nginx=http://$S:8081/1k.bin serve=http://$S:8080/1k.bin"
+declare -A got cpu
+# HTTP/1.1 against both servers (linerate, wrk, h2load --h1); HTTP/2 with
+# prior knowledge (h2c) against nginx's second port (linerate --http2, h2load).
+runs="nginx:linerate:http://$S:8081/1k.bin nginx:wrk:http://$S:8081/1k.bin
+nginx:h2load:http://$S:8081/1k.bin serve:linerate:http://$S:8080/1k.bin
+serve:wrk:http://$S:8080/1k.bin serve:h2load:http://$S:8080/1k.bin
+nginx-h2:linerate_h2:http://$S:8082/1k.bin nginx-h2:h2load_h2:http://$S:8082/1k.bin"
 for r in $(seq "$rounds"); do
-  for sv in $servers; do
-    name=${sv%%=*}; url=${sv#*=}
-    for tool in linerate wrk h2load; do
-      v=$("rps_$tool" "$url" || true)
-      got[$name.$tool.$r]=${v:-0}
-      printf 'round %d  %-6s %-9s %12.0f requests/s\n' "$r" "$name" "$tool" "${v:-0}" >&2
-    done
+  for run in $runs; do
+    name=${run%%:*}; rest=${run#*:}; tool=${rest%%:*}; url=${rest#*:}
+    read -r v c < <("rps_$tool" "$url" || true)
+    v=${v:-0}; c=${c:-0}
+    got[$name.$tool.$r]=$v
+    # CPU microseconds per request: cpu seconds / (requests/s x seconds)
+    cpu[$name.$tool.$r]=$(python3 -c "import sys; v,c,s=map(float,sys.argv[1:]); print(c*1e6/(v*s) if v>0 else 0)" "$v" "$c" "$secs")
+    printf 'round %d  %-8s %-12s %12.0f requests/s  %6.1f us CPU/request\n' "$r" "$name" "$tool" "$v" "${cpu[$name.$tool.$r]}" >&2
   done
 done
 
-echo "requests/s, $conns connections, 1 KiB object, keep-alive HTTP/1.1, ${secs} s x $rounds rounds"
+echo "requests/s, $conns connections, 1 KiB object, keep-alive, ${secs} s x $rounds rounds"
 echo "host: $(nproc) CPUs, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-for sv in $servers; do
-  name=${sv%%=*}
-  for tool in linerate wrk h2load; do
-    vals=""; for r in $(seq "$rounds"); do vals="$vals ${got[$name.$tool.$r]}"; done
-    echo "$name $tool $vals"
+echo "(CPU/request: the client's own user + system time per request; the server and the"
+echo " kernel's softirq work charged elsewhere are not in it)"
+{
+  for name in nginx serve nginx-h2; do
+    if [ "$name" = nginx-h2 ]; then tools="linerate_h2 h2load_h2"; else tools="linerate wrk h2load"; fi
+    for tool in $tools; do
+      vals=""; cpus=""
+      for r in $(seq "$rounds"); do vals="$vals ${got[$name.$tool.$r]}"; cpus="$cpus ${cpu[$name.$tool.$r]}"; done
+      echo "$name $tool $vals"
+      echo "$name cpu:$tool $cpus"
+    done
+    ratios=""
+    for r in $(seq "$rounds"); do
+      if [ "$name" = nginx-h2 ]; then
+        ratios="$ratios $(python3 -c "import sys; l,h=map(float,sys.argv[1:]); print(l/max(h,1e-9))" \
+          "${got[$name.linerate_h2.$r]}" "${got[$name.h2load_h2.$r]}")"
+      else
+        ratios="$ratios $(python3 -c "import sys; l,w,h=map(float,sys.argv[1:]); print(l/max(w,h,1e-9))" \
+          "${got[$name.linerate.$r]}" "${got[$name.wrk.$r]}" "${got[$name.h2load.$r]}")"
+      fi
+    done
+    echo "$name ratio $ratios"
   done
-  ratios=""
-  for r in $(seq "$rounds"); do
-    ratios="$ratios $(python3 -c "import sys; l,w,h=map(float,sys.argv[1:]); print(l/max(w,h,1e-9))" \
-      "${got[$name.linerate.$r]}" "${got[$name.wrk.$r]}" "${got[$name.h2load.$r]}")"
-  done
-  echo "$name ratio $ratios"
-done | python3 -c '
+} | python3 -c '
 import statistics, sys
 for line in sys.stdin:
     name, tool, *v = line.split()
     v = [float(x) for x in v]
     if tool == "ratio":
-        print(f"  {name:6} linerate / better of wrk, h2load: median {statistics.median(v):.2f}x  (min-max {min(v):.2f}-{max(v):.2f})")
+        other = "h2load (HTTP/2)" if name == "nginx-h2" else "better of wrk, h2load"
+        print(f"  {name:8} linerate / {other}: median {statistics.median(v):.2f}x  (min-max {min(v):.2f}-{max(v):.2f})")
+    elif tool.startswith("cpu:"):
+        print(f"  {name:8} {tool[4:]:12} CPU/request median {statistics.median(v):8.1f} us  (min-max {min(v):.1f}-{max(v):.1f})")
     else:
-        print(f"  {name:6} {tool:9} median {statistics.median(v):10.0f}  (min-max {min(v):.0f}-{max(v):.0f})")
+        print(f"  {name:8} {tool:12} median {statistics.median(v):10.0f}  (min-max {min(v):.0f}-{max(v):.0f})")
 '

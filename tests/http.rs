@@ -433,38 +433,7 @@ fn linerate_client_against_nginx() {
     let _g = serial();
     let dir = tempdir("http-nginx");
     let (root, _) = make_root(&dir);
-    let (key, cert) = (dir.join("key.pem"), dir.join("cert.pem"));
-    // A leaf certificate (not a CA: webpki refuses a CA as end entity).
-    let ossl = dir.join("openssl.cnf");
-    std::fs::write(
-        &ossl,
-        "[req]\ndistinguished_name=dn\nx509_extensions=v3\nprompt=no\n[dn]\nCN=linerate-test\n\
-         [v3]\nbasicConstraints=critical,CA:FALSE\nsubjectAltName=IP:198.18.20.2\n\
-         keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    let ok = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-        ])
-        .args(["-nodes", "-days", "1", "-config"])
-        .arg(&ossl)
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .unwrap();
-    assert!(
-        ok.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ok.stderr)
-    );
+    let (key, cert) = leaf_cert(&dir, "198.18.20.2");
     let conf = dir.join("nginx.conf");
     std::fs::write(
         &conf,

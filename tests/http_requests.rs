@@ -361,3 +361,166 @@ fn cpu_is_a_share_of_the_host_on_a_four_stream_row() {
         "gen agent {agent} % vs HTTP client {client} % of the host"
     );
 }
+
+/// Access-log lines of requests that came over HTTP/2, and all lines.
+fn h2_lines(log: &Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let all = text.lines().count() as u64;
+    let h2 = text.lines().filter(|l| l.contains(" HTTP/2.0\"")).count() as u64;
+    (h2, all)
+}
+
+/// `--http2` against nginx: h2c with prior knowledge on one port, h2 over
+/// TLS (ALPN) on another. nginx logs every request's protocol, so the
+/// test sees that each one really went over HTTP/2. It ends kept-alive
+/// connections after 50 requests (GOAWAY): that costs a new connection,
+/// not a failed request. A large object checks flow control (the body is
+/// far over HTTP/2's default 64 KiB window).
+#[test]
+fn http2_against_nginx_in_clear_text_and_over_tls() {
+    if !require_root() {
+        return;
+    }
+    if Command::new("nginx").arg("-v").output().is_err() {
+        crate::util::skip("nginx is not installed");
+        return;
+    }
+    let _g = serial();
+    let dir = tempdir("http-requests-h2");
+    let (key, cert) = leaf_cert(&dir, SERVER);
+    let conf = nginx_site(
+        &dir,
+        2,
+        &format!("{SERVER}:8092 http2; listen {SERVER}:8493 ssl http2"),
+        &format!(
+            "keepalive_requests 50; ssl_certificate {}; ssl_certificate_key {};",
+            cert.display(),
+            key.display()
+        ),
+    );
+    std::fs::write(dir.join("root").join("big.bin"), vec![7u8; 8 << 20]).unwrap();
+    let mut p = Pair::new_requests("h");
+    p.spawn_server(&["nginx", "-c", conf.to_str().unwrap()]);
+    p.wait_port(8092);
+    p.wait_port(8493);
+    let log = dir.join("access.log");
+
+    let url = format!("http://{SERVER}:8092/1k.bin");
+    let (ok, t) = p.http(&["--url", &url, "--http2", "-c", "8", "-t", "2"]);
+    assert!(ok, "{t}");
+    assert_eq!(t["name"], "h2c 8 connections", "{t}");
+    let c = &t["http"]["client"];
+    assert_eq!(c["http2"], true, "{c}");
+    assert_eq!(
+        n(&c["errors"]),
+        0,
+        "GOAWAY after 50 requests must not fail any: {c}"
+    );
+    let responses = n(&c["requests"]);
+    assert!(
+        responses > 8 * 50,
+        "more requests than one connection each may carry: {c}"
+    );
+    percentiles_ordered(&c["latency"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let (h2, all) = h2_lines(&log);
+    assert_eq!(h2, all, "every request nginx logged came over HTTP/2");
+    counts_add_up(c, h2, 8);
+    let body = n(&c["body_bytes"]);
+    assert!(
+        body >= responses * 1024 && body <= (responses + 8) * 1024,
+        "{responses} responses of 1 KiB, {body} body bytes"
+    );
+    for x in t["cross_checks"].as_array().unwrap() {
+        assert_eq!(x["flagged"], false, "{x}");
+    }
+
+    let before = all;
+    let url = format!("https://{SERVER}:8493/big.bin");
+    let ca = cert.to_str().unwrap();
+    let (ok, t) = p.http(&[
+        "--url", &url, "--http2", "--cacert", ca, "-c", "2", "-t", "2",
+    ]);
+    assert!(ok, "{t}");
+    assert_eq!(t["name"], "h2 2 connections", "{t}");
+    let c = &t["http"]["client"];
+    assert_eq!(
+        (c["http2"].as_bool(), c["tls"].as_bool()),
+        (Some(true), Some(true)),
+        "{c}"
+    );
+    assert_eq!(n(&c["errors"]), 0, "{c}");
+    let responses = n(&c["requests"]);
+    assert!(responses >= 2, "{c}");
+    let body = n(&c["body_bytes"]);
+    assert!(
+        body >= responses << 23 && body <= (responses + 2) << 23,
+        "{responses} responses of 8 MiB, {body} body bytes"
+    );
+    assert!(t["http"]["goodput_bps"].as_f64().unwrap() > 1e8, "{t}");
+    std::thread::sleep(Duration::from_millis(300));
+    let (h2, all) = h2_lines(&log);
+    assert_eq!(h2, all, "every request nginx logged came over HTTP/2");
+    counts_add_up(c, all - before, 2);
+}
+
+/// `--http2` against a server that speaks only HTTP/1.1 (`linerate serve`)
+/// fails every request as a protocol error with a message that says what
+/// to do; `--http2` without `--url` is refused before anything runs.
+#[test]
+fn http2_against_an_http1_server_says_so() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let mut p = Pair::new_requests("g");
+    let listen = format!("{SERVER}:8094");
+    p.spawn_server(&[
+        bin(),
+        "serve",
+        "--no-results",
+        "--listen",
+        &listen,
+        "--size",
+        "1k",
+    ]);
+    p.wait_port(8094);
+    let url = format!("http://{SERVER}:8094/");
+    let (ok, t) = p.http(&["--url", &url, "--http2", "-c", "1", "-t", "1"]);
+    assert!(!ok, "{t}");
+    let c = &t["http"]["client"];
+    assert_eq!(n(&c["requests"]), 0, "{c}");
+    assert!(n(&c["error_kinds"]["protocol"]) >= 1, "{c}");
+    let text = t.to_string();
+    assert!(
+        text.contains("HTTP_1_1_REQUIRED") && text.contains("leave out --http2"),
+        "{text}"
+    );
+    // A stock HTTP/2 client sees the same refusal, frame by frame.
+    let have_nghttp = Command::new("nghttp").arg("--version").output().is_ok()
+        || Command::new("apt-get")
+            .args(["install", "-y", "-qq", "nghttp2-client"])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success());
+    if have_nghttp {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &p.client, "nghttp", "-nv", &url])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            said.contains("GOAWAY")
+                && said.contains("HTTP_1_1_REQUIRED")
+                && said.contains("HTTP/1.1 only"),
+            "{said}"
+        );
+    } else {
+        crate::util::skip("nghttp2-client is not installed and apt-get could not install it");
+    }
+
+    let out = run(&["http", "--target", SERVER, "--http2"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--url"), "{stderr}");
+}

@@ -434,3 +434,41 @@ pub fn nginx_site(dir: &Path, workers: u32, listen: &str, extra: &str) -> PathBu
 pub fn log_lines(log: &Path) -> u64 {
     std::fs::read_to_string(log).map_or(0, |t| t.lines().count() as u64)
 }
+
+/// A self-signed leaf certificate for `ip` (not a CA: webpki refuses a CA
+/// as an end entity), made with openssl: (key, certificate) PEM paths.
+pub fn leaf_cert(dir: &Path, ip: &str) -> (PathBuf, PathBuf) {
+    let (key, cert) = (dir.join("key.pem"), dir.join("cert.pem"));
+    let ossl = dir.join("openssl.cnf");
+    std::fs::write(
+        &ossl,
+        format!(
+            "[req]\ndistinguished_name=dn\nx509_extensions=v3\nprompt=no\n[dn]\nCN=linerate-test\n\
+             [v3]\nbasicConstraints=critical,CA:FALSE\nsubjectAltName=IP:{ip}\n\
+             keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n"
+        ),
+    )
+    .unwrap();
+    let ok = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args([
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "1",
+            "-config",
+        ])
+        .arg(&ossl)
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    (key, cert)
+}

@@ -197,6 +197,7 @@ pub fn http_head(data: &[u8]) {
             assert!(matches!(s, 400 | 405 | 431 | 505), "status {s}");
             assert_ne!(wire::reason(s), "Error");
         }
+        Err(Reject::Http2) => assert!(data.starts_with(b"PRI * HTTP/2.0\r\n")),
     }
     if let Ok(text) = std::str::from_utf8(data) {
         for len in [0, 1, 100, data.len() as u64, u64::MAX] {

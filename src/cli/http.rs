@@ -64,6 +64,10 @@ pub struct HttpArgs {
     /// HTTPS with kernel TLS where the kernel has the tls ULP (T3).
     #[arg(long)]
     pub ktls: bool,
+    /// Speak HTTP/2 (with --url): ALPN h2 over https, prior knowledge (h2c)
+    /// over http; one request at a time per connection, as h2load's default.
+    #[arg(long)]
+    pub http2: bool,
     /// Accept any server certificate (self-signed servers), as curl -k.
     #[arg(long, short = 'k')]
     pub insecure: bool,
@@ -143,6 +147,15 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
     if a.requests == Some(0) {
         bail!("--requests 0: ask for at least one download");
     }
+    if a.http2 && a.url.is_none() {
+        bail!(
+            "--http2 needs --url: linerate serve speaks HTTP/1.1 only; give --url to an HTTP/2 \
+             server (nginx `listen ... http2`, h2o, caddy), or leave out --http2"
+        );
+    }
+    if a.http2 && a.ktls {
+        bail!("--http2 with --ktls: kTLS is offered for HTTP/1.1 only; leave out one of them");
+    }
     if let Some(r) = a.rate {
         if !(r.is_finite() && r > 0.0) {
             bail!("--rate {r}: give the requests per second in all, a positive number");
@@ -213,6 +226,7 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
         duration,
         requests: a.requests,
         rate_per_s: a.rate,
+        http2: a.http2,
         allow,
     };
     let plural = |n: u16| if n == 1 { "" } else { "s" };
@@ -236,10 +250,12 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
         }
         v
     } else {
-        let label = match (base.tls, base.ktls) {
-            (false, _) => "http",
-            (true, false) => "https",
-            (true, true) => "https+ktls",
+        let label = match (base.tls, base.ktls, base.http2) {
+            (false, _, true) => "h2c",
+            (true, _, true) => "h2",
+            (false, _, _) => "http",
+            (true, false, _) => "https",
+            (true, true, _) => "https+ktls",
         };
         vec![HttpTest {
             name: format!("{label} {n} connection{}", plural(n)),
@@ -298,6 +314,26 @@ mod tests {
         assert_eq!(rows, ["T1.1", "T1.2", "T2.1", "T2.2", "T3.1", "T3.2"]);
         assert_eq!(v[1].connections, 4);
         assert!(v[5].ktls && v[5].tls && !v[0].tls);
+    }
+
+    #[test]
+    fn http2_needs_a_url_and_names_the_test() {
+        let a = parse(&["--target", "198.18.0.2", "--http2"]);
+        let e = http_tests(&a).unwrap_err().to_string();
+        assert!(e.contains("--http2 needs --url"), "{e}");
+        let a = parse(&["--url", "http://198.18.0.2/x", "--http2", "--ktls"]);
+        assert!(http_tests(&a).is_err());
+        for (url, name) in [
+            ("http://198.18.0.2:8080/x", "h2c 4 connections"),
+            ("https://198.18.0.2/x", "h2 4 connections"),
+        ] {
+            let a = parse(&["--url", url, "--http2", "-c", "4", "-k"]);
+            let (_, TestSpec::Http(v)) = http_tests(&a).unwrap() else {
+                panic!("not http")
+            };
+            assert!(v[0].http2, "{url}");
+            assert_eq!(v[0].name, name);
+        }
     }
 
     #[test]

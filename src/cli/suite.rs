@@ -311,6 +311,7 @@ fn http_rows(d: Duration, allow: &[crate::proto::Cidr], cc: Option<&str>) -> Vec
                 tls,
                 trust: crate::proto::http::Trust::Insecure,
                 ktls: false,
+                http2: false,
                 connections: n,
                 duration: d.min(Duration::from_secs(2)),
                 requests: None,

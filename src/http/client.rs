@@ -6,6 +6,7 @@
 //! while they run, and adds their figures up into the summary.
 
 use super::client_conn::Conn;
+use super::client_h2;
 use super::client_loop::Loop;
 pub use super::client_shared::GetSpec;
 use super::client_shared::Shared;
@@ -60,18 +61,32 @@ pub fn run(
     let conns: Vec<Arc<ConnStats>> = (0..n).map(|id| Arc::new(ConnStats::new(id, -1))).collect();
     // Connection `id` runs on loop `id % loops`: each loop a fair share.
     let count = loops_for(n);
-    let mut shares: Vec<Vec<Conn>> = (0..count).map(|_| Vec::new()).collect();
+    let mut shares: Vec<Vec<(Arc<ConnStats>, Option<Instant>)>> =
+        (0..count).map(|_| Vec::new()).collect();
     for (id, st) in conns.iter().enumerate() {
         let first = every.map(|e| start + e.mul_f64(id as f64 / f64::from(n)));
-        shares[id % count].push(Conn::new(Arc::clone(st), first, start));
+        shares[id % count].push((Arc::clone(st), first));
     }
-    let loops = shares
-        .into_iter()
-        .map(|share| Loop::new(Arc::clone(&sh), share, every))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut runs: Vec<Box<dyn FnOnce() + Send>> = Vec::new();
+    if sh.spec.http2 {
+        client_h2::check(&sh)?;
+        for share in shares {
+            let sh = Arc::clone(&sh);
+            runs.push(Box::new(move || client_h2::run_loop(sh, share, every)));
+        }
+    } else {
+        for share in shares {
+            let share = share
+                .into_iter()
+                .map(|(st, first)| Conn::new(st, first, start))
+                .collect();
+            let l = Loop::new(Arc::clone(&sh), share, every)?;
+            runs.push(Box::new(move || l.run()));
+        }
+    }
     let mut handles = Vec::new();
-    for l in loops {
-        let h = crate::host::kernel::spawn_named("lr-http-get", move || l.run());
+    for run in runs {
+        let h = crate::host::kernel::spawn_named("lr-http-get", run);
         match h {
             Ok(h) => handles.push(h),
             Err(e) => {
@@ -134,6 +149,7 @@ pub fn run(
         requests: connections.iter().map(|c| c.requests).sum(),
         body_bytes: connections.iter().map(|c| c.body_bytes).sum(),
         wire_bytes: sh.wire_bytes.load(Ordering::Relaxed),
+        http2: sh.spec.http2,
         unread_at_close_bytes: sh.unread_at_close.load(Ordering::Relaxed),
         status_counts: sh.status.lock().map(|s| s.clone()).unwrap_or_default(),
         errors: error_kinds.total(),

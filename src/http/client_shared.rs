@@ -26,6 +26,8 @@ pub struct GetSpec {
     /// Requests per second in all (each connection its share, on a fixed
     /// schedule); latency is then measured from the intended send time.
     pub rate_per_s: Option<f64>,
+    /// HTTP/2 (`client_h2`) instead of the HTTP/1.1 event loops.
+    pub http2: bool,
 }
 
 /// A response that sends nothing for this long fails the request (and a
@@ -177,6 +179,7 @@ mod tests {
             duration: Duration::from_secs(1),
             requests,
             rate_per_s: None,
+            http2: false,
         }
     }
 

@@ -47,8 +47,19 @@ pub fn serve(ctx: &JobCtx, server: Server, cap: Duration) -> EndpointSummary {
 pub fn get_spec(j: &HttpGetJob, duration: Duration) -> Result<GetSpec, HttpError> {
     let tls = match &j.tls {
         None => None,
+        Some(trust) if j.http2 => {
+            // HTTP/2 over TLS is agreed in the handshake (ALPN h2).
+            let mut c = (*tls::client_config(trust, false)?).clone();
+            c.alpn_protocols = vec![b"h2".to_vec()];
+            Some(std::sync::Arc::new(c))
+        }
         Some(trust) => Some(tls::client_config(trust, j.ktls)?),
     };
+    if j.http2 && j.ktls {
+        return Err(HttpError::Config(
+            "HTTP/2 with kTLS: not supported; leave out --ktls".into(),
+        ));
+    }
     if !j.path.starts_with('/') {
         return Err(HttpError::Config(format!(
             "HTTP path '{}' must start with /",
@@ -65,6 +76,7 @@ pub fn get_spec(j: &HttpGetJob, duration: Duration) -> Result<GetSpec, HttpError
         duration,
         requests: j.requests,
         rate_per_s: j.rate_per_s,
+        http2: j.http2,
     })
 }
 

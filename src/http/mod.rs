@@ -13,6 +13,7 @@
 
 pub mod client;
 mod client_conn;
+mod client_h2;
 mod client_loop;
 mod client_shared;
 mod content;

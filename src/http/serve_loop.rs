@@ -711,6 +711,12 @@ impl<'a> Worker<'a> {
                         self.answer_error(conn, s, false);
                         return Ok(None);
                     }
+                    Err(Reject::Http2) => {
+                        // Counted as the HTTP/1.1 answer it stands for.
+                        self.answer_error(conn, 505, false);
+                        conn.out = wire::http2_refusal();
+                        return Ok(None);
+                    }
                 }
             }
             if conn.inbuf.len() >= MAX_HEAD {

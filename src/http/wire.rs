@@ -50,10 +50,40 @@ pub enum Reject {
     /// More bytes are needed (not an error yet).
     Partial,
     Status(u16),
+    /// An HTTP/2 client's connection preface (h2c with prior knowledge):
+    /// answered with [`http2_refusal`], not an HTTP/1.1 status it cannot read.
+    Http2,
+}
+
+/// What an HTTP/2 client gets from a server that speaks HTTP/1.1 only
+/// (RFC 9113 3.4, 5.4.1): the server's preface (an empty SETTINGS frame),
+/// then GOAWAY with HTTP_1_1_REQUIRED and a line saying so, which h2load,
+/// curl and nghttp print.
+pub fn http2_refusal() -> Vec<u8> {
+    const SETTINGS: u8 = 0x4;
+    const GOAWAY: u8 = 0x7;
+    const HTTP_1_1_REQUIRED: u32 = 0xd;
+    let debug = b"linerate serve speaks HTTP/1.1 only; ask in HTTP/1.1 (h2load --h1)";
+    let frame = |kind: u8, payload: &[u8]| {
+        let len = payload.len() as u32;
+        let mut f = len.to_be_bytes()[1..].to_vec();
+        f.extend_from_slice(&[kind, 0, 0, 0, 0, 0]);
+        f.extend_from_slice(payload);
+        f
+    };
+    let mut goaway = 0u32.to_be_bytes().to_vec();
+    goaway.extend_from_slice(&HTTP_1_1_REQUIRED.to_be_bytes());
+    goaway.extend_from_slice(debug);
+    let mut out = frame(SETTINGS, &[]);
+    out.extend(frame(GOAWAY, &goaway));
+    out
 }
 
 /// Parses a request head at the start of `buf`.
 pub fn parse_request(buf: &[u8]) -> Result<RequestHead, Reject> {
+    if buf.starts_with(b"PRI * HTTP/2.0\r\n") {
+        return Err(Reject::Http2);
+    }
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     let len = match req.parse(buf) {
@@ -365,6 +395,19 @@ mod tests {
             Err(Reject::Partial)
         );
         assert_eq!(parse_request(b"GARBAGE\r\n\r\n"), Err(Reject::Status(400)));
+        assert_eq!(
+            parse_request(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+            Err(Reject::Http2)
+        );
+        // SETTINGS (empty), then GOAWAY: last stream 0, HTTP_1_1_REQUIRED.
+        let r = http2_refusal();
+        assert_eq!(r[..9], [0, 0, 0, 4, 0, 0, 0, 0, 0]);
+        let len = u32::from_be_bytes([0, r[9], r[10], r[11]]) as usize;
+        assert_eq!((r[12], r.len()), (7, 18 + len));
+        assert_eq!(r[18..26], [0, 0, 0, 0, 0, 0, 0, 0xd]);
+        assert!(std::str::from_utf8(&r[26..])
+            .unwrap()
+            .contains("HTTP/1.1 only"));
         assert_eq!(
             parse_request(b"POST / HTTP/1.1\r\nHost: x\r\n\r\n"),
             Err(Reject::Status(405))

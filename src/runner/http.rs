@@ -59,6 +59,8 @@ pub struct HttpTest {
     /// Requests per second in all (`--rate`), latency then measured from
     /// each request's intended send time.
     pub rate_per_s: Option<f64>,
+    /// HTTP/2 (ALPN h2, or h2c with prior knowledge) instead of HTTP/1.1.
+    pub http2: bool,
     pub allow: Vec<Cidr>,
 }
 
@@ -249,6 +251,7 @@ fn download(
             duration_ms: ms(t.duration),
             requests: t.requests,
             rate_per_s: t.rate_per_s,
+            http2: t.http2,
             interval_ms: INTERVAL_MS,
             allow: t.allow.clone(),
         }),

@@ -146,6 +146,9 @@ pub struct HttpSummary {
     /// Every byte read from (client) or written to (server) the sockets:
     /// HTTP heads and TLS framing included.
     pub wire_bytes: u64,
+    /// Client: the requests went over HTTP/2 (else HTTP/1.1).
+    #[serde(default)]
+    pub http2: bool,
     /// Client: bytes the kernel had queued and the client had not read
     /// when it closed a connection mid-response (at the test's end, or on
     /// a failure). The kernel's rx_bytes counts them; `wire_bytes` does not.
@@ -253,6 +256,9 @@ pub struct HttpGetJob {
     /// then measured from each request's intended send time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_per_s: Option<f64>,
+    /// HTTP/2 (ALPN h2 over TLS, prior knowledge over clear text).
+    #[serde(default)]
+    pub http2: bool,
     pub interval_ms: u64,
     pub allow: Vec<Cidr>,
 }

@@ -1,0 +1,633 @@
+//! HTTP/2 downloads (`--http2`): the same connections, schedule, budget and
+//! figures as the HTTP/1.1 event loops (`client_loop`), spoken with the h2
+//! crate. Each event-loop thread runs a single-threaded tokio runtime; each
+//! connection is a task that sends one request at a time on its own TCP
+//! connection (as h2load does with its default of one stream per
+//! connection), over TLS with ALPN `h2` for https, or in clear text with
+//! prior knowledge (h2c) for http.
+//!
+//! Every byte read from a socket is counted (heads, frames, TLS framing),
+//! so the wire cross-check holds as for HTTP/1.1. A request that fails is
+//! counted by kind; a server that ends a connection gracefully (GOAWAY
+//! with no error) before a request went out costs a new connection, not a
+//! failed request.
+
+use super::client_shared::{count, Failure, Kind, Shared, CONNECT_TIMEOUT, STALL};
+use super::{stats, ConnStats, HttpError};
+use crate::proto::http::{ErrorKinds, StatusCount};
+use crate::sys;
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use rustls::pki_types::ServerName;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Flow-control windows the client grants: large enough that a download
+/// is never held back by the client's window on a fast path.
+const STREAM_WINDOW: u32 = (1 << 30) - 1;
+const CONNECTION_WINDOW: u32 = (1 << 31) - 1;
+/// How often the loop thread looks for the run's end (or a stop).
+const WATCH: Duration = Duration::from_millis(50);
+/// After a failed connect, before the next attempt.
+const BACKOFF: Duration = super::client_shared::CONNECT_BACKOFF;
+
+/// One connection's histograms, kept by its loop thread so a task ended
+/// at the run's cut loses nothing.
+struct Hists {
+    ttfb: Histogram<u64>,
+    lat: Histogram<u64>,
+    raw: Histogram<u64>,
+}
+
+/// What one loop thread's connections add up to.
+#[derive(Default)]
+struct Totals {
+    status: Vec<StatusCount>,
+    kinds: ErrorKinds,
+    unread: u64,
+}
+
+/// Figures a connection task writes as it goes.
+struct Slot {
+    st: Arc<ConnStats>,
+    hists: Mutex<Hists>,
+}
+
+/// A socket that counts every byte read from it into the run's wire total.
+struct Counted<T> {
+    io: T,
+    read: Arc<AtomicU64>,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.io).poll_read(cx, buf);
+        let n = buf.filled().len().saturating_sub(before);
+        if n > 0 {
+            self.read.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// An open HTTP/2 connection. `peek` is a second handle on the socket, so
+/// TCP_INFO and the unread count are read from it for as long as the
+/// connection is ours, whatever the h2 driver task does with its own.
+struct Session {
+    send: h2::client::SendRequest<Bytes>,
+    peek: std::net::TcpStream,
+    st: Arc<ConnStats>,
+    totals: Arc<Mutex<Totals>>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let unread = sys::unread_bytes(self.peek.as_raw_fd()).unwrap_or(0);
+        if let Ok(mut t) = self.totals.lock() {
+            t.unread += unread;
+        }
+        self.st.detach();
+    }
+}
+
+/// What a loop thread needs to know of the run.
+struct Ctx {
+    sh: Arc<Shared>,
+    every: Option<Duration>,
+    uri: http::Uri,
+    agent: http::HeaderValue,
+    name: Option<ServerName<'static>>,
+    wire: Arc<AtomicU64>,
+    totals: Arc<Mutex<Totals>>,
+}
+
+/// Checks what the HTTP/2 client needs before any thread starts: a URI
+/// from the host and path, and a TLS server name.
+pub(super) fn check(sh: &Shared) -> Result<(), HttpError> {
+    uri_of(sh)?;
+    server_name(sh)?;
+    Ok(())
+}
+
+fn uri_of(sh: &Shared) -> Result<http::Uri, HttpError> {
+    let tls = sh.spec.tls.is_some();
+    let scheme = if tls { "https" } else { "http" };
+    let host = &sh.spec.host;
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.clone()
+    };
+    let port = sh.spec.target.port();
+    let authority = if port == if tls { 443 } else { 80 } {
+        host
+    } else {
+        format!("{host}:{port}")
+    };
+    let s = format!("{scheme}://{authority}{}", sh.spec.path);
+    s.parse().map_err(|e| {
+        HttpError::Config(format!(
+            "'{s}' is not a URI HTTP/2 can send ({e}); check the host and path"
+        ))
+    })
+}
+
+fn server_name(sh: &Shared) -> Result<Option<ServerName<'static>>, HttpError> {
+    let host = &sh.spec.host;
+    match sh.spec.tls {
+        None => Ok(None),
+        Some(_) => ServerName::try_from(host.clone()).map(Some).map_err(|e| {
+            HttpError::Tls(format!(
+                "TLS server name '{host}': {e}; give a host name or an IP address"
+            ))
+        }),
+    }
+}
+
+/// One loop thread: runs its connections to the end of the run and hands
+/// their figures to `ConnStats` and the run's totals.
+pub(super) fn run_loop(
+    sh: Arc<Shared>,
+    share: Vec<(Arc<ConnStats>, Option<Instant>)>,
+    every: Option<Duration>,
+) {
+    let fail_all = |why: String, share: &[(Arc<ConnStats>, Option<Instant>)]| {
+        for (st, _) in share {
+            if let Ok(mut g) = st.error.lock() {
+                g.get_or_insert(why.clone());
+            }
+            st.finish();
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail_all(format!("starting the HTTP/2 client's runtime: {e}"), &share),
+    };
+    let (uri, name) = match (uri_of(&sh), server_name(&sh)) {
+        (Ok(u), Ok(n)) => (u, n),
+        (Err(e), _) | (_, Err(e)) => return fail_all(e.to_string(), &share),
+    };
+    let agent = http::HeaderValue::from_static(concat!("linerate/", env!("CARGO_PKG_VERSION")));
+    let ctx = Arc::new(Ctx {
+        sh: Arc::clone(&sh),
+        every,
+        uri,
+        agent,
+        name,
+        wire: Arc::new(AtomicU64::new(0)),
+        totals: Arc::new(Mutex::new(Totals::default())),
+    });
+    let slots: Vec<Arc<Slot>> = share
+        .iter()
+        .map(|(st, _)| {
+            Arc::new(Slot {
+                st: Arc::clone(st),
+                hists: Mutex::new(Hists {
+                    ttfb: stats::new_histogram(),
+                    lat: stats::new_histogram(),
+                    raw: stats::new_histogram(),
+                }),
+            })
+        })
+        .collect();
+    rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for (slot, (_, first)) in slots.iter().zip(&share) {
+            set.spawn(connection(Arc::clone(&ctx), Arc::clone(slot), *first));
+        }
+        loop {
+            match tokio::time::timeout(WATCH, set.join_next()).await {
+                Ok(None) => break,
+                Ok(Some(_)) => {}
+                Err(_) => {
+                    if sh.cut(Instant::now()) {
+                        set.abort_all();
+                        while set.join_next().await.is_some() {}
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    // The runtime goes first: the h2 driver tasks close their sockets.
+    drop(rt);
+    for slot in &slots {
+        slot.st.finish();
+        if let Ok(mut h) = slot.hists.lock() {
+            let h = &mut *h;
+            for (src, dst) in [(&mut h.ttfb, &slot.st.ttfb), (&mut h.lat, &slot.st.latency)] {
+                if let Ok(mut g) = dst.lock() {
+                    *g = Some(std::mem::replace(src, stats::new_histogram()));
+                }
+            }
+            if every.is_some() {
+                if let Ok(mut g) = slot.st.latency_uncorrected.lock() {
+                    *g = Some(std::mem::replace(&mut h.raw, stats::new_histogram()));
+                }
+            }
+        }
+    }
+    sh.wire_bytes
+        .fetch_add(ctx.wire.load(Ordering::Relaxed), Ordering::Relaxed);
+    let totals = ctx.totals.lock().map(|mut t| std::mem::take(&mut *t));
+    if let Ok(t) = totals {
+        sh.unread_at_close.fetch_add(t.unread, Ordering::Relaxed);
+        if let Ok(mut s) = sh.status.lock() {
+            for c in &t.status {
+                crate::proto::http::add_status(&mut s, c.status, c.count);
+            }
+        }
+        if let Ok(mut k) = sh.error_kinds.lock() {
+            k.add(&t.kinds);
+        }
+    }
+}
+
+fn us(d: Duration) -> u64 {
+    (d.as_micros() as u64).max(1)
+}
+
+/// One connection: requests one after another (or on its schedule) until
+/// the run's end or the budget is spent.
+async fn connection(ctx: Arc<Ctx>, slot: Arc<Slot>, mut due: Option<Instant>) {
+    let sh = &ctx.sh;
+    let mut session: Option<Session> = None;
+    loop {
+        if let Some(d) = due {
+            if d >= sh.deadline {
+                return;
+            }
+            tokio::time::sleep_until(d.into()).await;
+        }
+        if !sh.claim(Instant::now()) {
+            return;
+        }
+        let intended = due;
+        due = due.zip(ctx.every).map(|(d, e)| d + e);
+        // A server that went away between requests (GOAWAY, close) costs
+        // a new connection; the request is tried on it once more.
+        let mut tries = 0;
+        let outcome = loop {
+            tries += 1;
+            let mut s = match session.take() {
+                Some(s) => s,
+                None => match open(&ctx, &slot.st).await {
+                    Ok(s) => s,
+                    Err(f) => break Err(f),
+                },
+            };
+            match request(&ctx, &slot, &mut s).await {
+                Ok(done) => {
+                    session = Some(s);
+                    break Ok(done);
+                }
+                Err(Attempt::Gone) if tries < 2 => continue,
+                Err(Attempt::Gone) => {
+                    break Err(Failure::new(
+                        Kind::Reset,
+                        HttpError::Protocol(
+                            "the server ended the HTTP/2 connection before the request was taken, twice"
+                                .into(),
+                        ),
+                    ))
+                }
+                Err(Attempt::Failed(f)) => break Err(f),
+            }
+        };
+        let now = Instant::now();
+        match outcome {
+            Ok((t0, first, status)) => {
+                if let Ok(mut h) = slot.hists.lock() {
+                    let _ = h.ttfb.record(us(first - t0));
+                    match intended {
+                        Some(at) => {
+                            let _ = h.lat.record(us(now.saturating_duration_since(at)));
+                            let _ = h.raw.record(us(now - t0));
+                        }
+                        None => {
+                            let _ = h.lat.record(us(now - t0));
+                        }
+                    }
+                }
+                slot.st.requests.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut t) = ctx.totals.lock() {
+                    crate::proto::http::add_status(&mut t.status, status, 1);
+                }
+            }
+            Err(f) => {
+                let connect = f.kind == Kind::Connect;
+                if let Ok(mut t) = ctx.totals.lock() {
+                    count(&mut t.kinds, f.kind);
+                }
+                if let Ok(mut g) = slot.st.error.lock() {
+                    g.get_or_insert(f.error.to_string());
+                }
+                session = None;
+                if connect && due.is_none() {
+                    tokio::time::sleep(BACKOFF).await;
+                }
+            }
+        }
+    }
+}
+
+/// Connects, then TLS (ALPN h2) or clear text, then the HTTP/2 preface.
+async fn open(ctx: &Ctx, st: &Arc<ConnStats>) -> Result<Session, Failure> {
+    let sh = &ctx.sh;
+    let target = sh.spec.target;
+    let refused = |e: io::Error| {
+        Failure::new(
+            Kind::Connect,
+            HttpError::io(format!("connecting to {target}"))(e),
+        )
+    };
+    let std_sock = sys::connect_nonblocking(target).map_err(refused)?;
+    let peek = std_sock.try_clone().map_err(refused)?;
+    let sock = tokio::net::TcpStream::from_std(std_sock).map_err(refused)?;
+    let connected = async {
+        loop {
+            sock.writable().await?;
+            if let Some(e) = sock.take_error()? {
+                return Err(e);
+            }
+            match sock.peer_addr() {
+                Ok(_) => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+                    tokio::task::yield_now().await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, connected).await {
+        Ok(r) => r.map_err(refused)?,
+        Err(_) => return Err(refused(io::ErrorKind::TimedOut.into())),
+    }
+    // Requests are small and one at a time: no Nagle delay.
+    sock.set_nodelay(true)
+        .map_err(|e| Failure::from(HttpError::io("setting TCP_NODELAY")(e)))?;
+    st.attach(peek.as_raw_fd());
+    let session = |send| Session {
+        send,
+        peek,
+        st: Arc::clone(st),
+        totals: Arc::clone(&ctx.totals),
+    };
+    let io = Counted {
+        io: sock,
+        read: Arc::clone(&ctx.wire),
+    };
+    let mut b = h2::client::Builder::new();
+    b.initial_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW);
+    match (&sh.spec.tls, &ctx.name) {
+        (Some(cfg), Some(name)) => {
+            let hs = tokio_rustls::TlsConnector::from(Arc::clone(cfg)).connect(name.clone(), io);
+            let tls = match tokio::time::timeout(STALL, hs).await {
+                Ok(Ok(t)) => t,
+                Ok(Err(e)) => {
+                    let kind = match e.kind() {
+                        io::ErrorKind::ConnectionReset
+                        | io::ErrorKind::ConnectionAborted
+                        | io::ErrorKind::BrokenPipe
+                        | io::ErrorKind::UnexpectedEof => Kind::Reset,
+                        _ => Kind::Tls,
+                    };
+                    st.detach();
+                    return Err(Failure::new(
+                        kind,
+                        HttpError::Tls(format!("TLS handshake with {target}: {e}")),
+                    ));
+                }
+                Err(_) => {
+                    st.detach();
+                    return Err(Failure::new(
+                        Kind::Timeout,
+                        HttpError::Tls(format!("TLS handshake with {target}: timed out")),
+                    ));
+                }
+            };
+            let conn = tls.get_ref().1;
+            super::tls::remember_version(&sh.tls_version, conn);
+            if conn.alpn_protocol() != Some(b"h2".as_slice()) {
+                st.detach();
+                return Err(Failure::protocol(
+                    format!(
+                        "the server at {target} did not agree to HTTP/2 in the TLS handshake \
+                         (ALPN h2); leave out --http2 for HTTP/1.1, or turn HTTP/2 on in the \
+                         server (nginx: `listen ... ssl http2`)"
+                    ),
+                    Kind::Protocol,
+                ));
+            }
+            let (send, conn) = handshake(&b, tls, target)
+                .await
+                .inspect_err(|_| st.detach())?;
+            tokio::spawn(conn);
+            Ok(session(send))
+        }
+        _ => {
+            let (send, conn) = handshake(&b, io, target)
+                .await
+                .inspect_err(|_| st.detach())?;
+            tokio::spawn(conn);
+            Ok(session(send))
+        }
+    }
+}
+
+/// The HTTP/2 preface and SETTINGS; the connection's driver is returned
+/// for the caller to spawn (its errors reach the requests).
+async fn handshake<T>(
+    b: &h2::client::Builder,
+    io: T,
+    target: std::net::SocketAddr,
+) -> Result<
+    (
+        h2::client::SendRequest<Bytes>,
+        impl std::future::Future<Output = ()> + Send + 'static,
+    ),
+    Failure,
+>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    match tokio::time::timeout(STALL, b.handshake::<_, Bytes>(io)).await {
+        Ok(Ok((send, conn))) => Ok((send, async move {
+            let _ = conn.await;
+        })),
+        Ok(Err(e)) => Err(h2_failure(&e, "starting HTTP/2", target)),
+        Err(_) => Err(Failure::new(
+            Kind::Timeout,
+            HttpError::Protocol(format!(
+                "starting HTTP/2 with {target}: no answer in {STALL:?}"
+            )),
+        )),
+    }
+}
+
+/// How a request attempt ended, when it did not give a response.
+enum Attempt {
+    /// The connection was closing before the request was taken: retry it
+    /// on a new one.
+    Gone,
+    Failed(Failure),
+}
+
+/// One GET and its whole body: (send time, first byte, status).
+async fn request(
+    ctx: &Ctx,
+    slot: &Slot,
+    s: &mut Session,
+) -> Result<(Instant, Instant, u16), Attempt> {
+    let target = ctx.sh.spec.target;
+    let ready = match tokio::time::timeout(STALL, s.send.clone().ready()).await {
+        Ok(Ok(r)) => r,
+        // Closed, or closing gracefully, before anything was sent: a new
+        // connection. Any other reason is the server's answer.
+        Ok(Err(e)) if refused(&e) || e.is_io() => return Err(Attempt::Gone),
+        Ok(Err(e)) => return Err(Attempt::Failed(h2_failure(&e, "opening a stream", target))),
+        Err(_) => {
+            return Err(Attempt::Failed(Failure::new(
+                Kind::Timeout,
+                HttpError::Protocol(format!(
+                    "{target}: no HTTP/2 stream could be opened in {STALL:?}"
+                )),
+            )))
+        }
+    };
+    s.send = ready;
+    let mut req = http::Request::new(());
+    *req.uri_mut() = ctx.uri.clone();
+    req.headers_mut()
+        .insert(http::header::USER_AGENT, ctx.agent.clone());
+    req.headers_mut()
+        .insert(http::header::ACCEPT, http::HeaderValue::from_static("*/*"));
+    let t0 = Instant::now();
+    let (resp, _) = match s.send.send_request(req, true) {
+        Ok(r) => r,
+        Err(e) if refused(&e) => return Err(Attempt::Gone),
+        Err(e) => return Err(Attempt::Failed(h2_failure(&e, "sending a request", target))),
+    };
+    let resp = match tokio::time::timeout(STALL, resp).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) if refused(&e) => return Err(Attempt::Gone),
+        Ok(Err(e)) => {
+            return Err(Attempt::Failed(h2_failure(
+                &e,
+                "waiting for a response",
+                target,
+            )))
+        }
+        Err(_) => {
+            return Err(Attempt::Failed(stalled(
+                target,
+                "the response did not start",
+            )))
+        }
+    };
+    let first = Instant::now();
+    let status = resp.status().as_u16();
+    let mut body = resp.into_body();
+    loop {
+        match tokio::time::timeout(STALL, body.data()).await {
+            Ok(None) => break,
+            Ok(Some(Ok(chunk))) => {
+                let n = chunk.len();
+                slot.st.bytes.fetch_add(n as u64, Ordering::Relaxed);
+                let _ = body.flow_control().release_capacity(n);
+            }
+            Ok(Some(Err(e))) => {
+                return Err(Attempt::Failed(h2_failure(&e, "reading a body", target)))
+            }
+            Err(_) => return Err(Attempt::Failed(stalled(target, "the body stopped"))),
+        }
+    }
+    Ok((t0, first, status))
+}
+
+fn stalled(target: std::net::SocketAddr, what: &str) -> Failure {
+    Failure::new(
+        Kind::Timeout,
+        HttpError::io(format!("{target}: {what} for {STALL:?}"))(io::ErrorKind::TimedOut.into()),
+    )
+}
+
+/// The server refused the stream without processing it, or was going away
+/// gracefully: the request may be sent again on a new connection.
+fn refused(e: &h2::Error) -> bool {
+    e.reason() == Some(h2::Reason::REFUSED_STREAM)
+        || (e.is_go_away() && e.reason() == Some(h2::Reason::NO_ERROR))
+}
+
+/// An h2 error as a failure of the right kind, with what the server said.
+fn h2_failure(e: &h2::Error, what: &str, target: std::net::SocketAddr) -> Failure {
+    if let Some(io) = e.get_io() {
+        let kind = match io.kind() {
+            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => Kind::Timeout,
+            io::ErrorKind::InvalidData => Kind::Tls,
+            _ => Kind::Reset,
+        };
+        return Failure::new(
+            kind,
+            HttpError::io(format!("{what} to/from {target}"))(io::Error::new(
+                io.kind(),
+                io.to_string(),
+            )),
+        );
+    }
+    let remote = e.is_remote() && (e.is_go_away() || e.is_reset());
+    let why = if e.reason() == Some(h2::Reason::HTTP_1_1_REQUIRED) {
+        format!(
+            "{what}: the server at {target} asked for HTTP/1.1 (HTTP_1_1_REQUIRED): it may not \
+             speak HTTP/2 here; leave out --http2 for HTTP/1.1"
+        )
+    } else if remote {
+        format!(
+            "{what}: the server ended the {} ({e})",
+            if e.is_reset() { "stream" } else { "connection" }
+        )
+    } else {
+        format!(
+            "{what}: {e}; the server at {target} may not speak HTTP/2 here (h2c needs prior-knowledge \
+             support, e.g. nginx `listen ... http2`; leave out --http2 for HTTP/1.1)"
+        )
+    };
+    let kind = if remote && e.reason() != Some(h2::Reason::HTTP_1_1_REQUIRED) {
+        Kind::Reset
+    } else {
+        Kind::Protocol
+    };
+    Failure::new(kind, HttpError::Protocol(why))
+}
