@@ -12,7 +12,9 @@
 //! with no error) before a request went out costs a new connection, not a
 //! failed request.
 
-use super::client_shared::{count, Failure, Kind, Shared, CONNECT_TIMEOUT, STALL};
+use super::client_shared::{
+    count, handshake_failure, Failure, Kind, Shared, CONNECT_TIMEOUT, STALL,
+};
 use super::{stats, ConnStats, HttpError};
 use crate::proto::http::{ErrorKinds, StatusCount};
 use crate::sys;
@@ -398,16 +400,32 @@ async fn open(ctx: &Ctx, st: &Arc<ConnStats>) -> Result<Session, Failure> {
     sock.set_nodelay(true)
         .map_err(|e| Failure::from(HttpError::io("setting TCP_NODELAY")(e)))?;
     st.attach(peek.as_raw_fd());
-    let session = |send| Session {
-        send,
-        peek,
-        st: Arc::clone(st),
-        totals: Arc::clone(&ctx.totals),
-    };
     let io = Counted {
         io: sock,
         read: Arc::clone(&ctx.wire),
     };
+    match start(ctx, io).await {
+        Ok(send) => Ok(Session {
+            send,
+            peek,
+            st: Arc::clone(st),
+            totals: Arc::clone(&ctx.totals),
+        }),
+        Err(f) => {
+            st.detach();
+            Err(f)
+        }
+    }
+}
+
+/// On a connected socket: TLS with ALPN h2 for https, then HTTP/2's
+/// preface; the connection's driver runs as a task of its own.
+async fn start(
+    ctx: &Ctx,
+    io: Counted<tokio::net::TcpStream>,
+) -> Result<h2::client::SendRequest<Bytes>, Failure> {
+    let sh = &ctx.sh;
+    let target = sh.spec.target;
     let mut b = h2::client::Builder::new();
     b.initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW);
@@ -416,32 +434,17 @@ async fn open(ctx: &Ctx, st: &Arc<ConnStats>) -> Result<Session, Failure> {
             let hs = tokio_rustls::TlsConnector::from(Arc::clone(cfg)).connect(name.clone(), io);
             let tls = match tokio::time::timeout(STALL, hs).await {
                 Ok(Ok(t)) => t,
-                Ok(Err(e)) => {
-                    let kind = match e.kind() {
-                        io::ErrorKind::ConnectionReset
-                        | io::ErrorKind::ConnectionAborted
-                        | io::ErrorKind::BrokenPipe
-                        | io::ErrorKind::UnexpectedEof => Kind::Reset,
-                        _ => Kind::Tls,
-                    };
-                    st.detach();
-                    return Err(Failure::new(
-                        kind,
-                        HttpError::Tls(format!("TLS handshake with {target}: {e}")),
-                    ));
-                }
+                Ok(Err(e)) => return Err(handshake_failure(target, e)),
                 Err(_) => {
-                    st.detach();
                     return Err(Failure::new(
                         Kind::Timeout,
                         HttpError::Tls(format!("TLS handshake with {target}: timed out")),
-                    ));
+                    ))
                 }
             };
             let conn = tls.get_ref().1;
             super::tls::remember_version(&sh.tls_version, conn);
             if conn.alpn_protocol() != Some(b"h2".as_slice()) {
-                st.detach();
                 return Err(Failure::protocol(
                     format!(
                         "the server at {target} did not agree to HTTP/2 in the TLS handshake \
@@ -451,42 +454,29 @@ async fn open(ctx: &Ctx, st: &Arc<ConnStats>) -> Result<Session, Failure> {
                     Kind::Protocol,
                 ));
             }
-            let (send, conn) = handshake(&b, tls, target)
-                .await
-                .inspect_err(|_| st.detach())?;
-            tokio::spawn(conn);
-            Ok(session(send))
+            handshake(&b, tls, target).await
         }
-        _ => {
-            let (send, conn) = handshake(&b, io, target)
-                .await
-                .inspect_err(|_| st.detach())?;
-            tokio::spawn(conn);
-            Ok(session(send))
-        }
+        _ => handshake(&b, io, target).await,
     }
 }
 
-/// The HTTP/2 preface and SETTINGS; the connection's driver is returned
-/// for the caller to spawn (its errors reach the requests).
+/// The HTTP/2 preface and SETTINGS; the connection's driver then runs as
+/// a task of its own (its errors reach the requests).
 async fn handshake<T>(
     b: &h2::client::Builder,
     io: T,
     target: std::net::SocketAddr,
-) -> Result<
-    (
-        h2::client::SendRequest<Bytes>,
-        impl std::future::Future<Output = ()> + Send + 'static,
-    ),
-    Failure,
->
+) -> Result<h2::client::SendRequest<Bytes>, Failure>
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     match tokio::time::timeout(STALL, b.handshake::<_, Bytes>(io)).await {
-        Ok(Ok((send, conn))) => Ok((send, async move {
-            let _ = conn.await;
-        })),
+        Ok(Ok((send, conn))) => {
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            Ok(send)
+        }
         Ok(Err(e)) => Err(h2_failure(&e, "starting HTTP/2", target)),
         Err(_) => Err(Failure::new(
             Kind::Timeout,

@@ -8,7 +8,8 @@
 
 use super::client_conn::{would_block, Conn, Link, State};
 use super::client_shared::{
-    count, Failure, Kind, Shared, CONNECT_BACKOFF, CONNECT_TIMEOUT, FINISH_GRACE, STALL,
+    count, handshake_failure, Failure, Kind, Shared, CONNECT_BACKOFF, CONNECT_TIMEOUT,
+    FINISH_GRACE, STALL,
 };
 use super::wire;
 use super::{stats, tls, HttpError};
@@ -403,21 +404,7 @@ impl Driver {
         let Some(t) = session.as_mut() else {
             return self.start_request(c, now);
         };
-        let broken = |e: io::Error| {
-            // A reset during the handshake is the peer's reset; the rest
-            // (alerts, bad certificates) are TLS failures.
-            let kind = match e.kind() {
-                io::ErrorKind::ConnectionReset
-                | io::ErrorKind::ConnectionAborted
-                | io::ErrorKind::BrokenPipe
-                | io::ErrorKind::UnexpectedEof => Kind::Reset,
-                _ => Kind::Tls,
-            };
-            Failure::new(
-                kind,
-                HttpError::Tls(format!("TLS handshake with {target}: {e}")),
-            )
-        };
+        let broken = |e: io::Error| handshake_failure(target, e);
         loop {
             while t.wants_write() {
                 match t.write_tls(sock) {

@@ -154,6 +154,22 @@ impl From<HttpError> for Failure {
     }
 }
 
+/// A TLS handshake that failed: a reset during it is the peer's reset; the
+/// rest (alerts, bad certificates) are TLS failures.
+pub(super) fn handshake_failure(target: SocketAddr, e: io::Error) -> Failure {
+    let kind = match e.kind() {
+        io::ErrorKind::ConnectionReset
+        | io::ErrorKind::ConnectionAborted
+        | io::ErrorKind::BrokenPipe
+        | io::ErrorKind::UnexpectedEof => Kind::Reset,
+        _ => Kind::Tls,
+    };
+    Failure::new(
+        kind,
+        HttpError::Tls(format!("TLS handshake with {target}: {e}")),
+    )
+}
+
 pub(super) fn count(k: &mut ErrorKinds, kind: Kind) {
     match kind {
         Kind::Connect => k.connect += 1,
