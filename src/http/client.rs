@@ -69,10 +69,12 @@ pub fn run(
     }
     let mut runs: Vec<Box<dyn FnOnce() + Send>> = Vec::new();
     if sh.spec.http2 {
-        client_h2::check(&sh)?;
+        let target = client_h2::target(&sh)?;
         for share in shares {
-            let sh = Arc::clone(&sh);
-            runs.push(Box::new(move || client_h2::run_loop(sh, share, every)));
+            let (sh, target) = (Arc::clone(&sh), target.clone());
+            runs.push(Box::new(move || {
+                client_h2::run_loop(sh, share, every, target)
+            }));
         }
     } else {
         for share in shares {

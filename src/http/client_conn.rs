@@ -3,11 +3,10 @@
 //! wire), where it is in a request (`State`) and what it measures. The
 //! loop (`client_loop`) drives it; this file does no waiting of its own.
 
-use super::stats;
+use super::client_shared::Timings;
 use super::wire::MAX_HEAD;
 use super::ConnStats;
 use crate::sys::{self, Interest};
-use hdrhistogram::Histogram;
 use rustls::ClientConnection;
 use std::io::{self, Read};
 use std::net::TcpStream;
@@ -175,11 +174,7 @@ pub(super) struct Conn {
     pub(super) quiet: Instant,
     pub(super) status: u16,
     pub(super) keep_alive: bool,
-    pub(super) ttfb: Histogram<u64>,
-    /// From the intended send time with a rate, else from the actual one.
-    pub(super) lat: Histogram<u64>,
-    /// From the actual send time (kept apart only with a rate).
-    pub(super) raw: Histogram<u64>,
+    pub(super) times: Timings,
 }
 
 impl Conn {
@@ -202,9 +197,7 @@ impl Conn {
             quiet: now,
             status: 0,
             keep_alive: false,
-            ttfb: stats::new_histogram(),
-            lat: stats::new_histogram(),
-            raw: stats::new_histogram(),
+            times: Timings::new(),
         }
     }
 }

@@ -13,13 +13,12 @@
 //! failed request.
 
 use super::client_shared::{
-    count, handshake_failure, Failure, Kind, Shared, CONNECT_TIMEOUT, STALL,
+    count, handshake_failure, Failure, Kind, Shared, Timings, CONNECT_TIMEOUT, STALL,
 };
-use super::{stats, ConnStats, HttpError};
+use super::{ConnStats, HttpError};
 use crate::proto::http::{ErrorKinds, StatusCount};
 use crate::sys;
 use bytes::Bytes;
-use hdrhistogram::Histogram;
 use rustls::pki_types::ServerName;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -39,14 +38,6 @@ const WATCH: Duration = Duration::from_millis(50);
 /// After a failed connect, before the next attempt.
 const BACKOFF: Duration = super::client_shared::CONNECT_BACKOFF;
 
-/// One connection's histograms, kept by its loop thread so a task ended
-/// at the run's cut loses nothing.
-struct Hists {
-    ttfb: Histogram<u64>,
-    lat: Histogram<u64>,
-    raw: Histogram<u64>,
-}
-
 /// What one loop thread's connections add up to.
 #[derive(Default)]
 struct Totals {
@@ -55,10 +46,11 @@ struct Totals {
     unread: u64,
 }
 
-/// Figures a connection task writes as it goes.
+/// Figures a connection task writes as it goes, kept by its loop thread
+/// so a task ended at the run's cut loses nothing.
 struct Slot {
     st: Arc<ConnStats>,
-    hists: Mutex<Hists>,
+    times: Mutex<Timings>,
 }
 
 /// A socket that counts every byte read from it into the run's wire total.
@@ -130,12 +122,20 @@ struct Ctx {
     totals: Arc<Mutex<Totals>>,
 }
 
-/// Checks what the HTTP/2 client needs before any thread starts: a URI
-/// from the host and path, and a TLS server name.
-pub(super) fn check(sh: &Shared) -> Result<(), HttpError> {
-    uri_of(sh)?;
-    server_name(sh)?;
-    Ok(())
+/// What every request of the run goes to: made once, before any thread
+/// starts, from the host and path.
+#[derive(Clone)]
+pub(super) struct Target {
+    uri: http::Uri,
+    /// The TLS server name (https only).
+    name: Option<ServerName<'static>>,
+}
+
+pub(super) fn target(sh: &Shared) -> Result<Target, HttpError> {
+    Ok(Target {
+        uri: uri_of(sh)?,
+        name: server_name(sh)?,
+    })
 }
 
 fn uri_of(sh: &Shared) -> Result<http::Uri, HttpError> {
@@ -179,26 +179,23 @@ pub(super) fn run_loop(
     sh: Arc<Shared>,
     share: Vec<(Arc<ConnStats>, Option<Instant>)>,
     every: Option<Duration>,
+    Target { uri, name }: Target,
 ) {
-    let fail_all = |why: String, share: &[(Arc<ConnStats>, Option<Instant>)]| {
-        for (st, _) in share {
-            if let Ok(mut g) = st.error.lock() {
-                g.get_or_insert(why.clone());
-            }
-            st.finish();
-        }
-    };
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => return fail_all(format!("starting the HTTP/2 client's runtime: {e}"), &share),
-    };
-    let (uri, name) = match (uri_of(&sh), server_name(&sh)) {
-        (Ok(u), Ok(n)) => (u, n),
-        (Err(e), _) | (_, Err(e)) => return fail_all(e.to_string(), &share),
+        Err(e) => {
+            for (st, _) in &share {
+                if let Ok(mut g) = st.error.lock() {
+                    g.get_or_insert(format!("starting the HTTP/2 client's runtime: {e}"));
+                }
+                st.finish();
+            }
+            return;
+        }
     };
     let agent = http::HeaderValue::from_static(concat!("linerate/", env!("CARGO_PKG_VERSION")));
     let ctx = Arc::new(Ctx {
@@ -215,11 +212,7 @@ pub(super) fn run_loop(
         .map(|(st, _)| {
             Arc::new(Slot {
                 st: Arc::clone(st),
-                hists: Mutex::new(Hists {
-                    ttfb: stats::new_histogram(),
-                    lat: stats::new_histogram(),
-                    raw: stats::new_histogram(),
-                }),
+                times: Mutex::new(Timings::new()),
             })
         })
         .collect();
@@ -246,38 +239,15 @@ pub(super) fn run_loop(
     drop(rt);
     for slot in &slots {
         slot.st.finish();
-        if let Ok(mut h) = slot.hists.lock() {
-            let h = &mut *h;
-            for (src, dst) in [(&mut h.ttfb, &slot.st.ttfb), (&mut h.lat, &slot.st.latency)] {
-                if let Ok(mut g) = dst.lock() {
-                    *g = Some(std::mem::replace(src, stats::new_histogram()));
-                }
-            }
-            if every.is_some() {
-                if let Ok(mut g) = slot.st.latency_uncorrected.lock() {
-                    *g = Some(std::mem::replace(&mut h.raw, stats::new_histogram()));
-                }
-            }
+        if let Ok(mut t) = slot.times.lock() {
+            t.hand_over(&slot.st, every.is_some());
         }
     }
-    sh.wire_bytes
-        .fetch_add(ctx.wire.load(Ordering::Relaxed), Ordering::Relaxed);
+    let wire = ctx.wire.load(Ordering::Relaxed);
     let totals = ctx.totals.lock().map(|mut t| std::mem::take(&mut *t));
     if let Ok(t) = totals {
-        sh.unread_at_close.fetch_add(t.unread, Ordering::Relaxed);
-        if let Ok(mut s) = sh.status.lock() {
-            for c in &t.status {
-                crate::proto::http::add_status(&mut s, c.status, c.count);
-            }
-        }
-        if let Ok(mut k) = sh.error_kinds.lock() {
-            k.add(&t.kinds);
-        }
+        sh.add_totals(wire, t.unread, &t.status, &t.kinds);
     }
-}
-
-fn us(d: Duration) -> u64 {
-    (d.as_micros() as u64).max(1)
 }
 
 /// One connection: requests one after another (or on its schedule) until
@@ -330,17 +300,8 @@ async fn connection(ctx: Arc<Ctx>, slot: Arc<Slot>, mut due: Option<Instant>) {
         let now = Instant::now();
         match outcome {
             Ok((t0, first, status)) => {
-                if let Ok(mut h) = slot.hists.lock() {
-                    let _ = h.ttfb.record(us(first - t0));
-                    match intended {
-                        Some(at) => {
-                            let _ = h.lat.record(us(now.saturating_duration_since(at)));
-                            let _ = h.raw.record(us(now - t0));
-                        }
-                        None => {
-                            let _ = h.lat.record(us(now - t0));
-                        }
-                    }
+                if let Ok(mut t) = slot.times.lock() {
+                    t.record(t0, first, intended, now);
                 }
                 slot.st.requests.fetch_add(1, Ordering::Relaxed);
                 if let Ok(mut t) = ctx.totals.lock() {

@@ -12,7 +12,7 @@ use super::client_shared::{
     FINISH_GRACE, STALL,
 };
 use super::wire;
-use super::{stats, tls, HttpError};
+use super::{tls, HttpError};
 use crate::proto::http::{ErrorKinds, StatusCount};
 use crate::sys::{self, Epoll, Interest, Ready};
 use rustls::pki_types::ServerName;
@@ -72,10 +72,6 @@ struct Driver {
     unread: u64,
     status: Vec<StatusCount>,
     kinds: ErrorKinds,
-}
-
-fn us(d: Duration) -> u64 {
-    (d.as_micros() as u64).max(1)
 }
 
 impl Loop {
@@ -192,30 +188,10 @@ impl Loop {
         for c in &mut self.conns {
             self.drv.close(c);
             c.st.finish();
-            if let Ok(mut g) = c.st.ttfb.lock() {
-                *g = Some(std::mem::replace(&mut c.ttfb, stats::new_histogram()));
-            }
-            if let Ok(mut g) = c.st.latency.lock() {
-                *g = Some(std::mem::replace(&mut c.lat, stats::new_histogram()));
-            }
-            if self.drv.every.is_some() {
-                if let Ok(mut g) = c.st.latency_uncorrected.lock() {
-                    *g = Some(std::mem::replace(&mut c.raw, stats::new_histogram()));
-                }
-            }
+            c.times.hand_over(&c.st, self.drv.every.is_some());
         }
-        let sh = &self.drv.sh;
-        sh.wire_bytes.fetch_add(self.drv.wire, Ordering::Relaxed);
-        sh.unread_at_close
-            .fetch_add(self.drv.unread, Ordering::Relaxed);
-        if let Ok(mut s) = sh.status.lock() {
-            for c in &self.drv.status {
-                crate::proto::http::add_status(&mut s, c.status, c.count);
-            }
-        }
-        if let Ok(mut k) = sh.error_kinds.lock() {
-            k.add(&self.drv.kinds);
-        }
+        let d = &self.drv;
+        d.sh.add_totals(d.wire, d.unread, &d.status, &d.kinds);
     }
 }
 
@@ -588,16 +564,8 @@ impl Driver {
 
     /// A whole response: its figures, then the next request's time.
     fn complete(&mut self, c: &mut Conn, now: Instant) {
-        let _ = c.ttfb.record(us(c.first.unwrap_or(now) - c.t0));
-        match c.intended {
-            Some(at) => {
-                let _ = c.lat.record(us(now.saturating_duration_since(at)));
-                let _ = c.raw.record(us(now - c.t0));
-            }
-            None => {
-                let _ = c.lat.record(us(now - c.t0));
-            }
-        }
+        c.times
+            .record(c.t0, c.first.unwrap_or(now), c.intended, now);
         c.st.requests.fetch_add(1, Ordering::Relaxed);
         crate::proto::http::add_status(&mut self.status, c.status, 1);
         if !c.keep_alive {

@@ -2,8 +2,9 @@
 //! of the run and the request budget, the run-wide figures each loop adds
 //! to when it finishes, and how a failed request is classified.
 
-use super::HttpError;
+use super::{stats, ConnStats, HttpError};
 use crate::proto::http::{ErrorKinds, StatusCount};
+use hdrhistogram::Histogram;
 use rustls::ClientConfig;
 use std::io;
 use std::net::SocketAddr;
@@ -84,6 +85,20 @@ impl Shared {
         self.stop.load(Ordering::Relaxed) || now >= self.deadline + FINISH_GRACE
     }
 
+    /// A loop's figures, added to the run's when the loop ends.
+    pub fn add_totals(&self, wire: u64, unread: u64, status: &[StatusCount], kinds: &ErrorKinds) {
+        self.wire_bytes.fetch_add(wire, Ordering::Relaxed);
+        self.unread_at_close.fetch_add(unread, Ordering::Relaxed);
+        if let Ok(mut s) = self.status.lock() {
+            for c in status {
+                crate::proto::http::add_status(&mut s, c.status, c.count);
+            }
+        }
+        if let Ok(mut k) = self.error_kinds.lock() {
+            k.add(kinds);
+        }
+    }
+
     /// Takes one request from the budget; false when the run is over.
     pub fn claim(&self, now: Instant) -> bool {
         if self.over(now) {
@@ -97,6 +112,59 @@ impl Shared {
                 (b > 0).then_some(b - 1)
             })
             .is_ok()
+    }
+}
+
+/// One connection's response times (µs, HDR histograms).
+pub(super) struct Timings {
+    ttfb: Histogram<u64>,
+    /// From the intended send time with a rate, else from the actual one.
+    lat: Histogram<u64>,
+    /// From the actual send time (kept apart only with a rate).
+    raw: Histogram<u64>,
+}
+
+fn us(d: Duration) -> u64 {
+    (d.as_micros() as u64).max(1)
+}
+
+impl Timings {
+    pub fn new() -> Self {
+        Timings {
+            ttfb: stats::new_histogram(),
+            lat: stats::new_histogram(),
+            raw: stats::new_histogram(),
+        }
+    }
+
+    /// A whole response: sent at `t0`, first byte at `first`, done `now`;
+    /// with a rate, `intended` is when it was due.
+    pub fn record(&mut self, t0: Instant, first: Instant, intended: Option<Instant>, now: Instant) {
+        let _ = self.ttfb.record(us(first.saturating_duration_since(t0)));
+        match intended {
+            Some(at) => {
+                let _ = self.lat.record(us(now.saturating_duration_since(at)));
+                let _ = self.raw.record(us(now.saturating_duration_since(t0)));
+            }
+            None => {
+                let _ = self.lat.record(us(now.saturating_duration_since(t0)));
+            }
+        }
+    }
+
+    /// Gives the histograms to the connection's figures at its end (the
+    /// actual-send-time one only with a rate).
+    pub fn hand_over(&mut self, st: &ConnStats, rate: bool) {
+        let put = |h: &mut Histogram<u64>, slot: &Mutex<Option<Histogram<u64>>>| {
+            if let Ok(mut g) = slot.lock() {
+                *g = Some(std::mem::replace(h, stats::new_histogram()));
+            }
+        };
+        put(&mut self.ttfb, &st.ttfb);
+        put(&mut self.lat, &st.latency);
+        if rate {
+            put(&mut self.raw, &st.latency_uncorrected);
+        }
     }
 }
 
