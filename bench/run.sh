@@ -9,7 +9,9 @@
 # Usage: bench/run.sh [--routed] [--seconds N] [--rounds R] [--live-only] [--iperf3-only]
 #   --routed      put a routing DUT namespace between sender and sink
 #   --seconds N   seconds per measurement (default 5)
-#   --rounds R    measurements per tool; the table shows the median (default 3)
+#   --rounds R    measurements per tool; the table shows the median (default 3;
+#                 5 with --iperf3-only, whose rows also show the median of the
+#                 per-round ratios, each round's two runs back to back)
 #   --live-only   only trafgen (1 core), the live engine and its floor
 #   --iperf3-only only the iperf3 interop rows (linerate and iperf3 -c against one iperf3 -s)
 #
@@ -56,7 +58,7 @@
 # and processes it starts are removed on exit.
 set -euo pipefail
 
-routed=0; secs=5; rounds=3; liveonly=0; iperf3only=0
+routed=0; secs=5; rounds=""; liveonly=0; iperf3only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --routed) routed=1 ;;
@@ -64,11 +66,13 @@ while [ $# -gt 0 ]; do
     --iperf3-only) iperf3only=1 ;;
     --seconds) secs=${2:?--seconds needs a value}; shift ;;
     --rounds) rounds=${2:?--rounds needs a value}; shift ;;
-    -h|--help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,58p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
+# The iperf3 rows alone take about 25 s a round: 5 rounds by default there.
+[ -n "$rounds" ] || { [ $iperf3only = 1 ] && rounds=5 || rounds=3; }
 case "$secs$rounds" in *[!0-9]*) echo "--seconds and --rounds take positive integers" >&2; exit 2 ;; esac
 [ "$secs" -ge 1 ] && [ "$rounds" -ge 1 ] || { echo "--seconds and --rounds must be >= 1" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "bench/run.sh needs root (network namespaces)" >&2; exit 2; }
@@ -440,6 +444,21 @@ def med(key, tool):
     xs = [x for x in vals.get((key, tool), []) if not math.isnan(x)]
     return statistics.median(xs) if xs else None
 
+# Per round, linerate's figure over the anchor's from the same round (the
+# two ran back to back), for the rows where a slow drift of the machine
+# over the run would bias a ratio of medians.
+by_round = {}
+for line in open(raw):
+    rnd, key, tool, v = line.rstrip("\n").split("\t")[:4]
+    by_round[(rnd, key, tool)] = float(v)
+def paired(key, akey, atool):
+    rs = []
+    for (rnd, k, t), v in by_round.items():
+        b = by_round.get((rnd, akey, atool))
+        if k == key and t == "linerate" and b and not math.isnan(v) and not math.isnan(b):
+            rs.append(v / b)
+    return rs
+
 def gbit(v): return "n/a" if v is None else f"{v/1e9:.2f} Gbit/s"
 def pps(v):
     if v is None: return "n/a"
@@ -477,13 +496,25 @@ for key, label, (akey, atool), aname, fmt, tgt in [
     ("udp64mt", "udp 64B rx pps, packet, 2 threads", T2, "trafgen (2 cores)", pps, None),
 ]:
     a, b = med(key, "linerate"), med(akey, atool)
+    if a is None and b is None:
+        continue  # not measured in this run (--iperf3-only, --live-only)
     ratio = a / b if a is not None and b else None
     r = "n/a" if ratio is None else f"{ratio:.2f}"
+    extra = None
+    if key.startswith("ip3"):
+        rs = paired(key, akey, atool)
+        if rs:
+            pr = statistics.median(rs)
+            extra = ((label + " (paired)", "-", aname + ", same round", "-", f"{pr:.2f}",
+                         f">= {tgt:.1f}", pr >= tgt,
+                         f"median of {len(rs)} per-round ratios {pr:.2f} ({min(rs):.2f}-{max(rs):.2f})"))
     if tgt is None:
         rows.append((label, fmt(a), aname, fmt(b), r, "report", None, f"ratio {r} (reported)"))
         continue
     met = None if ratio is None else ratio >= tgt
     rows.append((label, fmt(a), aname, fmt(b), r, f">= {tgt:.1f}", met, f"ratio {r} vs >= {tgt:.1f}"))
+    if extra:
+        rows.append(extra)
 ld = med("labdut", "linerate")
 kinds = [x for x in vals.get(("labdut_kind", "linerate"), []) if not math.isnan(x)]
 g, u = med("labdut_gen", "linerate"), med("labdut_dut", "linerate")

@@ -344,6 +344,15 @@ fn linerate_client_against_stock_iperf3_server() {
                         > 0,
                     "{name}: TCP_INFO"
                 );
+                // The summary keeps each stream's last TCP_INFO, so the
+                // table shows RTT and cwnd as for linerate's own far end.
+                for st in d["sender_summary"]["streams"].as_array().unwrap() {
+                    assert!(
+                        st["rtt_us"].as_u64().unwrap_or(0) > 0
+                            && st["cwnd"].as_u64().unwrap_or(0) > 0,
+                        "{name}: summary without TCP_INFO: {st}"
+                    );
+                }
             }
         }
     }

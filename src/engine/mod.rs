@@ -108,6 +108,11 @@ impl IntervalClock {
     pub fn elapsed(&self, now: Instant) -> f64 {
         now.saturating_duration_since(self.start).as_secs_f64()
     }
+    /// How long from `now` until the current interval is due (zero when
+    /// it already is).
+    pub fn until_due(&self, now: Instant) -> Duration {
+        (self.start + self.next_due).saturating_duration_since(now)
+    }
 }
 
 /// Destinations a generator may send to without being told otherwise:
@@ -188,5 +193,12 @@ mod tests {
         assert_eq!(c.due(t0 + Duration::from_millis(1500)), None);
         let (a, b) = c.close(t0 + Duration::from_millis(1500));
         assert_eq!((a, b), (1.0, 1.5));
+        // The next interval is due at 2 s, however late the last one closed.
+        let ms = |m| Duration::from_millis(m);
+        assert_eq!(c.until_due(t0 + ms(1500)), ms(500));
+        assert_eq!(c.until_due(t0 + ms(2300)), Duration::ZERO);
+        let (a, b) = c.due(t0 + ms(2300)).unwrap();
+        assert_eq!((a, b), (1.5, 2.3));
+        assert_eq!(c.until_due(t0 + ms(2300)), ms(700));
     }
 }

@@ -329,7 +329,16 @@ struct EndSide {
     streams: Vec<StreamSample>,
 }
 
-fn local_side(streams: &[StreamTotals], sends: bool, len: u64, udp: bool) -> EndSide {
+/// This end's figures for the streams that send (`sends`) or receive;
+/// `info` is the engine's summary, whose streams carry the last TCP_INFO
+/// (cwnd, RTT) of each.
+fn local_side(
+    streams: &[StreamTotals],
+    info: &[StreamSample],
+    sends: bool,
+    len: u64,
+    udp: bool,
+) -> EndSide {
     let mine: Vec<&StreamTotals> = streams.iter().filter(|s| s.sends == sends).collect();
     let bytes = mine.iter().map(|s| s.bytes).sum();
     EndSide {
@@ -345,12 +354,16 @@ fn local_side(streams: &[StreamTotals], sends: bool, len: u64, udp: bool) -> End
         retransmits: (!udp && sends).then(|| mine.iter().map(|s| s.retransmits).sum()),
         streams: mine
             .iter()
-            .map(|s| StreamSample {
-                id: s.id,
-                sender: sends,
-                bytes: s.bytes,
-                retransmits: s.retransmits,
-                ..Default::default()
+            .map(|s| {
+                let last = info.iter().find(|i| i.id == s.id && i.sender == sends);
+                StreamSample {
+                    id: s.id,
+                    sender: sends,
+                    bytes: s.bytes,
+                    retransmits: s.retransmits,
+                    cwnd: last.map_or(0, |i| i.cwnd),
+                    rtt_us: last.map_or(0, |i| i.rtt_us),
+                }
             })
             .collect(),
     }
@@ -397,7 +410,13 @@ fn direction_result(
 ) -> DirectionResult {
     let udp = o.params.transport == Transport::Udp;
     let len = u64::from(o.params.len);
-    let mine = local_side(&o.local.streams, local_to_far, len, udp);
+    let mine = local_side(
+        &o.local.streams,
+        &o.local.summary.streams,
+        local_to_far,
+        len,
+        udp,
+    );
     let theirs = o.far.as_ref().map(|f| far_side(f, !local_to_far));
     let (tx, rx) = if local_to_far {
         (Some(&mine), theirs.as_ref())
