@@ -320,6 +320,20 @@ fn linerate_client_against_stock_iperf3_server() {
                     0.05,
                     "sent vs server received",
                 );
+                // Goodput: the server's bytes over the 3 s this end sent,
+                // not over the server's clock, which runs on while this
+                // end waits for it to read the last bytes.
+                let secs = num(&d["duration_s"]);
+                assert!(
+                    (secs - 3.0).abs() < 0.05,
+                    "{name}: goodput over {secs} s, not the 3 s sent"
+                );
+                close(
+                    num(&d["rx_l2_bps"]),
+                    num(&end["sum_received"]["bytes"]) * 8.0 / secs,
+                    0.01,
+                    "goodput",
+                );
                 // The stored far-end figures are the server's.
                 close(
                     num(&t["far_end"]["received_bytes"]),

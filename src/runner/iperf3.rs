@@ -453,7 +453,20 @@ fn direction_result(
     } else {
         (None, local_summary)
     };
-    let seconds = rx.or(tx).map(|s| s.seconds).unwrap_or(0.0).max(1e-6);
+    // Towards the server: its received bytes over the seconds this end
+    // sent. The server's clock runs until TEST_END, which this end sends
+    // only once all it sent was acknowledged and read (about 0.1 s later:
+    // the FIN's delayed ACK and a read grace), so its seconds would count
+    // that wait as sending time; `iperf3 -c` sends TEST_END at once and
+    // leaves what is still in flight uncounted instead.
+    let timed = if local_to_far { [tx, rx] } else { [rx, tx] };
+    let seconds = timed
+        .into_iter()
+        .flatten()
+        .map(|s| s.seconds)
+        .find(|s| *s > 0.0)
+        .unwrap_or(0.0)
+        .max(1e-6);
     let rx_packets = rx.map_or(0, |s| s.packets);
     let tx_packets = tx.map_or(0, |s| s.packets);
     let lost = rx.map_or(0, |s| s.lost);
