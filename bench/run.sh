@@ -496,7 +496,7 @@ for key, label, (akey, atool), aname, fmt, tgt in [
     ("udp64mt", "udp 64B rx pps, packet, 2 threads", T2, "trafgen (2 cores)", pps, None),
 ]:
     a, b = med(key, "linerate"), med(akey, atool)
-    if a is None and b is None:
+    if (key, "linerate") not in vals:
         continue  # not measured in this run (--iperf3-only, --live-only)
     ratio = a / b if a is not None and b else None
     r = "n/a" if ratio is None else f"{ratio:.2f}"
