@@ -436,21 +436,19 @@ python3 - "$raw" "$rounds" <<'EOF'
 import math, statistics, sys
 raw, rounds = sys.argv[1], int(sys.argv[2])
 vals = {}
+# Per round too: linerate's figure over the anchor's from the same round
+# (the two ran back to back), for rows where a slow drift of the machine
+# over the run would bias a ratio of medians.
+by_round = {}
 for line in open(raw):
     rnd, key, tool, v = line.rstrip("\n").split("\t")[:4]
     vals.setdefault((key, tool), []).append(float(v))
+    by_round[(rnd, key, tool)] = float(v)
 
 def med(key, tool):
     xs = [x for x in vals.get((key, tool), []) if not math.isnan(x)]
     return statistics.median(xs) if xs else None
 
-# Per round, linerate's figure over the anchor's from the same round (the
-# two ran back to back), for the rows where a slow drift of the machine
-# over the run would bias a ratio of medians.
-by_round = {}
-for line in open(raw):
-    rnd, key, tool, v = line.rstrip("\n").split("\t")[:4]
-    by_round[(rnd, key, tool)] = float(v)
 def paired(key, akey, atool):
     rs = []
     for (rnd, k, t), v in by_round.items():

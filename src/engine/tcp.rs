@@ -86,6 +86,12 @@ impl Shared {
             self.last_retrans.store(i.total_retrans, Ordering::Relaxed);
         }
     }
+
+    /// Marks the stream ended and wakes the sampler that waits for it.
+    fn end(&self, sampler: &std::thread::Thread) {
+        self.done.store(true, Ordering::Release);
+        sampler.unpark();
+    }
 }
 
 fn hello(id: u16, client_sends: bool) -> [u8; 8] {
@@ -314,8 +320,7 @@ fn run_streams(
             } else {
                 recv_loop(&s.conn, &shared, &stop);
             }
-            shared.done.store(true, Ordering::Release);
-            waker.unpark();
+            shared.end(&waker);
         });
         // Streams already started stop with the job (the agent sets `stop`).
         handles.push(handle.map_err(EngineError::io("starting a TCP stream thread"))?);
@@ -587,8 +592,7 @@ fn transient(e: &io::Error) -> bool {
 fn finish_sender(conn: &TcpStream, shared: &Shared, waker: &std::thread::Thread) {
     shared.remember(conn.as_raw_fd());
     let _ = conn.shutdown(Shutdown::Write);
-    shared.done.store(true, Ordering::Release);
-    waker.unpark();
+    shared.end(waker);
 }
 
 /// Bytes the kernel queues before it wakes the receiver. Fewer, larger

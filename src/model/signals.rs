@@ -20,20 +20,11 @@ pub fn interrupted() -> bool {
 /// second ends the process at once (agents and namespaces still go with it).
 pub fn install_signal_handlers() -> Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM};
-    static INSTALLED: std::sync::Once = std::sync::Once::new();
-    let mut res = Ok(());
-    INSTALLED.call_once(|| {
-        let flag = &*INTERRUPTED;
-        for sig in [SIGINT, SIGTERM] {
-            // Registered first, so it sees the flag as it was before this
-            // signal: set means this is the second one.
-            let r = signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(flag))
-                .and_then(|_| signal_hook::flag::register(sig, Arc::clone(flag)));
-            if let Err(e) = r {
-                res = Err(e.into());
-                return;
-            }
-        }
-    });
-    res
+    for sig in [SIGINT, SIGTERM] {
+        // Registered first, so it sees the flag as it was before this
+        // signal: set means this is the second one.
+        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&INTERRUPTED))?;
+        signal_hook::flag::register(sig, Arc::clone(&INTERRUPTED))?;
+    }
+    Ok(())
 }
