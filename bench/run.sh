@@ -20,7 +20,10 @@
 #   tcp 4 streams   linerate tcp -P 4        vs  iperf3 -P 4         (goodput)
 #   iperf3 interop  linerate tcp --server iperf3://DST -P 1 and -P 4 vs iperf3 -c -P 1/-P 4,
 #                   both against the same stock iperf3 -s (goal >= 1.0x: the far end is
-#                   the same program, the client side must not cost throughput)
+#                   the same program, the client side must not cost throughput);
+#                   each as users run it (linerate's 1-stream default block is
+#                   1 MiB, iperf3 -c's 128 KiB), and reported: 1 stream against
+#                   iperf3 -c -l 1M, the same block
 #   udp 64 B        linerate udp 64 B frames vs  trafgen --cpus 1    (sink veth rx_packets/s)
 #                   (--tx-engine socket)     vs  iperf3 -u -b 0 -l 18 (packets received/s)
 #   udp 64 B packet linerate udp 64 B frames vs  trafgen --cpus 1
@@ -66,7 +69,7 @@ while [ $# -gt 0 ]; do
     --iperf3-only) iperf3only=1 ;;
     --seconds) secs=${2:?--seconds needs a value}; shift ;;
     --rounds) rounds=${2:?--rounds needs a value}; shift ;;
-    -h|--help) sed -n '2,58p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,61p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -214,11 +217,11 @@ with open(raw, "a") as f:
 EOF
 }
 
-# iperf3 TCP: $1 = streams
+# iperf3 TCP: $1 = streams, $2 = block (-l) if not iperf3's default
 run_iperf3_tcp() {
-  local P=$1 key="tcp$1" out="$tmp/ip.json"
+  local P=$1 key="tcp$1${2:+l$2}" out="$tmp/ip.json"
   ensure_iperf3_server
-  if ! run timeout "$tmo" ip netns exec "$src" iperf3 -c "$dip" -t "$secs" -P "$P" -J >"$out" 2>&1; then
+  if ! run timeout "$tmo" ip netns exec "$src" iperf3 -c "$dip" -t "$secs" -P "$P" ${2:+-l "$2"} -J >"$out" 2>&1; then
     say "iperf3 $key" "FAILED: $(python3 -c "import json,sys;print(json.load(open(sys.argv[1])).get('error',''))" "$out" 2>/dev/null | head -c 200)"
     rec "$round" "$key" iperf3 nan; return 0
   fi
@@ -403,14 +406,14 @@ for round in $(seq 1 "$rounds"); do
     if [ $((round % 2)) = 1 ]; then run_trafgen; run_live; run_floor; else run_floor; run_live; run_trafgen; fi
   elif [ $iperf3only = 1 ]; then
     if [ $((round % 2)) = 1 ]; then
-      run_linerate_iperf3 1; run_iperf3_tcp 1; run_linerate_iperf3 4; run_iperf3_tcp 4
+      run_linerate_iperf3 1; run_iperf3_tcp 1; run_iperf3_tcp 1 1M; run_linerate_iperf3 4; run_iperf3_tcp 4
     else
-      run_iperf3_tcp 1; run_linerate_iperf3 1; run_iperf3_tcp 4; run_linerate_iperf3 4
+      run_iperf3_tcp 1 1M; run_iperf3_tcp 1; run_linerate_iperf3 1; run_iperf3_tcp 4; run_linerate_iperf3 4
     fi
   elif [ $((round % 2)) = 1 ]; then
     run_linerate tcp1 tcp -P 1; run_iperf3_tcp 1
     run_linerate tcp4 tcp -P 4; run_iperf3_tcp 4
-    run_linerate_iperf3 1; run_linerate_iperf3 4
+    run_linerate_iperf3 1; run_iperf3_tcp 1 1M; run_linerate_iperf3 4
     run_linerate udp64 udp --frame-size 64 --tx-engine socket; run_trafgen
     run_linerate udp64pkt udp --frame-size 64 --tx-engine packet; run_iperf3_udp
     run_linerate udp64mt udp --frame-size 64 --tx-engine packet --flow-mode ports --threads 2; run_trafgen 2
@@ -424,7 +427,7 @@ for round in $(seq 1 "$rounds"); do
     run_trafgen 2; run_linerate udp64mt udp --frame-size 64 --tx-engine packet --flow-mode ports --threads 2
     run_iperf3_tcp 1; run_linerate tcp1 tcp -P 1
     run_iperf3_tcp 4; run_linerate tcp4 tcp -P 4
-    run_linerate_iperf3 4; run_linerate_iperf3 1
+    run_linerate_iperf3 4; run_iperf3_tcp 1 1M; run_linerate_iperf3 1
     run_iperf3_udp; run_linerate udp64pkt udp --frame-size 64 --tx-engine packet
     run_trafgen; run_linerate udp64 udp --frame-size 64 --tx-engine socket
   fi
@@ -471,6 +474,9 @@ for key, label, (akey, atool), aname, fmt, tgt in [
     # Issue 20: linerate as an iperf3 client vs iperf3 -c, same iperf3 -s.
     ("ip3tcp1", "tcp 1 stream to iperf3 -s", ("tcp1", "iperf3"), "iperf3 -c", gbit, 1.0),
     ("ip3tcp4", "tcp 4 streams to iperf3 -s", ("tcp4", "iperf3"), "iperf3 -c", gbit, 1.0),
+    # linerate's 1-stream default block (1 MiB) against iperf3 -c with the same block.
+    ("ip3tcp1", "tcp 1 stream to iperf3 -s, same block", ("tcp1l1M", "iperf3"), "iperf3 -c -l 1M",
+     gbit, None),
     ("udp64", "udp 64B rx pps, socket engine", T1, "trafgen (1 core)", pps, 1.0),
     ("udp64", "udp 64B rx pps, socket engine", IP, "iperf3 -u -l 18", pps, 1.5),
     # The lab's default engine (auto) is the packet engine: issue 9's goals.

@@ -128,6 +128,22 @@ fn omit(s: Option<f64>) -> Result<f64> {
     }
 }
 
+/// The TCP block size towards an iperf3 server when `--buffer` is not
+/// given. The block is also the server's read (or write) size: iperf3 3.x
+/// serves every stream from one thread, one block per readable stream per
+/// wakeup. One stream that only the client sends gets iperf3's largest
+/// block, so the server makes an eighth of the reads and wakeups
+/// (measurements in bench/README.md, stop 33). With several streams a large block keeps
+/// the others waiting while the server copies one (4 streams at 256 KiB to
+/// 1 MiB were slower or swung between runs), and a server that sends (-R,
+/// --bidir) was slower with 1 MiB writes: those keep iperf3's 128 KiB.
+pub fn default_block(streams: u16, mode: Mode) -> u32 {
+    match (streams, mode) {
+        (1, Mode::ClientSends) => wire::MAX_TCP_LEN,
+        _ => super::tcp::DEFAULT_BUFFER,
+    }
+}
+
 /// `linerate tcp --server iperf3://...`.
 pub fn tcp_test(a: &super::tcp::TcpArgs) -> Result<(Endpoint, Iperf3Test)> {
     let server = server_of(&a.ends, &a.common)?;
@@ -141,10 +157,11 @@ pub fn tcp_test(a: &super::tcp::TcpArgs) -> Result<(Endpoint, Iperf3Test)> {
     if a.probes.latency {
         bail!("--latency needs linerate's responder at the far end; an iperf3 server has none");
     }
-    if !(1..=wire::MAX_TCP_LEN).contains(&a.buffer) {
+    let mode = mode(direction(&a.ends));
+    let len = a.buffer.unwrap_or_else(|| default_block(a.streams, mode));
+    if !(1..=wire::MAX_TCP_LEN).contains(&len) {
         bail!(
-            "--buffer {}: iperf3 takes blocks of 1..={} bytes",
-            a.buffer,
+            "--buffer {len}: iperf3 takes blocks of 1..={} bytes",
             wire::MAX_TCP_LEN
         );
     }
@@ -155,10 +172,10 @@ pub fn tcp_test(a: &super::tcp::TcpArgs) -> Result<(Endpoint, Iperf3Test)> {
     let params = TestParams {
         transport: Transport::Tcp,
         streams: u32::from(a.streams),
-        mode: mode(direction(&a.ends)),
+        mode,
         time_s: duration(a.ends.duration)?.as_secs_f64(),
         omit_s: omit(a.omit)?,
-        len: a.buffer,
+        len,
         // iperf3 paces each stream to -b: share the direction's rate.
         bandwidth_bps: total_bps.map_or(0, |b| (b / f64::from(a.streams)) as u64),
         counters_64bit: false,
@@ -397,5 +414,30 @@ mod tests {
         assert!(is_iperf3("iperf3://h") && !is_iperf3("ns:sink"));
         assert_eq!(udp_payload(1518, false), 1472);
         assert_eq!(udp_payload(1518, true), 1452);
+    }
+
+    /// The block the server is asked to read or write: iperf3's largest for
+    /// one stream the client sends, iperf3's default otherwise, and what
+    /// `--buffer` says whenever it is given.
+    #[test]
+    fn the_tcp_block_follows_streams_direction_and_buffer() {
+        use clap::Parser;
+        let len = |extra: &[&str]| -> Result<u32> {
+            let mut argv = vec!["linerate", "tcp", "--server", "iperf3://198.18.0.2"];
+            argv.extend_from_slice(extra);
+            let cli = crate::cli::Cli::try_parse_from(&argv)?;
+            let crate::cli::Command::Tcp(a) = cli.command else {
+                bail!("not a tcp command");
+            };
+            Ok(tcp_test(&a)?.1.params.len)
+        };
+        assert_eq!(len(&[]).unwrap(), 1 << 20);
+        assert_eq!(len(&["-P", "2"]).unwrap(), 128 * 1024);
+        assert_eq!(len(&["-R"]).unwrap(), 128 * 1024);
+        assert_eq!(len(&["--bidir"]).unwrap(), 128 * 1024);
+        assert_eq!(len(&["--buffer", "65536"]).unwrap(), 65536);
+        assert_eq!(len(&["-P", "4", "--buffer", "1048576"]).unwrap(), 1 << 20);
+        let e = len(&["--buffer", "2097152"]).unwrap_err().to_string();
+        assert!(e.contains("1..=1048576"), "{e}");
     }
 }

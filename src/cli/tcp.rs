@@ -18,9 +18,10 @@ pub struct TcpArgs {
     /// TCP congestion control (e.g. cubic, bbr).
     #[arg(long)]
     pub cc: Option<String>,
-    /// Bytes per write.
-    #[arg(long, default_value_t = 131072)]
-    pub buffer: u32,
+    /// Bytes per write (default 131072). Towards an iperf3:// server this is also the
+    /// server's read size; one stream sent there gets 1048576 by default (README).
+    #[arg(long)]
+    pub buffer: Option<u32>,
     /// The highest rate of each direction, in bit/s (100M, 1Gbps) or % of --line-rate,
     /// shared by its streams: each stream is paced by the kernel to its share
     /// (SO_MAX_PACING_RATE). It counts the bytes TCP sends, headers included, so goodput
@@ -42,6 +43,9 @@ pub struct TcpArgs {
 }
 
 /// Where this kernel lists the congestion controls it has loaded.
+/// Bytes per write when `--buffer` is not given (iperf3's default block).
+pub const DEFAULT_BUFFER: u32 = 128 * 1024;
+
 const AVAILABLE_CC: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
 
 /// Checks `--cc NAME` before the run, on this host's kernel (the one
@@ -112,7 +116,7 @@ pub fn tcp(a: &TcpArgs) -> Result<(Pair, TestSpec)> {
         duration: duration(a.ends.duration)?,
         cpus: a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
         congestion: a.cc.clone(),
-        buffer_len: a.buffer,
+        buffer_len: a.buffer.unwrap_or(DEFAULT_BUFFER),
         allow: a.common.allow_target.clone(),
         port: a.ends.port.unwrap_or(0),
         rate_bps: a
