@@ -129,20 +129,22 @@ fn omit(s: Option<f64>) -> Result<f64> {
 }
 
 /// The TCP block size towards an iperf3 server when `--buffer` is not
-/// given. The block is also the server's read (or write) size: iperf3 3.x
-/// serves every stream from one thread, one block per readable stream per
-/// wakeup. One stream that only the client sends gets iperf3's largest
-/// block, so the server makes an eighth of the reads and wakeups
-/// (measurements in bench/README.md, stop 33). With several streams a large block keeps
-/// the others waiting while the server copies one (4 streams at 256 KiB to
-/// 1 MiB were slower or swung between runs), and a server that sends (-R,
-/// --bidir) was slower with 1 MiB writes: those keep iperf3's 128 KiB.
+/// given. The block is also what the server reads or writes at a time:
+/// iperf3 3.x serves every stream from one thread, one block per stream
+/// each time it wakes. 768 KiB beat iperf3's 128 KiB in every shape we ran
+/// (1 to 16 streams, -R, --bidir: bench/README.md, stop 33); 1 MiB, its
+/// largest, was slower than 768 KiB at 4 streams, for `iperf3 -c -l 1M`
+/// too. The server holds a block per stream, so many streams get smaller
+/// blocks: at most [`FAR_END_BLOCKS`] in all, never below 128 KiB.
 pub fn default_block(streams: u16, mode: Mode) -> u32 {
-    match (streams, mode) {
-        (1, Mode::ClientSends) => wire::MAX_TCP_LEN,
-        _ => super::tcp::DEFAULT_BUFFER,
-    }
+    let buffers = u32::from(streams.max(1)) * if mode == Mode::Bidir { 2 } else { 1 };
+    (FAR_END_BLOCKS / buffers).clamp(super::tcp::DEFAULT_BUFFER, BLOCK) / 4096 * 4096
 }
+
+/// The default block towards an iperf3 server, for a few streams.
+const BLOCK: u32 = 768 * 1024;
+/// What the default blocks may take at the server, all streams together.
+const FAR_END_BLOCKS: u32 = 32 << 20;
 
 /// `linerate tcp --server iperf3://...`.
 pub fn tcp_test(a: &super::tcp::TcpArgs) -> Result<(Endpoint, Iperf3Test)> {
@@ -416,9 +418,8 @@ mod tests {
         assert_eq!(udp_payload(1518, true), 1452);
     }
 
-    /// The block the server is asked to read or write: iperf3's largest for
-    /// one stream the client sends, iperf3's default otherwise, and what
-    /// `--buffer` says whenever it is given.
+    /// The block the server is asked to read or write: 768 KiB, less with
+    /// many streams, and what `--buffer` says whenever it is given.
     #[test]
     fn the_tcp_block_follows_streams_direction_and_buffer() {
         use clap::Parser;
@@ -431,10 +432,15 @@ mod tests {
             };
             Ok(tcp_test(&a)?.1.params.len)
         };
-        assert_eq!(len(&[]).unwrap(), 1 << 20);
-        assert_eq!(len(&["-P", "2"]).unwrap(), 128 * 1024);
-        assert_eq!(len(&["-R"]).unwrap(), 128 * 1024);
-        assert_eq!(len(&["--bidir"]).unwrap(), 128 * 1024);
+        assert_eq!(len(&[]).unwrap(), 768 * 1024);
+        assert_eq!(len(&["-P", "16"]).unwrap(), 768 * 1024);
+        assert_eq!(len(&["-R"]).unwrap(), 768 * 1024);
+        assert_eq!(len(&["--bidir", "-P", "8"]).unwrap(), 768 * 1024);
+        // Many streams: 32 MiB of blocks at the server in all, 128 KiB at least.
+        assert_eq!(len(&["-P", "64"]).unwrap(), 512 * 1024);
+        assert_eq!(len(&["--bidir", "-P", "64"]).unwrap(), 256 * 1024);
+        assert_eq!(len(&["-P", "128", "-R"]).unwrap(), 256 * 1024);
+        assert_eq!(len(&["--bidir", "-P", "128"]).unwrap(), 128 * 1024);
         assert_eq!(len(&["--buffer", "65536"]).unwrap(), 65536);
         assert_eq!(len(&["-P", "4", "--buffer", "1048576"]).unwrap(), 1 << 20);
         let e = len(&["--buffer", "2097152"]).unwrap_err().to_string();

@@ -18,8 +18,9 @@ pub struct TcpArgs {
     /// TCP congestion control (e.g. cubic, bbr).
     #[arg(long)]
     pub cc: Option<String>,
-    /// Bytes per write (default 131072). Towards an iperf3:// server this is also the
-    /// server's read size; one stream sent there gets 1048576 by default (README).
+    /// Bytes per write (default 131072). Towards an iperf3:// server it is also what the
+    /// server reads or writes at a time, and the default is 786432 (less with over 42
+    /// streams; README)
     #[arg(long)]
     pub buffer: Option<u32>,
     /// The highest rate of each direction, in bit/s (100M, 1Gbps) or % of --line-rate,
