@@ -76,8 +76,19 @@ int lr_gen(struct xdp_md *ctx)
 	__u64 i = cur->sent + cur->skipped;
 	if (i >= cur->quota)
 		return XDP_DROP;
-	__u64 now = bpf_ktime_get_ns();
-	if (cur->gap_fp) {
+	__u64 now;
+	if (!cur->gap_fp) {
+		/* Unpaced: one clock reading serves LR_STAMP_EVERY frames. */
+		if (cur->stamp_left) {
+			now = cur->stamp_ns;
+			cur->stamp_left--;
+		} else {
+			now = bpf_ktime_get_ns();
+			cur->stamp_ns = now;
+			cur->stamp_left = LR_STAMP_EVERY - 1;
+		}
+	} else {
+		now = bpf_ktime_get_ns();
 		__u64 due = cur->t0_ns + ((i * cur->gap_fp) >> 16);
 		if (now < due)
 			return XDP_DROP;

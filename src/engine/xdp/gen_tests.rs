@@ -83,6 +83,20 @@ fn run_once(g: &mut Generator, input: &[u8]) -> Vec<u8> {
     out.split_off(consts::META_LEN as usize)
 }
 
+/// Makes the next frame read the clock, the cursor's position kept: what
+/// the start of every unpaced run does.
+fn restamp(g: &mut Generator) {
+    let c = g.cursor().expect("cursor");
+    g.set_cursor(&Cursor { stamp_left: 0, ..c })
+        .expect("cursor");
+}
+
+/// The TX timestamp of frame `i` of a one-flow generator's single-frame runs.
+fn stamp_of(g: &mut Generator, input: &[u8]) -> u64 {
+    let f = run_once(g, input);
+    Header::parse(&f[42..]).expect("a linerate header").sent_ns
+}
+
 /// Checks `frames` runs of a generator over `paths` with sequence `sizes`.
 fn check(paths: &[FlowPath], spec: FrameSpec, frames: usize, scribble: bool) {
     let sizes = frame_sequence(spec);
@@ -119,6 +133,9 @@ fn check(paths: &[FlowPath], spec: FrameSpec, frames: usize, scribble: bool) {
                 .iter_mut()
                 .for_each(|b| *b = b.wrapping_add(0x33));
         }
+        // Each run here is one frame: a new run reads the clock afresh
+        // (live.rs writes the cursor so before every run).
+        restamp(&mut g);
         let before = sys::monotonic_ns();
         let f = run_once(&mut g, &input);
         let after = sys::monotonic_ns();
@@ -296,6 +313,62 @@ fn a_paced_run_drops_early_invocations_and_stops_at_its_quota() {
     assert_eq!(run_on(&mut g, &input, 0).0, 3, "the first frame is due");
     assert_eq!(run_on(&mut g, &input, 0).0, 1, "the second is an hour away");
     assert_eq!(g.cursor().expect("cursor").sent, 1);
+}
+
+/// Unpaced, one clock reading serves LR_STAMP_EVERY frames, never a
+/// frame of a later run; paced, every frame reads the clock.
+#[test]
+fn unpaced_frames_share_a_clock_reading_within_a_run_only() {
+    let Some(mut g) = one_flow_generator() else {
+        return;
+    };
+    let input = vec![FILL; 60];
+    let every = consts::STAMP_EVERY as usize;
+    assert!(every > 1 && consts::BATCH as usize % every == 0);
+    // Single-frame runs with no reset between them stand for the frames
+    // of one run: gaps of 200 µs between them tell a fresh reading from a
+    // reused one.
+    let gap = std::time::Duration::from_micros(200);
+    let mut stamps = Vec::new();
+    let mut befores = Vec::new();
+    for _ in 0..2 * every + 1 {
+        befores.push(sys::monotonic_ns());
+        stamps.push(stamp_of(&mut g, &input));
+        std::thread::sleep(gap);
+    }
+    for (i, (&s, &b)) in stamps.iter().zip(&befores).enumerate() {
+        let first = i - i % every;
+        assert_eq!(s, stamps[first], "frame {i} takes frame {first}'s reading");
+        if i % every == 0 {
+            assert!(s >= b, "frame {i} reads the clock: {s} < {b}");
+        }
+    }
+    assert!(stamps[every] >= stamps[0] + 200_000 * every as u64);
+    // A new run (the cursor written) reads the clock at its first frame,
+    // whatever is left of the last reading.
+    std::thread::sleep(gap);
+    let c = g.cursor().expect("cursor");
+    assert_eq!(c.stamp_left, every as u64 - 1, "{c:?}");
+    g.set_cursor(&Cursor::unpaced(c.flow, c.slot))
+        .expect("cursor");
+    let before = sys::monotonic_ns();
+    let s = stamp_of(&mut g, &input);
+    assert!(s >= before, "a run's first frame reads the clock");
+    // Paced, every frame reads it.
+    g.set_cursor(&Cursor {
+        t0_ns: sys::monotonic_ns() - 1_000,
+        gap_fp: Cursor::gap_fp(1.0),
+        ..Cursor::unpaced(c.flow, c.slot)
+    })
+    .expect("cursor");
+    let mut last = 0;
+    for i in 0..3 {
+        std::thread::sleep(gap);
+        let before = sys::monotonic_ns();
+        let s = stamp_of(&mut g, &input);
+        assert!(s >= before && s > last, "paced frame {i} reads the clock");
+        last = s;
+    }
 }
 
 #[test]

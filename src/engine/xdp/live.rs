@@ -33,7 +33,7 @@ use std::net::UdpSocket;
 /// Bytes of `struct lr_template`, `lr_gen_config` and `lr_gen_cursor`.
 const TEMPLATE_LEN: usize = 84;
 const CONFIG_LEN: usize = 40;
-const CURSOR_LEN: usize = 64;
+const CURSOR_LEN: usize = 80;
 
 /// How long one paced run lasts, about: each BPF_PROG_RUN sets up a page
 /// pool the kernel frees only about a second after the run's last frame
@@ -64,6 +64,12 @@ pub struct Cursor {
     pub skipped: u64,
     /// How late a slot may be and still be sent.
     pub late_ns: u64,
+    /// Unpaced: the last clock reading, the TX timestamp of the frames
+    /// that follow it (the program writes it).
+    pub stamp_ns: u64,
+    /// Unpaced: frames that may still take `stamp_ns`; 0 makes the next
+    /// frame read the clock (every run starts so).
+    pub stamp_left: u64,
 }
 
 impl Cursor {
@@ -78,6 +84,8 @@ impl Cursor {
             sent: 0,
             skipped: 0,
             late_ns: u64::MAX,
+            stamp_ns: 0,
+            stamp_left: 0,
         }
     }
 
@@ -98,6 +106,8 @@ impl Cursor {
             self.sent,
             self.skipped,
             self.late_ns,
+            self.stamp_ns,
+            self.stamp_left,
         ];
         for (i, v) in f.iter().enumerate() {
             b[i * 8..i * 8 + 8].copy_from_slice(&v.to_ne_bytes());
@@ -120,6 +130,8 @@ impl Cursor {
             sent: w(5),
             skipped: w(6),
             late_ns: w(7),
+            stamp_ns: w(8),
+            stamp_left: w(9),
         }
     }
 }
@@ -141,9 +153,6 @@ struct Group {
     next_slot: u32,
     /// The program's next sequence number per position.
     next_seq: Vec<u64>,
-    /// The last cursor written was unpaced with no quota, and the
-    /// program's position is `next_flow`/`next_slot`.
-    unpaced: bool,
 }
 
 /// The live engine's transmitter.
@@ -371,13 +380,13 @@ impl Group {
             flows,
             next_flow: 0,
             next_slot: 0,
-            unpaced: true,
         })
     }
 
     /// Brings the program's sequence numbers to where `msgs` start and
     /// says whether the program's round-robin position is already theirs
-    /// (the lockstep of the usual case, where nothing is written). Leaves
+    /// (the lockstep of the usual case, where no sequence number is
+    /// written). Leaves
     /// `next_seq` past the whole batch when it had to re-seed.
     fn align(&mut self, msgs: &[Msg]) -> Result<bool, EngineError> {
         let Some(first) = msgs.first() else {
@@ -516,15 +525,13 @@ impl LiveTx {
                 if let Err(e) = g.cursor.set(0, c.bytes(), 0) {
                     return Err(fail(g, map_err("cursor")(e)));
                 }
-                g.unpaced = false;
                 (PACED_RUN_S * 1e9 / self.invocation_ns).clamp(PACED_RUN_LEAST, 16_777_216.0) as u32
             }
             None => {
-                if !lockstep || !g.unpaced {
-                    if let Err(e) = g.cursor.set(0, Cursor::unpaced(flow, slot).bytes(), 0) {
-                        return Err(fail(g, map_err("cursor")(e)));
-                    }
-                    g.unpaced = true;
+                // Written before every run, also in lockstep: its clock
+                // reading must not serve a frame of this run (gen.bpf.c).
+                if let Err(e) = g.cursor.set(0, Cursor::unpaced(flow, slot).bytes(), 0) {
+                    return Err(fail(g, map_err("cursor")(e)));
                 }
                 msgs.len() as u32
             }
