@@ -172,8 +172,8 @@ struct lr_sink_totals {
  * between take that reading (stamp_ns) as their TX timestamp, stamp_left
  * counting how many more may. A batch of LR_BATCH frames leaves together
  * when the kernel flushes it, so a frame's TX time is its batch's flush
- * whatever the clock said while it was written; the readings cost about
- * a sixth of the generator's time on a 2-core VM (perf, stop 33). User
+ * whatever the clock said while it was written; reading it for every
+ * frame took about 15 % of the generator's time (perf, 2-core VM). User
  * space sets stamp_left to 0 before every run, so no frame takes a
  * reading from an earlier run, and LR_STAMP_EVERY divides LR_BATCH, so
  * none takes one from across a flush (where the kernel may reschedule). */
