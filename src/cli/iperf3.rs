@@ -135,8 +135,14 @@ fn omit(s: Option<f64>) -> Result<f64> {
 /// (1 to 16 streams, -R, --bidir: bench/README.md, stop 33); 1 MiB, its
 /// largest, was slower than 768 KiB at 4 streams, for `iperf3 -c -l 1M`
 /// too. The server holds a block per stream, so many streams get smaller
-/// blocks: at most [`FAR_END_BLOCKS`] in all, never below 128 KiB.
-pub fn default_block(streams: u16, mode: Mode) -> u32 {
+/// blocks: at most [`FAR_END_BLOCKS`] in all, never below 128 KiB. A test
+/// with a rate keeps 128 KiB: the server is not the limit there, and an
+/// iperf3 server paces what it sends (-R) a block at a time, so a large
+/// block would make a slow rate bursty.
+fn default_block(streams: u16, mode: Mode, paced: bool) -> u32 {
+    if paced {
+        return super::tcp::DEFAULT_BUFFER;
+    }
     let buffers = u32::from(streams.max(1)) * if mode == Mode::Bidir { 2 } else { 1 };
     (FAR_END_BLOCKS / buffers).clamp(super::tcp::DEFAULT_BUFFER, BLOCK) / 4096 * 4096
 }
@@ -160,7 +166,9 @@ pub fn tcp_test(a: &super::tcp::TcpArgs) -> Result<(Endpoint, Iperf3Test)> {
         bail!("--latency needs linerate's responder at the far end; an iperf3 server has none");
     }
     let mode = mode(direction(&a.ends));
-    let len = a.buffer.unwrap_or_else(|| default_block(a.streams, mode));
+    let len = a
+        .buffer
+        .unwrap_or_else(|| default_block(a.streams, mode, a.rate.is_some()));
     if !(1..=wire::MAX_TCP_LEN).contains(&len) {
         bail!(
             "--buffer {len}: iperf3 takes blocks of 1..={} bytes",
@@ -419,7 +427,8 @@ mod tests {
     }
 
     /// The block the server is asked to read or write: 768 KiB, less with
-    /// many streams, and what `--buffer` says whenever it is given.
+    /// many streams, 128 KiB with a rate, and what `--buffer` says
+    /// whenever it is given.
     #[test]
     fn the_tcp_block_follows_streams_direction_and_buffer() {
         use clap::Parser;
@@ -441,7 +450,11 @@ mod tests {
         assert_eq!(len(&["--bidir", "-P", "64"]).unwrap(), 256 * 1024);
         assert_eq!(len(&["-P", "128", "-R"]).unwrap(), 256 * 1024);
         assert_eq!(len(&["--bidir", "-P", "128"]).unwrap(), 128 * 1024);
+        // With a rate the server is not the limit: iperf3's block.
+        assert_eq!(len(&["-R", "-b", "10M"]).unwrap(), 128 * 1024);
+        assert_eq!(len(&["-b", "5G"]).unwrap(), 128 * 1024);
         assert_eq!(len(&["--buffer", "65536"]).unwrap(), 65536);
+        assert_eq!(len(&["--buffer", "65536", "-b", "1G"]).unwrap(), 65536);
         assert_eq!(len(&["-P", "4", "--buffer", "1048576"]).unwrap(), 1 << 20);
         let e = len(&["--buffer", "2097152"]).unwrap_err().to_string();
         assert!(e.contains("1..=1048576"), "{e}");

@@ -19,8 +19,8 @@ pub struct TcpArgs {
     #[arg(long)]
     pub cc: Option<String>,
     /// Bytes per write (default 131072). Towards an iperf3:// server it is also what the
-    /// server reads or writes at a time, and the default is 786432 (less with over 42
-    /// streams; README)
+    /// server reads or writes at a time, and the default there is 786432 without --rate,
+    /// less where the server's blocks would pass 32 MiB in all (README).
     #[arg(long)]
     pub buffer: Option<u32>,
     /// The highest rate of each direction, in bit/s (100M, 1Gbps) or % of --line-rate,
@@ -43,10 +43,10 @@ pub struct TcpArgs {
     pub criteria: super::criteria_args::CriteriaArgs,
 }
 
-/// Where this kernel lists the congestion controls it has loaded.
 /// Bytes per write when `--buffer` is not given (iperf3's default block).
 pub const DEFAULT_BUFFER: u32 = 128 * 1024;
 
+/// Where this kernel lists the congestion controls it has loaded.
 const AVAILABLE_CC: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
 
 /// Checks `--cc NAME` before the run, on this host's kernel (the one

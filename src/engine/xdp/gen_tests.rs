@@ -91,7 +91,8 @@ fn restamp(g: &mut Generator) {
         .expect("cursor");
 }
 
-/// The TX timestamp of frame `i` of a one-flow generator's single-frame runs.
+/// The TX timestamp of the frame a single-frame run of `g` (one flow of
+/// 64 B IPv4 frames) writes.
 fn stamp_of(g: &mut Generator, input: &[u8]) -> u64 {
     let f = run_once(g, input);
     Header::parse(&f[42..]).expect("a linerate header").sent_ns

@@ -386,8 +386,8 @@ impl Group {
     /// Brings the program's sequence numbers to where `msgs` start and
     /// says whether the program's round-robin position is already theirs
     /// (the lockstep of the usual case, where no sequence number is
-    /// written). Leaves
-    /// `next_seq` past the whole batch when it had to re-seed.
+    /// written). Leaves `next_seq` past the whole batch when it had to
+    /// re-seed.
     fn align(&mut self, msgs: &[Msg]) -> Result<bool, EngineError> {
         let Some(first) = msgs.first() else {
             return Ok(true);
