@@ -141,10 +141,10 @@ fn omit(s: Option<f64>) -> Result<f64> {
 /// block would make a slow rate bursty.
 fn default_block(streams: u16, mode: Mode, paced: bool) -> u32 {
     if paced {
-        return super::tcp::DEFAULT_BUFFER;
+        return wire::DEFAULT_TCP_LEN;
     }
     let buffers = u32::from(streams.max(1)) * if mode == Mode::Bidir { 2 } else { 1 };
-    (FAR_END_BLOCKS / buffers).clamp(super::tcp::DEFAULT_BUFFER, BLOCK) / 4096 * 4096
+    (FAR_END_BLOCKS / buffers).clamp(wire::DEFAULT_TCP_LEN, BLOCK) / 4096 * 4096
 }
 
 /// The default block towards an iperf3 server, for a few streams.

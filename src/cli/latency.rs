@@ -85,7 +85,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 duration: duration(a.duration)?,
                 cpus,
                 congestion: a.cc.clone(),
-                buffer_len: 128 * 1024,
+                buffer_len: super::tcp::DEFAULT_BUFFER,
                 allow: a.common.allow_target.clone(),
                 port: 0,
                 rate_bps: None,

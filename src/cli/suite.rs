@@ -86,7 +86,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         duration: d,
         cpus: cpus.clone(),
         congestion: args.congestion.clone(),
-        buffer_len: 128 * 1024,
+        buffer_len: super::tcp::DEFAULT_BUFFER,
         allow: allow.clone(),
         port: 0,
         rate_bps: None,

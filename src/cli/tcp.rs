@@ -44,7 +44,7 @@ pub struct TcpArgs {
 }
 
 /// Bytes per write when `--buffer` is not given (iperf3's default block).
-pub const DEFAULT_BUFFER: u32 = 128 * 1024;
+pub const DEFAULT_BUFFER: u32 = crate::proto::iperf3::DEFAULT_TCP_LEN;
 
 /// Where this kernel lists the congestion controls it has loaded.
 const AVAILABLE_CC: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";

@@ -31,6 +31,8 @@ pub const MAX_UDP_LEN: u32 = 65_507;
 pub const MIN_UDP_LEN: u32 = 16;
 /// The largest TCP block (MAX_BLOCKSIZE).
 pub const MAX_TCP_LEN: u32 = 1 << 20;
+/// The TCP block when the client names none (DEFAULT_TCP_BLKSIZE).
+pub const DEFAULT_TCP_LEN: u32 = 128 * 1024;
 
 /// The datagram a UDP stream's client sends first ("9876" on the wire:
 /// iperf3 writes 0x36373839 in little-endian host order).
@@ -402,7 +404,7 @@ impl WireParams {
         };
         let len = if self.len == 0.0 {
             match transport {
-                Transport::Tcp => 128 * 1024,
+                Transport::Tcp => DEFAULT_TCP_LEN,
                 Transport::Udp => 1448,
             }
         } else if int(self.len) && self.len >= f64::from(lo) && self.len <= f64::from(hi) {
