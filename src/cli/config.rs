@@ -151,6 +151,10 @@ pub struct RampConfig {
     pub profile: Profile,
     pub stream: Stream,
     pub spec: search::RampSpec,
+    /// Size the ramp to the DUT first (`--ramp-to auto`): a short unpaced
+    /// probe measures what the DUT forwards when overloaded, and the ramp
+    /// climbs to twice that (at most what the tester offered).
+    pub probe: bool,
     /// Loss ratio (0..1) above which a one-second sample is lossy.
     pub loss_threshold: f64,
     /// Also write trex-loadtest-viz vars/stats to this file.

@@ -67,7 +67,11 @@ impl TrialRunner for UdpTrials<'_, '_> {
             rx_packets: sum(|d| d.rx_packets),
             // The tester's own drops (socket overruns) are not the DUT's loss.
             lost: sum(|d| d.dut_lost),
-            tester_limited: r.directions.iter().any(|d| d.tester_limited),
+            tester_short: r.directions.iter().any(|d| d.tester_short()),
+            tester_limited: TrialOutcome::tester_verdict(
+                r.directions.iter().any(|d| d.tester_short()),
+                sum(|d| d.dut_lost),
+            ),
             dut_counted_lost: r.dut_counted_lost,
             dut: r.dut_efficiency.as_ref().and_then(|e| e.test),
         };
@@ -77,10 +81,10 @@ impl TrialRunner for UdpTrials<'_, '_> {
                 self.base.name,
                 rate_pps,
                 outcome.offered_pps,
-                if outcome.tester_limited {
-                    " (tester limit)"
-                } else {
-                    ""
+                match (outcome.tester_limited, outcome.tester_short) {
+                    (true, _) => " (tester limit: short of the rate asked, no DUT loss)",
+                    (false, true) => " (tester short of the rate asked; the DUT's loss counts at the rate offered)",
+                    _ => "",
                 },
                 outcome.lost,
                 outcome
@@ -98,6 +102,7 @@ impl TrialRunner for UdpTrials<'_, '_> {
 /// says, recording each in `run` (repetitions share the test's name).
 pub fn exec_test(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> {
     let n = run.repeat();
+    let first_search = run.results.searches.len();
     for i in 1..=n {
         if interrupted() {
             break;
@@ -107,7 +112,56 @@ pub fn exec_test(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> 
         }
         exec_once(run, ends, spec)?;
     }
+    if n > 1 {
+        let spreads = search_spreads(&run.results.searches[first_search..]);
+        for s in &spreads {
+            eprintln!("{}", s.line());
+        }
+        run.results.search_repeats.extend(spreads);
+        run.save();
+    }
     Ok(())
+}
+
+/// Each search goal's answer over the repetitions among `searches` that
+/// share a name, in first-seen order.
+fn search_spreads(searches: &[crate::results::SearchResult]) -> Vec<search::GoalSpread> {
+    let mut out = Vec::new();
+    let mut names: Vec<&str> = Vec::new();
+    for s in searches {
+        if !names.contains(&s.name.as_str()) {
+            names.push(&s.name);
+        }
+    }
+    for name in names {
+        let same: Vec<&crate::results::SearchResult> =
+            searches.iter().filter(|s| s.name == name).collect();
+        let goals: Vec<String> = same
+            .iter()
+            .filter_map(|s| s.mlr.as_ref())
+            .flat_map(|m| m.goals.iter().map(|g| g.goal.name.clone()))
+            .fold(Vec::new(), |mut v, g| {
+                if !v.contains(&g) {
+                    v.push(g);
+                }
+                v
+            });
+        for goal in goals {
+            let values: Vec<f64> = same
+                .iter()
+                .filter_map(|s| s.mlr.as_ref())
+                .filter_map(|m| m.goals.iter().find(|g| g.goal.name == goal))
+                .filter_map(|g| g.conditional_throughput_pps.or(g.relevant_lower_bound_pps))
+                .collect();
+            out.extend(search::GoalSpread::of(name, &goal, &values));
+        }
+        let rfc: Vec<f64> = same
+            .iter()
+            .filter_map(|s| s.rfc2544.as_ref()?.throughput_pps)
+            .collect();
+        out.extend(search::GoalSpread::of(name, "rfc2544 throughput", &rfc));
+    }
+    out
 }
 
 fn exec_once(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> {
@@ -200,7 +254,10 @@ pub fn ramp_samples(
                 } else {
                     0.0
                 },
-                tester_limited: crate::results::bottleneck::sender_short(s.tx_packets, s.tx_target),
+                // Short of the schedule with no DUT loss: the tester's limit.
+                // Short with DUT loss: the DUT's, at the rate offered.
+                tester_limited: crate::results::bottleneck::sender_short(s.tx_packets, s.tx_target)
+                    && lost == 0,
                 dut: p.dut,
             })
         })
@@ -211,9 +268,58 @@ fn line_rate_pps(line_rate_bps: f64, p: &Profile) -> f64 {
     crate::model::units::line_rate_pps(line_rate_bps, crate::engine::frame::average_frame(p.frame))
 }
 
+/// Seconds of the unpaced probe that sizes a ramp to the DUT.
+const PROBE_S: f64 = 1.0;
+
+/// Sizes a ramp to the DUT: one unpaced second (recorded as a test) shows
+/// what the tester offers and what the DUT forwards when overloaded. The
+/// ramp climbs to twice what was forwarded (the tester's offer at most),
+/// with a warmup at 5 % of that; a DUT that lost nothing of the tester's
+/// most gets a ramp to that most (the tester is the limit there).
+fn probe_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<search::RampSpec> {
+    let mut t = base_test(&cfg.profile, &cfg.stream)?;
+    t.name = format!("ramp probe {}", cfg.profile.name);
+    t.duration = Duration::from_secs_f64(PROBE_S);
+    let i = run.results.tests.len();
+    run.udp(ends, &t);
+    let r = &run.results.tests[i];
+    if r.status != TestStatus::Ok {
+        bail!(
+            "the probe that sizes the ramp to the DUT failed: {}; give the ramp's end with --ramp-to RATE",
+            r.error.clone().unwrap_or_default()
+        );
+    }
+    let n = r.directions.len().max(1) as f64;
+    let offered = r.directions.iter().map(|d| d.tx_pps).sum::<f64>() / n;
+    let forwarded = r.directions.iter().map(|d| d.rx_pps).sum::<f64>() / n;
+    if !(offered > 0.0 && forwarded > 0.0) {
+        bail!(
+            "the probe that sizes the ramp to the DUT got nothing through (offered {offered:.0} pps, received {forwarded:.0}); check the path, or give --ramp-to RATE"
+        );
+    }
+    let target = (2.0 * forwarded).min(offered).min(cfg.spec.target_pps);
+    eprintln!(
+        "ramp {}: the probe offered {offered:.0} pps and the DUT forwarded {forwarded:.0}; ramping to {target:.0} pps",
+        cfg.profile.name
+    );
+    Ok(search::RampSpec {
+        warmup_pps: cfg.spec.warmup_pps.min(target * 0.05),
+        target_pps: target,
+        start_pps: cfg.spec.start_pps.min(target),
+        ..cfg.spec
+    })
+}
+
 /// Runs one ramp and records it; returns a verdict line per direction.
 pub fn run_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<String>> {
-    let (p, spec, loss_threshold) = (&cfg.profile, &cfg.spec, cfg.loss_threshold);
+    let probed;
+    let spec = if cfg.probe {
+        probed = probe_ramp(ends, cfg, run)?;
+        &probed
+    } else {
+        &cfg.spec
+    };
+    let (p, loss_threshold) = (&cfg.profile, cfg.loss_threshold);
     let mut t = base_test(p, &cfg.stream)?;
     t.name = format!("ramp {}", p.name);
     t.duration = Duration::from_secs_f64(spec.total_s());
@@ -370,8 +476,13 @@ pub fn run_search(
                     g.goal.loss_ratio * 100.0
                 ),
                 (Some(search::mlr::Irregular::TesterLimitIsLowerBound), Some(v)) => format!(
-                    ">= {v:.0} pps, {:.2} % of line rate: the tester's limit, not the DUT's (no loss up to what it could offer)",
+                    ">= {v:.0} pps, {:.2} % of line rate: the tester's limit, not the DUT's (no DUT loss up to what it could offer)",
                     pct(v)
+                ),
+                (Some(search::mlr::Irregular::TesterLimitInBracket), Some(v)) => format!(
+                    "between {v:.0} and {:.0} pps ({:.2} % of line rate at most): the DUT lost frames at the upper bound; the tester could not offer the loads between to narrow it",
+                    g.relevant_upper_bound_pps.unwrap_or(v),
+                    pct(g.relevant_upper_bound_pps.unwrap_or(v))
                 ),
                 (Some(search::mlr::Irregular::MaxLoadIsLowerBound), Some(v)) => format!(
                     ">= {v:.0} pps, {:.2} % of line rate: no loss up to --max-rate",
@@ -384,6 +495,9 @@ pub fn run_search(
                 "{} {}: {answer} ({} trials, {:.1} s)",
                 p.name, g.goal.name, g.trials_used, g.time_spent_s
             ));
+            if let Some(c) = &g.confidence {
+                lines.push(format!("  {} evidence: {}", g.goal.name, c.summary()));
+            }
         }
         result.mlr = Some(r);
     }

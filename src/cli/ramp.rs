@@ -23,9 +23,11 @@ pub struct RampArgs {
     /// Warmup seconds.
     #[arg(long, default_value_t = 5.0, value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub warmup: f64,
-    /// Rate the ramp ends at: pps, L1 bit/s or % of the line rate.
-    #[arg(long, default_value = "100%", value_parser = parse_rate_arg)]
-    pub ramp_to: Rate,
+    /// Rate the ramp ends at: pps, L1 bit/s or % of the line rate; `auto`
+    /// first probes the DUT (one second unpaced) and ramps to twice what it
+    /// forwarded, so the samples fall around its limit.
+    #[arg(long, default_value = "auto", value_parser = parse_ramp_to)]
+    pub ramp_to: RampTo,
     /// Ramp seconds (linear from 0 to --ramp-to).
     #[arg(long, default_value_t = 30.0, value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub ramp: f64,
@@ -46,6 +48,22 @@ pub struct RampArgs {
     pub criteria: super::criteria_args::CriteriaArgs,
 }
 
+/// Where a ramp ends: a rate, or sized to the DUT by a probe.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RampTo {
+    Auto,
+    Rate(Rate),
+}
+
+fn parse_ramp_to(s: &str) -> Result<RampTo> {
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok(RampTo::Auto);
+    }
+    parse_rate_arg(s)
+        .map(RampTo::Rate)
+        .map_err(|e| anyhow!("{e}; or `auto` to size the ramp to the DUT by a one-second probe"))
+}
+
 /// `linerate ramp`: the validated ramp.
 pub fn ramp(a: &RampArgs) -> Result<RampConfig> {
     let p = a.profile.resolve(a.target.lab)?;
@@ -53,7 +71,12 @@ pub fn ramp(a: &RampArgs) -> Result<RampConfig> {
     let spec = search::RampSpec {
         warmup_pps: a.warmup_rate.pps(frame, a.common.line_rate_bps()),
         warmup_s: a.warmup,
-        target_pps: a.ramp_to.pps(frame, a.common.line_rate_bps()),
+        start_pps: 0.0,
+        // With auto, a placeholder the probe replaces: the line rate.
+        target_pps: match a.ramp_to {
+            RampTo::Rate(r) => r.pps(frame, a.common.line_rate_bps()),
+            RampTo::Auto => Rate::LinePct(100.0).pps(frame, a.common.line_rate_bps()),
+        },
         ramp_s: a.ramp,
         hold_s: a.hold,
     };
@@ -79,6 +102,7 @@ pub fn ramp(a: &RampArgs) -> Result<RampConfig> {
         profile: p,
         stream: a.profile.stream(&a.common, a.target.lab),
         spec,
+        probe: a.ramp_to == RampTo::Auto,
         loss_threshold: a.loss_threshold / 100.0,
         export_viz,
         line_rate_bps: a.common.line_rate_bps(),

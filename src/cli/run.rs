@@ -54,6 +54,7 @@ impl Run {
             doctor,
             ramps: vec![],
             searches: vec![],
+            search_repeats: vec![],
             error: None,
             agents: vec![],
             repeat: common.criteria.repeat.max(1),

@@ -332,8 +332,11 @@ fn profile_wanted(args: &LabConfig, name: &str) -> bool {
             .any(|o| name.contains(o.as_str()) || o == "profiles")
 }
 
-/// Per seed profile: a ramp, then an MLRsearch for NDR and PDR, both bounded
-/// by what the tester showed it can send in the self-test.
+/// Per seed profile: an MLRsearch for NDR and PDR bounded by what the
+/// tester showed it can send in the self-test, then a ramp sized to what
+/// the search found (from half the NDR to half again above the PDR's upper
+/// bound), so its samples fall where the DUT saturates; where the two
+/// disagree, the ramp says so and why.
 fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) -> Result<()> {
     use crate::cli::config::{Method, RampConfig};
     use crate::model::units::Rate;
@@ -375,22 +378,6 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
         } else {
             line_pps
         };
-        let spec = search::RampSpec {
-            warmup_pps: top * 0.05,
-            warmup_s: 1.0,
-            target_pps: top,
-            ramp_s: secs,
-            hold_s: 2.0,
-        };
-        let ramp = RampConfig {
-            profile: p.clone(),
-            stream: stream.clone(),
-            spec,
-            loss_threshold: 0.001,
-            export_viz: None,
-            line_rate_bps: opts.line_rate_bps,
-        };
-        lines.extend(crate::cli::loadtest::run_ramp(ends, &ramp, run)?);
         let goal = search::MlrGoal {
             final_trial_duration_s: 1.0,
             initial_trial_duration_s: 0.5,
@@ -431,9 +418,111 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
             &cfg,
             run,
         )?);
+        let found = run
+            .results
+            .searches
+            .last()
+            .and_then(|s| s.mlr.as_ref())
+            .map(search_figures)
+            .unwrap_or_default();
+        let spec = ramp_around(&found, top, secs);
+        let ramp = RampConfig {
+            profile: p.clone(),
+            stream: stream.clone(),
+            spec,
+            probe: false,
+            loss_threshold: 0.001,
+            export_viz: None,
+            line_rate_bps: opts.line_rate_bps,
+        };
+        lines.extend(crate::cli::loadtest::run_ramp(ends, &ramp, run)?);
+        if let Some(r) = run.results.ramps.last_mut() {
+            for d in &mut r.directions {
+                let sat = d
+                    .summary
+                    .saturation
+                    .map(|s| s.onset_pps.unwrap_or(s.offered_pps));
+                d.summary.notes = search::ramp::contradictions(found.ndr, found.pdr, sat);
+                for n in &d.summary.notes {
+                    lines.push(format!("ramp {} {}: note: {n}", p.name, d.direction));
+                }
+            }
+            run.save();
+        }
     }
     for l in lines {
         eprintln!("{l}");
     }
     Ok(())
+}
+
+/// What a profile's search found, as the ramp after it needs it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Found {
+    /// The NDR and PDR as reported (conditional throughput), pps.
+    ndr: Option<f64>,
+    pdr: Option<f64>,
+    /// The lowest relevant lower bound and the highest relevant upper
+    /// bound of the goals, pps.
+    low: Option<f64>,
+    high: Option<f64>,
+}
+
+fn search_figures(m: &crate::search::MlrResult) -> Found {
+    let goal = |name: &str| m.goals.iter().find(|g| g.goal.name == name);
+    let value = |name: &str| {
+        goal(name).and_then(|g| g.conditional_throughput_pps.or(g.relevant_lower_bound_pps))
+    };
+    let lows = m.goals.iter().filter_map(|g| g.relevant_lower_bound_pps);
+    let highs = m
+        .goals
+        .iter()
+        .filter_map(|g| g.relevant_upper_bound_pps.or(g.relevant_lower_bound_pps));
+    Found {
+        ndr: value("ndr"),
+        pdr: value("pdr"),
+        low: lows.reduce(f64::min),
+        high: highs.reduce(f64::max),
+    }
+}
+
+/// A ramp whose samples fall where the DUT saturates: from half the lowest
+/// bound the search found to half again above its highest (at most `top`,
+/// the tester's ceiling), a second per sample. Without a search answer, the
+/// whole range up to `top` as before.
+fn ramp_around(found: &Found, top: f64, secs: f64) -> crate::search::RampSpec {
+    let (start, target) = match (found.low, found.high) {
+        (Some(lo), Some(hi)) if hi > 0.0 => ((lo * 0.5).min(top * 0.5), (hi * 1.5).min(top)),
+        _ => (0.0, top),
+    };
+    crate::search::RampSpec {
+        warmup_pps: target * 0.05,
+        warmup_s: 1.0,
+        start_pps: start,
+        target_pps: target,
+        ramp_s: secs,
+        hold_s: 2.0,
+    }
+}
+
+#[cfg(test)]
+mod ramp_tests {
+    use super::*;
+
+    #[test]
+    fn the_ramp_spans_the_search_answer() {
+        let f = Found {
+            ndr: Some(300_000.0),
+            pdr: Some(320_000.0),
+            low: Some(300_000.0),
+            high: Some(326_000.0),
+        };
+        let s = ramp_around(&f, 6_000_000.0, 8.0);
+        assert_eq!((s.start_pps, s.target_pps), (150_000.0, 489_000.0));
+        assert!(s.validate().is_ok());
+        // Capped by the tester, and the whole range without an answer.
+        assert_eq!(ramp_around(&f, 400_000.0, 8.0).target_pps, 400_000.0);
+        let none = ramp_around(&Found::default(), 400_000.0, 8.0);
+        assert_eq!((none.start_pps, none.target_pps), (0.0, 400_000.0));
+    }
 }

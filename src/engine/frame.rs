@@ -50,8 +50,11 @@ pub struct Pacing {
     /// ns between frames.
     pub gap_ns: f64,
     /// A frame later than this is given up, not sent: a sender that
-    /// stalled does not catch up with a burst.
+    /// stalled catches up at most this much.
     pub late_ns: u64,
+    /// While catching up, frames leave at least this far apart, ns: a
+    /// bounded overspeed, never a burst at the core's speed (0: no bound).
+    pub catch_gap_ns: u64,
 }
 
 /// Puts batches of datagrams on the wire.

@@ -143,9 +143,9 @@ pub fn chart(id: &str, r: &RunResults) -> Option<Chart> {
     })
 }
 
-/// The figure at the lowest offered load and at saturation (or, unsaturated,
-/// at the highest load), as ((pps, step), (pps, step)).
-pub fn low_and_high(d: &RampDirection) -> Option<(AtLoad<'_>, AtLoad<'_>)> {
+/// The samples at the lowest offered load and at saturation (or,
+/// unsaturated, at the highest load), each with a DUT step.
+fn low_and_high_samples(d: &RampDirection) -> Option<(&RampSample, &RampSample)> {
     let with: Vec<&RampSample> = d
         .samples
         .iter()
@@ -164,6 +164,13 @@ pub fn low_and_high(d: &RampDirection) -> Option<(AtLoad<'_>, AtLoad<'_>)> {
             .max_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps))
             .copied()
     })?;
+    Some((low, high))
+}
+
+/// The figure at the lowest offered load and at saturation (or, unsaturated,
+/// at the highest load), as ((pps, step), (pps, step)).
+pub fn low_and_high(d: &RampDirection) -> Option<(AtLoad<'_>, AtLoad<'_>)> {
+    let (low, high) = low_and_high_samples(d)?;
     Some((
         (low.offered_pps, low.dut.as_ref()?),
         (high.offered_pps, high.dut.as_ref()?),
@@ -174,6 +181,7 @@ pub fn low_and_high(d: &RampDirection) -> Option<(AtLoad<'_>, AtLoad<'_>)> {
 /// at 300 kpps (saturation)`; `None` without DUT steps.
 pub fn ramp_line(r: &RampResult, d: &RampDirection) -> Option<String> {
     let ((lo_pps, lo), (hi_pps, hi)) = low_and_high(d)?;
+    let (_, high) = low_and_high_samples(d)?;
     let cycles = lo.cycles_per_packet.is_some() && hi.cycles_per_packet.is_some();
     let v =
         |s: &DutStep| per_packet(s, cycles).map_or_else(|| "-".to_string(), |v| format!("{v:.0}"));
@@ -190,8 +198,12 @@ pub fn ramp_line(r: &RampResult, d: &RampDirection) -> Option<String> {
         fmt::pps(lo_pps),
         v(hi),
         fmt::pps(hi_pps),
+        // The same rule as the ramp's rows: a lossy sample is the DUT's,
+        // a short one without loss the tester's.
         if d.summary.saturated {
             "saturation"
+        } else if crate::results::bottleneck::sample_tester_limited(high) {
+            "highest load, not saturated: the tester could offer no more"
         } else {
             "highest load, not saturated"
         }

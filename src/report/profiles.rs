@@ -73,10 +73,17 @@ pub fn summary_table_fit(r: &crate::results::RunResults, width: Option<usize>) -
             let sat = ramp
                 .and_then(|x| x.directions.iter().find(|y| y.direction == d))
                 .map(|y| match &y.summary.saturation {
-                    Some(s) => format!(
-                        "{:.0} pps ({:.2} %)",
-                        s.offered_pps, s.offered_line_rate_pct
-                    ),
+                    // Where loss began inside the first lossy sample when
+                    // it rose (finer than a sample), else that sample.
+                    Some(s) => {
+                        let at = s.onset_pps.unwrap_or(s.offered_pps);
+                        let pct = if s.offered_pps > 0.0 {
+                            s.offered_line_rate_pct * at / s.offered_pps
+                        } else {
+                            0.0
+                        };
+                        format!("{at:.0} pps ({pct:.2} %)")
+                    }
                     None if y.summary.tester_limited_samples > 0 => "none (tester limit)".into(),
                     None => "none".into(),
                 })
@@ -107,9 +114,9 @@ pub fn summary_table_fit(r: &crate::results::RunResults, width: Option<usize>) -
     let (cols, dropped) = columns::fit(cols.into(), width);
     let mut out = String::from("\n");
     let intro =
-        "Per profile (ramp: first sample of the final lossy run above 0.1 % loss; NDR 0 %, \
-                 PDR 0.5 % loss; >= marks a lower bound: the tester's limit or the highest rate \
-                 tried, not the DUT's):";
+        "Per profile (ramp saturation: where loss above 0.1 % began, inside the first sample \
+                 of the final lossy run; NDR 0 %, PDR 0.5 % loss; >= marks a lower bound: the \
+                 tester's limit or the highest rate tried, not the DUT's):";
     for l in columns::wrap(intro, width, "", "") {
         out.push_str(&l);
         out.push('\n');

@@ -8,6 +8,7 @@ use super::charts::{axis, series, sig, Chart, Mark, IDEAL_COLOR};
 use super::format::{self as fmt, esc};
 use super::sections::{bar, dash, num};
 use crate::proto::FrameSpec;
+use crate::results::bottleneck::sample_tester_limited;
 use crate::results::{RampDirection, RampResult, RunResults, SearchResult};
 use crate::search::{RampPhase, SearchTrial};
 
@@ -69,7 +70,9 @@ fn ramp_direction_charts(id: &str, r: &RampResult, d: &RampDirection) -> Vec<Cha
         x.clone(),
         samples.iter().map(|s| Some(sig(s.received_pps))).collect(),
     ];
-    if samples.iter().any(|s| s.tester_limited) {
+    // Lossy samples are the DUT's evidence, whatever the sender did: only
+    // short samples without loss measure the tester.
+    if samples.iter().any(|s| sample_tester_limited(s)) {
         fwd_series.push(series(
             "tester-limited samples".into(),
             "rate",
@@ -79,7 +82,7 @@ fn ramp_direction_charts(id: &str, r: &RampResult, d: &RampDirection) -> Vec<Cha
         fwd_data.push(
             samples
                 .iter()
-                .map(|s| s.tester_limited.then(|| sig(s.received_pps)))
+                .map(|s| sample_tester_limited(s).then(|| sig(s.received_pps)))
                 .collect(),
         );
     }
@@ -372,6 +375,17 @@ pub fn comparison_charts(runs: &[super::run::Run]) -> Vec<Chart> {
     out
 }
 
+/// Samples after the warmup that measure the tester: short of the
+/// schedule with no loss. A lossy sample counts among the lossy ones
+/// only, so the two columns never claim the same second (results written
+/// before that rule marked every short sample).
+pub fn tester_limited_samples(d: &RampDirection) -> usize {
+    d.samples
+        .iter()
+        .filter(|s| s.phase != RampPhase::Warmup && sample_tester_limited(s))
+        .count()
+}
+
 /// Ramps: where each direction saturated.
 pub fn ramps_table(r: &RunResults) -> String {
     let mut s = String::from(
@@ -429,21 +443,19 @@ pub fn ramps_table(r: &RunResults) -> String {
                 &format!("{} of {}", sm.lossy_samples, sm.samples),
                 "",
             ));
+            let limited = tester_limited_samples(d);
             s.push_str(&num(
                 "tester_limited_samples",
-                sm.tester_limited_samples as f64,
-                &sm.tester_limited_samples.to_string(),
-                if sm.tester_limited_samples > 0 {
-                    "warn"
-                } else {
-                    ""
-                },
+                limited as f64,
+                &limited.to_string(),
+                if limited > 0 { "warn" } else { "" },
             ));
             s.push_str("</tr>");
         }
     }
     s.push_str("</tbody></table></div><p class=\"legend\">Saturation: the first sample of the final unbroken run of samples lossier than the threshold. \
-        Tester-limited samples fell short of the schedule: they measure the tester, not the DUT.</p>");
+        Tester-limited samples fell short of the schedule and lost nothing: they measure the tester, not the DUT; \
+        a lossy sample is the DUT's evidence at the rate offered, whatever the schedule asked.</p>");
     s
 }
 
@@ -537,6 +549,40 @@ mod tests {
             .unwrap();
         assert_eq!(fwd.marks[0].x, sig(sat.offered_pps));
         assert!(c[1].series[1].label.starts_with("threshold"));
+    }
+
+    /// Issue 33 (a): the fixture's short samples all lost frames, so each
+    /// is lossy (the DUT's evidence) and none is tester-limited, in the
+    /// table and on the chart; a short sample without loss is the tester's.
+    #[test]
+    fn issue_33_a_lossy_samples_are_never_tester_limited() {
+        let mut r = testdata::ramp();
+        let d = &r.ramps[0].directions[0];
+        assert!(
+            d.summary.tester_limited_samples > 0,
+            "recorded before the rule"
+        );
+        assert_eq!(tester_limited_samples(d), 0);
+        let limited = |r: &RunResults| {
+            charts("", r)[0]
+                .series
+                .iter()
+                .any(|s| s.label == "tester-limited samples")
+        };
+        assert!(!limited(&r));
+        let table = ramps_table(&r);
+        assert!(
+            table.contains("data-key=\"tester_limited_samples\" data-value=\"0\""),
+            "{table}"
+        );
+        let s = r.ramps[0].directions[0]
+            .samples
+            .iter_mut()
+            .find(|s| s.tester_limited && s.phase != RampPhase::Warmup)
+            .unwrap();
+        s.loss_ratio = 0.0;
+        assert_eq!(tester_limited_samples(&r.ramps[0].directions[0]), 1);
+        assert!(limited(&r));
     }
 
     #[test]

@@ -129,7 +129,9 @@ pub fn summary_table(r: &RunResults, prefix: &str) -> String {
                     ),
                 ));
             }
-            if d.tester_limited {
+            // By the verdict's own rule: a short sender whose frames the
+            // DUT lost is the DUT's evidence, not the tester's limit.
+            if crate::results::bottleneck::direction_tester_limited(d) {
                 flags.push_str(&pill(
                     "bad",
                     "tester-limited",

@@ -4,6 +4,7 @@
 
 use super::columns::{self, Column, KEEP};
 use crate::model::units;
+use crate::results::bottleneck::direction_tester_limited as tester_limited;
 use crate::results::{RunResults, TestResult, TestStatus};
 use crate::runner::Progress;
 use std::io::{IsTerminal, Write};
@@ -135,7 +136,7 @@ fn udp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
                 plain(asked),
                 (
                     pps(d.tx_pps),
-                    if d.tester_limited {
+                    if tester_limited(d) {
                         Tone::Bad
                     } else {
                         Tone::Plain
@@ -171,7 +172,9 @@ fn udp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
             for (col, cell) in c.iter_mut().zip(cells) {
                 col.cells.push(cell);
             }
-            if d.tester_limited {
+            // By the verdict's own rule: a short sender whose frames the
+            // DUT lost is the DUT's evidence, not the tester's limit.
+            if tester_limited(d) {
                 notes.push((
                     format!(
                         "{} {}: the sender could not offer the rate asked for; this row measures the tester",
@@ -727,6 +730,71 @@ mod tests {
                  socket (xdp refused: LINERATE_XDP_DENY is set)"
             )
         );
+    }
+
+    /// The verdict `analyse` gives a one-direction test over two quiet
+    /// cores, from the test's own frames.
+    fn verdict_of(t: &TestResult) -> crate::results::Bottleneck {
+        use crate::proto::{CpuTicks, Snapshot};
+        use crate::results::bottleneck::{analyse, AgentCpu, Traffic};
+        let cores = |idle: u64| Snapshot {
+            per_cpu: (0..2)
+                .map(|cpu| CpuTicks {
+                    cpu,
+                    user: 100,
+                    idle,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let (b, a) = (cores(1000), cores(1900));
+        let agents = [AgentCpu {
+            host: "lab".into(),
+            role: "gen".into(),
+            before: &b,
+            after: &a,
+        }];
+        let d = &t.directions[0];
+        let traffic = Traffic {
+            offered: d.tx_packets,
+            dut_lost: d.dut_lost,
+            tester_drops: d.tester_drops,
+            asked: d.tx_target,
+            received: d.rx_packets,
+            ..Default::default()
+        };
+        analyse(&agents, 10.0, Some(traffic), None).unwrap()
+    }
+
+    /// Issue 33 (a): the ramp row whose sender fell short while the DUT
+    /// lost a quarter of its frames said "this row measures the tester"
+    /// beside the verdict "the DUT is the limit". The row is the DUT's
+    /// evidence; the same row without loss is the tester's, in both texts.
+    #[test]
+    fn issue_33_a_row_never_says_both_tester_and_dut() {
+        let r = testdata::ramp();
+        let mut t = r.tests[0].clone();
+        // Recorded before the rule: the short sender marked tester-limited
+        // although the DUT lost frames.
+        assert!(t.directions[0].tester_limited && t.directions[0].dut_lost > 0);
+        for lossless in [false, true] {
+            if lossless {
+                let d = &mut t.directions[0];
+                d.rx_packets = d.tx_packets;
+                (d.lost, d.dut_lost, d.loss_ratio) = (0, 0, 0.0);
+            }
+            t.bottleneck = Some(verdict_of(&t));
+            let mut notes = Vec::new();
+            udp_columns(&[&t], &mut notes);
+            let texts: Vec<&str> = notes.iter().map(|(n, _)| n.as_str()).collect();
+            let tester = texts.iter().any(|n| n.contains("measures the tester"));
+            let dut = texts
+                .iter()
+                .any(|n| n.contains("the DUT is the limit") || n.contains("(the DUT or the link)"));
+            assert!(!(tester && dut), "both verdicts on one row: {texts:#?}");
+            assert_eq!((tester, dut), (lossless, !lossless), "{texts:#?}");
+        }
     }
 
     #[test]

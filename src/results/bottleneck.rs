@@ -1,11 +1,15 @@
 //! The live bottleneck finder: from the kernel snapshots every agent took
 //! before and after a test, per-core load on each host (busy %, its split,
 //! network softirqs per second, linerate's own threads) and a verdict that
-//! names the first full core and whose work filled it. Pure logic over
-//! [`Snapshot`]s; the runner collects them and `runner::record` calls this.
+//! names the first full core and whose work filled it. In a linerate lab
+//! the verdict knows which core plays which role ([`CoreRoles`]) and says
+//! so. Pure logic over [`Snapshot`]s; the runner collects them and
+//! `runner::record` calls this.
 
+use crate::model::lab::LabCores;
 use crate::proto::{CpuTicks, Snapshot, ThreadTicks};
-use crate::results::{Bottleneck, BottleneckKind, CpuLoad, ThreadLoad};
+use crate::results::{Bottleneck, BottleneckKind, CpuLoad, DirectionResult, ThreadLoad};
+use crate::search::RampSample;
 
 /// A core this busy counts as full. Below 100 because ticks are 10 ms
 /// (a 2 s test is ±1 %), and the window between snapshots holds a little
@@ -67,6 +71,10 @@ impl Traffic {
     fn rate_met(&self) -> bool {
         self.asked > 0 && !sender_short(self.offered, self.asked)
     }
+
+    fn sender_short(&self) -> bool {
+        sender_short(self.offered, self.asked)
+    }
 }
 
 /// Whether a paced sender fell short of what its rate asked for by more
@@ -79,6 +87,29 @@ pub fn sender_short(offered: u64, asked: u64) -> bool {
     asked > 0 && short >= SHORT_MIN_PACKETS && short as f64 >= asked as f64 * LIMIT_SHARE
 }
 
+/// Whether a row (a test's direction, a ramp's sample, a search trial)
+/// measures the tester: its sender fell short of the rate asked
+/// ([`sender_short`]) *and* the DUT lost nothing of what was offered.
+/// Where the DUT lost frames the row is the DUT's evidence, at the rate
+/// offered, whatever the sender did. Row notes and the verdict
+/// ([`analyse`]) judge by this one rule, so they cannot disagree.
+pub fn tester_limited(offered: u64, asked: u64, dut_lost: u64) -> bool {
+    sender_short(offered, asked) && dut_lost == 0
+}
+
+/// [`tester_limited`] for a recorded direction. Results written before
+/// the rule marked every short sender, DUT loss or not: this reads them
+/// by the rule too.
+pub fn direction_tester_limited(d: &DirectionResult) -> bool {
+    d.tester_limited && d.dut_lost == 0
+}
+
+/// [`tester_limited`] for a ramp sample (whose loss is by sequence
+/// numbers over the interval): a lossy sample is the DUT's evidence.
+pub fn sample_tester_limited(s: &RampSample) -> bool {
+    s.tester_limited && s.loss_ratio == 0.0
+}
+
 /// Fewer packets short than this is counting noise at any rate.
 pub const SHORT_MIN_PACKETS: u64 = 10;
 
@@ -86,11 +117,190 @@ pub const SHORT_MIN_PACKETS: u64 = 10;
 /// the limit (the senders offered more than it passed).
 const LIMIT_SHARE: f64 = 0.01;
 
+/// Which of a linerate lab's work runs on which core, as the lab laid it
+/// out (`lab/cores.rs`): the generator's senders, the tester's receive
+/// (its NAPI threads, its receiver threads) and the DUT's receive and
+/// forwarding. With it a verdict names a core with its role ("CPU0
+/// (tester: generator and gen/sink NAPI)", "CPU1 (DUT)"), never calls a
+/// full core of the tester's the DUT's limit, and calls a full core of the
+/// DUT's the DUT's forwarding. Empty outside a lab.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CoreRoles {
+    cores: Vec<CoreRole>,
+}
+
+/// What the layout put on one core.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct CoreRole {
+    host: String,
+    cpu: u32,
+    generator: bool,
+    receiver: bool,
+    /// Roles whose receive NAPI threads are pinned here (gen, sink, switch).
+    tester_napi: Vec<String>,
+    dut: bool,
+}
+
+impl CoreRole {
+    fn tester(&self) -> bool {
+        self.generator || self.receiver || !self.tester_napi.is_empty()
+    }
+
+    /// The tester's work here: "generator and gen/sink NAPI".
+    fn tester_work(&self) -> String {
+        let mut parts = Vec::new();
+        if self.generator {
+            parts.push("generator".to_string());
+        }
+        if self.receiver {
+            parts.push("receiver".to_string());
+        }
+        if !self.tester_napi.is_empty() {
+            parts.push(format!("{} NAPI", self.tester_napi.join("/")));
+        }
+        match parts.as_slice() {
+            [rest @ .., last] if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => parts.concat(),
+        }
+    }
+
+    /// "DUT", "tester: generator and sink NAPI", or both.
+    fn label(&self) -> String {
+        match (self.dut, self.tester()) {
+            (true, true) => format!("DUT and tester: {}", self.tester_work()),
+            (true, false) => "DUT".to_string(),
+            (false, _) => format!("tester: {}", self.tester_work()),
+        }
+    }
+
+    /// Only the tester's work runs here.
+    fn tester_only(&self) -> bool {
+        self.tester() && !self.dut
+    }
+
+    /// Only the DUT's work runs here.
+    fn dut_only(&self) -> bool {
+        self.dut && !self.tester()
+    }
+}
+
+impl CoreRoles {
+    /// The roles of the lab's record, its cores on `host`. `None` when an
+    /// interface kept the kernel's receive (its work then runs in the
+    /// softirq of whichever core raised it, so no core has one role).
+    pub fn from_lab(host: &str, c: &LabCores) -> Option<CoreRoles> {
+        if c.napi.iter().any(|n| n.error.is_some()) {
+            return None;
+        }
+        let mut r = CoreRoles::default();
+        for cpu in c.generator.iter().filter_map(|&c| u32::try_from(c).ok()) {
+            r.at(host, cpu).generator = true;
+        }
+        for n in &c.napi {
+            for cpu in n.cpus.iter().filter_map(|&c| u32::try_from(c).ok()) {
+                r.napi(host, cpu, &n.role);
+            }
+        }
+        Some(r)
+    }
+
+    /// The roles the lab's agents report: each pinned its namespace's NAPI
+    /// threads as the layout said (its snapshots list them with their
+    /// CPUs). `None` when a DUT's or a tester end's receive was not laid
+    /// out (no NAPI threads of its own): the DUT's forwarding then runs in
+    /// the softirq of whichever core raised it, the tester's own too. Where
+    /// the tester's senders and receivers ran, [`analyse`] adds from their
+    /// threads' time.
+    pub fn from_agents(agents: &[AgentCpu]) -> Option<CoreRoles> {
+        let laid_out = |a: &AgentCpu| !a.after.napi.is_empty();
+        if agents.iter().any(|a| a.role == "dut") {
+            let ends = ["dut", "gen", "sink"];
+            if agents
+                .iter()
+                .any(|a| ends.contains(&a.role.as_str()) && !laid_out(a))
+            {
+                return None;
+            }
+        }
+        let mut r = CoreRoles::default();
+        for a in agents {
+            for n in &a.after.napi {
+                for &cpu in &n.cpus {
+                    r.napi(&a.host, cpu, &a.role);
+                }
+            }
+        }
+        Some(r)
+    }
+
+    /// The tester's engine threads that used a share of a core worth
+    /// listing: a sender makes it the generator's, a receiver the tester
+    /// receiver's (a control thread waking now and then makes it neither).
+    fn with_threads(mut self, loads: &[CpuLoad]) -> CoreRoles {
+        for c in loads {
+            for t in c
+                .threads
+                .iter()
+                .filter(|t| t.cpu_pct >= 1.0 && t.role != "dut")
+            {
+                if is_sender(&t.name) {
+                    self.at(&c.host, c.cpu).generator = true;
+                } else if is_receiver(&t.name) {
+                    self.at(&c.host, c.cpu).receiver = true;
+                }
+            }
+        }
+        self
+    }
+
+    fn at(&mut self, host: &str, cpu: u32) -> &mut CoreRole {
+        let i = match self
+            .cores
+            .iter()
+            .position(|c| c.host == host && c.cpu == cpu)
+        {
+            Some(i) => i,
+            None => {
+                self.cores.push(CoreRole {
+                    host: host.to_string(),
+                    cpu,
+                    ..Default::default()
+                });
+                self.cores.len() - 1
+            }
+        };
+        &mut self.cores[i]
+    }
+
+    /// A NAPI thread of `role`'s namespace pinned to `cpu`.
+    fn napi(&mut self, host: &str, cpu: u32, role: &str) {
+        let c = self.at(host, cpu);
+        if role == "dut" {
+            c.dut = true;
+        } else if !c.tester_napi.iter().any(|r| r == role) {
+            c.tester_napi.push(role.to_string());
+        }
+    }
+
+    fn of(&self, c: &CpuLoad) -> Option<&CoreRole> {
+        self.cores
+            .iter()
+            .find(|r| r.host == c.host && r.cpu == c.cpu)
+            .filter(|r| r.dut || r.tester())
+    }
+}
+
 /// Per-core load and the verdict; `None` when no agent reported per-core
 /// times (older agents). `wall_s` is how long traffic flowed; 0 uses the
 /// time between the snapshots. `traffic` (packet tests) lets the frames
-/// name the limit before the cores do.
-pub fn analyse(agents: &[AgentCpu], wall_s: f64, traffic: Option<Traffic>) -> Option<Bottleneck> {
+/// name the limit before the cores do; `roles` (a linerate lab's layout)
+/// names what each core runs.
+pub fn analyse(
+    agents: &[AgentCpu],
+    wall_s: f64,
+    traffic: Option<Traffic>,
+    roles: Option<&CoreRoles>,
+) -> Option<Bottleneck> {
     let mut hosts: Vec<&str> = Vec::new();
     for a in agents {
         if !hosts.contains(&a.host.as_str()) {
@@ -116,7 +326,12 @@ pub fn analyse(agents: &[AgentCpu], wall_s: f64, traffic: Option<Traffic>) -> Op
     if loads.is_empty() {
         return None;
     }
-    Some(verdict(loads, hosts.len() > 1, traffic.unwrap_or_default()))
+    let roles = roles.map(|r| r.clone().with_threads(&loads));
+    let names = Names {
+        many_hosts: hosts.len() > 1,
+        roles: roles.as_ref(),
+    };
+    Some(verdict(loads, &names, traffic.unwrap_or_default()))
 }
 
 fn core_load(host: &str, b: &CpuTicks, a: &CpuTicks, wall_s: f64, agents: &[&AgentCpu]) -> CpuLoad {
@@ -194,14 +409,51 @@ fn is_receiver(name: &str) -> bool {
     name.starts_with("lr-") && name.ends_with("-recv")
 }
 
-fn verdict(loads: Vec<CpuLoad>, many_hosts: bool, traffic: Traffic) -> Bottleneck {
-    let name = |c: &CpuLoad| {
-        if many_hosts {
+/// How a verdict names a core: with its host when the test spans hosts,
+/// and with its role when the lab's layout is known.
+struct Names<'a> {
+    many_hosts: bool,
+    roles: Option<&'a CoreRoles>,
+}
+
+impl Names<'_> {
+    fn role(&self, c: &CpuLoad) -> Option<&CoreRole> {
+        self.roles?.of(c)
+    }
+
+    /// "CPU0", "lab CPU0", "CPU0 (tester: generator and sink NAPI)".
+    fn name(&self, c: &CpuLoad) -> String {
+        let mut s = if self.many_hosts {
             format!("{} CPU{}", c.host, c.cpu)
         } else {
             format!("CPU{}", c.cpu)
+        };
+        if let Some(r) = self.role(c) {
+            s.push_str(&format!(" ({})", r.label()));
         }
-    };
+        s
+    }
+
+    fn tester_core(&self, c: &CpuLoad) -> bool {
+        self.role(c).is_some_and(CoreRole::tester_only)
+    }
+
+    fn dut_core(&self, c: &CpuLoad) -> bool {
+        self.role(c).is_some_and(CoreRole::dut_only)
+    }
+
+    /// A core of the tester's receive work alone (its NAPI or receivers).
+    fn tester_receive_core(&self, c: &CpuLoad) -> bool {
+        self.role(c)
+            .is_some_and(|r| r.tester_only() && (r.receiver || !r.tester_napi.is_empty()))
+    }
+}
+
+fn has_engine(c: &CpuLoad, kind: fn(&str) -> bool) -> bool {
+    c.threads.iter().any(|t| engine_share(t) && kind(&t.name))
+}
+
+fn verdict(loads: Vec<CpuLoad>, names: &Names, traffic: Traffic) -> Bottleneck {
     let mut order: Vec<&CpuLoad> = loads.iter().collect();
     order.sort_by(|x, y| {
         y.busy_pct
@@ -228,43 +480,69 @@ fn verdict(loads: Vec<CpuLoad>, many_hosts: bool, traffic: Traffic) -> Bottlenec
     }
     // The frames say where the limit was when they were lost in numbers:
     // at the tester's receiving side (its own drops), or at the DUT while
-    // the senders kept offering more.
+    // the senders kept offering more. A DUT that lost frames while the
+    // senders fell short of the rate is the DUT's evidence at the rate
+    // offered, never a tester limit ([`tester_limited`]).
     if traffic.beyond_noise(traffic.tester_drops) {
-        return frames_verdict(&loads, &full, many_hosts, traffic, false);
+        return frames_verdict(&loads, &full, names, traffic, false);
     }
-    if traffic.beyond_noise(traffic.dut_lost) {
-        return frames_verdict(&loads, &full, many_hosts, traffic, true);
+    if traffic.beyond_noise(traffic.dut_lost) || (traffic.sender_short() && traffic.dut_lost > 0) {
+        return frames_verdict(&loads, &full, names, traffic, true);
     }
     // The senders offered what --rate asked and it arrived: the rate set
     // the load, whatever the cores did meanwhile.
     if traffic.rate_met() {
-        return rate_verdict(&loads, &order, many_hosts, traffic);
+        return rate_verdict(&loads, &order, names, traffic);
     }
     // Among full cores, one running the tester's own threads explains the
-    // limit first: the DUT's figure is then a floor.
+    // limit first, then one the lab gave the tester: the DUT's figure is
+    // then a floor.
     let pick = full
         .iter()
         .copied()
-        .find(|c| {
-            c.threads
-                .iter()
-                .any(|t| engine_share(t) && is_sender(&t.name))
-        })
-        .or_else(|| {
-            full.iter().copied().find(|c| {
-                c.threads
-                    .iter()
-                    .any(|t| engine_share(t) && is_receiver(&t.name))
-            })
-        })
+        .find(|c| has_engine(c, is_sender))
+        .or_else(|| full.iter().copied().find(|c| has_engine(c, is_receiver)))
+        .or_else(|| full.iter().copied().find(|c| names.tester_core(c)))
         .or_else(|| full.first().copied());
-    let (kind, text, host, cpu) = match pick {
+    let shared = |c: &CpuLoad, text: &mut String| {
+        if c.other_pct >= OTHER_NOTABLE_PCT && spilled(&loads, c).is_none() {
+            text.push_str(&format!(
+                "; {:.0} % of it went to other processes, so this measures a shared core: \
+                 rerun on an idle host or give linerate cores of its own (--cpus)",
+                c.other_pct
+            ));
+        }
+    };
+    let also = |c: &CpuLoad, text: &mut String| {
+        let others: Vec<String> = full
+            .iter()
+            .filter(|o| !std::ptr::eq(**o, c))
+            .map(|o| format!("{} {:.0} %", names.name(o), o.busy_pct))
+            .collect();
+        if !others.is_empty() {
+            text.push_str(&format!("; also saturated: {}", others.join(", ")));
+        }
+    };
+    // The sender fell short of the rate and the DUT lost nothing (the
+    // frames above said so): the tester is the limit whatever the cores
+    // show, as the row's own note says ([`tester_limited`]).
+    let why = pick.map(|c| (c, why_full(c, &loads, names)));
+    let tester = |k: &BottleneckKind| {
+        matches!(
+            k,
+            BottleneckKind::TesterSender | BottleneckKind::TesterReceiver
+        )
+    };
+    if traffic.sender_short() && !why.as_ref().is_some_and(|(_, (k, ..))| tester(k)) {
+        return short_verdict(&loads, &order, pick, names, traffic, shared, also);
+    }
+    let (kind, text, host, cpu) = match why {
         None => match order.first() {
             Some(c) => (
                 BottleneckKind::NoneSaturated,
                 format!(
                     "no core saturated (busiest {} {:.0} %: {}): the limit is elsewhere (the DUT or the link)",
-                    name(c),
+                    names.name(c),
                     c.busy_pct,
                     evidence(c)
                 ),
@@ -278,73 +556,17 @@ fn verdict(loads: Vec<CpuLoad>, many_hosts: bool, traffic: Traffic) -> Bottlenec
                 None,
             ),
         },
-        Some(c) => {
-            let sender = c
-                .threads
-                .iter()
-                .find(|t| engine_share(t) && is_sender(&t.name));
-            let receiver = c
-                .threads
-                .iter()
-                .find(|t| engine_share(t) && is_receiver(&t.name));
-            let (kind, why) = if let Some(t) = sender {
-                (
-                    BottleneckKind::TesterSender,
-                    format!("the tester's sender core is the limit ({} {})", t.role, t.name),
-                )
-            } else if let Some(t) = receiver {
-                (
-                    BottleneckKind::TesterReceiver,
-                    format!("the tester's receiver core is the limit ({} {})", t.role, t.name),
-                )
-            } else if c.softirq_pct >= c.busy_pct / 2.0 {
-                (
-                    BottleneckKind::Softirq,
-                    format!(
-                        "packet processing (softirq) on {} is the limit — the DUT's forwarding in a namespace lab, or interrupt placement",
-                        name(c)
-                    ),
-                )
-            } else if let Some(t) = spilled(&loads, c) {
-                // linerate's own thread, unpinned: its time is listed on the
-                // core it was last seen on, but it ran here too.
-                let kind = if is_sender(&t.name) {
-                    BottleneckKind::TesterSender
-                } else if is_receiver(&t.name) {
-                    BottleneckKind::TesterReceiver
-                } else {
-                    BottleneckKind::OtherWork
-                };
-                (
-                    kind,
-                    format!(
-                        "linerate's own {} {} (not pinned; it moved between cores) fills it",
-                        t.role, t.name
-                    ),
-                )
-            } else {
-                (
-                    BottleneckKind::OtherWork,
-                    "work other than linerate's threads fills it (another process or the kernel)"
-                        .to_string(),
-                )
-            };
-            let mut text = format!("{} {:.0} %: {}: {why}", name(c), c.busy_pct, evidence(c));
-            if c.other_pct >= OTHER_NOTABLE_PCT && spilled(&loads, c).is_none() {
-                text.push_str(&format!(
-                    "; {:.0} % of it went to other processes, so this measures a shared core: \
-                     rerun on an idle host or give linerate cores of its own (--cpus)",
-                    c.other_pct
-                ));
+        Some((c, (kind, why, others_apart))) => {
+            let mut text = format!(
+                "{} {:.0} %: {}: {why}",
+                names.name(c),
+                c.busy_pct,
+                evidence(c)
+            );
+            if others_apart {
+                shared(c, &mut text);
             }
-            let others: Vec<String> = full
-                .iter()
-                .filter(|o| !std::ptr::eq(**o, c))
-                .map(|o| format!("{} {:.0} %", name(o), o.busy_pct))
-                .collect();
-            if !others.is_empty() {
-                text.push_str(&format!("; also saturated: {}", others.join(", ")));
-            }
+            also(c, &mut text);
             (kind, text, c.host.clone(), Some(c.cpu))
         }
     };
@@ -357,37 +579,210 @@ fn verdict(loads: Vec<CpuLoad>, many_hosts: bool, traffic: Traffic) -> Bottlenec
     }
 }
 
-/// The verdict when the frames were lost in numbers at one place: the DUT
-/// (`at_dut`) or the tester's receiving side. Names the full core where
-/// that work ran (not a sender's), or the busiest.
+/// Whose work fills the full core `c`, as (kind, why, whether its time
+/// outside linerate's threads counts as other processes'). A core of the
+/// lab's tester is never the DUT's limit; one of the DUT's alone is the
+/// DUT's forwarding (its NAPI threads count as system time, its softirq
+/// as softirq: neither is another process).
+fn why_full(c: &CpuLoad, loads: &[CpuLoad], names: &Names) -> (BottleneckKind, String, bool) {
+    let engine =
+        |kind: fn(&str) -> bool| c.threads.iter().find(|t| engine_share(t) && kind(&t.name));
+    let softirq = c.softirq_pct >= c.busy_pct / 2.0;
+    if let Some(t) = engine(is_sender) {
+        return (
+            BottleneckKind::TesterSender,
+            format!(
+                "the tester's sender core is the limit ({} {})",
+                t.role, t.name
+            ),
+            true,
+        );
+    }
+    if let Some(t) = engine(is_receiver) {
+        return (
+            BottleneckKind::TesterReceiver,
+            format!(
+                "the tester's receiver core is the limit ({} {})",
+                t.role, t.name
+            ),
+            true,
+        );
+    }
+    let role = names.role(c);
+    if let Some(r) = role.filter(|r| r.tester_only()) {
+        let receive = r.receiver || !r.tester_napi.is_empty();
+        let kind = if receive {
+            BottleneckKind::TesterReceiver
+        } else {
+            BottleneckKind::TesterSender
+        };
+        if softirq {
+            return (
+                kind,
+                "its packet processing (softirq) is the tester's own work, not the DUT's \
+                 forwarding: the tester is the limit"
+                    .to_string(),
+                !receive,
+            );
+        }
+        if receive && spilled(loads, c).is_none() {
+            return (
+                kind,
+                format!(
+                    "the tester's own work ({}) and the kernel fill it, not the DUT's \
+                     forwarding: the tester is the limit",
+                    r.tester_work()
+                ),
+                false,
+            );
+        }
+    }
+    if role.is_some_and(CoreRole::dut_only) && (softirq || spilled(loads, c).is_none()) {
+        return (
+            BottleneckKind::Softirq,
+            "the DUT's receive and forwarding (its NAPI threads and softirq) is the limit"
+                .to_string(),
+            false,
+        );
+    }
+    if softirq {
+        // A core the DUT shares with the tester cannot say whose it was.
+        let whose = if role.is_some_and(|r| r.dut && r.tester()) {
+            "the DUT's forwarding and the tester's own work share this core"
+        } else {
+            "the DUT's forwarding in a namespace lab, or interrupt placement"
+        };
+        return (
+            BottleneckKind::Softirq,
+            format!(
+                "packet processing (softirq) on {} is the limit — {whose}",
+                names.name(c)
+            ),
+            true,
+        );
+    }
+    if let Some(t) = spilled(loads, c) {
+        // linerate's own thread, unpinned: its time is listed on the
+        // core it was last seen on, but it ran here too.
+        let kind = if is_sender(&t.name) {
+            BottleneckKind::TesterSender
+        } else if is_receiver(&t.name) {
+            BottleneckKind::TesterReceiver
+        } else {
+            BottleneckKind::OtherWork
+        };
+        return (
+            kind,
+            format!(
+                "linerate's own {} {} (not pinned; it moved between cores) fills it",
+                t.role, t.name
+            ),
+            true,
+        );
+    }
+    (
+        BottleneckKind::OtherWork,
+        "work other than linerate's threads fills it (another process or the kernel)".to_string(),
+        true,
+    )
+}
+
+/// The verdict of a paced test whose senders fell short of the rate while
+/// the DUT lost nothing, and no core of the tester's own threads was full:
+/// the tester is the limit all the same (pacing, a shared or a receive
+/// core); the full or busiest core is evidence, never the DUT's limit.
+fn short_verdict(
+    loads: &[CpuLoad],
+    order: &[&CpuLoad],
+    pick: Option<&CpuLoad>,
+    names: &Names,
+    t: Traffic,
+    shared: impl Fn(&CpuLoad, &mut String),
+    also: impl Fn(&CpuLoad, &mut String),
+) -> Bottleneck {
+    let share = 100.0 * t.asked.saturating_sub(t.offered) as f64 / t.asked.max(1) as f64;
+    let mut text = format!(
+        "the tester is the limit: the senders offered {} of the {} frames asked ({share:.1} % \
+         short) and the DUT lost none of them, so this measures the tester",
+        t.offered, t.asked
+    );
+    let core = pick.or_else(|| order.first().copied());
+    if let Some(c) = core {
+        let (lead, tail) = if pick.is_some() {
+            ("; ", "")
+        } else {
+            ("; no core saturated (busiest ", ")")
+        };
+        text.push_str(&format!(
+            "{lead}{} {:.0} %: {}{tail}",
+            names.name(c),
+            c.busy_pct,
+            evidence(c)
+        ));
+        if pick.is_some() {
+            if !names.dut_core(c) && !names.tester_receive_core(c) {
+                shared(c, &mut text);
+            }
+            also(c, &mut text);
+        }
+    }
+    Bottleneck {
+        verdict: text,
+        kind: BottleneckKind::TesterSender,
+        host: core.map(|c| c.host.clone()).unwrap_or_default(),
+        cpu: core.map(|c| c.cpu),
+        host_cpus: loads.to_vec(),
+    }
+}
+
+/// The verdict when the frames were lost at one place: the DUT (`at_dut`)
+/// or the tester's receiving side. Names the core where that work ran —
+/// the lab's DUT's or tester's receive core when the layout is known,
+/// else a full one without a sender, or the busiest.
 fn frames_verdict(
     loads: &[CpuLoad],
     full: &[&CpuLoad],
-    many_hosts: bool,
+    names: &Names,
     t: Traffic,
     at_dut: bool,
 ) -> Bottleneck {
-    let name = |c: &CpuLoad| {
-        if many_hosts {
-            format!("{} CPU{}", c.host, c.cpu)
+    let busiest = |a: &&CpuLoad, b: &&CpuLoad| a.busy_pct.total_cmp(&b.busy_pct);
+    let ours = |c: &CpuLoad| {
+        if at_dut {
+            names.dut_core(c)
         } else {
-            format!("CPU{}", c.cpu)
+            names.tester_receive_core(c)
         }
     };
-    let has_sender = |c: &CpuLoad| {
-        c.threads
-            .iter()
-            .any(|th| engine_share(th) && is_sender(&th.name))
+    // Never the other side's core: a tester's core is no evidence of the
+    // DUT's limit, nor a DUT's of the tester's.
+    let theirs = |c: &CpuLoad| {
+        if at_dut {
+            names.tester_core(c)
+        } else {
+            names.dut_core(c)
+        }
     };
-    let core = full.iter().copied().find(|c| !has_sender(c)).or_else(|| {
-        loads
-            .iter()
-            .filter(|c| !has_sender(c))
-            .max_by(|a, b| a.busy_pct.total_cmp(&b.busy_pct))
-    });
+    let fallback = |c: &CpuLoad| !has_engine(c, is_sender) && !theirs(c);
+    let core = full
+        .iter()
+        .copied()
+        .find(|c| ours(c))
+        .or_else(|| loads.iter().filter(|c| ours(c)).max_by(busiest))
+        .or_else(|| full.iter().copied().find(|c| fallback(c)))
+        .or_else(|| loads.iter().filter(|c| fallback(c)).max_by(busiest));
     let lost = if at_dut { t.dut_lost } else { t.tester_drops };
     let share = 100.0 * lost as f64 / t.offered.max(1) as f64;
-    let (kind, mut text) = if at_dut {
+    let (kind, mut text) = if at_dut && t.sender_short() {
+        (
+            BottleneckKind::Dut,
+            format!(
+                "the DUT is the limit: {lost} of {} frames offered ({share:.1} %) were lost \
+                 there, at the rate the tester could offer ({} of {} frames asked)",
+                t.offered, t.offered, t.asked
+            ),
+        )
+    } else if at_dut {
         (
             BottleneckKind::Dut,
             format!(
@@ -409,7 +804,7 @@ fn frames_verdict(
     if let Some(c) = core {
         text.push_str(&format!(
             "; {} {:.0} %: {}",
-            name(c),
+            names.name(c),
             c.busy_pct,
             evidence(c)
         ));
@@ -451,7 +846,7 @@ fn spilled<'a>(loads: &'a [CpuLoad], c: &CpuLoad) -> Option<&'a ThreadLoad> {
 
 /// The verdict of a paced test that met its rate with no loss beyond
 /// noise: the rate was the limit; the busiest core is evidence only.
-fn rate_verdict(loads: &[CpuLoad], order: &[&CpuLoad], many_hosts: bool, t: Traffic) -> Bottleneck {
+fn rate_verdict(loads: &[CpuLoad], order: &[&CpuLoad], names: &Names, t: Traffic) -> Bottleneck {
     let mut text = format!(
         "limited by --rate: the asked rate was met ({} of {} frames asked were offered); \
          neither the tester nor the DUT was the limit",
@@ -459,13 +854,9 @@ fn rate_verdict(loads: &[CpuLoad], order: &[&CpuLoad], many_hosts: bool, t: Traf
     );
     let busiest = order.first().copied();
     if let Some(c) = busiest {
-        let name = if many_hosts {
-            format!("{} CPU{}", c.host, c.cpu)
-        } else {
-            format!("CPU{}", c.cpu)
-        };
         text.push_str(&format!(
-            "; busiest {name} {:.0} %: {}",
+            "; busiest {} {:.0} %: {}",
+            names.name(c),
             c.busy_pct,
             evidence(c)
         ));
@@ -591,6 +982,7 @@ fn per_s(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::NapiTime;
 
     /// A core's ticks since boot; `busy` split as (user, system, softirq).
     fn core(cpu: u32, user: u64, system: u64, softirq: u64, idle: u64, net_rx: u64) -> CpuTicks {
@@ -666,7 +1058,7 @@ mod tests {
                 after: &sink_a,
             },
         ];
-        let v = analyse(&agents, 10.0, None).unwrap();
+        let v = analyse(&agents, 10.0, None, None).unwrap();
         assert_eq!(v.host_cpus.len(), 2, "one host, two cores");
         let c0 = &v.host_cpus[0];
         assert_eq!(c0.busy_pct, 100.0);
@@ -719,7 +1111,7 @@ mod tests {
             received: 700_000,
             ..Default::default()
         };
-        let v = analyse(&agents, 10.0, Some(dut)).unwrap();
+        let v = analyse(&agents, 10.0, Some(dut), None).unwrap();
         assert_eq!(v.kind, BottleneckKind::Dut, "{}", v.verdict);
         assert_eq!(v.cpu, Some(1), "the DUT's core, not the sender's");
         assert!(v.verdict.contains("12300000 of 13000000"), "{}", v.verdict);
@@ -731,7 +1123,7 @@ mod tests {
             received: 1_000_000,
             ..Default::default()
         };
-        let v = analyse(&agents, 10.0, Some(rx)).unwrap();
+        let v = analyse(&agents, 10.0, Some(rx), None).unwrap();
         assert_eq!(v.kind, BottleneckKind::TesterReceiver, "{}", v.verdict);
         // Loss within counting noise leaves the cores to decide.
         let noise = Traffic {
@@ -741,7 +1133,7 @@ mod tests {
             received: 12_999_850,
             ..Default::default()
         };
-        let v = analyse(&agents, 10.0, Some(noise)).unwrap();
+        let v = analyse(&agents, 10.0, Some(noise), None).unwrap();
         assert_eq!(v.kind, BottleneckKind::TesterSender, "{}", v.verdict);
     }
 
@@ -769,7 +1161,7 @@ mod tests {
             links_down: vec![link.clone()],
             ..Default::default()
         };
-        let v = analyse(&agents, 9.0, Some(down.clone())).unwrap();
+        let v = analyse(&agents, 9.0, Some(down.clone()), None).unwrap();
         assert_eq!(v.kind, BottleneckKind::LinkDown, "{}", v.verdict);
         assert!(v.verdict.contains("lrs0 at the sink"), "{}", v.verdict);
         assert!(v.verdict.contains("40500 of 180000"), "{}", v.verdict);
@@ -780,7 +1172,7 @@ mod tests {
             received: 80_000,
             ..down.clone()
         };
-        let v = analyse(&agents, 9.0, Some(elsewhere)).unwrap();
+        let v = analyse(&agents, 9.0, Some(elsewhere), None).unwrap();
         assert_eq!(v.kind, BottleneckKind::Dut, "{}", v.verdict);
         // A link down with loss within counting noise decides nothing.
         let blip = Traffic {
@@ -789,7 +1181,7 @@ mod tests {
             received: 179_850,
             ..down
         };
-        let v = analyse(&agents, 9.0, Some(blip)).unwrap();
+        let v = analyse(&agents, 9.0, Some(blip), None).unwrap();
         assert_ne!(v.kind, BottleneckKind::LinkDown, "{}", v.verdict);
     }
 
@@ -809,7 +1201,7 @@ mod tests {
             before: &b,
             after: &a,
         }];
-        let v = analyse(&agents, 10.0, None).unwrap();
+        let v = analyse(&agents, 10.0, None, None).unwrap();
         assert_eq!(v.kind, BottleneckKind::NoneSaturated);
         assert_eq!(v.cpu, Some(1));
         assert!(v.verdict.starts_with("no core saturated (busiest CPU1 63 %: 30 % user, 20 % softirq (NET_RX 50 k/s), 13 % system)"), "{}", v.verdict);
@@ -834,7 +1226,7 @@ mod tests {
             before: &b,
             after: &a,
         }];
-        let v = analyse(&agents, 10.0, None).unwrap();
+        let v = analyse(&agents, 10.0, None, None).unwrap();
         assert_eq!(v.kind, BottleneckKind::Softirq);
         assert!(
             v.verdict.contains("packet processing (softirq) on CPU0"),
@@ -875,7 +1267,7 @@ mod tests {
                 after: &a,
             },
         ];
-        let v = analyse(&agents, 10.0, None).unwrap();
+        let v = analyse(&agents, 10.0, None, None).unwrap();
         assert_eq!(v.host_cpus.len(), 4);
         assert_eq!(v.kind, BottleneckKind::TesterReceiver);
         assert_eq!((v.host.as_str(), v.cpu), ("b", Some(1)));
@@ -900,7 +1292,7 @@ mod tests {
             before: &b,
             after: &a,
         }];
-        let v = analyse(&agents, 10.0, None).unwrap();
+        let v = analyse(&agents, 10.0, None, None).unwrap();
         assert_eq!(v.kind, BottleneckKind::TesterSender);
         assert_eq!(v.host_cpus[0].other_pct, 60.0);
         assert!(
@@ -919,7 +1311,7 @@ mod tests {
             before: &s,
             after: &s,
         }];
-        assert!(analyse(&agents, 1.0, None).is_none());
+        assert!(analyse(&agents, 1.0, None, None).is_none());
     }
 
     /// The lab's live-engine cores: the sender fills CPU0, the DUT's
@@ -963,7 +1355,7 @@ mod tests {
             received: 1_999_990,
             ..Default::default()
         };
-        let v = analyse(&agents, 10.0, Some(met.clone())).unwrap();
+        let v = analyse(&agents, 10.0, Some(met.clone()), None).unwrap();
         assert_eq!(v.kind, BottleneckKind::RateLimited, "{}", v.verdict);
         assert!(
             v.verdict
@@ -982,7 +1374,7 @@ mod tests {
             received: 1_500_000,
             ..met.clone()
         };
-        let v = analyse(&agents, 10.0, Some(short)).unwrap();
+        let v = analyse(&agents, 10.0, Some(short), None).unwrap();
         assert_eq!(v.kind, BottleneckKind::TesterSender, "{}", v.verdict);
         // Everything lost: no core is blamed, the path is.
         let none = Traffic {
@@ -990,7 +1382,7 @@ mod tests {
             received: 0,
             ..met
         };
-        let v = analyse(&agents, 10.0, Some(none)).unwrap();
+        let v = analyse(&agents, 10.0, Some(none), None).unwrap();
         assert_eq!(v.kind, BottleneckKind::NothingArrived, "{}", v.verdict);
         assert!(!v.verdict.contains("sender"), "{}", v.verdict);
     }
@@ -1029,7 +1421,7 @@ mod tests {
             before: &b,
             after: &a,
         }];
-        let v = analyse(&agents, 10.0, None).unwrap();
+        let v = analyse(&agents, 10.0, None, None).unwrap();
         assert_eq!(v.cpu, Some(1));
         assert_eq!(v.kind, BottleneckKind::TesterReceiver, "{}", v.verdict);
         assert!(
@@ -1039,5 +1431,297 @@ mod tests {
         );
         assert!(!v.verdict.contains("other than linerate"), "{}", v.verdict);
         assert!(!v.verdict.contains("other processes"), "{}", v.verdict);
+    }
+
+    /// The 2-core lab's layout as its agents report it: the generator's
+    /// sender and the gen and sink NAPI threads on CPU0, the DUT's NAPI
+    /// threads on CPU1. `cpu0`/`cpu1` are the cores' ticks after the test
+    /// (before is [`before`]); the sender used `send` ticks on CPU0.
+    struct Lab {
+        gen_b: Snapshot,
+        gen_a: Snapshot,
+        dut_b: Snapshot,
+        dut_a: Snapshot,
+        sink_b: Snapshot,
+        sink_a: Snapshot,
+    }
+
+    fn napi(dev: &str, cpu: u32) -> NapiTime {
+        NapiTime {
+            dev: dev.into(),
+            pid: 100,
+            cpus: vec![cpu],
+            run_ns: None,
+            ticks: 0,
+        }
+    }
+
+    impl Lab {
+        fn new(cpu0: CpuTicks, cpu1: CpuTicks, send: u64) -> Lab {
+            let b = before();
+            let laid = |devs: &[(&str, u32)], mut s: Snapshot| {
+                s.napi = devs.iter().map(|(d, c)| napi(d, *c)).collect();
+                s
+            };
+            Lab {
+                gen_b: laid(&[("gen0", 0)], b.clone()),
+                gen_a: laid(
+                    &[("gen0", 0)],
+                    snap(vec![cpu0, cpu1], vec![thread(9, "lr-udp-send", send, 0)]),
+                ),
+                dut_b: laid(&[("dut0", 1), ("dut1", 1)], Snapshot::default()),
+                dut_a: laid(&[("dut0", 1), ("dut1", 1)], Snapshot::default()),
+                sink_b: laid(&[("sink0", 0)], Snapshot::default()),
+                sink_a: laid(&[("sink0", 0)], Snapshot::default()),
+            }
+        }
+
+        fn agents(&self) -> Vec<AgentCpu<'_>> {
+            [
+                ("gen", &self.gen_b, &self.gen_a),
+                ("dut", &self.dut_b, &self.dut_a),
+                ("sink", &self.sink_b, &self.sink_a),
+            ]
+            .into_iter()
+            .map(|(role, before, after)| AgentCpu {
+                host: "lab".into(),
+                role: role.into(),
+                before,
+                after,
+            })
+            .collect()
+        }
+
+        fn analyse(&self, traffic: Option<Traffic>) -> Bottleneck {
+            let agents = self.agents();
+            let roles = CoreRoles::from_agents(&agents).expect("laid out");
+            analyse(&agents, 10.0, traffic, Some(&roles)).unwrap()
+        }
+    }
+
+    /// CPU0 full, mostly softirq (the sink's NAPI and the sender), the
+    /// sender thread under an engine's share; CPU1 (the DUT's) 40 %.
+    fn tester_core_full() -> Lab {
+        Lab::new(
+            core(0, 1050, 1300, 750, 50_000, 9_000_010),
+            core(1, 1000, 800, 200, 50_600, 10),
+            150,
+        )
+    }
+
+    /// Texts by which a verdict makes the DUT the limit.
+    const DUT_BLAME: [&str; 4] = [
+        "the DUT is the limit",
+        "the DUT's receive and forwarding (its NAPI threads and softirq) is the limit",
+        "— the DUT's forwarding in a namespace lab",
+        "(the DUT or the link)",
+    ];
+
+    fn blames_dut(v: &Bottleneck) -> bool {
+        v.kind == BottleneckKind::Dut || DUT_BLAME.iter().any(|d| v.verdict.contains(d))
+    }
+
+    /// Issue 33 (b): in the 2-core lab CPU0 is the generator's and the
+    /// tester's receive NAPI core. Full of softirq, it was called "the
+    /// DUT's forwarding in a namespace lab"; with the lab's roles it is
+    /// the tester's, named so, and never the DUT's limit.
+    #[test]
+    fn issue_33_a_tester_core_is_never_called_the_dut_s_limit() {
+        let lab = tester_core_full();
+        let v = lab.analyse(None);
+        assert_eq!(v.cpu, Some(0));
+        assert_eq!(v.kind, BottleneckKind::TesterReceiver, "{}", v.verdict);
+        assert!(
+            v.verdict
+                .starts_with("CPU0 (tester: generator and gen/sink NAPI) 100 %: 65 % softirq"),
+            "{}",
+            v.verdict
+        );
+        assert!(
+            v.verdict.ends_with(
+                "its packet processing (softirq) is the tester's own work, not the DUT's \
+                 forwarding: the tester is the limit"
+            ),
+            "{}",
+            v.verdict
+        );
+        assert!(!blames_dut(&v), "{}", v.verdict);
+        // Outside a lab (no layout) the wording stays as it was.
+        let agents = lab.agents();
+        let v = analyse(&agents, 10.0, None, None).unwrap();
+        assert_eq!(v.kind, BottleneckKind::Softirq, "{}", v.verdict);
+        assert!(
+            v.verdict.contains(
+                "packet processing (softirq) on CPU0 is the limit — the DUT's forwarding in \
+                 a namespace lab, or interrupt placement"
+            ),
+            "{}",
+            v.verdict
+        );
+        // Frames lost at the DUT name the DUT's core, not the full tester's.
+        let lost = Traffic {
+            offered: 9_000_000,
+            dut_lost: 3_000_000,
+            received: 6_000_000,
+            ..Default::default()
+        };
+        let v = lab.analyse(Some(lost));
+        assert_eq!(
+            (v.kind, v.cpu),
+            (BottleneckKind::Dut, Some(1)),
+            "{}",
+            v.verdict
+        );
+        assert!(v.verdict.contains("; CPU1 (DUT) 40 %: "), "{}", v.verdict);
+        assert!(!v.verdict.contains("CPU0"), "{}", v.verdict);
+    }
+
+    /// A full core of the DUT's alone is the DUT's forwarding, whether its
+    /// NAPI threads show as softirq or as system time (threaded NAPI),
+    /// and never "another process" sharing it.
+    #[test]
+    fn issue_33_a_full_dut_core_is_the_dut_s_forwarding() {
+        for cpu1 in [
+            core(1, 1000, 700, 900, 50_000, 10),
+            core(1, 1000, 1400, 200, 50_000, 10),
+        ] {
+            let lab = Lab::new(core(0, 1100, 1200, 200, 50_600, 10), cpu1, 300);
+            let v = lab.analyse(None);
+            assert_eq!(
+                (v.kind, v.cpu),
+                (BottleneckKind::Softirq, Some(1)),
+                "{}",
+                v.verdict
+            );
+            assert!(v.verdict.starts_with("CPU1 (DUT) 100 %: "), "{}", v.verdict);
+            assert!(
+                v.verdict.ends_with(
+                    "the DUT's receive and forwarding (its NAPI threads and softirq) is the limit"
+                ),
+                "{}",
+                v.verdict
+            );
+        }
+    }
+
+    /// Issue 33 (a): a row (here a test of one direction) whose sender
+    /// fell short carried "this row measures the tester" beside a verdict
+    /// making the DUT the limit. The row's rule ([`tester_limited`]) and
+    /// the verdict agree on every mix of shortfall, loss and full cores.
+    #[test]
+    fn issue_33_a_row_is_never_both_tester_and_dut() {
+        let asked = 10_000_000;
+        let traffics = [
+            // Short, nothing lost: the tester's.
+            (9_000_000, 0),
+            // Short, a few frames lost at the DUT (counting noise in the
+            // verdict's terms): the DUT's evidence at the rate offered.
+            (9_000_000, 5),
+            // Short, a quarter lost at the DUT: the DUT's.
+            (9_000_000, 2_250_000),
+            // The rate met, nothing lost.
+            (10_000_000, 0),
+        ];
+        let layouts = [
+            tester_core_full(),
+            // CPU1 (the DUT's) full, CPU0 not.
+            Lab::new(
+                core(0, 1100, 1200, 200, 50_600, 10),
+                core(1, 1000, 700, 900, 50_000, 10),
+                300,
+            ),
+            // Nothing full.
+            Lab::new(
+                core(0, 1100, 1200, 200, 50_600, 10),
+                core(1, 1000, 700, 300, 50_600, 10),
+                300,
+            ),
+        ];
+        for lab in &layouts {
+            for with_roles in [true, false] {
+                for (offered, dut_lost) in traffics {
+                    let t = Traffic {
+                        offered,
+                        asked,
+                        dut_lost,
+                        received: offered - dut_lost,
+                        ..Default::default()
+                    };
+                    let v = if with_roles {
+                        lab.analyse(Some(t))
+                    } else {
+                        analyse(&lab.agents(), 10.0, Some(t), None).unwrap()
+                    };
+                    let row = tester_limited(offered, asked, dut_lost);
+                    let tester = matches!(
+                        v.kind,
+                        BottleneckKind::TesterSender | BottleneckKind::TesterReceiver
+                    );
+                    let case = format!("{offered} of {asked}, {dut_lost} lost: {}", v.verdict);
+                    assert!(!(row && blames_dut(&v)), "tester row, DUT verdict: {case}");
+                    assert_eq!(row, tester, "row and verdict disagree: {case}");
+                    if sender_short(offered, asked) && dut_lost > 0 {
+                        assert_eq!(v.kind, BottleneckKind::Dut, "{case}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The lab's record and its agents' snapshots give one layout; a
+    /// layout with an interface left to the kernel, or a DUT without NAPI
+    /// threads of its own, gives no roles.
+    #[test]
+    fn issue_33_roles_from_the_lab_record_and_from_its_agents_agree() {
+        let n = |role: &str, dev: &str, cpu: usize| crate::model::lab::LabNapi {
+            role: role.into(),
+            dev: dev.into(),
+            cpus: vec![cpu],
+            error: None,
+        };
+        let mut cores = LabCores {
+            generator: vec![0],
+            dut: vec![1],
+            tester_receive: vec![0],
+            napi: vec![
+                n("gen", "gen0", 0),
+                n("dut", "dut0", 1),
+                n("dut", "dut1", 1),
+                n("sink", "sink0", 0),
+            ],
+            summary: String::new(),
+        };
+        let lab = tester_core_full();
+        let agents = lab.agents();
+        // The agents report the NAPI layout; the generator's core is where
+        // its sender ran.
+        let loads = analyse(&agents, 10.0, None, None).unwrap().host_cpus;
+        let from_agents = CoreRoles::from_agents(&agents)
+            .unwrap()
+            .with_threads(&loads);
+        let from_lab = CoreRoles::from_lab("lab", &cores).unwrap();
+        for cpu in [0, 1] {
+            let load = CpuLoad {
+                host: "lab".into(),
+                cpu,
+                ..Default::default()
+            };
+            let label = |r: &CoreRoles| r.of(&load).map(CoreRole::label);
+            assert_eq!(label(&from_lab), label(&from_agents), "CPU{cpu}");
+        }
+        let load0 = CpuLoad {
+            host: "lab".into(),
+            cpu: 0,
+            ..Default::default()
+        };
+        assert_eq!(
+            from_lab.of(&load0).map(CoreRole::label).as_deref(),
+            Some("tester: generator and gen/sink NAPI")
+        );
+        cores.napi[1].error = Some("no threaded NAPI".into());
+        assert_eq!(CoreRoles::from_lab("lab", &cores), None);
+        let mut unlaid = tester_core_full();
+        unlaid.dut_a.napi.clear();
+        assert_eq!(CoreRoles::from_agents(&unlaid.agents()), None);
     }
 }

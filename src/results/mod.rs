@@ -30,7 +30,11 @@ use serde::{Deserialize, Serialize};
 /// read from the kernel (it was always 0 before).
 /// 1.10.0: `dut_stick`, the lab's router-on-a-stick DUT's counts.
 /// 1.11.0: HTTP client's `unread_at_close_bytes`.
-pub const SCHEMA_VERSION: &str = "1.11.0";
+/// 1.12.0: search goals' `confidence`, `search_repeats`, trials'
+/// `tester_short` (and `tester_limited` only when the DUT lost nothing),
+/// the ramp's `start_pps`, saturation `onset_pps` and summary `notes`,
+/// the irregular result `tester_limit_in_bracket`.
+pub const SCHEMA_VERSION: &str = "1.12.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -64,6 +68,11 @@ pub struct RunResults {
     /// Throughput searches (RFC 2544, MLRsearch NDR/PDR) with every trial.
     #[serde(default)]
     pub searches: Vec<SearchResult>,
+    /// With `--repeat N`: each search goal's answer over the repetitions
+    /// (median and range), so one number is never taken for the DUT's
+    /// when its capacity moves from run to run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub search_repeats: Vec<crate::search::GoalSpread>,
     /// Error that ended the run early, if any.
     pub error: Option<String>,
     /// Every agent the run started: where, how long connecting took, and its
@@ -602,10 +611,13 @@ pub struct DirectionResult {
     /// Packets the rate asked for (0 when sending as fast as possible).
     #[serde(default)]
     pub tx_target: u64,
-    /// The sender could not offer the asked rate: short by more than
-    /// counting noise (at least 10 packets and 1 % of those asked, see
-    /// `bottleneck::sender_short`); the figures measure the tester, not
-    /// the DUT. Always false for unpaced tests.
+    /// The tester was the limit: the sender could not offer the asked rate
+    /// (short by more than counting noise: at least 10 packets and 1 % of
+    /// those asked, see `bottleneck::sender_short`) *and* the DUT lost
+    /// nothing of what it was offered; the figures measure the tester, not
+    /// the DUT. A short sender with DUT loss is DUT evidence at the rate
+    /// offered ([`DirectionResult::tester_short`]). Always false for
+    /// unpaced tests.
     #[serde(default)]
     pub tester_limited: bool,
     /// Packets the tester dropped itself (socket overruns, drops on its own
@@ -623,6 +635,14 @@ pub struct DirectionResult {
     /// server's), for ACLs and capture filters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
+}
+
+impl DirectionResult {
+    /// The sender fell short of what the rate asked for by more than
+    /// counting noise, whether or not the DUT lost frames meanwhile.
+    pub fn tester_short(&self) -> bool {
+        bottleneck::sender_short(self.tx_packets, self.tx_target)
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]

@@ -239,8 +239,9 @@ fn traffic_s(col: &Collected, legs: &[Leg]) -> f64 {
 }
 
 /// Per-core load on every host of the test and the verdict naming the
-/// first full core ([`crate::results::bottleneck`]). Agents on one host share its
-/// /proc/stat and are counted once; their threads are each their own.
+/// first full core ([`crate::results::bottleneck`]), with each core's role
+/// in a lab. Agents on one host share its /proc/stat and are counted once;
+/// their threads are each their own.
 pub(super) fn bottleneck(
     ends: &Ends,
     before: &HashMap<usize, Snapshot>,
@@ -278,7 +279,15 @@ pub(super) fn bottleneck(
         link_down_lost,
         links_down,
     });
-    result.bottleneck = crate::results::bottleneck::analyse(&agents, traffic_s(col, legs), traffic);
+    // In a linerate lab the agents' snapshots carry the core layout each
+    // applied (its NAPI threads' pinned CPUs, the tester's pinned
+    // threads): the verdict names each core's role. Elsewhere no core has
+    // one.
+    let roles = ends
+        .lab
+        .and_then(|_| crate::results::bottleneck::CoreRoles::from_agents(&agents));
+    result.bottleneck =
+        crate::results::bottleneck::analyse(&agents, traffic_s(col, legs), traffic, roles.as_ref());
 }
 
 /// Frames lost (by sequence, at the receiver) in the intervals an endpoint

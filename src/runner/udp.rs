@@ -330,8 +330,11 @@ fn direction(
         tx_errors: tx.tx_errors,
         tx_target: tx.tx_target,
         // The sender fell short of what the rate asked for by more than
-        // counting noise: this trial measured the tester, not the DUT.
-        tester_limited: sender_short(tx.tx_packets, tx.tx_target),
+        // counting noise and the DUT lost nothing: this trial measured the
+        // tester, not the DUT. With DUT loss it measured the DUT at the
+        // rate offered.
+        tester_limited: sender_short(tx.tx_packets, tx.tx_target)
+            && rx.lost.saturating_sub(tester_drops) == 0,
         tester_drops,
         dut_lost: rx.lost.saturating_sub(tester_drops),
         retransmits: None,

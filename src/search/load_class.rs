@@ -16,6 +16,43 @@ const EPS: f64 = 1e-9;
 pub(crate) struct LoadTrial {
     pub duration_s: f64,
     pub loss_ratio: f64,
+    /// What the trial proves at this load.
+    pub evidence: Evidence,
+}
+
+/// What a trial proves at the load it is recorded at. A trial the tester
+/// could not offer in full ran at less than the load asked: its loss
+/// above a goal holds at the load asked too (a DUT losing at less loses at
+/// more), its loss within a goal only at what was offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Evidence {
+    /// The trial ran at this load: it counts for every goal.
+    Full,
+    /// Counts only for goals it fails (high-loss): recorded at the load
+    /// asked, above what the tester offered.
+    HighLossOnly,
+    /// Counts only for goals it upholds (low-loss): recorded at or below
+    /// what the tester offered.
+    LowLossOnly,
+}
+
+impl LoadTrial {
+    pub fn full(duration_s: f64, loss_ratio: f64) -> Self {
+        LoadTrial {
+            duration_s,
+            loss_ratio,
+            evidence: Evidence::Full,
+        }
+    }
+
+    /// Whether this trial says anything about this goal at its load.
+    pub fn applies(&self, c: &Criterion) -> bool {
+        match self.evidence {
+            Evidence::Full => true,
+            Evidence::HighLossOnly => self.loss_ratio > c.loss_ratio,
+            Evidence::LowLossOnly => self.loss_ratio <= c.loss_ratio,
+        }
+    }
 }
 
 /// The attributes of a search goal that classification needs.
@@ -53,7 +90,7 @@ struct Sums {
 
 fn sums(trials: &[LoadTrial], c: &Criterion) -> Sums {
     let mut s = Sums::default();
-    for t in trials {
+    for t in trials.iter().filter(|t| t.applies(c)) {
         let full = t.duration_s >= c.final_trial_duration_s - EPS;
         let high = t.loss_ratio > c.loss_ratio;
         match (full, high) {
@@ -97,7 +134,7 @@ pub(crate) fn conditional_throughput(load_pps: f64, trials: &[LoadTrial], c: &Cr
     let mut full: Vec<LoadTrial> = trials
         .iter()
         .copied()
-        .filter(|t| t.duration_s >= c.final_trial_duration_s - EPS)
+        .filter(|t| t.applies(c) && t.duration_s >= c.final_trial_duration_s - EPS)
         .collect();
     full.sort_by(|a, b| a.loss_ratio.total_cmp(&b.loss_ratio));
     let whole = (s.full_low + s.full_high).max(c.duration_sum_s);
@@ -140,10 +177,7 @@ mod tests {
     }
 
     fn add(trials: &mut Vec<LoadTrial>, n: usize, duration_s: f64, loss_ratio: f64) {
-        trials.extend((0..n).map(|_| LoadTrial {
-            duration_s,
-            loss_ratio,
-        }));
+        trials.extend((0..n).map(|_| LoadTrial::full(duration_s, loss_ratio)));
     }
 
     /// The six points in time of the RFC's example and the classification
@@ -191,22 +225,13 @@ mod tests {
             final_trial_duration_s: 30.0,
             duration_sum_s: 30.0,
         };
-        let good = [LoadTrial {
-            duration_s: 30.0,
-            loss_ratio: 0.0,
-        }];
-        let bad = [LoadTrial {
-            duration_s: 30.0,
-            loss_ratio: 1e-6,
-        }];
+        let good = [LoadTrial::full(30.0, 0.0)];
+        let bad = [LoadTrial::full(30.0, 1e-6)];
         assert_eq!(classify(&good, &c), LoadClass::Lower);
         assert_eq!(classify(&bad, &c), LoadClass::Upper);
         assert_eq!(classify(&[], &c), LoadClass::Undecided);
         // A short lossless trial cannot make a lower bound on its own.
-        let short = [LoadTrial {
-            duration_s: 1.0,
-            loss_ratio: 0.0,
-        }];
+        let short = [LoadTrial::full(1.0, 0.0)];
         assert_eq!(classify(&short, &c), LoadClass::Undecided);
         // Missing full-length time counts as loss in the throughput.
         assert_eq!(conditional_throughput(1e6, &short, &c), 0.0);
@@ -232,5 +257,34 @@ mod tests {
         assert_eq!(classify(&t, &c), LoadClass::Undecided);
         add(&mut t, 1, 1.0, 0.5);
         assert_eq!(classify(&t, &c), LoadClass::Upper);
+    }
+
+    /// A short trial recorded at the load asked proves only loss there;
+    /// recorded at what was offered, only its passes.
+    #[test]
+    fn partial_evidence_counts_only_where_it_holds() {
+        let ndr = Criterion {
+            loss_ratio: 0.0,
+            exceed_ratio: 0.0,
+            final_trial_duration_s: 1.0,
+            duration_sum_s: 1.0,
+        };
+        let pdr = Criterion {
+            loss_ratio: 0.005,
+            ..ndr
+        };
+        let asked = [LoadTrial {
+            evidence: Evidence::HighLossOnly,
+            ..LoadTrial::full(1.0, 0.001)
+        }];
+        assert_eq!(classify(&asked, &ndr), LoadClass::Upper);
+        assert_eq!(classify(&asked, &pdr), LoadClass::Undecided);
+        let offered = [LoadTrial {
+            evidence: Evidence::LowLossOnly,
+            ..asked[0]
+        }];
+        assert_eq!(classify(&offered, &ndr), LoadClass::Undecided);
+        assert_eq!(classify(&offered, &pdr), LoadClass::Lower);
+        assert_eq!(conditional_throughput(1e6, &offered, &pdr), 999e3);
     }
 }

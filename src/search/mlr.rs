@@ -27,9 +27,13 @@
 
 mod types;
 
-pub use types::{Irregular, MlrConfig, MlrEnd, MlrGoal, MlrGoalResult, MlrResult};
+pub use types::{
+    BoundEvidence, Irregular, MlrConfidence, MlrConfig, MlrEnd, MlrGoal, MlrGoalResult, MlrResult,
+};
 
-use super::load_class::{classify, conditional_throughput, Criterion, LoadClass, LoadTrial};
+use super::load_class::{
+    classify, conditional_throughput, Criterion, Evidence, LoadClass, LoadTrial,
+};
 use super::{SearchError, TrialLog, TrialRunner, TESTER_BACKOFF};
 
 /// Relative slack when comparing loads.
@@ -86,6 +90,9 @@ impl Target {
 struct LoadRecord {
     load: f64,
     trials: Vec<LoadTrial>,
+    /// The least the DUT forwarded in a trial here, packets/s: the offered
+    /// rate times the forwarding ratio (a short trial offered less).
+    forwarded_pps: f64,
 }
 
 /// Bounds of one target, as indices into the load records.
@@ -144,6 +151,13 @@ struct Search<'a> {
     loads: Vec<LoadRecord>,
     ceiling: f64,
     tester_limit: Option<f64>,
+    /// The highest load the tester has offered in full so far: a later
+    /// short trial does not put the ceiling below what it has shown.
+    demonstrated: f64,
+    /// The loads asked of trials the tester fell short in by more than the
+    /// backoff: one such trial may be a preemption, two at or above a load
+    /// show the tester cannot offer it.
+    short_asks: Vec<f64>,
 }
 
 impl Search<'_> {
@@ -159,13 +173,35 @@ impl Search<'_> {
         load <= self.config.min_load_pps * (1.0 + 1e-9)
     }
 
+    /// Whether any trial at a load above `load` lost more than the goal
+    /// allows: DUT evidence above a lower bound that must be settled before
+    /// the lower bound can be called the tester's limit.
+    fn high_loss_above(&self, load: f64, c: &Criterion) -> bool {
+        self.loads.iter().any(|r| {
+            r.load > load * (1.0 + SAME_LOAD)
+                && r.trials
+                    .iter()
+                    .any(|t| t.applies(c) && t.loss_ratio > c.loss_ratio)
+        })
+    }
+
+    /// The lower bound sits at the tester's ceiling and the bracket above it
+    /// is wider than the target: the tester cannot offer the loads between.
+    fn tester_bounds_bracket(&self, lower: f64) -> bool {
+        self.tester_limit.is_some() && self.at_ceiling(lower)
+    }
+
     /// Is the target reached (regularly or not), from its own classes only.
     fn reached(&self, t: &Target, own: Bounds) -> bool {
         match (own.lower, own.upper) {
             (Some(lo), Some(hi)) => {
                 (self.loads[hi].load / self.loads[lo].load).ln() <= t.log_width * (1.0 + 1e-9)
+                    || self.tester_bounds_bracket(self.loads[lo].load)
             }
-            (Some(lo), None) => self.at_ceiling(self.loads[lo].load),
+            (Some(lo), None) => {
+                self.at_ceiling(self.loads[lo].load)
+                    && !self.high_loss_above(self.loads[lo].load, &t.criterion)
+            }
             (None, Some(hi)) => self.at_min(self.loads[hi].load),
             (None, None) => false,
         }
@@ -219,12 +255,7 @@ impl Search<'_> {
             (None, Some(hi)) => {
                 // The rate the DUT forwarded at the upper bound is a good
                 // guess for where loss stops, when it is below the step.
-                let worst = self.loads[hi]
-                    .trials
-                    .iter()
-                    .map(|t| t.loss_ratio)
-                    .fold(0.0, f64::max);
-                let forwarded = load(hi) * (1.0 - worst);
+                let forwarded = self.loads[hi].forwarded_pps;
                 let stepped = load(hi) * (-t.down_step).exp();
                 let next = stepped.min(forwarded).max(self.config.min_load_pps);
                 at(next, Action::ExtendDown)
@@ -236,13 +267,17 @@ impl Search<'_> {
         }
     }
 
-    fn record(&mut self, load: f64, trial: LoadTrial) {
+    fn record(&mut self, load: f64, trial: LoadTrial, forwarded_pps: f64) {
         match self
             .loads
             .iter()
             .position(|r| (r.load - load).abs() <= SAME_LOAD * load)
         {
-            Some(i) => self.loads[i].trials.push(trial),
+            Some(i) => {
+                let r = &mut self.loads[i];
+                r.trials.push(trial);
+                r.forwarded_pps = r.forwarded_pps.min(forwarded_pps);
+            }
             None => {
                 let at = self.loads.partition_point(|r| r.load < load);
                 self.loads.insert(
@@ -250,10 +285,58 @@ impl Search<'_> {
                     LoadRecord {
                         load,
                         trials: vec![trial],
+                        forwarded_pps,
                     },
                 );
             }
         }
+    }
+
+    /// Records a trial as what it proves. In full at the load asked when
+    /// the tester offered it; otherwise its loss above a goal at the load
+    /// asked (the DUT lost at less, so it loses there too), and its passes
+    /// at the load offered. Short by more than [`TESTER_BACKOFF`] a second
+    /// time at or above what it offered, the ceiling comes down to just
+    /// below that, unless the tester has offered more in full before.
+    fn record_outcome(&mut self, asked: f64, o: &super::TrialOutcome, duration_s: f64) {
+        let trial = LoadTrial::full(duration_s, o.loss_ratio());
+        let offered = o.offered_pps.min(asked);
+        let forwarded = offered * (1.0 - o.loss_ratio());
+        if !(o.tester_short || o.tester_limited) || offered >= asked {
+            self.demonstrated = self.demonstrated.max(asked);
+            self.record(asked, trial, forwarded);
+            return;
+        }
+        self.record(
+            asked,
+            LoadTrial {
+                evidence: Evidence::HighLossOnly,
+                ..trial
+            },
+            forwarded,
+        );
+        // Short by more than the backoff: the tester cannot offer this load,
+        // so it is not asked for again, unless it has offered more in full.
+        if o.short_of_asked() {
+            self.short_asks.push(asked);
+            let again = self.short_asks.iter().filter(|&&a| a >= offered).count() >= 2;
+            let most = (offered * (1.0 - TESTER_BACKOFF)).max(self.demonstrated);
+            if again && most < self.ceiling {
+                self.ceiling = most;
+                self.tester_limit = Some(most);
+            }
+        }
+        // A pass at the load offered holds at any load below it: at the
+        // ceiling, where it can be confirmed.
+        let passed_at = offered.min(self.ceiling);
+        self.record(
+            passed_at,
+            LoadTrial {
+                evidence: Evidence::LowLossOnly,
+                ..trial
+            },
+            passed_at * (1.0 - o.loss_ratio()),
+        );
     }
 
     fn goal_result(&self, g: usize, log: &TrialLog) -> MlrGoalResult {
@@ -269,12 +352,17 @@ impl Search<'_> {
         };
         let irregular = match (regular, lower, upper) {
             (true, ..) => None,
-            (false, Some(lo), None) if self.at_ceiling(lo) => {
+            (false, Some(lo), None)
+                if self.at_ceiling(lo) && !self.high_loss_above(lo, &t.criterion) =>
+            {
                 Some(if self.tester_limit.is_some() {
                     Irregular::TesterLimitIsLowerBound
                 } else {
                     Irregular::MaxLoadIsLowerBound
                 })
+            }
+            (false, Some(lo), Some(_)) if self.tester_bounds_bracket(lo) => {
+                Some(Irregular::TesterLimitInBracket)
             }
             (false, None, Some(hi)) if self.at_min(hi) => Some(Irregular::MinLoadIsUpperBound),
             _ => Some(Irregular::Unfinished),
@@ -299,6 +387,53 @@ impl Search<'_> {
             width_reached: lower.zip(upper).map(|(lo, hi)| (hi - lo) / hi),
             trials_used,
             time_spent_s,
+            confidence: Some(self.confidence(&t.criterion, own, log)),
+        }
+    }
+
+    /// How sure a goal's result is: what the trials at its two bounds
+    /// showed, and how many trials disagree with the bracket.
+    fn confidence(&self, c: &Criterion, own: Bounds, log: &TrialLog) -> MlrConfidence {
+        let evidence = |i: usize| {
+            let r = &self.loads[i];
+            let applying: Vec<&LoadTrial> = r.trials.iter().filter(|t| t.applies(c)).collect();
+            let losses = applying.iter().map(|t| t.loss_ratio);
+            BoundEvidence {
+                load_pps: r.load,
+                trials: applying.len(),
+                duration_s: applying.iter().fold(0.0, |s, t| s + t.duration_s),
+                high_loss_duration_s: applying
+                    .iter()
+                    .filter(|t| t.loss_ratio > c.loss_ratio)
+                    .fold(0.0, |s, t| s + t.duration_s),
+                min_loss_ratio: losses.clone().fold(f64::INFINITY, f64::min).min(1.0),
+                max_loss_ratio: losses.fold(0.0, f64::max),
+            }
+        };
+        let lower = own.lower.map(|i| self.loads[i].load);
+        let upper = own.upper.map(|i| self.loads[i].load);
+        let full = |t: &&LoadTrial| t.applies(c) && t.duration_s >= c.final_trial_duration_s - 1e-9;
+        let mut contradicting = 0;
+        for r in &self.loads {
+            let trials = r.trials.iter().filter(full);
+            if lower.is_some_and(|lo| r.load < lo * (1.0 - SAME_LOAD)) {
+                contradicting += trials.filter(|t| t.loss_ratio > c.loss_ratio).count();
+            } else if upper.is_some_and(|hi| r.load > hi * (1.0 + SAME_LOAD)) {
+                contradicting += trials.filter(|t| t.loss_ratio <= c.loss_ratio).count();
+            }
+        }
+        MlrConfidence {
+            exceed_ratio: c.exceed_ratio,
+            final_trial_duration_s: c.final_trial_duration_s,
+            duration_sum_s: c.duration_sum_s,
+            lower: own.lower.map(evidence),
+            upper: own.upper.map(evidence),
+            contradicting_trials: contradicting,
+            tester_short_trials: log
+                .trials
+                .iter()
+                .filter(|t| t.outcome.short_of_asked())
+                .count(),
         }
     }
 }
@@ -307,12 +442,16 @@ impl Search<'_> {
 /// not reached yet among all goals (ties: goal order), until every goal's
 /// final target is reached or a limit stops it.
 ///
-/// A tester-limited trial is a trial at the load the tester offered, not
-/// the one asked for: loss above a goal there makes the offered load an
-/// upper bound; no loss makes it a lower bound. The search never again asks
-/// for more than [`TESTER_BACKOFF`] below what the tester offered, and a goal
-/// whose highest lower bound is that ceiling, with no upper bound, ends
-/// [`Irregular::TesterLimitIsLowerBound`]: the tester stopped the search.
+/// A trial the tester could not offer in full ran at the load it offered,
+/// not the one asked for: loss above a goal there holds at the load asked
+/// too (an upper bound: DUT evidence, whatever was asked); loss within a
+/// goal holds only at what was offered (a lower bound just below it). The
+/// search never again extends up beyond [`TESTER_BACKOFF`] below what the
+/// tester offered. A goal whose highest lower bound is that ceiling ends
+/// [`Irregular::TesterLimitIsLowerBound`] only when no trial lost more than
+/// the goal allows above it: the tester, not the DUT, stopped the search.
+/// With DUT loss above the ceiling and a bracket the tester cannot narrow,
+/// it ends [`Irregular::TesterLimitInBracket`] with both bounds.
 pub fn mlr_search(
     runner: &mut dyn TrialRunner,
     config: &MlrConfig,
@@ -324,6 +463,8 @@ pub fn mlr_search(
         loads: Vec::new(),
         ceiling: config.max_load_pps,
         tester_limit: None,
+        demonstrated: 0.0,
+        short_asks: Vec::new(),
     };
     let mut log = TrialLog::default();
     let end = loop {
@@ -374,29 +515,8 @@ pub fn mlr_search(
             purpose,
             Some(goal.clone()),
         )?;
-        let o = &t.outcome;
-        let trial = LoadTrial {
-            duration_s: c.duration_s,
-            loss_ratio: o.loss_ratio(),
-        };
-        if o.tester_limited {
-            // The tester fell short: the trial measured the DUT at the load
-            // it offered, not the one asked (loss there makes it an upper
-            // bound, none a lower one). It counts at the new ceiling, just
-            // below that load, where later confirmations can be asked for.
-            // Short by less than the backoff is the tester's jitter at its
-            // ceiling, not a lower one: it counts at the load asked.
-            let offered = o.offered_pps.min(c.load);
-            if offered >= c.load * (1.0 - TESTER_BACKOFF) {
-                s.record(c.load, trial);
-            } else {
-                s.ceiling = s.ceiling.min(offered * (1.0 - TESTER_BACKOFF));
-                s.tester_limit = Some(s.ceiling);
-                s.record(s.ceiling, trial);
-            }
-        } else {
-            s.record(c.load, trial);
-        }
+        let o = t.outcome.clone();
+        s.record_outcome(c.load, &o, c.duration_s);
     };
     let goals = (0..config.goals.len())
         .map(|g| s.goal_result(g, &log))

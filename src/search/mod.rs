@@ -57,8 +57,14 @@ pub struct TrialOutcome {
     /// Lost packets from sequence numbers (reordered and duplicates are not
     /// loss), less what the tester itself dropped: the DUT's loss.
     pub lost: u64,
-    /// The tester could not offer the rate: the trial measured the DUT at
-    /// `offered_pps`, not at `rate_pps`.
+    /// The tester fell short of the rate asked (by more than counting
+    /// noise): the trial measured the DUT at `offered_pps`, not at
+    /// `rate_pps`.
+    #[serde(default)]
+    pub tester_short: bool,
+    /// The tester was the limit: it fell short *and* the DUT lost nothing
+    /// of what it was offered. A short trial where the DUT lost frames is
+    /// DUT evidence at the offered rate ([`TrialOutcome::tester_verdict`]).
     pub tester_limited: bool,
     /// In a lab: packets the DUT namespace's own interface counters say it
     /// received and did not forward, to set beside `lost`.
@@ -71,6 +77,20 @@ pub struct TrialOutcome {
 }
 
 impl TrialOutcome {
+    /// Whether a trial is the tester's limit: short of the asked rate with
+    /// no DUT loss. A DUT that dropped frames at the offered rate is the
+    /// limit there, whatever was asked.
+    pub fn tester_verdict(tester_short: bool, lost: u64) -> bool {
+        tester_short && lost == 0
+    }
+
+    /// The tester fell short of the asked rate by more than
+    /// [`TESTER_BACKOFF`]: the load this trial measured is the offered one.
+    pub fn short_of_asked(&self) -> bool {
+        (self.tester_short || self.tester_limited)
+            && self.offered_pps < self.rate_pps * (1.0 - TESTER_BACKOFF)
+    }
+
     /// Lost / sent, 0..1. A trial that sent nothing has no loss to speak of
     /// (0); searches refuse rates too low to send a frame.
     pub fn loss_ratio(&self) -> f64 {
@@ -246,6 +266,67 @@ pub enum SearchError {
     },
 }
 
+/// One search goal's answer over repetitions of the same search: how much
+/// it moves from run to run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GoalSpread {
+    /// The search's name (`search PROFILE`).
+    pub search: String,
+    pub goal: String,
+    /// Each repetition's answer, packets/s, in run order.
+    pub values_pps: Vec<f64>,
+    pub median_pps: f64,
+    pub min_pps: f64,
+    pub max_pps: f64,
+    /// Half the range over the median, %: "± this much".
+    pub spread_pct: f64,
+}
+
+impl GoalSpread {
+    /// The spread of `values` (at least one), or `None` for none.
+    pub fn of(search: &str, goal: &str, values: &[f64]) -> Option<GoalSpread> {
+        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        let (min, max) = (v[0], v[n - 1]);
+        Some(GoalSpread {
+            search: search.to_string(),
+            goal: goal.to_string(),
+            values_pps: values.to_vec(),
+            median_pps: median,
+            min_pps: min,
+            max_pps: max,
+            spread_pct: if median > 0.0 {
+                (max - min) / 2.0 / median * 100.0
+            } else {
+                0.0
+            },
+        })
+    }
+
+    /// One line for a terminal.
+    pub fn line(&self) -> String {
+        format!(
+            "{} {} over {} runs: median {:.0} pps, range {:.0}..{:.0} (±{:.1} %)",
+            self.search,
+            self.goal,
+            self.values_pps.len(),
+            self.median_pps,
+            self.min_pps,
+            self.max_pps,
+            self.spread_pct
+        )
+    }
+}
+
 /// Tester-limited trials lower the highest rate a search may ask for to this
 /// much below what the tester managed to offer, so the next trial is one the
 /// tester can keep up with (its rate control holds ±1 %).
@@ -361,6 +442,7 @@ mod tests {
             tx_packets: 1000,
             rx_packets: 990,
             lost: 10,
+            tester_short: false,
             tester_limited: false,
             dut_counted_lost: None,
             dut: None,
@@ -414,6 +496,7 @@ mod tests {
         let spec = RampSpec {
             warmup_pps: 1000.0,
             warmup_s: 2.0,
+            start_pps: 0.0,
             target_pps: 1_000_000.0,
             ramp_s: 10.0,
             hold_s: 2.0,
@@ -426,6 +509,19 @@ mod tests {
             1_000_000.0,
         ));
         assert_eq!(v["saturation"]["phase"], "ramp");
+    }
+
+    #[test]
+    fn goal_spread_is_median_and_half_range() {
+        let s = GoalSpread::of("search x", "ndr", &[372.0, 651.0, 536.0]).unwrap();
+        assert_eq!((s.median_pps, s.min_pps, s.max_pps), (536.0, 372.0, 651.0));
+        assert!((s.spread_pct - 139.5 / 536.0 * 100.0).abs() < 1e-9);
+        assert!(s
+            .line()
+            .contains("over 3 runs: median 536 pps, range 372..651"));
+        let even = GoalSpread::of("s", "pdr", &[1.0, 3.0, 2.0, 4.0]).unwrap();
+        assert_eq!(even.median_pps, 2.5);
+        assert!(GoalSpread::of("s", "pdr", &[]).is_none());
     }
 
     #[test]

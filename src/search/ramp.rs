@@ -12,12 +12,17 @@ use serde::{Deserialize, Serialize};
 /// `FAIL_THRESHOLD` in trex-loadtest-viz.
 pub const DEFAULT_SATURATION_LOSS: f64 = 0.001;
 
-/// Warmup (constant) → ramp (linear from 0 to the target) → hold (target).
+/// Warmup (constant) → ramp (linear from the start rate, 0 unless told, to
+/// the target) → hold (target).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RampSpec {
     /// Warmup rate, packets/s (0 for no traffic during the warmup).
     pub warmup_pps: f64,
     pub warmup_s: f64,
+    /// Rate the ramp starts from, packets/s: 0 as trex-loadtest does, or a
+    /// rate below the DUT's limit so the samples fall where it saturates.
+    #[serde(default)]
+    pub start_pps: f64,
     /// Rate the ramp ends at and the hold keeps, packets/s.
     pub target_pps: f64,
     pub ramp_s: f64,
@@ -51,6 +56,12 @@ impl RampSpec {
             }
         }
         positive("ramp target rate (pps)", self.target_pps)?;
+        if !(self.start_pps.is_finite() && (0.0..=self.target_pps).contains(&self.start_pps)) {
+            return Err(SearchError::Config(format!(
+                "the ramp's start rate {} pps must be between 0 and its target {} pps",
+                self.start_pps, self.target_pps
+            )));
+        }
         if self.ramp_s + self.hold_s <= 0.0 {
             return Err(SearchError::Config(
                 "a ramp needs a ramp or a hold duration above 0 s: nothing would be measured after the warmup"
@@ -79,13 +90,16 @@ impl RampSpec {
     }
 
     /// Intended rate at `t_s` seconds from the start, packets/s: the warmup
-    /// rate, then `target × (t − warmup) / ramp`, then the target; 0 outside
-    /// the schedule.
+    /// rate, then `start + (target − start) × (t − warmup) / ramp`, then the
+    /// target; 0 outside the schedule.
     pub fn rate_at(&self, t_s: f64) -> f64 {
         match self.phase_at(t_s) {
             None => 0.0,
             Some(RampPhase::Warmup) => self.warmup_pps,
-            Some(RampPhase::Ramp) => self.target_pps * (t_s - self.warmup_s) / self.ramp_s,
+            Some(RampPhase::Ramp) => {
+                self.start_pps
+                    + (self.target_pps - self.start_pps) * (t_s - self.warmup_s) / self.ramp_s
+            }
             Some(RampPhase::Hold) => self.target_pps,
         }
     }
@@ -101,7 +115,7 @@ impl RampSpec {
         }
         let ramp_end = self.warmup_s + self.ramp_s;
         if self.ramp_s > 0.0 {
-            p.push((self.warmup_s, 0.0));
+            p.push((self.warmup_s, self.start_pps));
         }
         p.push((ramp_end, self.target_pps));
         p.push((self.total_s(), self.target_pps));
@@ -157,6 +171,35 @@ pub struct Saturation {
     pub peak_received_pps: f64,
     /// Highest received rate after the warmup, % of line rate (L1).
     pub peak_received_line_rate_pct: f64,
+    /// Where inside the first lossy sample the DUT began to drop, packets/s:
+    /// the rate whose excess over the rest of the sample's rising rate
+    /// accounts for the frames it lost ([`loss_onset_pps`]). Finer than a
+    /// sample's step; absent for a sample that did not rise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onset_pps: Option<f64>,
+}
+
+/// The rate at which a DUT that forwards at most `C` and drops the excess
+/// began to drop inside one sample whose rate rose linearly by `rise_pps`
+/// around its mean `offered_pps`, given the share `loss_ratio` it lost:
+/// lost = ∫ max(0, r − C) dt over the sample. `None` when the sample did
+/// not rise (a hold) or lost nothing.
+pub fn loss_onset_pps(offered_pps: f64, rise_pps: f64, loss_ratio: f64) -> Option<f64> {
+    if !(rise_pps > 0.0 && loss_ratio > 0.0 && offered_pps > 0.0) {
+        return None;
+    }
+    let (lo, hi) = (
+        (offered_pps - rise_pps / 2.0).max(0.0),
+        offered_pps + rise_pps / 2.0,
+    );
+    // Loss inside the sample: the part above C is a triangle of area
+    // (hi − C)² / (2 (hi − lo)) per second, or all of it above C.
+    let c = hi - (2.0 * (hi - lo) * loss_ratio * offered_pps).sqrt();
+    Some(if c > lo {
+        c
+    } else {
+        offered_pps * (1.0 - loss_ratio)
+    })
 }
 
 /// The verdict on a ramp, whether it saturated or not.
@@ -179,6 +222,37 @@ pub struct RampSummary {
     pub lossy_samples: usize,
     /// Samples after the warmup where the tester fell short of the schedule.
     pub tester_limited_samples: usize,
+    /// Where this ramp and a search of the same profile in the same run
+    /// disagree, and why ([`contradictions`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// The figures of one profile in one run that must agree: a search's NDR
+/// and PDR (what it reports, pps) and a ramp's saturation (where loss
+/// began). Returns a note for each contradiction, with its reason: PDR
+/// below NDR, or saturation below the NDR the search proved loss-free.
+pub fn contradictions(
+    ndr_pps: Option<f64>,
+    pdr_pps: Option<f64>,
+    saturation_pps: Option<f64>,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let (Some(ndr), Some(pdr)) = (ndr_pps, pdr_pps) {
+        if pdr < ndr * (1.0 - 1e-9) {
+            notes.push(format!(
+                "PDR {pdr:.0} pps is below NDR {ndr:.0} pps: the PDR's conditional throughput takes off its trials' loss at the same load; the two agree within that loss"
+            ));
+        }
+    }
+    if let (Some(ndr), Some(sat)) = (ndr_pps, saturation_pps) {
+        if sat < ndr * (1.0 - 1e-9) {
+            notes.push(format!(
+                "the ramp saw loss from {sat:.0} pps, below the NDR {ndr:.0} pps the search found loss-free: one ramp sample is a single second, the NDR the share of many trials the exceed ratio allows; the DUT's capacity moved between them (see the search's evidence)"
+            ));
+        }
+    }
+    notes
 }
 
 fn pct(pps: f64, line_rate_pps: f64) -> f64 {
@@ -207,12 +281,23 @@ pub fn saturation(
         .filter(|(_, s)| s.phase != RampPhase::Warmup)
         .collect();
     let lossy = |s: &RampSample| s.loss_ratio > loss_threshold;
-    let run = measured.iter().rev().take_while(|(_, s)| lossy(s)).count();
-    if run == 0 {
-        return None;
-    }
-    let start = measured.len() - run;
+    let start = final_lossy_run(&measured.iter().map(|(_, s)| lossy(s)).collect::<Vec<_>>())?;
+    let run = measured[start..].iter().filter(|(_, s)| lossy(s)).count();
     let (index, at) = measured[start];
+    // How much the schedule rose across the sample, from its neighbours
+    // in the ramp phase (a hold does not rise).
+    let rise = if at.phase == RampPhase::Ramp {
+        let next = measured
+            .get(start + 1)
+            .map(|(_, s)| s.intended_pps - at.intended_pps);
+        let prev = start
+            .checked_sub(1)
+            .map(|i| at.intended_pps - measured[i].1.intended_pps);
+        next.filter(|d| *d > 0.0).or(prev).unwrap_or(0.0)
+    } else {
+        0.0
+    };
+    let onset = loss_onset_pps(at.offered_pps, rise, at.loss_ratio);
     let peak = measured
         .iter()
         .map(|(_, s)| s.received_pps)
@@ -228,7 +313,32 @@ pub fn saturation(
         lossy_samples: run,
         peak_received_pps: peak,
         peak_received_line_rate_pct: pct(peak, line_rate_pps),
+        onset_pps: onset,
     })
+}
+
+/// Where the final lossy run of `lossy` (one flag per sample) starts: it
+/// lasts to the end and starts with a lossy sample; a single clean sample
+/// between lossy ones does not end it while the run stays at least three
+/// quarters lossy (a DUT whose capacity moves with the scheduler clears a
+/// second now and then above its limit). `None` when the last is clean.
+fn final_lossy_run(lossy: &[bool]) -> Option<usize> {
+    let (mut start, mut n_lossy, mut n_clean) = (None, 0usize, 0usize);
+    let mut i = lossy.len();
+    while i > 0 {
+        i -= 1;
+        if lossy[i] {
+            n_lossy += 1;
+            start = Some(i);
+        } else {
+            let tolerated = i > 0 && lossy[i - 1] && (n_clean + 1) * 4 <= n_lossy + 1;
+            if !tolerated || start.is_none() {
+                break;
+            }
+            n_clean += 1;
+        }
+    }
+    start
 }
 
 /// [`saturation`] plus the figures a results table shows either way.
@@ -246,8 +356,14 @@ pub fn summarize_ramp(
     let sat = saturation(samples, loss_threshold, line_rate_pps);
     let verdict = match &sat {
         Some(s) => format!(
-            "saturated at {:.0} pps offered ({:.2} % of line rate), peak {:.0} pps received ({:.2} %)",
-            s.offered_pps, s.offered_line_rate_pct, s.peak_received_pps, s.peak_received_line_rate_pct
+            "saturated at {:.0} pps offered ({:.2} % of line rate){}, peak {:.0} pps received ({:.2} %)",
+            s.offered_pps,
+            s.offered_line_rate_pct,
+            s.onset_pps
+                .map(|o| format!("; loss began near {o:.0} pps inside that sample"))
+                .unwrap_or_default(),
+            s.peak_received_pps,
+            s.peak_received_line_rate_pct
         ),
         None => "not saturated".to_string(),
     };
@@ -265,6 +381,7 @@ pub fn summarize_ramp(
             .filter(|s| s.loss_ratio > loss_threshold)
             .count(),
         tester_limited_samples: measured.iter().filter(|s| s.tester_limited).count(),
+        notes: Vec::new(),
     }
 }
 
@@ -276,6 +393,7 @@ mod tests {
         RampSpec {
             warmup_pps: 1000.0,
             warmup_s: 5.0,
+            start_pps: 0.0,
             target_pps: 100_000.0,
             ramp_s: 10.0,
             hold_s: 5.0,
@@ -476,5 +594,68 @@ mod tests {
         let s = samples(&[(Ramp, 100.0, 0.0), (Hold, 100.0, 0.001)]);
         assert_eq!(saturation(&s, 0.001, LINE), None);
         assert!(saturation(&s, 0.0005, LINE).is_some());
+    }
+
+    /// Issue 33: a ramp through a policed DUT whose first lossy sample is
+    /// coarse still places the saturation within a few percent of the
+    /// policer, from the frames that sample lost.
+    #[test]
+    fn onset_inside_a_coarse_sample_finds_the_policer() {
+        use crate::search::sim::{SimConfig, SimDut};
+        for capacity in [61_000.0, 333_333.0, 1_234_567.0] {
+            let spec = RampSpec {
+                warmup_pps: capacity * 0.05,
+                warmup_s: 1.0,
+                start_pps: 0.0,
+                target_pps: capacity * 4.3,
+                ramp_s: 8.0,
+                hold_s: 1.0,
+            };
+            let samples = SimDut::new(SimConfig {
+                capacity_pps: capacity,
+                ..SimConfig::default()
+            })
+            .ramp_samples(&spec);
+            let sat = saturation(&samples, DEFAULT_SATURATION_LOSS, 14_880_952.0).unwrap();
+            let onset = sat.onset_pps.unwrap();
+            assert!(
+                (onset - capacity).abs() <= 0.03 * capacity,
+                "{capacity}: {sat:?}"
+            );
+            // The sample's own rate is a step away: the onset is the finer figure.
+            assert!(
+                (sat.offered_pps - capacity).abs() > 0.03 * capacity,
+                "{sat:?}"
+            );
+        }
+        assert_eq!(loss_onset_pps(100.0, 0.0, 0.1), None);
+        assert_eq!(loss_onset_pps(100.0, 10.0, 0.0), None);
+        // Entirely above C: the mean less what was lost.
+        assert_eq!(loss_onset_pps(100.0, 10.0, 0.5), Some(50.0));
+    }
+
+    #[test]
+    fn contradictions_are_named_with_their_reason() {
+        assert!(contradictions(Some(100.0), Some(120.0), Some(110.0)).is_empty());
+        assert!(contradictions(None, None, Some(1.0)).is_empty());
+        let n = contradictions(Some(100.0), Some(99.0), Some(80.0));
+        assert_eq!(n.len(), 2, "{n:?}");
+        assert!(n[0].contains("PDR 99 pps is below NDR 100"), "{n:?}");
+        assert!(
+            n[1].contains("loss from 80 pps, below the NDR 100"),
+            "{n:?}"
+        );
+    }
+
+    #[test]
+    fn one_clean_second_in_a_lossy_run_does_not_end_it() {
+        let f = |v: &[u8]| final_lossy_run(&v.iter().map(|&b| b == 1).collect::<Vec<_>>());
+        assert_eq!(f(&[0, 0, 1, 1, 1, 0, 1, 1, 1]), Some(2));
+        // Clean at the end, or two clean in a row, end it.
+        assert_eq!(f(&[0, 1, 1, 1, 0]), None);
+        assert_eq!(f(&[1, 1, 1, 0, 0, 1, 1]), Some(5));
+        // More than one in four clean ends it.
+        assert_eq!(f(&[1, 0, 1, 0, 1]), Some(4));
+        assert_eq!(f(&[]), None);
     }
 }

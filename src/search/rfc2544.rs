@@ -156,11 +156,11 @@ pub struct Rfc2544Result {
 /// the highest passing and lowest failing rate is halved until it is within
 /// the resolution; the minimum is tried last if nothing passed on the way.
 ///
-/// A tester-limited trial is a trial at the load the tester offered: it
-/// passes or fails there like any other. It also lowers the highest rate
-/// tried to [`TESTER_BACKOFF`] below what the tester managed; when a rate at
-/// that ceiling passes, the answer is the tester's limit
-/// ([`ThroughputEnd::TesterLimit`]), not the DUT's.
+/// A trial the tester could not offer in full is a trial at the load it
+/// offered: a failure there is the DUT's at that load. A pass lowers the
+/// highest rate tried to [`TESTER_BACKOFF`] below what the tester managed;
+/// when a rate at that ceiling passes and no trial failed, the answer is
+/// the tester's limit ([`ThroughputEnd::TesterLimit`]), not the DUT's.
 pub fn rfc2544_throughput(
     runner: &mut dyn TrialRunner,
     config: &Rfc2544Config,
@@ -176,7 +176,11 @@ pub fn rfc2544_throughput(
         // is lower and untested.
         let top_tested = failed.is_some_and(|f| f <= ceiling);
         let (rate, purpose) = if passed.is_some_and(|p| p >= ceiling) {
-            break if tester_limit.is_some() {
+            // The tester's limit only when the DUT lost nothing up to it;
+            // with a failure above, the DUT bounds the answer from above.
+            break if tester_limit.is_some() && failed.is_some() {
+                ThroughputEnd::Found
+            } else if tester_limit.is_some() {
                 ThroughputEnd::TesterLimit
             } else {
                 ThroughputEnd::MaxRatePassed
@@ -217,18 +221,23 @@ pub fn rfc2544_throughput(
             None,
         )?;
         let o = &t.outcome;
-        // A tester that fell short ran the trial at the load it offered:
-        // that load passed or failed, and no more can be asked for.
-        // Short by less than the backoff is jitter at the ceiling.
+        // A tester that fell short ran the trial at the load it offered.
+        // A failure there is the DUT's, at the rate offered, whatever was
+        // asked. A pass holds at what was offered: it counts at the new
+        // ceiling just below that, and no more can be asked for. Short by
+        // less than the backoff is jitter at the rate asked.
+        let pass = o.loss_ratio() <= config.acceptable_loss_ratio;
         let offered = o.offered_pps.min(rate);
-        let rate = if o.tester_limited && offered < rate * (1.0 - TESTER_BACKOFF) {
-            ceiling = ceiling.min(offered * (1.0 - TESTER_BACKOFF));
-            tester_limit = Some(ceiling);
-            ceiling
-        } else {
-            rate
+        let rate = match (pass, o.short_of_asked()) {
+            (_, false) => rate,
+            (false, true) => offered,
+            (true, true) => {
+                ceiling = ceiling.min(offered * (1.0 - TESTER_BACKOFF));
+                tester_limit = Some(ceiling);
+                ceiling
+            }
         };
-        if o.loss_ratio() <= config.acceptable_loss_ratio {
+        if pass {
             passed = Some(passed.map_or(rate, |p: f64| p.max(rate)));
         } else {
             failed = Some(failed.map_or(rate, |f: f64| f.min(rate)));
@@ -355,7 +364,7 @@ pub fn frame_loss_rate(
             tester_limited: o.tester_limited,
             trial_index: t.index,
         });
-        if o.lost == 0 && !o.tester_limited {
+        if o.lost == 0 && !o.short_of_asked() {
             lossless_in_a_row += 1;
         } else {
             lossless_in_a_row = 0;

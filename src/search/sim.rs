@@ -54,6 +54,11 @@ pub struct SimConfig {
     pub loss_floor_onset_pps: f64,
     /// The tester cannot send faster than this (its own limit, not the DUT's).
     pub tester_max_pps: Option<f64>,
+    /// A tester that loses to its own scheduler: each trial offers the rate
+    /// asked less a share uniform in `[0, tester_shortfall)` (0.06: up to
+    /// 6 % short at any rate), as a paced generator preempted on a shared
+    /// core does.
+    pub tester_shortfall: f64,
     /// Seconds each trial keeps counting after sending stops (RFC 2544 §23 d);
     /// added to the clock.
     pub tail_s: f64,
@@ -69,6 +74,7 @@ impl Default for SimConfig {
             loss_floor_ratio: 0.0,
             loss_floor_onset_pps: f64::INFINITY,
             tester_max_pps: None,
+            tester_shortfall: 0.0,
             tail_s: 0.0,
         }
     }
@@ -172,10 +178,16 @@ impl SimDut {
 
     fn simulate(&mut self, rate_pps: f64, duration_s: f64) -> TrialOutcome {
         let c = self.config;
-        let (offered, tester_limited) = match c.tester_max_pps {
+        let (mut offered, mut short) = match c.tester_max_pps {
             Some(max) if rate_pps > max => (max, true),
             _ => (rate_pps.max(0.0), false),
         };
+        if c.tester_shortfall > 0.0 {
+            let share = c.tester_shortfall * self.rng.next_f64();
+            offered *= 1.0 - share;
+            // As the runner's rule: short by at least 1 % of what was asked.
+            short |= share >= 0.01;
+        }
         let capacity = c.capacity_pps * (1.0 + c.capacity_jitter * self.rng.symmetric());
         let tx = (offered * duration_s).round();
         let tail_drop = (tx - (capacity * duration_s + c.buffer_packets)).max(0.0);
@@ -197,7 +209,8 @@ impl SimDut {
             tx_packets: tx,
             rx_packets: tx - lost,
             lost,
-            tester_limited,
+            tester_short: short,
+            tester_limited: TrialOutcome::tester_verdict(short, lost),
             dut_counted_lost: None,
             dut: None,
         }
@@ -270,7 +283,8 @@ mod tests {
         assert_eq!(d.simulate(1_005_000.0, 1.0).lost, 0);
         assert!(d.simulate(1_005_000.0, 10.0).lost > 0);
         let o = d.simulate(2_000_000.0, 1.0);
-        assert!(o.tester_limited);
+        // Short, and the DUT (1 Mpps) lost frames: DUT evidence, not the tester's limit.
+        assert!(o.tester_short && !o.tester_limited && o.lost > 0);
         assert_eq!(o.offered_pps, 1_500_000.0);
         // 1 + 10 + 1 s of trials, a 2 s tail after each.
         assert_eq!(d.clock_s(), 12.0 + 3.0 * 2.0);

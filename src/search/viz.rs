@@ -121,6 +121,7 @@ mod tests {
         RampSpec {
             warmup_pps: 1000.0,
             warmup_s: 3.0,
+            start_pps: 0.0,
             target_pps: LINE,
             ramp_s: 10.0,
             hold_s: 3.0,

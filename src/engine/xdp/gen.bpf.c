@@ -104,6 +104,17 @@ int lr_gen(struct xdp_md *ctx)
 			}
 			cur->skipped += give_up;
 		}
+		/* Catching up: one frame per catch_gap_ns on average, at most
+		 * LR_CATCH_BURST at once (GCRA: last_ns is the theoretical time
+		 * of the next frame). A batch's frames leave together at its
+		 * flush, so a per-frame gap would cap the rate at one frame per
+		 * batch. */
+		if (cur->catch_gap_ns) {
+			if (cur->last_ns > now + LR_CATCH_BURST * cur->catch_gap_ns)
+				return XDP_DROP;
+			cur->last_ns = (cur->last_ns > now ? cur->last_ns : now) +
+				       cur->catch_gap_ns;
+		}
 	}
 
 	__u32 flow = cur->flow;

@@ -411,3 +411,41 @@ fn a_stalled_paced_run_gives_up_late_slots_instead_of_bursting() {
     assert_eq!(run_on(&mut g, &input, 0).0, 1);
     assert_eq!(g.cursor().expect("cursor").skipped, 7);
 }
+
+/// Issue 33: a paced run that is late catches up at a bounded overspeed
+/// (one frame per `catch_gap_ns` at most), not at the core's speed.
+#[test]
+fn a_late_paced_run_catches_up_no_faster_than_its_catch_gap() {
+    let Some(mut g) = one_flow_generator() else {
+        return;
+    };
+    let input = vec![FILL; 60];
+    // Slots 10 µs apart, the first due 1 ms ago (100 slots late, none
+    // given up), catching up at one frame per 8 µs.
+    let start = sys::monotonic_ns();
+    g.set_cursor(&Cursor {
+        t0_ns: start - 1_000_000,
+        gap_fp: Cursor::gap_fp(10_000.0),
+        quota: 100_000,
+        late_ns: 10_000_000,
+        catch_gap_ns: 8_000,
+        ..Cursor::unpaced(0, 0)
+    })
+    .expect("cursor");
+    let mut sent = 0u64;
+    while sys::monotonic_ns() - start < 2_000_000 {
+        if run_on(&mut g, &input, 0).0 == 3 {
+            sent += 1;
+        }
+    }
+    let elapsed = (sys::monotonic_ns() - start) as f64;
+    let c = g.cursor().expect("cursor");
+    assert_eq!((c.sent, c.skipped), (sent, 0), "{c:?}");
+    // At most one frame per 8 µs and a burst of LR_CATCH_BURST, and still
+    // catching up: at least half that pace on a busy machine.
+    let most = (elapsed / 8_000.0).ceil() as u64 + 33;
+    assert!(
+        sent <= most && sent >= most / 2,
+        "{sent} frames in {elapsed} ns"
+    );
+}

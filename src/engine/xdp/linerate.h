@@ -30,6 +30,10 @@
 /* Frames per BPF_PROG_RUN batch in live-frames mode (kernel max 256). */
 #define LR_BATCH 64
 
+/* Paced and catching up, frames that may leave back to back (struct
+ * lr_gen_cursor's catch_gap_ns): half a batch. */
+#define LR_CATCH_BURST 32
+
 /* Unpaced, frames per clock reading (struct lr_gen_cursor); divides LR_BATCH. */
 #define LR_STAMP_EVERY 8
 
@@ -163,9 +167,13 @@ struct lr_sink_totals {
  * that needs it (live.rs). A paced run's frame slot i (from 0) is due at
  * t0_ns + i * gap_fp / 65536: an invocation before the next slot is due
  * is dropped before it touches the page; one that finds the slot due
- * sends its frame. A sender that stalled (preempted) gives up the slots
- * more than late_ns behind rather than catch up with a burst: they count
- * as `skipped`, never sent. A run fills at most `quota` slots; `sent` and
+ * sends its frame. A sender that stalled (preempted) catches up the slots
+ * up to late_ns behind, one frame per catch_gap_ns on average and at
+ * most LR_CATCH_BURST back to back (a bounded overspeed, never a burst
+ * at the core's speed; 0: no bound), and gives up the slots beyond rather
+ * than send them late: they count as `skipped`, never sent. last_ns is
+ * the earliest time the next frame may leave by that bound (user space
+ * writes 0 before every run). A run fills at most `quota` slots; `sent` and
  * `skipped` count them (user space reads them back).
  * gap_fp 0: unpaced, every invocation sends (still up to `quota`), and
  * the clock is read for every LR_STAMP_EVERY-th frame only: the frames
@@ -188,6 +196,8 @@ struct lr_gen_cursor {
 	__u64 late_ns;
 	__u64 stamp_ns;
 	__u64 stamp_left;
+	__u64 catch_gap_ns;
+	__u64 last_ns;
 };
 #endif
 

@@ -33,7 +33,7 @@ use std::net::UdpSocket;
 /// Bytes of `struct lr_template`, `lr_gen_config` and `lr_gen_cursor`.
 const TEMPLATE_LEN: usize = 84;
 const CONFIG_LEN: usize = 40;
-const CURSOR_LEN: usize = 80;
+const CURSOR_LEN: usize = 96;
 
 /// How long one paced run lasts, about: each BPF_PROG_RUN sets up a page
 /// pool the kernel frees only about a second after the run's last frame
@@ -70,6 +70,12 @@ pub struct Cursor {
     /// Unpaced: frames that may still take `stamp_ns`; 0 makes the next
     /// frame read the clock (every run starts so).
     pub stamp_left: u64,
+    /// Paced: the least time between two frames while the run catches up
+    /// slots it is late for, ns (0: no bound).
+    pub catch_gap_ns: u64,
+    /// Paced: the earliest time the next frame may leave while catching up,
+    /// CLOCK_MONOTONIC ns (0 at the start of a run; the program writes it).
+    pub last_ns: u64,
 }
 
 impl Cursor {
@@ -86,6 +92,8 @@ impl Cursor {
             late_ns: u64::MAX,
             stamp_ns: 0,
             stamp_left: 0,
+            catch_gap_ns: 0,
+            last_ns: 0,
         }
     }
 
@@ -108,6 +116,8 @@ impl Cursor {
             self.late_ns,
             self.stamp_ns,
             self.stamp_left,
+            self.catch_gap_ns,
+            self.last_ns,
         ];
         for (i, v) in f.iter().enumerate() {
             b[i * 8..i * 8 + 8].copy_from_slice(&v.to_ne_bytes());
@@ -132,6 +142,8 @@ impl Cursor {
             late_ns: w(7),
             stamp_ns: w(8),
             stamp_left: w(9),
+            catch_gap_ns: w(10),
+            last_ns: w(11),
         }
     }
 }
@@ -520,6 +532,7 @@ impl LiveTx {
                     gap_fp: Cursor::gap_fp(p.gap_ns),
                     quota: msgs.len() as u64,
                     late_ns: p.late_ns,
+                    catch_gap_ns: p.catch_gap_ns,
                     ..Cursor::unpaced(flow, slot)
                 };
                 if let Err(e) = g.cursor.set(0, c.bytes(), 0) {

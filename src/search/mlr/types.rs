@@ -189,6 +189,10 @@ pub enum Irregular {
     TesterLimitIsLowerBound,
     /// Min load is an upper bound: the DUT fails the goal even there.
     MinLoadIsUpperBound,
+    /// The DUT lost more than the goal allows at the upper bound, and the
+    /// lower bound is the tester's ceiling: the answer lies between them,
+    /// and the tester could not offer the loads in between to narrow it.
+    TesterLimitInBracket,
     /// The search stopped (trial or time limit) before the width was reached.
     Unfinished,
 }
@@ -213,6 +217,98 @@ pub struct MlrGoalResult {
     pub trials_used: usize,
     /// Duration and waits of those trials, seconds.
     pub time_spent_s: f64,
+    /// How sure the result is (absent in results older than schema 1.12).
+    #[serde(default)]
+    pub confidence: Option<MlrConfidence>,
+}
+
+/// What the trials at one relevant bound showed for a goal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BoundEvidence {
+    pub load_pps: f64,
+    /// Trials that count for this goal at this load.
+    pub trials: usize,
+    /// Their durations, seconds.
+    pub duration_s: f64,
+    /// Of that, seconds of trials that lost more than the goal allows. At a
+    /// lower bound at most the exceed ratio of the duration sum; at an
+    /// upper bound more than it.
+    pub high_loss_duration_s: f64,
+    /// The spread of the loss ratios of these trials.
+    pub min_loss_ratio: f64,
+    pub max_loss_ratio: f64,
+}
+
+/// How sure a goal's result is, as CSIT reads an MLRsearch result: the
+/// exceed ratio and trial durations that decided the bounds, the evidence
+/// at each bound, and the trials that disagree with the bracket.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MlrConfidence {
+    /// Share of the duration sum high-loss trials may take at a lower bound.
+    pub exceed_ratio: f64,
+    pub final_trial_duration_s: f64,
+    pub duration_sum_s: f64,
+    pub lower: Option<BoundEvidence>,
+    pub upper: Option<BoundEvidence>,
+    /// Full-length trials that lost more than the goal below the relevant
+    /// lower bound, or no more than it above the relevant upper bound: the
+    /// DUT's capacity moved during the search (0 for a steady DUT).
+    pub contradicting_trials: usize,
+    /// Trials of the whole search the tester could not offer in full.
+    pub tester_short_trials: usize,
+}
+
+impl MlrConfidence {
+    /// One line for a terminal: the evidence behind the bounds.
+    pub fn summary(&self) -> String {
+        let side = |b: &Option<BoundEvidence>, what: &str| match b {
+            Some(b) => format!(
+                "{what} {:.0}: {} trial{}, {:.1} of {:.1} s lossy",
+                b.load_pps,
+                b.trials,
+                if b.trials == 1 { "" } else { "s" },
+                b.high_loss_duration_s,
+                b.duration_s
+            ),
+            None => format!("no {what} bound"),
+        };
+        let mut s = format!(
+            "{}; {}; exceed ratio {}, {} s trials, {} s sum",
+            side(&self.lower, "lower"),
+            side(&self.upper, "upper"),
+            self.exceed_ratio,
+            self.final_trial_duration_s,
+            self.duration_sum_s
+        );
+        if self.contradicting_trials > 0 {
+            s.push_str(&format!(
+                "; {} trial{} contradict{} the bounds (the DUT's capacity moved)",
+                self.contradicting_trials,
+                if self.contradicting_trials == 1 {
+                    ""
+                } else {
+                    "s"
+                },
+                if self.contradicting_trials == 1 {
+                    "s"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if self.tester_short_trials > 0 {
+            s.push_str(&format!(
+                "; the tester fell short in {} trial{}",
+                self.tester_short_trials,
+                if self.tester_short_trials == 1 {
+                    ""
+                } else {
+                    "s"
+                }
+            ));
+        }
+        s
+    }
 }
 
 /// How the search ended.
