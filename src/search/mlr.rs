@@ -154,10 +154,10 @@ struct Search<'a> {
     /// The highest load the tester has offered in full so far: a later
     /// short trial does not put the ceiling below what it has shown.
     demonstrated: f64,
-    /// The loads asked of trials the tester fell short in by more than the
-    /// backoff: one such trial may be a preemption, two at or above a load
-    /// show the tester cannot offer it.
-    short_asks: Vec<f64>,
+    /// The trials the tester fell short in by more than the backoff: one
+    /// may be a preemption; two that offered the same at different asks
+    /// show the tester's ceiling.
+    shortfalls: super::Shortfalls,
 }
 
 impl Search<'_> {
@@ -295,9 +295,10 @@ impl Search<'_> {
     /// Records a trial as what it proves. In full at the load asked when
     /// the tester offered it; otherwise its loss above a goal at the load
     /// asked (the DUT lost at less, so it loses there too), and its passes
-    /// at the load offered. Short by more than [`TESTER_BACKOFF`] a second
-    /// time at or above what it offered, the ceiling comes down to just
-    /// below that, unless the tester has offered more in full before.
+    /// at the load offered. When two shortfalls of more than
+    /// [`TESTER_BACKOFF`] show a ceiling ([`super::Shortfalls`]), it comes
+    /// down to just below what was offered, unless the tester has offered
+    /// more in full before.
     fn record_outcome(&mut self, asked: f64, o: &super::TrialOutcome, duration_s: f64) {
         let trial = LoadTrial::full(duration_s, o.loss_ratio());
         let offered = o.offered_pps.min(asked);
@@ -318,8 +319,7 @@ impl Search<'_> {
         // Short by more than the backoff: the tester cannot offer this load,
         // so it is not asked for again, unless it has offered more in full.
         if o.short_of_asked() {
-            self.short_asks.push(asked);
-            let again = self.short_asks.iter().filter(|&&a| a >= offered).count() >= 2;
+            let again = self.shortfalls.show_a_ceiling(asked, offered, true);
             let most = (offered * (1.0 - TESTER_BACKOFF)).max(self.demonstrated);
             if again && most < self.ceiling {
                 self.ceiling = most;
@@ -464,7 +464,7 @@ pub fn mlr_search(
         ceiling: config.max_load_pps,
         tester_limit: None,
         demonstrated: 0.0,
-        short_asks: Vec::new(),
+        shortfalls: super::Shortfalls::default(),
     };
     let mut log = TrialLog::default();
     let end = loop {

@@ -332,6 +332,32 @@ impl GoalSpread {
 /// tester can keep up with (its rate control holds ±1 %).
 pub const TESTER_BACKOFF: f64 = 0.02;
 
+/// The trials a tester fell short in by more than [`TESTER_BACKOFF`], to
+/// tell its ceiling from a preemption: a tester at its limit offers about
+/// the same whatever it is asked (two shortfalls whose offered rates are
+/// within the backoff of each other while the rates asked differ by more
+/// than twice it); a tester preempted now and then falls short by a share
+/// of what it was asked.
+#[derive(Debug, Default)]
+pub(crate) struct Shortfalls {
+    /// (asked, offered) of each such trial, packets/s.
+    seen: Vec<(f64, f64)>,
+}
+
+impl Shortfalls {
+    /// Records a shortfall; true when it and an earlier one show a ceiling.
+    /// `distinct_asks` false lets the same rate asked twice show it (a
+    /// search that does not repeat a load but to probe the ceiling).
+    pub fn show_a_ceiling(&mut self, asked: f64, offered: f64, distinct_asks: bool) -> bool {
+        let limit = self.seen.iter().any(|&(a, o)| {
+            (o - offered).abs() <= TESTER_BACKOFF * o.max(offered)
+                && (!distinct_asks || (a - asked).abs() > 2.0 * TESTER_BACKOFF * a.max(asked))
+        });
+        self.seen.push((asked, offered));
+        limit
+    }
+}
+
 /// Runs trials with their waits and keeps the books every search reports.
 #[derive(Debug, Default)]
 pub(crate) struct TrialLog {
@@ -509,6 +535,20 @@ mod tests {
             1_000_000.0,
         ));
         assert_eq!(v["saturation"]["phase"], "ramp");
+    }
+
+    #[test]
+    fn a_ceiling_is_the_same_offer_at_different_asks() {
+        let mut s = Shortfalls::default();
+        assert!(!s.show_a_ceiling(2_000_000.0, 1_500_000.0, true));
+        assert!(s.show_a_ceiling(1_600_000.0, 1_490_000.0, true));
+        // Preempted: short by a share of each ask.
+        let mut s = Shortfalls::default();
+        assert!(!s.show_a_ceiling(605_000.0, 580_000.0, true));
+        assert!(!s.show_a_ceiling(600_000.0, 575_000.0, true));
+        assert!(!s.show_a_ceiling(900_000.0, 850_000.0, true));
+        // The same ask twice, the same offer: a ceiling when asks may repeat.
+        assert!(s.show_a_ceiling(600_000.0, 577_000.0, false));
     }
 
     #[test]

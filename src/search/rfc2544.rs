@@ -171,6 +171,8 @@ pub fn rfc2544_throughput(
     let mut failed: Option<f64> = None;
     let mut ceiling = config.max_pps;
     let mut tester_limit: Option<f64> = None;
+    let mut demonstrated = 0.0f64;
+    let mut shortfalls = super::Shortfalls::default();
     let end = loop {
         // The top of the bracket: the lowest failure, or the ceiling if that
         // is lower and untested.
@@ -226,15 +228,26 @@ pub fn rfc2544_throughput(
         // asked. A pass holds at what was offered: it counts at the new
         // ceiling just below that, and no more can be asked for. Short by
         // less than the backoff is jitter at the rate asked.
+        // As MLRsearch does, the ceiling comes down only when two
+        // shortfalls show one ([`super::Shortfalls`]), and never below a
+        // rate the tester has offered in full.
         let pass = o.loss_ratio() <= config.acceptable_loss_ratio;
         let offered = o.offered_pps.min(rate);
-        let rate = match (pass, o.short_of_asked()) {
+        let short = o.short_of_asked();
+        let ceiling_shown = short && shortfalls.show_a_ceiling(rate, offered, false);
+        if !short {
+            demonstrated = demonstrated.max(rate);
+        }
+        let rate = match (pass, short) {
             (_, false) => rate,
             (false, true) => offered,
             (true, true) => {
-                ceiling = ceiling.min(offered * (1.0 - TESTER_BACKOFF));
-                tester_limit = Some(ceiling);
-                ceiling
+                let most = (offered * (1.0 - TESTER_BACKOFF)).max(demonstrated);
+                if ceiling_shown && most < ceiling {
+                    ceiling = most;
+                    tester_limit = Some(ceiling);
+                }
+                most.min(offered)
             }
         };
         if pass {
@@ -516,7 +529,9 @@ mod tests {
         assert_eq!(r.throughput_pps, Some(limit));
         assert_eq!(r.lowest_failed_pps, None);
         assert!(r.trials[0].counted && r.trials[0].outcome.tester_limited);
-        assert!(r.trials.iter().skip(1).all(|t| t.rate_pps <= limit));
+        // One shortfall may be a preemption: the second, offering the
+        // same, shows the ceiling, and nothing above it is asked after.
+        assert!(r.trials.iter().skip(2).all(|t| t.rate_pps <= limit));
 
         // A DUT slower than the tester: the tester limit caps the bracket
         // but the DUT's own throughput is still found below it.
@@ -532,6 +547,43 @@ mod tests {
             p <= 800_000.0 && (800_000.0 - p) / 800_000.0 <= 0.005,
             "{p}"
         );
+    }
+
+    /// Issue 33: a tester that falls short by up to 6 % now and then, in
+    /// front of a DUT that drops: the failures are the DUT's at the rate
+    /// offered, the answer is found below the DUT's capacity, never
+    /// "tester limit", and no failure is counted below what was offered.
+    #[test]
+    fn a_short_tester_in_front_of_a_losing_dut_still_finds_it() {
+        for seed in 1..=10 {
+            let mut dut = SimDut::new(SimConfig {
+                seed,
+                capacity_pps: 604_000.0,
+                tester_shortfall: 0.06,
+                ..SimConfig::default()
+            });
+            let r = rfc2544_throughput(&mut dut, &quick(10_000.0, 2_000_000.0)).unwrap();
+            assert_eq!(r.end, ThroughputEnd::Found, "seed {seed}: {r:?}");
+            let p = r.throughput_pps.unwrap();
+            // A trial short by less than the backoff counts at the rate asked.
+            assert!(
+                (604_000.0 * 0.9..=604_000.0 / (1.0 - TESTER_BACKOFF)).contains(&p),
+                "seed {seed}: {p} {:?}",
+                r.trials
+                    .iter()
+                    .map(|t| (
+                        t.rate_pps as u64,
+                        t.outcome.offered_pps as u64,
+                        t.outcome.lost,
+                        t.outcome.tester_short
+                    ))
+                    .collect::<Vec<_>>()
+            );
+            assert!(
+                r.lowest_failed_pps.unwrap() > 604_000.0,
+                "seed {seed}: {r:?}"
+            );
+        }
     }
 
     #[test]
