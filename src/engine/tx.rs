@@ -53,6 +53,9 @@ const KERNEL_PACED_LATE_FRAMES: f64 = 128.0;
 /// DUT sees at most this overspeed, never a burst, and a backlog of N
 /// frames is sent within 10 N frame times.
 const KERNEL_PACED_CATCH_UP: f64 = 1.1;
+/// Whether kernel-paced runs bound their catch-up to
+/// [`KERNEL_PACED_CATCH_UP`]; off until measured with the 128-frame bound.
+const USE_CATCH_GAP: bool = false;
 /// The most frames one kernel-paced run is handed.
 const KERNEL_PACED_MOST: u64 = 65_536;
 /// Below this peak rate auto leaves paced runs to the packet engine: live
@@ -469,7 +472,16 @@ fn pace(
                     // the gap between two runs; later ones are given up.
                     late_ns: (KERNEL_PACED_LATE_FRAMES * gap_ns).max(KERNEL_PACED_LATE_S * 1e9)
                         as u64,
-                    catch_gap_ns: (gap_ns / KERNEL_PACED_CATCH_UP) as u64,
+                    // Off: with the bound of 128 frames, catching up at
+                    // 1.1× left the lag high for longer and later stalls
+                    // pushed it past the bound (a 450 kpps interval fell
+                    // 1.4 % short in the suite); KERNEL_PACED_CATCH_UP is
+                    // kept for when the bound is measured anew.
+                    catch_gap_ns: if USE_CATCH_GAP {
+                        (gap_ns / KERNEL_PACED_CATCH_UP) as u64
+                    } else {
+                        0
+                    },
                 });
             } else {
                 if due < sent + 1 {
