@@ -37,8 +37,9 @@ const KERNEL_PACED_HORIZON_S: f64 = 2.0 * PACED_RUN_S;
 /// with only 64 frames allowed a 3 Mpps run gave up 2.6 % of its frames at
 /// those gaps (2-core VM, 6.18); with 100 µs, 0.04 %.
 const KERNEL_PACED_LATE_S: f64 = 100e-6;
-/// Frames a kernel-paced sender may fall behind and still catch up, at
-/// [`KERNEL_PACED_CATCH_UP`] times the rate: half a veth's 256-frame ring.
+/// Frames a kernel-paced sender may fall behind and still catch up (at
+/// once, or at [`KERNEL_PACED_CATCH_UP`] times the rate with
+/// [`USE_CATCH_GAP`]): half a veth's 256-frame ring.
 /// In the lab (2-core VM, 6.18) the paced generator is held off its core
 /// for up to a few ms at a time (its own runs' set-up, the tester's
 /// real-time receive threads). Caught up back to back, 128 frames made a
