@@ -263,10 +263,9 @@ impl MlrConfidence {
     pub fn summary(&self) -> String {
         let side = |b: &Option<BoundEvidence>, what: &str| match b {
             Some(b) => format!(
-                "{what} {:.0}: {} trial{}, {:.1} of {:.1} s lossy",
+                "{what} {:.0}: {}, {:.1} of {:.1} s lossy",
                 b.load_pps,
-                b.trials,
-                if b.trials == 1 { "" } else { "s" },
+                trials(b.trials),
                 b.high_loss_duration_s,
                 b.duration_s
             ),
@@ -280,31 +279,18 @@ impl MlrConfidence {
             self.final_trial_duration_s,
             self.duration_sum_s
         );
-        if self.contradicting_trials > 0 {
+        let n = self.contradicting_trials;
+        if n > 0 {
+            let verb = if n == 1 { "contradicts" } else { "contradict" };
             s.push_str(&format!(
-                "; {} trial{} contradict{} the bounds (the DUT's capacity moved)",
-                self.contradicting_trials,
-                if self.contradicting_trials == 1 {
-                    ""
-                } else {
-                    "s"
-                },
-                if self.contradicting_trials == 1 {
-                    "s"
-                } else {
-                    ""
-                }
+                "; {} {verb} the bounds (the DUT's capacity moved)",
+                trials(n)
             ));
         }
         if self.tester_short_trials > 0 {
             s.push_str(&format!(
-                "; the tester fell short in {} trial{}",
-                self.tester_short_trials,
-                if self.tester_short_trials == 1 {
-                    ""
-                } else {
-                    "s"
-                }
+                "; the tester fell short in {}",
+                trials(self.tester_short_trials)
             ));
         }
         s
@@ -335,4 +321,9 @@ pub struct MlrResult {
     pub trial_time_s: f64,
     pub wait_time_s: f64,
     pub time_spent_s: f64,
+}
+
+/// "1 trial", "N trials".
+fn trials(n: usize) -> String {
+    format!("{n} trial{}", if n == 1 { "" } else { "s" })
 }
