@@ -864,3 +864,78 @@ fn iperf3_client_intervals_arrive_while_the_test_runs() {
         "{first}"
     );
 }
+
+/// Issue 34, hole 2: the server gives a UDP stream only to the test's own
+/// client. A stranger (another address) that keeps sending iperf3's hello
+/// to the port during a reverse UDP test gets nothing, and the client's
+/// test runs as usual.
+#[test]
+fn udp_hellos_from_strangers_get_no_stream() {
+    if !require_root() || !have_iperf3() {
+        return;
+    }
+    let _g = serial();
+    let mut ns = Ns::new("r");
+    let stranger = "198.18.120.3";
+    ip(&[
+        "-n",
+        &ns.client,
+        "addr",
+        "add",
+        &format!("{stranger}/24"),
+        "dev",
+        "hipc0",
+    ]);
+    let listen = format!("{SERVER}:5209");
+    ns.spawn(
+        &ns.server.clone(),
+        &[
+            bin(),
+            "serve",
+            "--iperf3",
+            "--listen",
+            &listen,
+            "--no-results",
+        ],
+        None,
+    );
+    ns.wait_listening(5209);
+    // The stranger says hello every 5 ms for 5 s and counts what comes back.
+    let script = format!(
+        "import socket,time\n\
+         s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+         s.bind(('{stranger}',0)); s.setblocking(False)\n\
+         got=0; end=time.time()+5\n\
+         while time.time()<end:\n\
+         \x20 s.sendto(b'9876',('{SERVER}',5209))\n\
+         \x20 time.sleep(0.005)\n\
+         \x20 try:\n\
+         \x20\x20 while True: got+=len(s.recv(65536))\n\
+         \x20 except BlockingIOError: pass\n\
+         print(got)\n"
+    );
+    let client = ns.client.clone();
+    let stranger_run = std::thread::spawn(move || {
+        Command::new("ip")
+            .args(["netns", "exec", &client, "python3", "-c", &script])
+            .output()
+            .expect("python3")
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let out = ns.exec(
+        &ns.client.clone(),
+        &[
+            "iperf3", "-c", SERVER, "-p", "5209", "-u", "-R", "-b", "20M", "-t", "3", "-J",
+        ],
+    );
+    let cli = json(&out, "udp reverse beside a stranger");
+    assert!(cli.get("error").is_none(), "{cli}");
+    let got = stranger_run.join().unwrap();
+    let got = String::from_utf8_lossy(&got.stdout).trim().to_string();
+    assert_eq!(got, "0", "the stranger was sent {got} bytes");
+    let rx = num(&cli["end"]["sum"]["packets"]);
+    assert!(
+        rx > 1000.0,
+        "the client's own stream carried {rx} packets: {cli}"
+    );
+}

@@ -77,6 +77,23 @@ fn policed(rate: f64, flag: &str, name: &str) {
     assert_eq!(ndr["regular"], true, "{ndr}");
     assert!(ndr["irregular"].is_null(), "{ndr}");
     let v = ndr["conditional_throughput_pps"].as_f64().unwrap();
+    // Lossy trials while the hypervisor held a CPU are run again; when
+    // every repeat was disturbed too, the answer says it may be the host's
+    // and is not held to the policer's rate.
+    let conf = &ndr["confidence"];
+    let counted = conf["disturbed_counted"].as_u64().unwrap();
+    if counted > 0 {
+        eprintln!("{counted} disturbed trials counted (NDR {v:.0}): the host took the CPU");
+        let disturbed: Vec<&Value> = trials
+            .iter()
+            .filter(|t| t["purpose"].as_str().unwrap().contains("run again"))
+            .collect();
+        assert!(disturbed.len() >= 2, "{counted} counted but none repeated");
+        assert!(disturbed
+            .iter()
+            .all(|t| t["counted"] == false && t["outcome"]["steal_ms"].as_f64() >= Some(10.0)));
+        return;
+    }
     // The policer's bucket lets ~1 % through above its rate; the search's
     // width is 1 %.
     assert!(

@@ -215,6 +215,66 @@ fn issue22_plans_cannot_run_local_commands_untrusted() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
+/// Issue 34, hole 1: an untrusted plan's ssh config is read as OpenSSH
+/// reads it (quotes anywhere, `=`, Include, Match exec), host-key checking
+/// cannot be weakened by a plan or `--ssh-option`, and a plan cannot widen
+/// where traffic goes. Nothing runs, nothing connects.
+#[test]
+fn issue34_plan_ssh_configs_are_read_as_openssh_reads_them() {
+    let d = tempdir("sec-trust34");
+    let marker = d.join("ran");
+    let touch = format!("touch {}", marker.display());
+    let hosts = "[hosts.a]\nssh = \"root@198.18.0.9\"\n[hosts.b]\nnetns = \"hse-b\"\n\
+                 address = \"198.18.0.2\"\n[[test]]\nkind = \"tcp\"\nfrom = \"a\"\nto = \"b\"\n";
+    let inc = d.join("included");
+    std::fs::write(&inc, format!("ProxyCommand {touch}\n")).unwrap();
+    let cfg = d.join("ssh_config");
+    let plan = d.join("plan.toml");
+    std::fs::write(&plan, format!("[ssh]\nconfig = \"ssh_config\"\n{hosts}")).unwrap();
+    for line in [
+        format!("Proxy\"Command\" {touch}"),
+        format!("\"ProxyCommand\" {touch}"),
+        format!("Match exec=\"{touch}\""),
+        format!("\"Match\" exec \"{touch}\""),
+        format!("\"Include\" {}", inc.display()),
+        "\"PermitLocalCommand\" yes".to_string(),
+        "StrictHostKeyChecking \"no\"".to_string(),
+        "UserKnownHostsFile //dev/null".to_string(),
+    ] {
+        std::fs::write(&cfg, format!("Host *\n  {line}\n")).unwrap();
+        let out = run(&["run", plan.to_str().unwrap()]);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{line}: {err}");
+        assert!(
+            err.contains("--trust-plan") && err.contains("line 2"),
+            "{line}: {err}"
+        );
+    }
+    std::fs::write(&plan, format!("allow_target = [\"0.0.0.0/0\"]\n{hosts}")).unwrap();
+    let err = stderr(&run(&["run", plan.to_str().unwrap()]));
+    assert!(
+        err.contains("allow_target 0.0.0.0/0") && err.contains("--trust-plan"),
+        "{err}"
+    );
+    let out = run(&[
+        "tcp",
+        "--client",
+        "ssh://root@198.18.0.9",
+        "--target",
+        "198.18.0.2",
+        "--ssh-option",
+        "UserKnownHostsFile=//dev/null",
+        "--no-results",
+    ]);
+    let err = stderr(&out);
+    assert!(
+        !out.status.success() && err.contains("never turns host-key"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "a plan ran a command");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
 /// Hole 8: the allow-list hint names exactly one address.
 #[test]
 fn issue22_ipv6_hints_name_one_address() {

@@ -66,10 +66,10 @@ fn check_inner(a: &CheckArgs) -> Result<i32> {
         );
     }
     if a.json {
-        eprint!("{text}");
+        eprint!("{}", crate::model::stdout::printable(&text));
         crate::model::stdout::println(&serde_json::to_string_pretty(&r)?);
     } else {
-        crate::model::stdout::print(&text);
+        crate::model::stdout::print(&crate::model::stdout::printable(&text));
     }
     if let Some(j) = &a.junit {
         crate::report::junit::write(j, &r)?;

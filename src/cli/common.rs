@@ -192,6 +192,7 @@ impl SshArgs {
             remote_binary: self.remote_binary.clone(),
             push: self.push,
             local_binary: None,
+            untrusted: false,
         };
         opts.check()?;
         Ok(opts)

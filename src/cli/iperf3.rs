@@ -386,12 +386,105 @@ fn record_served(opts: &RunOpts, peer: SocketAddr, r: Result<Outcome, Iperf3Erro
     if let Some(t) = test {
         run.add_test(t);
     }
-    run.finish(err)
+    let code = run.finish(err);
+    if opts.write_results {
+        prune_served(&opts.results_dir, SERVED_KEEP_RUNS, SERVED_KEEP_BYTES);
+    }
+    code
+}
+
+/// The served tests' results kept: anyone who reaches the port may start
+/// tests, so their results have a budget, oldest removed first.
+const SERVED_KEEP_RUNS: usize = 200;
+const SERVED_KEEP_BYTES: u64 = 200 << 20;
+
+/// Removes the oldest `*-iperf3-serve` results directories in `base` until
+/// at most `runs` of them are left, together at most `bytes` (the newest
+/// is always kept); says what it removed.
+fn prune_served(base: &std::path::Path, runs: usize, bytes: u64) {
+    fn size(p: &std::path::Path) -> u64 {
+        let Ok(entries) = std::fs::read_dir(p) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .map(|e| match e.file_type() {
+                Ok(t) if t.is_dir() => size(&e.path()),
+                Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+                _ => 0,
+            })
+            .sum()
+    }
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    let mut dirs: Vec<(String, u64)> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.ends_with("-iperf3-serve"))
+        .map(|n| {
+            let b = size(&base.join(&n));
+            (n, b)
+        })
+        .collect();
+    // Names begin with the time stamp: sorted is oldest first.
+    dirs.sort();
+    let mut total: u64 = dirs.iter().map(|d| d.1).sum();
+    let mut removed = 0;
+    while dirs.len() > 1 && (dirs.len() > runs || total > bytes) {
+        let (n, b) = dirs.remove(0);
+        if std::fs::remove_dir_all(base.join(&n)).is_ok() {
+            removed += 1;
+        }
+        total = total.saturating_sub(b);
+    }
+    if removed > 0 {
+        eprintln!(
+            "iperf3: removed the {removed} oldest served test result(s) from {}: served tests keep \
+             at most {runs} results and {} MiB",
+            base.display(),
+            bytes >> 20
+        );
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn served_results_keep_a_budget() {
+        let base = std::env::temp_dir().join(format!("lr-prune-{}", std::process::id()));
+        for i in 0..5 {
+            let d = base.join(format!("2026112{i}T000000-iperf3-serve"));
+            std::fs::create_dir_all(d.join("agents")).unwrap();
+            std::fs::write(d.join("results.json"), vec![b'x'; 1000]).unwrap();
+        }
+        std::fs::create_dir_all(base.join("20261101T000000-lab")).unwrap();
+        prune_served(&base, 3, u64::MAX);
+        let mut left: Vec<String> = std::fs::read_dir(&base)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "20261101T000000-lab",
+                "20261122T000000-iperf3-serve",
+                "20261123T000000-iperf3-serve",
+                "20261124T000000-iperf3-serve"
+            ]
+        );
+        // By bytes: two of 1000 B fit in 2500.
+        prune_served(&base, 100, 2500);
+        assert_eq!(std::fs::read_dir(&base).unwrap().count(), 3);
+        // The newest is kept even when alone over the budget.
+        prune_served(&base, 100, 10);
+        assert!(base.join("20261124T000000-iperf3-serve").exists());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 
     #[test]
     fn iperf3_endpoints_parse() {

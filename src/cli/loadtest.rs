@@ -74,10 +74,11 @@ impl TrialRunner for UdpTrials<'_, '_> {
             ),
             dut_counted_lost: r.dut_counted_lost,
             dut: r.dut_efficiency.as_ref().and_then(|e| e.test),
+            steal_ms: r.steal_ms,
         };
         if !progress.is_live() {
             eprintln!(
-                "trial: {} asked {:.0} pps, offered {:.0}{}, DUT lost {}{}",
+                "trial: {} asked {:.0} pps, offered {:.0}{}, DUT lost {}{}{}",
                 self.base.name,
                 rate_pps,
                 outcome.offered_pps,
@@ -90,7 +91,15 @@ impl TrialRunner for UdpTrials<'_, '_> {
                 outcome
                     .dut_counted_lost
                     .map(|n| format!(" (DUT counters: {n})"))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                if outcome.disturbed() {
+                    format!(
+                        "; the hypervisor held a CPU {:.0} ms meanwhile",
+                        outcome.steal_ms.unwrap_or(0.0)
+                    )
+                } else {
+                    String::new()
+                }
             );
         }
         self.log.push(r);

@@ -15,7 +15,7 @@ use crate::topology::ssh::SshTarget;
 use crate::topology::Endpoint;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{CommandFactory, Parser};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Flags a plan's test may not set: the plan says where traffic goes, and
@@ -64,10 +64,12 @@ pub fn load(path: &Path, mut opts: RunOpts, trust: bool) -> Result<Command> {
         .with_context(|| format!("reading plan {}", path.display()))?;
     let file = path.display().to_string();
     let plan = plan::parse(&file, &text).map_err(|e| anyhow!("{e}"))?;
-    if !trust {
-        super::plan_trust::check(&plan, path)?;
-    }
-    merge_run_opts(&plan, path, &mut opts)?;
+    let copy = if trust {
+        None
+    } else {
+        super::plan_trust::check(&plan, path)?
+    };
+    merge_run_opts(&plan, path, &mut opts, copy, !trust)?;
     let hosts = plan
         .hosts
         .iter()
@@ -359,7 +361,16 @@ fn port_lab(
 
 /// The plan's `[ssh]` table and `allow_target` join the command line's;
 /// flags given on the command line win.
-fn merge_run_opts(plan: &Plan, path: &Path, opts: &mut RunOpts) -> Result<()> {
+/// `copy` is the private copy of the plan's ssh config ssh reads instead of
+/// the plan's own file; `untrusted` (no `--trust-plan`) gives ssh the
+/// overrides an untrusted plan's config or options cannot undo.
+fn merge_run_opts(
+    plan: &Plan,
+    path: &Path,
+    opts: &mut RunOpts,
+    copy: Option<PathBuf>,
+    untrusted: bool,
+) -> Result<()> {
     for c in &plan.allow_target {
         if !opts.allow_target.contains(c) {
             opts.allow_target.push(*c);
@@ -377,8 +388,12 @@ fn merge_run_opts(plan: &Plan, path: &Path, opts: &mut RunOpts) -> Result<()> {
                     p.display()
                 ));
             }
-            opts.ssh.config = Some(p);
+            opts.ssh.untrusted |= untrusted;
+            opts.ssh.config = Some(copy.unwrap_or(p));
         }
+    }
+    if !s.options.is_empty() {
+        opts.ssh.untrusted |= untrusted;
     }
     for o in &s.options {
         let (k, v) = crate::topology::ssh::option_pair(o)

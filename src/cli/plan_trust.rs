@@ -3,55 +3,113 @@
 //! PKCS#11 library…) with the controller's rights, root included. Unless
 //! the user says they trust the plan (`--trust-plan`), such options, and
 //! an ssh config that sets them or that others may rewrite, are refused
-//! before anything runs. The command line stays the user's own choice.
+//! before anything runs, in every spelling OpenSSH accepts (read wide:
+//! quotes anywhere, `=`, any case). Whatever the check misses, ssh is
+//! told first (ssh keeps the first value) that there is no proxy,
+//! known-hosts or local command and that host keys are checked
+//! ([`crate::topology::ssh::UNTRUSTED_OVERRIDES`]). The command line stays
+//! the user's own choice.
 
 use crate::plan::Plan;
-use crate::topology::ssh::{split_option, COMMAND_KEYS};
+use crate::topology::ssh::{weakens, COMMAND_KEYS};
 use anyhow::{bail, Context, Result};
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 const TRUST: &str = "it would run a command on this host with linerate's rights when the plan \
                      runs (plans are code); if you wrote or checked this plan, pass --trust-plan";
 
 /// Refuses a plan whose `[ssh]` would run local commands; `path` is the
-/// plan's file (its config is relative to it).
-pub fn check(plan: &Plan, path: &Path) -> Result<()> {
+/// plan's file (its config is relative to it). A plan's ssh config is read
+/// once, checked, and copied into a private file (owner-only, in an
+/// owner-only directory): the copy is what ssh reads, so the file cannot
+/// change between the check and ssh's own read. Returns the copy.
+pub fn check(plan: &Plan, path: &Path) -> Result<Option<PathBuf>> {
+    // A plan may widen where traffic goes only when trusted: inside the
+    // benchmarking ranges it widens nothing.
+    let ranges = crate::netops::reach::benchmark_ranges();
+    for c in &plan.allow_target {
+        if !ranges
+            .iter()
+            .any(|r| r.prefix <= c.prefix && r.contains(c.addr))
+        {
+            bail!(
+                "{}: allow_target {}/{} lets tests send outside the benchmarking ranges \
+                 (198.18.0.0/15, 2001:2::/48); a plan may do that only when you trust it: \
+                 pass --trust-plan, or name the range yourself with --allow-target",
+                plan.file,
+                c.addr,
+                c.prefix
+            );
+        }
+    }
     for o in &plan.ssh.options {
         if let Some(key) = command_key(o) {
             bail!("{}: [ssh] options: '{o}' sets {key}: {TRUST}", plan.file);
         }
     }
-    if let Some(c) = &plan.ssh.config {
-        let p = path.parent().unwrap_or(Path::new(".")).join(c);
-        check_config(&p)
-            .map_err(|e| e.context(format!("{}: [ssh] config = \"{c}\"", plan.file)))?;
-    }
-    Ok(())
+    let Some(c) = &plan.ssh.config else {
+        return Ok(None);
+    };
+    let p = path.parent().unwrap_or(Path::new(".")).join(c);
+    let text = check_config(&p)
+        .map_err(|e| e.context(format!("{}: [ssh] config = \"{c}\"", plan.file)))?;
+    private_copy(&text).map(Some)
 }
 
-/// The option's key when it is one that runs a local command (`Match`
-/// only with `exec`).
+/// The words of one ssh_config line as OpenSSH could read them, taken
+/// wide: quotes and backslashes are dropped wherever they are (OpenSSH
+/// removes them inside a keyword too: `Proxy"Command"` is ProxyCommand)
+/// and `=` separates like a blank. Lower case. A checker may refuse more
+/// than ssh would run, never less.
+fn wide_words(line: &str) -> Vec<String> {
+    line.chars()
+        .filter(|c| !matches!(c, '"' | '\'' | '\\'))
+        .collect::<String>()
+        .split(|c: char| c == '=' || c.is_whitespace())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.to_ascii_lowercase())
+        .collect()
+}
+
+/// The option's key when it is one that runs a local command, loads code,
+/// reads more configuration or hands the connection to another command
+/// (`Match` only with `exec`).
 fn command_key(line: &str) -> Option<String> {
-    let (key, words) = split_option(line)?;
-    let lower = key.to_ascii_lowercase();
-    if !COMMAND_KEYS.contains(&lower.as_str()) {
+    let words = wide_words(line);
+    let key = words.first()?;
+    if key.starts_with('#') {
         return None;
     }
-    let exec = |w: &String| {
-        let w = w.to_ascii_lowercase();
-        w == "exec" || w == "!exec"
-    };
-    if lower == "match" && !words.iter().any(exec) {
+    if key == "proxyjump" {
+        return Some(
+            "ProxyJump (it runs a proxy; linerate turns proxies off for untrusted plans)".into(),
+        );
+    }
+    if !COMMAND_KEYS.contains(&key.as_str()) {
         return None;
     }
-    Some(key)
+    if key == "match" && !words[1..].iter().any(|w| w.contains("exec")) {
+        return None;
+    }
+    Some(line.split_whitespace().next().unwrap_or(key).to_string())
 }
 
 /// An ssh config a plan names must be one only its owner (root or this
-/// user) can write, and set nothing that runs a local command.
-fn check_config(p: &Path) -> Result<()> {
-    let meta = std::fs::metadata(p).with_context(|| format!("reading {}", p.display()))?;
+/// user) can write, and set nothing that runs a local command or weakens
+/// host-key checking. The file is opened once and checked and read through
+/// that one handle. Returns its text.
+fn check_config(p: &Path) -> Result<String> {
+    let mut f = std::fs::File::open(p).with_context(|| format!("reading {}", p.display()))?;
+    let meta = f
+        .metadata()
+        .with_context(|| format!("reading {}", p.display()))?;
+    if !meta.is_file() {
+        bail!("{} is not a regular file", p.display());
+    }
     // The owner of /proc/self is this process's effective user.
     let me = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
     if meta.mode() & 0o022 != 0 {
@@ -69,22 +127,72 @@ fn check_config(p: &Path) -> Result<()> {
             meta.uid()
         );
     }
-    let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+    let mut text = String::new();
+    f.read_to_string(&mut text)
+        .with_context(|| format!("reading {}", p.display()))?;
     for (n, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.starts_with('#') {
-            continue;
-        }
         if let Some(key) = command_key(line) {
             bail!("{} line {}: {key}: {TRUST}", p.display(), n + 1);
         }
+        let words = wide_words(line);
+        if let Some((key, rest)) = words.split_first() {
+            if let Some(why) = weakens(key, rest) {
+                bail!(
+                    "{} line {}: {}: {why}; linerate never weakens host-key checking for a plan \
+                     (if you wrote or checked this plan, pass --trust-plan)",
+                    p.display(),
+                    n + 1,
+                    line.trim()
+                );
+            }
+        }
     }
-    Ok(())
+    Ok(text)
+}
+
+/// Private copies of plans' ssh configs, removed by [`remove_copies`].
+static COPIES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Writes `text` to a new owner-only file in a new owner-only directory
+/// (created exclusively: nothing planted there first is used).
+fn private_copy(text: &str) -> Result<PathBuf> {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!("lr-plan-{}-{nanos:x}", std::process::id()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
+    if let Ok(mut c) = COPIES.lock() {
+        c.push(dir.clone());
+    }
+    let file = dir.join("ssh_config");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&file)
+        .with_context(|| format!("creating {}", file.display()))?;
+    f.write_all(text.as_bytes())
+        .with_context(|| format!("writing {}", file.display()))?;
+    Ok(file)
+}
+
+/// Removes the private copies this process made (at exit).
+pub fn remove_copies() {
+    if let Ok(mut c) = COPIES.lock() {
+        for d in c.drain(..) {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn command_keys_are_found_however_written() {
@@ -100,8 +208,89 @@ mod tests {
         ] {
             assert!(command_key(o).is_some(), "{o}");
         }
+        for o in [
+            "Proxy\"Command\" touch /tmp/x",
+            "\"ProxyCommand\" touch /tmp/x",
+            "  proxycommand=touch",
+            "Match exec=\"touch /tmp/x\"",
+            "\"Match\" exec \"touch /tmp/x\"",
+            "Match host x !\"exec\" y",
+            "\"Include\" /tmp/x",
+            "\"PermitLocalCommand\" yes",
+            "Local\\Command x",
+            "ProxyJump bastion",
+        ] {
+            assert!(command_key(o).is_some(), "{o}");
+        }
+        assert!(command_key("# ProxyCommand x").is_none());
         assert!(command_key("Match host lab*").is_none());
         assert!(command_key("Port=2222").is_none());
         assert!(command_key("ServerAliveInterval 5").is_none());
+    }
+
+    /// The checked text is what ssh reads: a private copy (0600 in a 0700
+    /// directory), unchanged when the plan's own file changes afterwards.
+    #[test]
+    fn ssh_reads_a_private_copy_of_what_was_checked() {
+        let dir = std::env::temp_dir().join(format!("lr-trust-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = dir.join("ssh_config");
+        std::fs::write(&cfg, "Host *\n  Port 2222\n").unwrap();
+        std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let path = dir.join("plan.toml");
+        let text = "[ssh]\nconfig = \"ssh_config\"\n[hosts.a]\nssh = \"root@198.18.0.9\"\n\
+                    [hosts.b]\nnetns = \"x\"\naddress = \"198.18.0.2\"\n[[test]]\n\
+                    kind = \"tcp\"\nfrom = \"a\"\nto = \"b\"\n";
+        let plan = crate::plan::parse("plan.toml", text).unwrap();
+        let copy = check(&plan, &path).unwrap().unwrap();
+        assert_ne!(copy, cfg);
+        assert_eq!(
+            std::fs::read_to_string(&copy).unwrap(),
+            "Host *\n  Port 2222\n"
+        );
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+        assert_eq!((mode(&copy), mode(copy.parent().unwrap())), (0o600, 0o700));
+        // Swapped after the check: ssh still reads the benign copy.
+        std::fs::write(&cfg, "ProxyCommand touch /tmp/pwned\n").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&copy).unwrap(),
+            "Host *\n  Port 2222\n"
+        );
+        // The same file, now hostile, or weakening host keys, is refused.
+        assert!(check(&plan, &path).is_err());
+        for line in [
+            "StrictHostKeyChecking \"no\"",
+            "UserKnownHostsFile=//dev/null",
+        ] {
+            std::fs::write(&cfg, format!("{line}\n")).unwrap();
+            let e = format!("{:#}", check(&plan, &path).unwrap_err());
+            assert!(e.contains("--trust-plan"), "{line}: {e}");
+        }
+        // A plan that widens where traffic may go needs trust too.
+        let wide = crate::plan::parse(
+            "plan.toml",
+            &format!(
+                "allow_target = [\"0.0.0.0/0\"]\n{}",
+                text.replace("[ssh]\nconfig = \"ssh_config\"\n", "")
+            ),
+        )
+        .unwrap();
+        let e = format!("{:#}", check(&wide, &path).unwrap_err());
+        assert!(
+            e.contains("allow_target 0.0.0.0/0") && e.contains("--trust-plan"),
+            "{e}"
+        );
+        let narrow = crate::plan::parse(
+            "plan.toml",
+            &format!(
+                "allow_target = [\"198.18.4.0/24\"]\n{}",
+                text.replace("[ssh]\nconfig = \"ssh_config\"\n", "")
+            ),
+        )
+        .unwrap();
+        assert!(check(&narrow, &path).unwrap().is_none());
+        remove_copies();
+        assert!(!copy.exists());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -14,6 +14,10 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+/// How long a new connection (control or stream) may take to send its
+/// cookie: stock clients send it at once.
+const COOKIE_WAIT: Duration = Duration::from_secs(2);
+
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
@@ -97,7 +101,9 @@ fn one_test(
         .map_err(Iperf3Error::io("setting up a control connection"))?;
     let mut cookie = [0u8; wire::COOKIE_LEN];
     let soon = || Instant::now() + cfg.answer_timeout;
-    ctl.read_exact_by(&mut cookie, soon(), "cookie")
+    // A client writes its cookie as soon as it connects: a peer that
+    // trickles it holds the (one-test-at-a-time) server for at most this.
+    ctl.read_exact_by(&mut cookie, Instant::now() + COOKIE_WAIT, "cookie")
         .map_err(|e| Iperf3Error::Protocol(format!("no-test: {e}")))?;
     wire::check_cookie(&cookie).map_err(|e| {
         Iperf3Error::Protocol(format!("no-test: not an iperf3 client ({e}); closed"))
@@ -128,7 +134,7 @@ fn one_test(
         Transport::Tcp => None,
     };
     ctl.write_state(State::CreateStreams)?;
-    let streams = accept_streams(cfg, listener, &mut udp, &cookie, &p, udp_listen)?;
+    let streams = accept_streams(cfg, listener, &mut udp, &cookie, &p, udp_listen, peer)?;
     drop(udp);
     ctl.write_state(State::TestStart)?;
     let plan = Plan {
@@ -201,7 +207,9 @@ fn accept_streams(
     cookie: &[u8],
     p: &TestParams,
     udp_listen: SocketAddr,
+    peer: SocketAddr,
 ) -> Result<Vec<Stream>, Iperf3Error> {
+    let congestion = p.congestion.as_deref().filter(|c| offered_congestion(c));
     let deadline = Instant::now() + cfg.answer_timeout;
     let mut out = Vec::new();
     while out.len() < p.connections() as usize {
@@ -223,11 +231,11 @@ fn accept_streams(
             Ok((c, _)) if p.transport == Transport::Tcp => {
                 c.set_nonblocking(false)
                     .map_err(Iperf3Error::io("setting up a data stream"))?;
-                let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
                 let mut got = [0u8; wire::COOKIE_LEN];
-                if (&c).read_exact(&mut got).is_ok() && got == cookie {
-                    if let Some(cc) = &p.congestion {
-                        // The client's choice where this kernel has it.
+                if read_by(&c, &mut got, Instant::now() + COOKIE_WAIT) && got == cookie {
+                    if let Some(cc) = congestion {
+                        // The client's choice where this host already
+                        // offers it (never a module loaded for a peer).
                         let _ = sys::set_congestion(c.as_raw_fd(), cc);
                     }
                     out.push(Stream {
@@ -249,7 +257,13 @@ fn accept_streams(
                 .map_err(Iperf3Error::io("setting up a UDP stream"))?;
             let mut b = [0u8; 64];
             match s.recv_from(&mut b) {
-                Ok((_, from)) => {
+                // Only the test's own client, saying iperf3's hello, gets a
+                // stream: anyone else's datagram (a spoofed source would
+                // make this server a reflector) is dropped.
+                Ok((n, from))
+                    if from.ip().to_canonical() == peer.ip().to_canonical()
+                        && wire::is_udp_hello(&b[..n]) =>
+                {
                     s.connect(from).map_err(Iperf3Error::io(format!(
                         "connecting UDP stream {id} to {from}"
                     )))?;
@@ -270,13 +284,36 @@ fn accept_streams(
                         conn: Conn::Udp(s),
                     });
                 }
-                Err(_) => *udp = Some(s),
+                Ok(_) | Err(_) => *udp = Some(s),
             }
         } else {
             std::thread::sleep(Duration::from_millis(2));
         }
     }
     Ok(out)
+}
+
+/// Fills `buf` from `c` by `deadline` (however the peer trickles it).
+fn read_by(mut c: &TcpStream, buf: &mut [u8], deadline: Instant) -> bool {
+    let mut got = 0;
+    while got < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || c.set_read_timeout(Some(left)).is_err() {
+            return false;
+        }
+        match c.read(&mut buf[got..]) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => got += n,
+        }
+    }
+    true
+}
+
+/// Whether this host offers congestion control `name` already
+/// (`tcp_available_congestion_control`: built in or loaded).
+fn offered_congestion(name: &str) -> bool {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .is_ok_and(|a| a.split_whitespace().any(|n| n == name))
 }
 
 fn far_end(w: &wire::WireResults, p: &TestParams, peer: SocketAddr) -> Result<FarEnd, Iperf3Error> {
@@ -289,13 +326,13 @@ fn far_end(w: &wire::WireResults, p: &TestParams, peer: SocketAddr) -> Result<Fa
     let mut f = FarEnd {
         role: "client".into(),
         address: peer.to_string(),
-        version: p.client_version.clone(),
+        version: wire::capped(&p.client_version),
         transport: p.transport,
         omit_s: p.omit_s,
         cpu_util_total: w.cpu_util_total,
         cpu_util_user: w.cpu_util_user,
         cpu_util_system: w.cpu_util_system,
-        congestion: w.congestion_used.clone(),
+        congestion: wire::capped(&w.congestion_used),
         streams,
         ..Default::default()
     };

@@ -92,3 +92,31 @@ mod tests {
         assert_eq!(v, b"ok\n");
     }
 }
+
+/// Text from results files, plans or peers made safe for a terminal: control
+/// characters (but line feed and tab), DEL and the C1 range are shown as
+/// `\u{..}` escapes, so a name cannot retitle the terminal or move its
+/// cursor.
+pub fn printable(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        let u = c as u32;
+        if (u < 0x20 && c != '\n' && c != '\t') || (0x7f..0xa0).contains(&u) {
+            o.push_str(&format!("\\u{{{u:x}}}"));
+        } else {
+            o.push(c);
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod printable_tests {
+    #[test]
+    fn escapes_reach_the_terminal_escaped() {
+        assert_eq!(
+            super::printable("a\x1b]0;pwned\x07b\n\tc\u{9b}"),
+            "a\\u{1b}]0;pwned\\u{7}b\n\tc\\u{9b}"
+        );
+    }
+}

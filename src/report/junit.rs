@@ -23,6 +23,8 @@ fn xml(s: &str) -> String {
             '\'' => o.push_str("&apos;"),
             // XML 1.0 allows no other control characters.
             c if (c as u32) < 0x20 && !matches!(c, '\n' | '\r' | '\t') => o.push(' '),
+            // Nor these two non-characters.
+            '\u{FFFE}' | '\u{FFFF}' => o.push('\u{FFFD}'),
             c => o.push(c),
         }
     }
@@ -182,6 +184,11 @@ pub fn write(path: &Path, r: &RunResults) -> Result<()> {
 mod tests {
     use super::*;
     use crate::results::criteria::CriterionResult;
+
+    #[test]
+    fn only_characters_xml_allows() {
+        assert_eq!(xml("a\u{FFFE}b\u{FFFF}\u{1}<"), "a\u{FFFD}b\u{FFFD} &lt;");
+    }
 
     #[test]
     fn failures_sit_in_their_test_case() {

@@ -172,7 +172,10 @@ fn print_pivots(runs: &[Run], opts: &pivot::PivotOpts, args: &ReportArgs) -> Res
     let to_stdout = args.output.as_deref().is_some_and(|o| o.as_os_str() == "-")
         || (args.output.is_none() && args.format != Format::Html);
     if to_stdout {
-        eprint!("{}", pivot::tables(&pivots, columns::width_for(2)));
+        eprint!(
+            "{}",
+            crate::model::stdout::printable(&pivot::tables(&pivots, columns::width_for(2)))
+        );
     } else {
         let text = pivot::tables(&pivots, columns::width_for(1));
         let mut out = std::io::stdout().lock();

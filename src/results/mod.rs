@@ -34,7 +34,10 @@ use serde::{Deserialize, Serialize};
 /// `tester_short` (and `tester_limited` only when the DUT lost nothing),
 /// the ramp's `start_pps`, saturation `onset_pps` and summary `notes`,
 /// the irregular result `tester_limit_in_bracket`.
-pub const SCHEMA_VERSION: &str = "1.12.0";
+/// 1.13.0: tests' and trials' `steal_ms`; goals' confidence
+/// `disturbed_trials`, `disturbed_counted` (lossy trials while the
+/// hypervisor held a CPU are run again).
+pub const SCHEMA_VERSION: &str = "1.13.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -304,6 +307,12 @@ pub struct TestResult {
     /// did not send on (its own counters), beside the sequence-number loss.
     #[serde(default)]
     pub dut_counted_lost: Option<u64>,
+    /// The most CPU time the hypervisor took from one CPU of a host taking
+    /// part while the test ran (steal, /proc/stat, in 10 ms ticks), ms.
+    /// Absent where no host reported per-CPU times. On a virtual machine a
+    /// DUT or tester whose CPU is taken away drops or stalls for that long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_ms: Option<f64>,
     /// With the lab's router-on-a-stick DUT: what its XDP program
     /// forwarded and dropped per direction over the test.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -503,6 +512,7 @@ impl TestResult {
             dut_efficiency: None,
             aggregate: None,
             dut_counted_lost: None,
+            steal_ms: None,
             dut_stick: None,
             bottleneck: None,
             latency: None,

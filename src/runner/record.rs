@@ -3,7 +3,7 @@
 
 use super::jobs::Collected;
 use super::setup::{Ends, Leg};
-use crate::proto::{EndpointSummary, Snapshot, UdpCounters};
+use crate::proto::{CpuTicks, EndpointSummary, Snapshot, UdpCounters};
 use crate::results::{
     Aggregate, AggregateInterval, CpuUse, CrossCheck, HostShare, KernelCounters, TestResult,
 };
@@ -331,6 +331,9 @@ pub(super) fn cpu(
         let (Some(b), Some(a)) = (before.get(&agent), after.get(&agent)) else {
             continue;
         };
+        if let Some(ms) = steal_ms(&b.per_cpu, &a.per_cpu) {
+            result.steal_ms = Some(result.steal_ms.map_or(ms, |m: f64| m.max(ms)));
+        }
         // The agent's own host's CPUs (its snapshot lists them), so every
         // figure is a share of one host, 0-100 %, whatever its threads.
         let cpus = if a.per_cpu.is_empty() {
@@ -347,6 +350,26 @@ pub(super) fn cpu(
             cpus: cpus as u32,
         });
     }
+}
+
+/// The most steal one CPU counted between two snapshots, ms (USER_HZ is
+/// 100 on Linux: a tick is 10 ms). `None` without per-CPU times.
+pub(crate) fn steal_ms(before: &[CpuTicks], after: &[CpuTicks]) -> Option<f64> {
+    if after.is_empty() {
+        return None;
+    }
+    let most = after
+        .iter()
+        .map(|a| {
+            let b = before
+                .iter()
+                .find(|b| b.cpu == a.cpu)
+                .map_or(a.steal, |b| b.steal);
+            a.steal.saturating_sub(b)
+        })
+        .max()
+        .unwrap_or(0);
+    Some(most as f64 * 10.0)
 }
 
 /// When a sender began, seconds after the agreed start, on the controller's

@@ -432,7 +432,13 @@ impl Search<'_> {
             tester_short_trials: log
                 .trials
                 .iter()
-                .filter(|t| t.outcome.short_of_asked())
+                .filter(|t| t.counted && t.outcome.short_of_asked())
+                .count(),
+            disturbed_trials: log.disturbed,
+            disturbed_counted: log
+                .trials
+                .iter()
+                .filter(|t| t.counted && t.outcome.disturbed())
                 .count(),
         }
     }

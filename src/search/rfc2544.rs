@@ -256,7 +256,8 @@ pub fn rfc2544_throughput(
             failed = Some(failed.map_or(rate, |f: f64| f.min(rate)));
         }
     };
-    let compliance_notes = config.compliance_notes();
+    let mut compliance_notes = config.compliance_notes();
+    compliance_notes.extend(disturbed_note(log.disturbed));
     Ok(Rfc2544Result {
         config: *config,
         throughput_pps: passed,
@@ -269,6 +270,19 @@ pub fn rfc2544_throughput(
         wait_time_s: log.wait_time_s,
         time_spent_s: log.time_spent_s(),
         trials: log.trials,
+    })
+}
+
+/// Trials run again because the hypervisor held a CPU while they lost
+/// frames: RFC 2544 counts every trial, so the result says so.
+fn disturbed_note(n: usize) -> Option<String> {
+    (n > 0).then(|| {
+        format!(
+            "{n} trial{} lost frames while the hypervisor held a CPU of the test's hosts and \
+             {} run again (RFC 2544 counts every trial; see each trial's steal_ms)",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "was" } else { "were" }
+        )
     })
 }
 
@@ -401,6 +415,7 @@ pub fn frame_loss_rate(
         ));
     }
     notes.extend(config.waits.shorter_than_rfc2544());
+    notes.extend(disturbed_note(log.disturbed));
     Ok(FrameLossResult {
         config: *config,
         steps,

@@ -59,6 +59,12 @@ pub struct SimConfig {
     /// 6 % short at any rate), as a paced generator preempted on a shared
     /// core does.
     pub tester_shortfall: f64,
+    /// A DUT on a virtual machine whose CPU the hypervisor takes away now
+    /// and then: each trial, with this probability, the DUT forwards
+    /// nothing for [`SimConfig::stall_s`] (the frames of that time are
+    /// lost) and the trial reports that much steal.
+    pub stall_chance: f64,
+    pub stall_s: f64,
     /// Seconds each trial keeps counting after sending stops (RFC 2544 §23 d);
     /// added to the clock.
     pub tail_s: f64,
@@ -75,6 +81,8 @@ impl Default for SimConfig {
             loss_floor_onset_pps: f64::INFINITY,
             tester_max_pps: None,
             tester_shortfall: 0.0,
+            stall_chance: 0.0,
+            stall_s: 0.0,
             tail_s: 0.0,
         }
     }
@@ -197,7 +205,13 @@ impl SimDut {
         } else {
             0.0
         };
-        let lost = (tail_drop + floor).round().min(tx);
+        let stalled = c.stall_chance > 0.0 && self.rng.next_f64() < c.stall_chance;
+        let stall_lost = if stalled {
+            offered * c.stall_s.min(duration_s)
+        } else {
+            0.0
+        };
+        let lost = (tail_drop + floor + stall_lost).round().min(tx);
         let (tx, lost) = (tx as u64, lost as u64);
         self.trials += 1;
         self.trial_time_s += duration_s;
@@ -213,6 +227,7 @@ impl SimDut {
             tester_limited: TrialOutcome::tester_verdict(short, lost),
             dut_counted_lost: None,
             dut: None,
+            steal_ms: stalled.then_some(c.stall_s * 1e3),
         }
     }
 }

@@ -48,7 +48,32 @@ pub struct SshOptions {
     /// What --push copies; `None` is the running executable. (Tests, whose
     /// running executable is the test harness, name the built linerate.)
     pub local_binary: Option<PathBuf>,
+    /// The config or options come from a plan the user did not trust
+    /// (`--trust-plan`): every ssh gets, first (ssh keeps the first value
+    /// it sees), the values in [`UNTRUSTED_OVERRIDES`], so no spelling in
+    /// the plan's config runs a local command or weakens host-key checking.
+    pub untrusted: bool,
 }
+
+/// What an untrusted plan's ssh runs with, whatever its config says: no
+/// proxy or known-hosts command, no local command, no PKCS#11 or security
+/// key library but the built-in one, host keys checked against the
+/// default known-hosts files.
+pub const UNTRUSTED_OVERRIDES: [(&str, &str); 7] = [
+    ("ProxyCommand", "none"),
+    ("KnownHostsCommand", "none"),
+    ("PermitLocalCommand", "no"),
+    ("PKCS11Provider", "none"),
+    ("SecurityKeyProvider", "internal"),
+    (
+        "UserKnownHostsFile",
+        "~/.ssh/known_hosts ~/.ssh/known_hosts2",
+    ),
+    (
+        "GlobalKnownHostsFile",
+        "/etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2",
+    ),
+];
 
 impl Default for SshOptions {
     fn default() -> Self {
@@ -60,6 +85,7 @@ impl Default for SshOptions {
             remote_binary: None,
             push: false,
             local_binary: None,
+            untrusted: false,
         }
     }
 }
@@ -180,14 +206,41 @@ pub fn weakens(key: &str, words: &[String]) -> Option<&'static str> {
         // A known-hosts file that is always empty: with accept-new (ours, the
         // user's ssh_config or an option) every key would be accepted.
         "userknownhostsfile" | "globalknownhostsfile"
-            if !words.is_empty()
-                && words
-                    .iter()
-                    .all(|w| w == "/dev/null" || w.eq_ignore_ascii_case("none")) =>
+            if !words.is_empty() && words.iter().all(|w| never_holds_keys(w)) =>
         {
             Some("a known-hosts file of /dev/null accepts every host key with accept-new")
         }
         _ => None,
+    }
+}
+
+/// A known-hosts file that can never hold a key: `none`, or a path that
+/// is a device or resolves to one (`/dev/null`, `//dev/null`,
+/// `/dev/../dev/null`, a link to it).
+fn never_holds_keys(w: &str) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    if w.eq_ignore_ascii_case("none") {
+        return true;
+    }
+    let collapsed: String = {
+        // Repeated slashes are one, as the kernel reads them.
+        let mut out = String::new();
+        for c in w.chars() {
+            if !(c == '/' && out.ends_with('/')) {
+                out.push(c);
+            }
+        }
+        out
+    };
+    if collapsed == "/dev/null" || collapsed.starts_with("/dev/") {
+        return true;
+    }
+    match std::fs::metadata(w) {
+        Ok(m) => {
+            let t = m.file_type();
+            t.is_char_device() || t.is_block_device() || t.is_fifo() || t.is_socket()
+        }
+        Err(_) => false,
     }
 }
 
@@ -224,10 +277,23 @@ impl SshOptions {
         if let Ok(ip) = target.host.parse() {
             return Some(ip);
         }
+        self.resolved(target)?
+            .lines()
+            .find_map(|l| l.strip_prefix("hostname "))
+            .and_then(|h| h.trim().parse().ok())
+    }
+
+    /// The configuration ssh would use for `target` (`ssh -G`: evaluated,
+    /// nothing connected), with linerate's options first as every ssh
+    /// gets them. `None` when ssh cannot say.
+    pub fn resolved(&self, target: &SshTarget) -> Option<String> {
         let mut cmd = Command::new("ssh");
         cmd.arg("-G");
         if let Some(f) = &self.config {
             cmd.arg("-F").arg(f);
+        }
+        for (k, v) in self.overrides() {
+            cmd.args(["-o", &format!("{k}={v}")]);
         }
         for (k, v) in &self.options {
             cmd.args(["-o", &format!("{k}={v}")]);
@@ -241,10 +307,23 @@ impl SshOptions {
         if !out.status.success() {
             return None;
         }
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .find_map(|l| l.strip_prefix("hostname "))
-            .and_then(|h| h.trim().parse().ok())
+        Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Options that come before the user's and the plan's (ssh keeps the
+    /// first value): accept-new when asked, and for an untrusted plan
+    /// [`UNTRUSTED_OVERRIDES`] and strict host-key checking.
+    fn overrides(&self) -> Vec<(&'static str, &'static str)> {
+        let mut o = Vec::new();
+        if self.accept_new {
+            o.push(("StrictHostKeyChecking", "accept-new"));
+        } else if self.untrusted {
+            o.push(("StrictHostKeyChecking", "yes"));
+        }
+        if self.untrusted {
+            o.extend(UNTRUSTED_OVERRIDES);
+        }
+        o
     }
 
     /// Options every ssh invocation gets, before the destination. ssh keeps
@@ -257,8 +336,8 @@ impl SshOptions {
         opt("ControlPath", &control_path.to_string_lossy());
         opt("ControlPersist", "no");
         opt("ClearAllForwardings", "yes");
-        if self.accept_new {
-            opt("StrictHostKeyChecking", "accept-new");
+        for (k, v) in self.overrides() {
+            opt(k, v);
         }
         for (k, v) in &self.options {
             opt(k, v);
@@ -749,6 +828,66 @@ fn sha256_file(path: &Path) -> std::io::Result<(String, u64)> {
 mod tests {
     use super::*;
 
+    /// Whatever an untrusted plan's config says, in any spelling, OpenSSH's
+    /// own reading (`ssh -G`) has no command to run and checks host keys.
+    #[test]
+    fn untrusted_configs_lose_to_the_overrides_as_ssh_reads_them() {
+        if Command::new("ssh").arg("-V").output().is_err() {
+            eprintln!("SKIP: ssh is not installed (apt-get install openssh-client)");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("lr-ssh-g-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = dir.join("config");
+        std::fs::write(
+            &cfg,
+            "Proxy\"Command\" touch /tmp/x\n\"KnownHostsCommand\" /bin/true\n\
+             PermitLocalCommand=\"yes\"\nLocalCommand touch /tmp/y\nPKCS11Provider /tmp/x.so\n\
+             SecurityKeyProvider /tmp/sk.so\nStrictHostKeyChecking no\n\
+             UserKnownHostsFile //dev/null\nGlobalKnownHostsFile /dev/null\n",
+        )
+        .unwrap();
+        let target = SshTarget::parse_url("ssh://root@lab-host").unwrap();
+        let plain = SshOptions {
+            config: Some(cfg.clone()),
+            ..SshOptions::default()
+        };
+        let seen = plain.resolved(&target).unwrap();
+        assert!(
+            seen.contains("proxycommand touch"),
+            "the file is read: {seen}"
+        );
+        let o = SshOptions {
+            untrusted: true,
+            ..plain
+        };
+        let seen = o.resolved(&target).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        // A LocalCommand may stay set: PermitLocalCommand no keeps it from running.
+        for absent in ["proxycommand", "knownhostscommand", "pkcs11provider"] {
+            assert!(
+                !seen.lines().any(|l| l.starts_with(&format!("{absent} "))),
+                "{absent}: {seen}"
+            );
+        }
+        for present in [
+            "permitlocalcommand no",
+            "stricthostkeychecking true",
+            "securitykeyprovider internal",
+            "globalknownhostsfile /etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2",
+        ] {
+            assert!(seen.lines().any(|l| l == present), "{present}: {seen}");
+        }
+        let user = seen
+            .lines()
+            .find_map(|l| l.strip_prefix("userknownhostsfile "))
+            .unwrap();
+        assert!(
+            user.contains(".ssh/known_hosts") && !user.contains("/dev/null"),
+            "{user}"
+        );
+    }
+
     #[test]
     fn refuses_weakening_options() {
         let mut o = SshOptions::default();
@@ -759,6 +898,10 @@ mod tests {
             ("stricthostkeychecking", "off"),
             ("BatchMode", "no"),
             ("ControlPath", "/tmp/x"),
+            ("UserKnownHostsFile", "//dev/null"),
+            ("UserKnownHostsFile", "/dev/../dev/null"),
+            ("GlobalKnownHostsFile", "\"/dev/null\""),
+            ("UserKnownHostsFile", "/dev/zero"),
         ] {
             o.options = vec![(k.into(), v.into())];
             assert!(

@@ -25,6 +25,23 @@ pub const MAX_JSON_LEN: usize = 4 << 20;
 pub const MAX_STREAMS: u32 = 128;
 /// iperf3's limits on test and omit time (MAX_TIME, MAX_OMIT_TIME), seconds.
 pub const MAX_TIME_S: f64 = 86_400.0;
+/// The longest string a peer may have kept (versions, congestion control
+/// names): longer ones are cut to this many bytes.
+pub const MAX_PEER_STRING: usize = 256;
+
+/// A peer's string cut to [`MAX_PEER_STRING`] bytes (at a character
+/// boundary); empty ones are none.
+pub fn capped(s: &Option<String>) -> Option<String> {
+    let s = s.as_ref()?;
+    if s.is_empty() {
+        return None;
+    }
+    let mut end = s.len().min(MAX_PEER_STRING);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(s[..end].to_string())
+}
 pub const MAX_OMIT_S: f64 = 600.0;
 /// The largest UDP payload; the smallest holds the 32-bit header.
 pub const MAX_UDP_LEN: u32 = 65_507;
@@ -41,6 +58,14 @@ pub const UDP_HELLO: [u8; 4] = *b"9876";
 pub const UDP_REPLY: [u8; 4] = *b"6789";
 /// Servers before 3.12 answer 987654321 in their host order.
 const LEGACY_UDP_REPLY: u32 = 987_654_321;
+/// Clients before 3.12 say hello with 123456789 in their host order.
+const LEGACY_UDP_HELLO: u32 = 123_456_789;
+
+/// Whether a datagram is a UDP stream's hello from an iperf3 client (any
+/// version): exactly four bytes, the current or the legacy message.
+pub fn is_udp_hello(b: &[u8]) -> bool {
+    b == UDP_HELLO || b == LEGACY_UDP_HELLO.to_le_bytes() || b == LEGACY_UDP_HELLO.to_be_bytes()
+}
 
 /// iperf3 error numbers (i_errno) a server sends after SERVER_ERROR that
 /// linerate names; others are given by number.
@@ -435,8 +460,8 @@ impl WireParams {
             len,
             bandwidth_bps: self.bandwidth as u64,
             counters_64bit: self.udp_counters_64bit.is_some_and(|v| v != 0.0),
-            congestion: self.congestion.clone().filter(|c| !c.is_empty()),
-            client_version: self.client_version.clone(),
+            congestion: capped(&self.congestion),
+            client_version: capped(&self.client_version),
         })
     }
 }
@@ -736,6 +761,19 @@ pub fn is_udp_reply(b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hellos_and_peer_strings() {
+        assert!(is_udp_hello(b"9876"));
+        assert!(is_udp_hello(&123_456_789u32.to_le_bytes()));
+        assert!(is_udp_hello(&123_456_789u32.to_be_bytes()));
+        assert!(!is_udp_hello(b"98765") && !is_udp_hello(b"6789") && !is_udp_hello(b""));
+        let long = Some("é".repeat(300));
+        let c = capped(&long).unwrap();
+        assert!(c.len() <= MAX_PEER_STRING && c.len() >= MAX_PEER_STRING - 1);
+        assert_eq!(capped(&Some(String::new())), None);
+        assert_eq!(capped(&Some("cubic".into())).as_deref(), Some("cubic"));
+    }
 
     fn params() -> TestParams {
         TestParams {

@@ -173,8 +173,18 @@ fn http_cells(t: &crate::results::TestResult) -> Vec<String> {
     ]
 }
 
-/// One CSV field, quoted when it holds a comma, quote or line break.
+/// One CSV field, quoted when it holds a comma, quote or line break. Text
+/// that a spreadsheet would take for a formula (beginning with `=`, `+`,
+/// `-`, `@`, tab or CR, and not a number) gets a leading `'`, as OWASP
+/// advises against CSV injection: names come from plans and peers.
 pub fn csv_field(s: &str) -> String {
+    let formula =
+        s.len() > 1 && s.starts_with(['=', '+', '-', '@', '\t', '\r']) && s.parse::<f64>().is_err();
+    let s = if formula {
+        format!("'{s}")
+    } else {
+        s.to_string()
+    };
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
@@ -359,6 +369,16 @@ pub fn csv(runs: &[Run]) -> String {
 mod tests {
     use super::*;
     use crate::report::testdata;
+
+    #[test]
+    fn formulas_in_names_are_neutralised() {
+        assert_eq!(csv_field("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
+        assert_eq!(csv_field("@SUM(A1)"), "'@SUM(A1)");
+        assert_eq!(csv_field("+1+cmd"), "'+1+cmd");
+        assert_eq!(csv_field("\tx"), "'\tx");
+        assert_eq!(csv_field("-2.5"), "-2.5");
+        assert_eq!(csv_field("lab-64b"), "lab-64b");
+    }
 
     #[test]
     fn csv_rows_per_direction_and_interval() {

@@ -469,3 +469,70 @@ fn the_ceiling_is_what_the_tester_could_not_offer() {
         assert!(g.confidence.as_ref().unwrap().tester_short_trials > 0);
     }
 }
+
+/// A DUT on a virtual machine: half of its trials lose 50 ms of frames
+/// to the hypervisor, and say so (steal). Those trials are run again, kept
+/// uncounted, and the NDR stays within its width; with the steal hidden,
+/// the same stalls drag the NDR far down, so the repeats are what holds it.
+#[test]
+fn trials_disturbed_by_the_hypervisor_are_run_again() {
+    struct Hidden(SimDut);
+    impl TrialRunner for Hidden {
+        fn trial(
+            &mut self,
+            rate_pps: f64,
+            duration: std::time::Duration,
+        ) -> Result<crate::search::TrialOutcome, crate::search::TrialError> {
+            let mut o = self.0.trial(rate_pps, duration)?;
+            o.steal_ms = None;
+            Ok(o)
+        }
+    }
+    let vm = |seed| {
+        SimDut::new(SimConfig {
+            seed,
+            stall_chance: 0.5,
+            stall_s: 0.05,
+            ..dut(0.0).config
+        })
+    };
+    let mut hidden_low = 0;
+    for seed in 1..=10 {
+        let mut d = vm(seed);
+        let ndr = d.true_throughput(0.0, 1.0);
+        // Short sums, as a quick search uses: 2 s decide a load.
+        let mut config = MlrConfig::new(10_000.0, 2_000_000.0);
+        for g in &mut config.goals {
+            g.duration_sum_s = 2.0;
+        }
+        let r = mlr_search(&mut d, &config).unwrap();
+        let g = result(&r, "ndr");
+        let lo = g.relevant_lower_bound_pps.unwrap();
+        // Three stalls in a row still count once: within 1.5 %.
+        assert!((ndr - lo) / ndr <= 0.015, "seed {seed}: {lo} vs {ndr}");
+        let repeated: Vec<_> = r.trials.iter().filter(|t| !t.counted).collect();
+        assert!(!repeated.is_empty(), "seed {seed}: nothing disturbed");
+        assert!(repeated
+            .iter()
+            .all(|t| t.outcome.disturbed() && t.purpose.contains("run again")));
+        // Each uncounted trial is followed by its repeat at the same load.
+        for t in &repeated {
+            assert_eq!(r.trials[t.index + 1].rate_pps, t.rate_pps);
+        }
+        let c = g.confidence.as_ref().unwrap();
+        assert_eq!(c.disturbed_trials, repeated.len());
+        assert!(c.summary().contains("run again"), "{}", c.summary());
+
+        let mut h = Hidden(vm(seed));
+        let r = mlr_search(&mut h, &config).unwrap();
+        let lo = result(&r, "ndr").relevant_lower_bound_pps.unwrap();
+        if lo < ndr * 0.9 {
+            hidden_low += 1;
+        }
+        assert!(r.trials.iter().all(|t| t.counted));
+    }
+    assert!(
+        hidden_low >= 4,
+        "hidden stalls moved only {hidden_low} of 10 NDRs"
+    );
+}

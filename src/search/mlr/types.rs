@@ -256,6 +256,15 @@ pub struct MlrConfidence {
     pub contradicting_trials: usize,
     /// Trials of the whole search the tester could not offer in full.
     pub tester_short_trials: usize,
+    /// Trials of the whole search that lost frames while the hypervisor
+    /// held a CPU of the test's hosts, kept but not counted and run again
+    /// ([`crate::search::TrialOutcome::disturbed`]).
+    #[serde(default)]
+    pub disturbed_trials: usize,
+    /// Disturbed trials counted all the same: their load was disturbed
+    /// again on every repeat. Above 0 the bounds may be the host's.
+    #[serde(default)]
+    pub disturbed_counted: usize,
 }
 
 impl MlrConfidence {
@@ -291,6 +300,19 @@ impl MlrConfidence {
             s.push_str(&format!(
                 "; the tester fell short in {}",
                 trials(self.tester_short_trials)
+            ));
+        }
+        if self.disturbed_trials > 0 {
+            s.push_str(&format!(
+                "; {} run again (lossy while the hypervisor held a CPU)",
+                trials(self.disturbed_trials)
+            ));
+        }
+        if self.disturbed_counted > 0 {
+            s.push_str(&format!(
+                "; {} counted although disturbed on every repeat: the host kept taking \
+                 CPU time, so the bounds may be its, not the DUT's (run the search again)",
+                trials(self.disturbed_counted)
             ));
         }
         s
