@@ -345,8 +345,8 @@ fn issue22_rates_need_units_and_empty_tests_fail() {
 }
 
 /// Hole 11: a benchmark-range target reached only through a default route
-/// is refused, naming the route and --allow-target; a route of its own or
-/// --allow-target lets it through.
+/// is refused, naming the route and --allow-target; a route through a lab
+/// next hop or --allow-target lets it through.
 #[test]
 fn issue22_benchmark_targets_behind_a_default_route_are_refused() {
     if !require_root() {
@@ -372,22 +372,81 @@ fn issue22_benchmark_targets_behind_a_default_route_are_refused() {
         a.extend_from_slice(extra);
         run(&a)
     };
-    let out = udp(&[]);
+    let refused = |how: &str| {
+        let out = udp(&[]);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{how}: {err}");
+        assert!(err.contains("via 10.250.0.2 dev hsea0"), "{how}: {err}");
+        assert!(
+            err.contains("--allow-target 198.18.99.2/32"),
+            "{how}: {err}"
+        );
+    };
+    refused("default route");
+    // The monitor probes from where it runs: the same check (issue 34).
+    let out = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            "hse-a",
+            crate::util::bin(),
+            "monitor",
+            "--icmp",
+            "198.18.99.2",
+        ])
+        .args(["--duration", "2", "--window", "1", "--out"])
+        .arg(std::env::temp_dir().join(format!("lr-mon-{}", std::process::id())))
+        .output()
+        .unwrap();
     let err = stderr(&out);
-    assert!(!out.status.success(), "{err}");
-    assert!(err.contains("default via 10.250.0.2 dev hsea0"), "{err}");
-    assert!(err.contains("--allow-target 198.18.99.2/32"), "{err}");
+    assert!(!out.status.success(), "monitor: {err}");
+    assert!(
+        err.contains("refusing to probe 198.18.99.2") && err.contains("via 10.250.0.2"),
+        "monitor: {err}"
+    );
     let out = udp(&["--allow-target", "198.18.99.2/32"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    crate::util::ip(&[
-        "-n",
-        "hse-a",
+    // Issue 34: the kernel's own route lookup decides, whatever the prefix
+    // or table: a specific route, the two halves of the address space, or
+    // a default route in a policy table all leave through 10.250.0.2.
+    let ipa = |args: &[&str]| {
+        let mut a = vec!["-n", "hse-a"];
+        a.extend_from_slice(args);
+        crate::util::ip(&a);
+    };
+    ipa(&["route", "add", "198.18.99.0/24", "via", "10.250.0.2"]);
+    refused("a /24 via the uplink");
+    ipa(&["route", "del", "198.18.99.0/24"]);
+    ipa(&["route", "del", "default"]);
+    ipa(&["route", "add", "0.0.0.0/1", "via", "10.250.0.2"]);
+    ipa(&["route", "add", "128.0.0.0/1", "via", "10.250.0.2"]);
+    refused("0.0.0.0/1 and 128.0.0.0/1");
+    ipa(&["route", "del", "0.0.0.0/1"]);
+    ipa(&["route", "del", "128.0.0.0/1"]);
+    ipa(&[
         "route",
         "add",
-        "198.18.99.0/24",
+        "default",
         "via",
         "10.250.0.2",
+        "table",
+        "100",
     ]);
+    ipa(&["rule", "add", "to", "198.18.0.0/15", "lookup", "100"]);
+    refused("a policy table's default");
+    // A next hop inside the benchmarking ranges is a lab: allowed.
+    ipa(&["rule", "del", "to", "198.18.0.0/15", "lookup", "100"]);
+    ipa(&["addr", "add", "198.18.250.1/30", "dev", "hsea0"]);
+    crate::util::ip(&[
+        "-n",
+        "hse-b",
+        "addr",
+        "add",
+        "198.18.250.2/30",
+        "dev",
+        "hseb0",
+    ]);
+    ipa(&["route", "add", "198.18.99.0/24", "via", "198.18.250.2"]);
     let out = udp(&[]);
     assert!(out.status.success(), "{}", stderr(&out));
 }

@@ -400,7 +400,7 @@ fn allowed_all(ips: &[IpAddr], allow: &[proto::Cidr]) -> Result<()> {
     if let Some((ip, route)) = crate::netops::reach::only_default_route(&lab) {
         bail!(
             "refusing to send test traffic to {ip}: it is in a benchmarking range, but this \
-             endpoint reaches it only through its default route ({route}), out of any isolated \
+             endpoint's route to it ({route}) leads out of any isolated \
              lab (RFC 2544, RFC 6815: these ranges are for isolated test networks). Add a route \
              to the lab there, or if that path is an isolated test network, pass \
              --allow-target {} (or its prefix)",

@@ -82,103 +82,50 @@ fn specific_route(json: &str) -> bool {
         })
 }
 
-/// The first of `addrs` that this namespace reaches only through its
-/// default route (no address of its own, no other route of its main
-/// table covers it), with that route as `via GATEWAY dev DEV`. The
-/// benchmarking ranges belong to isolated labs: a default route leads out
-/// of one, unless its gateway is itself in a benchmarking range (a lab
-/// namespace whose default route points at the DUT stays in the lab). One `ip route` per address family, whatever the number of
-/// addresses.
+/// The first of `addrs` whose route, as the kernel itself chooses it
+/// (`ip route get`: every table and policy rule), leads out of any lab,
+/// with that route as `via GATEWAY dev DEV`. A route leads out when its
+/// next hop is a gateway outside the benchmarking ranges (a link-local
+/// gateway counts as in a lab only when the source the kernel picks is in
+/// one), whatever the prefix that matched: `0.0.0.0/1` and a default route
+/// in a policy table are caught like the main table's default. Addresses
+/// this namespace holds, on-link ones (the next hop is the address itself)
+/// and ones without a route (nothing can be sent) pass.
 pub fn only_default_route(addrs: &[IpAddr]) -> Option<(IpAddr, String)> {
-    let table = |family: &str| {
-        super::run_output("ip", &[family, "-j", "route", "show"])
-            .ok()
-            .map(|o| parse_routes(&o))
-            .unwrap_or_default()
-    };
-    let (mut v4, mut v6) = (None, None);
-    for &addr in addrs {
-        if owned(addr) {
-            continue;
-        }
-        let routes = if addr.is_ipv4() {
-            v4.get_or_insert_with(|| table("-4"))
-        } else {
-            v6.get_or_insert_with(|| table("-6"))
-        };
-        if let Some(r) = default_only(routes, addr) {
-            return Some((addr, r));
-        }
-    }
-    None
+    addrs.iter().find_map(|&addr| {
+        let out = super::run_output("ip", &["-j", "route", "get", &addr.to_string()]).ok()?;
+        leaves_the_lab(&out).map(|r| (addr, r))
+    })
 }
 
-/// One route of `ip -j route show`: its destination (`None` for the
-/// default) and how it is written for a person.
-#[derive(Debug, Clone, PartialEq)]
-struct Route {
-    dst: Option<Cidr>,
-    /// The next hop, when the route has one.
-    gateway: Option<IpAddr>,
-    text: String,
-}
-
-fn parse_routes(json: &str) -> Vec<Route> {
-    let Ok(Value::Array(routes)) = serde_json::from_str::<Value>(json) else {
-        return Vec::new();
-    };
-    routes
-        .iter()
-        .filter_map(|r| {
-            let dst = r["dst"].as_str()?;
-            let mut text = String::new();
-            if let Some(g) = r["gateway"].as_str() {
-                text.push_str(&format!("via {g} "));
-            }
-            if let Some(d) = r["dev"].as_str() {
-                text.push_str(&format!("dev {d}"));
-            }
-            let text = format!("{dst} {}", text.trim_end());
-            let gateway = r["gateway"].as_str().and_then(|g| g.parse().ok());
-            if dst == "default" {
-                return Some(Route {
-                    dst: None,
-                    gateway,
-                    text,
-                });
-            }
-            // A host route is written without its prefix length.
-            let cidr = if dst.contains('/') {
-                dst.parse().ok()?
-            } else {
-                let ip: IpAddr = dst.parse().ok()?;
-                Cidr {
-                    addr: ip,
-                    prefix: if ip.is_ipv4() { 32 } else { 128 },
-                }
-            };
-            Some(Route {
-                dst: Some(cidr),
-                gateway,
-                text,
-            })
-        })
-        .collect()
-}
-
-/// The default route `addr` would take when no other route covers it.
-fn default_only(routes: &[Route], addr: IpAddr) -> Option<String> {
-    if routes
-        .iter()
-        .any(|r| r.dst.as_ref().is_some_and(|c| c.contains(addr)))
-    {
+/// Whether `ip -j route get` output is a route whose next hop leaves the
+/// lab (see [`only_default_route`]); the route, written for a person.
+fn leaves_the_lab(json: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(json).ok()?;
+    let r = v.as_array()?.first()?;
+    if r["type"].as_str().is_some_and(|t| t != "unicast") {
+        // local, broadcast, unreachable, prohibit, blackhole: nothing leaves.
         return None;
     }
-    routes
-        .iter()
-        .find(|r| r.dst.is_none())
-        .filter(|r| !r.gateway.is_some_and(super::port::benchmarking_address))
-        .map(|r| r.text.clone())
+    let gateway: IpAddr = r["gateway"].as_str()?.parse().ok()?;
+    let prefsrc: Option<IpAddr> = r["prefsrc"].as_str().and_then(|p| p.parse().ok());
+    let link_local = match gateway {
+        IpAddr::V6(g) => g.segments()[0] & 0xffc0 == 0xfe80,
+        IpAddr::V4(g) => g.is_link_local(),
+    };
+    let bench = |a: IpAddr| benchmark_ranges().iter().any(|c| c.contains(a));
+    let in_lab = bench(gateway) || (link_local && prefsrc.is_some_and(bench));
+    if in_lab {
+        return None;
+    }
+    let mut text = format!("via {gateway}");
+    if let Some(d) = r["dev"].as_str() {
+        text.push_str(&format!(" dev {d}"));
+    }
+    if let Some(t) = r["table"].as_str() {
+        text.push_str(&format!(" table {t}"));
+    }
+    Some(text)
 }
 
 /// The namespace under /run/netns whose interfaces hold `addr`, if one
@@ -228,36 +175,33 @@ mod tests {
     }
 
     #[test]
-    fn a_target_reached_only_by_the_default_route_is_named_with_it() {
-        let host = parse_routes(
-            r#"[{"dst":"default","gateway":"192.0.2.1","dev":"eth0"},
-                {"dst":"192.0.2.0/24","dev":"eth0"}]"#,
+    fn a_route_whose_gateway_leaves_the_lab_is_named_whatever_its_prefix() {
+        // The host's uplink: by the default route, by 0.0.0.0/1, by a
+        // policy table's default: the kernel's answer is the same shape.
+        let r = leaves_the_lab(
+            r#"[{"dst":"198.18.0.2","gateway":"192.0.2.1","dev":"eth0","prefsrc":"192.0.2.5","flags":[],"uid":0,"cache":[]}]"#,
         );
-        let r = default_only(&host, "198.18.0.2".parse().unwrap());
-        assert_eq!(r.as_deref(), Some("default via 192.0.2.1 dev eth0"));
-        assert_eq!(default_only(&host, "192.0.2.9".parse().unwrap()), None);
-        // A lab namespace: a route via the DUT, or on-link, or a host route.
-        let lab = parse_routes(
-            r#"[{"dst":"default","gateway":"192.0.2.1","dev":"eth0"},
-                {"dst":"198.19.0.0/16","gateway":"198.18.0.254","dev":"gen0"},
-                {"dst":"198.18.0.0/24","dev":"gen0"},
-                {"dst":"198.18.7.7","dev":"lo"}]"#,
+        assert_eq!(r.as_deref(), Some("via 192.0.2.1 dev eth0"));
+        let r = leaves_the_lab(
+            r#"[{"dst":"198.18.0.2","gateway":"10.0.0.1","dev":"eth0","table":"100","prefsrc":"10.0.0.5"}]"#,
         );
-        for ok in ["198.19.3.4", "198.18.0.9", "198.18.7.7"] {
-            assert_eq!(default_only(&lab, ok.parse().unwrap()), None, "{ok}");
+        assert_eq!(r.as_deref(), Some("via 10.0.0.1 dev eth0 table 100"));
+        // A lab namespace: via the DUT, on-link, its own address.
+        for ok in [
+            r#"[{"dst":"198.19.3.4","gateway":"198.18.0.254","dev":"gen0","prefsrc":"198.18.0.1"}]"#,
+            r#"[{"dst":"198.18.0.9","dev":"gen0","prefsrc":"198.18.0.1"}]"#,
+            r#"[{"type":"local","dst":"198.18.7.7","dev":"lo","prefsrc":"198.18.7.7"}]"#,
+            r#"[{"dst":"2001:2::2","gateway":"fe80::1","dev":"gen0","prefsrc":"2001:2:0:1::1"}]"#,
+            "not json",
+            "[]",
+        ] {
+            assert_eq!(leaves_the_lab(ok), None, "{ok}");
         }
-        assert!(default_only(&lab, "198.18.8.1".parse().unwrap()).is_some());
-        // No route at all: the send fails by itself, nothing to name.
-        assert_eq!(default_only(&[], "198.18.0.2".parse().unwrap()), None);
-        // A lab namespace whose default route points at the DUT (a gateway
-        // in a benchmarking range) stays inside the lab.
-        let lab = parse_routes(r#"[{"dst":"default","gateway":"198.18.10.1","dev":"a0"}]"#);
-        assert_eq!(default_only(&lab, "198.19.10.2".parse().unwrap()), None);
-        let v6 = parse_routes(r#"[{"dst":"default","gateway":"fd00::1","dev":"eth0"}]"#);
-        assert_eq!(
-            default_only(&v6, "2001:2::2".parse().unwrap()).as_deref(),
-            Some("default via fd00::1 dev eth0")
+        // A link-local gateway from a host address is the uplink.
+        let v6 = leaves_the_lab(
+            r#"[{"dst":"2001:2::2","gateway":"fe80::1","dev":"eth0","prefsrc":"2001:db8::5"}]"#,
         );
+        assert_eq!(v6.as_deref(), Some("via fe80::1 dev eth0"));
     }
 
     #[test]

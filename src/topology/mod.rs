@@ -102,7 +102,7 @@ fn check_ssh_route(
         };
         bail!(
             "{target}: refusing to connect to {ip}: it is in a benchmarking range, but this \
-             host reaches it only through its default route ({route}), out of any isolated lab \
+             host's route to it ({route}) leads out of any isolated lab \
              (RFC 2544, RFC 6815: these ranges are for isolated test networks). Add a route to \
              the lab, or if that path is an isolated test network, pass --allow-target {prefix} \
              (or list it in the plan's allow_target)"

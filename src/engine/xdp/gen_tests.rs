@@ -432,8 +432,9 @@ fn a_late_paced_run_catches_up_no_faster_than_its_catch_gap() {
         ..Cursor::unpaced(0, 0)
     })
     .expect("cursor");
-    let mut sent = 0u64;
+    let (mut sent, mut calls) = (0u64, 0u64);
     while sys::monotonic_ns() - start < 2_000_000 {
+        calls += 1;
         if run_on(&mut g, &input, 0).0 == 3 {
             sent += 1;
         }
@@ -441,11 +442,14 @@ fn a_late_paced_run_catches_up_no_faster_than_its_catch_gap() {
     let elapsed = (sys::monotonic_ns() - start) as f64;
     let c = g.cursor().expect("cursor");
     assert_eq!((c.sent, c.skipped), (sent, 0), "{c:?}");
-    // At most one frame per 8 µs and a burst of LR_CATCH_BURST, and still
-    // catching up: at least half that pace on a busy machine.
+    // At most one frame per 8 µs and a burst of LR_CATCH_BURST. And still
+    // catching up: at least half of what the calls allowed, which on a busy
+    // machine (calls slower than 8 µs, or preempted) is fewer than the
+    // time would.
     let most = (elapsed / 8_000.0).ceil() as u64 + 33;
+    let allowed = most.min(calls);
     assert!(
-        sent <= most && sent >= most / 2,
-        "{sent} frames in {elapsed} ns"
+        sent <= most && sent >= allowed / 2,
+        "{sent} frames in {elapsed} ns over {calls} calls"
     );
 }
