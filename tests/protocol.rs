@@ -197,3 +197,50 @@ fn agent_refuses_unsafe_destinations_and_over_cap_durations() {
     drop(w);
     let _ = wait_exit(&mut a, Duration::from_secs(5));
 }
+
+/// Issue 34: a controller that floods requests and never reads the answers
+/// stops the agent's work, not its memory: the queues between the control
+/// channel and the agent are bounded, so the agent stops taking requests
+/// (the controller's writes wait) and its RSS stays flat.
+#[test]
+fn an_unread_agent_keeps_its_memory_bounded() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+    let mut a = agent();
+    let mut w = a.stdin.take().unwrap();
+    let _unread = a.stdout.take().unwrap();
+    let pid = a.id();
+    proto::write_frame(&mut w, &hello(PROTO_VERSION)).unwrap();
+    let sent = Arc::new(AtomicU32::new(0));
+    let count = Arc::clone(&sent);
+    // The writer blocks once the pipes and queues are full.
+    std::thread::spawn(move || {
+        while count.load(Ordering::Relaxed) < 200_000
+            && proto::write_frame(&mut w, &Request::Snapshot).is_ok()
+        {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let at3 = sent.load(Ordering::Relaxed);
+    std::thread::sleep(Duration::from_secs(1));
+    let at4 = sent.load(Ordering::Relaxed);
+    let rss_kib = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap();
+    let _ = a.kill();
+    let _ = a.wait();
+    // Unbounded, the agent kept answering into memory (over 100 MB at
+    // 200,000 requests) and kept taking requests.
+    assert_eq!(
+        at3, at4,
+        "the agent kept taking requests nobody read the answers of"
+    );
+    assert!(
+        rss_kib < 60 * 1024,
+        "agent RSS {rss_kib} KiB after {at4} requests"
+    );
+}

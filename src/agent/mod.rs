@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::io::{BufReader, BufWriter};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -76,11 +76,18 @@ fn enter(netns: &Netns) -> Result<()> {
     Ok(())
 }
 
+/// Messages each way that may wait between the control channel and the
+/// agent's loop.
+const CHANNEL_DEPTH: usize = 1024;
+
 /// Starts the two control-channel threads: requests from stdin, responses to
 /// stdout. Either ends the process when its side of the channel closes.
-fn spawn_io() -> (Receiver<Request>, Sender<Response>) {
-    let (req_tx, req_rx) = mpsc::channel::<Request>();
-    let (resp_tx, resp_rx) = mpsc::channel::<Response>();
+fn spawn_io() -> (Receiver<Request>, SyncSender<Response>) {
+    // Bounded both ways: a controller that stops reading stops the agent's
+    // work (its sends wait), and one that floods requests waits for the
+    // agent, instead of either growing the agent's memory.
+    let (req_tx, req_rx) = mpsc::sync_channel::<Request>(CHANNEL_DEPTH);
+    let (resp_tx, resp_rx) = mpsc::sync_channel::<Response>(CHANNEL_DEPTH);
     std::thread::spawn(move || {
         let mut r = BufReader::new(std::io::stdin().lock());
         loop {
@@ -127,7 +134,7 @@ enum Step {
 /// The agent's state between requests.
 struct Agent {
     limits: Limits,
-    out: Sender<Response>,
+    out: SyncSender<Response>,
     live: Liveness,
     greeted: bool,
     jobs: HashMap<u32, Running>,

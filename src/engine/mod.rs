@@ -22,7 +22,7 @@ use crate::host::links::LinkWatch;
 use crate::proto::{Cidr, FlowTotal, IntervalSample, Response};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 pub struct JobCtx {
     pub test: u32,
     pub stop: Arc<AtomicBool>,
-    pub out: Sender<Response>,
+    pub out: SyncSender<Response>,
     pub interval: Duration,
     /// Filled by the controller's Stop for receivers (tail-loss accounting).
     pub sender_totals: Arc<Mutex<Option<Vec<FlowTotal>>>>,

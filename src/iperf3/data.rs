@@ -11,7 +11,7 @@ use crate::sys;
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Sender};
+use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -51,7 +51,7 @@ pub struct Plan {
 #[derive(Debug, Clone)]
 pub struct Live {
     pub test: u32,
-    pub out: Sender<Response>,
+    pub out: SyncSender<Response>,
 }
 
 pub use crate::proto::iperf3::StreamTotals;
@@ -100,7 +100,7 @@ fn udp_overhead(ipv6: bool) -> u64 {
 /// at EOF (TCP), or all of them on [`Running::stop`].
 pub fn start(streams: Vec<Stream>, plan: Plan) -> Result<Running, EngineError> {
     let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = channel();
+    let (tx, rx) = sync_channel(1024);
     let ctx = JobCtx {
         test: 0,
         stop: Arc::clone(&stop),

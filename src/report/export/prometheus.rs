@@ -15,13 +15,23 @@ pub fn prometheus(runs: &[Run]) -> String {
     };
     for run in runs {
         run_metrics(&mut e, run);
+        // Series must be unique: a name a run gives several tests (a plan's
+        // repeats, a sweep) is numbered from its second test on.
+        let mut seen: std::collections::HashMap<&str, usize> = Default::default();
         for t in run
             .results
             .tests
             .iter()
             .filter(|t| t.status == TestStatus::Ok)
         {
-            test_metrics(&mut e, &run.label, t);
+            let n = seen.entry(t.name.as_str()).or_insert(0);
+            *n += 1;
+            let name = if *n == 1 {
+                t.name.clone()
+            } else {
+                format!("{} #{n}", t.name)
+            };
+            test_metrics(&mut e, &run.label, &name, t);
         }
         ramp_metrics(&mut e, run);
         search_metrics(&mut e, run);
@@ -70,16 +80,16 @@ fn run_metrics(e: &mut Exposition, run: &Run) {
 
 /// One test that ran: HTTP and latency figures, each direction, then the
 /// test-wide CPU, efficiency and cross-check figures.
-fn test_metrics(e: &mut Exposition, run: &str, t: &TestResult) {
-    http_metrics(e, run, t);
+fn test_metrics(e: &mut Exposition, run: &str, name: &str, t: &TestResult) {
+    http_metrics(e, run, name, t);
     if let Some(l) = &t.latency {
-        latency_metrics(e, run, &t.name, l);
+        latency_metrics(e, run, name, l);
     }
     for d in &t.directions {
-        let l: &[(&str, &str)] = &[("run", run), ("test", &t.name), ("direction", &d.direction)];
+        let l: &[(&str, &str)] = &[("run", run), ("test", name), ("direction", &d.direction)];
         direction_metrics(e, l, t, d);
     }
-    let tl: &[(&str, &str)] = &[("run", run), ("test", &t.name)];
+    let tl: &[(&str, &str)] = &[("run", run), ("test", name)];
     cpu_metrics(e, tl, t);
     for c in &t.cross_checks {
         let cl = [tl[0], tl[1], ("check", c.what.as_str())];
@@ -335,9 +345,9 @@ fn search_metrics(e: &mut Exposition, run: &Run) {
 }
 
 /// An HTTP test's requests, latency quantiles, CPU per side and kTLS.
-fn http_metrics(e: &mut Exposition, run: &str, t: &TestResult) {
+fn http_metrics(e: &mut Exposition, run: &str, name: &str, t: &TestResult) {
     let Some(h) = &t.http else { return };
-    let l: &[(&str, &str)] = &[("run", run), ("test", &t.name)];
+    let l: &[(&str, &str)] = &[("run", run), ("test", name)];
     e.add(
         "linerate_http_requests_total",
         "counter",
@@ -558,6 +568,25 @@ mod tests {
             "linerate_loss_ratio{run=\"nat\",test=\"udp imix var2\",direction=\"gen_to_sink\"}"
         ));
         assert!(!out.contains("bits"), "base unit is bytes");
+    }
+
+    /// Tests that share a name (repeats, sweeps) still give one series each.
+    #[test]
+    fn series_are_unique_when_names_repeat() {
+        let mut runs = testdata::three_runs();
+        let t = runs[0].results.tests[0].clone();
+        runs[0].results.tests.push(t);
+        let out = prometheus(&runs);
+        let samples: Vec<&str> = out
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.rsplit_once(' ').unwrap().0)
+            .collect();
+        let mut unique = samples.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), samples.len(), "duplicate series");
+        assert!(out.contains(" #2\""), "{out}");
     }
 
     #[test]
