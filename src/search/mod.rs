@@ -413,15 +413,8 @@ impl TrialLog {
         purpose: String,
         goal: Option<String>,
     ) -> Result<&SearchTrial, SearchError> {
-        let index = self.trials.len();
-        let fail = |log: &TrialLog, e: TrialError| SearchError::Trial {
-            index,
-            rate_pps,
-            duration_s,
-            message: e.to_string(),
-            completed: log.trials.clone(),
-        };
-        let duration = secs(duration_s).map_err(|e| fail(self, e))?;
+        let duration = secs(duration_s)
+            .map_err(|e| self.failed(self.trials.len(), rate_pps, duration_s, e))?;
         let mut repeats = 0;
         loop {
             let index = self.trials.len();
@@ -461,6 +454,17 @@ impl TrialLog {
         }
     }
 
+    /// Trial `index` failed: the error, with the trials completed before.
+    fn failed(&self, index: usize, rate_pps: f64, duration_s: f64, e: TrialError) -> SearchError {
+        SearchError::Trial {
+            index,
+            rate_pps,
+            duration_s,
+            message: e.to_string(),
+            completed: self.trials.clone(),
+        }
+    }
+
     /// One trial and its waits.
     fn one(
         &self,
@@ -471,13 +475,7 @@ impl TrialLog {
         index: usize,
     ) -> Result<TrialOutcome, SearchError> {
         let duration_s = duration.as_secs_f64();
-        let fail = |log: &TrialLog, e: TrialError| SearchError::Trial {
-            index,
-            rate_pps,
-            duration_s,
-            message: e.to_string(),
-            completed: log.trials.clone(),
-        };
+        let fail = |log: &TrialLog, e: TrialError| log.failed(index, rate_pps, duration_s, e);
         for (phase, s) in [
             (WaitPhase::RoutingUpdate, waits.routing_update_s),
             (WaitPhase::Learning, waits.learning_s),
