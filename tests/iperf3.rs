@@ -104,6 +104,13 @@ impl Ns {
         pid
     }
 
+    /// Starts `linerate serve --iperf3 ARGS` in the server namespace.
+    fn serve_iperf3(&mut self, args: &[&str]) -> u32 {
+        let mut v = vec![bin(), "serve", "--iperf3"];
+        v.extend_from_slice(args);
+        self.spawn(&self.server.clone(), &v, None)
+    }
+
     /// Waits until something listens on the server's TCP `port`.
     fn wait_listening(&self, port: u16) {
         let t0 = Instant::now();
@@ -408,19 +415,7 @@ fn stock_iperf3_client_against_linerate_server() {
     let base = tempdir("iperf3-serve");
     let listen = format!("{SERVER}:5201");
     let base_s = base.display().to_string();
-    ns.spawn(
-        &ns.server.clone(),
-        &[
-            bin(),
-            "serve",
-            "--iperf3",
-            "--listen",
-            &listen,
-            "--results-dir",
-            &base_s,
-        ],
-        None,
-    );
+    ns.serve_iperf3(&["--listen", &listen, "--results-dir", &base_s]);
     ns.wait_listening(5201);
     let mut seen = vec![];
     let cases: &[(&str, &[&str])] = &[
@@ -652,11 +647,7 @@ fn busy_refused_and_killed_servers_give_clear_errors() {
     );
 
     // linerate's server answers a second client the way iperf3 does.
-    let lr = ns.spawn(
-        &ns.server.clone(),
-        &[bin(), "serve", "--iperf3", "--port", "5301", "--no-results"],
-        None,
-    );
+    let lr = ns.serve_iperf3(&["--port", "5301", "--no-results"]);
     ns.wait_listening(5301);
     ns.spawn(
         &ns.client.clone(),
@@ -887,18 +878,7 @@ fn udp_hellos_from_strangers_get_no_stream() {
         "hipc0",
     ]);
     let listen = format!("{SERVER}:5209");
-    ns.spawn(
-        &ns.server.clone(),
-        &[
-            bin(),
-            "serve",
-            "--iperf3",
-            "--listen",
-            &listen,
-            "--no-results",
-        ],
-        None,
-    );
+    ns.serve_iperf3(&["--listen", &listen, "--no-results"]);
     ns.wait_listening(5209);
     // The stranger says hello every 5 ms for 5 s and counts what comes back.
     let script = format!(

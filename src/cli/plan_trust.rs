@@ -278,27 +278,18 @@ mod tests {
         .unwrap();
         assert!(check(&plan, &path).is_ok());
         // A plan that widens where traffic may go needs trust too.
-        let wide = crate::plan::parse(
-            "plan.toml",
-            &format!(
-                "allow_target = [\"0.0.0.0/0\"]\n{}",
-                text.replace("[ssh]\nconfig = \"ssh_config\"\n", "")
-            ),
-        )
-        .unwrap();
+        let allowing = |cidr: &str| {
+            let rest = text.replace("[ssh]\nconfig = \"ssh_config\"\n", "");
+            crate::plan::parse("plan.toml", &format!("allow_target = [\"{cidr}\"]\n{rest}"))
+                .unwrap()
+        };
+        let wide = allowing("0.0.0.0/0");
         let e = format!("{:#}", check(&wide, &path).unwrap_err());
         assert!(
             e.contains("allow_target 0.0.0.0/0") && e.contains("--trust-plan"),
             "{e}"
         );
-        let narrow = crate::plan::parse(
-            "plan.toml",
-            &format!(
-                "allow_target = [\"198.18.4.0/24\"]\n{}",
-                text.replace("[ssh]\nconfig = \"ssh_config\"\n", "")
-            ),
-        )
-        .unwrap();
+        let narrow = allowing("198.18.4.0/24");
         assert!(check(&narrow, &path).unwrap().is_none());
         remove_copies();
         assert!(!copy.exists());

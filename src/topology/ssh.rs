@@ -225,7 +225,7 @@ fn never_holds_keys(w: &str) -> bool {
         }
         out
     };
-    if collapsed == "/dev/null" || collapsed.starts_with("/dev/") {
+    if collapsed.starts_with("/dev/") {
         return true;
     }
     match std::fs::metadata(w) {
