@@ -2,22 +2,23 @@
 # Soak: a long run at full rate must keep memory flat and counters exact.
 #
 # Builds gen ─ dut ─ sink in network namespaces (the DUT routes), then for
-# MINUTES at once: UDP from gen to sink with no rate cap (as fast as the
+# MINUTES (or SECONDS) at once: UDP from gen to sink with no rate cap (as fast as the
 # tester sends: the highest rate it sustains), TCP alongside on the same
 # path, and `linerate monitor` from gen probing the sink (a responder and
-# ICMP) in 1-second windows. Every minute it samples each linerate
-# process's RSS and open descriptors (controllers and agents). At the end
-# it checks, per process: RSS growth after the first minute at most 5 % or
+# ICMP) in 1-second windows. Every minute (a third of a soak shorter than
+# two minutes) it samples each linerate process's RSS and open descriptors
+# (controllers and agents). At the end it checks, per process: RSS growth
+# after the first sample at most 5 % or
 # at most 1 MiB (a one-time step, such as code first run late, is not a
 # leak; a 2-minute soak sees one as 5 % of an 8 MiB agent),
-# descriptors at the end within 2 of the first minute's; and for UDP:
+# descriptors at the end within 2 of the first sample's; and for UDP:
 # sent = received + lost exactly, lost = DUT drops + tester drops exactly.
 # Prints a table; exits 1 when a check fails, 2 when it could not run.
 # Stopped by a signal (SIGINT, SIGTERM: a time limit around it), it still
 # prints the memory table of the samples so far, says it was cut short and
 # exits 130. Allow it N + 1 minutes: setup and the runs' ends add ~30 s.
 #
-#   bench/soak.sh [--minutes N]     (default 60; run as root)
+#   bench/soak.sh [--minutes N | --seconds N]     (default 60 min; run as root)
 #
 # BIN picks the binary (default target/release/linerate), PREFIX the
 # namespace names (default lrsoak<pid>), KEEP=1 keeps the output directory.
@@ -28,8 +29,10 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --minutes) MINUTES=${2:?--minutes takes a number}; shift 2 ;;
     --minutes=*) MINUTES=${1#--minutes=}; shift ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "soak.sh: unknown argument $1 (try --minutes N)" >&2; exit 2 ;;
+    --seconds) SECONDS_ASKED=${2:?--seconds takes a number}; shift 2 ;;
+    --seconds=*) SECONDS_ASKED=${1#--seconds=}; shift ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "soak.sh: unknown argument $1 (try --minutes N or --seconds N)" >&2; exit 2 ;;
   esac
 done
 case "$MINUTES" in
@@ -42,6 +45,16 @@ BIN=$(realpath "$BIN")
 P=${PREFIX:-lrsoak$$}
 G=${P}g D=${P}d S=${P}s
 SECS=$((MINUTES * 60))
+if [ -n "${SECONDS_ASKED:-}" ]; then
+  case "$SECONDS_ASKED" in
+    ''|*[!0-9]*) echo "soak.sh: --seconds takes a whole number, 30 or more (got '$SECONDS_ASKED')" >&2; exit 2 ;;
+  esac
+  [ "$SECONDS_ASKED" -ge 30 ] || { echo "soak.sh: --seconds takes a whole number, 30 or more (got '$SECONDS_ASKED'): a shorter run shows no trend" >&2; exit 2; }
+  SECS=$SECONDS_ASKED
+fi
+# Samples every minute; a soak under two minutes takes three.
+STEP=60
+[ "$SECS" -ge 120 ] || STEP=$((SECS / 3))
 OUT=$(mktemp -d /tmp/linerate-soak.XXXXXX)
 PIDS=()
 
@@ -82,7 +95,7 @@ ip netns exec "$D" sysctl -qw net.ipv4.ip_forward=1
 # NAPI on the DUT's ingress, as the lab gives it (live frames need it).
 ip netns exec "$D" ethtool -K lrd0 gro on >/dev/null
 
-echo "soak: ${MINUTES} min through $G → $D → $S; output in $OUT"
+echo "soak: ${SECS} s through $G → $D → $S; output in $OUT"
 "$BIN" udp --client "ns:$G" --server "ns:$S" --target 198.19.1.2 -p 5301 -t "$SECS" \
   --no-progress --json --results-dir "$OUT/results" --name soak-udp \
   >"$OUT/udp.json" 2>"$OUT/udp.log" &
@@ -131,8 +144,8 @@ fds() { [ -d "/proc/$1/fd" ] || return 0; find "/proc/$1/fd" -mindepth 1 -maxdep
 # sets fail=1 when a check fails.
 memory_table() {
   echo
-  echo "Memory and descriptors, first minute → end:"
-  printf '%-22s %10s %10s %8s %6s %6s  %s\n' process rss_1min rss_end growth fds_1 fds_end verdict
+  echo "Memory and descriptors, first sample (${STEP} s) → end:"
+  printf '%-22s %10s %10s %8s %6s %6s  %s\n' process rss_first rss_end growth fds_1 fds_end verdict
   local role r1 f1 r2 f2 growth verdict
   for role in $(awk '{print $3}' "$OUT/samples" | sort -u); do
     read -r r1 f1 < <(awk -v r="$role" '$3 == r {print $4, $5; exit}' "$OUT/samples")
@@ -143,7 +156,7 @@ memory_table() {
     if awk -v g="$growth" -v a="$r1" -v b="$r2" 'BEGIN { exit !(g == "n/a" || (g > 5 && b - a > 1024)) }'; then
       verdict="RSS grew"; fail=1
     fi
-    # Flat: within 2 of the first minute's count (a monitor renewing its
+    # Flat: within 2 of the first sample's count (a monitor renewing its
     # responder session holds the old one open for 10 s).
     if [ $((f2 - f1)) -gt 2 ] || [ $((f1 - f2)) -gt 2 ]; then verdict="$verdict; fds changed"; fail=1; fi
     printf '%-22s %10s %10s %7s%% %6s %6s  %s\n' "$role" "$r1" "$r2" "$growth" "$f1" "$f2" "$verdict"
@@ -155,7 +168,7 @@ memory_table() {
 : >"$OUT/samples"
 start=$(date +%s)
 sample_at=()
-for m in $(seq 1 $((MINUTES - 1))); do sample_at+=($((m * 60))); done
+for ((at = STEP; at < SECS - 10; at += STEP)); do sample_at+=("$at"); done
 sample_at+=($((SECS - 10)))
 printf '%8s %-22s %8s %6s\n' minute process rss_kib fds
 for at in "${sample_at[@]}"; do

@@ -32,6 +32,9 @@ flags=(--sanitizer none --debug-assertions)
 cargo +nightly fuzz build "${flags[@]}"
 
 work=${FUZZ_WORK:-$(mktemp -d -t linerate-fuzz.XXXXXX)}
+# A target's scratch files (the ssh_config oracle's) stay in the work dir.
+mkdir -p "$work/tmp"
+export TMPDIR="$work/tmp"
 targets=${FUZZ_TARGETS:-$(cargo +nightly fuzz list)}
 failed=()
 for t in $targets; do

@@ -9,14 +9,40 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 skips=$(mktemp)
 out=$(mktemp)
-trap 'rm -f "$skips" "$out"' EXIT
+fuzz_log=$(mktemp)
+fuzz_work=$(mktemp -d -t linerate-fuzz.XXXXXX)
+fuzz_pid=
+cleanup() {
+    # The fuzzing runs in a session of its own: end all of it.
+    [ -n "$fuzz_pid" ] && kill -- "-$fuzz_pid" 2>/dev/null
+    rm -rf "$skips" "$out" "$fuzz_log" "$fuzz_work"
+}
+trap cleanup EXIT
+# Fuzzing: every fuzz target FUZZ_SECONDS (default 30) on this code, at the
+# lowest priority beside the tests (they stay green with a core busy), so
+# it costs the suite little time. FUZZ_SECONDS=0 leaves it out.
+fuzz_secs=${FUZZ_SECONDS:-30}
+if [ "$fuzz_secs" != 0 ]; then
+    FUZZ_WORK="$fuzz_work" setsid nice -n 19 scripts/fuzz.sh "$fuzz_secs" >"$fuzz_log" 2>&1 &
+    fuzz_pid=$!
+fi
 status=0
 LINERATE_SKIP_LOG="$skips" cargo test --workspace --release --locked 2>&1 | tee "$out" || status=$?
+fuzz_status=0
+if [ -n "$fuzz_pid" ]; then
+    wait "$fuzz_pid" || fuzz_status=$?
+    fuzz_pid=
+    echo
+    echo "fuzzing (scripts/fuzz.sh $fuzz_secs, niced beside the tests):"
+    grep -E '^(== |fuzz.sh:|Done [0-9]+ runs)|deadly signal|panicked|^error' "$fuzz_log" | sed 's/^/  /'
+    [ "$fuzz_status" = 0 ] || { tail -40 "$fuzz_log" | sed 's/^/  /'; status=1; }
+fi
 passed=$(sed -n 's/^test result: .* \([0-9][0-9]*\) passed.*/\1/p' "$out" | awk '{s += $1} END {print s + 0}')
 failed=$(sed -n 's/^test result: .* \([0-9][0-9]*\) failed.*/\1/p' "$out" | awk '{s += $1} END {print s + 0}')
 skipped=$(wc -l <"$skips")
 echo
-echo "summary: ${passed:-0} passed, ${failed:-0} failed, $skipped skipped"
+fuzzed=$([ "$fuzz_secs" = 0 ] && echo "not fuzzed (FUZZ_SECONDS=0)" || { [ "$fuzz_status" = 0 ] && echo "every fuzz target ${fuzz_secs}s without a crash" || echo "FUZZING FAILED"; })
+echo "summary: ${passed:-0} passed, ${failed:-0} failed, $skipped skipped; $fuzzed"
 if [ "$skipped" -gt 0 ]; then
     sed 's/^/  /' "$skips"
     echo "  (a skipped test proves nothing: run as root with the tools installed, as CI does)"

@@ -131,3 +131,26 @@ fn fuzz_replay_criteria() {
 fn fuzz_replay_iperf3() {
     assert!(replay("iperf3") > 0);
 }
+
+#[test]
+fn fuzz_replay_ssh_config() {
+    assert!(replay("ssh_config") > 0);
+    // The oracle sees what the check must refuse: a command run while ssh
+    // reads the file, and a proxy it would start (where ssh is installed).
+    let text = "Match exec \"true\"\n  Port 2222\nHost *\n  ProxyCommand nc %h %p\n";
+    let seen = checks::ssh_view(text);
+    checks::ssh_view_cleanup();
+    if let Some((view, ran)) = seen {
+        assert!(ran, "Match exec ran nothing the marker saw");
+        assert!(view.contains("proxycommand nc %h %p"), "{view}");
+        assert!(view.contains("port 2222"), "{view}");
+    } else {
+        assert!(
+            std::process::Command::new("ssh")
+                .arg("-V")
+                .output()
+                .is_err(),
+            "ssh is installed but ssh -G gave no view"
+        );
+    }
+}

@@ -415,7 +415,18 @@ fn stock_iperf3_client_against_linerate_server() {
     let base = tempdir("iperf3-serve");
     let listen = format!("{SERVER}:5201");
     let base_s = base.display().to_string();
-    ns.serve_iperf3(&["--listen", &listen, "--results-dir", &base_s]);
+    // Limits an anonymous client must keep (issue 34): every case below
+    // fits them, the refusals after the cases do not.
+    ns.serve_iperf3(&[
+        "--listen",
+        &listen,
+        "--results-dir",
+        &base_s,
+        "--max-test-time",
+        "4",
+        "--max-udp-send-rate",
+        "40M",
+    ]);
     ns.wait_listening(5201);
     let mut seen = vec![];
     let cases: &[(&str, &[&str])] = &[
@@ -516,6 +527,40 @@ fn stock_iperf3_client_against_linerate_server() {
             }
         }
     }
+    // Over the limits: refused with iperf3's own errors, nothing recorded,
+    // and the server goes on serving.
+    let refusals: &[(&[&str], &str)] = &[
+        (&["-t", "5"], "duration too long"),
+        (&["-t", "2", "-O", "3"], "duration too long"),
+        (
+            &["-t", "2", "-u", "-R", "-b", "50M"],
+            "larger than server limit",
+        ),
+        (
+            &["-t", "2", "-u", "--bidir", "-P", "2", "-b", "25M"],
+            "larger than server limit",
+        ),
+        (
+            &["-t", "2", "-u", "-R", "-b", "0"],
+            "larger than server limit",
+        ),
+    ];
+    for (args, says) in refusals {
+        let mut v = vec!["iperf3", "-c", SERVER, "-J"];
+        v.extend_from_slice(args);
+        let out = ns.exec(&ns.client.clone(), &v);
+        let cli = json(&out, "a refused test");
+        let err = cli["error"].as_str().unwrap_or_default();
+        assert!(err.contains(says), "{args:?}: iperf3 -c says {err:?}");
+    }
+    let out = ns.exec(
+        &ns.client.clone(),
+        &["iperf3", "-c", SERVER, "-t", "1", "-J"],
+    );
+    assert!(json(&out, "after refusals").get("error").is_none());
+    new_run(&base, &mut seen);
+    let runs = std::fs::read_dir(&base).unwrap().count();
+    assert_eq!(runs, seen.len(), "refused tests leave no results directory");
 }
 
 /// Stock servers that refuse a test for their own reasons: a rate over

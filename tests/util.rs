@@ -6,8 +6,35 @@ use std::sync::{Mutex, MutexGuard};
 /// Lab tests use both cores flat out; run them one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-pub fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+/// Holds the one-at-a-time lock for a test. With `LINERATE_TEST_TIMES`
+/// set to a file, each test's seconds under the lock (not its wait for
+/// it) are appended there: where the suite's time goes.
+pub struct Serial {
+    _lock: MutexGuard<'static, ()>,
+    since: std::time::Instant,
+}
+
+pub fn serial() -> Serial {
+    let lock = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    Serial {
+        _lock: lock,
+        since: std::time::Instant::now(),
+    }
+}
+
+impl Drop for Serial {
+    fn drop(&mut self) {
+        let Some(path) = std::env::var_os("LINERATE_TEST_TIMES") else {
+            return;
+        };
+        let name = std::thread::current().name().unwrap_or("?").to_string();
+        let line = format!("{:.1} {name}\n", self.since.elapsed().as_secs_f64());
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+    }
 }
 
 pub fn bin() -> &'static str {
@@ -471,4 +498,29 @@ pub fn leaf_cert(dir: &Path, ip: &str) -> (PathBuf, PathBuf) {
         String::from_utf8_lossy(&ok.stderr)
     );
     (key, cert)
+}
+
+/// The frames test `t` lost, allowed only as a stall's: none, unless the
+/// hypervisor held a CPU at least a tick (`steal_ms`) and the loss is no
+/// more than `pps` offers in the stolen time plus a tick (the rule
+/// `TrialOutcome::disturbed` applies to a search's trials). Panics on
+/// loss beyond that.
+pub fn disturbed_loss(t: &serde_json::Value, pps: f64) -> u64 {
+    let lost: u64 = t["directions"]
+        .as_array()
+        .map(|ds| ds.iter().filter_map(|d| d["lost"].as_u64()).sum())
+        .unwrap_or(0);
+    if lost > 0 {
+        let steal = t["steal_ms"].as_f64().unwrap_or(0.0);
+        assert!(
+            steal >= 10.0 && lost as f64 <= pps * (steal + 10.0) / 1000.0,
+            "{} lost {lost} frames at {pps} pps with {steal} ms of steal: the DUT's loss, not the host's",
+            t["name"]
+        );
+        eprintln!(
+            "{}: {lost} frames lost while the hypervisor held a CPU {steal} ms (allowed)",
+            t["name"]
+        );
+    }
+    lost
 }

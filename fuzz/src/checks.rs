@@ -30,6 +30,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("units", units),
     ("criteria", criteria),
     ("iperf3", iperf3),
+    ("ssh_config", ssh_config),
 ];
 
 /// The control protocol: length-prefixed JSON frames from a peer.
@@ -712,4 +713,94 @@ fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
         }
         _ => a == b,
     }
+}
+
+/// A plan's ssh config as the trust check reads it
+/// (`cli::plan_trust::check_config_text`), against OpenSSH's own reading:
+/// whatever the check lets through, `ssh -G` must resolve to no proxy, no
+/// known-hosts or local command, no PKCS#11 or security-key library of
+/// the file's choosing, host keys checked against a file that can hold
+/// them, and reading it must run nothing (`Match exec` runs `$SHELL`,
+/// here a marker that records any call). Without ssh only the check runs.
+pub fn ssh_config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return; // the check reads the file as text and refuses other bytes
+    };
+    if linerate::cli::plan_trust::check_config_text(text).is_err() {
+        return;
+    }
+    let Some((view, ran)) = ssh_view(text) else {
+        return;
+    };
+    assert!(!ran, "reading the accepted config ran a command:\n{text}");
+    for line in view.lines() {
+        let Some((key, value)) = line.split_once(' ') else {
+            continue;
+        };
+        let v = value.trim().to_ascii_lowercase();
+        let bad = match key {
+            "proxycommand" | "proxyjump" | "knownhostscommand" | "localcommand" => v != "none",
+            "permitlocalcommand" => v != "no",
+            "pkcs11provider" => v != "none",
+            "securitykeyprovider" => v != "internal",
+            "stricthostkeychecking" => v == "false" || v == "no" || v == "off",
+            "userknownhostsfile" => v
+                .split_whitespace()
+                .all(|f| f == "/dev/null" || f == "none"),
+            _ => false,
+        };
+        assert!(!bad, "accepted config resolves to `{line}`:\n{text}");
+    }
+}
+
+/// The scratch directory of [`ssh_view`] (its config and marker), made
+/// once per process in the temp directory.
+static SSH_DIR: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+
+/// Removes [`ssh_view`]'s scratch directory (the replay test's end; a
+/// fuzzing run's lives in the run's own temp directory).
+pub fn ssh_view_cleanup() {
+    if let Some(Some(d)) = SSH_DIR.get() {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+/// `ssh -G` on `text` as a config file (for a host named like a lab's),
+/// with a marker as the shell: its output, and whether the marker ran.
+/// None without ssh or when ssh refuses the file.
+pub fn ssh_view(text: &str) -> Option<(String, bool)> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = SSH_DIR
+        .get_or_init(|| {
+            let d = std::env::temp_dir().join(format!("lr-fuzz-ssh-{}", std::process::id()));
+            std::fs::create_dir_all(&d).ok()?;
+            let marker = d.join("sh");
+            std::fs::write(
+                &marker,
+                format!("#!/bin/sh\ntouch '{}'\n", d.join("ran").display()),
+            )
+            .ok()?;
+            std::fs::set_permissions(&marker, std::fs::Permissions::from_mode(0o755)).ok()?;
+            Some(d)
+        })
+        .as_ref()?;
+    let cfg = dir.join("config");
+    let ran = dir.join("ran");
+    let _ = std::fs::remove_file(&ran);
+    std::fs::write(&cfg, text).ok()?;
+    std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o600)).ok()?;
+    let out = std::process::Command::new("ssh")
+        .args(["-G", "-F"])
+        .arg(&cfg)
+        .arg("r1.lab")
+        .env_clear()
+        .env("SHELL", dir.join("sh"))
+        .env("HOME", dir)
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let ran = ran.exists();
+    (out.status.success() || ran).then(|| (String::from_utf8_lossy(&out.stdout).into_owned(), ran))
 }

@@ -290,10 +290,22 @@ fn serve_inner(a: &ServeArgs) -> Result<i32> {
             port.unwrap_or(wire::DEFAULT_PORT),
         ),
     };
+    if !(a.max_test_time > 0.0 && a.max_test_time <= wire::MAX_TIME_S) {
+        bail!(
+            "--max-test-time {} s is outside (0, {}] s: iperf3 clients ask for at most {} s",
+            a.max_test_time,
+            wire::MAX_TIME_S,
+            wire::MAX_TIME_S
+        );
+    }
     let cfg = ServerConfig {
         listen,
         cpus: vec![],
         answer_timeout: ANSWER_TIMEOUT,
+        limits: server::ServerLimits {
+            max_time_s: a.max_test_time,
+            max_udp_send_bps: a.max_udp_send_rate.round() as u64,
+        },
     };
     let listener = server::bind(listen).map_err(|e| anyhow!("{e}"))?;
     let bound = listener
@@ -302,7 +314,16 @@ fn serve_inner(a: &ServeArgs) -> Result<i32> {
         .unwrap_or_default();
     eprintln!(
         "iperf3 server on {bound}: stock `iperf3 -c` clients may test against it, one at a time \
-         (TCP and UDP on this port); Ctrl-C stops"
+         (TCP and UDP on this port), up to {} s each{}; Ctrl-C stops",
+        a.max_test_time,
+        if a.max_udp_send_rate > 0.0 {
+            format!(
+                ", UDP sent at most {}bit/s",
+                crate::model::units::si(a.max_udp_send_rate)
+            )
+        } else {
+            String::new()
+        }
     );
     let stop = AtomicBool::new(false);
     let until = a

@@ -23,6 +23,19 @@ pub struct ServeArgs {
     /// With --iperf3: the port on every IPv4 address (default 5201); --listen picks an address.
     #[arg(long, requires = "iperf3", value_parser = clap::value_parser!(u16).range(1..))]
     pub port: Option<u16>,
+    /// With --iperf3: the longest test a client may ask for (-t plus -O); longer ones
+    /// are refused with iperf3's "test duration too long". At most 86400.
+    #[arg(long, value_name = "SECS", requires = "iperf3",
+          default_value_t = crate::iperf3::server::DEFAULT_MAX_TIME_S,
+          value_parser = super::parse::parse_secs)]
+    pub max_test_time: f64,
+    /// With --iperf3: the most UDP payload this server sends for one test (-u -R or
+    /// --bidir, over all streams; -b 0 counts as more); over it the test is refused
+    /// with iperf3's "total required bandwidth is larger than server limit". 0: no cap.
+    /// TCP is not capped (its congestion control sends only what the client's path takes).
+    #[arg(long, value_name = "RATE", requires = "iperf3", default_value = "10G",
+          value_parser = super::parse::parse_bps)]
+    pub max_udp_send_rate: f64,
     /// Serve the files under this directory (never a path outside it).
     #[arg(
         long,

@@ -234,7 +234,7 @@ fn server_error(ctl: &mut Control, peer: &str) -> Iperf3Error {
 /// ones a server sends after SERVER_ERROR.
 fn ie_name(n: u32) -> &'static str {
     match n {
-        5 => "test duration too long",
+        wire::IE_DURATION => "test duration too long for the server",
         wire::IE_NUMSTREAMS => "too many parallel streams",
         wire::IE_BLOCKSIZE => "block size out of range",
         8 => "socket buffer size too large",
@@ -245,7 +245,7 @@ fn ie_name(n: u32) -> &'static str {
         18 => "no SCTP support on the server",
         20 => "UDP datagram size out of range",
         25 => "reverse and bidirectional at once",
-        27 => "the total rate asked for is over the server's --server-bitrate-limit",
+        wire::IE_TOTALRATE => "the total rate asked for is over the server's limit (iperf3's --server-bitrate-limit, linerate's --max-udp-send-rate)",
         102 => "the server could not listen for the streams",
         wire::IE_ACCESSDENIED => "the server is busy",
         124 => "the server could not set the socket buffer size",

@@ -6,6 +6,7 @@
 
 use super::udp::{self, UdpCounters};
 use crate::engine::{tcp, EngineError, IntervalClock, JobCtx};
+use crate::model::spill::Spill;
 use crate::proto::{EndpointSummary, IntervalSample, Response, StreamSample};
 use crate::sys;
 use std::net::{TcpStream, UdpSocket};
@@ -111,7 +112,9 @@ pub fn start(streams: Vec<Stream>, plan: Plan) -> Result<Running, EngineError> {
     };
     let live = plan.live.clone();
     let tee = crate::host::kernel::spawn_named("lr-iperf3-iv", move || {
-        let mut kept = Vec::new();
+        // A long test's samples wait in a scratch file (a day at -P 128
+        // would hold hundreds of MB here), read back when it ends.
+        let mut kept = Spill::new("iperf3 interval samples", None);
         // Ends when the streams' thread drops the job context.
         for r in rx {
             if let Response::Interval { sample, .. } = r {
@@ -124,7 +127,9 @@ pub fn start(streams: Vec<Stream>, plan: Plan) -> Result<Running, EngineError> {
                 kept.push(sample);
             }
         }
-        kept
+        let mut all = Vec::new();
+        kept.for_each(|s| all.push(s));
+        all
     })
     .map_err(EngineError::io("starting the iperf3 interval thread"))?;
     let omit_s = plan.omit.as_secs_f64();

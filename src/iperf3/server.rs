@@ -6,6 +6,7 @@ use super::client::results_of;
 use super::control::Control;
 use super::data::{self, Conn, Plan, Stream};
 use super::{Iperf3Error, Outcome};
+use crate::model::units::si;
 use crate::proto::iperf3::{self as wire, FarEnd, State, TestParams, Transport};
 use crate::sys;
 use std::io::{self, Read, Write};
@@ -24,6 +25,74 @@ pub struct ServerConfig {
     pub cpus: Vec<usize>,
     /// How long a client may stay silent when an answer is due.
     pub answer_timeout: Duration,
+    /// What an anonymous client may ask of this server.
+    pub limits: ServerLimits,
+}
+
+/// Bounds on what a client may ask: anyone who reaches the port may start
+/// a test, so a test's length and the UDP this server sends for it are
+/// capped by defaults the user can raise.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServerLimits {
+    /// Longest test (-t plus -O), seconds.
+    pub max_time_s: f64,
+    /// Most UDP this server sends for one test (-R, --bidir), bit/s of
+    /// payload over all its streams; 0: no cap. TCP is not capped: its
+    /// congestion control sends only what the client's path takes.
+    pub max_udp_send_bps: u64,
+}
+
+/// One hour: longer tests need `--max-test-time`.
+pub const DEFAULT_MAX_TIME_S: f64 = 3600.0;
+/// 10 Gbit/s of UDP sent per test by default.
+pub const DEFAULT_MAX_UDP_SEND_BPS: u64 = 10_000_000_000;
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_time_s: DEFAULT_MAX_TIME_S,
+            max_udp_send_bps: DEFAULT_MAX_UDP_SEND_BPS,
+        }
+    }
+}
+
+impl ServerLimits {
+    /// Why a test asking for `p` is over these limits (iperf3's error
+    /// number to answer with, and the message for this end's log).
+    pub fn refusal(&self, p: &TestParams) -> Option<wire::Refusal> {
+        let time = p.time_s + p.omit_s;
+        if time > self.max_time_s {
+            return Some(wire::Refusal {
+                errno: wire::IE_DURATION,
+                message: format!(
+                    "the test would last {time} s, longer than this server's --max-test-time {} s \
+                     (raise it to allow longer tests)",
+                    self.max_time_s
+                ),
+            });
+        }
+        let sending = (0..p.connections()).filter(|&k| !p.client_sends(k)).count() as u64;
+        if p.transport != Transport::Udp || sending == 0 || self.max_udp_send_bps == 0 {
+            return None;
+        }
+        let total = p.bandwidth_bps.saturating_mul(sending);
+        if p.bandwidth_bps == 0 || total > self.max_udp_send_bps {
+            let asked = if p.bandwidth_bps == 0 {
+                "unpaced UDP (-b 0)".to_string()
+            } else {
+                format!("{}bit/s of UDP ({sending} streams)", si(total as f64))
+            };
+            return Some(wire::Refusal {
+                errno: wire::IE_TOTALRATE,
+                message: format!(
+                    "the test asks this server to send {asked}, over its --max-udp-send-rate {}bit/s \
+                     (raise it, or 0 for no cap, to allow it)",
+                    si(self.max_udp_send_bps as f64)
+                ),
+            });
+        }
+        None
+    }
 }
 
 /// Binds the control port (TCP; UDP tests use the same port number).
@@ -110,7 +179,10 @@ fn one_test(
     })?;
     ctl.write_state(State::ParamExchange)?;
     let asked: wire::WireParams = ctl.read_json(soon(), "test parameters")?;
-    let p = match asked.validate() {
+    let p = match asked
+        .validate()
+        .and_then(|p| cfg.limits.refusal(&p).map_or(Ok(p), Err))
+    {
         Ok(p) => p,
         Err(r) => {
             ctl.write_state(State::ServerError)?;
@@ -338,4 +410,69 @@ fn far_end(w: &wire::WireResults, p: &TestParams, peer: SocketAddr) -> Result<Fa
     };
     f.total();
     Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::iperf3::Mode;
+
+    fn params(transport: Transport, mode: Mode, streams: u32, bps: u64, t: f64) -> TestParams {
+        TestParams {
+            transport,
+            streams,
+            mode,
+            time_s: t,
+            omit_s: 0.0,
+            len: 1400,
+            bandwidth_bps: bps,
+            counters_64bit: false,
+            congestion: None,
+            client_version: None,
+        }
+    }
+
+    #[test]
+    fn limits_refuse_long_tests_and_udp_this_end_would_send_too_fast() {
+        let l = ServerLimits {
+            max_time_s: 60.0,
+            max_udp_send_bps: 100_000_000,
+        };
+        let errno = |p: &TestParams| l.refusal(p).map(|r| r.errno);
+        use Mode::*;
+        use Transport::*;
+        assert_eq!(errno(&params(Tcp, Reverse, 8, 0, 60.0)), None);
+        let mut omit = params(Tcp, ClientSends, 1, 0, 58.0);
+        omit.omit_s = 3.0;
+        assert_eq!(errno(&omit), Some(wire::IE_DURATION));
+        assert_eq!(
+            errno(&params(Tcp, Reverse, 1, 0, 61.0)),
+            Some(wire::IE_DURATION)
+        );
+        // What the client sends is its own business; unpaced too.
+        assert_eq!(errno(&params(Udp, ClientSends, 4, 0, 10.0)), None);
+        assert_eq!(errno(&params(Udp, Reverse, 4, 25_000_000, 10.0)), None);
+        let over = [
+            params(Udp, Reverse, 5, 25_000_000, 10.0),
+            params(Udp, Reverse, 1, 0, 10.0),
+            // --bidir: the server sends on half of the 2 × 3 streams.
+            params(Udp, Bidir, 3, 40_000_000, 10.0),
+            params(Udp, Reverse, 128, u64::MAX / 2, 10.0),
+        ];
+        for p in &over {
+            let r = l.refusal(p).expect("over the cap");
+            assert_eq!(r.errno, wire::IE_TOTALRATE, "{p:?}");
+            assert!(
+                r.message.contains("--max-udp-send-rate 100.00 Mbit/s"),
+                "{}",
+                r.message
+            );
+        }
+        assert_eq!(errno(&params(Udp, Bidir, 2, 40_000_000, 10.0)), None);
+        let open = ServerLimits {
+            max_udp_send_bps: 0,
+            ..l
+        };
+        assert_eq!(open.refusal(&params(Udp, Reverse, 1, 0, 10.0)), None);
+    }
 }

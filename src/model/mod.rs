@@ -1,7 +1,8 @@
 //! The bottom layer of the main crate: what several features share and
 //! none owns. Line-rate arithmetic ([`units`]), the process-wide stop flag
 //! ([`signals`]), wall-clock formatting ([`clock`]), atomic file writes ([`files`]),
-//! the lab's topology record ([`lab`]), the grammar of pass/fail criteria
+//! the lab's topology record ([`lab`]), records kept in a scratch file until
+//! they are needed ([`spill`]), the grammar of pass/fail criteria
 //! ([`criteria`]), the coordinates of sweep points ([`sweep`]) and stdout that a closed pipe ends
 //! quietly ([`stdout`]). It imports nothing of the crate above it.
 
@@ -10,6 +11,7 @@ pub mod criteria;
 pub mod files;
 pub mod lab;
 pub mod signals;
+pub mod spill;
 pub mod stdout;
 pub mod sweep;
 pub mod units;

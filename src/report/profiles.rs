@@ -33,6 +33,9 @@ pub fn summary_table_fit(r: &crate::results::RunResults, width: Option<usize>) -
         Column::new("PDR pps", false, KEEP),
         Column::new("PDR % line", false, 1),
     ];
+    // Notes of rows whose figures disagree (saturation below the NDR…),
+    // shown under the table beside a mark in the row.
+    let mut notes: Vec<String> = Vec::new();
     for name in names {
         let ramp = r.ramps.iter().find(|x| x.profile == name);
         let srch = r.searches.iter().find(|x| x.profile == name);
@@ -70,8 +73,30 @@ pub fn summary_table_fit(r: &crate::results::RunResults, width: Option<usize>) -
             .map(|x| x.directions.iter().map(|d| d.direction.clone()).collect())
             .unwrap_or_else(|| vec!["-".into()]);
         for d in dirs {
-            let sat = ramp
-                .and_then(|x| x.directions.iter().find(|y| y.direction == d))
+            let ramp_dir = ramp.and_then(|x| x.directions.iter().find(|y| y.direction == d));
+            let mark = match ramp_dir.filter(|y| !y.summary.notes.is_empty()) {
+                Some(y) => {
+                    // The host's share in the disagreement, when it had one.
+                    let steal = ramp
+                        .and_then(|x| r.tests.get(x.test))
+                        .and_then(|t| t.steal_ms)
+                        .filter(|&ms| ms > 0.0)
+                        .map(|ms| {
+                            format!(" (the hypervisor held a CPU up to {ms:.0} ms during the ramp)")
+                        })
+                        .unwrap_or_default();
+                    for n in &y.summary.notes {
+                        notes.push(format!(
+                            "[{}] {name} {}: {n}{steal}",
+                            notes.len() + 1,
+                            d.replace("_to_", "→")
+                        ));
+                    }
+                    format!(" [{}]", notes.len())
+                }
+                None => String::new(),
+            };
+            let sat = ramp_dir
                 .map(|y| match &y.summary.saturation {
                     // Where loss began inside the first lossy sample when
                     // it rose (finer than a sample), else that sample.
@@ -87,6 +112,7 @@ pub fn summary_table_fit(r: &crate::results::RunResults, width: Option<usize>) -
                     None if y.summary.tester_limited_samples > 0 => "none (tester limit)".into(),
                     None => "none".into(),
                 })
+                .map(|v| v + &mark)
                 .unwrap_or_else(|| "-".into());
             let lr = ramp
                 .map(|x| x.line_rate_pps)
@@ -122,6 +148,12 @@ pub fn summary_table_fit(r: &crate::results::RunResults, width: Option<usize>) -
         out.push('\n');
     }
     out.push_str(&columns::render(&cols, (), &|_, s| s.to_string()));
+    for n in &notes {
+        for l in columns::wrap(n, width, "", "    ") {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
     if !dropped.is_empty() {
         for l in columns::wrap(
             &format!(
@@ -158,5 +190,37 @@ mod tests {
             assert!(narrow.contains(h), "{narrow}");
         }
         assert!(narrow.contains("Left out to fit"), "{narrow}");
+    }
+
+    #[test]
+    fn a_saturation_below_the_ndr_is_marked_and_its_reason_shown_under_the_table() {
+        let mut r = testdata::ramp();
+        r.searches = testdata::search().searches;
+        let plain = summary_table_fit(&r, Some(100)).expect("a table");
+        assert!(!plain.contains("[1]"), "{plain}");
+        let why = "the ramp saw loss from 73142 pps, below the NDR 104309 pps";
+        r.ramps[0].directions[0].summary.notes = vec![why.into()];
+        let t = r.ramps[0].test;
+        r.tests[t].steal_ms = Some(870.0);
+        let marked = summary_table_fit(&r, Some(100)).expect("a table");
+        let row = marked
+            .lines()
+            .find(|l| l.starts_with(&r.ramps[0].profile))
+            .expect("the ramp's row");
+        assert!(row.contains("[1]"), "{marked}");
+        let under: String = marked
+            .lines()
+            .skip_while(|l| !l.starts_with("[1]"))
+            .flat_map(str::split_whitespace)
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(under.contains(why), "{marked}");
+        assert!(
+            under.contains("the hypervisor held a CPU up to 870 ms during the ramp"),
+            "{marked}"
+        );
+        for l in marked.lines() {
+            assert!(l.chars().count() <= 100, "{l:?}");
+        }
     }
 }

@@ -6,8 +6,8 @@
 //! takes the readings and lines them up with the senders' clock.
 
 use super::setup::{Ends, Leg};
-use super::spill::Spill;
 use crate::host::efficiency::{dut_method, dut_reading, dut_step, reading_at, DutReading};
+use crate::model::spill::Spill;
 use crate::proto::{Request, Response, Snapshot};
 use crate::results::TestResult;
 use crate::topology::Fleet;

@@ -5,7 +5,7 @@
 //! finished). The samples come back in order, per job, when the test
 //! assembles its result.
 
-use super::spill::Spill;
+use crate::model::spill::Spill;
 use crate::proto::{EndpointSummary, IntervalSample};
 use std::collections::HashMap;
 use std::path::Path;
@@ -176,7 +176,7 @@ mod tests {
         }
         // In memory: one batch at most and a running sum per job, whose
         // streams are as many as a job has (2 here), not per interval.
-        assert!(most <= super::super::spill::BATCH, "{most} samples held");
+        assert!(most <= crate::model::spill::BATCH, "{most} samples held");
         for id in 0..4 {
             let sum = store.running_summary(id).unwrap();
             assert!(sum.streams.len() <= 2, "{} streams", sum.streams.len());

@@ -8,9 +8,8 @@
 //! one receiver job), one per generator, instance and direction.
 //!
 //! Submodules: `setup` (ends, test specs, legs), `jobs` (starting,
-//! collecting and stopping jobs), `intervals` and
-//! `spill` (interval samples and DUT readings kept in a scratch file until
-//! the result is assembled), `target` (the target sanity check), `udp`,
+//! collecting and stopping jobs), `intervals` (interval samples kept in a
+//! scratch file, `model::spill`, until the result is assembled), `target` (the target sanity check), `udp`,
 //! `tcp`, `http` and `latency` (the test bodies), `record` (counters, CPU and aggregates), `dut` (the DUT's
 //! CPU time per packet, per interval).
 
@@ -22,7 +21,6 @@ mod jobs;
 pub mod latency;
 mod record;
 mod setup;
-mod spill;
 mod target;
 mod tcp;
 mod udp;

@@ -69,9 +69,11 @@ pub fn is_udp_hello(b: &[u8]) -> bool {
 
 /// iperf3 error numbers (i_errno) a server sends after SERVER_ERROR that
 /// linerate names; others are given by number.
+pub const IE_DURATION: u32 = 5;
 pub const IE_NUMSTREAMS: u32 = 6;
 pub const IE_BLOCKSIZE: u32 = 7;
 pub const IE_UNIMP: u32 = 13;
+pub const IE_TOTALRATE: u32 = 27;
 pub const IE_ACCESSDENIED: u32 = 121;
 pub const IE_AUTHTEST: u32 = 142;
 

@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 
 /// Records gathered before they are written out in one go: the most a
 /// spill holds in memory while its file works.
-pub(super) const BATCH: usize = 64;
+pub const BATCH: usize = 64;
 
 /// Records of type `T`, in the order they came.
-pub(super) struct Spill<T> {
+pub struct Spill<T> {
     what: &'static str,
     file: Option<File>,
     dir: PathBuf,
