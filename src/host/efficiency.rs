@@ -155,6 +155,11 @@ pub struct DutStep {
     pub cycles_per_packet: Option<f64>,
     /// RAPL package energy over the step / packets, µJ (absent: no RAPL).
     pub energy_uj_per_packet: Option<f64>,
+    /// The most time one CPU of the DUT's host was held by the hypervisor
+    /// around the step (steal, `/proc/stat`, 10 ms ticks; read from the
+    /// DUT's readings just outside the step), ms. Absent: not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_ms: Option<f64>,
 }
 
 /// Which count a step's packets are.
@@ -353,7 +358,33 @@ pub fn dut_step(a: &DutReading, b: &DutReading, received: u64) -> DutStep {
         clock_hz,
         cycles_per_packet: clock_hz.and_then(|hz| per(cpu_ns * 1e-9 * hz)),
         energy_uj_per_packet: energy.and_then(per),
+        steal_ms: None,
     }
+}
+
+/// One CPU's steal so far, as the DUT's readings keep it: (cpu, ticks).
+pub type StealTicks = Vec<(u32, u64)>;
+
+/// The most steal one CPU counted from the last reading at or before
+/// `from` to the first at or after `to` (`readings` in time order, each
+/// `(t_s, ticks)`), ms: the window holds the step whole, so a stall in it
+/// is never missed (one beside it may be counted). `None` without a
+/// reading on both sides.
+pub fn steal_between(readings: &[(f64, StealTicks)], from: f64, to: f64) -> Option<f64> {
+    let i = readings
+        .partition_point(|(t, _)| *t <= from)
+        .checked_sub(1)?;
+    let j = readings.partition_point(|(t, _)| *t < to);
+    let (a, b) = (&readings[i].1, &readings.get(j)?.1);
+    let most = b
+        .iter()
+        .map(|&(cpu, after)| {
+            let before = a.iter().find(|(c, _)| *c == cpu).map_or(after, |(_, t)| *t);
+            after.saturating_sub(before)
+        })
+        .max()
+        .unwrap_or(0);
+    Some(most as f64 * TICK_NS / 1e6)
 }
 
 /// The DUT's counters at `t_s`, interpolated between the readings around

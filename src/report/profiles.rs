@@ -74,7 +74,21 @@ pub fn summary_table_fit(r: &crate::results::RunResults, width: Option<usize>) -
             .unwrap_or_else(|| vec!["-".into()]);
         for d in dirs {
             let ramp_dir = ramp.and_then(|x| x.directions.iter().find(|y| y.direction == d));
-            let mark = match ramp_dir.filter(|y| !y.summary.notes.is_empty()) {
+            // Lossy samples the hypervisor's steal explains are left out
+            // of the saturation: said under the table too.
+            let left_out = ramp_dir
+                .filter(|y| y.summary.disturbed_samples > 0)
+                .map(|y| {
+                    format!(
+                        "{} lossy sample{} of {} left out of the saturation: the hypervisor held a CPU long enough to lose all {} lost",
+                        y.summary.disturbed_samples,
+                        if y.summary.disturbed_samples == 1 { "" } else { "s" },
+                        y.summary.samples,
+                        if y.summary.disturbed_samples == 1 { "it" } else { "they" }
+                    )
+                });
+            let mark = match ramp_dir.filter(|y| !y.summary.notes.is_empty() || left_out.is_some())
+            {
                 Some(y) => {
                     // The host's share in the disagreement, when it had one.
                     let steal = ramp
@@ -85,14 +99,19 @@ pub fn summary_table_fit(r: &crate::results::RunResults, width: Option<usize>) -
                             format!(" (the hypervisor held a CPU up to {ms:.0} ms during the ramp)")
                         })
                         .unwrap_or_default();
-                    for n in &y.summary.notes {
+                    let first = notes.len() + 1;
+                    for n in y.summary.notes.iter().chain(left_out.iter()) {
                         notes.push(format!(
                             "[{}] {name} {}: {n}{steal}",
                             notes.len() + 1,
                             d.replace("_to_", "→")
                         ));
                     }
-                    format!(" [{}]", notes.len())
+                    if notes.len() > first {
+                        format!(" [{first}-{}]", notes.len())
+                    } else {
+                        format!(" [{first}]")
+                    }
                 }
                 None => String::new(),
             };
@@ -109,6 +128,7 @@ pub fn summary_table_fit(r: &crate::results::RunResults, width: Option<usize>) -
                         };
                         format!("{at:.0} pps ({pct:.2} %)")
                     }
+                    None if y.summary.undecided => "unknown (host stalls)".into(),
                     None if y.summary.tester_limited_samples > 0 => "none (tester limit)".into(),
                     None => "none".into(),
                 })

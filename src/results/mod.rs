@@ -37,7 +37,10 @@ use serde::{Deserialize, Serialize};
 /// 1.13.0: tests' and trials' `steal_ms`; goals' confidence
 /// `disturbed_trials`, `disturbed_counted` (lossy trials while the
 /// hypervisor held a CPU are run again).
-pub const SCHEMA_VERSION: &str = "1.13.0";
+/// 1.14.0: DUT steps' `steal_ms` (per ramp interval); ramp summaries'
+/// `disturbed_samples` (lossy samples the steal explains, left out of the
+/// saturation).
+pub const SCHEMA_VERSION: &str = "1.14.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {

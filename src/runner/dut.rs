@@ -6,7 +6,9 @@
 //! takes the readings and lines them up with the senders' clock.
 
 use super::setup::{Ends, Leg};
-use crate::host::efficiency::{dut_method, dut_reading, dut_step, reading_at, DutReading};
+use crate::host::efficiency::{
+    dut_method, dut_reading, dut_step, reading_at, steal_between, DutReading, StealTicks,
+};
 use crate::model::spill::Spill;
 use crate::proto::{Request, Response, Snapshot};
 use crate::results::TestResult;
@@ -27,6 +29,8 @@ pub(super) struct DutWatch {
     agent: Option<usize>,
     next: Instant,
     readings: Option<Spill<Spilled>>,
+    /// Each reading's steal per CPU, for the hypervisor's share in a step.
+    steal: Option<Spill<(f64, StealTicks)>>,
     first: Option<Snapshot>,
     /// Failed reads: how many, and the first one's reason.
     failed: (usize, Option<String>),
@@ -41,6 +45,7 @@ impl DutWatch {
             agent,
             next: Instant::now(),
             readings: agent.map(|_| Spill::new("the DUT's CPU readings", results_dir)),
+            steal: agent.map(|_| Spill::new("the DUT's steal readings", results_dir)),
             first: None,
             failed: (0, None),
         }
@@ -73,6 +78,10 @@ impl DutWatch {
                 if let Some(spill) = &mut self.readings {
                     spill.push((r.t_s, r.cpu_ns, r.tx_packets, r.clock_hz, r.energy_uj));
                 }
+                if let Some(spill) = &mut self.steal {
+                    let ticks = snapshot.per_cpu.iter().map(|c| (c.cpu, c.steal)).collect();
+                    spill.push((t_s, ticks));
+                }
                 self.first.get_or_insert(snapshot);
             }
             Ok(other) => self.failed(format!("unexpected answer {other:?}")),
@@ -103,6 +112,10 @@ impl DutWatch {
                 })
             });
         }
+        let mut steals: Vec<(f64, StealTicks)> = Vec::new();
+        if let Some(spill) = &mut self.steal {
+            spill.for_each(|x| steals.push(x));
+        }
         let r = &readings;
         let (mut begin, mut end) = (f64::MAX, f64::MIN);
         for (leg, d) in legs.iter().zip(result.directions.iter_mut()) {
@@ -125,7 +138,9 @@ impl DutWatch {
                     reading_at(r, start_s + s.t_start),
                     reading_at(r, start_s + s.t_end),
                 ) {
-                    p.dut = Some(dut_step(&a, &b, received));
+                    let mut step = dut_step(&a, &b, received);
+                    step.steal_ms = steal_between(&steals, a.t_s, b.t_s);
+                    p.dut = Some(step);
                 }
             }
         }

@@ -106,8 +106,7 @@ impl TrialOutcome {
         let Some(ms) = self.steal_ms else {
             return false;
         };
-        let explained = self.offered_pps * (ms + STEAL_DISTURBS_MS) / 1e3;
-        self.lost > 0 && ms >= STEAL_DISTURBS_MS && (self.lost as f64) <= explained
+        stall_explains(self.lost as f64, self.offered_pps, ms)
     }
 
     /// Lost / sent, 0..1. A trial that sent nothing has no loss to speak of
@@ -352,6 +351,16 @@ impl GoalSpread {
 /// had a tick of steal on the DUT's CPU, and 8 ticks made one second lose
 /// 8.8 %; a 256-frame veth ring overflows in 2.6 ms at that rate.
 pub const STEAL_DISTURBS_MS: f64 = 10.0;
+
+/// Whether `lost` frames, offered at `offered_pps`, may all be the host's
+/// while the hypervisor held a CPU `steal_ms`: some were lost, the steal
+/// is at least [`STEAL_DISTURBS_MS`], and no more were lost than the
+/// tester offered in the stolen time plus one tick (the counter's
+/// resolution). The rule for a search's trial and a ramp's sample alike.
+pub fn stall_explains(lost: f64, offered_pps: f64, steal_ms: f64) -> bool {
+    let explained = offered_pps * (steal_ms + STEAL_DISTURBS_MS) / 1e3;
+    lost > 0.0 && steal_ms >= STEAL_DISTURBS_MS && lost <= explained
+}
 
 /// How often one trial is run again when it was disturbed
 /// ([`TrialOutcome::disturbed`]); the last run counts whatever happened.

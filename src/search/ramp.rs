@@ -147,6 +147,23 @@ pub struct RampSample {
     pub dut: Option<crate::host::efficiency::DutStep>,
 }
 
+impl RampSample {
+    /// Whether this sample's loss is all the host's: the hypervisor held a
+    /// CPU of the DUT's host long enough meanwhile to lose every frame it
+    /// lost ([`super::stall_explains`], the rule of a search's disturbed
+    /// trial). Needs the DUT's readings (the lab's DUT).
+    pub fn disturbed(&self) -> bool {
+        let Some(d) = &self.dut else {
+            return false;
+        };
+        let Some(ms) = d.steal_ms else {
+            return false;
+        };
+        let lost = self.loss_ratio * self.offered_pps * d.duration_s;
+        super::stall_explains(lost, self.offered_pps, ms)
+    }
+}
+
 /// Where a ramp saturated: the start of the final unbroken run of lossy
 /// samples, a run that lasts to the end.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -222,6 +239,15 @@ pub struct RampSummary {
     pub lossy_samples: usize,
     /// Samples after the warmup where the tester fell short of the schedule.
     pub tester_limited_samples: usize,
+    /// Lossy samples left out of the saturation: the hypervisor's steal
+    /// explains their loss ([`RampSample::disturbed`]).
+    #[serde(default)]
+    pub disturbed_samples: usize,
+    /// Not saturated as far as the samples tell, but the last ones all lost
+    /// frames while the hypervisor held a CPU: whether the DUT saturated
+    /// there is not known.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undecided: bool,
     /// Where this ramp and a search of the same profile in the same run
     /// disagree, and why ([`contradictions`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -267,7 +293,9 @@ fn pct(pps: f64, line_rate_pps: f64) -> f64 {
 /// saturated") when the last sample after the warmup is not lossy.
 ///
 /// Warmup samples are ignored; a lossy blip that recovers does not count,
-/// only a lossy run lasting to the end does. `line_rate_pps` is the rate
+/// only a lossy run lasting to the end does. A lossy sample the
+/// hypervisor's steal explains ([`RampSample::disturbed`]) is left out: it
+/// neither starts a lossy run nor breaks one. `line_rate_pps` is the rate
 /// that fills the line at this traffic's frame size, so % of line rate is
 /// the L1 share (see `units::line_rate_pps`).
 pub fn saturation(
@@ -275,12 +303,12 @@ pub fn saturation(
     loss_threshold: f64,
     line_rate_pps: f64,
 ) -> Option<Saturation> {
+    let lossy = |s: &RampSample| s.loss_ratio > loss_threshold;
     let measured: Vec<(usize, &RampSample)> = samples
         .iter()
         .enumerate()
-        .filter(|(_, s)| s.phase != RampPhase::Warmup)
+        .filter(|(_, s)| s.phase != RampPhase::Warmup && !(lossy(s) && s.disturbed()))
         .collect();
-    let lossy = |s: &RampSample| s.loss_ratio > loss_threshold;
     let start = final_lossy_run(&measured.iter().map(|(_, s)| lossy(s)).collect::<Vec<_>>())?;
     let run = measured[start..].iter().filter(|(_, s)| lossy(s)).count();
     let (index, at) = measured[start];
@@ -354,6 +382,10 @@ pub fn summarize_ramp(
     let peak_rx = measured.iter().map(|s| s.received_pps).fold(0.0, f64::max);
     let peak_tx = measured.iter().map(|s| s.offered_pps).fold(0.0, f64::max);
     let sat = saturation(samples, loss_threshold, line_rate_pps);
+    let disturbed = measured
+        .iter()
+        .filter(|s| s.loss_ratio > loss_threshold && s.disturbed())
+        .count();
     let verdict = match &sat {
         Some(s) => format!(
             "saturated at {:.0} pps offered ({:.2} % of line rate){}, peak {:.0} pps received ({:.2} %)",
@@ -366,6 +398,30 @@ pub fn summarize_ramp(
             s.peak_received_line_rate_pct
         ),
         None => "not saturated".to_string(),
+    };
+    // Lossy samples the steal explains after the last one that decides.
+    let trailing = measured
+        .iter()
+        .rev()
+        .take_while(|s| s.loss_ratio > loss_threshold && s.disturbed())
+        .count();
+    let undecided = sat.is_none() && trailing > 0;
+    let verdict = if undecided {
+        format!(
+            "saturation unknown: the last {trailing} sample{} lost frames while the hypervisor held a CPU long enough to lose them all (run the ramp again)",
+            if trailing == 1 { "" } else { "s" }
+        )
+    } else {
+        verdict
+    };
+    let verdict = if disturbed > 0 && !undecided {
+        format!(
+            "{verdict}; {disturbed} lossy sample{} left out: the hypervisor held a CPU long enough to lose all {} lost",
+            if disturbed == 1 { "" } else { "s" },
+            if disturbed == 1 { "it" } else { "they" }
+        )
+    } else {
+        verdict
     };
     RampSummary {
         loss_threshold,
@@ -381,6 +437,8 @@ pub fn summarize_ramp(
             .filter(|s| s.loss_ratio > loss_threshold)
             .count(),
         tester_limited_samples: measured.iter().filter(|s| s.tester_limited).count(),
+        disturbed_samples: disturbed,
+        undecided,
         notes: Vec::new(),
     }
 }
@@ -531,6 +589,91 @@ mod tests {
         assert_eq!(sat.lossy_samples, 3);
         // 300 pps at 60 % loss: 120 pps, the most that came back.
         assert!((sat.peak_received_pps - 120.0).abs() < 1e-9);
+    }
+
+    /// A DUT step of one second with `steal_ms` of the hypervisor's.
+    fn stolen(steal_ms: f64) -> Option<crate::host::efficiency::DutStep> {
+        Some(crate::host::efficiency::DutStep {
+            duration_s: 1.0,
+            cpu_ns: 0.0,
+            packets: 0,
+            packets_from: crate::host::efficiency::PacketsFrom::DutTx,
+            cpu_ns_per_packet: None,
+            clock_hz: None,
+            cycles_per_packet: None,
+            energy_uj_per_packet: None,
+            steal_ms: Some(steal_ms),
+        })
+    }
+
+    #[test]
+    fn lossy_samples_the_hypervisors_steal_explains_do_not_saturate() {
+        // 100 kpps steps; the DUT's real limit is 500 kpps. At 200 and 300
+        // kpps the hypervisor held a CPU 60 ms and 1.5 % / 2 % were lost:
+        // at most 70 ms of frames (7 %), all the host's.
+        let rows = [
+            (Ramp, 100_000.0, 0.0),
+            (Ramp, 200_000.0, 0.015),
+            (Ramp, 300_000.0, 0.02),
+            (Ramp, 400_000.0, 0.0),
+            (Ramp, 500_000.0, 0.0),
+            (Ramp, 600_000.0, 0.15),
+            (Hold, 700_000.0, 0.3),
+        ];
+        let mut s = samples(&rows);
+        let plain = saturation(&s, DEFAULT_SATURATION_LOSS, 14_880_952.0).unwrap();
+        assert_eq!(plain.sample_index, 5, "two clean seconds end the early run");
+        // The same stalls right before the real limit: without the steal the
+        // ramp saturates at 300 kpps, 200 kpps early.
+        s[3].loss_ratio = 0.01;
+        s[4].loss_ratio = 0.012;
+        let early = saturation(&s, DEFAULT_SATURATION_LOSS, 14_880_952.0).unwrap();
+        assert_eq!(early.sample_index, 1);
+        for x in &mut s[1..5] {
+            x.dut = stolen(60.0);
+        }
+        let sat = saturation(&s, DEFAULT_SATURATION_LOSS, 14_880_952.0).unwrap();
+        assert_eq!(sat.sample_index, 5, "{sat:?}");
+        assert_eq!(sat.last_good_offered_pps, Some(100_000.0));
+        let sum = summarize_ramp(&s, DEFAULT_SATURATION_LOSS, 14_880_952.0);
+        assert_eq!(sum.disturbed_samples, 4);
+        assert!(
+            sum.verdict.contains("4 lossy samples left out"),
+            "{}",
+            sum.verdict
+        );
+        // Loss beyond what the stolen time holds is the DUT's: 15 % at
+        // 600 kpps with 60 ms stolen still saturates there.
+        s[5].dut = stolen(60.0);
+        assert_eq!(
+            saturation(&s, DEFAULT_SATURATION_LOSS, 14_880_952.0)
+                .unwrap()
+                .sample_index,
+            5
+        );
+        // Stalls through the end: nothing decides whether it saturated.
+        let mut top = s.clone();
+        top[5].loss_ratio = 0.05;
+        top[6].loss_ratio = 0.05;
+        top[6].dut = stolen(60.0);
+        let sum = summarize_ramp(&top, DEFAULT_SATURATION_LOSS, 14_880_952.0);
+        assert!(!sum.saturated && sum.undecided, "{sum:?}");
+        assert!(
+            sum.verdict
+                .starts_with("saturation unknown: the last 6 samples"),
+            "{}",
+            sum.verdict
+        );
+        // Less than a tick of steal explains nothing.
+        for x in &mut s[1..5] {
+            x.dut = stolen(0.0);
+        }
+        assert_eq!(
+            saturation(&s, DEFAULT_SATURATION_LOSS, 14_880_952.0)
+                .unwrap()
+                .sample_index,
+            1
+        );
     }
 
     #[test]
