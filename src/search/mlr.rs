@@ -36,6 +36,10 @@ use super::load_class::{
 };
 use super::{SearchError, TrialLog, TrialRunner, TESTER_BACKOFF};
 
+/// Trials in a row at one load after which a search stops, at the least
+/// (see the loop: longer duration sums allow more).
+const SAME_LOAD_MAX: usize = 24;
+
 /// Relative slack when comparing loads.
 const SAME_LOAD: f64 = 1e-12;
 
@@ -496,6 +500,37 @@ pub fn mlr_search(
             break MlrEnd::AllGoalsDone;
         };
         if log.trials.len() >= config.max_trials {
+            break MlrEnd::TrialLimit;
+        }
+        // A search that asks for one load over and over learns nothing
+        // more: seen once (back to back, tester-limited at the line rate,
+        // 350 trials in 9 minutes), bounded here whatever the cause.
+        let same = log
+            .trials
+            .iter()
+            .rev()
+            .take_while(|t| t.rate_pps == c.load)
+            .count();
+        // Every goal's duration sum in its shortest trials, each run
+        // again when disturbed, twice over: more than any goal needs.
+        let needed = config
+            .goals
+            .iter()
+            .map(|g| {
+                let n = (g.duration_sum_s
+                    / g.initial_trial_duration_s
+                        .min(g.final_trial_duration_s)
+                        .max(1e-3))
+                .ceil();
+                (n.min(1e6) as usize) * (1 + super::DISTURBED_REPEATS) * 2
+            })
+            .max()
+            .unwrap_or(0);
+        if same >= SAME_LOAD_MAX.max(needed) {
+            eprintln!(
+                "search: {same} trials in a row at {:.0} pps without an answer; stopping (a bug: please report it with results.json)",
+                c.load
+            );
             break MlrEnd::TrialLimit;
         }
         if let Some(max) = config.max_search_s {
