@@ -44,17 +44,6 @@ pub struct ServerLimits {
 
 /// One hour: longer tests need `--max-test-time`.
 pub const DEFAULT_MAX_TIME_S: f64 = 3600.0;
-/// 10 Gbit/s of UDP sent per test by default.
-pub const DEFAULT_MAX_UDP_SEND_BPS: u64 = 10_000_000_000;
-
-impl Default for ServerLimits {
-    fn default() -> Self {
-        ServerLimits {
-            max_time_s: DEFAULT_MAX_TIME_S,
-            max_udp_send_bps: DEFAULT_MAX_UDP_SEND_BPS,
-        }
-    }
-}
 
 impl ServerLimits {
     /// Why a test asking for `p` is over these limits (iperf3's error

@@ -476,6 +476,22 @@ pub fn mlr_search(
         demonstrated: 0.0,
         shortfalls: super::Shortfalls::default(),
     };
+    // Every goal's duration sum in its shortest trials, each run
+    // again when disturbed, twice over: more than any goal needs.
+    let same_load_max = config
+        .goals
+        .iter()
+        .map(|g| {
+            let n = (g.duration_sum_s
+                / g.initial_trial_duration_s
+                    .min(g.final_trial_duration_s)
+                    .max(1e-3))
+            .ceil();
+            (n.min(1e6) as usize) * (1 + super::DISTURBED_REPEATS) * 2
+        })
+        .max()
+        .unwrap_or(0)
+        .max(SAME_LOAD_MAX);
     let mut log = TrialLog::default();
     let end = loop {
         if s.ceiling < config.min_load_pps {
@@ -511,22 +527,7 @@ pub fn mlr_search(
             .rev()
             .take_while(|t| t.rate_pps == c.load)
             .count();
-        // Every goal's duration sum in its shortest trials, each run
-        // again when disturbed, twice over: more than any goal needs.
-        let needed = config
-            .goals
-            .iter()
-            .map(|g| {
-                let n = (g.duration_sum_s
-                    / g.initial_trial_duration_s
-                        .min(g.final_trial_duration_s)
-                        .max(1e-3))
-                .ceil();
-                (n.min(1e6) as usize) * (1 + super::DISTURBED_REPEATS) * 2
-            })
-            .max()
-            .unwrap_or(0);
-        if same >= SAME_LOAD_MAX.max(needed) {
+        if same >= same_load_max {
             eprintln!(
                 "search: {same} trials in a row at {:.0} pps without an answer; stopping (a bug: please report it with results.json)",
                 c.load
