@@ -4,7 +4,7 @@
 # a tool missing) say so; the closing summary counts them beside the passes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh chromium python3-prometheus-client openssh-server curl nginx
+scripts/deps.sh chromium python3-prometheus-client openssh-server curl nginx tcpdump
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 skips=$(mktemp)
@@ -28,6 +28,15 @@ if [ "$fuzz_secs" != 0 ]; then
 fi
 status=0
 LINERATE_SKIP_LOG="$skips" cargo test --workspace --release --locked 2>&1 | tee "$out" || status=$?
+# The failures in short, where a long log's tail would cut them: each
+# failing test's own lines up to its backtrace.
+if [ "$status" != 0 ]; then
+    echo
+    echo "failures in short:"
+    awk '/^---- .* stdout ----$/ {on = 1; n = 0}
+         on && /^stack backtrace:|^   [0-9]+: / {on = 0}
+         on && n < 40 {print "  " $0; n++}' "$out"
+fi
 fuzz_status=0
 if [ -n "$fuzz_pid" ]; then
     wait "$fuzz_pid" || fuzz_status=$?

@@ -141,16 +141,26 @@ fn adhoc_tests_between_user_namespaces_and_known_loss() {
     let d = &t["directions"][0];
     let sent = d["tx_packets"].as_u64().unwrap();
     // The rate holds: 40 kpps for 2 s.
-    assert!((78_000..=82_000).contains(&sent), "sent {sent}");
+    assert!((78_000..=82_000).contains(&sent), "sent {sent}: {d}");
+    // A stall of the host (steal) may lose what 40 kpps offers meanwhile,
+    // on top of the DUT's 5 %: the rule a search applies to its trials.
+    let steal = t["steal_ms"].as_f64().unwrap_or(0.0);
+    let stall = if steal >= 10.0 {
+        (40_000.0 * (steal + 10.0) / 1000.0) as u64
+    } else {
+        0
+    };
     // 80k packets at p=0.05: sigma = 62 packets = 0.08 points; allow ±0.6 points.
-    let loss = f(&d["loss_ratio"]);
-    assert!((0.044..=0.056).contains(&loss), "loss {loss}");
-    assert_eq!(
-        d["lost"].as_u64().unwrap() + d["rx_packets"].as_u64().unwrap(),
-        sent
+    let lost = d["lost"].as_u64().unwrap();
+    let (lo, hi) = ((0.044 * sent as f64) as u64, (0.056 * sent as f64) as u64);
+    assert!(
+        (lo..=hi + stall).contains(&lost),
+        "lost {lost} of {sent}, expected {lo}..={hi} (+{stall} for {steal} ms of steal): {d}"
     );
-    assert_eq!(d["tester_drops"], 0);
-    assert_eq!(d["dut_lost"], d["lost"]);
+    assert_eq!(lost + d["rx_packets"].as_u64().unwrap(), sent, "{d}");
+    let tester = d["tester_drops"].as_u64().unwrap();
+    assert!(tester <= stall, "tester drops {tester} with {steal} ms of steal: {d}");
+    assert_eq!(d["dut_lost"].as_u64().unwrap() + tester, lost, "{d}");
     assert_eq!(d["reordered"], 0);
     assert_eq!(d["duplicates"], 0);
     // Per-flow accounting adds up, and every flow (source port) was used.
