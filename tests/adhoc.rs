@@ -159,7 +159,10 @@ fn adhoc_tests_between_user_namespaces_and_known_loss() {
     );
     assert_eq!(lost + d["rx_packets"].as_u64().unwrap(), sent, "{d}");
     let tester = d["tester_drops"].as_u64().unwrap();
-    assert!(tester <= stall, "tester drops {tester} with {steal} ms of steal: {d}");
+    assert!(
+        tester <= stall,
+        "tester drops {tester} with {steal} ms of steal: {d}"
+    );
     assert_eq!(d["dut_lost"].as_u64().unwrap() + tester, lost, "{d}");
     assert_eq!(d["reordered"], 0);
     assert_eq!(d["duplicates"], 0);

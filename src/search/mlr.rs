@@ -323,7 +323,14 @@ impl Search<'_> {
         // Short by more than the backoff: the tester cannot offer this load,
         // so it is not asked for again, unless it has offered more in full.
         if o.short_of_asked() {
-            let again = self.shortfalls.show_a_ceiling(asked, offered, true);
+            // Asks below the ceiling repeat to confirm a bound: only
+            // different asks that offered the same show the tester's limit.
+            // An ask at the ceiling repeats because nothing above it may
+            // be asked: the same offer twice there shows it.
+            let distinct = !self.at_ceiling(asked);
+            let again = self
+                .shortfalls
+                .show_a_ceiling(asked, offered, distinct, o.lost == 0);
             let most = (offered * (1.0 - TESTER_BACKOFF)).max(self.demonstrated);
             if again && most < self.ceiling {
                 self.ceiling = most;

@@ -379,21 +379,38 @@ pub const TESTER_BACKOFF: f64 = 0.02;
 /// of what it was asked.
 #[derive(Debug, Default)]
 pub(crate) struct Shortfalls {
-    /// (asked, offered) of each such trial, packets/s.
-    seen: Vec<(f64, f64)>,
+    /// (asked, offered, whether the DUT lost nothing) of each such trial,
+    /// packets/s.
+    seen: Vec<(f64, f64, bool)>,
 }
 
+/// Loss-free shortfalls that show a ceiling even when their offers differ
+/// by more than the backoff: a tester that wanders at its limit (an
+/// unpaced generator far below the rate asked) never offers the same twice,
+/// and a preemption that happens to hit three trials in a row while the DUT
+/// loses nothing still leaves the search nothing above to measure.
+const CLEAN_SHORTFALLS: usize = 3;
+
 impl Shortfalls {
-    /// Records a shortfall; true when it and an earlier one show a ceiling.
-    /// `distinct_asks` false lets the same rate asked twice show it (a
-    /// search that does not repeat a load but to probe the ceiling).
-    pub fn show_a_ceiling(&mut self, asked: f64, offered: f64, distinct_asks: bool) -> bool {
-        let limit = self.seen.iter().any(|&(a, o)| {
+    /// Records a shortfall; true when it and an earlier one show a ceiling,
+    /// or when it is the [`CLEAN_SHORTFALLS`]th in which the DUT lost
+    /// nothing (`clean`). `distinct_asks` false lets the same rate asked
+    /// twice show it (a search that does not repeat a load but to probe
+    /// the ceiling, or an ask at the ceiling itself).
+    pub fn show_a_ceiling(
+        &mut self,
+        asked: f64,
+        offered: f64,
+        distinct_asks: bool,
+        clean: bool,
+    ) -> bool {
+        let limit = self.seen.iter().any(|&(a, o, _)| {
             (o - offered).abs() <= TESTER_BACKOFF * o.max(offered)
                 && (!distinct_asks || (a - asked).abs() > 2.0 * TESTER_BACKOFF * a.max(asked))
         });
-        self.seen.push((asked, offered));
-        limit
+        self.seen.push((asked, offered, clean));
+        let clean_seen = self.seen.iter().filter(|s| s.2).count();
+        limit || (clean && clean_seen >= CLEAN_SHORTFALLS)
     }
 }
 
@@ -646,15 +663,21 @@ mod tests {
     #[test]
     fn a_ceiling_is_the_same_offer_at_different_asks() {
         let mut s = Shortfalls::default();
-        assert!(!s.show_a_ceiling(2_000_000.0, 1_500_000.0, true));
-        assert!(s.show_a_ceiling(1_600_000.0, 1_490_000.0, true));
-        // Preempted: short by a share of each ask.
+        assert!(!s.show_a_ceiling(2_000_000.0, 1_500_000.0, true, true));
+        assert!(s.show_a_ceiling(1_600_000.0, 1_490_000.0, true, true));
+        // Preempted: short by a share of each ask (the DUT losing).
         let mut s = Shortfalls::default();
-        assert!(!s.show_a_ceiling(605_000.0, 580_000.0, true));
-        assert!(!s.show_a_ceiling(600_000.0, 575_000.0, true));
-        assert!(!s.show_a_ceiling(900_000.0, 850_000.0, true));
+        assert!(!s.show_a_ceiling(605_000.0, 580_000.0, true, false));
+        assert!(!s.show_a_ceiling(600_000.0, 575_000.0, true, false));
+        assert!(!s.show_a_ceiling(900_000.0, 850_000.0, true, false));
         // The same ask twice, the same offer: a ceiling when asks may repeat.
-        assert!(s.show_a_ceiling(600_000.0, 577_000.0, false));
+        assert!(s.show_a_ceiling(600_000.0, 577_000.0, false, false));
+        // Three loss-free shortfalls show one, whatever they offered.
+        let mut s = Shortfalls::default();
+        assert!(!s.show_a_ceiling(14_880_000.0, 2_800_000.0, true, true));
+        assert!(!s.show_a_ceiling(14_880_000.0, 2_500_000.0, true, true));
+        assert!(!s.show_a_ceiling(14_880_000.0, 2_650_000.0, true, false));
+        assert!(s.show_a_ceiling(14_880_000.0, 2_300_000.0, true, true));
     }
 
     #[test]

@@ -234,7 +234,7 @@ pub fn rfc2544_throughput(
         let pass = o.loss_ratio() <= config.acceptable_loss_ratio;
         let offered = o.offered_pps.min(rate);
         let short = o.short_of_asked();
-        let ceiling_shown = short && shortfalls.show_a_ceiling(rate, offered, false);
+        let ceiling_shown = short && shortfalls.show_a_ceiling(rate, offered, false, o.lost == 0);
         if !short {
             demonstrated = demonstrated.max(rate);
         }

@@ -59,6 +59,10 @@ pub struct SimConfig {
     /// 6 % short at any rate), as a paced generator preempted on a shared
     /// core does.
     pub tester_shortfall: f64,
+    /// A tester asked for more than [`SimConfig::tester_max_pps`] offers
+    /// that much less a share uniform in `[0, tester_wander)`: an unpaced
+    /// generator at its limit, whose offer differs from trial to trial.
+    pub tester_wander: f64,
     /// A DUT on a virtual machine whose CPU the hypervisor takes away now
     /// and then: each trial, with this probability, the DUT forwards
     /// nothing for [`SimConfig::stall_s`] (the frames of that time are
@@ -81,6 +85,7 @@ impl Default for SimConfig {
             loss_floor_onset_pps: f64::INFINITY,
             tester_max_pps: None,
             tester_shortfall: 0.0,
+            tester_wander: 0.0,
             stall_chance: 0.0,
             stall_s: 0.0,
             tail_s: 0.0,
@@ -187,7 +192,9 @@ impl SimDut {
     fn simulate(&mut self, rate_pps: f64, duration_s: f64) -> TrialOutcome {
         let c = self.config;
         let (mut offered, mut short) = match c.tester_max_pps {
-            Some(max) if rate_pps > max => (max, true),
+            Some(max) if rate_pps > max => {
+                (max * (1.0 - c.tester_wander * self.rng.next_f64()), true)
+            }
             _ => (rate_pps.max(0.0), false),
         };
         if c.tester_shortfall > 0.0 {

@@ -536,3 +536,52 @@ fn trials_disturbed_by_the_hypervisor_are_run_again() {
         "hidden stalls moved only {hidden_low} of 10 NDRs"
     );
 }
+
+/// A tester far below the max load whose offer wanders by more than the
+/// backoff from trial to trial (an unpaced generator asked for the line
+/// rate), before a DUT that loses nothing: the asks that extend up are
+/// capped at the max load, so the same load is asked again and again.
+/// Shortfalls there show the ceiling too, and so do three loss-free
+/// shortfalls that do not agree: the search ends at the tester's limit in
+/// a few trials, never asking the max load for ever.
+#[test]
+fn a_wandering_tester_below_the_max_load_ends_at_its_limit() {
+    for seed in 1..=40 {
+        let mut d = SimDut::new(SimConfig {
+            seed,
+            capacity_pps: 100_000_000.0,
+            tester_max_pps: Some(3_000_000.0),
+            tester_wander: 0.12,
+            ..SimConfig::default()
+        });
+        let mut cfg = MlrConfig {
+            max_trials: 200,
+            ..MlrConfig::new(10_000.0, 14_880_000.0)
+        };
+        for g in &mut cfg.goals {
+            g.relative_width = 0.05;
+        }
+        let r = mlr_search(&mut d, &cfg).unwrap();
+        let asks: Vec<(u64, u64)> = r
+            .trials
+            .iter()
+            .map(|t| (t.rate_pps as u64, t.outcome.offered_pps as u64))
+            .collect();
+        assert_eq!(r.end, MlrEnd::AllGoalsDone, "seed {seed}: {asks:?}");
+        assert!(r.trials.len() <= 30, "seed {seed}: {asks:?}");
+        let limit = r.tester_limit_pps.expect("a tester limit");
+        // Just below what it offered: never less than its least offer
+        // less the backoff.
+        assert!(
+            (3_000_000.0 * 0.88 * 0.98..=3_000_000.0).contains(&limit),
+            "seed {seed}: {limit}: {asks:?}"
+        );
+        for g in &r.goals {
+            assert_eq!(
+                g.irregular,
+                Some(Irregular::TesterLimitIsLowerBound),
+                "{g:?}"
+            );
+        }
+    }
+}
