@@ -17,7 +17,15 @@
 # Lab: two network namespaces joined by a veth pair, 198.18.31.1 (client) ->
 # 198.18.31.2 (server).
 #
-# Usage: bench/http-requests.sh [--seconds N] [--rounds N] [--connections N]
+# Usage: bench/http-requests.sh [--seconds N] [--rounds N] [--connections N] [--pin]
+#
+# --pin gives each side a core of its own: every client (one thread each:
+# wrk -t1, h2load -t1, linerate's one event loop) on CPU 0, the servers
+# (nginx with one worker, `linerate serve --workers 1`) on CPU 1. Beside
+# each rate it then prints how busy each core was (user + system + softirq
+# from /proc/stat): with the server's core full and the client's not, the
+# client is not the limit, and its core's time per request is what the
+# client costs, the kernel's TCP work it triggers included.
 #
 # A benchmark, not a test: exits 0 whatever the figures; non-zero only when
 # the lab cannot be built or a tool is missing. Needs root; installs nginx,
@@ -25,13 +33,14 @@
 # starts is removed on exit.
 set -euo pipefail
 
-secs=5; rounds=3; conns=64
+secs=5; rounds=3; conns=64; pin=
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) secs=${2:?--seconds needs a value}; shift ;;
     --rounds) rounds=${2:?--rounds needs a value}; shift ;;
     --connections) conns=${2:?--connections needs a value}; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --pin) pin=1 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -45,8 +54,15 @@ pair_lab "lrrq$$" rq 198.18.31 lr-http-requests
 
 mkdir -p "$work/root"
 head -c 1024 /dev/urandom > "$work/root/1k.bin"
+# Pinned: clients on CPU 0 with one thread, servers on CPU 1 with one.
+if [ -n "$pin" ]; then
+  [ "$(nproc)" -ge 2 ] || { echo "--pin needs 2 CPUs" >&2; exit 2; }
+  cpin="taskset -c 0"; spin="taskset -c 1"; threads=1; workers=1
+else
+  cpin=""; spin=""; threads=2; workers=2
+fi
 cat > "$work/nginx.conf" <<EOF
-worker_processes 2;
+worker_processes $workers;
 pid $work/nginx.pid;
 error_log $work/error.log;
 daemon off;
@@ -61,8 +77,8 @@ http {
   server { listen $S:8082 http2; root $work/root; sendfile off; }
 }
 EOF
-ip netns exec "$sns" nginx -c "$work/nginx.conf" & pids+=($!)
-ip netns exec "$sns" "$lr" serve --no-results --listen $S:8080 --size 1k >/dev/null & pids+=($!)
+ip netns exec "$sns" $spin nginx -c "$work/nginx.conf" & pids+=($!)
+ip netns exec "$sns" $spin "$lr" serve --no-results --listen $S:8080 --size 1k --workers "$workers" >/dev/null & pids+=($!)
 for port in 8081 8082 8080; do
   for _ in $(seq 100); do
     ip netns exec "$cns" bash -c "exec 3<>/dev/tcp/$S/$port" 2>/dev/null && break
@@ -74,8 +90,15 @@ sleep 0.5
 # Each tool runs under GNU time: "requests/s cpu_seconds" (user + system of
 # the client process and its children), so the CPU each client spends per
 # request is printed beside its rate.
+# With --pin, each core's busy share over the run goes to $work/cores
+# ("client% server%").
+stat_busy() { awk -v c="cpu$1" '$1 == c {print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat; }
 timed() {
-  /usr/bin/time -f "%U %S" -o "$work/cpu" "$@"
+  local b0 b1
+  b0=$(stat_busy 0); b1=$(stat_busy 1)
+  /usr/bin/time -f "%U %S" -o "$work/cpu" $cpin "$@"
+  python3 -c "import sys; a=list(map(float,sys.argv[1:])); print(' '.join('%.0f' % (100*(a[i+4]-a[i])/max(a[i+5]-a[i+1],1)) for i in (0,2)))" \
+    $b0 $b1 $(stat_busy 0) $(stat_busy 1) > "$work/cores"
 }
 cpu_s() { awk '{print $1 + $2}' "$work/cpu"; }
 rps_linerate() {
@@ -92,24 +115,24 @@ rps_linerate_h2() {
 }
 rps_wrk() {
   local v
-  v=$(timed ip netns exec "$cns" wrk -t2 -c"$conns" -d"${secs}s" "$1" 2>/dev/null \
+  v=$(timed ip netns exec "$cns" wrk -t"$threads" -c"$conns" -d"${secs}s" "$1" 2>/dev/null \
     | awk '/^Requests\/sec:/ {print $2}')
   echo "$v $(cpu_s)"
 }
 rps_h2load() {
   local v
-  v=$(timed ip netns exec "$cns" h2load --h1 -t2 -c"$conns" -D"$secs" "$1" 2>/dev/null \
+  v=$(timed ip netns exec "$cns" h2load --h1 -t"$threads" -c"$conns" -D"$secs" "$1" 2>/dev/null \
     | awk '/^finished in/ {gsub(",", "", $4); print $4}')
   echo "$v $(cpu_s)"
 }
 rps_h2load_h2() {
   local v
-  v=$(timed ip netns exec "$cns" h2load -t2 -c"$conns" -D"$secs" "$1" 2>/dev/null \
+  v=$(timed ip netns exec "$cns" h2load -t"$threads" -c"$conns" -D"$secs" "$1" 2>/dev/null \
     | awk '/^finished in/ {gsub(",", "", $4); print $4}')
   echo "$v $(cpu_s)"
 }
 
-declare -A got cpu
+declare -A got cpu cores
 # HTTP/1.1 against both servers (linerate, wrk, h2load --h1); HTTP/2 with
 # prior knowledge (h2c) against nginx's second port (linerate --http2, h2load).
 runs="nginx:linerate:http://$S:8081/1k.bin nginx:wrk:http://$S:8081/1k.bin
@@ -124,11 +147,17 @@ for r in $(seq "$rounds"); do
     got[$name.$tool.$r]=$v
     # CPU microseconds per request: cpu seconds / (requests/s x seconds)
     cpu[$name.$tool.$r]=$(python3 -c "import sys; v,c,s=map(float,sys.argv[1:]); print(c*1e6/(v*s) if v>0 else 0)" "$v" "$c" "$secs")
-    printf 'round %d  %-8s %-12s %12.0f requests/s  %6.1f us CPU/request\n' "$r" "$name" "$tool" "$v" "${cpu[$name.$tool.$r]}" >&2
+    cores[$name.$tool.$r]=$(cat "$work/cores" 2>/dev/null || echo "- -")
+    printf 'round %d  %-8s %-12s %12.0f requests/s  %6.1f us CPU/request' "$r" "$name" "$tool" "$v" "${cpu[$name.$tool.$r]}" >&2
+    if [ -n "$pin" ]; then
+      read -r cc sc <<<"${cores[$name.$tool.$r]}"
+      printf '  client core %s %%, server core %s %%' "$cc" "$sc" >&2
+    fi
+    echo >&2
   done
 done
 
-echo "requests/s, $conns connections, 1 KiB object, keep-alive, ${secs} s x $rounds rounds"
+echo "requests/s, $conns connections, 1 KiB object, keep-alive, ${secs} s x $rounds rounds${pin:+, pinned: clients on CPU 0 (one thread), servers on CPU 1 (one worker)}"
 echo "host: $(nproc) CPUs, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "(CPU/request: the client's own user + system time per request; the server and the"
 echo " kernel's softirq work charged elsewhere are not in it)"
@@ -140,6 +169,14 @@ echo " kernel's softirq work charged elsewhere are not in it)"
       for r in $(seq "$rounds"); do vals="$vals ${got[$name.$tool.$r]}"; cpus="$cpus ${cpu[$name.$tool.$r]}"; done
       echo "$name $tool $vals"
       echo "$name cpu:$tool $cpus"
+      if [ -n "$pin" ]; then
+        cc=""; sc=""
+        for r in $(seq "$rounds"); do
+          read -r a b <<<"${cores[$name.$tool.$r]}"; cc="$cc $a"; sc="$sc $b"
+        done
+        echo "$name ccore:$tool $cc"
+        echo "$name score:$tool $sc"
+      fi
     done
     ratios=""
     for r in $(seq "$rounds"); do
@@ -161,6 +198,9 @@ for line in sys.stdin:
     if tool == "ratio":
         other = "h2load (HTTP/2)" if name == "nginx-h2" else "better of wrk, h2load"
         print(f"  {name:8} linerate / {other}: median {statistics.median(v):.2f}x  (min-max {min(v):.2f}-{max(v):.2f})")
+    elif tool.startswith("ccore:") or tool.startswith("score:"):
+        side = "client" if tool.startswith("c") else "server"
+        print(f"  {name:8} {tool[6:]:12} {side} core busy median {statistics.median(v):5.0f} %  (min-max {min(v):.0f}-{max(v):.0f})")
     elif tool.startswith("cpu:"):
         print(f"  {name:8} {tool[4:]:12} CPU/request median {statistics.median(v):8.1f} us  (min-max {min(v):.1f}-{max(v):.1f})")
     else:

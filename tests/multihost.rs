@@ -725,9 +725,11 @@ fn plan_two_generators_with_instances() {
                 "{}: tx_target {target}",
                 d["direction"]
             );
+            // A sender that fell short (four senders and a sink on 2
+            // cores beside other work) must say so.
             assert!(
-                tx as f64 >= target as f64 * 0.8,
-                "{}: tx {tx}",
+                tx as f64 >= target as f64 * 0.8 || d["tester_limited"] == true,
+                "{}: tx {tx} of {target}, unsaid: {d}",
                 d["direction"]
             );
             assert!(rx as f64 >= tx as f64 * 0.95, "{}: rx {rx}", d["direction"]);
