@@ -9,6 +9,14 @@ use linerate::{agent, results};
 use clap::Parser;
 use std::process::ExitCode;
 
+/// `eprintln!` that never panics: a closed stderr (`2>&1 | head`) ends the
+/// messages, not the process (see `linerate::model::stderr`).
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        linerate::model::stderr::line(&format!($($arg)*))
+    };
+}
+
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match cli::Cli::try_parse_from(&args) {
@@ -30,7 +38,7 @@ fn main() -> ExitCode {
             match agent::run(netns, limits) {
                 Ok(()) => 0,
                 Err(e) => {
-                    eprintln!("agent: {e:#}");
+                    errln!("agent: {e:#}");
                     1
                 }
             }
@@ -39,12 +47,12 @@ fn main() -> ExitCode {
         cli::Command::Check(a) => cli::check::check(&a),
         cli::Command::Monitor(a) => match cli::monitor::monitor_config(&a) {
             Err(e) => {
-                eprintln!("error: {e:#}");
+                errln!("error: {e:#}");
                 2
             }
             Ok(cfg) => {
                 if let Err(e) = signals::install_signal_handlers() {
-                    eprintln!("error: installing signal handlers: {e}");
+                    errln!("error: installing signal handlers: {e}");
                     return ExitCode::from(1);
                 }
                 cli::monitor::run(&a, cfg)
@@ -52,7 +60,7 @@ fn main() -> ExitCode {
         },
         cli::Command::Serve(a) if a.iperf3 => {
             if let Err(e) = signals::install_signal_handlers() {
-                eprintln!("error: installing signal handlers: {e}");
+                errln!("error: installing signal handlers: {e}");
                 return ExitCode::from(1);
             }
             cli::iperf3::serve(&a)
@@ -60,13 +68,13 @@ fn main() -> ExitCode {
         cli::Command::Serve(a) => match cli::serve::serve_config(&a) {
             Ok(cfg) => {
                 if let Err(e) = signals::install_signal_handlers() {
-                    eprintln!("error: installing signal handlers: {e}");
+                    errln!("error: installing signal handlers: {e}");
                     return ExitCode::from(1);
                 }
                 cli::serve::run(&a, &cfg)
             }
             Err(e) => {
-                eprintln!("error: {e:#}");
+                errln!("error: {e:#}");
                 2
             }
         },
@@ -83,12 +91,12 @@ fn main() -> ExitCode {
         }
         command => match configure(command, &args) {
             Err(e) => {
-                eprintln!("error: {e:#}");
+                errln!("error: {e:#}");
                 2
             }
             Ok(config) => {
                 if let Err(e) = signals::install_signal_handlers() {
-                    eprintln!("error: installing signal handlers: {e}");
+                    errln!("error: installing signal handlers: {e}");
                     return ExitCode::from(1);
                 }
                 app::execute(config)

@@ -126,7 +126,14 @@ fn issue23_no_silent_no_ops() {
 fn issue23_iperf3_flags_get_hints() {
     for (args, hint) in [
         (&["tcp", "-c", "127.0.0.1"][..], "--target HOST"),
-        (&["udp", "--target", "127.0.0.1", "-b", "10M"][..], "--rate"),
+        (
+            &["udp", "--target", "127.0.0.1", "--bitrate", "10M"][..],
+            "--rate",
+        ),
+        (
+            &["http", "--target", "127.0.0.1", "-b", "10M"][..],
+            "requests per second",
+        ),
         (
             &["udp", "--target", "127.0.0.1", "-l", "1400"][..],
             "--frame-size",

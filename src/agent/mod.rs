@@ -7,6 +7,7 @@
 //! This file holds the control loop (enter the namespace → serve requests →
 //! give ports back); `jobs` opens and runs what a `start` request asks for.
 
+use crate::model::stderr::errln;
 mod jobs;
 
 use crate::engine::JobCtx;
@@ -41,7 +42,7 @@ pub fn run(netns: Netns, limits: Limits) -> Result<()> {
     // stdin would never be read. Agents holding physical ports replace
     // this with SIGTERM, to give the ports back first.
     if let Err(e) = sys::set_parent_death_signal(libc::SIGKILL) {
-        eprintln!("agent: asking for SIGKILL when the ssh session ends: {e}");
+        errln!("agent: asking for SIGKILL when the ssh session ends: {e}");
     }
     enter(&netns)?;
     let outcome = serve(limits);
@@ -102,7 +103,7 @@ fn spawn_io() -> (Receiver<Request>, SyncSender<Response>) {
                     std::process::exit(0)
                 }
                 Err(e) => {
-                    eprintln!("agent: {e}; exiting");
+                    errln!("agent: {e}; exiting");
                     netops::restore_all();
                     std::process::exit(1);
                 }
@@ -165,7 +166,7 @@ fn serve(limits: Limits) -> Result<()> {
             Err(RecvTimeoutError::Disconnected) => return Ok(()),
         };
         if netops::port::signalled() {
-            eprintln!("agent: signalled; giving ports back and exiting");
+            errln!("agent: signalled; giving ports back and exiting");
             agent.stop_all();
             return Ok(());
         }
@@ -173,7 +174,7 @@ fn serve(limits: Limits) -> Result<()> {
         agent.heartbeat(now);
         let Some(msg) = msg else {
             if agent.live.peer_gone(now) {
-                eprintln!(
+                errln!(
                     "agent: controller silent for {:?}; exiting",
                     proto::PEER_TIMEOUT
                 );

@@ -6,6 +6,7 @@ use crate::cli::config::{Command, Pair, RunOpts, SweepConfig, TestSpec};
 use crate::cli::loadtest;
 use crate::cli::run::Run;
 use crate::lab::{self, LabSpec};
+use crate::model::stderr::errln;
 use crate::results::criteria::Marks;
 use crate::runner::Ends;
 use crate::topology::Netns;
@@ -23,7 +24,7 @@ pub fn execute(cmd: Command) -> i32 {
         }
         Command::LabBench(lab, spec, opts) => {
             if let Err(e) = lab::preflight(&lab) {
-                eprintln!("error: {e:#}");
+                errln!("error: {e:#}");
                 return 2;
             }
             let name = opts.name.clone().unwrap_or_else(|| spec.kind().to_string());
@@ -57,7 +58,7 @@ fn cleanup() -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             1
         }
     }
@@ -68,7 +69,7 @@ fn with_run(opts: &RunOpts, name: &str, body: impl FnOnce(&mut Run) -> Result<()
     let mut run = match Run::start(opts, name) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             return 2;
         }
     };
@@ -189,7 +190,7 @@ fn sweep_run(s: &SweepConfig, run: &mut Run) -> Result<()> {
         if crate::model::signals::interrupted() {
             break;
         }
-        eprintln!(
+        errln!(
             "sweep point {} of {}: {}",
             p.point.index + 1,
             s.points.len(),
@@ -230,7 +231,7 @@ fn sweep_run(s: &SweepConfig, run: &mut Run) -> Result<()> {
             crate::cli::sweep::finish_point(&mut run.results, from, p, kind, r.as_ref().err());
         run.save();
         if let Err(e) = &r {
-            eprintln!("sweep point {} failed: {e:#}", p.name);
+            errln!("sweep point {} failed: {e:#}", p.name);
         }
         if failed && s.fail_fast {
             if let Some((_, mut l, _)) = lab.take() {

@@ -4,6 +4,7 @@
 //! had failed), so a CI job can gate on runs made elsewhere.
 
 use super::criteria_args::{parse_expect, parse_tolerance, EXIT_CODES};
+use crate::model::stderr::{errln, errprint};
 use crate::results::criteria::{evaluate, subjects, Marks};
 use anyhow::Result;
 use clap::Args;
@@ -38,7 +39,7 @@ pub fn check(a: &CheckArgs) -> i32 {
     match check_inner(a) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             2
         }
     }
@@ -60,20 +61,20 @@ fn check_inner(a: &CheckArgs) -> Result<i32> {
     }
     let text = crate::report::verdicts::terminal(&r);
     if text.is_empty() {
-        eprintln!(
+        errln!(
             "{}: nothing to check: the run recorded no criteria; give --expect or --baseline",
             a.run.display()
         );
     }
     if a.json {
-        eprint!("{}", crate::model::stdout::printable(&text));
+        errprint!("{}", crate::model::stdout::printable(&text));
         crate::model::stdout::println(&serde_json::to_string_pretty(&r)?);
     } else {
         crate::model::stdout::print(&crate::model::stdout::printable(&text));
     }
     if let Some(j) = &a.junit {
         crate::report::junit::write(j, &r)?;
-        eprintln!("junit: {}", j.display());
+        errln!("junit: {}", j.display());
     }
     Ok(super::run::exit_code(&r, r.error.is_some(), false))
 }

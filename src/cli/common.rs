@@ -6,6 +6,7 @@ use super::config::{Pair, RunOpts, TestSpec};
 use super::parse::{parse_bps, parse_cpu_list, parse_host, CpuList, HostAddr};
 use crate::engine::check_destination;
 use crate::lab::DutMode;
+use crate::model::stderr::errln;
 use crate::proto::{Cidr, Direction};
 use crate::results::FlowMode;
 use crate::topology::ssh::SshOptions;
@@ -83,7 +84,7 @@ impl OutputArgs {
                 )
             })?;
             crate::model::files::write_atomic(&dir.join("summary.json"), text.as_bytes())?;
-            eprintln!("results: {}", dir.display());
+            errln!("results: {}", dir.display());
         }
         if self.json {
             crate::model::stdout::println(&text);
@@ -481,7 +482,7 @@ pub fn direction(e: &Endpoints) -> Direction {
 pub fn resolve_target(t: &HostAddr, ipv6: bool) -> Result<IpAddr> {
     let a = t.pick(ipv6)?;
     if let Some(name) = &t.name {
-        eprintln!("target {name}: using {a}");
+        errln!("target {name}: using {a}");
     }
     Ok(a)
 }
@@ -496,8 +497,8 @@ pub fn pair(e: &Endpoints, common: &Common) -> Result<Pair> {
         check_destination(c, &common.allow_target).map_err(|m| anyhow!(m))?;
     }
     Ok(Pair {
-        client: Endpoint::parse(&e.client).map_err(|m| anyhow!("--client: {m:#}"))?,
-        server: Endpoint::parse(&e.server).map_err(|m| anyhow!("--server: {m:#}"))?,
+        client: endpoint("--client", &e.client)?,
+        server: endpoint("--server", &e.server)?,
         target,
         client_address: e.client_address,
         vlan: None,
@@ -507,8 +508,17 @@ pub fn pair(e: &Endpoints, common: &Common) -> Result<Pair> {
 
 /// `--dut-host`: the DUT's endpoint, if one is named.
 pub fn dut_endpoint(s: Option<&str>) -> Result<Option<Endpoint>> {
-    s.map(|s| Endpoint::parse(s).map_err(|m| anyhow!("--dut-host: {m:#}")))
-        .transpose()
+    s.map(|s| endpoint("--dut-host", s)).transpose()
+}
+
+/// The endpoint `flag` names, checked as far as it can be before anything
+/// starts (a named namespace exists, and root to enter it): a mistyped
+/// `ns:NAME` is a usage error (exit 2, no results directory), not a run
+/// that failed (exit 3).
+pub fn endpoint(flag: &str, spec: &str) -> Result<Endpoint> {
+    let e = Endpoint::parse(spec).map_err(|m| anyhow!("{flag}: {m:#}"))?;
+    e.preflight().map_err(|m| anyhow!("{flag} {spec}: {m:#}"))?;
+    Ok(e)
 }
 
 pub fn duration(s: f64) -> Result<Duration> {

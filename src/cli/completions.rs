@@ -3,6 +3,7 @@
 //! with the flags the binary takes.
 
 use super::Cli;
+use crate::model::stderr::errln;
 use anyhow::{anyhow, Context, Result};
 use clap::{Args, CommandFactory};
 use clap_complete::Shell;
@@ -44,7 +45,7 @@ pub fn completions(a: &CompletionsArgs) -> i32 {
     match crate::model::stdout::write_to(&mut std::io::stdout().lock(), &script) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("error: writing the completion script to stdout: {e}");
+            errln!("error: writing the completion script to stdout: {e}");
             1
         }
     }
@@ -55,7 +56,7 @@ pub fn man(a: &ManArgs) -> i32 {
     let r = match &a.dir {
         Some(dir) => write_pages(dir).map(|written| {
             for p in written {
-                eprintln!("wrote {}", p.display());
+                errln!("wrote {}", p.display());
             }
         }),
         None => print_page(a.command.as_deref()),
@@ -63,7 +64,7 @@ pub fn man(a: &ManArgs) -> i32 {
     match r {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             // A command that does not exist is a usage error.
             2
         }

@@ -12,7 +12,8 @@ use std::path::PathBuf;
 pub const EXIT_CODES: &str = "Exit status:
   0    every test ran and every criterion (--expect) was met, no regression (--baseline)
   1    a criterion failed, a regression was found, or a test failed (e.g. nothing arrived)
-  2    usage or input error: a flag, a plan file, a criterion that does not parse
+  2    usage or input error: a flag, a plan file, a criterion that does not parse, an
+       ns:NAME that does not exist (found before any results directory is written)
   3    the run itself failed: an agent, the lab's topology, ssh, a test that sent nothing,
        results that could not be written (results so far are kept)
   130  interrupted (Ctrl-C, SIGTERM); results so far are kept, marked interrupted";

@@ -21,8 +21,15 @@ pub fn iperf3_hint(command: Option<&str>, arg: &str) -> Option<String> {
                  (local, ns:NAME or ssh://host); a standing HTTP server is `linerate serve`"
             .to_string(),
         "-p" => "the data port is --port N (of `linerate tcp` and `linerate udp`)".to_string(),
+        "-b" | "--bitrate" | "--bandwidth" if command == Some("http") => {
+            "`linerate http --rate` is requests per second (REQ/S), not a bit rate; a capped \
+             bit rate is `linerate tcp -b 1G`"
+                .to_string()
+        }
         "-b" | "--bitrate" | "--bandwidth" => {
-            "the rate is --rate, with a unit: 100Mbps, 1Gbps, 800kpps, 50%".to_string()
+            "the rate is --rate (-b on tcp, udp and latency), with a unit: 100Mbps, 1Gbps, \
+             800kpps, 50%"
+                .to_string()
         }
         "-i" => "per-interval lines are --interval SECS (tcp, udp, ramp, search, ...)".to_string(),
         "-l" | "--length" if udp => {
@@ -105,7 +112,16 @@ mod tests {
     fn iperf3_flags_get_hints() {
         let t = error_text(&["linerate", "tcp", "-c", "127.0.0.1"]);
         assert!(t.contains("--target HOST"), "{t}");
-        let t = error_text(&["linerate", "udp", "--target", "127.0.0.1", "-b", "10M"]);
+        let t = error_text(&["linerate", "http", "--target", "127.0.0.1", "-b", "10M"]);
+        assert!(t.contains("requests per second"), "{t}");
+        let t = error_text(&[
+            "linerate",
+            "udp",
+            "--target",
+            "127.0.0.1",
+            "--bitrate",
+            "10M",
+        ]);
         assert!(t.contains("--rate"), "{t}");
         let t = error_text(&["linerate", "http", "--target", "127.0.0.1", "-p", "80"]);
         assert!(t.contains("--port"), "{t}");
@@ -119,6 +135,49 @@ mod tests {
         assert!(t.contains("linerate udp"), "{t}");
         let t = error_text(&["linerate", "tcp", "--target", "127.0.0.1", "--bitrate=1G"]);
         assert!(t.contains("--rate"), "{t}");
+    }
+
+    /// Issue 38: `-b` is `--rate` wherever linerate takes a bit or packet
+    /// rate, as the README says (it was refused on udp and latency).
+    #[test]
+    fn issue_38_dash_b_is_rate_on_every_command_with_a_rate() {
+        let rate = |args: &[&str]| match crate::cli::Cli::try_parse_from(args) {
+            Ok(crate::cli::Cli {
+                command: crate::cli::Command::Tcp(a),
+                ..
+            }) => a.rate,
+            Ok(crate::cli::Cli {
+                command: crate::cli::Command::Udp(a),
+                ..
+            }) => a.rate,
+            Ok(crate::cli::Cli {
+                command: crate::cli::Command::Latency(a),
+                ..
+            }) => a.rate,
+            Ok(_) => panic!("{args:?}: another command"),
+            Err(e) => panic!("{args:?}: {e}"),
+        };
+        let g = Some(crate::model::units::Rate::L1Bps(1e9));
+        for cmd in ["tcp", "udp"] {
+            assert_eq!(
+                rate(&["linerate", cmd, "--target", "198.18.0.2", "-b", "1G"]),
+                g
+            );
+        }
+        assert_eq!(rate(&["linerate", "latency", "--lab", "-b", "1G"]), g);
+        // Every command with a --rate that is a bit or packet rate has -b.
+        let cli = <crate::cli::Cli as clap::CommandFactory>::command();
+        for sub in cli.get_subcommands() {
+            let Some(arg) = sub.get_arguments().find(|a| a.get_long() == Some("rate")) else {
+                continue;
+            };
+            let shorts = arg.get_short();
+            match sub.get_name() {
+                // Requests per second: iperf3's -b (bit/s) would mislead.
+                "http" => assert_eq!(shorts, None),
+                name => assert_eq!(shorts, Some('b'), "linerate {name} --rate"),
+            }
+        }
     }
 
     #[test]

@@ -7,7 +7,6 @@ use crate::engine::check_destination;
 use crate::proto::http::Content;
 use crate::proto::http::Trust;
 use crate::runner::{HttpServerSide, HttpTest, HttpUrl};
-use crate::topology::Endpoint;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use std::net::{IpAddr, ToSocketAddrs};
@@ -263,8 +262,8 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
         }]
     };
     let pair = Pair {
-        client: Endpoint::parse(&a.client).map_err(|m| anyhow!("--client: {m:#}"))?,
-        server: Endpoint::parse(&a.server).map_err(|m| anyhow!("--server: {m:#}"))?,
+        client: super::common::endpoint("--client", &a.client)?,
+        server: super::common::endpoint("--server", &a.server)?,
         target,
         client_address: a.client_address,
         vlan: None,

@@ -13,6 +13,7 @@ use super::run::Run;
 use super::serve::ServeArgs;
 use crate::iperf3::server::{self, ServerConfig};
 use crate::iperf3::{Iperf3Error, Outcome};
+use crate::model::stderr::errln;
 use crate::model::units::Rate;
 use crate::proto::iperf3::{self as wire, ClientJob, Mode, TestParams, Transport};
 use crate::proto::{Direction, FrameSpec};
@@ -87,7 +88,7 @@ fn server_of(e: &Endpoints, common: &Common) -> Result<SocketAddr> {
 
 /// Where the client runs (`--client`: local, ns:NAME, ssh://…).
 fn client_of(e: &Endpoints) -> Result<Endpoint> {
-    Endpoint::parse(&e.client).map_err(|m| anyhow!("--client: {m:#}"))
+    super::common::endpoint("--client", &e.client)
 }
 
 /// The test an agent runs as the client of `server`.
@@ -275,7 +276,7 @@ pub fn serve(a: &ServeArgs) -> i32 {
     match serve_inner(a) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             2
         }
     }
@@ -312,7 +313,7 @@ fn serve_inner(a: &ServeArgs) -> Result<i32> {
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
-    eprintln!(
+    errln!(
         "iperf3 server on {bound}: stock `iperf3 -c` clients may test against it, one at a time \
          (TCP and UDP on this port), up to {} s each{}; Ctrl-C stops",
         a.max_test_time,
@@ -393,14 +394,14 @@ fn record_served(opts: &RunOpts, peer: SocketAddr, r: Result<Outcome, Iperf3Erro
         }
         Err(e) => {
             // Nothing ran (refused parameters, a client that left early).
-            eprintln!("iperf3 client {peer}: {e}");
+            errln!("iperf3 client {peer}: {e}");
             return 1;
         }
     };
     let mut run = match Run::start(opts, "iperf3-serve") {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             return 1;
         }
     };
@@ -461,7 +462,7 @@ fn prune_served(base: &std::path::Path, runs: usize, bytes: u64) {
         total = total.saturating_sub(b);
     }
     if removed > 0 {
-        eprintln!(
+        errln!(
             "iperf3: removed the {removed} oldest served test result(s) from {}: served tests keep \
              at most {runs} results and {} MiB",
             base.display(),

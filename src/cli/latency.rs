@@ -39,8 +39,10 @@ pub struct LatencyArgs {
     /// kernel's (net.ipv4.tcp_congestion_control).
     #[arg(long, value_name = "NAME")]
     pub cc: Option<String>,
-    /// Rate of a udp load: pps (800kpps), L1 bit/s (50M) or % of the line rate. Default: as fast as possible.
-    #[arg(long, value_parser = parse_rate_arg)]
+    /// Rate of the load: a udp load in pps (800kpps), L1 bit/s (50M) or % of the line rate; a
+    /// tcp load in bit/s or % (shared by its streams, as `linerate tcp --rate`). `-b` as in
+    /// iperf3. Default: as fast as possible.
+    #[arg(long, short = 'b', value_parser = parse_rate_arg)]
     pub rate: Option<Rate>,
     /// Frame size of a udp load (bytes with FCS, or imix).
     #[arg(long, default_value = "1518", value_parser = parse_frame)]
@@ -88,7 +90,10 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 buffer_len: super::tcp::DEFAULT_BUFFER,
                 allow: a.common.allow_target.clone(),
                 port: 0,
-                rate_bps: None,
+                rate_bps: a
+                    .rate
+                    .map(|r| super::tcp::tcp_rate_bps(r, a.common.line_rate_bps()))
+                    .transpose()?,
             })
         }
         LoadArg::Udp => {

@@ -9,6 +9,7 @@
 use crate::cli::config::{Method, Profile, RampConfig, SearchConfig, SearchPlan, Stream, TestSpec};
 use crate::cli::run::Run;
 use crate::model::signals::interrupted;
+use crate::model::stderr::errln;
 use crate::proto::Direction;
 use crate::report::terminal::ProgressLine;
 use crate::results::{RunDir, TestStatus};
@@ -77,7 +78,7 @@ impl TrialRunner for UdpTrials<'_, '_> {
             steal_ms: r.steal_ms,
         };
         if !progress.is_live() {
-            eprintln!(
+            errln!(
                 "trial: {} asked {:.0} pps, offered {:.0}{}, DUT lost {}{}{}",
                 self.base.name,
                 rate_pps,
@@ -117,14 +118,14 @@ pub fn exec_test(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> 
             break;
         }
         if n > 1 {
-            eprintln!("repetition {i} of {n}");
+            errln!("repetition {i} of {n}");
         }
         exec_once(run, ends, spec)?;
     }
     if n > 1 {
         let spreads = search_spreads(&run.results.searches[first_search..]);
         for s in &spreads {
-            eprintln!("{}", s.line());
+            errln!("{}", s.line());
         }
         run.results.search_repeats.extend(spreads);
         run.save();
@@ -180,7 +181,7 @@ fn exec_once(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> {
         TestSpec::Latency(t) => run.latency(ends, t),
         TestSpec::Ramp(r) => {
             for l in run_ramp(ends, r, run)? {
-                eprintln!("{l}");
+                errln!("{l}");
             }
         }
         TestSpec::Iperf3(t) => run.iperf3(ends, t),
@@ -198,7 +199,7 @@ fn exec_once(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> {
                     break;
                 }
                 for l in run_search(ends.reborrow(), p, s, run)? {
-                    eprintln!("{l}");
+                    errln!("{l}");
                 }
             }
         }
@@ -307,7 +308,7 @@ fn probe_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<search
         );
     }
     let target = (2.0 * forwarded).min(offered).min(cfg.spec.target_pps);
-    eprintln!(
+    errln!(
         "ramp {}: the probe offered {offered:.0} pps and the DUT forwarded {forwarded:.0}; ramping to {target:.0} pps",
         cfg.profile.name
     );
@@ -395,7 +396,7 @@ pub fn run_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<
         let reverse = samples.get(1).map(Vec::as_slice);
         let v = search::viz_export(&r.spec, forward, reverse, &p.name, r.line_rate_pps);
         crate::model::files::write_atomic(file, serde_json::to_string_pretty(&v)?.as_bytes())?;
-        eprintln!("wrote {} (trex-loadtest-viz vars/stats)", file.display());
+        errln!("wrote {} (trex-loadtest-viz vars/stats)", file.display());
     }
     Ok(lines)
 }

@@ -167,6 +167,23 @@ impl Command {
     }
 }
 
+/// Says once, on stderr, what a rate given in bit/s or % of the line asks of
+/// a packet test in pps: `--rate 1G` at 64 B frames is 1.49 Mpps, not the
+/// 1 Gpps or the 1 Gbit/s of payload a user may have thought.
+fn say_rate_in_pps(
+    rate: Option<crate::model::units::Rate>,
+    frame: crate::proto::FrameSpec,
+    common: &common::Common,
+) {
+    let Some(rate) = rate else { return };
+    let avg = crate::engine::frame::average_frame(frame);
+    if let Some(note) =
+        crate::model::units::rate_as_pps_note(rate, frame, avg, common.line_rate_bps())
+    {
+        crate::model::stderr::errln!("{note}");
+    }
+}
+
 /// Converts a controller command into its validated configuration.
 pub fn to_config(command: Command) -> Result<Cmd> {
     match command {
@@ -194,10 +211,14 @@ pub fn to_config(command: Command) -> Result<Cmd> {
         }
         Command::Udp(a) => {
             let (pair, spec) = udp::udp_cmd(&a)?;
+            say_rate_in_pps(a.rate, a.frame_size, &a.common);
             Ok(Cmd::Pair(pair, spec, a.common.run_opts()?))
         }
         Command::Latency(a) => {
             let spec = latency::latency_cmd(&a)?;
+            if a.load == latency::LoadArg::Udp {
+                say_rate_in_pps(a.rate, a.frame_size, &a.common);
+            }
             // As for tcp: a lab and local or ns: endpoints share this kernel.
             let ssh = |e: &str| e.starts_with("ssh://");
             if let Some(cc) = &a.cc {

@@ -2,6 +2,7 @@
 
 use super::common::{OutputArgs, SshArgs};
 use crate::engine::check_destination;
+use crate::model::stderr::errln;
 use crate::proto::Cidr;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
@@ -69,17 +70,17 @@ pub fn run(a: &MonitorArgs, cfg: crate::latency::monitor::MonitorConfig) -> i32 
     let summary = match crate::latency::monitor::run(cfg) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("monitor: {e:#}");
+            errln!("monitor: {e:#}");
             return 1;
         }
     };
     if let Err(e) = a.output.write_summary("monitor", &summary) {
-        eprintln!("error: {e:#}");
+        errln!("error: {e:#}");
         return 1;
     }
     match &summary.error {
         Some(e) => {
-            eprintln!("monitor: {e}");
+            errln!("monitor: {e}");
             1
         }
         None => 0,

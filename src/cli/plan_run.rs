@@ -11,6 +11,7 @@ use crate::cli::sweep::finish_point;
 use crate::lab::ports::PortLab;
 use crate::lab::LabSpec;
 use crate::model::signals::interrupted;
+use crate::model::stderr::errln;
 use crate::results::criteria::Marks;
 use crate::runner::{Ends, Side};
 use crate::topology::Netns;
@@ -30,7 +31,7 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         // A stock iperf3 server runs no agent.
         .filter(|&i| plan.hosts[i].iperf3.is_none())
         .collect();
-    eprintln!(
+    errln!(
         "plan {} ({}): {} host{}, {} test{}",
         plan.name,
         plan.file.display(),
@@ -61,7 +62,7 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         run.record_agents(&hosts);
         let idx = spawned.map_err(|e| e.context(format!("starting host {}", h.name)))?;
         let a = hosts.fleet.agent(idx);
-        eprintln!(
+        errln!(
             "host {}: {} ({}) up in {:.2} s, clock offset {:+.3} ms (rtt {:.3} ms)",
             h.name,
             h.endpoint,
@@ -85,9 +86,12 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         run.results.labs.push(built.topology.clone());
         let idx = run.results.labs.len() - 1;
         run.save();
-        eprintln!(
+        errln!(
             "port lab: {} port {} -> DUT -> {} port {}",
-            plan.hosts[p.gen_host].name, p.ports.gen, plan.hosts[p.sink_host].name, p.ports.sink
+            plan.hosts[p.gen_host].name,
+            p.ports.gen,
+            plan.hosts[p.sink_host].name,
+            p.ports.sink
         );
         lab = Some((p.gen_host, p.sink_host, built, idx));
     }
@@ -183,7 +187,7 @@ fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
             }
         }
     }
-    eprintln!(
+    errln!(
         "plan {} ({}): {} test{} in {} lab setting{}",
         plan.name,
         plan.file.display(),
@@ -219,14 +223,14 @@ fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
                 if !any_point || plan.fail_fast {
                     return Err(e);
                 }
-                eprintln!("error: {e:#}; its points are recorded as failed");
+                errln!("error: {e:#}; its points are recorded as failed");
                 continue;
             }
         };
         run.results.labs.push(lab.topology.clone());
         let idx = run.results.labs.len() - 1;
         run.save();
-        eprintln!(
+        errln!(
             "lab: DUT {}, MTU {}, {} queue{} per veth",
             spec.dut.map_or("none (back to back)", |d| d.name()),
             spec.mtu,

@@ -4,6 +4,7 @@
 use crate::cli::config::{CriteriaOpts, RunOpts};
 use crate::model::criteria::Criterion;
 use crate::model::signals::interrupted;
+use crate::model::stderr::{errln, errprint};
 use crate::model::stdout;
 use crate::report::terminal::{self as report, ProgressLine};
 use crate::results::criteria::Marks;
@@ -77,7 +78,7 @@ impl Run {
         run.save();
         if !common.allow_target.is_empty() {
             let list: Vec<String> = common.allow_target.iter().map(|c| c.to_string()).collect();
-            eprintln!(
+            errln!(
                 "WARNING: --allow-target lets linerate send load-test traffic to {} in addition to \
                  loopback and the benchmarking ranges. Only do this on an isolated test network.",
                 list.join(", ")
@@ -164,7 +165,7 @@ impl Run {
             let first = d.write_error().is_none();
             if let Err(e) = d.write_results(&self.results) {
                 if first {
-                    eprintln!("warning: could not write results.json: {e:#}");
+                    errln!("warning: could not write results.json: {e:#}");
                 }
             }
         }
@@ -248,10 +249,10 @@ impl Run {
         }
         table.push_str(&crate::report::verdicts::terminal(&self.results));
         if self.json {
-            eprint!("{table}");
+            errprint!("{table}");
             match serde_json::to_string_pretty(&self.results) {
                 Ok(json) => stdout::println(&json),
-                Err(e) => eprintln!("error: encoding the results document as JSON: {e}"),
+                Err(e) => errln!("error: encoding the results document as JSON: {e}"),
             }
         } else {
             stdout::print(&table);
@@ -264,7 +265,7 @@ impl Run {
                 }
             }
             match d.write_error() {
-                None => eprintln!("results: {}", d.path.display()),
+                None => errln!("results: {}", d.path.display()),
                 Some(e) => {
                     unwritten = Some(format!(
                         "the results of this run could not be written to {}: {e}; what is printed \
@@ -276,23 +277,23 @@ impl Run {
             }
         }
         if let Some(u) = &unwritten {
-            eprintln!("error: {u}");
+            errln!("error: {u}");
         }
         if let Some(e) = &baseline_error {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
         }
         if let Some(path) = &self.criteria.junit {
             match crate::report::junit::write(path, &self.results) {
-                Ok(()) => eprintln!("junit: {}", path.display()),
-                Err(e) => eprintln!("error: writing the JUnit report: {e:#}"),
+                Ok(()) => errln!("junit: {}", path.display()),
+                Err(e) => errln!("error: writing the JUnit report: {e:#}"),
             }
         }
         if interrupted() {
-            eprintln!("{}", self.results.interrupted_note(self.dir.is_some()));
+            errln!("{}", self.results.interrupted_note(self.dir.is_some()));
             return 130;
         }
         if let Some(e) = &error {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
         }
         exit_code(
             &self.results,

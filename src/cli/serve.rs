@@ -4,6 +4,7 @@ use super::common::{secs, OutputArgs};
 use super::parse::parse_size;
 use crate::http::serve_cmd::ServeConfig;
 use crate::http::server::{Limits, ServeSpec, DEFAULT_MAX_PER_CLIENT};
+use crate::model::stderr::errln;
 use crate::proto::http::Content;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -132,14 +133,14 @@ pub fn run(a: &ServeArgs, cfg: &ServeConfig) -> i32 {
     let report = match crate::http::serve_cmd::run(cfg) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             return 2;
         }
     };
     match a.output.write_summary("serve", &report) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             1
         }
     }

@@ -4,6 +4,7 @@ use crate::cli::config::{self, LabConfig, RunOpts, SearchConfig, SearchPlan, Str
 use crate::cli::run::Run;
 use crate::lab::{self, LabSpec};
 use crate::model::signals::interrupted;
+use crate::model::stderr::errln;
 use crate::proto::{Direction, FrameSpec};
 use crate::results::FlowMode;
 use crate::runner::{Ends, HttpServerSide, HttpTest, TcpTest, UdpTest};
@@ -16,7 +17,7 @@ pub fn lab(args: &LabConfig, opts: &RunOpts) -> i32 {
         None => lab::preflight(&args.spec),
     };
     if let Err(e) = checked {
-        eprintln!("error: {e:#}");
+        errln!("error: {e:#}");
         return 2;
     }
     // No clean-up pass here: this lab's namespaces die with its agents, and
@@ -32,7 +33,7 @@ pub fn lab(args: &LabConfig, opts: &RunOpts) -> i32 {
     let mut run = match Run::start(opts, &name) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             return 2;
         }
     };
@@ -43,7 +44,7 @@ pub fn lab(args: &LabConfig, opts: &RunOpts) -> i32 {
             break;
         }
         if n > 1 {
-            eprintln!("repetition {i} of {n} of the suite");
+            errln!("repetition {i} of {n} of the suite");
         }
         err = suite(args, opts, &mut run).err();
     }
@@ -225,7 +226,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
             any_profile = false;
         }
         for n in &notes {
-            eprintln!("note: {n}");
+            errln!("note: {n}");
         }
     }
     if tcp_tests.is_empty()
@@ -451,7 +452,7 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
         }
     }
     for l in lines {
-        eprintln!("{l}");
+        errln!("{l}");
     }
     Ok(())
 }

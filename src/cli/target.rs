@@ -10,7 +10,6 @@ use crate::lab::LabSpec;
 use crate::proto::FrameSpec;
 use crate::proto::{RxEngine, TxEngine};
 use crate::results::FlowMode;
-use crate::topology::Endpoint;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use std::net::IpAddr;
@@ -142,8 +141,8 @@ pub fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
     let target = super::common::resolve_target(target, t.ipv6)?;
     check_destination(target, &common.allow_target).map_err(|m| anyhow!(m))?;
     Ok(Bench::Pair(Pair {
-        client: Endpoint::parse(&t.client).map_err(|m| anyhow!("--client: {m:#}"))?,
-        server: Endpoint::parse(&t.server).map_err(|m| anyhow!("--server: {m:#}"))?,
+        client: super::common::endpoint("--client", &t.client)?,
+        server: super::common::endpoint("--server", &t.server)?,
         target,
         client_address: t.client_address,
         vlan: t.vlan,

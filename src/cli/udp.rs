@@ -29,9 +29,10 @@ pub struct UdpArgs {
     /// (N > 1) sends N flows with --flow-mode ports.
     #[arg(long, value_name = "N")]
     pub flows: Option<u16>,
-    /// Target rate: packets (1.5Mpps, 800kpps), L1 bit/s (5G, 100M) or % of the line rate (50%).
-    /// Default: as fast as possible.
-    #[arg(long, value_parser = parse_rate_arg)]
+    /// Target rate: packets (1.5Mpps, 800kpps), L1 bit/s (5G, 100M) or % of the line rate (50%);
+    /// a bit rate or % is said in pps at the frame size when the test starts. `-b` as in
+    /// iperf3. Default: as fast as possible.
+    #[arg(long, short = 'b', value_parser = parse_rate_arg)]
     pub rate: Option<Rate>,
     /// Datagrams per sendmmsg call.
     #[arg(long, default_value_t = 64)]

@@ -10,6 +10,7 @@ use super::xdp::live::{LiveTx, PACED_RUN_S};
 use super::EngineError;
 use super::{afxdp, check_destination, packet, socket, IntervalClock, JobCtx};
 use crate::host::kernel;
+use crate::model::stderr::errln;
 use crate::proto::frame::Header;
 use crate::proto::{EndpointSummary, FlowCounters, RateProfile, ThreadFigures, TxEngine};
 use crate::sys;
@@ -571,7 +572,7 @@ fn pace(
     let stuck = tx.finish();
     if stuck > 0 {
         Counters::add(&c.tx_errors, stuck);
-        eprintln!(
+        errln!(
             "linerate agent: {stuck} frame(s) queued to the {} engine never left",
             tx.name()
         );

@@ -16,6 +16,7 @@ use super::workers::{self, Counters, Intervals, Totals};
 use super::EngineError;
 use super::{IntervalClock, JobCtx};
 use crate::host::kernel;
+use crate::model::stderr::errln;
 use crate::proto::frame::{Header, HEADER_LEN};
 use crate::proto::{EndpointSummary, FlowCounters, ThreadFigures};
 use crate::sys::{self, Recvmmsg};
@@ -271,7 +272,7 @@ pub fn receive(
     ctx.emit(iv.last(t, a, b, 0, lost_total));
     let split = seen_by.iter().filter(|&&k| k > 1).count();
     if split > 0 {
-        eprintln!(
+        errln!(
             "linerate agent: {split} flow(s) reached more than one receiver thread; \
              their reordering counts are per thread"
         );

@@ -12,6 +12,7 @@
 //! Only interfaces up when the watch began are watched: an interface that
 //! was down all along is not news, and one deleted since is gone, not down.
 
+use crate::model::stderr::errln;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -175,13 +176,13 @@ fn start() -> Option<LinkWatch> {
             }
         });
     if let Err(e) = spawned {
-        eprintln!("agent: not watching link state (starting its thread: {e}); intervals are not marked when a link goes down");
+        errln!("agent: not watching link state (starting its thread: {e}); intervals are not marked when a link goes down");
         return None;
     }
     match ready_rx.recv() {
         Ok(Ok(())) => Some(LinkWatch { events }),
         Ok(Err(e)) => {
-            eprintln!(
+            errln!(
                 "agent: not watching link state: mounting this namespace's sysfs failed ({e}; it \
                  needs CAP_SYS_ADMIN); intervals are not marked when a link goes down"
             );

@@ -5,6 +5,7 @@
 
 use super::server::{Limits, ServeSpec, Server};
 use crate::model::signals::interrupted;
+use crate::model::stderr::{errln, errprint};
 use crate::model::stdout::outln;
 use crate::proto::http::Content;
 use std::io::IsTerminal as _;
@@ -46,7 +47,7 @@ pub fn run(cfg: &ServeConfig) -> anyhow::Result<ServeReport> {
     let json = cfg.json;
     let line = |line: String| {
         if json {
-            eprintln!("{line}");
+            errln!("{line}");
         } else {
             outln!("{line}");
         }
@@ -105,7 +106,7 @@ pub fn run(cfg: &ServeConfig) -> anyhow::Result<ServeReport> {
         if let (Some(path), Some(pem)) = (&cfg.write_cert, &server.generated_pem) {
             match std::fs::write(path, pem) {
                 Ok(()) => say!("certificate written to {}", path.display()),
-                Err(e) => eprintln!("warning: writing {}: {e}", path.display()),
+                Err(e) => errln!("warning: writing {}: {e}", path.display()),
             }
         }
         match &server.ktls_probe {
@@ -133,7 +134,7 @@ pub fn run(cfg: &ServeConfig) -> anyhow::Result<ServeReport> {
     let mut on_interval = |s: crate::proto::IntervalSample| {
         if live {
             let secs = (s.t_end - s.t_start).max(1e-3);
-            eprint!(
+            errprint!(
                 "\r\x1b[Kserving: {:.3} Gbit/s of bodies in the last second",
                 s.tx_bytes as f64 * 8.0 / secs / 1e9
             );
@@ -141,7 +142,7 @@ pub fn run(cfg: &ServeConfig) -> anyhow::Result<ServeReport> {
     };
     let (summary, counts) = server.run_counted(until, Duration::from_secs(1), &mut on_interval);
     if live {
-        eprint!("\r\x1b[K");
+        errprint!("\r\x1b[K");
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = watcher.join();

@@ -4,6 +4,7 @@
 //! grows with churn), the counters and the interval samples.
 
 use super::ConnStats;
+use crate::model::stderr::errln;
 use crate::proto::http::{HttpConnection, StatusCount};
 use crate::proto::{IntervalSample, StreamSample};
 use std::collections::{HashMap, VecDeque};
@@ -228,7 +229,7 @@ impl Shared {
                  `ulimit -n` or lower --max-connections"
                 .to_string(),
         };
-        eprintln!(
+        errln!(
             "linerate serve: {what} ({} refused since the last note)",
             log.since
         );

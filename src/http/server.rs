@@ -11,6 +11,7 @@ use super::serve_shared::{Body, Shared};
 use super::stats::{self, CpuMark};
 use super::HttpError;
 use super::{content, tls};
+use crate::model::stderr::errln;
 use crate::proto::http::Content;
 use crate::proto::http::{CacheState, HttpSummary, KtlsStatus};
 use crate::proto::IntervalSample;
@@ -224,7 +225,7 @@ impl Server {
         let (handoff, wake_rx) = match Handoff::new(self.workers) {
             Ok(v) => v,
             Err(e) => {
-                eprintln!("linerate serve: making the event loops' wake sockets: {e}");
+                errln!("linerate serve: making the event loops' wake sockets: {e}");
                 sh.stop_now();
                 (Handoff::empty(), Vec::new())
             }
@@ -247,7 +248,7 @@ impl Server {
                     Err(e) => {
                         handoff.retire(me);
                         sh.errors.fetch_add(1, Ordering::Relaxed);
-                        eprintln!("linerate serve: starting an event loop: {e}");
+                        errln!("linerate serve: starting an event loop: {e}");
                     }
                 }
             }

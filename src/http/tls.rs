@@ -339,6 +339,7 @@ pub fn enable_ktls(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::stderr::errln;
 
     #[test]
     fn crypto_info_layouts() {
@@ -387,8 +388,8 @@ mod tests {
     #[test]
     fn ktls_probe_reports() {
         match probe_ulp() {
-            Ok(()) => eprintln!("tls ULP present"),
-            Err(why) => eprintln!("kTLS live path skipped: {why}"),
+            Ok(()) => errln!("tls ULP present"),
+            Err(why) => errln!("kTLS live path skipped: {why}"),
         }
     }
 }

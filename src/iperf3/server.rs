@@ -6,6 +6,7 @@ use super::client::results_of;
 use super::control::Control;
 use super::data::{self, Conn, Plan, Stream};
 use super::{Iperf3Error, Outcome};
+use crate::model::stderr::errln;
 use crate::model::units::si;
 use crate::proto::iperf3::{self as wire, FarEnd, State, TestParams, Transport};
 use crate::sys;
@@ -116,7 +117,7 @@ pub fn serve(
                 match r {
                     // A connection that said nothing iperf3 is not a test.
                     Err(Iperf3Error::Protocol(m)) if m.starts_with("no-test:") => {
-                        eprintln!("iperf3: {peer}: {}", &m[8..]);
+                        errln!("iperf3: {peer}: {}", &m[8..]);
                     }
                     r => on_test(peer, r),
                 }
@@ -125,7 +126,7 @@ pub fn serve(
                 std::thread::sleep(Duration::from_millis(20))
             }
             Err(e) => {
-                eprintln!("iperf3: accepting a connection: {e}");
+                errln!("iperf3: accepting a connection: {e}");
                 std::thread::sleep(Duration::from_millis(100));
             }
         }

@@ -13,6 +13,7 @@ use super::icmp::Pinger;
 use super::metrics::{self, Metrics};
 use super::stats::{self, Percentiles};
 use crate::model::signals::interrupted;
+use crate::model::stderr::{errln, errprint};
 use crate::proto::probe::{self, Kind, Probe, ProbeSample};
 use crate::proto::{Job, Request, Response};
 use crate::sys::realtime_ns;
@@ -173,7 +174,7 @@ impl Shared {
     fn write(&self, v: &serde_json::Value) {
         if let Ok(mut j) = self.journal.lock() {
             if let Err(e) = j.line(v) {
-                eprintln!("monitor: writing the journal: {e:#}");
+                errln!("monitor: writing the journal: {e:#}");
             }
         }
     }
@@ -181,7 +182,7 @@ impl Shared {
         let Some(p) = &self.textfile else { return };
         let body = self.metrics.lock().map(|m| m.render()).unwrap_or_default();
         if let Err(e) = crate::model::files::write_atomic(p, body.as_bytes()) {
-            eprintln!("monitor: writing {}: {e:#}", p.display());
+            errln!("monitor: writing {}: {e:#}", p.display());
         }
     }
 }
@@ -520,7 +521,7 @@ fn progress_line(sh: &Shared, began: Instant) {
         .iter()
         .map(|t| format!("{} {} sent {} lost", t.target, t.sent, t.lost))
         .collect();
-    eprint!(
+    errprint!(
         "\r\x1b[Kmonitor {:.0} s: {}",
         began.elapsed().as_secs_f64(),
         parts.join(", ")
@@ -558,7 +559,7 @@ fn monitor(cfg: MonitorConfig) -> Result<MonitorSummary> {
     if let Some(addr) = cfg.metrics_listen {
         let bound = metrics::serve(addr, Arc::clone(&sh.metrics))
             .with_context(|| format!("listening for metrics on {addr}"))?;
-        eprintln!("monitor: metrics on http://{bound}/metrics");
+        errln!("monitor: metrics on http://{bound}/metrics");
     }
     // Responders: an agent per endpoint, one session each.
     let mut hosts = Hosts::new(cfg.ssh.clone()).allowing(&cfg.allow_target);
@@ -606,7 +607,7 @@ fn monitor(cfg: MonitorConfig) -> Result<MonitorSummary> {
             move || target_loop(name, "icmp", Box::new(prober), c, shr),
         )?);
     }
-    eprintln!(
+    errln!(
         "monitor: {} target(s), {} probes per {:?} window, writing {}",
         names.len(),
         cfg.probes,
@@ -631,7 +632,7 @@ fn monitor(cfg: MonitorConfig) -> Result<MonitorSummary> {
         }
         match hosts.fleet.next_event(Duration::from_millis(500)) {
             Ok(Some((_, Response::Error { message, .. }))) => {
-                eprintln!("monitor: a responder reported: {message}")
+                errln!("monitor: a responder reported: {message}")
             }
             Ok(_) => {}
             Err(e) => {
@@ -662,7 +663,7 @@ fn monitor(cfg: MonitorConfig) -> Result<MonitorSummary> {
                         retire.push((s.agent, s.id, Instant::now() + Duration::from_secs(10)));
                         *s = new;
                     }
-                    Err(e) => eprintln!("monitor: renewing the session to {target}: {e:#}"),
+                    Err(e) => errln!("monitor: renewing the session to {target}: {e:#}"),
                 }
             }
         }
@@ -681,7 +682,7 @@ fn monitor(cfg: MonitorConfig) -> Result<MonitorSummary> {
         });
     }
     if live {
-        eprint!("\r\x1b[K");
+        errprint!("\r\x1b[K");
     }
     sh.stop.store(true, Ordering::Relaxed);
     for t in threads {
@@ -696,7 +697,7 @@ fn monitor(cfg: MonitorConfig) -> Result<MonitorSummary> {
     }));
     sh.textfile();
     hosts.shutdown();
-    eprintln!(
+    errln!(
         "monitor: stopped after {:.0} s; peak RSS {:.1} MiB",
         began.elapsed().as_secs_f64(),
         crate::sys::peak_rss_bytes() as f64 / 1048576.0

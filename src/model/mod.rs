@@ -3,8 +3,8 @@
 //! ([`signals`]), wall-clock formatting ([`clock`]), atomic file writes ([`files`]),
 //! the lab's topology record ([`lab`]), records kept in a scratch file until
 //! they are needed ([`spill`]), the grammar of pass/fail criteria
-//! ([`criteria`]), the coordinates of sweep points ([`sweep`]) and stdout that a closed pipe ends
-//! quietly ([`stdout`]). It imports nothing of the crate above it.
+//! ([`criteria`]), the coordinates of sweep points ([`sweep`]) and stdout and stderr that a
+//! closed pipe ends quietly ([`stdout`], [`stderr`]). It imports nothing of the crate above it.
 
 pub mod clock;
 pub mod criteria;
@@ -12,6 +12,7 @@ pub mod files;
 pub mod lab;
 pub mod signals;
 pub mod spill;
+pub mod stderr;
 pub mod stdout;
 pub mod sweep;
 pub mod units;

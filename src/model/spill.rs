@@ -9,6 +9,7 @@
 //! once on stderr; the records from then on are kept in memory, so the
 //! results stay complete.
 
+use crate::model::stderr::errln;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fs::File;
@@ -68,7 +69,7 @@ impl<T: Serialize + DeserializeOwned + Clone> Spill<T> {
     /// Calls `each` with every record in order; the spill keeps them.
     pub fn for_each(&mut self, mut each: impl FnMut(T)) {
         if let Err(e) = self.read_back(&mut each) {
-            eprintln!(
+            errln!(
                 "warning: reading {} back from a scratch file in {}: {e}; results.json lacks some \
                  of them (the test's totals are unaffected)",
                 self.what,
@@ -128,7 +129,7 @@ impl<T: Serialize + DeserializeOwned + Clone> Spill<T> {
 
     fn fall_back(&mut self, why: &str) {
         self.in_memory = true;
-        eprintln!(
+        errln!(
             "warning: cannot keep {} in a scratch file in {} ({why}); keeping them in memory \
              instead, which grows with the run's length (free space there, or point TMPDIR or \
              --results-dir elsewhere)",

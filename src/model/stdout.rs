@@ -5,6 +5,7 @@
 //! `println!` would panic ("failed printing to stdout"); everything that
 //! prints on stdout goes through here instead.
 
+use crate::model::stderr::errln;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -36,7 +37,7 @@ pub fn write_to(out: &mut dyn Write, bytes: &[u8]) -> io::Result<()> {
 pub fn print(text: &str) {
     if let Err(e) = write(text) {
         CLOSED.store(true, Ordering::Relaxed);
-        eprintln!("warning: could not write to stdout: {e}; further output to stdout is skipped");
+        errln!("warning: could not write to stdout: {e}; further output to stdout is skipped");
     }
 }
 

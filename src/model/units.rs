@@ -256,6 +256,58 @@ impl Rate {
     }
 }
 
+/// What a rate given in bit/s or in % of the line becomes in packets per
+/// second at `frame` (average `avg_frame` bytes with FCS), said once when a
+/// packet test starts: "rate 1 Gbit/s (L1) at 64 B frames (84 B on the
+/// wire) = 1488095 pps (1.49 Mpps)". `None` for a rate given in pps:
+/// nothing was converted.
+pub fn rate_as_pps_note(
+    rate: Rate,
+    frame: crate::proto::FrameSpec,
+    avg_frame: f64,
+    line_rate_bps: f64,
+) -> Option<String> {
+    let asked = match rate {
+        Rate::Pps(_) => return None,
+        Rate::L1Bps(bps) => format!("{}bit/s (L1)", si_short(bps)),
+        Rate::LinePct(pct) => format!(
+            "{}% of the {}bit/s line rate (L1)",
+            trim_zeros(&format!("{pct:.2}")),
+            si_short(line_rate_bps)
+        ),
+    };
+    let wire = avg_frame + f64::from(L1_OVERHEAD);
+    let frames = match frame {
+        crate::proto::FrameSpec::Fixed(n) => format!("{n} B frames ({wire:.0} B on the wire)"),
+        crate::proto::FrameSpec::Imix => {
+            format!("imix frames (average {avg_frame:.2} B, {wire:.2} B on the wire)")
+        }
+    };
+    let pps = rate.pps(avg_frame, line_rate_bps);
+    Some(format!(
+        "rate {asked} at {frames} = {pps:.0} pps ({}pps)",
+        si(pps)
+    ))
+}
+
+/// `1 G`, `1.5 M`, `100 k`: [`si`] without trailing zeros.
+fn si_short(v: f64) -> String {
+    let s = si(v);
+    match s.split_once(' ') {
+        Some((n, p)) => format!("{} {p}", trim_zeros(n)),
+        None => s,
+    }
+}
+
+/// `1.50` → `1.5`, `2.00` → `2`.
+fn trim_zeros(n: &str) -> &str {
+    if n.contains('.') {
+        n.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        n
+    }
+}
+
 /// Formats a rate with an SI prefix: `14.88 M`.
 pub fn si(v: f64) -> String {
     let (d, p) = if v >= 1e12 {
@@ -286,6 +338,37 @@ mod tests {
         assert!(matches!(parse_bps("1e308G"), Err(RateError::TooLarge(_))));
         assert!(matches!(parse_pps("1e308M"), Err(RateError::TooLarge(_))));
         assert_eq!(Rate::parse("1e300pps"), Ok(Rate::Pps(1e300)));
+    }
+
+    #[test]
+    fn a_bit_rate_is_said_in_packets_at_the_frame_size() {
+        use crate::proto::FrameSpec;
+        let note = |r: &str, f: FrameSpec, avg: f64| {
+            rate_as_pps_note(Rate::parse(r).unwrap(), f, avg, 10e9)
+        };
+        assert_eq!(
+            note("1G", FrameSpec::Fixed(64), 64.0).as_deref(),
+            Some("rate 1 Gbit/s (L1) at 64 B frames (84 B on the wire) = 1488095 pps (1.49 Mpps)")
+        );
+        // 10 GbE at 64 B is 14,880,952 pps (DESIGN §5).
+        assert_eq!(
+            note("100%", FrameSpec::Fixed(64), 64.0).as_deref(),
+            Some(
+                "rate 100% of the 10 Gbit/s line rate (L1) at 64 B frames (84 B on the wire) \
+                 = 14880952 pps (14.88 Mpps)"
+            )
+        );
+        assert_eq!(
+            note("2.5Gbps", FrameSpec::Fixed(1518), 1518.0).as_deref(),
+            Some("rate 2.5 Gbit/s (L1) at 1518 B frames (1538 B on the wire) = 203186 pps (203.19 kpps)")
+        );
+        let imix = note("1G", FrameSpec::Imix, imix_average()).unwrap_or_default();
+        assert!(
+            imix.contains("imix frames (average 361.83 B, 381.83 B on the wire)"),
+            "{imix}"
+        );
+        // A packet rate is what the sender is asked for: nothing to say.
+        assert_eq!(note("200kpps", FrameSpec::Fixed(64), 64.0), None);
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! This module must not touch any interface it was not asked to take.
 
 use super::cmd::{check_ifname, mac_string, run, run_output, set_neighbour};
+use crate::model::stderr::errln;
 use crate::proto::lab::LabPort;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
@@ -307,8 +308,8 @@ pub fn restore_all() {
     };
     while let Some(s) = taken.pop() {
         match restore(&s) {
-            Ok(()) => eprintln!("agent: port {} given back", s.name),
-            Err(e) => eprintln!("agent: giving port {} back: {e:#}", s.name),
+            Ok(()) => errln!("agent: port {} given back", s.name),
+            Err(e) => errln!("agent: giving port {} back: {e:#}", s.name),
         }
     }
 }

@@ -8,6 +8,7 @@
 //! clean-up (as for physical ports).
 
 use super::cmd::{check_ifname, run, run_output};
+use crate::model::stderr::errln;
 use crate::proto::Vlan;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
@@ -42,7 +43,7 @@ impl Drop for SubIf {
         if let Some(i) = held.iter().position(|m| m.parent == self.parent) {
             let m = held.remove(i);
             if let Err(e) = restore(&m) {
-                eprintln!("agent: removing VLAN sub-interface {}: {e:#}", self.dev);
+                errln!("agent: removing VLAN sub-interface {}: {e:#}", self.dev);
             }
         }
     }
@@ -53,7 +54,7 @@ pub fn restore_all() {
     let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
     while let Some(m) = held.pop() {
         if let Err(e) = restore(&m) {
-            eprintln!("agent: removing VLAN sub-interface of {}: {e:#}", m.parent);
+            errln!("agent: removing VLAN sub-interface of {}: {e:#}", m.parent);
         }
     }
 }

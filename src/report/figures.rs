@@ -82,12 +82,15 @@ pub fn rate_unit(t: &TestResult) -> &'static str {
     }
 }
 
-/// The rate the test asked for, in pps, when it asked for one.
+/// The rate the test asked for, in pps, when it asked for one. A constant
+/// rate is the one asked (`--rate 200kpps` is 200000, not the 199976 that
+/// the frames due over the sender's measured run time divide to); a
+/// ramp's changing rate is its mean, from the frames due.
 pub fn target_pps(t: &TestResult, d: &DirectionResult) -> Option<f64> {
-    if d.tx_target > 0 {
-        rate(d.tx_target as f64, d.duration_s)
-    } else {
-        t.params.rate_pps
+    match t.params.rate_pps {
+        Some(r) if t.params.rate_profile.is_none() => Some(r),
+        _ if d.tx_target > 0 => rate(d.tx_target as f64, d.duration_s),
+        _ => t.params.rate_pps,
     }
 }
 

@@ -2,6 +2,7 @@
 //! period with the rates seen in it, printed whether or not the output is
 //! a terminal, so a log or a pipe shows a run as it goes.
 
+use crate::model::stderr::errln;
 use crate::model::units;
 use crate::runner::Progress;
 use std::sync::Mutex;
@@ -129,7 +130,7 @@ impl IntervalLines {
         if self.to_stdout {
             crate::model::stdout::println(line);
         } else {
-            eprintln!("{line}");
+            errln!("{line}");
         }
     }
 }

@@ -25,6 +25,7 @@
 //! use. Tables are plain HTML rendered here, so they read without JavaScript
 //! and print; only the charts need scripts.
 
+use crate::model::stderr::{errln, errprint};
 pub mod baseline;
 pub mod charts;
 pub mod columns;
@@ -91,41 +92,78 @@ pub enum Format {
 /// `linerate report`: returns the exit status (0 ok, 1 failure, 2 usage).
 pub fn run(args: &ReportArgs) -> i32 {
     if !args.labels.is_empty() && args.labels.len() != args.runs.len() {
-        eprintln!(
+        errln!(
             "linerate report: {} --label given for {} run directories; give one per run, in order",
             args.labels.len(),
             args.runs.len()
         );
         return 2;
     }
-    match report(args) {
+    // What the user named is read first: a path that holds no run, a
+    // document of another schema or a --pivot the runs cannot answer is a
+    // usage error (2), as for `check`; failing to write the report is 1.
+    let input = match read_input(args) {
+        Ok(i) => i,
+        Err(e) => {
+            errln!("linerate report: {e:#}");
+            return 2;
+        }
+    };
+    match report(args, input) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("linerate report: {e:#}");
+            errln!("linerate report: {e:#}");
             1
         }
     }
 }
 
-fn report(args: &ReportArgs) -> Result<()> {
+/// What `linerate report` read: a monitor's smoke page, or runs (and the
+/// pivot tables asked of them).
+enum Input {
+    Smoke(String),
+    Runs(Vec<Run>, Vec<pivot::Pivot>),
+}
+
+fn read_input(args: &ReportArgs) -> Result<Input> {
     if let [dir] = args.runs.as_slice() {
         if smoke::is_monitor_dir(dir) {
             let from = args.from.as_deref().map(smoke::parse_time).transpose()?;
             let to = args.to.as_deref().map(smoke::parse_time).transpose()?;
-            let page = smoke::page(dir, from, to)?;
+            return Ok(Input::Smoke(smoke::page(dir, from, to)?));
+        }
+    }
+    let runs = load_runs(&args.runs, &args.labels)?;
+    let pivots = match &args.pivot {
+        Some(opts) => {
+            let p = pivot::build(&runs, opts)?;
+            if p.is_empty() {
+                bail!("--pivot: the runs hold no tests, ramps or searches to pivot");
+            }
+            p
+        }
+        None => Vec::new(),
+    };
+    Ok(Input::Runs(runs, pivots))
+}
+
+fn report(args: &ReportArgs, input: Input) -> Result<()> {
+    let (runs, pivots) = match input {
+        Input::Smoke(page) => {
+            let dir = args.runs.first().cloned().unwrap_or_default();
             let out = args
                 .output
                 .clone()
                 .unwrap_or_else(|| dir.join("smoke.html"));
             write_atomic(&out, page.as_bytes())
                 .with_context(|| format!("writing {}", out.display()))?;
-            eprintln!("report: {} (smoke graph)", out.display());
+            errln!("report: {} (smoke graph)", out.display());
             return Ok(());
         }
-    }
-    let runs = load_runs(&args.runs, &args.labels)?;
-    if let Some(opts) = &args.pivot {
-        print_pivots(&runs, opts, args)?;
+        Input::Runs(runs, pivots) => (runs, pivots),
+    };
+    if !pivots.is_empty() {
+        print_pivots(&runs, &pivots, args)?;
     }
     let (bytes, default_out) = match args.format {
         Format::Html => {
@@ -147,7 +185,7 @@ fn report(args: &ReportArgs) -> Result<()> {
     match args.output.clone().or(default_out) {
         Some(p) if p.as_os_str() != "-" => {
             write_atomic(&p, &bytes).with_context(|| format!("writing {}", p.display()))?;
-            eprintln!(
+            errln!(
                 "report: {} ({})",
                 p.display(),
                 format::bytes(bytes.len() as u64)
@@ -164,20 +202,16 @@ fn report(args: &ReportArgs) -> Result<()> {
 
 /// `--pivot`: the tables to stdout (stderr when the report itself goes to
 /// stdout), the CSV to `--csv` or its default.
-fn print_pivots(runs: &[Run], opts: &pivot::PivotOpts, args: &ReportArgs) -> Result<()> {
-    let pivots = pivot::build(runs, opts)?;
-    if pivots.is_empty() {
-        bail!("--pivot: the runs hold no tests, ramps or searches to pivot");
-    }
+fn print_pivots(runs: &[Run], pivots: &[pivot::Pivot], args: &ReportArgs) -> Result<()> {
     let to_stdout = args.output.as_deref().is_some_and(|o| o.as_os_str() == "-")
         || (args.output.is_none() && args.format != Format::Html);
     if to_stdout {
-        eprint!(
+        errprint!(
             "{}",
-            crate::model::stdout::printable(&pivot::tables(&pivots, columns::width_for(2)))
+            crate::model::stdout::printable(&pivot::tables(pivots, columns::width_for(2)))
         );
     } else {
-        let text = pivot::tables(&pivots, columns::width_for(1));
+        let text = pivot::tables(pivots, columns::width_for(1));
         let mut out = std::io::stdout().lock();
         crate::model::stdout::write_to(&mut out, text.as_bytes()).context("writing to stdout")?;
     }
@@ -185,8 +219,8 @@ fn print_pivots(runs: &[Run], opts: &pivot::PivotOpts, args: &ReportArgs) -> Res
         [one] => one.dir.join("pivot.csv"),
         _ => PathBuf::from("linerate-pivot.csv"),
     });
-    pivot::write_csv(&csv, &pivots)?;
-    eprintln!("report: {} (pivot table)", csv.display());
+    pivot::write_csv(&csv, pivots)?;
+    errln!("report: {} (pivot table)", csv.display());
     Ok(())
 }
 
@@ -238,6 +272,13 @@ fn distinct(v: &[String]) -> bool {
 /// Reads one run: a run directory, its results.json, or a directory of run
 /// directories (its most recently written run).
 pub fn load(path: &Path, label: Option<String>) -> Result<Run> {
+    if !path.exists() {
+        bail!(
+            "{}: no such file or directory; give a run directory written by linerate (lab, tcp, \
+             udp, ...), its results.json, or a directory of runs",
+            path.display()
+        );
+    }
     let file = if path.is_dir() {
         let direct = path.join("results.json");
         if direct.is_file() {
@@ -250,7 +291,7 @@ pub fn load(path: &Path, label: Option<String>) -> Result<Run> {
                     path.display()
                 )
             })?;
-            eprintln!(
+            errln!(
                 "using the latest run in {}: {}",
                 path.display(),
                 latest.display()

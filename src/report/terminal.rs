@@ -3,6 +3,7 @@
 //! TERM=dumb; the layout is the same with or without it.
 
 use super::columns::{self, Column, KEEP};
+use crate::model::stderr::errln;
 use crate::model::units;
 use crate::results::bottleneck::direction_tester_limited as tester_limited;
 use crate::results::{RunResults, TestResult, TestStatus};
@@ -123,8 +124,8 @@ fn udp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
             } else {
                 t.name.clone()
             };
-            let asked = if d.tx_target > 0 && d.duration_s > 0.0 {
-                pps(d.tx_target as f64 / d.duration_s)
+            let asked = if let Some(r) = super::figures::target_pps(t, d) {
+                pps(r)
             } else if t.params.rate_pps.is_some() || t.params.rate_profile.is_some() {
                 "-".into()
             } else {
@@ -187,7 +188,56 @@ fn udp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
         }
         test_notes(t, notes);
     }
-    c.into()
+    let mut c: Vec<Column<Tone>> = c.into();
+    // "% line" needs a line rate: a veth reports none, and without
+    // --line-rate every row would show "-". Such a column says nothing.
+    c.retain(|col| {
+        col.head != LINE_PCT
+            || col
+                .cells
+                .iter()
+                .any(|(v, _)| !matches!(v.as_str(), "" | "-"))
+    });
+    c
+}
+
+/// The UDP table's share of the line rate, shown only when a row has one.
+const LINE_PCT: &str = "% line";
+
+/// The legend of the columns shown, a sentence for each that needs one:
+/// a column left out (or never printed) takes its sentence with it.
+fn legend(shown: &[&str], line_rate_bps: f64) -> String {
+    let has = |h: &str| shown.contains(&h);
+    let mut parts: Vec<String> = Vec::new();
+    if has(LINE_PCT) {
+        parts.push(format!(
+            "Line rate {} bit/s (L1); % line is of it.",
+            units::si(line_rate_bps).trim()
+        ));
+    }
+    if has("L1 Gbit/s") || has("L2 Gbit/s") {
+        parts.push("Frames include the 4-byte FCS; L1 adds 20 B per frame.".into());
+    }
+    if has("Asked pps") {
+        parts.push("Asked: the rate asked for (max: as fast as the sender can).".into());
+    }
+    if has("Goodput Gbit/s") {
+        parts.push("TCP and HTTP: payload goodput.".into());
+    }
+    match (has("RTT ms"), has("cwnd")) {
+        (true, true) => parts.push("RTT and cwnd (segments) are the senders' means.".into()),
+        (true, false) => parts.push("RTT is the senders' mean.".into()),
+        (false, true) => parts.push("cwnd (segments) is the senders' mean.".into()),
+        (false, false) => {}
+    }
+    if has("CPU gen %") || has("CPU sink %") {
+        parts.push(
+            "CPU gen/sink %: the agent's user + system time in % of all its host's CPUs \
+             (100 % = every CPU busy)."
+                .into(),
+        );
+    }
+    parts.join(" ")
 }
 
 /// The TCP and HTTP table's columns: goodput, retransmits and the senders'
@@ -379,6 +429,7 @@ pub fn table_fit(r: &RunResults, style: Style, width: Option<usize>) -> String {
     let mut out = String::new();
     let paint = |tone: Tone, s: &str| style.paint(tone, s);
     let mut left_out: Vec<&str> = Vec::new();
+    let mut shown: Vec<&str> = Vec::new();
     for (rows, udp_rows) in [(udp, true), (tcp, false)] {
         if rows.is_empty() {
             continue;
@@ -389,6 +440,7 @@ pub fn table_fit(r: &RunResults, style: Style, width: Option<usize>) -> String {
             tcp_columns(&rows, &mut notes)
         };
         let (cols, dropped) = columns::fit(cols, width);
+        shown.extend(cols.iter().map(|c| c.head));
         for d in dropped {
             if !left_out.contains(&d) {
                 left_out.push(d);
@@ -404,13 +456,11 @@ pub fn table_fit(r: &RunResults, style: Style, width: Option<usize>) -> String {
             notes.push((format!("{}: {e}", t.name), Tone::Warn));
         }
     }
-    let mut footer = vec![format!(
-        "Line rate {} bit/s (L1); % line is of it. Frames include the 4-byte FCS; L1 adds 20 B \
-         per frame. Asked: the rate asked for (max: as fast as the sender can). TCP and HTTP: \
-         payload goodput; RTT and cwnd (segments) are the senders' means. CPU gen/sink %: the \
-         agent's user + system time in % of all its host's CPUs (100 % = every CPU busy).",
-        units::si(r.line_rate_bps).trim()
-    )];
+    let mut footer: Vec<String> = Vec::new();
+    let legend = legend(&shown, r.line_rate_bps);
+    if !legend.is_empty() {
+        footer.push(legend);
+    }
     if !left_out.is_empty() {
         footer.push(format!(
             "Left out to fit {} columns: {} (--wide or a wider terminal shows them; results.json \
@@ -596,7 +646,7 @@ impl ProgressLine {
             l.flush();
         }
         if !self.enabled {
-            eprintln!("{}", finished_line(t));
+            errln!("{}", finished_line(t));
         }
     }
 
@@ -891,12 +941,106 @@ mod tests {
         let r = testdata::paced();
         let out = table_styled(&r, Style::PLAIN);
         let d = &r.tests[0].directions[0];
-        let asked = format!("{:.0}", d.tx_target as f64 / d.duration_s);
+        let asked = format!(
+            "{:.0}",
+            super::super::figures::target_pps(&r.tests[0], d).unwrap_or_default()
+        );
         let row = out
             .lines()
             .find(|l| l.starts_with(&r.tests[0].name))
             .expect("the paced row");
         assert!(row.contains(&asked), "asked {asked}: {row}");
+    }
+
+    /// The legend under the tables, the text after the last table.
+    fn legend_of(out: &str) -> String {
+        let end = out.find("\nNotes:").unwrap_or(out.len());
+        out[..end].rsplit("\n\n").next().unwrap_or("").to_string()
+    }
+
+    /// Issue 38 (a): on veth no row has a line rate, and every "% line"
+    /// cell was "-" under a legend saying what it is of. A column with no
+    /// figure is not printed, nor its legend; one row with a figure brings
+    /// both back.
+    #[test]
+    fn issue_38_no_line_rate_no_percent_column_no_legend_for_it() {
+        let mut r = testdata::lab();
+        for t in &mut r.tests {
+            for d in &mut t.directions {
+                d.line_rate_pct = None;
+            }
+        }
+        let out = table_styled(&r, Style::PLAIN);
+        assert!(!out.contains("% line"), "{out}");
+        assert!(!out.contains("Line rate"), "{out}");
+        let udp = r
+            .tests
+            .iter()
+            .position(|t| !super::super::figures::is_tcp(t));
+        let d = &mut r.tests[udp.expect("a UDP test")].directions[0];
+        d.line_rate_pct = Some(12.5);
+        let out = table_styled(&r, Style::PLAIN);
+        assert!(out.contains("% line") && out.contains("12.5"), "{out}");
+        assert!(
+            legend_of(&out).contains("Line rate 10.00 G bit/s (L1); % line is of it."),
+            "{out}"
+        );
+    }
+
+    /// Issue 38 (b): a TCP-only run's legend said what FCS, L1 and Asked
+    /// are, none of which its table shows.
+    #[test]
+    fn issue_38_a_tcp_table_gets_only_its_own_legend() {
+        let mut r = testdata::lab();
+        r.tests.retain(super::super::figures::is_tcp);
+        assert!(!r.tests.is_empty());
+        let out = table_styled(&r, Style::PLAIN);
+        let legend = legend_of(&out);
+        for absent in ["FCS", "L1", "Asked", "Line rate", "% line"] {
+            assert!(!legend.contains(absent), "{absent}: {legend}");
+        }
+        for present in ["payload goodput", "RTT and cwnd", "CPU gen/sink %"] {
+            assert!(legend.contains(present), "{present}: {legend}");
+        }
+        // A UDP table brings its own sentences, and a column left out to
+        // fit the width takes its sentence with it.
+        let mut r = testdata::lab();
+        r.tests.retain(|t| !super::super::figures::is_tcp(t));
+        let legend = legend_of(&table_styled(&r, Style::PLAIN));
+        assert!(
+            legend.contains("FCS") && legend.contains("Asked:"),
+            "{legend}"
+        );
+        assert!(!legend.contains("goodput"), "{legend}");
+        let narrow = table_fit(&r, Style::PLAIN, Some(80));
+        assert!(narrow.contains("Left out to fit"), "{narrow}");
+        if !narrow.lines().next().unwrap_or("").contains("Asked pps") {
+            assert!(!legend_of(&narrow).contains("Asked:"), "{narrow}");
+        }
+    }
+
+    /// Issue 38 (c): `--rate 200kpps` showed "Asked pps 199976": the
+    /// frames due over the sender's measured run time (a little over the
+    /// duration). The rate asked is the one given.
+    #[test]
+    fn issue_38_asked_pps_is_the_rate_asked_exactly() {
+        let mut r = testdata::paced();
+        let t = &mut r.tests[0];
+        t.params.rate_pps = Some(200_000.0);
+        t.params.rate_profile = None;
+        let d = &mut t.directions[0];
+        d.duration_s = 10.0012;
+        d.tx_target = 2_000_000;
+        let out = table_styled(&r, Style::PLAIN);
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(&r.tests[0].name))
+            .expect("the paced row");
+        assert!(row.contains("200000") && !row.contains("199976"), "{row}");
+        assert_eq!(
+            super::super::figures::target_pps(&r.tests[0], &r.tests[0].directions[0]),
+            Some(200_000.0)
+        );
     }
 
     #[test]

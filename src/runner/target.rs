@@ -3,6 +3,7 @@
 //! server behind a DUT it routes through), or no frame would arrive and
 //! the test would measure a wrong path.
 
+use crate::model::stderr::errln;
 use crate::netops::reach;
 use crate::proto::{Request, Response};
 use crate::topology::Fleet;
@@ -78,7 +79,7 @@ pub fn client_address(
     match source_address(fleet, gen, gen_name, target) {
         Ok(a) => Some(a),
         Err(e) => {
-            eprintln!(
+            errln!(
                 "warning: {e:#}; a test that sends towards the client needs --client-address ADDR"
             );
             None

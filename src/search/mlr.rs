@@ -25,6 +25,7 @@
 //! by the expansion coefficient. Going down from an upper bound, the rate
 //! the DUT forwarded there is tried first when it is lower.
 
+use crate::model::stderr::errln;
 mod types;
 
 pub use types::{
@@ -535,7 +536,7 @@ pub fn mlr_search(
             .take_while(|t| t.rate_pps == c.load)
             .count();
         if same >= same_load_max {
-            eprintln!(
+            errln!(
                 "search: {same} trials in a row at {:.0} pps without an answer; stopping (a bug: please report it with results.json)",
                 c.load
             );

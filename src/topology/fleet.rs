@@ -9,6 +9,7 @@
 //! ones also get SIGKILL from the kernel via PR_SET_PDEATHSIG; remote ones
 //! lose their ssh session) and exit, which destroys their namespaces.
 
+use crate::model::stderr::errprint;
 use crate::proto::{self, Request, Response, PROTO_VERSION};
 use crate::sys;
 use anyhow::{anyhow, bail, Context, Result};
@@ -536,7 +537,7 @@ fn forward_stderr(
             Some(f) => {
                 let _ = f.write_all(line.as_bytes());
             }
-            None => eprint!("{line}"),
+            None => errprint!("{line}"),
         }
         if let Ok(mut t) = tail.lock() {
             t.push_str(&line);

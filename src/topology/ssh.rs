@@ -820,13 +820,14 @@ fn sha256_file(path: &Path) -> std::io::Result<(String, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::stderr::errln;
 
     /// Whatever an untrusted plan's config says, in any spelling, OpenSSH's
     /// own reading (`ssh -G`) has no command to run and checks host keys.
     #[test]
     fn untrusted_configs_lose_to_the_overrides_as_ssh_reads_them() {
         if Command::new("ssh").arg("-V").output().is_err() {
-            eprintln!("SKIP: ssh is not installed (apt-get install openssh-client)");
+            errln!("SKIP: ssh is not installed (apt-get install openssh-client)");
             return;
         }
         let dir = std::env::temp_dir().join(format!("lr-ssh-g-{}", std::process::id()));

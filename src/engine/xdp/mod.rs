@@ -11,6 +11,7 @@
 //! DUT).
 
 use super::EngineError;
+use crate::model::stderr::errln;
 use aya::maps::{Array, MapData, PerCpuArray};
 use aya::programs::xdp::XdpLink;
 use aya::programs::{Xdp, XdpFlags};
@@ -193,7 +194,7 @@ impl Object {
                 mode,
             });
         }
-        eprintln!(
+        errln!(
             "agent: this kernel refused an XDP BPF link on {ifname} (EINVAL: XDP links need \
              Linux 5.9); attaching {prog} through netlink instead: if this agent is killed, the \
              program stays on {ifname} until `ip link set dev {ifname} xdp off`"
@@ -377,7 +378,7 @@ pub(crate) mod tests {
                     std::env::var_os("CI").is_none() || !sys::is_root(),
                     "CI runs as root: BPF must load: {e}"
                 );
-                eprintln!("skipping: BPF unavailable: {e}");
+                errln!("skipping: BPF unavailable: {e}");
                 None
             }
         }

@@ -24,6 +24,7 @@ use super::{consts, AttachMode, Attached, Object};
 use crate::engine::udp::{flow_results, FlowTracker};
 use crate::engine::workers::{Intervals, Totals};
 use crate::engine::{EngineError, IntervalClock, JobCtx};
+use crate::model::stderr::errln;
 use crate::proto::{EndpointSummary, ThreadFigures};
 use crate::sys;
 use aya::maps::{Array, IterableMap, MapData, PerCpuArray};
@@ -372,7 +373,7 @@ pub fn receive(
     };
     ctx.emit(iv.last(t.as_totals(merged.missing()), a, b, 0, lost_total));
     if split > 0 {
-        eprintln!(
+        errln!(
             "linerate agent: {split} flow(s) were counted on more than one CPU by the XDP sink; \
              their reordering counts are per CPU"
         );

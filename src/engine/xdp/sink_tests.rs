@@ -8,6 +8,7 @@ use super::sink::{Sink, SinkSpec};
 use super::tests::load_or_skip;
 use crate::engine::frame::{FlowPath, Template};
 use crate::engine::udp::FlowTracker;
+use crate::model::stderr::errln;
 use crate::proto::frame::Header;
 use crate::sys::{self, XdpRun};
 
@@ -248,7 +249,7 @@ fn a_flow_split_over_two_cpus_merges_exactly() {
         return;
     };
     if cpus.len() < 2 {
-        eprintln!("skipping: needs two CPUs");
+        errln!("skipping: needs two CPUs");
         return;
     }
     // 0..100 on one CPU, 100..200 with 150 lost on another, then 200..300
@@ -291,7 +292,7 @@ fn batched_reads_agree_with_one_lookup_per_flow() {
     let batched = s
         .read_batched()
         .expect("BPF_MAP_LOOKUP_BATCH (kernel >= 5.6)");
-    eprintln!("3,000 flows read in {:?}", t0.elapsed());
+    errln!("3,000 flows read in {:?}", t0.elapsed());
     assert_eq!(batched.len(), 3000);
     for (id, (b, b_cpus)) in batched.iter().enumerate() {
         let (one, one_cpus) = s.flow(id as u16).expect("flow state");
