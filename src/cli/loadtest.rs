@@ -498,6 +498,22 @@ pub fn run_search(
                     ">= {v:.0} pps, {:.2} % of line rate: no loss up to --max-rate",
                     pct(v)
                 ),
+                (Some(search::mlr::Irregular::Unfinished), _) => {
+                    let why = match r.end {
+                        search::MlrEnd::TrialLimit => "it reached its trial limit",
+                        search::MlrEnd::TimeLimit => "it reached its time limit",
+                        _ => "it ended",
+                    };
+                    let bounds = match (g.relevant_lower_bound_pps, g.relevant_upper_bound_pps) {
+                        (Some(lo), Some(hi)) => format!("between {lo:.0} and {hi:.0} pps"),
+                        (Some(lo), None) => format!(">= {lo:.0} pps"),
+                        (None, Some(hi)) => format!("below {hi:.0} pps"),
+                        (None, None) => "no bound".into(),
+                    };
+                    format!(
+                        "unfinished: {bounds} when {why} before the goal's width; run it again or allow more trials"
+                    )
+                }
                 (_, Some(v)) => format!("{v:.0} pps, {:.2} % of line rate", pct(v)),
                 (_, None) => "not found".into(),
             };

@@ -379,10 +379,16 @@ impl Search<'_> {
             (false, None, Some(hi)) if self.at_min(hi) => Some(Irregular::MinLoadIsUpperBound),
             _ => Some(Irregular::Unfinished),
         };
-        let conditional = own.lower.map(|i| {
-            let r = &self.loads[i];
-            conditional_throughput(r.load, &r.trials, &t.criterion)
-        });
+        // An unfinished goal has no conditional throughput: its lower bound
+        // may lack the trials the quantile needs, which would count as
+        // loss and print as 0 pps (seen once after a stopped search).
+        let conditional = own
+            .lower
+            .filter(|_| irregular != Some(Irregular::Unfinished))
+            .map(|i| {
+                let r = &self.loads[i];
+                conditional_throughput(r.load, &r.trials, &t.criterion)
+            });
         let mine = log
             .trials
             .iter()

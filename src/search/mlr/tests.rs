@@ -264,6 +264,12 @@ fn limits_stop_the_search_and_mark_goals_unfinished() {
         .goals
         .iter()
         .all(|g| g.irregular == Some(Irregular::Unfinished)));
+    // An unfinished goal gives no conditional throughput (its lower bound
+    // may lack the trials the quantile needs: it would read 0 pps).
+    assert!(r
+        .goals
+        .iter()
+        .all(|g| g.conditional_throughput_pps.is_none()));
 
     let cfg = MlrConfig {
         max_search_s: Some(12.5),
