@@ -165,7 +165,8 @@ fn pivot_of_three_policed_runs() {
     ]);
     let out = run(&bad);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    // A usage error (issue 38): exit 2.
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
         err.contains("--rows names axis 'frame'")
             && err.contains("run, dut, test, profile, direction"),

@@ -538,8 +538,9 @@ fn browser_checks_catch_charts_that_do_not_render() {
 
 #[test]
 fn usage_errors_say_what_to_do() {
+    // A run that is not there is a usage error, as with `check` (issue 38).
     let out = run(&["report", "/nonexistent/run"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("give a run directory"));
     let f = fixture("lab-both.json");
     let out = run(&[
