@@ -339,8 +339,13 @@ impl Search<'_> {
             }
         }
         // A pass at the load offered holds at any load below it: at the
-        // ceiling, where it can be confirmed.
+        // ceiling, where it can be confirmed. Below the min load it says
+        // nothing the search may use (a tester that sent nothing offered
+        // 0 pps: a "pass" there would make every next ask 0 pps).
         let passed_at = offered.min(self.ceiling);
+        if passed_at < self.config.min_load_pps * (1.0 - 1e-9) {
+            return;
+        }
         self.record(
             passed_at,
             LoadTrial {

@@ -591,3 +591,26 @@ fn a_wandering_tester_below_the_max_load_ends_at_its_limit() {
         }
     }
 }
+
+/// A tester that sends nothing at all (offered 0 pps) never makes the
+/// search ask 0 pps: its passes below the min load are not recorded, and
+/// two such trials end the search as a tester below the min load.
+#[test]
+fn a_tester_that_sends_nothing_ends_the_search_and_never_asks_zero() {
+    let mut d = SimDut::new(SimConfig {
+        tester_max_pps: Some(0.0),
+        ..SimConfig::default()
+    });
+    let cfg = MlrConfig {
+        max_trials: 50,
+        ..MlrConfig::new(10_000.0, 14_880_000.0)
+    };
+    let r = mlr_search(&mut d, &cfg).unwrap();
+    assert_eq!(r.end, MlrEnd::TesterBelowMinLoad, "{:?}", r.trials);
+    assert!(r.trials.len() <= 3, "{:?}", r.trials);
+    assert!(
+        r.trials.iter().all(|t| t.rate_pps >= 10_000.0),
+        "{:?}",
+        r.trials
+    );
+}
