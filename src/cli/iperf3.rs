@@ -133,7 +133,7 @@ fn omit(s: Option<f64>) -> Result<f64> {
 /// given. The block is also what the server reads or writes at a time:
 /// iperf3 3.x serves every stream from one thread, one block per stream
 /// each time it wakes. 768 KiB beat iperf3's 128 KiB in every shape we ran
-/// (1 to 16 streams, -R, --bidir: bench/README.md, stop 33); 1 MiB, its
+/// (1 to 16 streams, -R, --bidir: bench/README.md, "The server's block"); 1 MiB, its
 /// largest, was slower than 768 KiB at 4 streams, for `iperf3 -c -l 1M`
 /// too. The server holds a block per stream, so many streams get smaller
 /// blocks: at most [`FAR_END_BLOCKS`] in all, never below 128 KiB. A test
