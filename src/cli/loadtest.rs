@@ -269,6 +269,7 @@ pub fn ramp_samples(
                 tester_limited: crate::results::bottleneck::sender_short(s.tx_packets, s.tx_target)
                     && lost == 0,
                 dut: p.dut,
+                rerun: false,
             })
         })
         .collect()
@@ -347,12 +348,28 @@ pub fn run_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<
         bail!("ramp {}: {}", p.name, r.error.clone().unwrap_or_default());
     }
     let lr_pps = line_rate_pps(cfg.line_rate_bps, p);
+    let mut sampled: Vec<(String, Vec<search::RampSample>)> = r
+        .directions
+        .iter()
+        .map(|d| (d.direction.clone(), ramp_samples(d, spec)))
+        .collect();
+    let reruns = rerun_disturbed(ends, cfg, run, spec, &mut sampled)?;
     let mut lines = Vec::new();
+    if reruns > 0 {
+        lines.push(format!(
+            "ramp {}: {reruns} disturbed second{} run again as 1 s trials at {} rate{} (the \
+             hypervisor held a CPU long enough to lose what {} lost)",
+            p.name,
+            if reruns == 1 { "" } else { "s" },
+            if reruns == 1 { "its" } else { "their" },
+            if reruns == 1 { "" } else { "s" },
+            if reruns == 1 { "it" } else { "they" },
+        ));
+    }
     let mut dirs = Vec::new();
-    for d in &r.directions {
-        let samples = ramp_samples(d, spec);
+    for (direction, samples) in sampled {
         let summary = search::summarize_ramp(&samples, loss_threshold, lr_pps);
-        let mut verdict = format!("ramp {} {}: {}", p.name, d.direction, summary.verdict);
+        let mut verdict = format!("ramp {} {}: {}", p.name, direction, summary.verdict);
         if summary.tester_limited_samples > 0 {
             verdict.push_str(&format!(
                 "; the tester could not offer the asked rate in {} of {} samples (those measure the tester, not the DUT)",
@@ -361,7 +378,7 @@ pub fn run_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<
         }
         lines.push(verdict);
         dirs.push(crate::results::RampDirection {
-            direction: d.direction.clone(),
+            direction,
             samples,
             summary,
         });
@@ -399,6 +416,104 @@ pub fn run_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<
         errln!("wrote {} (trex-loadtest-viz vars/stats)", file.display());
     }
     Ok(lines)
+}
+
+/// The most disturbed ramp seconds run again, per ramp.
+const RAMP_RERUNS_MOST: usize = 4;
+
+/// Runs again, as 1 s trials at their intended rates, the ramp seconds whose
+/// loss the hypervisor's steal explains ([`search::RampSample::disturbed`]),
+/// as a search runs a disturbed trial again, and puts the trials' figures in
+/// their place (marked `rerun`). A rerun that is disturbed too stays so and
+/// is left out of the saturation as before. Returns how many ran.
+fn rerun_disturbed(
+    ends: &mut Ends,
+    cfg: &RampConfig,
+    run: &mut Run,
+    spec: &search::RampSpec,
+    sampled: &mut [(String, Vec<search::RampSample>)],
+) -> Result<usize> {
+    let lossy = |s: &search::RampSample| s.loss_ratio > cfg.loss_threshold;
+    let mut seconds: Vec<usize> = sampled
+        .iter()
+        .flat_map(|(_, samples)| {
+            samples
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.phase != search::RampPhase::Warmup && lossy(s) && s.disturbed())
+        })
+        .map(|(i, _)| i)
+        .collect();
+    seconds.sort_unstable();
+    seconds.dedup();
+    seconds.truncate(RAMP_RERUNS_MOST);
+    let mut ran = 0;
+    for i in seconds {
+        if interrupted() {
+            break;
+        }
+        let Some(pps) = sampled
+            .iter()
+            .find_map(|(_, s)| s.get(i))
+            .map(|s| s.intended_pps)
+        else {
+            continue;
+        };
+        let mut t = base_test(&cfg.profile, &cfg.stream)?;
+        t.name = format!("ramp {} rerun {pps:.0} pps", cfg.profile.name);
+        t.rate_pps = Some(pps);
+        let k = run.results.tests.len();
+        run.udp(ends, &t);
+        ran += 1;
+        let res = &run.results.tests[k];
+        if res.status != TestStatus::Ok {
+            continue;
+        }
+        for (direction, samples) in sampled.iter_mut() {
+            let Some(d) = res.directions.iter().find(|d| &d.direction == direction) else {
+                continue;
+            };
+            let Some(old) = samples.get_mut(i) else {
+                continue;
+            };
+            if let Some(new) = rerun_sample(d, spec, old) {
+                *old = new;
+            }
+        }
+    }
+    Ok(ran)
+}
+
+/// A rerun trial's figures as the ramp sample `old` (its time and phase
+/// kept): the trial's whole-run counts, and the DUT's readings of its
+/// longest interval.
+fn rerun_sample(
+    d: &crate::results::DirectionResult,
+    spec: &search::RampSpec,
+    old: &search::RampSample,
+) -> Option<search::RampSample> {
+    let secs = Some(d.duration_s).filter(|&s| s > 0.0)?;
+    let dut = ramp_samples(d, spec)
+        .into_iter()
+        .filter_map(|s| s.dut)
+        .max_by(|a, b| a.duration_s.total_cmp(&b.duration_s));
+    let lost = d.lost;
+    Some(search::RampSample {
+        t_s: old.t_s,
+        phase: old.phase,
+        intended_pps: old.intended_pps,
+        offered_pps: d.tx_packets as f64 / secs,
+        received_pps: d.rx_packets as f64 / secs,
+        loss_ratio: if d.rx_packets + lost > 0 {
+            lost as f64 / (d.rx_packets + lost) as f64
+        } else {
+            0.0
+        },
+        tester_limited: crate::results::bottleneck::sender_short(d.tx_packets, d.tx_target)
+            && lost == 0,
+        dut,
+        rerun: true,
+    })
 }
 
 impl UdpTrials<'_, '_> {
@@ -576,4 +691,65 @@ pub fn run_search(
     run.results.searches.push(result);
     run.save();
     Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rerun_replaces_a_ramp_second_with_its_own_counts() {
+        let spec = search::RampSpec {
+            warmup_s: 1.0,
+            warmup_pps: 1_000.0,
+            start_pps: 0.0,
+            ramp_s: 4.0,
+            target_pps: 100_000.0,
+            hold_s: 1.0,
+        };
+        let old = search::RampSample {
+            t_s: 3.0,
+            phase: search::RampPhase::Ramp,
+            intended_pps: 50_000.0,
+            offered_pps: 50_000.0,
+            received_pps: 40_000.0,
+            loss_ratio: 0.2,
+            tester_limited: false,
+            dut: None,
+            rerun: false,
+        };
+        let d = crate::results::DirectionResult {
+            direction: "gen_to_sink".into(),
+            duration_s: 1.0,
+            tx_packets: 50_000,
+            rx_packets: 49_990,
+            lost: 10,
+            tx_target: 50_000,
+            ..Default::default()
+        };
+        let new = rerun_sample(&d, &spec, &old).unwrap();
+        assert!(new.rerun);
+        assert_eq!(
+            (new.t_s, new.phase, new.intended_pps),
+            (3.0, search::RampPhase::Ramp, 50_000.0)
+        );
+        assert_eq!(new.offered_pps, 50_000.0);
+        assert_eq!(new.received_pps, 49_990.0);
+        assert!((new.loss_ratio - 10.0 / 50_000.0).abs() < 1e-12);
+        assert!(!new.tester_limited);
+        // A trial that sent a fifth less with no loss measures the tester.
+        let short = crate::results::DirectionResult {
+            tx_packets: 40_000,
+            rx_packets: 40_000,
+            lost: 0,
+            ..d.clone()
+        };
+        assert!(rerun_sample(&short, &spec, &old).unwrap().tester_limited);
+        // A trial that never ran gives nothing to put in its place.
+        let none = crate::results::DirectionResult {
+            duration_s: 0.0,
+            ..d
+        };
+        assert!(rerun_sample(&none, &spec, &old).is_none());
+    }
 }

@@ -145,6 +145,12 @@ pub struct RampSample {
     /// `dut_efficiency`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dut: Option<crate::host::efficiency::DutStep>,
+    /// The figures come from a trial run again at `intended_pps` after the
+    /// ramp, because the ramp's own interval lost frames the hypervisor's
+    /// steal explains ([`RampSample::disturbed`]); `t_s` and `phase` stay
+    /// the ramp's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rerun: bool,
 }
 
 impl RampSample {
@@ -547,6 +553,7 @@ mod tests {
                 loss_ratio: loss,
                 tester_limited: false,
                 dut: None,
+                rerun: false,
             })
             .collect()
     }

@@ -184,6 +184,7 @@ impl SimDut {
                     loss_ratio: o.loss_ratio(),
                     tester_limited: o.tester_limited,
                     dut: None,
+                    rerun: false,
                 })
             })
             .collect()

@@ -32,8 +32,8 @@ pub use perf::{perf_cycles_on_cpu, perf_read};
 pub use process::{
     allowed_cpus, die_with_parent, enter_netns, enter_netns_file, euid, is_root, memfd_with,
     monotonic_ns, peak_rss_bytes, pin_pid, pin_thread, private_sysfs, process_cpu_seconds,
-    realtime_ns, set_fifo, set_parent_death_signal, terminal_columns, thread_cpu_seconds,
-    unshare_netns,
+    realtime_ns, set_fifo, set_parent_death_signal, set_timer_slack_ns, terminal_columns,
+    thread_cpu_seconds, unshare_netns,
 };
 pub use socket::{
     connect_nonblocking, fin_acked, recv_discard, sendfile, set_buffer, set_congestion, set_cork,

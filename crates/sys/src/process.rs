@@ -41,6 +41,13 @@ pub fn set_parent_death_signal(signal: libc::c_int) -> io::Result<()> {
     cvt(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong, 0, 0, 0) }).map(drop)
 }
 
+/// Sets the calling thread's timer slack (how late the kernel may wake it
+/// from a sleep, to batch wakeups; 50 µs by default) to `ns` nanoseconds.
+pub fn set_timer_slack_ns(ns: u64) -> io::Result<()> {
+    // SAFETY: prctl(PR_SET_TIMERSLACK) takes plain integers and touches no memory of ours.
+    cvt(unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) }).map(drop)
+}
+
 /// Makes the child get SIGKILL when the spawning thread dies, so an agent
 /// never outlives a killed controller even if it misses EOF on stdin.
 pub fn die_with_parent(cmd: &mut Command) {
