@@ -361,10 +361,14 @@ pub fn describe(c: &FigureChange) -> String {
     let kind = criteria::figure(&c.figure)
         .map(|f| f.kind)
         .unwrap_or(Kind::Count);
-    let unit = if kind == Kind::Ratio { "pp" } else { "%" };
+    let (unit, digits) = if kind == Kind::Ratio {
+        ("pp", 2)
+    } else {
+        ("%", 1)
+    };
     let ge = |b: bool| if b { "≥" } else { "" };
     format!(
-        "{} {}{} -> {}{} ({:+.1} {unit}; threshold {:.1} {unit}, {}): {}",
+        "{} {}{} -> {}{} ({:+.digits$} {unit}; threshold {:.digits$} {unit}, {}): {}",
         c.figure,
         ge(c.baseline_at_least),
         criteria::show(kind, c.baseline),
