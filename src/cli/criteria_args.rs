@@ -35,10 +35,13 @@ pub struct CriteriaArgs {
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
     /// Compare with an earlier run (its directory or results.json), figure by figure: a
-    /// change beyond both runs' spread and --tolerance is a regression (exit 1).
+    /// change beyond twice the runs' own spread (repetitions, a search's bracket, a ramp's
+    /// step, intervals) and the figure's default tolerance is a regression (exit 1); a
+    /// lower bound (≥) is compared as one.
     #[arg(long, value_name = "RUN")]
     pub baseline: Option<PathBuf>,
-    /// With --baseline: changes within this many % are never regressions (default 5%).
+    /// With --baseline: the default tolerance of rates (latency: twice it, at least 50 µs;
+    /// loss: this share of it, at least 0.01 pp), when the runs' spread is smaller.
     #[arg(long, value_name = "PERCENT", default_value = "5%", value_parser = parse_tolerance)]
     pub tolerance: f64,
     /// Write a JUnit XML report here: one test case per test, a failure per missed
