@@ -164,7 +164,11 @@ fn the_readme_blocks_are_marked_and_parse() {
     );
     assert!(blocks[0].1.contains("ip netns add gen"), "{}", blocks[0].1);
     // Issue 38: the sweep targets the first test's sink.
-    assert!(blocks[2].1.contains("--target 198.19.0.1"), "{}", blocks[2].1);
+    assert!(
+        blocks[2].1.contains("--target 198.19.0.1"),
+        "{}",
+        blocks[2].1
+    );
     let skipped = shell_blocks(&readme)
         .iter()
         .filter(|b| matches!(b.mark, Mark::Skip(_)))
@@ -184,7 +188,10 @@ fn a_shell_block_without_a_marker_is_found() {
     assert!(errors[0].starts_with("README.md:8:"), "{errors:?}");
     assert!(errors[1].starts_with("README.md:12:"), "{errors:?}");
     assert!(errors[2].contains("needs a reason"), "{errors:?}");
-    assert_eq!(marked_blocks(doc), [("a".to_string(), "linerate tcp".to_string())]);
+    assert_eq!(
+        marked_blocks(doc),
+        [("a".to_string(), "linerate tcp".to_string())]
+    );
 }
 
 #[test]

@@ -134,7 +134,11 @@ pub fn expect_help(command: &str) -> String {
     let figures = match measured_by(command) {
         None => criteria::figure_names(),
         Some(parts) => {
-            let plain: Vec<_> = parts.iter().filter(|p| p.1.is_empty()).map(|p| p.0).collect();
+            let plain: Vec<_> = parts
+                .iter()
+                .filter(|p| p.1.is_empty())
+                .map(|p| p.0)
+                .collect();
             let mut text = names(&plain).join(", ");
             for (list, flag) in parts.iter().filter(|p| !p.1.is_empty()) {
                 let extra: Vec<_> = names(&[list])
@@ -167,11 +171,7 @@ pub fn expect_help(command: &str) -> String {
 /// Refuses a criterion on a figure `command` does not measure, before
 /// anything runs: `active` are the flags given among those that add
 /// figures (`--latency`, `--load udp`, `--method mlr`...).
-pub fn check_measured(
-    list: &[criteria::Criterion],
-    command: &str,
-    active: &[&str],
-) -> Result<()> {
+pub fn check_measured(list: &[criteria::Criterion], command: &str, active: &[&str]) -> Result<()> {
     let Some(parts) = measured_by(command) else {
         return Ok(());
     };

@@ -91,8 +91,7 @@ fn search_brackets(s: &crate::results::SearchResult) -> Vec<(&'static str, f64)>
                 "pdr" => "pdr",
                 _ => continue,
             };
-            if let (Some(lo), Some(hi)) = (g.relevant_lower_bound_pps, g.relevant_upper_bound_pps)
-            {
+            if let (Some(lo), Some(hi)) = (g.relevant_lower_bound_pps, g.relevant_upper_bound_pps) {
                 if lo > 0.0 && hi >= lo {
                     out.push((name, (hi - lo) / lo * 100.0));
                 }
@@ -163,10 +162,7 @@ fn noisy_subjects(r: &RunResults) -> Vec<Noisy> {
                 widen(&mut spread, f, w, NoiseSource::SearchBracket);
             }
         }
-        out.push(Noisy {
-            subject: s,
-            spread,
-        });
+        out.push(Noisy { subject: s, spread });
     }
     out
 }
@@ -197,8 +193,9 @@ fn noise_of(n: &Noisy, figure: &str, in_points: bool) -> Option<(f64, NoiseSourc
 /// `tolerance_pct` of the larger loss.
 pub fn default_threshold(f: &Figure, tolerance_pct: f64, baseline: f64, value: f64) -> f64 {
     match f.kind {
-        Kind::Ratio => (tolerance_pct / 100.0 * baseline.abs().max(value.abs()) * 100.0)
-            .max(LOSS_FLOOR_PP),
+        Kind::Ratio => {
+            (tolerance_pct / 100.0 * baseline.abs().max(value.abs()) * 100.0).max(LOSS_FLOOR_PP)
+        }
         Kind::Seconds => {
             let floor = if baseline.abs() > 0.0 {
                 LATENCY_FLOOR_S / baseline.abs() * 100.0
@@ -544,10 +541,16 @@ mod tests {
         // The same, 2 % below: inconclusive, not within noise.
         let mut close = base.clone();
         set(&mut close, false, 0.98);
-        assert_eq!(ndr(&compare(&close, &bound, "b", 5.0)).change, Change::Inconclusive);
+        assert_eq!(
+            ndr(&compare(&close, &bound, "b", 5.0)).change,
+            Change::Inconclusive
+        );
         // Both bounds, the new one 30 % above: an improvement.
         let mut higher = base.clone();
         set(&mut higher, true, 1.3);
-        assert_eq!(ndr(&compare(&higher, &bound, "b", 5.0)).change, Change::Improvement);
+        assert_eq!(
+            ndr(&compare(&higher, &bound, "b", 5.0)).change,
+            Change::Improvement
+        );
     }
 }

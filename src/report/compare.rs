@@ -515,7 +515,8 @@ mod tests {
         let fig = &groups[0].rows[0];
         // A change of 0.2 % is noise whatever the runs say; 30 % is not,
         // unless the runs swing by more than 15 % from second to second.
-        let cell = |v: f64, noise: f64| delta_cell(fig, Some(v), Some(100.0), noise, (false, false));
+        let cell =
+            |v: f64, noise: f64| delta_cell(fig, Some(v), Some(100.0), noise, (false, false));
         assert!(
             cell(100.2, 0.0).contains("delta \""),
             "{}",

@@ -144,9 +144,8 @@ pub fn terminal(r: &RunResults) -> String {
 
 /// `1 regression, 2 improvements, 10 within noise, 1 inconclusive`.
 fn counts(b: &crate::results::criteria::BaselineComparison) -> String {
-    let plural = |n: usize, one: &str, many: &str| {
-        format!("{n} {}", if n == 1 { one } else { many })
-    };
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     format!(
         "{}, {}, {} within noise, {} inconclusive",
         plural(b.regressions, "regression", "regressions"),
