@@ -114,6 +114,9 @@ fn configure(
     args: &[std::ffi::OsString],
 ) -> anyhow::Result<cli::config::Command> {
     let criteria = command.criteria_args().map(|c| c.opts()).transpose()?;
+    if let Some(c) = &criteria {
+        cli::criteria_args::check_measured(&c.expect, &command.name(), &command.figure_flags())?;
+    }
     let text: Vec<String> = args
         .iter()
         .map(|a| a.to_string_lossy().into_owned())

@@ -1,7 +1,12 @@
-//! The README's runnable blocks (marked `<!-- readme-test: NAME -->`) run as
-//! they stand, in order, with this build of linerate first on PATH; then
-//! every plan in examples/ runs against the namespaces they made. A user
-//! who copies them gets what the README says.
+//! The README's shell blocks: every ```sh, ```bash and ```console block
+//! carries a marker on the line before it, either `<!-- readme-test: NAME
+//! -->` (the block runs here as it stands, in order, with this build of
+//! linerate first on PATH) or `<!-- readme-skip: REASON -->` (why it
+//! cannot: ssh hosts, minutes of lab searches, files of the user's own).
+//! A block with neither fails the test, so a new example is never left
+//! untested silently. After the blocks, every plan in examples/ runs
+//! against the namespaces they made. A user who copies them gets what the
+//! README says.
 
 use crate::util::*;
 use serde_json::Value;
@@ -12,30 +17,109 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The shell blocks that follow a `<!-- readme-test: NAME -->` line.
-fn marked_blocks(readme: &str) -> Vec<(String, String)> {
+/// What the line before a shell block says of it.
+#[derive(Debug, Clone, PartialEq)]
+enum Mark {
+    /// `<!-- readme-test: NAME -->`: runs.
+    Run(String),
+    /// `<!-- readme-skip: REASON -->`: does not, for REASON.
+    Skip(String),
+    /// Neither: an error.
+    None,
+}
+
+/// A shell block: its line number (from 1), its mark and its text.
+struct Block {
+    line: usize,
+    mark: Mark,
+    body: String,
+}
+
+/// The marker `<!-- KEY: VALUE -->` on `line`, if it is one.
+fn marker<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.trim()
+        .strip_prefix("<!--")?
+        .trim_start()
+        .strip_prefix(key)?
+        .strip_prefix(':')?
+        .strip_suffix("-->")
+        .map(str::trim)
+}
+
+/// Every shell block of `readme` (```sh, ```bash, ```console, indented or
+/// not) with the marker on the line before it.
+fn shell_blocks(readme: &str) -> Vec<Block> {
+    let lines: Vec<&str> = readme.lines().collect();
     let mut out = Vec::new();
-    let mut lines = readme.lines();
-    while let Some(l) = lines.next() {
-        let Some(name) = l
-            .trim()
-            .strip_prefix("<!-- readme-test:")
-            .and_then(|r| r.strip_suffix("-->"))
-        else {
+    let mut i = 0;
+    while i < lines.len() {
+        let fence = lines[i].trim_start();
+        let Some(lang) = fence.strip_prefix("```") else {
+            i += 1;
             continue;
         };
-        let fence = lines.next().unwrap_or_default();
-        assert!(
-            fence.starts_with("```sh"),
-            "README: the block after readme-test {name} must be a ```sh block, not {fence:?}"
-        );
-        let body: Vec<&str> = lines
-            .by_ref()
-            .take_while(|l| !l.starts_with("```"))
-            .collect();
-        out.push((name.trim().to_string(), body.join("\n")));
+        let shell = matches!(lang.trim(), "sh" | "bash" | "console");
+        let start = i;
+        i += 1;
+        let mut body = Vec::new();
+        while i < lines.len() && !lines[i].trim_start().starts_with("```") {
+            body.push(lines[i]);
+            i += 1;
+        }
+        i += 1;
+        if !shell {
+            continue;
+        }
+        let before = if start > 0 { lines[start - 1] } else { "" };
+        let mark = match (marker(before, "readme-test"), marker(before, "readme-skip")) {
+            (Some(name), _) => Mark::Run(name.to_string()),
+            (None, Some(reason)) => Mark::Skip(reason.to_string()),
+            (None, None) => Mark::None,
+        };
+        out.push(Block {
+            line: start + 1,
+            mark,
+            body: body.join("\n"),
+        });
     }
     out
+}
+
+/// What is wrong with the marks of `readme`'s shell blocks: a block with
+/// no marker, a skip without a reason, a name used twice.
+fn unmarked(readme: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    let mut names = Vec::new();
+    for b in shell_blocks(readme) {
+        match &b.mark {
+            Mark::None => errors.push(format!(
+                "README.md:{}: a shell block with neither <!-- readme-test: NAME --> nor \
+                 <!-- readme-skip: REASON --> on the line before it",
+                b.line
+            )),
+            Mark::Skip(r) if r.len() < 10 => errors.push(format!(
+                "README.md:{}: readme-skip needs a reason (why it cannot run here)",
+                b.line
+            )),
+            Mark::Run(n) if names.contains(n) => {
+                errors.push(format!("README.md:{}: readme-test {n} twice", b.line))
+            }
+            Mark::Run(n) => names.push(n.clone()),
+            Mark::Skip(_) => {}
+        }
+    }
+    errors
+}
+
+/// The blocks marked `readme-test`, by name.
+fn marked_blocks(readme: &str) -> Vec<(String, String)> {
+    shell_blocks(readme)
+        .into_iter()
+        .filter_map(|b| match b.mark {
+            Mark::Run(name) => Some((name, b.body)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Removes the README's namespaces however the test ends.
@@ -69,14 +153,45 @@ fn sh(script: &str, path: &str, dir: &Path) {
 #[test]
 fn the_readme_blocks_are_marked_and_parse() {
     let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let errors = unmarked(&readme);
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
     let blocks = marked_blocks(&readme);
     let names: Vec<&str> = blocks.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
-        ["first", "adhoc", "latency"],
+        ["first", "adhoc", "sweep", "latency"],
         "the README's tested blocks"
     );
     assert!(blocks[0].1.contains("ip netns add gen"), "{}", blocks[0].1);
+    // Issue 38: the sweep targets the first test's sink.
+    assert!(
+        blocks[2].1.contains("--target 198.19.0.1"),
+        "{}",
+        blocks[2].1
+    );
+    let skipped = shell_blocks(&readme)
+        .iter()
+        .filter(|b| matches!(b.mark, Mark::Skip(_)))
+        .count();
+    assert!(skipped >= 10, "{skipped} skipped blocks");
+}
+
+/// The check finds what it is for: a block without a marker, in any of
+/// the shells' fences, indented or not; other fences are not shell.
+#[test]
+fn a_shell_block_without_a_marker_is_found() {
+    let doc = "text\n\n<!-- readme-test: a -->\n```sh\nlinerate tcp\n```\n\n\
+               ```console\n$ linerate udp\n```\n\n  ```bash\n  ls\n  ```\n\n\
+               <!-- readme-skip: x -->\n```sh\nls\n```\n\n```toml\na = 1\n```\n\n```\nplain\n```\n";
+    let errors = unmarked(doc);
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    assert!(errors[0].starts_with("README.md:8:"), "{errors:?}");
+    assert!(errors[1].starts_with("README.md:12:"), "{errors:?}");
+    assert!(errors[2].contains("needs a reason"), "{errors:?}");
+    assert_eq!(
+        marked_blocks(doc),
+        [("a".to_string(), "linerate tcp".to_string())]
+    );
 }
 
 #[test]

@@ -20,10 +20,13 @@ pub struct CheckArgs {
     /// with the run are shown again.
     #[arg(long = "expect", value_name = "EXPR")]
     pub expect: Vec<String>,
-    /// Compare with this earlier run, figure by figure (exit 1 on a regression).
+    /// Compare with this earlier run, figure by figure: a change beyond twice the runs' own
+    /// spread and the figure's default tolerance is a regression (exit 1); a lower bound (≥)
+    /// is compared as one.
     #[arg(long, value_name = "RUN")]
     pub baseline: Option<PathBuf>,
-    /// With --baseline: changes within this many % are never regressions.
+    /// With --baseline: the default tolerance of rates (latency: twice it, at least 50 µs;
+    /// loss: this share of it, at least 0.01 pp), when the runs' spread is smaller.
     #[arg(long, value_name = "PERCENT", default_value = "5%", value_parser = parse_tolerance)]
     pub tolerance: f64,
     /// Write a JUnit XML report here.

@@ -35,10 +35,13 @@ pub struct CriteriaArgs {
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
     /// Compare with an earlier run (its directory or results.json), figure by figure: a
-    /// change beyond both runs' spread and --tolerance is a regression (exit 1).
+    /// change beyond twice the runs' own spread (repetitions, a search's bracket, a ramp's
+    /// step, intervals) and the figure's default tolerance is a regression (exit 1); a
+    /// lower bound (≥) is compared as one.
     #[arg(long, value_name = "RUN")]
     pub baseline: Option<PathBuf>,
-    /// With --baseline: changes within this many % are never regressions (default 5%).
+    /// With --baseline: the default tolerance of rates (latency: twice it, at least 50 µs;
+    /// loss: this share of it, at least 0.01 pp), when the runs' spread is smaller.
     #[arg(long, value_name = "PERCENT", default_value = "5%", value_parser = parse_tolerance)]
     pub tolerance: f64,
     /// Write a JUnit XML report here: one test case per test, a failure per missed
@@ -60,6 +63,142 @@ pub fn parse_tolerance(s: &str) -> Result<f64> {
         bail!("{v} % is outside 0..=1000 %");
     }
     Ok(v)
+}
+
+/// What a UDP packet stream measures (`udp`, a ramp's test, a latency
+/// load of `--load udp`).
+const PACKET: &[&str] = &[
+    "rx_pps",
+    "tx_pps",
+    "l1_bps",
+    "l2_bps",
+    "line_pct",
+    "loss",
+    "dut_loss",
+    "lost",
+    "reordered",
+    "duplicates",
+    "tx_errors",
+    "cpu",
+];
+/// What a TCP load measures.
+const STREAM: &[&str] = &["goodput", "l2_bps", "line_pct", "retransmits", "cpu"];
+/// What latency probes measure (`latency`, `tcp`/`udp` with --latency).
+const PROBES: &[&str] = &[
+    "p50",
+    "p90",
+    "p99",
+    "latency_max",
+    "jitter",
+    "added_latency",
+];
+const HTTP: &[&str] = &[
+    "goodput",
+    "requests_per_s",
+    "errors",
+    "p50",
+    "p90",
+    "p99",
+    "latency_max",
+    "cpu",
+];
+const MLR: &[&str] = &["ndr", "pdr"];
+const RFC2544: &[&str] = &["throughput"];
+
+/// What a test command's results hold: the figures `--expect` can name on
+/// it, in [`criteria::FIGURES`] order (`None`: the lab's suite and plans
+/// measure any of them). Parts a flag adds are named with the flag.
+pub fn measured_by(command: &str) -> Option<Vec<(&'static [&'static str], &'static str)>> {
+    Some(match command {
+        "tcp" => vec![(STREAM, ""), (PROBES, "--latency")],
+        "udp" => vec![(PACKET, ""), (PROBES, "--latency")],
+        "latency" => vec![(PACKET, "--load udp"), (STREAM, "--load tcp"), (PROBES, "")],
+        "http" => vec![(HTTP, "")],
+        "ramp" => vec![(PACKET, ""), (&["saturation"], "")],
+        "search" => vec![(MLR, "--method mlr"), (RFC2544, "--method rfc2544")],
+        _ => return None,
+    })
+}
+
+/// The figure names of `parts`, each once, in [`criteria::FIGURES`] order.
+fn names(parts: &[&'static [&'static str]]) -> Vec<&'static str> {
+    criteria::FIGURES
+        .iter()
+        .map(|f| f.name)
+        .filter(|n| parts.iter().any(|p| p.contains(n)))
+        .collect()
+}
+
+/// `--expect`'s help on `command`: the grammar and the figures it measures.
+pub fn expect_help(command: &str) -> String {
+    let figures = match measured_by(command) {
+        None => criteria::figure_names(),
+        Some(parts) => {
+            let plain: Vec<_> = parts
+                .iter()
+                .filter(|p| p.1.is_empty())
+                .map(|p| p.0)
+                .collect();
+            let mut text = names(&plain).join(", ");
+            for (list, flag) in parts.iter().filter(|p| !p.1.is_empty()) {
+                let extra: Vec<_> = names(&[list])
+                    .into_iter()
+                    .filter(|n| !names(&plain).contains(n))
+                    .collect();
+                if !extra.is_empty() {
+                    if !text.is_empty() {
+                        text.push_str("; ");
+                    }
+                    text.push_str(&format!("with {flag}: {}", extra.join(", ")));
+                }
+            }
+            text
+        }
+    };
+    format!(
+        "A criterion the run must meet (repeatable): FIGURE OP VALUE[UNIT][@median|min|max], \
+         e.g. 'loss<=0.001%', 'rx_pps>=1.2Mpps', 'p99<=2ms@max', 'ndr>=2Mpps'. Figures {}: \
+         {figures}. A failed criterion exits 1; a figure the command does not measure is a \
+         usage error (exit 2).",
+        if command.is_empty() {
+            "".to_string()
+        } else {
+            format!("{command} measures")
+        }
+    )
+}
+
+/// Refuses a criterion on a figure `command` does not measure, before
+/// anything runs: `active` are the flags given among those that add
+/// figures (`--latency`, `--load udp`, `--method mlr`...).
+pub fn check_measured(list: &[criteria::Criterion], command: &str, active: &[&str]) -> Result<()> {
+    let Some(parts) = measured_by(command) else {
+        return Ok(());
+    };
+    let on: Vec<_> = parts
+        .iter()
+        .filter(|p| p.1.is_empty() || active.contains(&p.1))
+        .map(|p| p.0)
+        .collect();
+    let measured = names(&on);
+    for c in list {
+        if measured.contains(&c.figure.name) {
+            continue;
+        }
+        let with = parts
+            .iter()
+            .find(|p| !p.1.is_empty() && !active.contains(&p.1) && p.0.contains(&c.figure.name))
+            .map(|p| format!(" without {}: add {} to measure it", p.1, p.1))
+            .unwrap_or_default();
+        bail!(
+            "--expect '{}': {command} does not measure {} ({}){with}; {command} measures {}",
+            c.text,
+            c.figure.name,
+            c.figure.about,
+            measured.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// Parses `--expect` values, naming the flag in the error (a plan's

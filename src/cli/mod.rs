@@ -72,26 +72,32 @@ pub enum Command {
     #[command(after_help = criteria_args::EXIT_CODES)]
     Lab(lab::LabArgs),
     /// TCP bulk test between two endpoints you name (local, ns:NAME, ssh://host).
-    #[command(after_help = criteria_args::EXIT_CODES)]
+    #[command(after_help = criteria_args::EXIT_CODES,
+              mut_arg("expect", |a| a.help(criteria_args::expect_help("tcp"))))]
     Tcp(tcp::TcpArgs),
     /// UDP packet-stream test between two endpoints you name.
-    #[command(after_help = criteria_args::EXIT_CODES)]
+    #[command(after_help = criteria_args::EXIT_CODES,
+              mut_arg("expect", |a| a.help(criteria_args::expect_help("udp"))))]
     Udp(udp::UdpArgs),
     /// Latency under load: probes idle, during a TCP or UDP load, and idle after (rrul's shape).
-    #[command(after_help = criteria_args::EXIT_CODES)]
+    #[command(after_help = criteria_args::EXIT_CODES,
+              mut_arg("expect", |a| a.help(criteria_args::expect_help("latency"))))]
     Latency(latency::LatencyArgs),
     /// Monitor latency for hours or days: responders and ICMP echo, smokeping-style windows.
     Monitor(monitor::MonitorArgs),
     /// HTTP/HTTPS downloads: N connections against `linerate serve` or any --url; --matrix runs T1/T2/T3.
-    #[command(after_help = criteria_args::EXIT_CODES)]
+    #[command(after_help = criteria_args::EXIT_CODES,
+              mut_arg("expect", |a| a.help(criteria_args::expect_help("http"))))]
     Http(http::HttpArgs),
     /// Serve downloads over HTTP/1.1 or HTTPS (sendfile, rustls, kTLS where present) until Ctrl-C.
     Serve(serve::ServeArgs),
     /// Load ramp (warmup, linear ramp, hold) with the saturation point, trex-loadtest style.
-    #[command(after_help = criteria_args::EXIT_CODES)]
+    #[command(after_help = criteria_args::EXIT_CODES,
+              mut_arg("expect", |a| a.help(criteria_args::expect_help("ramp"))))]
     Ramp(ramp::RampArgs),
     /// Throughput search: MLRsearch NDR/PDR, RFC 2544 throughput and frame loss.
-    #[command(after_help = criteria_args::EXIT_CODES)]
+    #[command(after_help = criteria_args::EXIT_CODES,
+              mut_arg("expect", |a| a.help(criteria_args::expect_help("search"))))]
     Search(search::SearchArgs),
     /// Run a plan file: named hosts (local, netns, ssh) and the tests between them.
     #[command(after_help = criteria_args::EXIT_CODES)]
@@ -141,6 +147,36 @@ impl Command {
             _ => "",
         }
         .to_string()
+    }
+
+    /// The flags given that add figures to what the command measures
+    /// (see [`criteria_args::measured_by`]); a sweep may set any of them
+    /// on a point, so with `--sweep` all count as given.
+    pub fn figure_flags(&self) -> Vec<&'static str> {
+        if self.sweep_args().is_some_and(|s| !s.sweep.is_empty()) {
+            return vec![
+                "--latency",
+                "--load udp",
+                "--load tcp",
+                "--method mlr",
+                "--method rfc2544",
+            ];
+        }
+        let method = |m: search::MethodArg| match m {
+            search::MethodArg::Mlr => vec!["--method mlr"],
+            search::MethodArg::Rfc2544 => vec!["--method rfc2544"],
+            search::MethodArg::Both => vec!["--method mlr", "--method rfc2544"],
+        };
+        match self {
+            Command::Tcp(a) if a.probes.latency => vec!["--latency"],
+            Command::Udp(a) if a.probes.latency => vec!["--latency"],
+            Command::Latency(a) => vec![match a.load {
+                latency::LoadArg::Tcp => "--load tcp",
+                latency::LoadArg::Udp => "--load udp",
+            }],
+            Command::Search(a) => method(a.method),
+            _ => Vec::new(),
+        }
     }
 
     /// The flags that decide a run, on commands that run tests.

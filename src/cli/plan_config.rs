@@ -514,6 +514,12 @@ fn test(plan: &Plan, t: &plan::PlanTest, hosts: &[HostConfig], opts: &RunOpts) -
         .transpose()
         .map_err(at_test)?
         .unwrap_or_default();
+    cli::criteria_args::check_measured(
+        &expect,
+        &parsed.command.name(),
+        &parsed.command.figure_flags(),
+    )
+    .map_err(at_test)?;
     let mut spec = match (t.kind, parsed.command) {
         (TestKind::Tcp, cli::Command::Tcp(a)) if iperf3.is_some() => {
             TestSpec::Iperf3(cli::iperf3::tcp_test(&a).map_err(at_test)?.1)

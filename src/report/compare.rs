@@ -8,6 +8,7 @@ use super::format::{self as fmt, esc};
 use super::ramps;
 use super::run::Run;
 use super::sections::{bar, dash, num};
+use crate::results::criteria::Change;
 
 /// One row per run: label, name, DUT mode, when, where.
 pub fn runs_table(runs: &[Run]) -> String {
@@ -53,6 +54,9 @@ struct Row {
     /// Each run's spread of this figure from interval to interval (% of
     /// its mean; pp for loss): a difference within it is not coloured.
     noise: Vec<Option<f64>>,
+    /// Each run's value is a lower bound (≥: a search that ended at the
+    /// tester's limit or its max load).
+    at_least: Vec<bool>,
 }
 
 struct Group {
@@ -81,6 +85,7 @@ fn row(figure: &str, key: &'static str, show: fn(f64) -> String, values: Vec<Opt
         ),
         lower_is_better: matches!(key, "loss_ratio" | "retransmits"),
         noise: vec![None; values.len()],
+        at_least: vec![false; values.len()],
         values,
     }
 }
@@ -252,7 +257,7 @@ fn groups(runs: &[Run]) -> Vec<Group> {
     }
     let mut by_search: Vec<Group> = Vec::new();
     for (name, label) in search_keys {
-        let values = runs
+        let found: Vec<Option<(f64, bool)>> = runs
             .iter()
             .map(|r| {
                 r.results
@@ -261,10 +266,16 @@ fn groups(runs: &[Run]) -> Vec<Group> {
                     .filter(|x| x.name == name)
                     .flat_map(ramps::search_results)
                     .find(|(l, _, _)| *l == label)
-                    .map(|(_, pps, _)| pps)
+                    .map(|(_, pps, note)| (pps, ramps::note_is_lower_bound(&note)))
             })
             .collect();
-        let new_row = row(&label, "rate_pps", fmt::pps, values);
+        let mut new_row = row(
+            &label,
+            "rate_pps",
+            fmt::pps,
+            found.iter().map(|x| x.map(|x| x.0)).collect(),
+        );
+        new_row.at_least = found.iter().map(|x| x.is_some_and(|x| x.1)).collect();
         match by_search.iter_mut().find(|g| g.name == name) {
             Some(g) => g.rows.push(new_row),
             None => by_search.push(Group {
@@ -357,14 +368,17 @@ pub fn differences(runs: &[Run]) -> String {
             s.push_str(&format!("<td>{}</td>", esc(&fig.figure)));
             let base = fig.values.first().copied().flatten();
             for (i, v) in fig.values.iter().enumerate() {
+                let shown = |v: f64| {
+                    let ge = if fig.at_least.get(i).copied().unwrap_or(false) {
+                        "≥ "
+                    } else {
+                        ""
+                    };
+                    format!("{ge}{}", (fig.show)(v))
+                };
                 s.push_str(&match *v {
-                    Some(v) if fig.bar && best > 0.0 => bar(v / best, &(fig.show)(v), fig.key, v),
-                    Some(v) => num(
-                        fig.key,
-                        v,
-                        &(fig.show)(v),
-                        if i == 0 { "strong" } else { "" },
-                    ),
+                    Some(v) if fig.bar && best > 0.0 => bar(v / best, &shown(v), fig.key, v),
+                    Some(v) => num(fig.key, v, &shown(v), if i == 0 { "strong" } else { "" }),
                     None => dash(),
                 });
                 if i > 0 {
@@ -373,7 +387,11 @@ pub fn differences(runs: &[Run]) -> String {
                         .flatten()
                         .flatten()
                         .fold(0.0_f64, |a, b| a.max(*b));
-                    s.push_str(&delta_cell(fig, *v, base, noise));
+                    let bounds = (
+                        fig.at_least.first().copied().unwrap_or(false),
+                        fig.at_least.get(i).copied().unwrap_or(false),
+                    );
+                    s.push_str(&delta_cell(fig, *v, base, noise, bounds));
                 }
             }
             s.push_str("</tr>");
@@ -383,7 +401,9 @@ pub fn differences(runs: &[Run]) -> String {
         "</tbody></table></div><p class=\"legend\">Δ: difference against the baseline ({}), in % of its value; \
          loss in percentage points (pp). <span class=\"swatch better\"></span> better · <span class=\"swatch worse\"></span> worse, \
          coloured only beyond twice the larger run's spread from one interval to the next (and at least 1 % of a rate, \
-         0.01 pp of loss, 10 % of a count); closer differences are within the runs' own noise.</p>",
+         0.01 pp of loss, 10 % of a count); closer differences are within the runs' own noise. \
+         ≥: a lower bound (a search that ended at the tester's limit or its max load), compared as one: \
+         a change it leaves open is not coloured.</p>",
         esc(runs.first().map(|r| r.label.as_str()).unwrap_or(""))
     ));
     s
@@ -400,8 +420,16 @@ fn floor(fig: &Row) -> f64 {
 }
 
 /// A difference's cell: coloured better or worse only beyond twice the
-/// larger of the two runs' `noise` (and at least [`floor`]).
-fn delta_cell(fig: &Row, v: Option<f64>, base: Option<f64>, noise: f64) -> String {
+/// larger of the two runs' `noise` (and at least [`floor`]); a lower bound
+/// (≥) on either side is weighed as `baseline::classify` does, and a
+/// change it leaves open is not coloured.
+fn delta_cell(
+    fig: &Row,
+    v: Option<f64>,
+    base: Option<f64>,
+    noise: f64,
+    (base_at_least, at_least): (bool, bool),
+) -> String {
     // Loss is compared in percentage points: +0.5 pp, not +∞ %.
     let delta = match (v, base, fig.in_points) {
         (Some(v), Some(b), true) => Some(((v - b) * 100.0, format!("{:+.3} pp", (v - b) * 100.0))),
@@ -412,18 +440,18 @@ fn delta_cell(fig: &Row, v: Option<f64>, base: Option<f64>, noise: f64) -> Strin
     };
     match delta {
         Some((d, text)) => {
-            let worse = if fig.lower_is_better {
-                d > 0.0
-            } else {
-                d < 0.0
-            };
-            let within = d.abs() <= (2.0 * noise).max(floor(fig));
-            let tone = if within {
-                ""
-            } else if worse {
-                "worse"
-            } else {
-                "better"
+            let threshold = (2.0 * noise).max(floor(fig));
+            let tone = match super::baseline::classify(
+                d,
+                threshold,
+                fig.lower_is_better,
+                base_at_least,
+                at_least,
+            ) {
+                Change::Regression => "worse",
+                Change::Improvement => "better",
+                Change::WithinNoise => "",
+                Change::Inconclusive => "open",
             };
             format!(
                 "<td class=\"n delta {tone}\" data-delta=\"{d}\" data-noise=\"{noise}\">{}</td>",
@@ -487,7 +515,8 @@ mod tests {
         let fig = &groups[0].rows[0];
         // A change of 0.2 % is noise whatever the runs say; 30 % is not,
         // unless the runs swing by more than 15 % from second to second.
-        let cell = |v: f64, noise: f64| delta_cell(fig, Some(v), Some(100.0), noise);
+        let cell =
+            |v: f64, noise: f64| delta_cell(fig, Some(v), Some(100.0), noise, (false, false));
         assert!(
             cell(100.2, 0.0).contains("delta \""),
             "{}",

@@ -159,9 +159,7 @@ fn cards(r: &RunResults) -> String {
             };
             // A lower bound (the tester's limit, or no loss up to the
             // highest rate tried) keeps its "≥" in the headline too.
-            let bound = ["lower bound", "tester limit", "max rate passed"]
-                .iter()
-                .any(|w| note.contains(w));
+            let bound = ramps::note_is_lower_bound(&note);
             let value = if bound {
                 format!("≥ {}", fmt::pps(pps))
             } else {

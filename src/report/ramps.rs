@@ -192,6 +192,14 @@ fn words(camel: &str) -> String {
     out
 }
 
+/// Whether a [`search_results`] note marks its rate as a lower bound (≥):
+/// the tester's limit, or no loss up to the highest rate tried.
+pub fn note_is_lower_bound(note: &str) -> bool {
+    ["lower bound", "tester limit", "max rate passed"]
+        .iter()
+        .any(|w| note.contains(w))
+}
+
 /// Results of one search as (label, pps, note): MLRsearch goals, RFC 2544
 /// throughput.
 pub fn search_results(s: &SearchResult) -> Vec<(String, f64, String)> {

@@ -3,7 +3,7 @@
 //! figures over its repetitions (median, min–max), and the changes against
 //! a baseline run.
 
-use super::baseline::describe;
+use super::baseline::{describe, verdict_name, verdict_word};
 use super::format::esc;
 use crate::model::criteria::{self, Stat};
 use crate::results::criteria::{subjects, Change, Marks, Subject};
@@ -108,15 +108,11 @@ pub fn terminal(r: &RunResults) -> String {
     }
     if let Some(b) = &r.baseline {
         s.push_str(&format!(
-            "\nAgainst baseline {} ({}), tolerance {} %: {} regression{}, {} improvement{}, {} within noise\n",
+            "\nAgainst baseline {} ({}), tolerance {} %: {}\n",
             b.baseline_name,
             b.baseline,
             b.tolerance_pct,
-            b.regressions,
-            if b.regressions == 1 { "" } else { "s" },
-            b.improvements,
-            if b.improvements == 1 { "" } else { "s" },
-            b.figures.len() - b.regressions - b.improvements
+            counts(b)
         ));
         if b.figures.is_empty() {
             s.push_str("  no test of this run has a test of the same name in the baseline\n");
@@ -126,20 +122,37 @@ pub fn terminal(r: &RunResults) -> String {
             .iter()
             .map(|f| {
                 vec![
-                    match f.change {
-                        Change::Regression => "WORSE",
-                        Change::Improvement => "BETTER",
-                        Change::WithinNoise => "same",
-                    }
-                    .to_string(),
+                    verdict_word(f.change).to_string(),
                     f.test.clone(),
                     describe(f),
                 ]
             })
             .collect();
         s.push_str(&columns(&rows));
+        if b.figures
+            .iter()
+            .any(|f| f.baseline_at_least || f.value_at_least)
+        {
+            s.push_str(
+                "  ≥: a lower bound (a search that ended at the tester's limit or its max load); \
+                 open: a bound leaves the change undecided\n",
+            );
+        }
     }
     s
+}
+
+/// `1 regression, 2 improvements, 10 within noise, 1 inconclusive`.
+fn counts(b: &crate::results::criteria::BaselineComparison) -> String {
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    format!(
+        "{}, {}, {} within noise, {} inconclusive",
+        plural(b.regressions, "regression", "regressions"),
+        plural(b.improvements, "improvement", "improvements"),
+        b.within_noise,
+        b.inconclusive
+    )
 }
 
 /// The HTML section of the same, or `None` when the run had none of it.
@@ -186,21 +199,27 @@ pub fn html(r: &RunResults) -> Option<String> {
     }
     if let Some(b) = &r.baseline {
         s.push_str(&format!(
-            "<h3>Against baseline {} (tolerance {} %)</h3><div class=\"scroll\"><table class=\"baseline\">\
-             <thead><tr><th>Test</th><th>Change</th></tr></thead><tbody>",
+            "<h3>Against baseline {} (tolerance {} %)</h3><p class=\"legend\">{}. A change counts \
+             only beyond its threshold: twice the runs' own spread, or the figure's default \
+             tolerance; ≥ marks a lower bound.</p><div class=\"scroll\"><table class=\"baseline\">\
+             <thead><tr><th>Test</th><th>Verdict</th><th>Change</th></tr></thead><tbody>",
             esc(&b.baseline_name),
-            b.tolerance_pct
+            b.tolerance_pct,
+            esc(&counts(b))
         ));
         for f in &b.figures {
             let tone = match f.change {
                 Change::Regression => "worse",
                 Change::Improvement => "better",
-                Change::WithinNoise => "",
+                Change::WithinNoise | Change::Inconclusive => "",
             };
             s.push_str(&format!(
-                "<tr data-figure=\"{}\"><td>{}</td><td class=\"{tone}\">{}</td></tr>",
+                "<tr data-figure=\"{}\" data-change=\"{}\"><td>{}</td><td class=\"{tone}\">{}</td>\
+                 <td class=\"{tone}\">{}</td></tr>",
                 esc(&f.figure),
+                verdict_name(f.change),
                 esc(&f.test),
+                verdict_word(f.change),
                 esc(&describe(f))
             ));
         }
@@ -261,12 +280,7 @@ pub fn csv_rows(r: &RunResults) -> Vec<(String, &'static str, [String; 9])> {
                 "baseline",
                 [
                     String::new(),
-                    match f.change {
-                        Change::Regression => "regression",
-                        Change::Improvement => "improvement",
-                        Change::WithinNoise => "within_noise",
-                    }
-                    .into(),
+                    verdict_name(f.change).replace(' ', "_"),
                     f.figure.clone(),
                     f.value.to_string(),
                     f.baseline.to_string(),

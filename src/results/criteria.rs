@@ -8,7 +8,7 @@ use super::{DirectionResult, Protocol, RunResults, TestResult};
 use crate::model::criteria::{self, Criterion, Figure, Stat};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One criterion held against one test (or ramp, search).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
@@ -35,12 +35,55 @@ pub struct CriterionResult {
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Change {
-    /// Worse by more than the tolerance and the runs' spread.
+    /// Worse by more than the figure's threshold (the runs' spread or its
+    /// default tolerance).
     Regression,
-    /// Better by more than the tolerance and the runs' spread.
+    /// Better by more than the figure's threshold.
     Improvement,
-    /// Within the tolerance or the runs' own spread.
+    /// Within the threshold: the runs' own noise.
     WithinNoise,
+    /// A lower bound (≥) on one side leaves the direction of the change
+    /// open: e.g. a baseline that was the tester's limit and a lower
+    /// value now within noise of it.
+    Inconclusive,
+}
+
+/// Where the threshold a change is weighed against came from.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NoiseSource {
+    /// Twice the spread between the repetitions of the test (`--repeat`).
+    Repetitions,
+    /// Twice the spread from interval to interval of the test's directions.
+    Intervals,
+    /// The search's own bracket: the relevant upper bound's distance from
+    /// the lower bound (MLRsearch), or the lowest failed rate's from the
+    /// throughput (RFC 2544), in % of the lower.
+    SearchBracket,
+    /// The ramp's step: the offered load one ramp sample adds, in % of the
+    /// saturation.
+    RampStep,
+    /// The figure's default tolerance: `--tolerance` (5 %) for rates,
+    /// twice it and at least 50 µs for latency, 0.01 pp (or `--tolerance`
+    /// of the loss) for loss.
+    Default,
+}
+
+impl NoiseSource {
+    /// How a table says it: `repetitions`, `intervals`, `search bracket`...
+    pub fn words(self) -> &'static str {
+        match self {
+            NoiseSource::Repetitions => "repetitions",
+            NoiseSource::Intervals => "intervals",
+            NoiseSource::SearchBracket => "search bracket",
+            NoiseSource::RampStep => "ramp step",
+            NoiseSource::Default => "default",
+        }
+    }
+}
+
+fn default_source() -> NoiseSource {
+    NoiseSource::Default
 }
 
 /// One figure of one test in the run and in its baseline.
@@ -53,8 +96,23 @@ pub struct FigureChange {
     /// (value - baseline) / |baseline| in %; loss in percentage points.
     pub change_pct: f64,
     /// The larger spread of the two runs (repetitions, else per-interval
-    /// samples), in % (loss: pp); absent when neither run shows one.
+    /// samples, a search's bracket, a ramp's step), in % (loss: pp);
+    /// absent when neither run shows one.
     pub noise_pct: Option<f64>,
+    /// The change that counts, in % (loss: pp): the larger of twice
+    /// `noise_pct` and the figure's default tolerance.
+    #[serde(default)]
+    pub threshold_pct: f64,
+    /// Which of the two set `threshold_pct`.
+    #[serde(default = "default_source")]
+    pub threshold_from: NoiseSource,
+    /// The baseline's value is a lower bound (≥): a search limited by the
+    /// tester or by its max load.
+    #[serde(default)]
+    pub baseline_at_least: bool,
+    /// This run's value is a lower bound (≥).
+    #[serde(default)]
+    pub value_at_least: bool,
     pub change: Change,
 }
 
@@ -64,11 +122,15 @@ pub struct BaselineComparison {
     /// The baseline's run directory or results file.
     pub baseline: String,
     pub baseline_name: String,
-    /// Changes within this many % are never regressions.
+    /// Changes of rates within this many % are never regressions.
     pub tolerance_pct: f64,
     pub figures: Vec<FigureChange>,
     pub regressions: usize,
     pub improvements: usize,
+    #[serde(default)]
+    pub within_noise: usize,
+    #[serde(default)]
+    pub inconclusive: usize,
 }
 
 /// Where in a results document a group of tests begins (or ends): plan
@@ -99,6 +161,10 @@ pub struct Subject {
     /// Each repetition's per-interval spread of its rate and loss (for
     /// baselines), filled by the report layer.
     pub noise: BTreeMap<&'static str, f64>,
+    /// Figures some repetition recorded as a lower bound (≥): a search
+    /// goal that ended at the tester's limit or its max load. The median
+    /// of values one of which is a lower bound is a lower bound too.
+    pub at_least: BTreeSet<&'static str>,
 }
 
 impl Subject {
@@ -280,14 +346,60 @@ pub fn search_figures(s: &super::SearchResult) -> BTreeMap<&'static str, f64> {
     m
 }
 
+/// The figures of a search recorded as lower bounds: an MLRsearch goal
+/// whose answer is the tester's limit or the max load (the DUT does at
+/// least that), an RFC 2544 throughput at the max rate or the tester's
+/// limit.
+pub fn search_bounds(s: &super::SearchResult) -> BTreeSet<&'static str> {
+    use crate::search::{Irregular, ThroughputEnd};
+    let mut out = BTreeSet::new();
+    if let Some(r) = &s.mlr {
+        for g in &r.goals {
+            let name = match g.goal.name.to_ascii_lowercase().as_str() {
+                "ndr" => "ndr",
+                "pdr" => "pdr",
+                _ => continue,
+            };
+            if matches!(
+                g.irregular,
+                Some(
+                    Irregular::MaxLoadIsLowerBound
+                        | Irregular::TesterLimitIsLowerBound
+                        | Irregular::TesterLimitInBracket
+                )
+            ) {
+                out.insert(name);
+            }
+        }
+    }
+    if let Some(r) = &s.rfc2544 {
+        if matches!(
+            r.end,
+            ThroughputEnd::MaxRatePassed | ThroughputEnd::TesterLimit
+        ) {
+            out.insert("throughput");
+        }
+    }
+    out
+}
+
 /// Adds `figures` as the next repetition of the subject called `name`.
-fn add(out: &mut Vec<Subject>, name: &str, figures: BTreeMap<&'static str, f64>) {
+fn add(
+    out: &mut Vec<Subject>,
+    name: &str,
+    figures: BTreeMap<&'static str, f64>,
+    at_least: BTreeSet<&'static str>,
+) {
     match out.iter_mut().find(|s| s.name == name) {
-        Some(s) => s.reps.push(figures),
+        Some(s) => {
+            s.reps.push(figures);
+            s.at_least.extend(at_least);
+        }
         None => out.push(Subject {
             name: name.to_string(),
             reps: vec![figures],
             noise: BTreeMap::new(),
+            at_least,
         }),
     }
 }
@@ -300,7 +412,7 @@ pub fn subjects(r: &RunResults, from: Marks, to: Marks) -> Vec<Subject> {
     let ramp_tests: Vec<usize> = r.ramps.iter().map(|x| x.test).collect();
     for (i, t) in r.tests.iter().enumerate().take(to.tests).skip(from.tests) {
         if !ramp_tests.contains(&i) {
-            add(&mut out, &t.name, test_figures(t));
+            add(&mut out, &t.name, test_figures(t), BTreeSet::new());
         }
     }
     for ramp in r.ramps.iter().take(to.ramps).skip(from.ramps) {
@@ -310,10 +422,10 @@ pub fn subjects(r: &RunResults, from: Marks, to: Marks) -> Vec<Subject> {
                 put(&mut m, "saturation", s.offered_pps);
             }
         }
-        add(&mut out, &ramp.name, m);
+        add(&mut out, &ramp.name, m, BTreeSet::new());
     }
     for s in r.searches.iter().take(to.searches).skip(from.searches) {
-        add(&mut out, &s.name, search_figures(s));
+        add(&mut out, &s.name, search_figures(s), search_bounds(s));
     }
     out
 }
@@ -347,12 +459,18 @@ pub fn evaluate(list: &[Criterion], subjects: &[Subject]) -> Vec<CriterionResult
             } else {
                 String::new()
             };
+            // A lower bound keeps its ≥: the DUT did at least that.
+            let ge = if s.at_least.contains(c.figure.name) {
+                "≥"
+            } else {
+                ""
+            };
             out.push(base(
                 &s.name,
                 Some(v),
                 passed,
                 format!(
-                    "{} {} {}{of}",
+                    "{ge}{} {} {}{of}",
                     criteria::show(kind, v),
                     c.op.symbol(),
                     criteria::show(kind, c.value)
@@ -394,6 +512,7 @@ mod tests {
                 .map(|&v| BTreeMap::from([("ndr", v), ("loss", 0.0)]))
                 .collect(),
             noise: BTreeMap::new(),
+            at_least: BTreeSet::new(),
         }
     }
 

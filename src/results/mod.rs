@@ -40,7 +40,10 @@ use serde::{Deserialize, Serialize};
 /// 1.14.0: DUT steps' `steal_ms` (per ramp interval); ramp summaries'
 /// `disturbed_samples` (lossy samples the steal explains, left out of the
 /// saturation).
-pub const SCHEMA_VERSION: &str = "1.14.0";
+/// 1.15.0: baseline figures' `threshold_pct`, `threshold_from`,
+/// `baseline_at_least`, `value_at_least`, the change `inconclusive`, and
+/// the comparison's `within_noise` and `inconclusive` counts.
+pub const SCHEMA_VERSION: &str = "1.15.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
