@@ -261,6 +261,122 @@ fn latency_under_load_unshaped_dut_stays_low() {
     );
 }
 
+/// Issue 38 item 4: a run shorter than the default 300 s window still
+/// measures. With `--duration 3` and no `--window`, the window is the run:
+/// summary.json has the responder's target with its probes, no loss and
+/// RTT percentiles, and the terminal prints the per-target line.
+#[test]
+fn issue38_monitor_shorter_than_its_window_reports_each_target() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let pair = crate::util::NsPair::new("lrm", "w", "lrm", "198.18.61");
+    let base = tempdir("monitor-short");
+    let results = base.join("results");
+    let out = pair.exec(
+        &pair.client,
+        &[
+            bin(),
+            "monitor",
+            "--responder",
+            &format!("ns:{}=198.18.61.2", pair.server),
+            "--duration",
+            "3",
+            "--no-progress",
+            "--out",
+            base.join("journal").to_str().unwrap(),
+            "--results-dir",
+            results.to_str().unwrap(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "monitor failed:\n{err}");
+    assert!(
+        !err.contains("longer than the run"),
+        "no --window given, so no warning:\n{err}"
+    );
+    let doc: Value = serde_json::from_slice(
+        &std::fs::read(only_run_dir(&results).join("summary.json")).unwrap(),
+    )
+    .unwrap();
+    let targets = doc["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 1, "{doc}");
+    let t = &targets[0];
+    let name = format!("ns:{}=198.18.61.2", pair.server);
+    assert_eq!(t["target"], name.as_str(), "{doc}");
+    // 20 probes over the one 3 s window, all answered across a veth.
+    assert_eq!(t["sent"], 20, "{t}");
+    assert_eq!(t["received"], 20, "{t}");
+    assert_eq!(f(&t["loss_pct"]), 0.0, "{t}");
+    let r = &t["rtt_ms"];
+    for k in ["min", "mean", "p50", "p99", "max"] {
+        assert!(f(&r[k]) > 0.0, "rtt_ms.{k}: {t}");
+    }
+    assert!(f(&r["min"]) <= f(&r["p50"]) && f(&r["p50"]) <= f(&r["max"]));
+    assert_eq!(
+        t["windows"].as_u64().unwrap() + t["partial_windows"].as_u64().unwrap(),
+        1
+    );
+    // The per-target line: the target, 20 sent, 20 received, 0.00 % loss.
+    let line = table
+        .lines()
+        .find(|l| l.starts_with(&name))
+        .unwrap_or_else(|| panic!("no line for {name}:\n{table}\n{err}"));
+    let cells: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(cells[1..4], ["20", "20", "0.00"], "{line}");
+    assert!(table.lines().next().unwrap().contains("p99"), "{table}");
+    assert!(err.contains("monitor: stopped after"), "{err}");
+
+    // An explicit window longer than the run: warned at the start, and
+    // the run is still summarised, as one partial window.
+    let _ = std::fs::remove_dir_all(&results);
+    let out = pair.exec(
+        &pair.client,
+        &[
+            bin(),
+            "monitor",
+            "--responder",
+            &format!("ns:{}=198.18.61.2", pair.server),
+            "--duration",
+            "2",
+            "--window",
+            "10",
+            "--probes",
+            "10",
+            "--no-progress",
+            "--out",
+            base.join("journal").to_str().unwrap(),
+            "--json",
+            "--no-results",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "monitor failed:\n{err}");
+    assert!(
+        err.contains("--window 10 s is longer than the run (--duration 2 s)"),
+        "{err}"
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let t = &doc["targets"][0];
+    // 10 probes per 10 s: one a second, so two in a 2 s run.
+    assert!(f(&t["sent"]) >= 2.0, "{t}");
+    assert_eq!(t["sent"], t["received"], "{t}");
+    assert_eq!(
+        (t["windows"].as_u64(), t["partial_windows"].as_u64()),
+        (Some(0), Some(1))
+    );
+    let partial: Vec<Value> = std::fs::read_to_string(base.join("journal/monitor.ndjson"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["type"] == "window" && l["partial"] == true)
+        .collect();
+    assert_eq!(partial.len(), 1, "the partial window is in the journal");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 fn scrape(port: u16) -> String {
     let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
