@@ -252,6 +252,26 @@ fn latency_under_load_unshaped_dut_stays_low() {
     let l = &doc["tests"][0]["latency"];
     let lp50 = f(&phase(l, "loaded")["rtt_s"]["p50"]);
     eprintln!("unshaped DUT: loaded p50 {:.3} ms", lp50 * 1e3);
+    // Issue 38 item 8: the probes cross the interfaces whose counters the
+    // load's cross-checks read; counted there, a quiet lab agrees.
+    let checks = doc["tests"][0]["cross_checks"].as_array().unwrap();
+    for c in checks {
+        eprintln!("cross-check: {c}");
+        assert_eq!(c["flagged"], false, "a cross-check disagrees: {c}");
+    }
+    for role in ["gen: datagrams sent", "sink: datagrams received"] {
+        let c = checks
+            .iter()
+            .find(|c| c["what"].as_str().unwrap().starts_with(role))
+            .unwrap_or_else(|| panic!("no {role} check: {checks:?}"));
+        assert!(
+            c["what"]
+                .as_str()
+                .unwrap()
+                .contains("latency probe packets"),
+            "{c}"
+        );
+    }
     assert!(lp50 < 0.005, "loaded p50 {lp50} without a shaper");
     assert!(
         doc["tests"][0]["directions"][0]["rx_l2_bps"]

@@ -5,7 +5,8 @@ use super::jobs::Collected;
 use super::setup::{Ends, Leg};
 use crate::proto::{CpuTicks, EndpointSummary, Snapshot, UdpCounters};
 use crate::results::{
-    Aggregate, AggregateInterval, CpuUse, CrossCheck, HostShare, KernelCounters, TestResult,
+    Aggregate, AggregateInterval, CheckScope, CpuUse, CrossCheck, HostShare, KernelCounters,
+    TestResult,
 };
 use crate::topology::Fleet;
 use std::collections::{BTreeMap, HashMap};
@@ -117,25 +118,35 @@ pub(super) fn udp_cross_checks(
         // the same: veth counts it as the sender's tx_dropped (and the
         // receiver's rx_dropped, where the loss is accounted).
         let d = delta_ns(before, after, agent);
-        result.cross_checks.push(CrossCheck::new(
+        let mut c = CrossCheck::new(
             format!(
                 "{}: datagrams sent vs kernel tx_packets + tx_dropped",
                 roles.join("+")
             ),
             n,
             d.tx_packets + d.tx_dropped,
-        ));
+        );
+        c.scope = Some(CheckScope {
+            netns: key(agent),
+            tx: true,
+        });
+        result.cross_checks.push(c);
     }
     for (_, (agent, roles, n)) in got {
         let d = delta_ns(before, after, agent);
-        result.cross_checks.push(CrossCheck::new(
+        let mut c = CrossCheck::new(
             format!(
                 "{}: datagrams received (+ duplicates, socket drops) vs kernel rx_packets",
                 roles.join("+")
             ),
             n + d.udp_in_errors,
             d.rx_packets,
-        ));
+        );
+        c.scope = Some(CheckScope {
+            netns: key(agent),
+            tx: false,
+        });
+        result.cross_checks.push(c);
     }
 }
 
@@ -225,6 +236,7 @@ pub(super) fn dut_loss(
         kernel: counted,
         difference_ratio: diff,
         flagged: diff > 0.001,
+        scope: None,
     });
     result.dut_counted_lost = Some(counted);
 }
