@@ -307,7 +307,9 @@ pub struct TestResult {
     #[serde(default)]
     pub aggregate: Option<Aggregate>,
     /// In a lab with a DUT namespace: packets its interfaces received and
-    /// did not send on (its own counters), beside the sequence-number loss.
+    /// did not send on (its own counters), less the frames of linerate's
+    /// own known to have reached it (the live engine's egress check),
+    /// beside the sequence-number loss.
     #[serde(default)]
     pub dut_counted_lost: Option<u64>,
     /// The most CPU time the hypervisor took from one CPU of a host taking
