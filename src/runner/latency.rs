@@ -462,6 +462,10 @@ fn account_probes(
     }
 }
 
+fn client_grace() -> Duration {
+    crate::latency::client::GRACE + Duration::from_secs(15)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -534,8 +538,4 @@ mod tests {
         account_probes(&mut checks, &("other".to_string(), 1), &sink, &own);
         assert!(checks[0].flagged && checks[0].application == 7314);
     }
-}
-
-fn client_grace() -> Duration {
-    crate::latency::client::GRACE + Duration::from_secs(15)
 }
