@@ -252,6 +252,26 @@ fn latency_under_load_unshaped_dut_stays_low() {
     let l = &doc["tests"][0]["latency"];
     let lp50 = f(&phase(l, "loaded")["rtt_s"]["p50"]);
     eprintln!("unshaped DUT: loaded p50 {:.3} ms", lp50 * 1e3);
+    // Issue 38 item 8: the probes cross the interfaces whose counters the
+    // load's cross-checks read; counted there, a quiet lab agrees.
+    let checks = doc["tests"][0]["cross_checks"].as_array().unwrap();
+    for c in checks {
+        eprintln!("cross-check: {c}");
+        assert_eq!(c["flagged"], false, "a cross-check disagrees: {c}");
+    }
+    for role in ["gen: datagrams sent", "sink: datagrams received"] {
+        let c = checks
+            .iter()
+            .find(|c| c["what"].as_str().unwrap().starts_with(role))
+            .unwrap_or_else(|| panic!("no {role} check: {checks:?}"));
+        assert!(
+            c["what"]
+                .as_str()
+                .unwrap()
+                .contains("latency probe packets"),
+            "{c}"
+        );
+    }
     assert!(lp50 < 0.005, "loaded p50 {lp50} without a shaper");
     assert!(
         doc["tests"][0]["directions"][0]["rx_l2_bps"]
@@ -259,6 +279,122 @@ fn latency_under_load_unshaped_dut_stays_low() {
             .unwrap()
             > 25e6
     );
+}
+
+/// Issue 38 item 4: a run shorter than the default 300 s window still
+/// measures. With `--duration 3` and no `--window`, the window is the run:
+/// summary.json has the responder's target with its probes, no loss and
+/// RTT percentiles, and the terminal prints the per-target line.
+#[test]
+fn issue38_monitor_shorter_than_its_window_reports_each_target() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let pair = crate::util::NsPair::new("lrm", "w", "lrm", "198.18.61");
+    let base = tempdir("monitor-short");
+    let results = base.join("results");
+    let out = pair.exec(
+        &pair.client,
+        &[
+            bin(),
+            "monitor",
+            "--responder",
+            &format!("ns:{}=198.18.61.2", pair.server),
+            "--duration",
+            "3",
+            "--no-progress",
+            "--out",
+            base.join("journal").to_str().unwrap(),
+            "--results-dir",
+            results.to_str().unwrap(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "monitor failed:\n{err}");
+    assert!(
+        !err.contains("longer than the run"),
+        "no --window given, so no warning:\n{err}"
+    );
+    let doc: Value = serde_json::from_slice(
+        &std::fs::read(only_run_dir(&results).join("summary.json")).unwrap(),
+    )
+    .unwrap();
+    let targets = doc["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 1, "{doc}");
+    let t = &targets[0];
+    let name = format!("ns:{}=198.18.61.2", pair.server);
+    assert_eq!(t["target"], name.as_str(), "{doc}");
+    // 20 probes over the one 3 s window, all answered across a veth.
+    assert_eq!(t["sent"], 20, "{t}");
+    assert_eq!(t["received"], 20, "{t}");
+    assert_eq!(f(&t["loss_pct"]), 0.0, "{t}");
+    let r = &t["rtt_ms"];
+    for k in ["min", "mean", "p50", "p99", "max"] {
+        assert!(f(&r[k]) > 0.0, "rtt_ms.{k}: {t}");
+    }
+    assert!(f(&r["min"]) <= f(&r["p50"]) && f(&r["p50"]) <= f(&r["max"]));
+    assert_eq!(
+        t["windows"].as_u64().unwrap() + t["partial_windows"].as_u64().unwrap(),
+        1
+    );
+    // The per-target line: the target, 20 sent, 20 received, 0.00 % loss.
+    let line = table
+        .lines()
+        .find(|l| l.starts_with(&name))
+        .unwrap_or_else(|| panic!("no line for {name}:\n{table}\n{err}"));
+    let cells: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(cells[1..4], ["20", "20", "0.00"], "{line}");
+    assert!(table.lines().next().unwrap().contains("p99"), "{table}");
+    assert!(err.contains("monitor: stopped after"), "{err}");
+
+    // An explicit window longer than the run: warned at the start, and
+    // the run is still summarised, as one partial window.
+    let _ = std::fs::remove_dir_all(&results);
+    let out = pair.exec(
+        &pair.client,
+        &[
+            bin(),
+            "monitor",
+            "--responder",
+            &format!("ns:{}=198.18.61.2", pair.server),
+            "--duration",
+            "2",
+            "--window",
+            "10",
+            "--probes",
+            "10",
+            "--no-progress",
+            "--out",
+            base.join("journal").to_str().unwrap(),
+            "--json",
+            "--no-results",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "monitor failed:\n{err}");
+    assert!(
+        err.contains("--window 10 s is longer than the run (--duration 2 s)"),
+        "{err}"
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let t = &doc["targets"][0];
+    // 10 probes per 10 s: one a second, so two in a 2 s run.
+    assert!(f(&t["sent"]) >= 2.0, "{t}");
+    assert_eq!(t["sent"], t["received"], "{t}");
+    assert_eq!(
+        (t["windows"].as_u64(), t["partial_windows"].as_u64()),
+        (Some(0), Some(1))
+    );
+    let partial: Vec<Value> = std::fs::read_to_string(base.join("journal/monitor.ndjson"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["type"] == "window" && l["partial"] == true)
+        .collect();
+    assert_eq!(partial.len(), 1, "the partial window is in the journal");
+    let _ = std::fs::remove_dir_all(&base);
 }
 
 fn scrape(port: u16) -> String {

@@ -3,6 +3,7 @@
 use super::common::{OutputArgs, SshArgs};
 use crate::engine::check_destination;
 use crate::model::stderr::errln;
+use crate::model::stdout::outln;
 use crate::proto::Cidr;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
@@ -20,9 +21,10 @@ pub struct MonitorArgs {
     /// A host to probe with ICMP echo (no responder needed). Repeatable.
     #[arg(long = "icmp", value_name = "ADDR")]
     pub icmp: Vec<IpAddr>,
-    /// Seconds per window: one NDJSON line per window and target.
-    #[arg(long, value_name = "SECS", default_value_t = 300.0, value_parser = super::parse::parse_secs)]
-    pub window: f64,
+    /// Seconds per window: one NDJSON line per window and target [default: 300, or the
+    /// --duration when shorter (at least 1)]. A run's last window, cut short, is summarised too.
+    #[arg(long, value_name = "SECS", value_parser = super::parse::parse_secs)]
+    pub window: Option<f64>,
     /// Probes per window, spread evenly over it.
     #[arg(long, default_value_t = 20)]
     pub probes: u32,
@@ -65,8 +67,36 @@ pub struct MonitorArgs {
     pub output: OutputArgs,
 }
 
-/// Monitors, then writes the summary; returns the exit status.
+/// The default window: 300 s, or the whole run when it is shorter (at
+/// least 1 s, so the default 20 probes stay within 100 per second).
+const DEFAULT_WINDOW_S: f64 = 300.0;
+
+/// The window `--window` gives, else the default for `duration`.
+fn window_s(a: &MonitorArgs) -> f64 {
+    a.window.unwrap_or_else(|| match a.duration {
+        Some(d) if d.is_finite() && d > 0.0 => d.clamp(1.0, DEFAULT_WINDOW_S),
+        _ => DEFAULT_WINDOW_S,
+    })
+}
+
+/// A warning when the user's window is longer than the run: it would never
+/// complete, and the summary holds one partial window.
+fn window_warning(a: &MonitorArgs) -> Option<String> {
+    let (w, d) = (a.window?, a.duration?);
+    (w > d).then(|| {
+        format!(
+            "warning: --window {w} s is longer than the run (--duration {d} s): the summary covers \
+             the whole run as one partial window; give --window {d} or less for complete windows"
+        )
+    })
+}
+
+/// Monitors, then prints the per-target table and writes the summary;
+/// returns the exit status.
 pub fn run(a: &MonitorArgs, cfg: crate::latency::monitor::MonitorConfig) -> i32 {
+    if let Some(w) = window_warning(a) {
+        errln!("{w}");
+    }
     let summary = match crate::latency::monitor::run(cfg) {
         Ok(s) => s,
         Err(e) => {
@@ -74,6 +104,18 @@ pub fn run(a: &MonitorArgs, cfg: crate::latency::monitor::MonitorConfig) -> i32 
             return 1;
         }
     };
+    // The table on stdout, or on stderr when stdout carries --json.
+    let table = crate::latency::monitor::summary_table(&summary);
+    if a.output.json {
+        errln!("{table}");
+    } else {
+        outln!("{table}");
+    }
+    errln!(
+        "monitor: stopped after {:.1} s; peak RSS {:.1} MiB",
+        summary.duration_s,
+        summary.max_rss_bytes as f64 / 1048576.0
+    );
     if let Err(e) = a.output.write_summary("monitor", &summary) {
         errln!("error: {e:#}");
         return 1;
@@ -115,10 +157,11 @@ pub fn monitor_config(a: &MonitorArgs) -> Result<crate::latency::monitor::Monito
             );
         }
     }
-    if !(0.1..=86_400.0).contains(&a.window) {
-        bail!("--window {} is outside 0.1..=86400 s", a.window);
+    let window = window_s(a);
+    if !(0.1..=86_400.0).contains(&window) {
+        bail!("--window {window} is outside 0.1..=86400 s");
     }
-    if !(1..=10_000).contains(&a.probes) || f64::from(a.probes) / a.window > 100.0 {
+    if !(1..=10_000).contains(&a.probes) || f64::from(a.probes) / window > 100.0 {
         bail!(
             "--probes {}: give 1..=10000 probes per window, at most 100 per second",
             a.probes
@@ -156,7 +199,7 @@ pub fn monitor_config(a: &MonitorArgs) -> Result<crate::latency::monitor::Monito
     Ok(crate::latency::monitor::MonitorConfig {
         responders,
         icmp: a.icmp.clone(),
-        window: Duration::from_secs_f64(a.window),
+        window: Duration::from_secs_f64(window),
         probes: a.probes,
         duration,
         out: a.out.clone(),
@@ -171,4 +214,48 @@ pub fn monitor_config(a: &MonitorArgs) -> Result<crate::latency::monitor::Monito
         allow_target: a.allow_target.clone(),
         progress: !a.output.no_progress,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        m: MonitorArgs,
+    }
+
+    fn args(extra: &[&str]) -> MonitorArgs {
+        let mut v = vec!["monitor", "--responder", "local=127.0.0.1"];
+        v.extend(extra);
+        Cmd::parse_from(v).m
+    }
+
+    #[test]
+    fn the_default_window_is_the_run_when_shorter() {
+        assert_eq!(window_s(&args(&[])), 300.0);
+        assert_eq!(window_s(&args(&["--duration", "30"])), 30.0);
+        assert_eq!(window_s(&args(&["--duration", "3600"])), 300.0);
+        assert_eq!(window_s(&args(&["--duration", "0.2"])), 1.0);
+        assert_eq!(
+            window_s(&args(&["--duration", "30", "--window", "10"])),
+            10.0
+        );
+        let c = monitor_config(&args(&["--duration", "30"])).unwrap();
+        assert_eq!(c.window, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn only_an_explicit_window_longer_than_the_run_is_warned_of() {
+        assert!(window_warning(&args(&["--duration", "30"])).is_none());
+        assert!(window_warning(&args(&["--window", "300"])).is_none());
+        assert!(window_warning(&args(&["--duration", "30", "--window", "30"])).is_none());
+        let w = window_warning(&args(&["--duration", "30", "--window", "300"])).unwrap();
+        assert!(
+            w.contains("300 s is longer than the run") && w.contains("one partial window"),
+            "{w}"
+        );
+    }
 }

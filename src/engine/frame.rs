@@ -86,6 +86,11 @@ pub trait Transmit: Send {
     }
     /// "socket", "packet", "xdp" or "live", for results.
     fn name(&self) -> &'static str;
+    /// Frames the engine put on the wire that are not the test's (the
+    /// live engine's egress check), for the counters' cross-checks.
+    fn own_frames(&self) -> u64 {
+        0
+    }
     /// Called once after the last batch: engines that queue frames for the
     /// kernel wait for them here and return how many never left (counted
     /// as send errors; they were counted as sent).

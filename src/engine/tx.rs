@@ -238,6 +238,7 @@ impl Sender {
             note,
         } = self;
         let engine = shares.first().map(|s| s.tx.name()).unwrap_or("socket");
+        let check_frames = shares.iter().map(|s| s.tx.own_frames()).sum();
         let cpu0 = sys::process_cpu_seconds();
         let abort = Arc::new(AtomicBool::new(false));
         let start = Instant::now();
@@ -312,6 +313,7 @@ impl Sender {
             flows,
             tx_engine: engine.into(),
             tx_engine_note: note,
+            check_frames,
             per_thread,
             ..Default::default()
         })

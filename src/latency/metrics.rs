@@ -4,6 +4,7 @@
 //! node_exporter textfile. The state is a fixed set of counters per target:
 //! its size does not grow with the run's length.
 
+use hdrhistogram::Histogram;
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -28,6 +29,14 @@ pub struct TargetMetrics {
     pub lost: u64,
     pub lost_forward: u64,
     pub lost_reverse: u64,
+    /// Windows that ran their whole length.
+    pub windows: u64,
+    /// Windows cut short by the run's end (at most one per target).
+    pub partial_windows: u64,
+    /// Every RTT of the run, ns, for the summary's percentiles: an HDR
+    /// histogram, whose size is bounded by its range, not by the run's
+    /// length.
+    pub rtt_ns: Option<Histogram<u64>>,
 }
 
 impl TargetMetrics {
@@ -37,7 +46,20 @@ impl TargetMetrics {
         }
         self.count += 1;
         self.sum_s += rtt_s;
+        let h = self.rtt_ns.get_or_insert_with(super::stats::histogram);
+        let _ = h.record(((rtt_s * 1e9) as u64).max(1));
     }
+}
+
+/// RTT over a whole monitor run, ms.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct RttMs {
+    pub min: f64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
 }
 
 /// One target over a whole monitor run (from the counters above).
@@ -53,6 +75,13 @@ pub struct TargetSummary {
     /// `lost / sent`, in %; `None` before the first probe.
     pub loss_pct: Option<f64>,
     pub mean_rtt_ms: Option<f64>,
+    /// RTT percentiles of every answered probe; `None` without one.
+    pub rtt_ms: Option<RttMs>,
+    /// Windows that ran their whole length (one journal line each).
+    pub windows: u64,
+    /// Windows the run's end cut short (also in the journal, marked
+    /// `"partial": true`): a run shorter than its window is one of these.
+    pub partial_windows: u64,
 }
 
 impl TargetMetrics {
@@ -67,6 +96,20 @@ impl TargetMetrics {
             lost_reverse: self.lost_reverse,
             loss_pct: (self.sent > 0).then(|| self.lost as f64 * 100.0 / self.sent as f64),
             mean_rtt_ms: (self.count > 0).then(|| self.sum_s * 1e3 / self.count as f64),
+            rtt_ms: self
+                .rtt_ns
+                .as_ref()
+                .and_then(super::stats::Percentiles::of)
+                .map(|p| RttMs {
+                    min: p.min * 1e3,
+                    mean: p.mean * 1e3,
+                    p50: p.p50 * 1e3,
+                    p90: p.p90 * 1e3,
+                    p99: p.p99 * 1e3,
+                    max: p.max * 1e3,
+                }),
+            windows: self.windows,
+            partial_windows: self.partial_windows,
         }
     }
 }

@@ -272,7 +272,14 @@ impl Prober for IcmpProber {
     }
 }
 
-/// One target's windows, until told to stop.
+/// How long a run's last (partial) window waits for replies to its
+/// probes still in flight.
+const STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// One target's windows, until told to stop or until `end`. The window
+/// the stop cuts short is summarised too (`"partial": true`), after the
+/// replies still in flight had [`STOP_GRACE`] to come in: a run shorter
+/// than its window still measures.
 fn target_loop(
     name: String,
     kind: &'static str,
@@ -284,8 +291,12 @@ fn target_loop(
     let spacing = cfg.window / n;
     let mut seq: u32 = 0;
     let mut win_start = Instant::now();
+    // Each target runs the whole --duration from its own start, so a
+    // window as long as the run ends with it, complete.
+    let end = cfg.duration.map(|d| win_start + d);
+    let done = || sh.stop.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e);
     let mut win_unix = unix_s();
-    while !sh.stop.load(Ordering::Relaxed) {
+    while !done() {
         let base = seq;
         let mut samples: Vec<ProbeSample> = Vec::with_capacity(n as usize);
         let take = |r: Reply, samples: &mut Vec<ProbeSample>| {
@@ -301,11 +312,13 @@ fn target_loop(
             }
         };
         let win_end = win_start + cfg.window;
-        for i in 0..n {
+        let mut cut = false;
+        'probes: for i in 0..n {
             let due = win_start + spacing * i;
             while Instant::now() < due {
-                if sh.stop.load(Ordering::Relaxed) {
-                    return;
+                if done() {
+                    cut = true;
+                    break 'probes;
                 }
                 let wait = due
                     .saturating_duration_since(Instant::now())
@@ -320,9 +333,10 @@ fn target_loop(
             }
             seq = seq.wrapping_add(1);
         }
-        while Instant::now() < win_end {
-            if sh.stop.load(Ordering::Relaxed) {
-                return;
+        while !cut && Instant::now() < win_end {
+            if done() {
+                cut = true;
+                break;
             }
             let wait = win_end
                 .saturating_duration_since(Instant::now())
@@ -331,8 +345,25 @@ fn target_loop(
                 take(r, &mut samples);
             }
         }
+        if cut {
+            if samples.is_empty() {
+                return;
+            }
+            let grace = Instant::now() + STOP_GRACE;
+            while samples.iter().any(|s| !s.answered()) && Instant::now() < grace {
+                let wait = grace
+                    .saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(100));
+                if let Some(r) = p.recv(wait) {
+                    take(r, &mut samples);
+                }
+            }
+        }
         let end_unix = unix_s();
-        emit_window(&name, kind, &samples, win_unix, end_unix, &cfg, &sh);
+        emit_window(&name, kind, &samples, (win_unix, end_unix), cut, &cfg, &sh);
+        if cut {
+            return;
+        }
         win_start = win_end;
         win_unix = end_unix;
         // Fell behind (a suspended host): start the next window now.
@@ -347,8 +378,8 @@ fn emit_window(
     name: &str,
     kind: &str,
     samples: &[ProbeSample],
-    start: f64,
-    end: f64,
+    (start, end): (f64, f64),
+    partial: bool,
     cfg: &MonitorConfig,
     sh: &Shared,
 ) {
@@ -382,6 +413,7 @@ fn emit_window(
         "end_unix_s": end,
         "time": crate::model::clock::rfc3339(start as u64),
         "window_s": cfg.window.as_secs_f64(),
+        "partial": partial,
         "sent": sent,
         "received": received,
         "lost": lost,
@@ -401,6 +433,11 @@ fn emit_window(
         t.lost += lost;
         t.lost_forward += lf;
         t.lost_reverse += lr;
+        if partial {
+            t.partial_windows += 1;
+        } else {
+            t.windows += 1;
+        }
     }
     sh.textfile();
 }
@@ -625,7 +662,16 @@ fn monitor(cfg: MonitorConfig) -> Result<MonitorSummary> {
     let mut error: Option<anyhow::Error> = None;
     let live = cfg.progress && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut shown = Instant::now();
-    while !interrupted() && cfg.duration.is_none_or(|d| began.elapsed() < d) {
+    // With --duration, each target stops by itself once it has run that
+    // long (its last window summarised); the margin covers a target that
+    // never gets there (a thread stuck in a send).
+    let hard_end = cfg
+        .duration
+        .map(|d| d + STOP_GRACE + Duration::from_secs(10));
+    while !interrupted()
+        && !threads.iter().all(|t| t.is_finished())
+        && hard_end.is_none_or(|d| began.elapsed() < d)
+    {
         if live && shown.elapsed() >= Duration::from_secs(1) {
             progress_line(&sh, began);
             shown = Instant::now();
@@ -697,11 +743,6 @@ fn monitor(cfg: MonitorConfig) -> Result<MonitorSummary> {
     }));
     sh.textfile();
     hosts.shutdown();
-    errln!(
-        "monitor: stopped after {:.0} s; peak RSS {:.1} MiB",
-        began.elapsed().as_secs_f64(),
-        crate::sys::peak_rss_bytes() as f64 / 1048576.0
-    );
     let targets = sh
         .metrics
         .lock()
@@ -719,6 +760,78 @@ fn monitor(cfg: MonitorConfig) -> Result<MonitorSummary> {
     })
 }
 
+/// The per-target table printed when the monitor stops: probes, loss and
+/// RTT percentiles over the whole run, and the windows behind them.
+pub fn summary_table(s: &MonitorSummary) -> String {
+    let ms = |v: Option<f64>| v.map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into());
+    let rows: Vec<Vec<String>> = s
+        .targets
+        .iter()
+        .map(|t| {
+            let r = t.rtt_ms;
+            vec![
+                t.target.clone(),
+                t.sent.to_string(),
+                t.received.to_string(),
+                t.loss_pct
+                    .map(|v| format!("{v:.2}"))
+                    .unwrap_or_else(|| "-".into()),
+                ms(r.map(|r| r.min)),
+                ms(r.map(|r| r.mean)),
+                ms(r.map(|r| r.p50)),
+                ms(r.map(|r| r.p99)),
+                ms(r.map(|r| r.max)),
+                match t.partial_windows {
+                    0 => t.windows.to_string(),
+                    p => format!("{} + {p} partial", t.windows),
+                },
+            ]
+        })
+        .collect();
+    let head = [
+        "Target",
+        "Sent",
+        "Received",
+        "Loss %",
+        "RTT min ms",
+        "avg",
+        "p50",
+        "p99",
+        "max",
+        "Windows",
+    ];
+    let mut width: Vec<usize> = head.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut l = String::new();
+        for (k, (c, w)) in cells.iter().zip(&width).enumerate() {
+            if k > 0 {
+                l.push_str("  ");
+            }
+            // The target left-aligned, figures right-aligned.
+            if k == 0 {
+                l.push_str(&format!("{c:<w$}"));
+            } else {
+                l.push_str(&format!("{c:>w$}"));
+            }
+        }
+        l.trim_end().to_string()
+    };
+    let mut out = vec![
+        line(&head.map(String::from)),
+        line(&width.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>()),
+    ];
+    out.extend(rows.iter().map(|r| line(r)));
+    if s.targets.is_empty() {
+        out.push("(no target was probed)".into());
+    }
+    out.join("\n")
+}
+
 fn session_len(cfg: &MonitorConfig) -> Duration {
     cfg.duration
         .map(|d| (d + Duration::from_secs(60)).min(SESSION_LEN))
@@ -734,4 +847,83 @@ pub fn parse_responder(s: &str) -> Result<(Endpoint, IpAddr)> {
         .parse()
         .map_err(|_| anyhow!("--responder '{s}': '{addr}' is not an IP address"))?;
     Ok((Endpoint::parse(ep)?, addr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(targets: Vec<metrics::TargetSummary>) -> MonitorSummary {
+        MonitorSummary {
+            started_at: String::new(),
+            finished_at: String::new(),
+            duration_s: 3.0,
+            journal: PathBuf::from("j"),
+            interrupted: false,
+            error: None,
+            targets,
+            max_rss_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn the_table_has_a_line_per_target_with_its_loss_and_percentiles() {
+        let mut m = metrics::Metrics::default();
+        let t = m.target("ns:lab=198.18.0.2", "udp");
+        for ms in [0.1, 0.2, 0.3, 0.4] {
+            t.observe(ms / 1e3);
+        }
+        t.sent = 5;
+        t.lost = 1;
+        t.partial_windows = 1;
+        m.target("icmp=198.18.0.9", "icmp").sent = 3;
+        m.targets[1].lost = 3;
+        m.targets[1].windows = 2;
+        let s = summary(m.targets.iter().map(|t| t.summary()).collect());
+        let table = summary_table(&s);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 4, "{table}");
+        assert!(
+            lines[0].starts_with("Target") && lines[0].contains("p99"),
+            "{table}"
+        );
+        let udp: Vec<&str> = lines[2].split_whitespace().collect();
+        assert_eq!(
+            udp[..4],
+            ["ns:lab=198.18.0.2", "5", "4", "20.00"],
+            "{table}"
+        );
+        // min avg p50 p99 max, ms (HDR: 3 significant digits)
+        assert_eq!(udp[4], "0.100", "{table}");
+        assert_eq!(udp[8], "0.400", "{table}");
+        assert!(lines[2].ends_with("0 + 1 partial"), "{table}");
+        let icmp: Vec<&str> = lines[3].split_whitespace().collect();
+        assert_eq!(
+            icmp,
+            [
+                "icmp=198.18.0.9",
+                "3",
+                "0",
+                "100.00",
+                "-",
+                "-",
+                "-",
+                "-",
+                "-",
+                "2"
+            ]
+        );
+        let sum = &s.targets[0];
+        let r = sum.rtt_ms.unwrap();
+        assert!(
+            (r.mean - 0.25).abs() < 0.001 && (r.p50 - 0.2).abs() < 0.001,
+            "{r:?}"
+        );
+        assert_eq!((sum.windows, sum.partial_windows), (0, 1));
+    }
+
+    #[test]
+    fn no_targets_says_so() {
+        assert!(summary_table(&summary(vec![])).contains("no target was probed"));
+    }
 }

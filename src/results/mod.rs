@@ -310,7 +310,9 @@ pub struct TestResult {
     #[serde(default)]
     pub aggregate: Option<Aggregate>,
     /// In a lab with a DUT namespace: packets its interfaces received and
-    /// did not send on (its own counters), beside the sequence-number loss.
+    /// did not send on (its own counters), less the frames of linerate's
+    /// own known to have reached it (the live engine's egress check),
+    /// beside the sequence-number loss.
     #[serde(default)]
     pub dut_counted_lost: Option<u64>,
     /// The most CPU time the hypervisor took from one CPU of a host taking
@@ -346,6 +348,12 @@ pub struct TestResult {
     /// The sweep point this test is (issue 21): sweep name and coordinates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<crate::model::sweep::SweepPoint>,
+    /// When the interface counters of `cross_checks` were read (before,
+    /// after), controller realtime ns: what the runner needs to count its
+    /// own packets in that span; not part of the results.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub counters_span_ns: Option<(u64, u64)>,
 }
 
 /// One HTTP download test (issue 10): the client's and (when linerate
@@ -526,6 +534,7 @@ impl TestResult {
             link_events: vec![],
             far_end: None,
             sweep: None,
+            counters_span_ns: None,
         }
     }
 
@@ -718,6 +727,22 @@ pub struct CrossCheck {
     /// |kernel - application| / max(application, 1).
     pub difference_ratio: f64,
     pub flagged: bool,
+    /// Whose interface counters the check read, for a runner that adds
+    /// linerate's own other packets there afterwards (the latency probes
+    /// beside a load); not part of the results.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub scope: Option<CheckScope>,
+}
+
+/// A namespace's interface counters, one way: what a kernel-side figure of
+/// a [`CrossCheck`] counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckScope {
+    /// The namespace's key (host, netns id), as the fleet knows it.
+    pub netns: (String, u64),
+    /// Sent (tx_packets) rather than received (rx_packets).
+    pub tx: bool,
 }
 
 impl CrossCheck {
@@ -729,7 +754,25 @@ impl CrossCheck {
             kernel,
             difference_ratio: diff,
             flagged: diff > 0.01,
+            scope: None,
         }
+    }
+
+    /// The check with `n` more on the application's side, said in `what`
+    /// (`because`: e.g. "latency probes"), judged again by [`CrossCheck::new`]'s
+    /// rule: packets linerate sent or received there that are not the
+    /// test's, which the kernel's counters include.
+    pub fn add_own(&mut self, n: u64, because: &str) {
+        if n == 0 {
+            return;
+        }
+        let mut c = CrossCheck::new(
+            format!("{} (+ {n} {because})", self.what),
+            self.application + n,
+            self.kernel,
+        );
+        c.scope = self.scope.take();
+        *self = c;
     }
 
     /// A check where the kernel may count more than the application for a

@@ -10,7 +10,7 @@ use crate::latency::stats::{self, LatencyResult, OneWayClock, PhaseSpan, Respond
 use crate::model::signals::interrupted;
 use crate::proto::probe::{self, ProbeSample};
 use crate::proto::{Cidr, EndpointSummary, Job, Request, Response};
-use crate::results::{RunDir, TestResult, TestStatus};
+use crate::results::{CrossCheck, RunDir, TestResult, TestStatus};
 use crate::sys::realtime_ns;
 use anyhow::{anyhow, bail, Context, Result};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -127,10 +127,29 @@ pub fn run_latency(
     let outcome = session.and_then(|s| {
         pause(t.probes.idle);
         let spans = load_span(ends, &result).unwrap_or((load_before, load_after));
-        finish(ends, t, &s, t_start, spans, realtime_ns())
+        let l = finish(
+            ends,
+            t,
+            &s,
+            t_start,
+            spans,
+            realtime_ns(),
+            result.counters_span_ns,
+        )?;
+        Ok((l, s))
     });
     match outcome {
-        Ok(l) => result.latency = Some(l),
+        Ok(((l, own), s)) => {
+            result.latency = Some(l);
+            // The load's cross-checks read the interface counters the
+            // probes crossed too: add them where they were sent and
+            // received, so that a quiet lab agrees.
+            if let Some(own) = own {
+                let key = |a: usize| ends.fleet.agent(a).netns_key.clone();
+                let (client, resp) = (key(s.client_agent), key(s.resp_agent));
+                account_probes(&mut result.cross_checks, &client, &resp, &own);
+            }
+        }
         Err(e) => {
             let failed = finish_test(result, |_| Err(e.context("latency probes")));
             result = failed;
@@ -280,7 +299,8 @@ fn finish(
     t_start: u64,
     (load_start, load_end): (u64, u64),
     t_end: u64,
-) -> Result<LatencyResult> {
+    counters: Option<(u64, u64)>,
+) -> Result<(LatencyResult, Option<ProbeTraffic>)> {
     stop(ends, s.client_agent, s.client_id);
     let mut samples: Vec<ProbeSample> = Vec::new();
     let mut client: Option<EndpointSummary> = None;
@@ -354,7 +374,15 @@ fn finish(
         final_count: u32::try_from(resp.rx_packets).ok(),
     });
     let (added, added99) = stats::added_latency(&phases);
-    Ok(LatencyResult {
+    let own = counters.map(|(a, b)| {
+        let resp_clock = |ns: u64| ra.clock.to_agent_ns(ns);
+        probes_within(
+            &samples,
+            (to_client(a), to_client(b)),
+            (resp_clock(a), resp_clock(b)),
+        )
+    });
+    let l = LatencyResult {
         target: s.target.to_string(),
         interval_s: t.probes.interval.as_secs_f64(),
         payload_bytes: t.probes.payload,
@@ -370,9 +398,144 @@ fn finish(
             refused: resp.foreign,
             rate_capped: resp.tx_errors,
         },
-    })
+    };
+    Ok((l, own))
+}
+
+/// Probe packets each end sent and received within a span (the client's
+/// and the responder's clock): linerate's own packets on the interfaces a
+/// load's cross-checks read. A reply lost on its way back is not seen at
+/// the responder (its times never reach the client); that is loss, which
+/// the probes' statistics report.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct ProbeTraffic {
+    client_tx: u64,
+    client_rx: u64,
+    resp_rx: u64,
+    resp_tx: u64,
+}
+
+fn probes_within(samples: &[ProbeSample], client: (u64, u64), resp: (u64, u64)) -> ProbeTraffic {
+    let within = |ns: u64, (a, b): (u64, u64)| ns != 0 && (a..=b).contains(&ns);
+    let mut t = ProbeTraffic::default();
+    for p in samples {
+        t.client_tx += u64::from(within(p.1, client));
+        if within(p.2, client) {
+            t.client_rx += 1 + u64::from(p.duplicates());
+        }
+        t.resp_rx += u64::from(within(p.3, resp));
+        t.resp_tx += u64::from(within(p.4, resp));
+    }
+    t
+}
+
+/// Adds the probes to the cross-checks of the namespaces they crossed
+/// (client and responder may share one); a check still disagrees by what
+/// the probes do not explain.
+fn account_probes(
+    checks: &mut [CrossCheck],
+    client: &(String, u64),
+    resp: &(String, u64),
+    own: &ProbeTraffic,
+) {
+    for c in checks.iter_mut() {
+        let Some(scope) = c.scope.clone() else {
+            continue;
+        };
+        let mut n = 0;
+        if &scope.netns == client {
+            n += if scope.tx {
+                own.client_tx
+            } else {
+                own.client_rx
+            };
+        }
+        if &scope.netns == resp {
+            n += if scope.tx { own.resp_tx } else { own.resp_rx };
+        }
+        let what = if scope.tx {
+            "latency probe packets sent"
+        } else {
+            "latency probe packets received"
+        };
+        c.add_own(n, what);
+    }
 }
 
 fn client_grace() -> Duration {
     crate::latency::client::GRACE + Duration::from_secs(15)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::CheckScope;
+
+    fn check(ns: &str, tx: bool, application: u64, kernel: u64) -> CrossCheck {
+        let mut c = CrossCheck::new("gen: datagrams sent vs kernel", application, kernel);
+        c.scope = Some(CheckScope {
+            netns: (ns.into(), 1),
+            tx,
+        });
+        c
+    }
+
+    fn sample(seq: u32, client_tx: u64, client_rx: u64, resp: u64) -> ProbeSample {
+        ProbeSample(seq, client_tx, client_rx, resp, resp + 1, seq + 1, 0)
+    }
+
+    #[test]
+    fn probes_are_counted_within_the_counters_span_only() {
+        let s = [
+            sample(0, 5, 9, 7),    // before the span
+            sample(1, 10, 14, 12), // within
+            sample(2, 20, 0, 0),   // within, lost
+            sample(3, 28, 33, 31), // sent within, answered after
+            sample(4, 40, 44, 42), // after
+        ];
+        let t = probes_within(&s, (10, 30), (10, 30));
+        assert_eq!(
+            t,
+            ProbeTraffic {
+                client_tx: 3,
+                client_rx: 1,
+                resp_rx: 1,
+                resp_tx: 1,
+            }
+        );
+    }
+
+    #[test]
+    fn the_probes_explain_the_lab_figures_and_nothing_more() {
+        let (gen, sink) = (("gen".to_string(), 1), ("sink".to_string(), 1));
+        let own = ProbeTraffic {
+            client_tx: 331,
+            client_rx: 330,
+            resp_rx: 330,
+            resp_tx: 330,
+        };
+        // The lab's figures (udp load of 7314 datagrams, 3 s, 10 ms probes).
+        let mut checks = vec![
+            check("gen", true, 7314, 7645),
+            check("sink", false, 7314, 7644),
+        ];
+        assert!(
+            checks.iter().all(|c| c.flagged),
+            "4.5 % off without the probes"
+        );
+        account_probes(&mut checks, &gen, &sink, &own);
+        for c in &checks {
+            assert!(!c.flagged, "{c:?}");
+            assert!(c.what.contains("latency probe packets"), "{}", c.what);
+        }
+        assert_eq!((checks[0].application, checks[1].application), (7645, 7644));
+        // A real disagreement still shows: 300 more than load and probes.
+        let mut checks = vec![check("gen", true, 7314, 7945)];
+        account_probes(&mut checks, &gen, &sink, &own);
+        assert!(checks[0].flagged, "{:?}", checks[0]);
+        // Probes of another namespace do not explain this one's counters.
+        let mut checks = vec![check("gen", true, 7314, 7645)];
+        account_probes(&mut checks, &("other".to_string(), 1), &sink, &own);
+        assert!(checks[0].flagged && checks[0].application == 7314);
+    }
 }

@@ -98,7 +98,9 @@ fn udp_inner(
         let flows = super::build_flows(t.flow_mode, t.flows, t.ipv6, &leg.from, &leg.to, port)?;
         flows_of.insert(leg.tx_id, flows);
     }
+    let span_from = crate::sys::realtime_ns();
     let before = jobs.snapshot(&agents)?;
+    let span_from = span_from / 2 + crate::sys::realtime_ns() / 2;
     let meter = crate::host::efficiency::Meter::start();
     watch.read(jobs.fleet);
     let senders: Vec<usize> = legs.iter().map(|l| l.tx_agent).collect();
@@ -203,7 +205,9 @@ fn udp_inner(
         Instant::now() + Duration::from_secs(5),
         &mut on_sample,
     )?;
+    let span_to = crate::sys::realtime_ns();
     let after = jobs.snapshot(&agents)?;
+    result.counters_span_ns = Some((span_from, span_to / 2 + crate::sys::realtime_ns() / 2));
     jobs.disarm();
     if !col.errors.is_empty() {
         bail!("{}", col.errors.join("; "));

@@ -94,6 +94,11 @@ pub struct EndpointSummary {
     /// Why auto did not run the packet engine, when it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tx_engine_note: Option<String>,
+    /// Frames the sender put on the wire before the test's that are not
+    /// the test's: the live engine's egress check (non-IP frames to its
+    /// own MAC, which the next hop counts as received and drops).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub check_frames: u64,
     /// The UDP receive engine that counted: "socket" or "xdp" (receivers
     /// only).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -328,4 +333,8 @@ pub struct SystemCpu {
     pub softirq_s: f64,
     pub irq_s: f64,
     pub idle_s: f64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

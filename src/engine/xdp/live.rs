@@ -177,6 +177,9 @@ pub struct LiveTx {
     /// moving average that sizes the runs to last about [`PACED_RUN_S`].
     invocation_ns: f64,
     _port: Option<UdpSocket>,
+    /// Frames the egress checks sent before the test's (non-IP, to our
+    /// own MAC): the next hop counts them as received.
+    check_frames: u64,
 }
 
 /// A template as gen.bpf.c reads it (`struct lr_template`).
@@ -468,9 +471,10 @@ impl LiveTx {
         probe::check_kernel()?;
         let r = resolve(flows, sizes, ipv6, vlan)?;
         let mut groups = Vec::new();
+        let mut check_frames = 0;
         for (&ifindex, fl) in &r.by_if {
             let g = Group::open(&r, flows, fl.clone(), ifindex, sizes)?;
-            probe::check_egress(&g.ifname, ifindex)?;
+            check_frames += probe::check_egress(&g.ifname, ifindex)?;
             groups.push(g);
         }
         let frame = with_meta(&vec![FILL; r.slot - 4]);
@@ -480,6 +484,7 @@ impl LiveTx {
             slots: sizes.len() as u32,
             invocation_ns: 50.0,
             _port: r.port,
+            check_frames,
         })
     }
 
@@ -635,6 +640,9 @@ impl Transmit for LiveTx {
         self.run(group, msgs, Some(pacing))
     }
 
+    fn own_frames(&self) -> u64 {
+        self.check_frames
+    }
     fn name(&self) -> &'static str {
         "live"
     }

@@ -93,8 +93,11 @@ fn no_napi(ifname: &str, peer: &str) -> EngineError {
     ))
 }
 
-/// Refuses an egress that would drop the live engine's frames silently.
-pub fn check_egress(ifname: &str, ifindex: u32) -> Result<(), EngineError> {
+/// Refuses an egress that would drop the live engine's frames silently;
+/// returns how many frames the check itself put on the wire (the probe
+/// burst, 0 when the veth peer was in sight): the next hop's counters see
+/// them, and they are not the test's.
+pub fn check_egress(ifname: &str, ifindex: u32) -> Result<u64, EngineError> {
     let links = ip_json(&["-j", "-d", "link", "show"])?;
     let me = links
         .iter()
@@ -112,7 +115,7 @@ pub fn check_egress(ifname: &str, ifindex: u32) -> Result<(), EngineError> {
             if let Some(p) = p {
                 let name = p["ifname"].as_str().unwrap_or("?").to_string();
                 if link_facts(p).has_xdp || gro_on(&name)? {
-                    return Ok(());
+                    return Ok(0);
                 }
                 return Err(no_napi(ifname, &name));
             }
@@ -150,7 +153,7 @@ fn probe_burst(
     ifindex: u32,
     mac: Option<[u8; 6]>,
     veth: bool,
-) -> Result<(), EngineError> {
+) -> Result<u64, EngineError> {
     let mut frame = vec![0u8; 60];
     // To our own MAC: a learning switch keeps it on our port, a peer
     // drops it as not its own.
@@ -198,7 +201,7 @@ fn probe_burst(
              {why}"
         )));
     }
-    Ok(())
+    Ok(sent)
 }
 
 #[cfg(test)]
