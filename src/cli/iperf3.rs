@@ -121,7 +121,8 @@ fn mode(d: Direction) -> Mode {
     }
 }
 
-fn omit(s: Option<f64>) -> Result<f64> {
+/// `--omit` in seconds (0 without it), within iperf3's limit.
+pub(crate) fn omit(s: Option<f64>) -> Result<f64> {
     match s {
         None => Ok(0.0),
         Some(s) if (0.0..=wire::MAX_OMIT_S).contains(&s) => Ok(s),
