@@ -25,6 +25,7 @@ mod http_loops;
 mod http_requests;
 mod http_serve;
 mod iperf3;
+mod intervals;
 mod issue38;
 mod lab;
 mod lab_queues;

@@ -297,6 +297,7 @@ mod tests {
             tx_bps: 1e6,
             rx_bps: rx * 1e3,
             loss_ratio: 0.0,
+            ..Default::default()
         };
         iv.update(&p(1.0, 800.0));
         assert_eq!(iv.state.lock().unwrap().updates, 1);
@@ -324,5 +325,90 @@ mod tests {
         assert!(l.starts_with("[   0.0-   2.0 s] udp"), "{l}");
         assert!(l.contains("received 900.00 pps"), "{l}");
         assert!(l.contains("loss 0.000 %"), "{l}");
+    }
+
+    fn figures(dir: &str, tx: u64, rx: u64) -> crate::runner::slices::SliceFigures {
+        crate::runner::slices::SliceFigures {
+            direction: dir.into(),
+            tx_bytes: tx,
+            rx_bytes: rx,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn slice_lines_fill_in_every_figure_of_every_direction() {
+        let s = Slice {
+            from_s: 0.0,
+            to_s: 1.0,
+            omitted: true,
+            jobs: 2,
+            of_jobs: 2,
+            packets: false,
+            directions: vec![figures("gen_to_sink", 125_000_000, 120_000_000)],
+        };
+        let l = slice_lines("tcp 4 streams", &s);
+        assert_eq!(
+            l,
+            vec![
+                "[    0.00-1.00 s] tcp 4 streams: offered 1.00 Gbit/s  received 120.00 MB \
+                 960.00 Mbit/s  retr 0  (omitted)"
+            ]
+        );
+        let udp = Slice {
+            packets: true,
+            omitted: false,
+            jobs: 1,
+            directions: vec![
+                crate::runner::slices::SliceFigures {
+                    tx_packets: 1000,
+                    tx_bytes: 64_000,
+                    rx_packets: 990,
+                    rx_bytes: 63_360,
+                    lost: 10,
+                    ..figures("gen_to_sink", 0, 0)
+                },
+                figures("sink_to_gen", 0, 0),
+            ],
+            ..s
+        };
+        let l = slice_lines("udp 64b one", &udp);
+        assert_eq!(l.len(), 2);
+        assert!(l[0].contains("udp 64b one gen_to_sink: offered 1.00 kpps 672.00 kbit/s"), "{}", l[0]);
+        assert!(l[0].contains("received 990.00 pps"), "{}", l[0]);
+        assert!(l[0].contains("lost 10/1000 (1.000 %)"), "{}", l[0]);
+        // A job that reported nothing in the interval is marked.
+        assert!(l[0].ends_with(" *") && l[1].contains("sink_to_gen: offered 0.00 pps"), "{l:?}");
+    }
+
+    #[test]
+    fn lines_wider_than_the_slices_sum_them() {
+        let iv = IntervalLines::new(2.0, false);
+        let slice = |k: f64| Slice {
+            from_s: k,
+            to_s: k + 1.0,
+            jobs: 1,
+            of_jobs: 1,
+            directions: vec![figures("a", 100, 100)],
+            ..Default::default()
+        };
+        let p = Progress {
+            test: "ramp".into(),
+            duration_s: 4.0,
+            sliced: true,
+            slices: vec![slice(0.0)],
+            ..Default::default()
+        };
+        iv.update(&p);
+        let pending = iv.sliced.lock().unwrap().pending.clone().unwrap();
+        assert_eq!((pending.from_s, pending.to_s), (0.0, 1.0));
+        iv.update(&Progress {
+            slices: vec![slice(1.0)],
+            ..p.clone()
+        });
+        assert!(iv.sliced.lock().unwrap().pending.is_none(), "0-2 printed");
+        let mut a = slice(0.0);
+        merge(&mut a, &slice(1.0));
+        assert_eq!((a.to_s, a.directions[0].rx_bytes), (2.0, 200));
     }
 }

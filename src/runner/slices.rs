@@ -388,10 +388,11 @@ mod tests {
     fn omitted_slices_are_marked_and_directions_without_samples_read_zero() {
         let two = vec!["a_to_b".to_string(), "b_to_a".to_string()];
         let mut s = Slicer::new(1.0, 3.0, 1.0, &[1], &two);
+        let mut out = Vec::new();
         for k in 0..3 {
-            s.add(1, k as f64, k as f64 + 1.0, &[part("a_to_b", true, 5)]);
+            out.extend(s.add(1, k as f64, k as f64 + 1.0, &[part("a_to_b", true, 5)]));
         }
-        let out = s.finish();
+        out.extend(s.finish());
         let omitted: Vec<bool> = out.iter().map(|l| l.omitted).collect();
         assert_eq!(omitted, vec![true, false, false]);
         assert_eq!(out[0].directions.len(), 2);
@@ -402,10 +403,10 @@ mod tests {
     #[test]
     fn the_drain_after_the_end_stays_in_the_last_slice() {
         let mut s = Slicer::new(1.0, 2.0, 0.0, &[1], &labels());
-        s.add(1, 0.0, 1.0, &[part("a_to_b", false, 1)]);
-        s.add(1, 1.0, 2.4, &[part("a_to_b", false, 1)]);
-        s.add(1, 2.4, 2.41, &[part("a_to_b", false, 1)]);
-        let out = s.finish();
+        let mut out = s.add(1, 0.0, 1.0, &[part("a_to_b", false, 1)]);
+        out.extend(s.add(1, 1.0, 2.4, &[part("a_to_b", false, 1)]));
+        out.extend(s.add(1, 2.4, 2.41, &[part("a_to_b", false, 1)]));
+        out.extend(s.finish());
         assert_eq!(out.len(), 2);
         assert_eq!(out[1].to_s, 2.0);
         assert_eq!(out[1].directions[0].rx_bytes, 2);
