@@ -215,10 +215,10 @@ impl Common {
     /// (`-i 0`, or not given).
     fn lines(&self) -> Result<Option<f64>> {
         match self.interval {
-            Some(s) if s == 0.0 => Ok(None),
-            Some(s) if !(0.1..=3600.0).contains(&s) => bail!(
-                "--interval {s} is outside 0.1..=3600 s; give 0 for no interval lines"
-            ),
+            Some(0.0) => Ok(None),
+            Some(s) if !(0.1..=3600.0).contains(&s) => {
+                bail!("--interval {s} is outside 0.1..=3600 s; give 0 for no interval lines")
+            }
             s => Ok(s),
         }
     }

@@ -43,9 +43,9 @@ impl Tuning<'_> {
             // Past net.core.[rw]mem_max where the agent may (root), as
             // iperf3 as root cannot: the results say what the kernel gave.
             for receive in [false, true] {
-                sys::set_buffer(conn.as_raw_fd(), receive, w as usize).map_err(
-                    EngineError::io(format!("setting a TCP stream's socket buffers to {w} bytes (--window)")),
-                )?;
+                sys::set_buffer(conn.as_raw_fd(), receive, w as usize).map_err(EngineError::io(
+                    format!("setting a TCP stream's socket buffers to {w} bytes (--window)"),
+                ))?;
             }
         }
         if let Some(cc) = self.congestion {

@@ -374,11 +374,18 @@ mod tests {
         };
         let l = slice_lines("udp 64b one", &udp);
         assert_eq!(l.len(), 2);
-        assert!(l[0].contains("udp 64b one gen_to_sink: offered 1.00 kpps 672.00 kbit/s"), "{}", l[0]);
+        assert!(
+            l[0].contains("udp 64b one gen_to_sink: offered 1.00 kpps 672.00 kbit/s"),
+            "{}",
+            l[0]
+        );
         assert!(l[0].contains("received 990.00 pps"), "{}", l[0]);
         assert!(l[0].contains("lost 10/1000 (1.000 %)"), "{}", l[0]);
         // A job that reported nothing in the interval is marked.
-        assert!(l[0].ends_with(" *") && l[1].contains("sink_to_gen: offered 0.00 pps"), "{l:?}");
+        assert!(
+            l[0].ends_with(" *") && l[1].contains("sink_to_gen: offered 0.00 pps"),
+            "{l:?}"
+        );
     }
 
     #[test]

@@ -422,7 +422,10 @@ fn window_note(t: &TestResult) -> Option<String> {
         })
         .collect();
     if got.is_empty() {
-        return Some(format!("--window {}: the kernel gave what was asked", kib(asked)));
+        return Some(format!(
+            "--window {}: the kernel gave what was asked",
+            kib(asked)
+        ));
     }
     Some(format!(
         "--window {} asked; the kernel gave {} (Linux reports twice the request, half for its \

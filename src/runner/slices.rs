@@ -156,8 +156,14 @@ impl Slicer {
                     *rest -= v;
                     v
                 };
-                let (bytes, packets) = (take(p.bytes, &mut rest.bytes), take(p.packets, &mut rest.packets));
-                let (lost, retr) = (take(p.lost, &mut rest.lost), take(p.retransmits, &mut rest.retransmits));
+                let (bytes, packets) = (
+                    take(p.bytes, &mut rest.bytes),
+                    take(p.packets, &mut rest.packets),
+                );
+                let (lost, retr) = (
+                    take(p.lost, &mut rest.lost),
+                    take(p.retransmits, &mut rest.retransmits),
+                );
                 let f = match acc.figures.iter_mut().find(|f| f.direction == p.direction) {
                     Some(f) => f,
                     None => {
@@ -189,13 +195,7 @@ impl Slicer {
 
     /// Every slice before the lowest one all jobs have reached.
     fn complete(&mut self) -> Vec<Slice> {
-        let Some(upto) = self
-            .reached
-            .values()
-            .map(|r| *r)
-            .min()
-            .flatten()
-        else {
+        let Some(upto) = self.reached.values().copied().min().flatten() else {
             return vec![];
         };
         let mut out = Vec::new();
@@ -266,6 +266,11 @@ pub fn sample_interval(every: std::time::Duration) -> std::time::Duration {
     } else {
         std::time::Duration::from_secs_f64(s / s.ceil())
     }
+}
+
+/// [`sample_interval`] in the agents' unit, ms (at least 10).
+pub fn sample_ms(every: std::time::Duration) -> u64 {
+    (sample_interval(every).as_millis() as u64).max(10)
 }
 
 /// A leg's name without its instance tag (`gen#2_to_sink` → `gen_to_sink`):

@@ -3,13 +3,13 @@
 //! receivers' byte counts, cross-checked against the kernel's.
 
 use super::jobs::{collect, collect_stopped, Collected, Jobs, LiveSum};
-use super::slices::{self, Part, Slicer};
 use super::record::{self, delta_ns};
 use super::setup::{finish_test, legs, unspecified, Ends, Leg, OnProgress, Progress, TcpTest};
+use super::slices::{self, Part, Slicer};
 use crate::proto::{Direction, EndpointSummary, IntervalSample, Job};
 use crate::results::{
-    in_omit, mark_omitted, pair_intervals, CrossCheck, DirectionBuffers, DirectionResult,
-    Protocol, RunDir, TestParams, TestResult,
+    in_omit, mark_omitted, pair_intervals, CrossCheck, DirectionBuffers, DirectionResult, Protocol,
+    RunDir, TestParams, TestResult,
 };
 use anyhow::{anyhow, bail, Result};
 use std::collections::HashMap;
@@ -168,7 +168,7 @@ fn start_servers(
                     pacing_bytes_per_s: t.pacing_bytes_per_s(),
                     expect_streams: expect,
                     duration_ms: (t.duration + t.omit).as_millis() as u64,
-                    interval_ms: sample_ms(t.interval),
+                    interval_ms: slices::sample_ms(t.interval),
                     cpus: cpus.to_vec(),
                     congestion: t.congestion.clone(),
                     window: t.window,
@@ -215,7 +215,7 @@ fn run_clients(
                 streams: t.streams.max(1),
                 direction: t.direction,
                 duration_ms: (t.duration + t.omit).as_millis() as u64,
-                interval_ms: sample_ms(t.interval),
+                interval_ms: slices::sample_ms(t.interval),
                 cpus: cpus.to_vec(),
                 congestion: t.congestion.clone(),
                 buffer_len: t.buffer_len,
@@ -270,11 +270,7 @@ fn run_clients(
         (_, last.tx_bps, _) = live.sum(&tx_keys);
         (_, last.rx_bps, _) = live.sum(&rx_keys);
         last.slices = slicer.add(id, s.t_start, s.t_end, &parts);
-        last.elapsed_s = t0
-            .elapsed()
-            .saturating_sub(lead)
-            .as_secs_f64()
-            .min(dur);
+        last.elapsed_s = t0.elapsed().saturating_sub(lead).as_secs_f64().min(dur);
         on_progress(&last);
     };
     let done = collect(
@@ -344,11 +340,6 @@ fn tcp_parts(sides: &StreamSides, id: u32, s: &IntervalSample) -> Vec<Part> {
         });
     }
     out
-}
-
-/// The agents' sampling interval for lines every `every`, ms.
-pub(super) fn sample_ms(every: Duration) -> u64 {
-    (slices::sample_interval(every).as_millis() as u64).max(10)
 }
 
 /// Each pair's legs as directions with their checks, then CPU, the
@@ -534,12 +525,7 @@ fn checks(
     };
     // The whole run's retransmits, as the kernel counted the whole run
     // (`retransmits` leaves out the omitted seconds).
-    let retr: u64 = d
-        .sender_summary
-        .streams
-        .iter()
-        .map(|s| s.retransmits)
-        .sum();
+    let retr: u64 = d.sender_summary.streams.iter().map(|s| s.retransmits).sum();
     let rx_ns = delta_ns(before, after, leg.rx_agent);
     // The kernel counts headers (one set per GSO/GRO packet) and
     // retransmitted segments too; add both before comparing.

@@ -8,12 +8,12 @@ use super::setup::{
 };
 use super::setup::{Progress, UdpTest};
 use super::slices::{self, Part, Slicer};
-use super::tcp::sample_ms;
 use crate::model::units;
 use crate::proto::{EndpointSummary, FlowTotal, IntervalSample, Job, RateProfile};
 use crate::results::bottleneck::sender_short;
 use crate::results::{
-    in_omit, mark_omitted, pair_intervals, DirectionResult, FlowMode, Protocol, RunDir, TestParams, TestResult, TestStatus,
+    in_omit, mark_omitted, pair_intervals, DirectionResult, FlowMode, Protocol, RunDir, TestParams,
+    TestResult, TestStatus,
 };
 use anyhow::{anyhow, bail, Result};
 use std::collections::HashMap;
@@ -88,7 +88,7 @@ fn udp_inner(
                 bind: unspecified(t.ipv6),
                 port: super::setup::nth_port(t.port, i)?,
                 flows: t.flows.max(1),
-                interval_ms: sample_ms(t.interval),
+                interval_ms: slices::sample_ms(t.interval),
                 cpus: pick_rx_cpus(&t.cpus, t.threads),
                 threads: t.threads,
                 rx_engine: t.rx_engine,
@@ -121,7 +121,7 @@ fn udp_inner(
                     .or(t.rate_pps.map(RateProfile::constant)),
                 duration_ms: (t.duration + t.omit).as_millis() as u64,
                 batch: t.batch,
-                interval_ms: sample_ms(t.interval),
+                interval_ms: slices::sample_ms(t.interval),
                 cpus: pick_tx_cpus(&t.cpus, t.threads),
                 allow: t.allow.clone(),
                 tx_engine: t.tx_engine,
@@ -147,7 +147,12 @@ fn udp_inner(
     let all_ids: Vec<u32> = tx_ids.iter().chain(&rx_ids).copied().collect();
     let labels: HashMap<u32, String> = legs
         .iter()
-        .flat_map(|l| [(l.tx_id, slices::sum_label(&l.name)), (l.rx_id, slices::sum_label(&l.name))])
+        .flat_map(|l| {
+            [
+                (l.tx_id, slices::sum_label(&l.name)),
+                (l.rx_id, slices::sum_label(&l.name)),
+            ]
+        })
         .collect();
     let order: Vec<String> = legs.iter().map(|l| slices::sum_label(&l.name)).collect();
     let mut slicer = Slicer::new(
@@ -186,11 +191,7 @@ fn udp_inner(
             (last.rx_pps, _, last.loss_ratio) = live.sum(&rx_ids);
             last.rx_bps = units::l1_bps(last.rx_pps, frame);
         }
-        last.elapsed_s = t0
-            .elapsed()
-            .saturating_sub(lead)
-            .as_secs_f64()
-            .min(dur);
+        last.elapsed_s = t0.elapsed().saturating_sub(lead).as_secs_f64().min(dur);
         on_progress(&last);
         last.slices.clear();
     };
@@ -239,7 +240,6 @@ fn udp_inner(
         Instant::now() + Duration::from_secs(5),
         &mut on_sample,
     )?;
-    drop(on_sample);
     last.slices = slicer.finish();
     if !last.slices.is_empty() {
         on_progress(&last);
@@ -261,7 +261,15 @@ fn udp_inner(
     record::stick_counts(ends, &legs, &col, &before, &after, result);
     let start_ns = start_at.unwrap_or(0);
     for leg in &legs {
-        let mut d = direction(ends, leg, &mut col, (&before, &after), frame, start_ns, t.omit.as_secs_f64());
+        let mut d = direction(
+            ends,
+            leg,
+            &mut col,
+            (&before, &after),
+            frame,
+            start_ns,
+            t.omit.as_secs_f64(),
+        );
         d.port = port_of.get(&leg.rx_id).copied();
         result.directions.push(d);
     }
