@@ -43,6 +43,17 @@ pub fn parse_frame(s: &str) -> Result<FrameSpec> {
     Ok(FrameSpec::Fixed(n))
 }
 
+/// `--omit` in seconds (0 without it), within iperf3's limit, which
+/// linerate's own ends keep too.
+pub fn omit_secs(s: Option<f64>) -> Result<f64> {
+    let max = crate::proto::iperf3::MAX_OMIT_S;
+    match s {
+        None => Ok(0.0),
+        Some(s) if (0.0..=max).contains(&s) => Ok(s),
+        Some(s) => bail!("--omit {s} is outside 0..={max} s"),
+    }
+}
+
 /// The largest `--window` (iperf3's MAX_TCP_BUFFER, 512 MiB).
 pub const MAX_WINDOW: u64 = 512 << 20;
 

@@ -129,7 +129,7 @@ pub fn tcp(a: &TcpArgs) -> Result<(Pair, TestSpec)> {
             .map(|r| tcp_rate_bps(r, a.common.line_rate_bps()))
             .transpose()?,
         interval: a.common.line_interval()?,
-        omit: Duration::from_secs_f64(super::iperf3::omit(a.omit)?),
+        omit: Duration::from_secs_f64(super::parse::omit_secs(a.omit)?),
         window: a.window,
     };
     Ok((pair, a.probes.wrap(crate::runner::Load::Tcp(t))?))

@@ -123,7 +123,7 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
         threads: a.threads.unwrap_or(0),
         port: a.ends.port.unwrap_or(0),
         interval: a.common.line_interval()?,
-        omit: std::time::Duration::from_secs_f64(super::iperf3::omit(a.omit)?),
+        omit: std::time::Duration::from_secs_f64(super::parse::omit_secs(a.omit)?),
     };
     Ok((pair, a.probes.wrap(crate::runner::Load::Udp(t))?))
 }
