@@ -24,6 +24,7 @@ mod http;
 mod http_loops;
 mod http_requests;
 mod http_serve;
+mod intervals;
 mod iperf3;
 mod issue38;
 mod lab;

@@ -82,6 +82,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             cpus,
             congestion,
             pacing_bytes_per_s,
+            window,
             ..
         } => {
             let d = capped(duration_ms, limits)?;
@@ -90,7 +91,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
                 expect_streams,
                 d,
                 cpus,
-                (congestion, pacing_bytes_per_s),
+                (congestion, pacing_bytes_per_s, window),
             )
         }
         Job::TcpConnect {
@@ -103,6 +104,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             buffer_len,
             allow,
             pacing_bytes_per_s,
+            window,
             ..
         } => {
             let d = capped(duration_ms, limits)?;
@@ -113,7 +115,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
                 direction,
                 d,
                 cpus,
-                (congestion, pacing_bytes_per_s),
+                (congestion, pacing_bytes_per_s, window),
                 buffer_len,
             )
         }
@@ -230,12 +232,14 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
 
 /// A TCP stream's congestion control and pacing rate (bytes/s), as a job
 /// carries them.
-type StreamTuning = (Option<String>, Option<u64>);
+/// Congestion control, pacing rate (bytes/s), socket buffers (bytes).
+type StreamTuning = (Option<String>, Option<u64>, Option<u32>);
 
 fn tuning(t: &StreamTuning) -> tcp::Tuning<'_> {
     tcp::Tuning {
         congestion: t.0.as_deref(),
         pacing_bytes_per_s: t.1,
+        window: t.2,
     }
 }
 

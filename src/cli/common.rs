@@ -151,8 +151,10 @@ pub struct Common {
     pub line_rate: Option<f64>,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// Print a line every SECS seconds of each test (rates in that period), on a terminal or
-    /// not, like iperf3 -i: on stdout, or on stderr with --json. Replaces the live line.
+    /// Print a line every SECS seconds of each test (what was offered and received in that
+    /// slice of the test's clock), on a terminal or not, like iperf3 -i: on stdout, or on
+    /// stderr with --json. Replaces the live line. tcp and udp print one a second unless
+    /// given -i 0; other commands only when asked. 0.1..3600, or 0 for none.
     #[arg(long, short = 'i', value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub interval: Option<f64>,
     /// Also allow sending to this prefix (outside loopback, 198.18.0.0/15 and 2001:2::/48). Repeatable.
@@ -209,6 +211,35 @@ impl Common {
         self.line_rate.unwrap_or(DEFAULT_LINE_RATE_BPS)
     }
 
+    /// `--interval`: seconds between interval lines; `None` for none
+    /// (`-i 0`, or not given).
+    fn lines(&self) -> Result<Option<f64>> {
+        match self.interval {
+            Some(0.0) => Ok(None),
+            Some(s) if !(0.1..=3600.0).contains(&s) => {
+                bail!("--interval {s} is outside 0.1..=3600 s; give 0 for no interval lines")
+            }
+            s => Ok(s),
+        }
+    }
+
+    /// The width of a tcp or udp test's interval lines, which its agents'
+    /// samples divide: `--interval`, else 1 s (also under `-i 0`, where
+    /// the samples still make the results' intervals).
+    pub fn line_interval(&self) -> Result<Duration> {
+        Ok(Duration::from_secs_f64(self.lines()?.unwrap_or(1.0)))
+    }
+
+    /// [`Common::run_opts`] for tcp and udp, which print a line per second
+    /// unless told otherwise (iperf3's default).
+    pub fn run_opts_with_lines(&self) -> Result<RunOpts> {
+        let mut o = self.run_opts()?;
+        if self.interval.is_none() {
+            o.interval_s = Some(1.0);
+        }
+        Ok(o)
+    }
+
     pub fn run_opts(&self) -> Result<RunOpts> {
         if let Some(cfg) = &self.ssh.ssh_config {
             if !cfg.is_file() {
@@ -227,12 +258,7 @@ impl Common {
             write_results: !out.no_results,
             json: out.json,
             progress: !out.no_progress,
-            interval_s: match self.interval {
-                Some(s) if !(0.5..=3600.0).contains(&s) => {
-                    bail!("--interval {s} is outside 0.5..=3600 s (the agents report every second)")
-                }
-                s => s,
-            },
+            interval_s: self.lines()?,
             allow_target: self.allow_target.clone(),
             cpus: self.cpus.clone().map(|c| c.0).unwrap_or_default(),
             expect_loss: self.expect_loss,

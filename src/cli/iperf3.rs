@@ -121,14 +121,6 @@ fn mode(d: Direction) -> Mode {
     }
 }
 
-fn omit(s: Option<f64>) -> Result<f64> {
-    match s {
-        None => Ok(0.0),
-        Some(s) if (0.0..=wire::MAX_OMIT_S).contains(&s) => Ok(s),
-        Some(s) => bail!("--omit {s} is outside 0..={} s", wire::MAX_OMIT_S),
-    }
-}
-
 /// The TCP block size towards an iperf3 server when `--buffer` is not
 /// given. The block is also what the server reads or writes at a time:
 /// iperf3 3.x serves every stream from one thread, one block per stream
@@ -185,7 +177,7 @@ pub fn tcp_test(a: &super::tcp::TcpArgs) -> Result<(Endpoint, Iperf3Test)> {
         streams: u32::from(a.streams),
         mode,
         time_s: duration(a.ends.duration)?.as_secs_f64(),
-        omit_s: omit(a.omit)?,
+        omit_s: super::parse::omit_secs(a.omit)?,
         len,
         // iperf3 paces each stream to -b: share the direction's rate.
         bandwidth_bps: total_bps.map_or(0, |b| (b / f64::from(a.streams)) as u64),
@@ -248,7 +240,7 @@ pub fn udp_test(a: &super::udp::UdpArgs) -> Result<(Endpoint, Iperf3Test)> {
         streams,
         mode: mode(direction(&a.ends)),
         time_s: duration(a.ends.duration)?.as_secs_f64(),
-        omit_s: omit(a.omit)?,
+        omit_s: super::parse::omit_secs(a.omit)?,
         len,
         // iperf3's -b counts payload bits per stream.
         bandwidth_bps: pps.map_or(0, |p| {

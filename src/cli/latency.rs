@@ -94,6 +94,9 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                     .rate
                     .map(|r| super::tcp::tcp_rate_bps(r, a.common.line_rate_bps()))
                     .transpose()?,
+                interval: a.common.line_interval()?,
+                omit: std::time::Duration::ZERO,
+                window: None,
             })
         }
         LoadArg::Udp => {
@@ -120,6 +123,8 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 rx_engine: RxEngine::Auto,
                 threads: 1,
                 port: 0,
+                interval: a.common.line_interval()?,
+                omit: std::time::Duration::ZERO,
             })
         }
     };

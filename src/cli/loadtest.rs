@@ -250,6 +250,9 @@ pub fn base_test(p: &Profile, s: &Stream) -> Result<UdpTest> {
         rx_engine: s.rx_engine,
         threads: s.threads,
         port: 0,
+        // Ramps and searches read their trials in 1 s samples.
+        interval: Duration::from_secs(1),
+        omit: Duration::ZERO,
     })
 }
 

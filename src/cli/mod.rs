@@ -243,12 +243,12 @@ pub fn to_config(command: Command) -> Result<Cmd> {
                     tcp::check_cc(cc)?;
                 }
             }
-            Ok(Cmd::Pair(pair, spec, a.common.run_opts()?))
+            Ok(Cmd::Pair(pair, spec, a.common.run_opts_with_lines()?))
         }
         Command::Udp(a) => {
             let (pair, spec) = udp::udp_cmd(&a)?;
             say_rate_in_pps(a.rate, a.frame_size, &a.common);
-            Ok(Cmd::Pair(pair, spec, a.common.run_opts()?))
+            Ok(Cmd::Pair(pair, spec, a.common.run_opts_with_lines()?))
         }
         Command::Latency(a) => {
             let spec = latency::latency_cmd(&a)?;

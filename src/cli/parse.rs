@@ -43,6 +43,44 @@ pub fn parse_frame(s: &str) -> Result<FrameSpec> {
     Ok(FrameSpec::Fixed(n))
 }
 
+/// `--omit` in seconds (0 without it), within iperf3's limit, which
+/// linerate's own ends keep too.
+pub fn omit_secs(s: Option<f64>) -> Result<f64> {
+    let max = crate::proto::iperf3::MAX_OMIT_S;
+    match s {
+        None => Ok(0.0),
+        Some(s) if (0.0..=max).contains(&s) => Ok(s),
+        Some(s) => bail!("--omit {s} is outside 0..={max} s"),
+    }
+}
+
+/// The largest `--window` (iperf3's MAX_TCP_BUFFER, 512 MiB).
+pub const MAX_WINDOW: u64 = 512 << 20;
+
+/// A socket buffer size as iperf3 -w takes it: bytes, or a number with K,
+/// M or G (1024-based, either case; a trailing B allowed): `256K`, `4M`,
+/// `1.5M`.
+pub fn parse_window(s: &str) -> Result<u32> {
+    let t = s.trim();
+    let t = t.strip_suffix(['B', 'b']).unwrap_or(t);
+    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    let v: f64 = num.trim().parse().map_err(|_| {
+        anyhow!("'{s}' is not a socket buffer size: give bytes or K, M, G (256K, 4M), as iperf3 -w")
+    })?;
+    let bytes = v * mult as f64;
+    if !(bytes.is_finite() && bytes >= 1024.0 && bytes <= MAX_WINDOW as f64) {
+        bail!(
+            "--window {s} is outside 1K..=512M: the kernel's smallest socket buffers are a few              KiB, and iperf3 stops at 512 MiB too"
+        );
+    }
+    Ok(bytes.round() as u32)
+}
+
 /// A length of time in seconds: `10`, `1.5`, `10s`, `500ms`, `2m`, `1h`
 /// (a bare number is seconds, as it always was).
 pub fn parse_secs(s: &str) -> Result<f64> {
@@ -239,6 +277,19 @@ mod tests {
 
     /// `1e308h` was an infinite duration (fuzz/regressions/units replays these)
     /// (a panic in `Duration::from_secs_f64`), `1e30` bytes 16 EiB.
+    #[test]
+    fn window_sizes_as_iperf3_takes_them() {
+        assert_eq!(parse_window("256K").unwrap(), 256 << 10);
+        assert_eq!(parse_window("4M").unwrap(), 4 << 20);
+        assert_eq!(parse_window("4mb").unwrap(), 4 << 20);
+        assert_eq!(parse_window("1.5M").unwrap(), 3 << 19);
+        assert_eq!(parse_window("65536").unwrap(), 65536);
+        assert!(parse_window("1G").is_err());
+        assert!(parse_window("100").is_err());
+        let e = parse_window("lots").unwrap_err().to_string();
+        assert!(e.contains("256K"), "{e}");
+    }
+
     #[test]
     fn fuzz_durations_and_sizes_too_large_are_refused() {
         for s in ["1e308h", "1e306m", "1e20"] {

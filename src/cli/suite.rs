@@ -78,6 +78,8 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         rx_engine: args.rx_engine,
         threads: args.threads,
         port: 0,
+        interval: std::time::Duration::from_secs(1),
+        omit: std::time::Duration::ZERO,
     };
     let tcp = |name: &str, streams: u16, ipv6: bool| TcpTest {
         name: name.into(),
@@ -91,6 +93,9 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         allow: allow.clone(),
         port: 0,
         rate_bps: None,
+        interval: std::time::Duration::from_secs(1),
+        omit: std::time::Duration::ZERO,
+        window: None,
     };
     let log_dir = run.dir.as_ref().map(|r| r.path.join("agents"));
 

@@ -352,6 +352,8 @@ fn failed_test(name: &str, kind: &str, error: String) -> crate::results::TestRes
         rate_bps: None,
         cpus: vec![],
         lab: None,
+        omit_s: 0.0,
+        window_bytes: None,
     };
     let mut t = TestResult::new(name, crate::model::clock::now_rfc3339(), params);
     t.status = TestStatus::Failed;

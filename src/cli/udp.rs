@@ -56,8 +56,9 @@ pub struct UdpArgs {
     /// --cpus, else half the CPUs of each agent's host; never more than one per flow.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
-    /// Against an iperf3:// server: leave the first SECS seconds out of both ends'
-    /// totals (iperf3 -O).
+    /// Send for SECS seconds more at the start and leave them out of the totals (iperf3 -O):
+    /// their interval lines say "(omitted)"; the test runs -t after them. Against an
+    /// iperf3:// server, both ends' totals.
     #[arg(long, short = 'O', value_name = "SECS", value_parser = super::parse::parse_secs)]
     pub omit: Option<f64>,
     /// Tag the test's frames with VLAN ID (1..4094), or QinQ with OUTER.INNER (100.200:
@@ -82,9 +83,6 @@ pub(crate) fn parse_vlan(s: &str) -> Result<Vlan, crate::proto::vlan::VlanError>
 
 /// `linerate udp`: the pair and the test.
 pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
-    if a.omit.is_some() {
-        bail!("--omit applies to tests against an iperf3 server (--server iperf3://HOST)");
-    }
     let mut pair = pair(&a.ends, &a.common)?;
     pair.vlan = a.vlan;
     let ipv6 = pair.target.is_ipv6();
@@ -124,6 +122,8 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
         rx_engine: a.rx_engine,
         threads: a.threads.unwrap_or(0),
         port: a.ends.port.unwrap_or(0),
+        interval: a.common.line_interval()?,
+        omit: std::time::Duration::from_secs_f64(super::parse::omit_secs(a.omit)?),
     };
     Ok((pair, a.probes.wrap(crate::runner::Load::Udp(t))?))
 }

@@ -7,7 +7,7 @@
 
 use super::EngineError;
 use super::{IntervalClock, JobCtx};
-use crate::proto::{Direction, EndpointSummary, IntervalSample, StreamSample};
+use crate::proto::{Direction, EndpointSummary, IntervalSample, SocketBuffers, StreamSample};
 use crate::sys;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -33,10 +33,21 @@ pub struct Tuning<'a> {
     pub congestion: Option<&'a str>,
     /// The highest rate a stream sends at, bytes/s (SO_MAX_PACING_RATE).
     pub pacing_bytes_per_s: Option<u64>,
+    /// SO_SNDBUF and SO_RCVBUF, bytes (iperf3 -w); none: autotuning.
+    pub window: Option<u32>,
 }
 
 impl Tuning<'_> {
     fn apply(&self, conn: &TcpStream) -> Result<(), EngineError> {
+        if let Some(w) = self.window {
+            // Past net.core.[rw]mem_max where the agent may (root), as
+            // iperf3 as root cannot: the results say what the kernel gave.
+            for receive in [false, true] {
+                sys::set_buffer(conn.as_raw_fd(), receive, w as usize).map_err(EngineError::io(
+                    format!("setting a TCP stream's socket buffers to {w} bytes (--window)"),
+                ))?;
+            }
+        }
         if let Some(cc) = self.congestion {
             sys::set_congestion(conn.as_raw_fd(), cc).map_err(|e| {
                 EngineError::Invalid(format!(
@@ -171,7 +182,26 @@ pub fn serve(
             Err(e) => return Err(EngineError::io("accepting TCP streams")(e)),
         }
     }
-    run_streams(ctx, streams, duration, cpus, 128 * 1024, Senders::PerStream)
+    let buffers = socket_buffers(&streams, tuning.window);
+    let mut sum = run_streams(ctx, streams, duration, cpus, 128 * 1024, Senders::PerStream)?;
+    sum.socket_buffers = buffers;
+    Ok(sum)
+}
+
+/// What the kernel gave a `--window` request, read from the first stream.
+fn socket_buffers(streams: &[Stream], window: Option<u32>) -> Option<SocketBuffers> {
+    let w = window?;
+    let fd = streams.first()?.conn.as_raw_fd();
+    let get = |receive| {
+        sys::get_buffer(fd, receive)
+            .map(|v| u32::try_from(v).unwrap_or(u32::MAX))
+            .unwrap_or(0)
+    };
+    Some(SocketBuffers {
+        requested_bytes: w,
+        sndbuf_bytes: get(false),
+        rcvbuf_bytes: get(true),
+    })
 }
 
 /// Client side: opens the streams a direction needs and runs them.
@@ -212,7 +242,10 @@ pub fn connect(
             conn,
         });
     }
-    run_streams(ctx, out, duration, cpus, buffer_len, Senders::PerStream)
+    let buffers = socket_buffers(&out, tuning.window);
+    let mut sum = run_streams(ctx, out, duration, cpus, buffer_len, Senders::PerStream)?;
+    sum.socket_buffers = buffers;
+    Ok(sum)
 }
 
 /// Runs streams another protocol set up (iperf3's cookie instead of the

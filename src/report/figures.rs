@@ -247,11 +247,13 @@ mod tests {
                 sender: Some(tx),
                 receiver: Some(rx),
                 dut: None,
+                omitted: false,
             },
             IntervalPair {
                 sender: None,
                 receiver: Some(sample(0.5, 0.7)),
                 dut: None,
+                omitted: false,
             },
         ];
         let f = intervals(&t, &t.directions[0]);
@@ -288,6 +290,7 @@ mod tests {
                 ..sample(0.0, 1.0)
             }),
             dut: None,
+            omitted: false,
         }];
         let f = &intervals(&t, &t.directions[0])[0];
         assert_eq!(f.tx_l2_bps, Some(4e6));

@@ -1,9 +1,13 @@
 //! Per-interval lines (`--interval SECS`), iperf3 `-i` style: one line per
-//! period with the rates seen in it, printed whether or not the output is
-//! a terminal, so a log or a pipe shows a run as it goes.
+//! period, printed whether or not the output is a terminal, so a log or a
+//! pipe shows a run as it goes. Tests that cut their own slices of the
+//! test clock (tcp, udp: `runner::slices`) get a line per slice, every
+//! figure counted in it; others get the mean of the rates their updates
+//! carried in the period.
 
 use crate::model::stderr::errln;
 use crate::model::units;
+use crate::runner::slices::Slice;
 use crate::runner::Progress;
 use std::sync::Mutex;
 
@@ -13,6 +17,16 @@ pub struct IntervalLines {
     /// On stdout (the results table's stream) unless stdout carries JSON.
     to_stdout: bool,
     state: Mutex<Period>,
+    sliced: Mutex<Sliced>,
+}
+
+/// Slices not printed yet (lines wider than the slices), and whether the
+/// legend for incomplete lines was printed.
+#[derive(Default)]
+struct Sliced {
+    test: String,
+    pending: Option<Slice>,
+    legend_said: bool,
 }
 
 /// The updates seen since the last line.
@@ -71,6 +85,58 @@ impl IntervalLines {
             every_s,
             to_stdout,
             state: Mutex::new(Period::default()),
+            sliced: Mutex::new(Sliced::default()),
+        }
+    }
+
+    /// A test's slices: one line each, or several merged into one where
+    /// the lines are wider than the test's slices (a ramp's 1 s samples
+    /// under `-i 2`).
+    fn slices(&self, p: &Progress) {
+        let Ok(mut s) = self.sliced.lock() else {
+            return;
+        };
+        if s.test != p.test {
+            if let Some(old) = s.pending.take() {
+                self.print_slice(&mut s, &old);
+            }
+            *s = Sliced {
+                test: p.test.clone(),
+                ..Default::default()
+            };
+        }
+        for slice in &p.slices {
+            let merged = match s.pending.take() {
+                Some(mut m) if m.omitted == slice.omitted => {
+                    merge(&mut m, slice);
+                    m
+                }
+                Some(m) => {
+                    self.print_slice(&mut s, &m);
+                    slice.clone()
+                }
+                None => slice.clone(),
+            };
+            let last = (merged.to_s - merged.from_s) >= self.every_s - 1e-6
+                || slice.to_s >= p.duration_s - 1e-6;
+            if last {
+                self.print_slice(&mut s, &merged);
+            } else {
+                s.pending = Some(merged);
+            }
+        }
+    }
+
+    fn print_slice(&self, s: &mut Sliced, slice: &Slice) {
+        for l in slice_lines(&s.test, slice) {
+            self.emit(&l);
+        }
+        if slice.jobs < slice.of_jobs && !s.legend_said {
+            s.legend_said = true;
+            self.emit(
+                "  * a job of this test reported no sample in this interval (the run was cut \
+                 short, or an agent went silent): the figures of its side read 0 there",
+            );
         }
     }
 
@@ -78,6 +144,10 @@ impl IntervalLines {
     /// The rates of a period are the mean of the updates within it (each
     /// update holds the rates of the agents' latest 1 s sample).
     pub fn update(&self, p: &Progress) {
+        if p.sliced {
+            self.slices(p);
+            return;
+        }
         let Ok(mut s) = self.state.lock() else {
             return;
         };
@@ -117,6 +187,12 @@ impl IntervalLines {
 
     /// Prints what is left of the last period (the end of a test).
     pub fn flush(&self) {
+        if let Ok(mut s) = self.sliced.lock() {
+            if let Some(old) = s.pending.take() {
+                self.print_slice(&mut s, &old);
+            }
+            *s = Sliced::default();
+        }
         let Ok(mut s) = self.state.lock() else {
             return;
         };
@@ -135,6 +211,76 @@ impl IntervalLines {
     }
 }
 
+/// Adds `b` (the slice after `a`) into `a`.
+fn merge(a: &mut Slice, b: &Slice) {
+    a.to_s = b.to_s;
+    a.jobs = a.jobs.min(b.jobs);
+    for f in &b.directions {
+        match a.directions.iter_mut().find(|x| x.direction == f.direction) {
+            Some(x) => {
+                x.tx_bytes += f.tx_bytes;
+                x.tx_packets += f.tx_packets;
+                x.rx_bytes += f.rx_bytes;
+                x.rx_packets += f.rx_packets;
+                x.lost += f.lost;
+                x.retransmits += f.retransmits;
+            }
+            None => a.directions.push(f.clone()),
+        }
+    }
+}
+
+/// A slice's lines, iperf3-like: `[  0.00-1.00 s] NAME: offered …
+/// received …`, one per direction (named when there are several), with
+/// `(omitted)` inside `--omit`. UDP: packets and L1 bit/s each way and the
+/// packets lost of those expected; TCP: payload bit/s each way, the bytes
+/// received and the retransmits.
+pub fn slice_lines(test: &str, s: &Slice) -> Vec<String> {
+    let w = (s.to_s - s.from_s).max(1e-6);
+    let many = s.directions.len() > 1;
+    let mark = if s.jobs < s.of_jobs { " *" } else { "" };
+    let omitted = if s.omitted { "  (omitted)" } else { "" };
+    s.directions
+        .iter()
+        .map(|f| {
+            let name = if many {
+                format!("{test} {}", f.direction)
+            } else {
+                test.to_string()
+            };
+            let figures = if s.packets {
+                let l1 = |bytes: u64, pkts: u64| (bytes + 20 * pkts) as f64 * 8.0 / w;
+                let expected = f.rx_packets + f.lost;
+                let pct = if expected > 0 {
+                    f.lost as f64 / expected as f64 * 100.0
+                } else {
+                    0.0
+                };
+                format!(
+                    "offered {}pps {}bit/s  received {}pps {}bit/s  lost {}/{} ({:.3} %)",
+                    units::si(f.tx_packets as f64 / w),
+                    units::si(l1(f.tx_bytes, f.tx_packets)),
+                    units::si(f.rx_packets as f64 / w),
+                    units::si(l1(f.rx_bytes, f.rx_packets)),
+                    f.lost,
+                    expected,
+                    pct
+                )
+            } else {
+                format!(
+                    "offered {}bit/s  received {}B {}bit/s  retr {}",
+                    units::si(f.tx_bytes as f64 * 8.0 / w),
+                    units::si(f.rx_bytes as f64),
+                    units::si(f.rx_bytes as f64 * 8.0 / w),
+                    f.retransmits
+                )
+            };
+            let span = format!("{:.2}-{:.2}", s.from_s, s.to_s);
+            format!("[{span:>13} s] {name}: {figures}{omitted}{mark}")
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +297,7 @@ mod tests {
             tx_bps: 1e6,
             rx_bps: rx * 1e3,
             loss_ratio: 0.0,
+            ..Default::default()
         };
         iv.update(&p(1.0, 800.0));
         assert_eq!(iv.state.lock().unwrap().updates, 1);
@@ -178,5 +325,97 @@ mod tests {
         assert!(l.starts_with("[   0.0-   2.0 s] udp"), "{l}");
         assert!(l.contains("received 900.00 pps"), "{l}");
         assert!(l.contains("loss 0.000 %"), "{l}");
+    }
+
+    fn figures(dir: &str, tx: u64, rx: u64) -> crate::runner::slices::SliceFigures {
+        crate::runner::slices::SliceFigures {
+            direction: dir.into(),
+            tx_bytes: tx,
+            rx_bytes: rx,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn slice_lines_fill_in_every_figure_of_every_direction() {
+        let s = Slice {
+            from_s: 0.0,
+            to_s: 1.0,
+            omitted: true,
+            jobs: 2,
+            of_jobs: 2,
+            packets: false,
+            directions: vec![figures("gen_to_sink", 125_000_000, 120_000_000)],
+        };
+        let l = slice_lines("tcp 4 streams", &s);
+        assert_eq!(
+            l,
+            vec![
+                "[    0.00-1.00 s] tcp 4 streams: offered 1.00 Gbit/s  received 120.00 MB \
+                 960.00 Mbit/s  retr 0  (omitted)"
+            ]
+        );
+        let udp = Slice {
+            packets: true,
+            omitted: false,
+            jobs: 1,
+            directions: vec![
+                crate::runner::slices::SliceFigures {
+                    tx_packets: 1000,
+                    tx_bytes: 64_000,
+                    rx_packets: 990,
+                    rx_bytes: 63_360,
+                    lost: 10,
+                    ..figures("gen_to_sink", 0, 0)
+                },
+                figures("sink_to_gen", 0, 0),
+            ],
+            ..s
+        };
+        let l = slice_lines("udp 64b one", &udp);
+        assert_eq!(l.len(), 2);
+        assert!(
+            l[0].contains("udp 64b one gen_to_sink: offered 1.00 kpps 672.00 kbit/s"),
+            "{}",
+            l[0]
+        );
+        assert!(l[0].contains("received 990.00 pps"), "{}", l[0]);
+        assert!(l[0].contains("lost 10/1000 (1.000 %)"), "{}", l[0]);
+        // A job that reported nothing in the interval is marked.
+        assert!(
+            l[0].ends_with(" *") && l[1].contains("sink_to_gen: offered 0.00 pps"),
+            "{l:?}"
+        );
+    }
+
+    #[test]
+    fn lines_wider_than_the_slices_sum_them() {
+        let iv = IntervalLines::new(2.0, false);
+        let slice = |k: f64| Slice {
+            from_s: k,
+            to_s: k + 1.0,
+            jobs: 1,
+            of_jobs: 1,
+            directions: vec![figures("a", 100, 100)],
+            ..Default::default()
+        };
+        let p = Progress {
+            test: "ramp".into(),
+            duration_s: 4.0,
+            sliced: true,
+            slices: vec![slice(0.0)],
+            ..Default::default()
+        };
+        iv.update(&p);
+        let pending = iv.sliced.lock().unwrap().pending.clone().unwrap();
+        assert_eq!((pending.from_s, pending.to_s), (0.0, 1.0));
+        iv.update(&Progress {
+            slices: vec![slice(1.0)],
+            ..p.clone()
+        });
+        assert!(iv.sliced.lock().unwrap().pending.is_none(), "0-2 printed");
+        let mut a = slice(0.0);
+        merge(&mut a, &slice(1.0));
+        assert_eq!((a.to_s, a.directions[0].rx_bytes), (2.0, 200));
     }
 }

@@ -346,6 +346,18 @@ fn failed_row(t: &TestResult, c: &mut [Column<Tone>], notes: &mut Vec<(String, T
 /// A test's notes: engines, latency, the bottleneck verdict, flagged
 /// cross-checks.
 fn test_notes(t: &TestResult, notes: &mut Vec<(String, Tone)>) {
+    if t.params.omit_s > 0.0 {
+        notes.push((
+            format!(
+                "{}: the first {} s were sent and left out of these figures (--omit); they cover the {} s after",
+                t.name, t.params.omit_s, t.params.duration_s
+            ),
+            Tone::Plain,
+        ));
+    }
+    if let Some(n) = window_note(t) {
+        notes.push((format!("{}: {n}", t.name), Tone::Plain));
+    }
     if let Some(n) = tx_engine_note(t) {
         notes.push((format!("{}: {n}", t.name), Tone::Plain));
     }
@@ -387,6 +399,40 @@ fn test_notes(t: &TestResult, notes: &mut Vec<(String, Tone)>) {
             Tone::Warn,
         ));
     }
+}
+
+/// What the kernel made of `--window`: each direction's SO_SNDBUF at the
+/// sender and SO_RCVBUF at the receiver, said when they differ from the
+/// request.
+fn window_note(t: &TestResult) -> Option<String> {
+    let asked = t.params.window_bytes?;
+    let kib = |b: u32| format!("{} KiB", b / 1024);
+    let got: Vec<String> = t
+        .directions
+        .iter()
+        .filter_map(|d| Some((d, d.socket_buffers?)))
+        .filter(|(_, b)| b.sender_sndbuf_bytes != asked || b.receiver_rcvbuf_bytes != asked)
+        .map(|(d, b)| {
+            format!(
+                "{} SO_SNDBUF {}, SO_RCVBUF {}",
+                d.direction,
+                kib(b.sender_sndbuf_bytes),
+                kib(b.receiver_rcvbuf_bytes)
+            )
+        })
+        .collect();
+    if got.is_empty() {
+        return Some(format!(
+            "--window {}: the kernel gave what was asked",
+            kib(asked)
+        ));
+    }
+    Some(format!(
+        "--window {} asked; the kernel gave {} (Linux reports twice the request, half for its \
+         own bookkeeping, capped by net.core.wmem_max/rmem_max where the agent may not pass them)",
+        kib(asked),
+        got.join("; ")
+    ))
 }
 
 /// An HTTP test's requests: rate, latency percentiles, status codes and
@@ -1065,6 +1111,7 @@ mod tests {
             rx_pps: 900.0,
             rx_bps: 604_800.0,
             loss_ratio: 0.1,
+            ..Default::default()
         };
         assert!((l.update(&p) - 0.1).abs() < 1e-12);
         // A sender update repeats the receiver's figures: not counted twice.

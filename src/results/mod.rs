@@ -273,6 +273,18 @@ pub struct TestParams {
     pub cpus: Vec<usize>,
     /// Which lab topology the test ran in (index into `labs`), if any.
     pub lab: Option<usize>,
+    /// Seconds at the start that were sent and shown but left out of the
+    /// totals (`--omit`, iperf3 -O); the test ran `duration_s` after them.
+    /// The directions' figures cover `duration_s`; their sender and
+    /// receiver summaries are the jobs' own counts, omitted seconds
+    /// included.
+    #[serde(default)]
+    pub omit_s: f64,
+    /// TCP: the socket buffer size asked for every stream (`--window`,
+    /// iperf3 -w), bytes; what the kernel gave is in each direction's
+    /// `socket_buffers`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_bytes: Option<u32>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
@@ -610,6 +622,11 @@ pub struct DirectionResult {
     /// controller's clock (the sender's clock offset applied).
     #[serde(default)]
     pub start_offset_s: Option<f64>,
+    /// TCP with `--window`: the socket buffers asked for and what the
+    /// kernel gave the sending and the receiving end's sockets
+    /// (getsockopt; Linux reports twice what it was asked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_buffers: Option<DirectionBuffers>,
     /// Seconds the sender ran.
     pub duration_s: f64,
     pub tx_packets: u64,
@@ -670,8 +687,22 @@ impl DirectionResult {
     }
 }
 
+/// What the kernel gave one direction's `--window` request at each end.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, JsonSchema)]
+pub struct DirectionBuffers {
+    /// Asked for SO_SNDBUF and SO_RCVBUF on every stream's socket, bytes.
+    pub requested_bytes: u32,
+    /// SO_SNDBUF of the sending end's socket as the kernel reports it.
+    pub sender_sndbuf_bytes: u32,
+    /// SO_RCVBUF of the receiving end's socket as the kernel reports it.
+    pub receiver_rcvbuf_bytes: u32,
+}
+
 #[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
 pub struct IntervalPair {
+    /// Inside the omitted seconds (`--omit`): left out of the totals.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub omitted: bool,
     pub sender: Option<IntervalSample>,
     pub receiver: Option<IntervalSample>,
     /// The watched DUT's CPU time per packet over the sender's interval
@@ -688,11 +719,30 @@ pub fn pair_intervals(tx: Vec<IntervalSample>, rx: Vec<IntervalSample>) -> Vec<I
     let (mut tx, mut rx) = (tx.into_iter(), rx.into_iter());
     (0..n)
         .map(|_| IntervalPair {
+            omitted: false,
             sender: tx.next(),
             receiver: rx.next(),
             dut: None,
         })
         .collect()
+}
+
+/// Whether a sample lies in the first `omit_s` seconds (`--omit`), by its
+/// middle, as the interval lines place it.
+pub fn in_omit(s: &IntervalSample, omit_s: f64) -> bool {
+    omit_s > 0.0 && (s.t_start + s.t_end) / 2.0 < omit_s
+}
+
+/// Marks the pairs whose sender's (else receiver's) sample lies in the
+/// first `omit_s` seconds.
+pub fn mark_omitted(pairs: &mut [IntervalPair], omit_s: f64) {
+    for p in pairs {
+        p.omitted = p
+            .sender
+            .as_ref()
+            .or(p.receiver.as_ref())
+            .is_some_and(|s| in_omit(s, omit_s));
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]

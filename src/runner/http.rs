@@ -86,6 +86,8 @@ pub fn run_http(
         rate_bps: None,
         cpus: vec![],
         lab: ends.lab,
+        omit_s: 0.0,
+        window_bytes: None,
     };
     finish_test(
         TestResult::new(&t.name, crate::model::clock::now_rfc3339(), params),

@@ -86,6 +86,7 @@ fn iperf3_inner(
             tx_bps: s.tx_bytes as f64 * 8.0 / span,
             rx_bps: s.rx_bytes as f64 * 8.0 / span,
             loss_ratio: 0.0,
+            ..Default::default()
         });
     };
     let done = collect(jobs.fleet, &mut col, &[id], deadline, &mut progress)?;
@@ -244,6 +245,8 @@ fn params_of(p: &TestParams) -> crate::results::TestParams {
         rate_bps: (p.bandwidth_bps > 0).then(|| p.bandwidth_bps as f64 * f64::from(p.streams)),
         cpus: vec![],
         lab: None,
+        omit_s: p.omit_s,
+        window_bytes: None,
     }
 }
 

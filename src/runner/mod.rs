@@ -21,6 +21,7 @@ mod jobs;
 pub mod latency;
 mod record;
 mod setup;
+pub mod slices;
 mod target;
 mod tcp;
 mod udp;

@@ -137,6 +137,11 @@ pub struct UdpTest {
     pub port: u16,
     /// Worker threads per side (0: each agent chooses).
     pub threads: u16,
+    /// The interval lines' width, which the agents' samples divide.
+    pub interval: Duration,
+    /// The first seconds, sent and shown but left out of the totals
+    /// (iperf3 -O); the test runs `duration` after them.
+    pub omit: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -156,6 +161,13 @@ pub struct TcpTest {
     /// Each direction's rate in bit/s, split over its streams and set on
     /// each as SO_MAX_PACING_RATE; none: unpaced.
     pub rate_bps: Option<f64>,
+    /// The interval lines' width, which the agents' samples divide.
+    pub interval: Duration,
+    /// The first seconds, sent and shown but left out of the totals
+    /// (iperf3 -O); the test runs `duration` after them.
+    pub omit: Duration,
+    /// SO_SNDBUF and SO_RCVBUF of every stream's socket, bytes (iperf3 -w).
+    pub window: Option<u32>,
 }
 
 /// The port of the `i`-th receiver or server of a test whose first is
@@ -194,6 +206,12 @@ pub struct Progress {
     pub tx_bps: f64,
     pub rx_bps: f64,
     pub loss_ratio: f64,
+    /// Interval lines completed since the last update, on the test's
+    /// clock (tests that cut them: tcp and udp).
+    pub slices: Vec<super::slices::Slice>,
+    /// The test hands out `slices`: interval lines come from them, not
+    /// from the rates of each update.
+    pub sliced: bool,
 }
 
 pub type OnProgress<'a> = &'a mut dyn FnMut(&Progress);

@@ -4,11 +4,12 @@
 
 use super::jobs::{collect, collect_stopped, Collected, Jobs, LiveSum};
 use super::record::{self, delta_ns};
-use super::setup::INTERVAL_MS;
 use super::setup::{finish_test, legs, unspecified, Ends, Leg, OnProgress, Progress, TcpTest};
+use super::slices::{self, Part, Slicer};
 use crate::proto::{Direction, EndpointSummary, IntervalSample, Job};
 use crate::results::{
-    pair_intervals, CrossCheck, DirectionResult, Protocol, RunDir, TestParams, TestResult,
+    in_omit, mark_omitted, pair_intervals, CrossCheck, DirectionBuffers, DirectionResult, Protocol,
+    RunDir, TestParams, TestResult,
 };
 use anyhow::{anyhow, bail, Result};
 use std::collections::HashMap;
@@ -37,6 +38,8 @@ pub fn run_tcp(
         rate_bps: t.rate_bps,
         cpus: t.cpus.clone(),
         lab: ends.lab,
+        omit_s: t.omit.as_secs_f64(),
+        window_bytes: t.window,
     };
     finish_test(
         TestResult::new(&t.name, crate::model::clock::now_rfc3339(), params),
@@ -164,10 +167,11 @@ fn start_servers(
                     port: super::setup::nth_port(t.port, i)?,
                     pacing_bytes_per_s: t.pacing_bytes_per_s(),
                     expect_streams: expect,
-                    duration_ms: t.duration.as_millis() as u64,
-                    interval_ms: INTERVAL_MS,
+                    duration_ms: (t.duration + t.omit).as_millis() as u64,
+                    interval_ms: slices::sample_ms(t.interval),
                     cpus: cpus.to_vec(),
                     congestion: t.congestion.clone(),
+                    window: t.window,
                 },
                 None,
             )?
@@ -210,13 +214,14 @@ fn run_clients(
                 target,
                 streams: t.streams.max(1),
                 direction: t.direction,
-                duration_ms: t.duration.as_millis() as u64,
-                interval_ms: INTERVAL_MS,
+                duration_ms: (t.duration + t.omit).as_millis() as u64,
+                interval_ms: slices::sample_ms(t.interval),
                 cpus: cpus.to_vec(),
                 congestion: t.congestion.clone(),
                 buffer_len: t.buffer_len,
                 allow: t.allow.clone(),
                 pacing_bytes_per_s: t.pacing_bytes_per_s(),
+                window: t.window,
             },
             start_at,
         )?;
@@ -225,35 +230,55 @@ fn run_clients(
     let client_ids: Vec<u32> = pairs.iter().map(|p| p.client_id).collect();
     let server_ids: Vec<u32> = pairs.iter().map(|p| p.server_id).collect();
     let all_ids: Vec<u32> = client_ids.iter().chain(&server_ids).copied().collect();
-    let dur = t.duration.as_secs_f64();
+    let whole = t.duration + t.omit;
+    let dur = whole.as_secs_f64();
+    let sides = stream_sides(pairs, t.direction);
+    let labels: Vec<String> = pairs
+        .iter()
+        .flat_map(|p| p.legs.iter().map(|l| slices::sum_label(&l.name)))
+        .collect();
+    let mut slicer = Slicer::new(
+        t.interval.as_secs_f64(),
+        dur,
+        t.omit.as_secs_f64(),
+        &all_ids,
+        &labels,
+    );
+    // Live rates per job and side: key 2·id for what a job sends, 2·id+1
+    // for what it receives (under -R the client receives).
+    let tx_keys: Vec<u32> = all_ids.iter().map(|id| id * 2).collect();
+    let rx_keys: Vec<u32> = all_ids.iter().map(|id| id * 2 + 1).collect();
     let mut live = LiveSum::default();
     let mut last = Progress {
         test: t.name.clone(),
         duration_s: dur,
+        sliced: true,
         ..Default::default()
     };
     let lead = start_at
         .map(|s| Duration::from_nanos(s.saturating_sub(crate::sys::realtime_ns())))
         .unwrap_or_default();
+    let mut on_sample = |id: u32, s: &IntervalSample| {
+        if let (Some(d), Some(role)) = (dir.as_deref_mut(), roles.get(&id)) {
+            d.log_interval(&t.name, role, s);
+        }
+        let parts = tcp_parts(&sides, id, s);
+        let sent: u64 = parts.iter().filter(|p| p.sender).map(|p| p.bytes).sum();
+        let got: u64 = parts.iter().filter(|p| !p.sender).map(|p| p.bytes).sum();
+        live.update(id * 2, s, sent, 0);
+        live.update(id * 2 + 1, s, got, 0);
+        (_, last.tx_bps, _) = live.sum(&tx_keys);
+        (_, last.rx_bps, _) = live.sum(&rx_keys);
+        last.slices = slicer.add(id, s.t_start, s.t_end, &parts);
+        last.elapsed_s = t0.elapsed().saturating_sub(lead).as_secs_f64().min(dur);
+        on_progress(&last);
+    };
     let done = collect(
         jobs.fleet,
         &mut col,
         &all_ids,
-        t0 + lead + t.duration + Duration::from_secs(20),
-        |id, s| {
-            if let (Some(d), Some(role)) = (dir.as_deref_mut(), roles.get(&id)) {
-                d.log_interval(&t.name, role, s);
-            }
-            if client_ids.contains(&id) {
-                live.update(id, s, s.tx_bytes, 0);
-                (_, last.tx_bps, _) = live.sum(&client_ids);
-            } else {
-                live.update(id, s, s.rx_bytes, 0);
-                (_, last.rx_bps, _) = live.sum(&server_ids);
-            }
-            last.elapsed_s = t0.elapsed().as_secs_f64().min(dur);
-            on_progress(&last);
-        },
+        t0 + lead + whole + Duration::from_secs(20),
+        &mut on_sample,
     )?;
     if !done {
         for p in pairs {
@@ -265,10 +290,56 @@ fn run_clients(
             &mut col,
             &all_ids,
             Instant::now() + Duration::from_secs(3),
-            |_, _| {},
+            &mut on_sample,
         );
     }
+    last.slices = slicer.finish();
+    if !last.slices.is_empty() {
+        on_progress(&last);
+    }
     Ok((col, start_at, done))
+}
+
+/// Which direction each job's streams count in: per job id, the label of
+/// what it sends and of what it receives (a client sends forward and
+/// receives the reverse leg; its server the other way round).
+type StreamSides = HashMap<u32, (Option<String>, Option<String>)>;
+
+fn stream_sides(pairs: &[Pair], direction: Direction) -> StreamSides {
+    let mut out = StreamSides::new();
+    for p in pairs {
+        // A pair's legs are [forward], [reverse] or [forward, reverse].
+        let name = |i: usize| p.legs.get(i).map(|l| slices::sum_label(&l.name));
+        let (fwd, rev) = match direction {
+            Direction::Forward => (name(0), None),
+            Direction::Reverse => (None, name(0)),
+            Direction::Both => (name(0), name(1)),
+        };
+        out.insert(p.client_id, (fwd.clone(), rev.clone()));
+        out.insert(p.server_id, (rev, fwd));
+    }
+    out
+}
+
+/// One TCP sample as the slicer's parts: the bytes of the job's sending
+/// streams (with their retransmits) and of its receiving ones.
+fn tcp_parts(sides: &StreamSides, id: u32, s: &IntervalSample) -> Vec<Part> {
+    let Some((sends, receives)) = sides.get(&id) else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    for (label, sender) in [(sends, true), (receives, false)] {
+        let Some(label) = label else { continue };
+        let streams = s.streams.iter().filter(|x| x.sender == sender);
+        out.push(Part {
+            direction: label.clone(),
+            sender,
+            bytes: streams.clone().map(|x| x.bytes).sum(),
+            retransmits: streams.map(|x| x.retransmits).sum(),
+            ..Default::default()
+        });
+    }
+    out
 }
 
 /// Each pair's legs as directions with their checks, then CPU, the
@@ -297,7 +368,7 @@ fn record_pairs(
             } else {
                 (&server, &client, &server_iv, &client_iv)
             };
-            let mut d = direction(leg, txs, rxs, tx_iv, rx_iv, ends);
+            let mut d = direction(leg, (txs, rxs), (tx_iv, rx_iv), ends, t.omit.as_secs_f64());
             d.start_offset_s = record::start_offset(ends.fleet, p.client_agent, &client, start_ns);
             d.port = Some(port);
             let kernel = !ends.many() && t.direction != Direction::Both;
@@ -328,15 +399,22 @@ fn record_pairs(
     }
 }
 
-/// One direction of one client/server pair.
+/// One direction of one client/server pair. Its figures leave out the
+/// first `omit_s` seconds (by the receiver's samples; the sender's for what
+/// was sent); the summaries stay the jobs' own counts.
 fn direction(
     leg: &Leg,
-    txs: &EndpointSummary,
-    rxs: &EndpointSummary,
-    tx_iv: &[IntervalSample],
-    rx_iv: &[IntervalSample],
+    (txs, rxs): (&EndpointSummary, &EndpointSummary),
+    (tx_iv, rx_iv): (&[IntervalSample], &[IntervalSample]),
     ends: &Ends,
+    omit_s: f64,
 ) -> DirectionResult {
+    let side_bytes = |iv: &[IntervalSample], sender: bool| -> (u64, u64) {
+        iv.iter()
+            .filter(|s| !in_omit(s, omit_s))
+            .flat_map(|s| s.streams.iter().filter(|x| x.sender == sender))
+            .fold((0, 0), |(b, r), x| (b + x.bytes, r + x.retransmits))
+    };
     let sent: u64 = txs
         .streams
         .iter()
@@ -349,14 +427,19 @@ fn direction(
         .filter(|s| !s.sender)
         .map(|s| s.bytes)
         .sum();
-    let retr: u64 = txs
+    let whole_retr: u64 = txs
         .streams
         .iter()
         .filter(|s| s.sender)
         .map(|s| s.retransmits)
         .sum();
-    let elapsed = txs.elapsed_s.max(1e-6);
-    let goodput = got as f64 * 8.0 / elapsed;
+    let (got_kept, retr) = if omit_s > 0.0 {
+        (side_bytes(rx_iv, false).0, side_bytes(tx_iv, true).1)
+    } else {
+        (got, whole_retr)
+    };
+    let elapsed = (txs.elapsed_s - omit_s).max(1e-6);
+    let goodput = got_kept as f64 * 8.0 / elapsed;
     let side = |iv: &IntervalSample, sender: bool| {
         let bytes: u64 = iv
             .streams
@@ -378,19 +461,30 @@ fn direction(
             ..Default::default()
         }
     };
+    let mut intervals = pair_intervals(
+        tx_iv.iter().map(|s| side(s, true)).collect(),
+        rx_iv.iter().map(|r| side(r, false)).collect(),
+    );
+    mark_omitted(&mut intervals, omit_s);
+    let socket_buffers = match (txs.socket_buffers, rxs.socket_buffers) {
+        (None, None) => None,
+        (a, b) => Some(DirectionBuffers {
+            requested_bytes: a.or(b).map(|x| x.requested_bytes).unwrap_or(0),
+            sender_sndbuf_bytes: a.map(|x| x.sndbuf_bytes).unwrap_or(0),
+            receiver_rcvbuf_bytes: b.map(|x| x.rcvbuf_bytes).unwrap_or(0),
+        }),
+    };
     DirectionResult {
         direction: leg.name.clone(),
         sender: ends.role(leg.tx_agent),
         receiver: ends.role(leg.rx_agent),
         instance: leg.instance,
-        duration_s: txs.elapsed_s,
+        duration_s: (txs.elapsed_s - omit_s).max(0.0),
         rx_l2_bps: goodput,
         rx_l1_bps: None,
         retransmits: Some(retr),
-        intervals: pair_intervals(
-            tx_iv.iter().map(|s| side(s, true)).collect(),
-            rx_iv.iter().map(|r| side(r, false)).collect(),
-        ),
+        intervals,
+        socket_buffers,
         sender_summary: EndpointSummary {
             tx_bytes: sent,
             streams: txs.streams.iter().filter(|s| s.sender).cloned().collect(),
@@ -429,7 +523,9 @@ fn checks(
     let Some((ipv6, before, after)) = kernel else {
         return;
     };
-    let retr = d.retransmits.unwrap_or(0);
+    // The whole run's retransmits, as the kernel counted the whole run
+    // (`retransmits` leaves out the omitted seconds).
+    let retr: u64 = d.sender_summary.streams.iter().map(|s| s.retransmits).sum();
     let rx_ns = delta_ns(before, after, leg.rx_agent);
     // The kernel counts headers (one set per GSO/GRO packet) and
     // retransmitted segments too; add both before comparing.

@@ -6,12 +6,14 @@ use super::record::{self, delta_ns};
 use super::setup::{
     finish_test, legs, pick_rx_cpus, pick_tx_cpus, unspecified, Ends, Leg, OnProgress,
 };
-use super::setup::{Progress, UdpTest, INTERVAL_MS};
+use super::setup::{Progress, UdpTest};
+use super::slices::{self, Part, Slicer};
 use crate::model::units;
-use crate::proto::{FlowTotal, Job, RateProfile};
+use crate::proto::{EndpointSummary, FlowTotal, IntervalSample, Job, RateProfile};
 use crate::results::bottleneck::sender_short;
 use crate::results::{
-    pair_intervals, DirectionResult, FlowMode, Protocol, RunDir, TestParams, TestResult, TestStatus,
+    in_omit, mark_omitted, pair_intervals, DirectionResult, FlowMode, Protocol, RunDir, TestParams,
+    TestResult, TestStatus,
 };
 use anyhow::{anyhow, bail, Result};
 use std::collections::HashMap;
@@ -44,6 +46,8 @@ pub fn run_udp(
         rate_bps: None,
         cpus: t.cpus.clone(),
         lab: ends.lab,
+        omit_s: t.omit.as_secs_f64(),
+        window_bytes: None,
     };
     finish_test(TestResult::new(&t.name, started_at, params), |r| {
         udp_inner(ends, t, &mut dir, on_progress, r)
@@ -84,7 +88,7 @@ fn udp_inner(
                 bind: unspecified(t.ipv6),
                 port: super::setup::nth_port(t.port, i)?,
                 flows: t.flows.max(1),
-                interval_ms: INTERVAL_MS,
+                interval_ms: slices::sample_ms(t.interval),
                 cpus: pick_rx_cpus(&t.cpus, t.threads),
                 threads: t.threads,
                 rx_engine: t.rx_engine,
@@ -117,9 +121,9 @@ fn udp_inner(
                     .rate_profile
                     .clone()
                     .or(t.rate_pps.map(RateProfile::constant)),
-                duration_ms: t.duration.as_millis() as u64,
+                duration_ms: (t.duration + t.omit).as_millis() as u64,
                 batch: t.batch,
-                interval_ms: INTERVAL_MS,
+                interval_ms: slices::sample_ms(t.interval),
                 cpus: pick_tx_cpus(&t.cpus, t.threads),
                 allow: t.allow.clone(),
                 tx_engine: t.tx_engine,
@@ -133,16 +137,52 @@ fn udp_inner(
     let tx_ids: Vec<u32> = legs.iter().map(|l| l.tx_id).collect();
     let rx_ids: Vec<u32> = legs.iter().map(|l| l.rx_id).collect();
     let frame = crate::engine::frame::average_frame(t.frame);
-    let dur = t.duration.as_secs_f64();
+    let whole = t.duration + t.omit;
+    let dur = whole.as_secs_f64();
     let mut live = LiveSum::default();
     let mut last = Progress {
         test: t.name.clone(),
         duration_s: dur,
+        sliced: true,
         ..Default::default()
     };
+    let all_ids: Vec<u32> = tx_ids.iter().chain(&rx_ids).copied().collect();
+    let labels: HashMap<u32, String> = legs
+        .iter()
+        .flat_map(|l| {
+            [
+                (l.tx_id, slices::sum_label(&l.name)),
+                (l.rx_id, slices::sum_label(&l.name)),
+            ]
+        })
+        .collect();
+    let order: Vec<String> = legs.iter().map(|l| slices::sum_label(&l.name)).collect();
+    let mut slicer = Slicer::new(
+        t.interval.as_secs_f64(),
+        dur,
+        t.omit.as_secs_f64(),
+        &all_ids,
+        &order,
+    )
+    .counting_packets();
+    let lead = start_at
+        .map(|s| Duration::from_nanos(s.saturating_sub(crate::sys::realtime_ns())))
+        .unwrap_or_default();
     let mut on_sample = |id: u32, s: &crate::proto::IntervalSample| {
         if let (Some(d), Some(role)) = (dir.as_deref_mut(), roles.get(&id)) {
             d.log_interval(&t.name, role, s);
+        }
+        if let Some(label) = labels.get(&id) {
+            let sender = tx_ids.contains(&id);
+            let part = Part {
+                direction: label.clone(),
+                sender,
+                bytes: if sender { s.tx_bytes } else { s.rx_bytes },
+                packets: if sender { s.tx_packets } else { s.rx_packets },
+                lost: if sender { 0 } else { s.lost },
+                retransmits: 0,
+            };
+            last.slices = slicer.add(id, s.t_start, s.t_end, &[part]);
         }
         if tx_ids.contains(&id) {
             live.update(id, s, 0, s.tx_packets);
@@ -153,17 +193,15 @@ fn udp_inner(
             (last.rx_pps, _, last.loss_ratio) = live.sum(&rx_ids);
             last.rx_bps = units::l1_bps(last.rx_pps, frame);
         }
-        last.elapsed_s = t0.elapsed().as_secs_f64().min(dur);
+        last.elapsed_s = t0.elapsed().saturating_sub(lead).as_secs_f64().min(dur);
         on_progress(&last);
+        last.slices.clear();
     };
-    let lead = start_at
-        .map(|s| Duration::from_nanos(s.saturating_sub(crate::sys::realtime_ns())))
-        .unwrap_or_default();
     let done = collect_ticking(
         jobs.fleet,
         &mut col,
         &tx_ids,
-        t0 + lead + t.duration + Duration::from_secs(15),
+        t0 + lead + whole + Duration::from_secs(15),
         &mut on_sample,
         |f| watch.tick(f),
     )?;
@@ -197,7 +235,6 @@ fn udp_inner(
             .collect();
         jobs.stop(leg.rx_agent, leg.rx_id, totals);
     }
-    let all_ids: Vec<u32> = tx_ids.iter().chain(&rx_ids).copied().collect();
     collect_stopped(
         jobs.fleet,
         &mut col,
@@ -206,6 +243,10 @@ fn udp_inner(
         &mut on_sample,
     )?;
     let span_to = crate::sys::realtime_ns();
+    last.slices = slicer.finish();
+    if !last.slices.is_empty() {
+        on_progress(&last);
+    }
     let after = jobs.snapshot(&agents)?;
     result.counters_span_ns = Some((span_from, span_to / 2 + crate::sys::realtime_ns() / 2));
     jobs.disarm();
@@ -224,7 +265,15 @@ fn udp_inner(
     record::stick_counts(ends, &legs, &col, &before, &after, result);
     let start_ns = start_at.unwrap_or(0);
     for leg in &legs {
-        let mut d = direction(ends, leg, &mut col, &before, &after, frame, start_ns);
+        let mut d = direction(
+            ends,
+            leg,
+            &mut col,
+            (&before, &after),
+            frame,
+            start_ns,
+            t.omit.as_secs_f64(),
+        );
         d.port = port_of.get(&leg.rx_id).copied();
         result.directions.push(d);
     }
@@ -273,19 +322,58 @@ pub fn fail_if_nothing_arrived(result: &mut TestResult) {
     ));
 }
 
-/// One leg's figures, with its cross-checks pushed onto `result`.
-#[allow(clippy::too_many_arguments)]
+type Snapshots = HashMap<usize, crate::proto::Snapshot>;
+
+/// The counts of a sender's and a receiver's samples after the first
+/// `omit_s` seconds, in summaries' form: what the totals of a test with
+/// `--omit` are made of.
+fn after_omit(
+    tx: &EndpointSummary,
+    (tx_iv, rx_iv): (&[IntervalSample], &[IntervalSample]),
+    omit_s: f64,
+) -> (EndpointSummary, EndpointSummary) {
+    let mut t = EndpointSummary {
+        elapsed_s: (tx.elapsed_s - omit_s).max(0.0),
+        ..Default::default()
+    };
+    for s in tx_iv.iter().filter(|s| !in_omit(s, omit_s)) {
+        t.tx_packets += s.tx_packets;
+        t.tx_bytes += s.tx_bytes;
+        t.tx_errors += s.tx_errors;
+        t.tx_target += s.tx_target;
+    }
+    let mut r = EndpointSummary::default();
+    for s in rx_iv.iter().filter(|s| !in_omit(s, omit_s)) {
+        r.rx_packets += s.rx_packets;
+        r.rx_bytes += s.rx_bytes;
+        r.lost += s.lost;
+        r.reordered += s.reordered;
+        r.duplicates += s.duplicates;
+    }
+    (t, r)
+}
+
+/// One leg's figures, with its cross-checks pushed onto `result`. With
+/// `omit_s`, the figures cover the samples after it; the summaries stay
+/// the jobs' own counts.
 fn direction(
     ends: &Ends,
     leg: &Leg,
     col: &mut Collected,
-    before: &HashMap<usize, crate::proto::Snapshot>,
-    after: &HashMap<usize, crate::proto::Snapshot>,
+    (before, after): (&Snapshots, &Snapshots),
     frame: f64,
     start_ns: u64,
+    omit_s: f64,
 ) -> DirectionResult {
-    let tx = col.summary(leg.tx_id);
-    let rx = col.summary(leg.rx_id);
+    let tx_whole = col.summary(leg.tx_id);
+    let rx_whole = col.summary(leg.rx_id);
+    let tx_iv = col.intervals.take(leg.tx_id);
+    let rx_iv = col.intervals.take(leg.rx_id);
+    let (tx, rx) = if omit_s > 0.0 {
+        after_omit(&tx_whole, (&tx_iv, &rx_iv), omit_s)
+    } else {
+        (tx_whole.clone(), rx_whole.clone())
+    };
     let rx_ns = delta_ns(before, after, leg.rx_agent);
     // Socket overruns at the receiver, plus drops on its interfaces when
     // linerate built them (elsewhere an unrelated NIC's drops would hide
@@ -298,7 +386,7 @@ fn direction(
     };
     // The XDP sink counts before the stack: a socket overrun (UDP
     // InErrors) there is a frame it passed on, never a counted one.
-    let socket_drops = if rx.rx_engine == "xdp" {
+    let socket_drops = if rx_whole.rx_engine == "xdp" {
         0
     } else {
         rx_ns.udp_in_errors
@@ -306,15 +394,15 @@ fn direction(
     let tester_drops = (socket_drops + iface_drops).min(rx.lost);
     let dur = tx.elapsed_s.max(1e-6);
     let rx_pps = rx.rx_packets as f64 / dur;
-    let tx_iv = col.intervals.take(leg.tx_id);
-    let rx_iv = col.intervals.take(leg.rx_id);
+    let mut intervals = pair_intervals(tx_iv, rx_iv);
+    mark_omitted(&mut intervals, omit_s);
     DirectionResult {
         port: None,
         direction: leg.name.clone(),
         sender: ends.role(leg.tx_agent),
         receiver: ends.role(leg.rx_agent),
         instance: leg.instance,
-        start_offset_s: record::start_offset(ends.fleet, leg.tx_agent, &tx, start_ns),
+        start_offset_s: record::start_offset(ends.fleet, leg.tx_agent, &tx_whole, start_ns),
         duration_s: tx.elapsed_s,
         tx_packets: tx.tx_packets,
         rx_packets: rx.rx_packets,
@@ -342,8 +430,9 @@ fn direction(
         tester_drops,
         dut_lost: rx.lost.saturating_sub(tester_drops),
         retransmits: None,
-        intervals: pair_intervals(tx_iv, rx_iv),
-        sender_summary: tx,
-        receiver_summary: rx,
+        intervals,
+        socket_buffers: None,
+        sender_summary: tx_whole,
+        receiver_summary: rx_whole,
     }
 }

@@ -288,6 +288,10 @@ pub enum Job {
         /// (SO_MAX_PACING_RATE); none: unpaced.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pacing_bytes_per_s: Option<u64>,
+        /// SO_SNDBUF and SO_RCVBUF of each stream's socket, bytes
+        /// (iperf3 -w); none: the kernel's defaults (autotuning).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        window: Option<u32>,
     },
     TcpConnect {
         target: SocketAddr,
@@ -302,6 +306,9 @@ pub enum Job {
         /// As for `TcpListen`: each sending stream's highest rate, bytes/s.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pacing_bytes_per_s: Option<u64>,
+        /// As for `TcpListen`: each stream's socket buffers, bytes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        window: Option<u32>,
     },
     UdpReceive {
         bind: IpAddr,
@@ -588,6 +595,7 @@ mod tests {
                 cpus: vec![0],
                 congestion: Some("bbr".into()),
                 pacing_bytes_per_s: Some(12_500_000),
+                window: Some(262_144),
             },
             start_at_unix_ns: None,
         });
@@ -604,6 +612,7 @@ mod tests {
                 buffer_len: 131072,
                 allow: vec![],
                 pacing_bytes_per_s: Some(6_250_000),
+                window: None,
             },
             start_at_unix_ns: None,
         });

@@ -122,6 +122,24 @@ pub struct EndpointSummary {
     /// iperf3 client jobs: stream totals and the server's own figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iperf3: Option<Box<crate::iperf3::ClientReport>>,
+    /// TCP jobs given a window (iperf3 -w): what was asked and what the
+    /// kernel gave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_buffers: Option<SocketBuffers>,
+}
+
+/// A socket buffer request (iperf3 -w) and what the kernel made of it,
+/// read back with getsockopt from the job's first stream. Linux reports
+/// twice what it was asked (half is its own bookkeeping), capped by
+/// net.core.wmem_max / rmem_max unless the agent may pass those (root).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, JsonSchema)]
+pub struct SocketBuffers {
+    /// The size asked for SO_SNDBUF and SO_RCVBUF, bytes.
+    pub requested_bytes: u32,
+    /// SO_SNDBUF as getsockopt reads it back, bytes.
+    pub sndbuf_bytes: u32,
+    /// SO_RCVBUF as getsockopt reads it back, bytes.
+    pub rcvbuf_bytes: u32,
 }
 
 /// What one worker thread of a UDP job did.

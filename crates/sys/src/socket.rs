@@ -53,6 +53,30 @@ pub fn set_buffer(fd: RawFd, receive: bool, bytes: usize) -> io::Result<()> {
         .or_else(|_| setsockopt(fd, libc::SOL_SOCKET, plain, &v))
 }
 
+/// A socket's buffer size as the kernel holds it (SO_RCVBUF or
+/// SO_SNDBUF read back): on Linux twice what was set, within the caps.
+pub fn get_buffer(fd: RawFd, receive: bool) -> io::Result<usize> {
+    let name = if receive {
+        libc::SO_RCVBUF
+    } else {
+        libc::SO_SNDBUF
+    };
+    let mut v: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` is a live c_int and `len` says its size; the kernel
+    // writes at most `len` bytes into it and updates `len`.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            name,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(usize::try_from(v).unwrap_or(0))
+}
+
 /// Chooses the TCP congestion control of one socket (e.g. "bbr").
 pub fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
     let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
