@@ -10,7 +10,7 @@
 use super::compare::{spread, Noise};
 use crate::model::criteria::{self, Figure, Kind, Stat};
 use crate::results::criteria::{
-    subjects, BaselineComparison, Change, FigureChange, Marks, NoiseSource, Subject,
+    classify, subjects, BaselineComparison, Change, FigureChange, Marks, NoiseSource, Subject,
 };
 use crate::results::RunResults;
 use crate::search::RampPhase;
@@ -205,46 +205,6 @@ pub fn default_threshold(f: &Figure, tolerance_pct: f64, baseline: f64, value: f
             (2.0 * tolerance_pct).max(floor)
         }
         _ => tolerance_pct,
-    }
-}
-
-/// What a change of `change` (in % or pp, signed) beyond `threshold` is,
-/// for a figure where `lower_is_better`, when either value is a lower
-/// bound (≥: the true value is at least it):
-///
-/// | baseline | now   | change               | verdict                     |
-/// |----------|-------|----------------------|-----------------------------|
-/// | exact    | exact | within ±threshold    | within noise                |
-/// | exact    | exact | beyond, worse/better | regression / improvement    |
-/// | ≥        | exact | below by more        | lower for sure: worse/better|
-/// | ≥        | exact | otherwise            | inconclusive                |
-/// | exact    | ≥     | above by more        | higher for sure             |
-/// | exact    | ≥     | otherwise            | inconclusive                |
-/// | ≥        | ≥     | above by more        | higher (the bound moved up) |
-/// | ≥        | ≥     | otherwise            | inconclusive                |
-pub fn classify(
-    change: f64,
-    threshold: f64,
-    lower_is_better: bool,
-    baseline_at_least: bool,
-    value_at_least: bool,
-) -> Change {
-    let up = change > threshold;
-    let down = change < -threshold;
-    let moved = |higher: bool| {
-        if higher != lower_is_better {
-            Change::Improvement
-        } else {
-            Change::Regression
-        }
-    };
-    match (baseline_at_least, value_at_least) {
-        (false, false) if up => moved(true),
-        (false, false) if down => moved(false),
-        (false, false) => Change::WithinNoise,
-        (true, false) if down => moved(false),
-        (_, true) if up => moved(true),
-        _ => Change::Inconclusive,
     }
 }
 

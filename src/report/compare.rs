@@ -421,7 +421,7 @@ fn floor(fig: &Row) -> f64 {
 
 /// A difference's cell: coloured better or worse only beyond twice the
 /// larger of the two runs' `noise` (and at least [`floor`]); a lower bound
-/// (≥) on either side is weighed as `baseline::classify` does, and a
+/// (≥) on either side is weighed as `results::criteria::classify` does, and a
 /// change it leaves open is not coloured.
 fn delta_cell(
     fig: &Row,
@@ -441,7 +441,7 @@ fn delta_cell(
     match delta {
         Some((d, text)) => {
             let threshold = (2.0 * noise).max(floor(fig));
-            let tone = match super::baseline::classify(
+            let tone = match crate::results::criteria::classify(
                 d,
                 threshold,
                 fig.lower_is_better,

@@ -128,7 +128,9 @@ impl IntervalLines {
     }
 
     fn print_slice(&self, s: &mut Sliced, slice: &Slice) {
-        for l in slice_lines(&s.test, slice) {
+        let fd = if self.to_stdout { 1 } else { 2 };
+        let width = crate::report::columns::width_for(fd);
+        for l in slice_lines(&s.test, slice, width) {
             self.emit(&l);
         }
         if slice.jobs < slice.of_jobs && !s.legend_said {
@@ -234,12 +236,16 @@ fn merge(a: &mut Slice, b: &Slice) {
 /// received …`, one per direction (named when there are several), with
 /// `(omitted)` inside `--omit`. UDP: packets and L1 bit/s each way and the
 /// packets lost of those expected; TCP: payload bit/s each way, the bytes
-/// received and the retransmits.
-pub fn slice_lines(test: &str, s: &Slice) -> Vec<String> {
+/// received and the retransmits. Each line is as full as fits `width`
+/// (none: all): the bit rates of UDP and TCP's bytes go first, then the
+/// test's name (and "offered"/"received" become "sent"/"recv"), then the
+/// line is cut with "…".
+pub fn slice_lines(test: &str, s: &Slice, width: Option<usize>) -> Vec<String> {
     let w = (s.to_s - s.from_s).max(1e-6);
     let many = s.directions.len() > 1;
     let mark = if s.jobs < s.of_jobs { " *" } else { "" };
     let omitted = if s.omitted { "  (omitted)" } else { "" };
+    let span = format!("{:.2}-{:.2}", s.from_s, s.to_s);
     s.directions
         .iter()
         .map(|f| {
@@ -248,7 +254,7 @@ pub fn slice_lines(test: &str, s: &Slice) -> Vec<String> {
             } else {
                 test.to_string()
             };
-            let figures = if s.packets {
+            let (full, short, shortest) = if s.packets {
                 let l1 = |bytes: u64, pkts: u64| (bytes + 20 * pkts) as f64 * 8.0 / w;
                 let expected = f.rx_packets + f.lost;
                 let pct = if expected > 0 {
@@ -256,29 +262,62 @@ pub fn slice_lines(test: &str, s: &Slice) -> Vec<String> {
                 } else {
                     0.0
                 };
-                format!(
-                    "offered {}pps {}bit/s  received {}pps {}bit/s  lost {}/{} ({:.3} %)",
+                let (tx, rx) = (
                     units::si(f.tx_packets as f64 / w),
-                    units::si(l1(f.tx_bytes, f.tx_packets)),
                     units::si(f.rx_packets as f64 / w),
-                    units::si(l1(f.rx_bytes, f.rx_packets)),
-                    f.lost,
-                    expected,
-                    pct
+                );
+                let lost = format!("lost {}/{} ({pct:.3} %)", f.lost, expected);
+                (
+                    format!(
+                        "offered {tx}pps {}bit/s  received {rx}pps {}bit/s  {lost}",
+                        units::si(l1(f.tx_bytes, f.tx_packets)),
+                        units::si(l1(f.rx_bytes, f.rx_packets)),
+                    ),
+                    format!("offered {tx}pps  received {rx}pps  {lost}"),
+                    format!("sent {tx}pps  recv {rx}pps  {lost}"),
                 )
             } else {
-                format!(
-                    "offered {}bit/s  received {}B {}bit/s  retr {}",
+                let (tx, rx) = (
                     units::si(f.tx_bytes as f64 * 8.0 / w),
-                    units::si(f.rx_bytes as f64),
                     units::si(f.rx_bytes as f64 * 8.0 / w),
-                    f.retransmits
+                );
+                (
+                    format!(
+                        "offered {tx}bit/s  received {}B {rx}bit/s  retr {}",
+                        units::si(f.rx_bytes as f64),
+                        f.retransmits
+                    ),
+                    format!(
+                        "offered {tx}bit/s  received {rx}bit/s  retr {}",
+                        f.retransmits
+                    ),
+                    format!("sent {tx}bit/s  recv {rx}bit/s  retr {}", f.retransmits),
                 )
             };
-            let span = format!("{:.2}-{:.2}", s.from_s, s.to_s);
-            format!("[{span:>13} s] {name}: {figures}{omitted}{mark}")
+            let head = format!("[{span:>13} s]");
+            let variants = [
+                format!("{head} {name}: {full}{omitted}{mark}"),
+                format!("{head} {name}: {short}{omitted}{mark}"),
+                format!("{head} {shortest}{omitted}{mark}"),
+            ];
+            fit(&variants, width)
         })
         .collect()
+}
+
+/// The first of `variants` (fullest first) that fits `width`, else the
+/// last cut to it with "…".
+fn fit(variants: &[String], width: Option<usize>) -> String {
+    let Some(width) = width else {
+        return variants.first().cloned().unwrap_or_default();
+    };
+    if let Some(v) = variants.iter().find(|v| v.chars().count() <= width) {
+        return v.clone();
+    }
+    let last = variants.last().cloned().unwrap_or_default();
+    let mut cut: String = last.chars().take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
 }
 
 #[cfg(test)]
@@ -347,7 +386,7 @@ mod tests {
             packets: false,
             directions: vec![figures("gen_to_sink", 125_000_000, 120_000_000)],
         };
-        let l = slice_lines("tcp 4 streams", &s);
+        let l = slice_lines("tcp 4 streams", &s, None);
         assert_eq!(
             l,
             vec![
@@ -372,7 +411,7 @@ mod tests {
             ],
             ..s
         };
-        let l = slice_lines("udp 64b one", &udp);
+        let l = slice_lines("udp 64b one", &udp, None);
         assert_eq!(l.len(), 2);
         assert!(
             l[0].contains("udp 64b one gen_to_sink: offered 1.00 kpps 672.00 kbit/s"),
@@ -386,6 +425,19 @@ mod tests {
             l[0].ends_with(" *") && l[1].contains("sink_to_gen: offered 0.00 pps"),
             "{l:?}"
         );
+        // On 80 columns the bit rates go first, then the name; the loss stays.
+        for width in [80, 60] {
+            for line in slice_lines("udp 64b one", &udp, Some(width)) {
+                assert!(line.chars().count() <= width, "{width}: {line}");
+            }
+        }
+        let l = slice_lines("udp 64b one", &udp, Some(80));
+        assert!(
+            !l[0].contains("bit/s") && l[0].contains("lost 10/1000 (1.000 %)"),
+            "{}",
+            l[0]
+        );
+        assert!(slice_lines("udp 64b one", &udp, Some(60))[0].ends_with('…'));
     }
 
     #[test]
