@@ -86,10 +86,8 @@ fn search_brackets(s: &crate::results::SearchResult) -> Vec<(&'static str, f64)>
     let mut out = Vec::new();
     if let Some(m) = &s.mlr {
         for g in &m.goals {
-            let name = match g.goal.name.to_ascii_lowercase().as_str() {
-                "ndr" => "ndr",
-                "pdr" => "pdr",
-                _ => continue,
+            let Some(name) = crate::results::criteria::goal_figure(&g.goal.name) else {
+                continue;
             };
             if let (Some(lo), Some(hi)) = (g.relevant_lower_bound_pps, g.relevant_upper_bound_pps) {
                 if lo > 0.0 && hi >= lo {

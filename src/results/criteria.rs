@@ -364,16 +364,24 @@ pub fn direction_test_figures(t: &TestResult, d: &DirectionResult) -> BTreeMap<&
     m
 }
 
+/// The figure an MLRsearch goal's answer is (`ndr`, `pdr`), by the goal's
+/// name in any case; none for other goals.
+pub fn goal_figure(name: &str) -> Option<&'static str> {
+    match name.to_ascii_lowercase().as_str() {
+        "ndr" => Some("ndr"),
+        "pdr" => Some("pdr"),
+        _ => None,
+    }
+}
+
 /// The figures a search measured: `ndr`, `pdr` (MLRsearch), `throughput`
 /// (RFC 2544), in packets per second.
 pub fn search_figures(s: &super::SearchResult) -> BTreeMap<&'static str, f64> {
     let mut m = BTreeMap::new();
     if let Some(r) = &s.mlr {
         for g in &r.goals {
-            let name = match g.goal.name.to_ascii_lowercase().as_str() {
-                "ndr" => "ndr",
-                "pdr" => "pdr",
-                _ => continue,
+            let Some(name) = goal_figure(&g.goal.name) else {
+                continue;
             };
             if let Some(v) = g.conditional_throughput_pps.or(g.relevant_lower_bound_pps) {
                 m.insert(name, v);
@@ -395,10 +403,8 @@ pub fn search_bounds(s: &super::SearchResult) -> BTreeSet<&'static str> {
     let mut out = BTreeSet::new();
     if let Some(r) = &s.mlr {
         for g in &r.goals {
-            let name = match g.goal.name.to_ascii_lowercase().as_str() {
-                "ndr" => "ndr",
-                "pdr" => "pdr",
-                _ => continue,
+            let Some(name) = goal_figure(&g.goal.name) else {
+                continue;
             };
             if matches!(
                 g.irregular,
