@@ -24,6 +24,7 @@ pub mod results;
 pub mod runner;
 pub mod search;
 pub mod topology;
+pub mod vm;
 
 /// The control protocol and wire formats live in the `linerate-proto` crate.
 pub use linerate_proto as proto;
@@ -44,8 +45,8 @@ pub const LAYERS: &[&[&str]] = &[
     &["host"],
     // Configuring interfaces, addresses and routes inside a namespace.
     &["netops"],
-    // Hosts and transports: local, netns, ssh; spawning agents.
-    &["topology"],
+    // Hosts and transports: local, netns, ssh; spawning agents; VMs that host agents.
+    &["topology", "vm"],
     // Data planes: UDP/TCP engines, then HTTP and latency on top of them.
     &["engine"],
     &["http", "iperf3", "latency"],

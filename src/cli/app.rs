@@ -210,9 +210,9 @@ fn sweep_run(s: &SweepConfig, run: &mut Run) -> Result<()> {
                 let r = (|| {
                     if lab.is_none() {
                         let log_dir = run.dir.as_ref().map(|d| d.path.join("agents"));
-                        let l = lab::build(*spec, log_dir.as_deref())?;
+                        let l = lab::build(spec.clone(), log_dir.as_deref())?;
                         run.results.labs.push(l.topology.clone());
-                        lab = Some((*spec, l, run.results.labs.len() - 1));
+                        lab = Some((spec.clone(), l, run.results.labs.len() - 1));
                     }
                     let Some((_, l, idx)) = lab.as_mut() else {
                         anyhow::bail!("the lab is gone");

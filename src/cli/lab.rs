@@ -64,6 +64,27 @@ pub struct LabArgs {
     /// RATE fills the queue: a bufferbloated DUT, for latency under load.
     #[arg(long, value_name = "RATE[,QUEUE]", value_parser = crate::lab::Shape::parse)]
     pub dut_shape: Option<crate::lab::Shape>,
+    /// Run the DUT in a virtual machine with its own kernel (qemu; KVM where it works, else
+    /// emulated with TCG), configured by a linerate agent inside: the same --dut modes and
+    /// impairments, on a stock kernel and a real NIC driver (virtio-net). See "Router VMs and
+    /// real kernels" in the README.
+    #[arg(long, conflicts_with_all = ["gen_port"])]
+    pub dut_vm: bool,
+    /// The DUT VM's kernel: debian:RELEASE (Debian's own kernel package, downloaded with apt
+    /// and cached, e.g. debian:bookworm), a kernel .deb, or a bzImage (its modules from
+    /// /lib/modules/RELEASE). Default: debian:stable.
+    #[arg(long, value_name = "KERNEL", value_parser = crate::vm::KernelSource::parse, requires = "dut_vm")]
+    pub dut_kernel: Option<crate::vm::KernelSource>,
+    /// vCPUs of the DUT VM (default 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64), requires = "dut_vm")]
+    pub dut_vcpus: Option<u16>,
+    /// Memory of the DUT VM in MiB (default 1024).
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(256..=262144), requires = "dut_vm")]
+    pub dut_memory: Option<u32>,
+    /// How the DUT VM runs: kvm, tcg (emulated, slow) or auto (KVM if a probe guest boots
+    /// with it within 20 s, else TCG; the choice and its reason are in the results).
+    #[arg(long, value_name = "ACCEL", value_parser = crate::vm::Accel::parse, default_value = "auto", requires = "dut_vm")]
+    pub vm_accel: crate::vm::Accel,
     /// Run only the suite's tests whose names contain this text (case-insensitive; repeatable),
     /// e.g. --only "udp 64B" --only "tcp 1".
     #[arg(long, value_name = "TEXT")]
@@ -136,6 +157,25 @@ impl LabArgs {
     }
 }
 
+/// The DUT VM the flags ask for, checked against the DUT mode.
+fn vm_spec(a: &LabArgs) -> Result<Option<crate::vm::VmSpec>> {
+    if !a.dut_vm {
+        return Ok(None);
+    }
+    if a.dut == DutArg::Stick {
+        bail!(
+            "--dut-vm runs the DUT in a VM, and --dut stick is an XDP program on this host's              switch namespace: use --dut route, bridge, nat or fw with --dut-vm"
+        );
+    }
+    let d = crate::vm::VmSpec::default();
+    Ok(Some(crate::vm::VmSpec {
+        kernel: a.dut_kernel.clone().unwrap_or(d.kernel),
+        cpus: a.dut_vcpus.unwrap_or(d.cpus),
+        memory_mib: a.dut_memory.unwrap_or(d.memory_mib),
+        accel: a.vm_accel,
+    }))
+}
+
 /// `linerate lab`: the lab and its suite, or the clean-up of old labs.
 pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
     if a.cleanup {
@@ -187,6 +227,7 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
         senders: crate::lab::CpuSet::senders(&opts.cpus, threads),
         dut_shape: a.dut_shape,
         stick_vlans: a.stick_vlans.unwrap_or(crate::lab::DEFAULT_STICK_VLANS),
+        dut_vm: vm_spec(a)?,
     };
     let cfg = LabConfig {
         spec,

@@ -293,6 +293,7 @@ pub fn to_config(command: Command) -> Result<Cmd> {
                     senders: Default::default(),
                     dut_shape: None,
                     stick_vlans: crate::lab::DEFAULT_STICK_VLANS,
+                    dut_vm: None,
                 };
                 return Ok(Cmd::LabBench(lab, spec, opts));
             }

@@ -226,6 +226,7 @@ fn lab_spec(plan: &Plan, settings: &[plan::PlanArg]) -> Result<crate::lab::LabSp
 fn fits_the_lab(t: &crate::cli::config::PlanTest) -> Result<()> {
     let stick = t
         .lab
+        .as_ref()
         .is_some_and(|l| l.dut == Some(crate::lab::DutMode::Stick));
     let sockets = match &t.spec {
         TestSpec::Tcp(_) | TestSpec::Http(_) | TestSpec::Iperf3(_) | TestSpec::Latency(_) => true,
@@ -777,7 +778,10 @@ mod tests {
         assert_eq!(p.sweeps[0].cols, ["dut"]);
         let t = &p.tests[9];
         assert_eq!(t.name, "ndr dut=bridge profile=bench-var2-1514b bidir=true");
-        assert_eq!(t.lab.and_then(|l| l.dut), Some(crate::lab::DutMode::Bridge));
+        assert_eq!(
+            t.lab.as_ref().and_then(|l| l.dut),
+            Some(crate::lab::DutMode::Bridge)
+        );
         let TestSpec::Search(s) = &t.spec else {
             panic!("not a search")
         };
@@ -798,11 +802,15 @@ mod tests {
         else {
             panic!("not a plan")
         };
-        assert_eq!(p.tests[0].lab.map(|l| l.queues), Some(4));
+        assert_eq!(p.tests[0].lab.as_ref().map(|l| l.queues), Some(4));
         let Command::Plan(p, _) = load_text("[lab]\n[[test]]\nkind = \"udp\"\n").unwrap() else {
             panic!("not a plan")
         };
-        assert_eq!(p.tests[0].lab.map(|l| l.queues), Some(1), "default");
+        assert_eq!(
+            p.tests[0].lab.as_ref().map(|l| l.queues),
+            Some(1),
+            "default"
+        );
         let text = "[lab]\nmtu = 1500\n[[test]]\nname = \"q\"\nkind = \"udp\"\n\
                     sweep = { queues = [1, 2, 16], frame_size = [64, 1518] }\n";
         let Command::Plan(p, _) = load_text(text).unwrap() else {
@@ -812,7 +820,7 @@ mod tests {
         let queues: Vec<u32> = p
             .tests
             .iter()
-            .filter_map(|t| t.lab.map(|l| l.queues))
+            .filter_map(|t| t.lab.as_ref().map(|l| l.queues))
             .collect();
         assert_eq!(queues, [1, 1, 2, 2, 16, 16]);
         assert_eq!(p.tests[2].name, "q queues=2 frame_size=64");

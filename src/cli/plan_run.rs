@@ -181,9 +181,9 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
 fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
     let mut settings: Vec<LabSpec> = Vec::new();
     for t in &plan.tests {
-        if let Some(l) = t.lab {
-            if !settings.contains(&l) {
-                settings.push(l);
+        if let Some(l) = &t.lab {
+            if !settings.contains(l) {
+                settings.push(l.clone());
             }
         }
     }
@@ -200,9 +200,13 @@ fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
         if interrupted() {
             break;
         }
-        let tests: Vec<&PlanTest> = plan.tests.iter().filter(|t| t.lab == Some(spec)).collect();
+        let tests: Vec<&PlanTest> = plan
+            .tests
+            .iter()
+            .filter(|t| t.lab.as_ref() == Some(&spec))
+            .collect();
         let log_dir = run.dir.as_ref().map(|d| d.path.join("agents"));
-        let built = crate::lab::build(spec, log_dir.as_deref());
+        let built = crate::lab::build(spec.clone(), log_dir.as_deref());
         let mut lab = match built {
             Ok(l) => l,
             Err(e) => {

@@ -52,7 +52,7 @@ pub fn lab(args: &LabConfig, opts: &RunOpts) -> i32 {
 }
 
 fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
-    let spec = args.spec;
+    let spec = args.spec.clone();
     let ports = args.ports.as_ref();
     let secs = args
         .duration_s
@@ -118,7 +118,14 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         if let Some(p) = &self_log {
             std::fs::create_dir(p).with_context(|| format!("creating {}", p.display()))?;
         }
-        let mut b2b = lab::build(LabSpec { dut: None, ..spec }, self_log.as_deref())?;
+        let mut b2b = lab::build(
+            LabSpec {
+                dut: None,
+                dut_vm: None,
+                ..spec.clone()
+            },
+            self_log.as_deref(),
+        )?;
         run.results.labs.push(b2b.topology.clone());
         let lab_idx = run.results.labs.len() - 1;
         let mut ends = Ends::of_lab(&mut b2b, Some(lab_idx));

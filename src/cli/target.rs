@@ -131,6 +131,7 @@ pub fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
                 senders: Default::default(),
                 dut_shape: t.dut_shape,
                 stick_vlans: crate::lab::DEFAULT_STICK_VLANS,
+                dut_vm: None,
             },
             ipv6: t.ipv6,
         });

@@ -133,7 +133,8 @@ pub fn describe(c: &LabCores) -> String {
 pub fn lay_out(fleet: &mut Fleet, placed: &[usize], nodes: &[LabNode], plan: &Plan) -> LabCores {
     let mut napi = Vec::new();
     for (&idx, node) in placed.iter().zip(nodes) {
-        let cpus = if node.role == "dut" {
+        // A VM DUT's host side (its bridges and taps) forwards for it.
+        let cpus = if node.role == "dut" || node.role == "vmnet" {
             &plan.dut
         } else {
             &plan.tester_receive

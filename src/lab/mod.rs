@@ -12,6 +12,7 @@ pub mod cores;
 pub mod ports;
 pub mod rules;
 pub mod stick;
+pub mod vmdut;
 
 use crate::model::lab::{LabInterface, LabLink, LabNode, LabTopology};
 use crate::netops::{self, mac_string};
@@ -52,7 +53,7 @@ impl DutMode {
 }
 
 /// What to build: `dut: None` is the back-to-back tester self-test.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LabSpec {
     pub dut: Option<DutMode>,
     pub fw_rules: u32,
@@ -75,6 +76,9 @@ pub struct LabSpec {
     pub dut_shape: Option<Shape>,
     /// The stick DUT's VLANs: A (the generator's), B (the sink's).
     pub stick_vlans: (u16, u16),
+    /// Run the DUT in a VM with its own kernel ([`vmdut`]), not in a
+    /// namespace of this host's.
+    pub dut_vm: Option<crate::vm::VmSpec>,
 }
 
 /// How many tx and rx queues a lab veth may have (`--queues`).
@@ -255,8 +259,9 @@ pub struct Lab {
     pub gen: usize,
     pub sink: usize,
     pub dut: Option<usize>,
-    /// The stick DUT's switch: watched with the DUT (its drops are the
-    /// DUT side's, not the tester's).
+    /// The stick DUT's switch, or a VM DUT's vmnet namespace (its bridges
+    /// and taps): watched with the DUT (its drops are the DUT side's, not
+    /// the tester's: a tap that the guest does not empty drops there).
     pub switch: Option<usize>,
     pub gen_addr: Addressing,
     pub sink_addr: Addressing,
@@ -267,6 +272,9 @@ const MAC_GEN0: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x01];
 const MAC_DUT0: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x02];
 const MAC_DUT1: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x03];
 const MAC_SINK0: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x04];
+/// The vmnet namespace's ends of the veths towards gen and the sink.
+const MAC_HV0: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x05];
+const MAC_HV1: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x06];
 
 fn v4(a: u8, b: u8, c: u8, d: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(a, b, c, d))
@@ -431,9 +439,16 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     let mut fleet = Fleet::new();
     let log = |role: &str| log_dir.map(|d| d.join(format!("{role}.log")));
     let gen = fleet.spawn_local("gen", &Netns::New, log("gen").as_deref())?;
-    let dut = match spec.dut {
-        Some(_) => Some(fleet.spawn_local("dut", &Netns::New, log("dut").as_deref())?),
-        None => None,
+    let mut vm = None;
+    let dut = match (spec.dut, &spec.dut_vm) {
+        (Some(_), Some(v)) => {
+            let booted = vmdut::boot(&mut fleet, v, &log)?;
+            let d = booted.dut;
+            vm = Some(booted);
+            Some(d)
+        }
+        (Some(_), None) => Some(fleet.spawn_local("dut", &Netns::New, log("dut").as_deref())?),
+        (None, _) => None,
     };
     let sink = fleet.spawn_local("sink", &Netns::New, log("sink").as_deref())?;
     let pid = |i: usize| fleet.agent(i).pid;
@@ -445,14 +460,33 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     let mut d = Node::new();
     let mut links = Vec::new();
     // The links: gen — dut — sink, or gen — sink back to back.
-    match dut {
-        Some(di) => {
+    match (dut, &vm) {
+        (Some(_), Some(v)) => {
+            let vn = pid(v.vmnet);
+            netops::create_veth("gen0", MAC_GEN0, pid(gen), "hv0", MAC_HV0, vn, q)?;
+            netops::create_veth("hv1", MAC_HV1, vn, "sink0", MAC_SINK0, pid(sink), q)?;
+            links.push(link("gen/gen0", "vmnet/hv0"));
+            links.push(LabLink {
+                a: "vmnet/tap0".into(),
+                b: "dut/dut0".into(),
+                kind: "tap, virtio-net".into(),
+                ports: Vec::new(),
+            });
+            links.push(LabLink {
+                a: "dut/dut1".into(),
+                b: "vmnet/tap1".into(),
+                kind: "virtio-net, tap".into(),
+                ports: Vec::new(),
+            });
+            links.push(link("vmnet/hv1", "sink/sink0"));
+        }
+        (Some(di), None) => {
             netops::create_veth("gen0", MAC_GEN0, pid(gen), "dut0", MAC_DUT0, pid(di), q)?;
             netops::create_veth("dut1", MAC_DUT1, pid(di), "sink0", MAC_SINK0, pid(sink), q)?;
             links.push(link("gen/gen0", "dut/dut0"));
             links.push(link("dut/dut1", "sink/sink0"));
         }
-        None => {
+        (None, _) => {
             netops::create_veth("gen0", MAC_GEN0, pid(gen), "sink0", MAC_SINK0, pid(sink), q)?;
             links.push(link("gen/gen0", "sink/sink0"));
         }
@@ -570,19 +604,40 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
         n.sysctl("net.ipv4.conf.all.rp_filter", "0");
     }
 
+    // Nodes of this host's kernel are laid out on its cores; a VM DUT's
+    // guest has CPUs of its own (its qemu is pinned instead).
     let mut nodes = Vec::new();
     let mut placed = Vec::new();
+    let mut guest = None;
+    let vmnet = vm.as_ref().map(|v| v.vmnet);
     for (idx, node, role) in [
         (Some(gen), g, "gen"),
+        (vmnet, vmdut::vmnet_node(mtu), "vmnet"),
         (dut, d, "dut"),
         (Some(sink), s, "sink"),
     ] {
         let Some(idx) = idx else { continue };
-        nodes.push(node.configure(&mut fleet, idx, role)?);
-        placed.push(idx);
+        let rec = node.configure(&mut fleet, idx, role)?;
+        if role == "dut" && vm.is_some() {
+            guest = Some(rec);
+        } else {
+            nodes.push(rec);
+            placed.push(idx);
+        }
     }
     let plan = cores::plan(&spec.senders.cpus(), &spec.rps.cpus(), dut.is_some());
-    let cores = plan.map(|p| cores::lay_out(&mut fleet, &placed, &nodes, &p));
+    let cores = plan
+        .as_ref()
+        .map(|p| cores::lay_out(&mut fleet, &placed, &nodes, p));
+    let mut vm_record = vm.map(|v| v.record);
+    if let (Some(r), Some(p)) = (vm_record.as_mut(), plan.as_ref()) {
+        if !p.dut.is_empty() {
+            match vmdut::pin(r.qemu_pid, &p.dut) {
+                Ok(()) => r.host_cpus = p.dut.clone(),
+                Err(e) => crate::model::stderr::errln!("lab: qemu left unpinned: {e:#}"),
+            }
+        }
+    }
     // RPS where no NAPI thread was pinned (or pinning failed).
     let pinned = pinned_devs(cores.as_ref());
     let steering = if !pinned.is_empty()
@@ -604,6 +659,10 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     } else {
         steer_receive(&mut fleet, &placed, &nodes, &spec, &pinned)
     };
+    if let Some(g) = guest {
+        // gen, vmnet, then the guest: the order traffic crosses them.
+        nodes.insert(2.min(nodes.len()), g);
+    }
     let topology = LabTopology {
         kind: if spec.dut.is_some() {
             "dut"
@@ -635,13 +694,14 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
         cores,
         stick: None,
         notes: Vec::new(),
+        vm: vm_record,
     };
     Ok(Lab {
         fleet,
         gen,
         sink,
         dut,
-        switch: None,
+        switch: vmnet,
         gen_addr: Addressing {
             v4: Some(gen4),
             v6: Some(gen6),

@@ -229,7 +229,11 @@ impl PortsSpec {
 /// Checks both ports here (the namespace the local agents start in) before
 /// anything is started; the agents check again before they take them.
 pub fn preflight_ports(spec: &LabSpec, ports: &PortsSpec) -> Result<(PortState, PortState)> {
-    preflight(&LabSpec { dut: None, ..*spec })?;
+    preflight(&LabSpec {
+        dut: None,
+        dut_vm: None,
+        ..spec.clone()
+    })?;
     let gen = port::inspect(&ports.gen)?;
     let sink = port::inspect(&ports.sink)?;
     port::check(&gen, ports.force)?;
@@ -418,6 +422,7 @@ pub fn configure(
                 .into(),
         stick: None,
         notes: Vec::new(),
+        vm: None,
     };
     Ok(PortLab {
         gen_addr: Addressing {

@@ -249,6 +249,7 @@ pub(super) fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
             netops::mac_string(&MAC_DUT0)
         )),
         notes: Vec::new(),
+        vm: None,
     };
     let tag = |id: u16| Some(Vlan { id, inner: None });
     Ok(Lab {

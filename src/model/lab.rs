@@ -42,6 +42,56 @@ pub struct LabTopology {
     /// that cannot carry the stick DUT's VLAN tags).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The VM the DUT runs in (`--dut-vm`): absent when the DUT is a
+    /// namespace of the tester's own kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<LabVm>,
+}
+
+/// A VM linerate booted for a lab role: what it ran on, so that figures
+/// measured through it are never read as a hardware DUT's.
+#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
+pub struct LabVm {
+    /// The lab role it plays (`dut`).
+    pub role: String,
+    /// `kvm` or `tcg` (emulated: figures are far below hardware's).
+    pub accel: String,
+    /// Why that accelerator (asked for, the KVM probe's outcome).
+    pub accel_reason: String,
+    pub vcpus: u16,
+    pub memory_mib: u32,
+    /// The guest's NIC model (`virtio-net-pci`, on taps bridged into the
+    /// lab).
+    pub nic_model: String,
+    /// `uname -r` of the guest kernel.
+    pub kernel_release: String,
+    /// Where the kernel came from (package and mirror, or a path).
+    pub kernel_origin: String,
+    /// Kernel modules loaded at boot, in order.
+    pub modules: Vec<String>,
+    /// Modules the tests may use that this kernel has neither built in
+    /// nor as modules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_modules: Vec<String>,
+    /// Seconds from starting qemu to the guest agent's answer.
+    pub boot_s: f64,
+    /// qemu's process id on this host and the host CPUs its threads
+    /// (vCPUs included) are pinned to (empty: not pinned).
+    pub qemu_pid: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_cpus: Vec<usize>,
+}
+
+impl LabVm {
+    /// "virtual (TCG-emulated)" or "virtual (KVM)": how the terminal, the
+    /// report and the verdict name such a DUT.
+    pub fn kind(&self) -> &'static str {
+        if self.accel == "kvm" {
+            "virtual (KVM)"
+        } else {
+            "virtual (TCG-emulated)"
+        }
+    }
 }
 
 /// The lab's core layout: threaded NAPI of each veth pinned by role.

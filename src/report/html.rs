@@ -89,8 +89,12 @@ fn status_pill(s: RunStatus) -> String {
 
 /// What the run was, in one line under the title.
 fn run_line(r: &RunResults) -> String {
+    let vm = r.labs.iter().find_map(|l| l.vm.as_ref());
     let dut = run::dut_mode(r)
-        .map(|m| format!("DUT {m}"))
+        .map(|m| match vm {
+            Some(vm) => format!("DUT {m}, {} (kernel {})", vm.kind(), vm.kernel_release),
+            None => format!("DUT {m}"),
+        })
         .unwrap_or_else(|| "no DUT".into());
     format!(
         "{} · {} · {} · {} · kernel {} · line rate {}",

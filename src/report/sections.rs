@@ -501,6 +501,15 @@ pub fn topology(r: &RunResults) -> String {
             Some(q) if q > 1 => format!("{title}, {q} tx/rx queues per veth"),
             _ => title,
         };
+        let title = match &lab.vm {
+            Some(vm) => format!(
+                "{title}, {} in a VM (kernel {}, {} vCPU)",
+                vm.kind(),
+                vm.kernel_release,
+                vm.vcpus
+            ),
+            None => title,
+        };
         s.push_str(&format!("<h3>{}</h3><div class=\"topo\">", esc(&title)));
         for (i, n) in lab.nodes.iter().enumerate() {
             if i > 0 {

@@ -523,6 +523,18 @@ pub fn table_fit(r: &RunResults, style: Style, width: Option<usize>) -> String {
         if let Some(st) = &lab.stick {
             footer.push(format!("DUT: {st}."));
         }
+        if let Some(vm) = &lab.vm {
+            footer.push(format!(
+                "DUT: {} — a VM with kernel {}, {} vCPU, {} MiB, {} NICs on taps; booted in {:.1} s                  ({}). Its figures are a virtual DUT's, not hardware's.",
+                vm.kind(),
+                vm.kernel_release,
+                vm.vcpus,
+                vm.memory_mib,
+                vm.nic_model,
+                vm.boot_s,
+                vm.accel_reason
+            ));
+        }
         for n in &lab.notes {
             footer.push(format!("Skipped: {n}"));
         }

@@ -191,8 +191,21 @@ impl Fleet {
         &mut self,
         role: &str,
         host: &str,
+        cmd: Command,
+        log: Option<&Path>,
+    ) -> Result<usize> {
+        self.spawn_within(role, host, cmd, log, Duration::from_secs(15))
+    }
+
+    /// [`Fleet::spawn`] for an agent that takes `hello` to answer: one in a
+    /// guest that boots first (a VM's qemu is the command).
+    pub fn spawn_within(
+        &mut self,
+        role: &str,
+        host: &str,
         mut cmd: Command,
         log: Option<&Path>,
+        hello: Duration,
     ) -> Result<usize> {
         let began = Instant::now();
         cmd.stdin(Stdio::piped())
@@ -223,7 +236,16 @@ impl Fleet {
             std::thread::spawn(move || forward_stderr(err, log_file, &tail));
         }
         let idx = self.attach(role, host, child, stderr_tail)?;
-        let handshake = self.handshake(idx).and_then(|()| self.sync_clock(idx));
+        // An agent that boots first (a VM) is silent until it is up: count
+        // its silence from where the hello deadline leaves one peer
+        // timeout, not from now.
+        let grace = hello.saturating_sub(proto::PEER_TIMEOUT).as_millis() as u64;
+        self.agents[idx]
+            .heard_ms
+            .store(since(self.epoch) + grace, Ordering::Relaxed);
+        let handshake = self
+            .handshake(idx, hello)
+            .and_then(|()| self.sync_clock(idx));
         if let Err(e) = handshake {
             // Give ssh a moment to print why it closed the channel.
             std::thread::sleep(Duration::from_millis(200));
@@ -300,7 +322,7 @@ impl Fleet {
         Ok(idx)
     }
 
-    fn handshake(&mut self, idx: usize) -> Result<()> {
+    fn handshake(&mut self, idx: usize, hello: Duration) -> Result<()> {
         let mine = env!("CARGO_PKG_VERSION");
         let ack = self.call(
             idx,
@@ -308,7 +330,7 @@ impl Fleet {
                 proto_version: PROTO_VERSION,
                 linerate_version: mine.into(),
             },
-            Duration::from_secs(15),
+            hello,
         )?;
         match ack {
             Response::HelloAck {

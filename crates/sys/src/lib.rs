@@ -31,9 +31,9 @@ pub use mmsg::{bind_packet, packet_socket, set_qdisc_bypass, Recvmmsg, Sendmmsg}
 pub use perf::{perf_cycles_on_cpu, perf_read};
 pub use process::{
     allowed_cpus, die_with_parent, enter_netns, enter_netns_file, euid, is_root, memfd_with,
-    monotonic_ns, peak_rss_bytes, pin_pid, pin_thread, private_sysfs, process_cpu_seconds,
-    realtime_ns, set_fifo, set_parent_death_signal, set_timer_slack_ns, terminal_columns,
-    thread_cpu_seconds, unshare_netns,
+    monotonic_ns, netns_on_exec, peak_rss_bytes, pin_pid, pin_thread, private_sysfs,
+    process_cpu_seconds, realtime_ns, set_fifo, set_parent_death_signal, set_timer_slack_ns,
+    terminal_columns, thread_cpu_seconds, unshare_netns,
 };
 pub use socket::{
     connect_nonblocking, fin_acked, get_buffer, recv_discard, sendfile, set_buffer, set_congestion,

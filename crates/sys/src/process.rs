@@ -57,6 +57,18 @@ pub fn die_with_parent(cmd: &mut Command) {
     }
 }
 
+/// Makes the child start in the network namespace `ns` refers to (e.g.
+/// `/proc/PID/ns/net` of an agent holding an anonymous lab namespace): a
+/// VM's taps are created where its emulator runs. The file stays open
+/// until the child execs.
+pub fn netns_on_exec(cmd: &mut Command, ns: File) {
+    // SAFETY: setns is async-signal-safe, which is all pre_exec requires;
+    // the fd is owned by `ns`, which the closure keeps alive.
+    unsafe {
+        cmd.pre_exec(move || cvt(libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET)).map(drop));
+    }
+}
+
 /// Pins the calling thread to the given CPUs.
 pub fn pin_thread(cpus: &[usize]) -> io::Result<()> {
     pin_pid(0, cpus)
