@@ -4,7 +4,7 @@
 # a tool missing) say so; the closing summary counts them beside the passes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh chromium python3-prometheus-client openssh-server curl nginx tcpdump
+scripts/deps.sh chromium python3-prometheus-client openssh-server curl nginx tcpdump qemu-system-x86 busybox-static
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 skips=$(mktemp)

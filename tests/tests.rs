@@ -49,5 +49,6 @@ mod sweep;
 mod threads;
 mod txengine;
 mod vlan;
+mod vm;
 mod xdplive;
 mod xdprx;

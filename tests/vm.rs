@@ -1,0 +1,269 @@
+//! The DUT in a VM (`lab --dut-vm`): a stock Debian kernel booted by
+//! linerate under qemu (KVM where a probe guest boots, TCG here), its agent
+//! on a virtio serial port, the DUT modes on virtio-net NICs; and nothing
+//! left behind, even when the controller is killed.
+//!
+//! The guest kernel is Debian's own package, fetched by linerate with apt
+//! into its cache (a fresh CI clone has none: the first test downloads it,
+//! about 70 MB).
+
+use crate::util::*;
+use serde_json::Value;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const KERNEL: &str = "debian:bookworm";
+
+fn have_qemu() -> bool {
+    let ok = Command::new("qemu-system-x86_64")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have qemu-system-x86 (scripts/test.sh installs it)"
+        );
+        skip("needs qemu-system-x86_64 (apt-get install qemu-system-x86 busybox-static)");
+    }
+    ok
+}
+
+/// Pids of the processes whose parent is `pid`.
+fn children(pid: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...
+        let Some(close) = stat.rfind(')') else { continue };
+        let comm = stat[stat.find('(').unwrap_or(0) + 1..close].to_string();
+        let ppid: u32 = stat[close + 2..]
+            .split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if ppid == pid {
+            out.push((p, comm));
+        }
+    }
+    out
+}
+
+fn taps_anywhere() -> usize {
+    // Taps are made in the vmnet namespace; one left in this namespace
+    // would show here.
+    root_interfaces()
+        .iter()
+        .filter(|i| i.starts_with("tap") || i.starts_with("hv"))
+        .count()
+}
+
+#[test]
+fn a_route_dut_in_a_vm_forwards_counts_exactly_and_says_it_is_virtual() {
+    if !require_root() || !have_qemu() {
+        return;
+    }
+    let _serial = serial();
+    let dir = tempdir("vm-route");
+    let began = Instant::now();
+    let out = run(&[
+        "lab",
+        "--dut-vm",
+        "--dut-kernel",
+        KERNEL,
+        "--quick",
+        "--duration",
+        "2",
+        "--only",
+        "udp 64B var2",
+        "--only",
+        "tcp 1 stream",
+        "--results-dir",
+        dir.to_str().unwrap(),
+        "--no-progress",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "lab --dut-vm failed:\n{stderr}\n{stdout}");
+    let run_dir = only_run_dir(&dir);
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("results.json")).unwrap()).unwrap();
+    let lab = doc["labs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["dut_mode"] == "route")
+        .expect("a route lab");
+    let vm = &lab["vm"];
+    assert!(
+        vm["accel"] == "tcg" || vm["accel"] == "kvm",
+        "accelerator recorded: {vm}"
+    );
+    assert!(!vm["accel_reason"].as_str().unwrap().is_empty(), "{vm}");
+    assert!(
+        vm["kernel_release"].as_str().unwrap().starts_with("6.1."),
+        "bookworm's kernel is 6.1: {vm}"
+    );
+    assert!(vm["kernel_origin"].as_str().unwrap().contains("bookworm"), "{vm}");
+    assert_eq!(vm["nic_model"], "virtio-net-pci");
+    let modules: Vec<&str> = vm["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for m in ["virtio_net", "virtio_console", "nf_tables", "bridge"] {
+        assert!(modules.contains(&m), "{m} not loaded: {modules:?}");
+    }
+    assert!(f(&vm["boot_s"]) > 0.5, "{vm}");
+    let roles: Vec<&str> = lab["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["role"].as_str())
+        .collect();
+    assert_eq!(roles, ["gen", "vmnet", "dut", "sink"]);
+    // The guest's own record names its NICs as the namespace DUT's.
+    let dut = lab["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["role"] == "dut")
+        .unwrap();
+    assert!(dut.to_string().contains("dut0") && dut.to_string().contains("dut1"));
+
+    // UDP through the guest: every frame the sink did not count was lost
+    // at the DUT (its tap or its kernel), and the DUT's own counters agree.
+    let udp = test_named(&doc, "udp 64B var2");
+    assert_eq!(udp["status"], "ok", "{udp}");
+    let d = &udp["directions"][0];
+    let rx = d["rx_packets"].as_u64().unwrap();
+    assert!(rx > 100, "the guest forwarded {rx} frames");
+    let checks = udp["cross_checks"].as_array().unwrap();
+    let dut_check = checks
+        .iter()
+        .find(|c| c["what"].as_str().unwrap().starts_with("dut:"))
+        .unwrap_or_else(|| panic!("no DUT cross-check: {checks:?}"));
+    assert_eq!(dut_check["flagged"], false, "{dut_check}");
+    assert_eq!(d["tester_drops"].as_u64().unwrap_or(0), 0, "{d}");
+    // TCP through the guest moves data.
+    let tcp = test_named(&doc, "tcp 1 stream");
+    assert_eq!(tcp["status"], "ok", "{tcp}");
+    assert!(f(&tcp["directions"][0]["rx_l2_bps"]) > 1e6, "{tcp}");
+    // Said where it is read: the terminal's legend and the HTML report.
+    assert!(stdout.contains("virtual ("), "{stdout}");
+    let html = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    assert!(html.contains("in a VM (kernel 6.1."), "report names the VM");
+    // Nothing left: qemu (the dut node's pid), the agents, the taps.
+    assert_nothing_left(&lab_pids(&doc));
+    assert_eq!(taps_anywhere(), 0);
+    eprintln!("vm route lab took {:.1} s", began.elapsed().as_secs_f64());
+}
+
+#[test]
+fn a_killed_controller_leaves_no_vm_behind() {
+    if !require_root() || !have_qemu() {
+        return;
+    }
+    let _serial = serial();
+    let dir = tempdir("vm-kill");
+    let mut child = Command::new(bin())
+        .args([
+            "lab",
+            "--dut-vm",
+            "--vm-accel",
+            "tcg",
+            "--dut-kernel",
+            KERNEL,
+            "--quick",
+            "--duration",
+            "60",
+            "--only",
+            "udp 64B var2",
+            "--results-dir",
+            dir.to_str().unwrap(),
+            "--no-progress",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Wait until the DUT lab is whole: qemu (its guest agent answered, or
+    // the sink, spawned after it, would not run) and the gen, vmnet and
+    // sink agents; then a few seconds into its test.
+    let deadline = Instant::now() + Duration::from_secs(200);
+    let mut qemu = Vec::new();
+    let mut agents = Vec::new();
+    while Instant::now() < deadline {
+        let kids = children(pid);
+        qemu = kids
+            .iter()
+            .filter(|(_, c)| c.starts_with("qemu"))
+            .map(|(p, _)| *p)
+            .collect();
+        agents = kids
+            .iter()
+            .filter(|(_, c)| c == "linerate")
+            .map(|(p, _)| *p)
+            .collect();
+        if !qemu.is_empty() && agents.len() >= 3 {
+            std::thread::sleep(Duration::from_secs(5));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(!qemu.is_empty(), "qemu never started under the controller");
+    assert!(agents.len() >= 3, "gen, vmnet and sink agents: {agents:?}");
+    // SIGKILL: nothing of the controller runs any more.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut all = qemu.clone();
+    all.extend(&agents);
+    assert_nothing_left(&all);
+    assert_eq!(taps_anywhere(), 0);
+}
+
+#[test]
+fn vm_flags_are_checked_before_anything_starts() {
+    let out = run(&["lab", "--dut-kernel", KERNEL]);
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("--dut-vm"), "{e}");
+    let out = run(&["lab", "--dut-vm", "--dut", "stick"]);
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("--dut stick") && e.contains("route"), "{e}");
+    let out = run(&["lab", "--dut-vm", "--dut-kernel", "debian:../etc"]);
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("not a Debian release"), "{e}");
+    let out = run(&["lab", "--dut-vm", "--vm-accel", "hvf"]);
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("auto, kvm or tcg"), "{e}");
+    // A kernel file that is not one says so, after no lab was built.
+    let dir = tempdir("vm-badkernel");
+    let bogus = dir.join("vmlinuz");
+    std::fs::write(&bogus, b"not a kernel").unwrap();
+    if is_root() && have_qemu() {
+        let out = run(&[
+            "lab",
+            "--dut-vm",
+            "--dut-kernel",
+            bogus.to_str().unwrap(),
+            "--quick",
+            "--no-results",
+        ]);
+        assert!(!out.status.success());
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(e.contains("not an x86 Linux kernel image"), "{e}");
+    }
+}
