@@ -140,8 +140,10 @@ fn adhoc_tests_between_user_namespaces_and_known_loss() {
     assert_eq!(t["status"], "ok", "{}", t["error"]);
     let d = &t["directions"][0];
     let sent = d["tx_packets"].as_u64().unwrap();
-    // The rate holds: 40 kpps for 2 s.
-    assert!((78_000..=82_000).contains(&sent), "sent {sent}: {d}");
+    // The rate holds: 40 kpps for 2 s, never more; a host with a busy core
+    // may delay the sender (74.9k sent beside two builds, 65.9k beside
+    // stress-ng and two builds), a broken pacer is off by far more.
+    assert!((60_000..=82_000).contains(&sent), "sent {sent}: {d}");
     // A stall of the host (steal) may lose what 40 kpps offers meanwhile,
     // on top of the DUT's 5 %: the rule a search applies to its trials.
     let steal = t["steal_ms"].as_f64().unwrap_or(0.0);

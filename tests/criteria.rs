@@ -33,6 +33,11 @@ fn search(base: &Path, name: &str, police: &str, extra: &[&str]) -> (Output, Val
         // 10 % tolerance and the 20 % regression below.
         "--width",
         "3",
+        // From 100 kpps, not the line rate: a loaded tester spends most of
+        // a search from 14.88 Mpps on trials it falls short of, and the
+        // search from the line rate is search_limits.rs's test.
+        "--max-rate",
+        "100kpps",
         "--final-trial",
         "1",
         "--duration-sum",
@@ -200,60 +205,47 @@ fn issue_19_policed_dut_criteria_baseline_and_junit() {
     );
     let first_dir = run_dir(&base, "first");
 
-    // The same setup again: a missed criterion (exit 1) and no regression.
+    // A DUT 20 % slower against the first run: a regression, one criterion
+    // met and one missed (exit 1), both in the JUnit file. (A rerun that
+    // stays within its noise is no regression: issue_38_a_baseline_… checks
+    // that on fixtures, where the noise is known; a real rerun's agreement
+    // is a figure of a quiet machine, measured by bench/trust.sh.)
     let junit = base.join("out.xml");
-    let (out, b) = search(
+    let (out, c) = search(
         &base,
-        "again",
-        "40kpps",
+        "slower",
+        "32kpps",
         &[
             "--expect",
-            "ndr>=20kpps",
+            "ndr>=15kpps",
             "--expect",
             "ndr>=60kpps",
-            "--tolerance",
-            "10%",
             "--baseline",
             &first_dir,
+            "--tolerance",
+            "10%",
             "--junit",
             junit.to_str().unwrap(),
         ],
     );
     let err = stderr(&out);
     assert_eq!(code(&out), Some(1), "{err}");
-    let passed: Vec<bool> = b["criteria"]
+    let passed: Vec<bool> = c["criteria"]
         .as_array()
         .unwrap()
         .iter()
         .map(|c| c["passed"].as_bool().unwrap())
         .collect();
-    assert_eq!(passed, [true, false], "{}", b["criteria"]);
+    assert_eq!(passed, [true, false], "{}", c["criteria"]);
     assert!(err.contains("FAIL  ndr>=60kpps"), "{err}");
-    let bl = &b["baseline"];
-    assert_eq!(bl["regressions"], 0, "a rerun is no regression: {bl}");
-    assert!(
-        bl["figures"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|f| f["figure"] == "ndr" && f["change"] == "within_noise"),
-        "{bl}"
-    );
     let cases = junit_cases(&junit);
+    // The missed criterion and the regressed figures are the case's failures.
     assert!(
-        cases.contains(&("search bench-var2-64b".to_string(), 1)),
+        cases
+            .iter()
+            .any(|(name, failures)| name == "search bench-var2-64b" && *failures >= 2),
         "{cases:?}"
     );
-
-    // A DUT 20 % slower: a regression against the first run.
-    let (out, c) = search(
-        &base,
-        "slower",
-        "32kpps",
-        &["--baseline", &first_dir, "--tolerance", "10%"],
-    );
-    let err = stderr(&out);
-    assert_eq!(code(&out), Some(1), "{err}");
     let bl = &c["baseline"];
     let f = bl["figures"]
         .as_array()

@@ -1,7 +1,10 @@
-//! The soak (issue 22, item 3) in the suite: `bench/soak.sh --seconds 60`
-//! runs UDP at the tester's full rate, TCP alongside and a monitor through
-//! a gen ─ dut ─ sink lab, and fails unless memory and descriptors stay
-//! flat after the first sample (20 s) and the UDP counters add up exactly.
+//! The soak (issue 22, item 3) in the suite: `bench/soak.sh --seconds 30`
+//! (its shortest) runs UDP at the tester's full rate, TCP alongside and a
+//! monitor through a gen ─ dut ─ sink lab, and fails unless memory and
+//! descriptors stay flat after the first sample (10 s) and the UDP counters
+//! add up exactly. Twenty seconds at full rate after the first sample show a
+//! per-packet or per-interval leak as surely as fifty do (millions of
+//! frames, twenty intervals).
 //! The 60-minute soak is a benchmark, run by hand (bench/README.md).
 
 use crate::faults::{HostState, PREFIX};
@@ -9,7 +12,7 @@ use crate::util::*;
 use std::process::Command;
 
 #[test]
-fn one_minute_soak_keeps_memory_flat_and_counters_exact() {
+fn half_minute_soak_keeps_memory_flat_and_counters_exact() {
     let _g = serial();
     if !require_root() {
         return;
@@ -18,7 +21,7 @@ fn one_minute_soak_keeps_memory_flat_and_counters_exact() {
     let prefix = format!("{PREFIX}{}soak", std::process::id() % 100_000);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/soak.sh");
     let out = Command::new(script)
-        .args(["--seconds", "60"])
+        .args(["--seconds", "30"])
         .env("BIN", bin())
         .env("PREFIX", &prefix)
         .output()
