@@ -18,6 +18,9 @@
 # 198.18.31.2 (server).
 #
 # Usage: bench/http-requests.sh [--seconds N] [--rounds N] [--connections N] [--pin]
+#                               [--http2-only]
+#
+# --http2-only runs only the HTTP/2 rows (linerate --http2 and h2load).
 #
 # --pin gives each side a core of its own: every client (one thread each:
 # wrk -t1, h2load -t1, linerate's one event loop) on CPU 0, the servers
@@ -33,14 +36,15 @@
 # starts is removed on exit.
 set -euo pipefail
 
-secs=5; rounds=3; conns=64; pin=
+secs=5; rounds=3; conns=64; pin=; h2only=
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) secs=${2:?--seconds needs a value}; shift ;;
     --rounds) rounds=${2:?--rounds needs a value}; shift ;;
     --connections) conns=${2:?--connections needs a value}; shift ;;
     --pin) pin=1 ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --http2-only) h2only=1 ;;
+    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -139,6 +143,11 @@ runs="nginx:linerate:http://$S:8081/1k.bin nginx:wrk:http://$S:8081/1k.bin
 nginx:h2load:http://$S:8081/1k.bin serve:linerate:http://$S:8080/1k.bin
 serve:wrk:http://$S:8080/1k.bin serve:h2load:http://$S:8080/1k.bin
 nginx-h2:linerate_h2:http://$S:8082/1k.bin nginx-h2:h2load_h2:http://$S:8082/1k.bin"
+names="nginx serve nginx-h2"
+if [ -n "$h2only" ]; then
+  runs="nginx-h2:linerate_h2:http://$S:8082/1k.bin nginx-h2:h2load_h2:http://$S:8082/1k.bin"
+  names=nginx-h2
+fi
 for r in $(seq "$rounds"); do
   for run in $runs; do
     name=${run%%:*}; rest=${run#*:}; tool=${rest%%:*}; url=${rest#*:}
@@ -162,7 +171,7 @@ echo "host: $(nproc) CPUs, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | 
 echo "(CPU/request: the client's own user + system time per request; the server and the"
 echo " kernel's softirq work charged elsewhere are not in it)"
 {
-  for name in nginx serve nginx-h2; do
+  for name in $names; do
     if [ "$name" = nginx-h2 ]; then tools="linerate_h2 h2load_h2"; else tools="linerate wrk h2load"; fi
     for tool in $tools; do
       vals=""; cpus=""

@@ -3,6 +3,8 @@
 #
 #   client  linerate http --url  vs  curl (N processes) against nginx (sendfile on)
 #           and against linerate serve, 1 and 4 connections, HTTP
+#   http2   linerate http --http2  vs  h2load  against nginx (listen http2,
+#           h2c), 1 and 4 connections, one stream per connection
 #   server  linerate serve       vs  nginx           with the same client (linerate http)
 #           HTTP and HTTPS (nginx: OpenSSL in user space; linerate: rustls,
 #           kTLS where the kernel has the tls ULP), 1, 4 and 64 connections,
@@ -15,26 +17,29 @@
 # Lab: two network namespaces joined by a veth pair, 198.18.30.1 (client) ->
 # 198.18.30.2 (server). The file is warmed into the page cache first.
 #
-# Usage: bench/http.sh [--seconds N] [--size BYTES] [--rounds N]
-#   --seconds N   seconds per measurement (default 5)
-#   --size BYTES  size of the file served (default 256M; dd syntax)
-#   --rounds N    rounds of the client and server rows (default 3)
+# Usage: bench/http.sh [--seconds N] [--size BYTES] [--rounds N] [--http2-only]
+#   --seconds N    seconds per measurement (default 5)
+#   --size BYTES   size of the file served (default 256M; dd syntax)
+#   --rounds N     rounds of the client, http2 and server rows (default 3)
+#   --http2-only   only the http2 rows (and http-requests.sh's HTTP/2 rows)
 # Namespaces are named lrhb<pid>-c/-s (LR_BENCH_PREFIX replaces "lrhb").
 # Then runs bench/http-requests.sh (requests/s vs wrk and h2load) with the
 # same --rounds, unless LR_BENCH_NO_REQUESTS is set.
 #
 # A benchmark, not a test: exits 0 whatever the figures; non-zero only when
-# the lab cannot be built or a tool is missing. Needs root; installs nginx
-# and curl with apt-get if missing. Everything it starts is removed on exit.
+# the lab cannot be built or a tool is missing. Needs root; installs nginx,
+# curl and nghttp2-client (h2load) with apt-get if missing. Everything it
+# starts is removed on exit.
 set -euo pipefail
 
-secs=5; size=256M; rounds=3
+secs=5; size=256M; rounds=3; h2only=
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) secs=${2:?--seconds needs a value}; shift ;;
     --size) size=${2:?--size needs a value}; shift ;;
     --rounds) rounds=${2:?--rounds needs a value}; shift ;;
-    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --http2-only) h2only=1 ;;
+    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -43,6 +48,7 @@ done
 here=$(cd "$(dirname "$0")" && pwd); repo=$(dirname "$here")
 . "$here/pair.sh"
 need nginx nginx; need curl curl; need python3 python3; need openssl openssl
+need h2load nghttp2-client; need /usr/bin/time time
 lr_binary "$repo"
 pair_lab "${LR_BENCH_PREFIX:-lrhb}$$" hb 198.18.30 lr-http-bench
 
@@ -80,6 +86,8 @@ http {
   uwsgi_temp_path $work; scgi_temp_path $work;
   server { listen $S:8081; root $work/root; }
   server { listen $S:8444 ssl; root $work/root; ssl_certificate $work/cert.pem; ssl_certificate_key $work/key.pem; }
+  # HTTP/2 in clear text (h2c), without sendfile as in http-requests.sh.
+  server { listen $S:8082 http2; root $work/root; sendfile off; }
 }
 EOF
 ip netns exec "$sns" nginx -c "$work/nginx.conf" & pids+=($!)
@@ -90,6 +98,9 @@ for url in http://$S:8081/file.bin http://$S:8080/file.bin; do
   for _ in $(seq 100); do
     ip netns exec "$cns" curl -s -o /dev/null -r 0-0 "$url" && break; sleep 0.1
   done
+done
+for _ in $(seq 100); do
+  ip netns exec "$cns" bash -c "exec 3<>/dev/tcp/$S/8082" 2>/dev/null && break; sleep 0.1
 done
 
 # CPU ticks (user + system) of processes, by pid (a process's stat counts
@@ -108,8 +119,8 @@ server_pids() { # the server processes listening on a port in the server namespa
 }
 
 # linerate's client: prints "gbps cpu_ns_per_byte(client)"
-lr_client() { # url conns
-  local extra=(); [[ $1 == https* ]] && extra=(--cacert "$work/cert.pem")
+lr_client() { # url conns [flags...]
+  local extra=("${@:3}"); [[ $1 == https* ]] && extra+=(--cacert "$work/cert.pem")
   "$lr" http --client "ns:$cns" --url "$1" -t "$secs" -c "$2" "${extra[@]}" \
     --json --no-progress --no-results 2>/dev/null | python3 -c "$lr_figures"
 }
@@ -144,6 +155,27 @@ print(f"{got * 8 / wall / 1e9:.3f} {(u + s) * 1e9 / max(got, 1):.3f}")
 EOF
 }
 
+# h2load for --seconds, one thread, one stream per connection (its
+# default): body bytes received ("traffic: ... data"), as linerate counts
+# them, over its run time. Prints "gbps cpu_ns_per_byte(client)".
+h2load_client() { # url conns
+  /usr/bin/time -f "%U %S" -o "$work/h2load.time" \
+    ip netns exec "$cns" h2load -t1 -c "$2" -D "$secs" "$1" > "$work/h2load.out" 2>/dev/null || true
+  python3 - "$work/h2load.out" "$work/h2load.time" <<'EOF'
+import re, sys
+out = open(sys.argv[1]).read()
+u, s = (float(x) for x in open(sys.argv[2]).read().split()[-2:])
+took = re.search(r"finished in ([0-9.]+)(m?s)", out)
+data = re.search(r"traffic:.*\((\d+)\) data", out)
+if not (took and data):
+    print("0 0")
+else:
+    wall = float(took.group(1)) / (1000 if took.group(2) == "ms" else 1)
+    got = int(data.group(1))
+    print(f"{got * 8 / wall / 1e9:.3f} {(u + s) * 1e9 / max(got, 1):.3f}")
+EOF
+}
+
 # A server measured with linerate's client: prints "gbps cpu_ns_per_byte(server)".
 server_run() { # url port conns
   local pids_s; pids_s=$(server_pids "$2")
@@ -165,6 +197,40 @@ row() { # name lin_result anchor_result
   set -- "$1" $2 $3
   printf '%-42s %10s %10s %10s %10s %8s\n' "$1" "$2" "$3" "$4" "$5" "$(ratio "$2" "$4")"
 }
+# The http2 rows: every round measures linerate --http2 and h2load at 1
+# and 4 connections against nginx (h2c), h2load first in odd rounds,
+# linerate first in even ones.
+hruns="$work/http2-runs"; : > "$hruns"
+for r in $(seq "$rounds"); do
+  for c in 1 4; do
+    u=http://$S:8082/file.bin
+    if [ $((r % 2)) = 1 ]; then k=$(h2load_client "$u" "$c"); l=$(lr_client "$u" "$c" --http2)
+    else l=$(lr_client "$u" "$c" --http2); k=$(h2load_client "$u" "$c"); fi
+    echo "$c $r $l $k" >> "$hruns"
+    printf '  round %s: http2 vs h2load, %s conn: %s vs %s Gbit/s\n' "$r" "$c" "${l%% *}" "${k%% *}"
+  done
+done
+python3 - "$hruns" <<'EOF2'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    c, r, lg, lc, kg, kc = line.split()
+    rows.setdefault(int(c), []).append((float(lg), float(lc), float(kg), float(kc)))
+for c, v in sorted(rows.items()):
+    med = lambda i: statistics.median(x[i] for x in v)
+    ratios = [x[0] / x[2] for x in v if x[2] > 0]
+    rr = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else "-"
+    name = f"http2 vs h2load, nginx h2c, {c} conn (Gbit/s)"
+    print(f"{name:<42} {med(0):10.3f} {med(1):10.3f} {med(2):10.3f} {med(3):10.3f} {rr}")
+EOF2
+if [ -n "$h2only" ]; then
+  echo "file: $bytes bytes from the page cache; $secs s per measurement; medians of $rounds rounds, ratio median (min-max); CPU per byte is the client's user+system time"
+  if [ -z "${LR_BENCH_NO_REQUESTS:-}" ]; then
+    echo
+    bash "$here/http-requests.sh" --rounds "$rounds" --http2-only
+  fi
+  exit 0
+fi
 # The client rows: every round measures linerate's client and curl at 1 and
 # 4 connections against nginx and against linerate serve (plain HTTP),
 # curl first in odd rounds, linerate first in even ones.

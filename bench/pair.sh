@@ -9,9 +9,10 @@ need() {
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
 }
 
-# lr_binary REPO: sets lr to REPO's release binary, building it if missing.
+# lr_binary REPO: sets lr to REPO's release binary (under CARGO_TARGET_DIR
+# when it is set, as cargo puts it), building it if missing.
 lr_binary() {
-  lr="$1/target/release/linerate"
+  lr="${CARGO_TARGET_DIR:-$1/target}/release/linerate"
   if [ ! -x "$lr" ]; then
     (cd "$1" && cargo build --release --quiet)
   fi

@@ -1,10 +1,15 @@
 //! HTTP/2 downloads (`--http2`): the same connections, schedule, budget and
 //! figures as the HTTP/1.1 event loops (`client_loop`), spoken with the h2
 //! crate. Each event-loop thread runs a single-threaded tokio runtime; each
-//! connection is a task that sends one request at a time on its own TCP
+//! connection is one task that sends one request at a time on its own TCP
 //! connection (as h2load does with its default of one stream per
 //! connection), over TLS with ALPN `h2` for https, or in clear text with
 //! prior knowledge (h2c) for http.
+//!
+//! The task drives its connection itself (h2's `Connection` future is
+//! polled beside the request it waits on, not spawned as a task of its
+//! own), and one timer per connection watches every wait for a stall: a
+//! request costs no hop between tasks and no timer set or cleared.
 //!
 //! Every byte read from a socket is counted (heads, frames, TLS framing),
 //! so the wire cross-check holds as for HTTP/1.1. A request that fails is
@@ -20,6 +25,7 @@ use crate::proto::http::{ErrorKinds, StatusCount};
 use crate::sys;
 use bytes::Bytes;
 use rustls::pki_types::ServerName;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
@@ -91,11 +97,86 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
     }
 }
 
+/// h2's connection future: reads and writes the socket, answers SETTINGS
+/// and PING. The connection's own task polls it whenever it waits.
+type Driver = Pin<Box<dyn Future<Output = Result<(), h2::Error>> + Send>>;
+
+/// The connection's driver and its stall timer.
+struct Link {
+    /// `None` once the connection has ended: dropping h2's connection
+    /// ends every stream on it with an error, so no wait is left hanging.
+    conn: Option<Driver>,
+    /// Made at the first wait that blocks, then moved only when it fires
+    /// before the wait it watches is `STALL` old.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+/// How a wait on a connection ended without its answer.
+enum Waited {
+    /// Nothing for `STALL`.
+    Stalled,
+    /// The connection ended with the wait still pending.
+    Closed,
+}
+
+impl Link {
+    fn new(conn: Driver) -> Self {
+        Link {
+            conn: Some(conn),
+            timer: None,
+        }
+    }
+
+    /// Polls `f` until it is ready, driving the connection meanwhile; a
+    /// stall is `STALL` without an answer from the moment `f` first blocks.
+    async fn wait<T>(
+        &mut self,
+        mut f: impl FnMut(&mut Context<'_>) -> Poll<T>,
+    ) -> Result<T, Waited> {
+        let mut limit: Option<Instant> = None;
+        poll_fn(|cx| {
+            // What is already there (the rest of a body, a stream's slot)
+            // needs no turn of the connection: a turn costs h2 its locks
+            // and checks, so it comes only when `f` has to wait.
+            if let Poll::Ready(v) = f(cx) {
+                return Poll::Ready(Ok(v));
+            }
+            match self.conn.as_mut() {
+                Some(c) => {
+                    if c.as_mut().poll(cx).is_ready() {
+                        self.conn = None;
+                    }
+                    if let Poll::Ready(v) = f(cx) {
+                        return Poll::Ready(Ok(v));
+                    }
+                    if self.conn.is_none() {
+                        return Poll::Ready(Err(Waited::Closed));
+                    }
+                }
+                None => return Poll::Ready(Err(Waited::Closed)),
+            }
+            let limit = *limit.get_or_insert_with(|| Instant::now() + STALL);
+            let timer = self
+                .timer
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(limit.into())));
+            while timer.as_mut().poll(cx).is_ready() {
+                if Instant::now() >= limit {
+                    return Poll::Ready(Err(Waited::Stalled));
+                }
+                timer.as_mut().reset(limit.into());
+            }
+            Poll::Pending
+        })
+        .await
+    }
+}
+
 /// An open HTTP/2 connection. `peek` is a second handle on the socket, so
 /// TCP_INFO and the unread count are read from it for as long as the
-/// connection is ours, whatever the h2 driver task does with its own.
+/// connection is ours, whatever h2 does with its own.
 struct Session {
     send: h2::client::SendRequest<Bytes>,
+    link: Link,
     peek: std::net::TcpStream,
     st: Arc<ConnStats>,
     totals: Arc<Mutex<Totals>>,
@@ -235,7 +316,7 @@ pub(super) fn run_loop(
             }
         }
     });
-    // The runtime goes first: the h2 driver tasks close their sockets.
+    // The runtime goes first: what its tasks still hold is closed.
     drop(rt);
     for slot in &slots {
         slot.st.finish();
@@ -260,7 +341,26 @@ async fn connection(ctx: Arc<Ctx>, slot: Arc<Slot>, mut due: Option<Instant>) {
             if d >= sh.deadline {
                 return;
             }
-            tokio::time::sleep_until(d.into()).await;
+            let mut sleep = std::pin::pin!(tokio::time::sleep_until(d.into()));
+            match session.as_mut() {
+                // The connection keeps answering the server meanwhile.
+                Some(s) => {
+                    if let Some(c) = s.link.conn.as_mut() {
+                        let ended = poll_fn(|cx| match sleep.as_mut().poll(cx) {
+                            Poll::Ready(()) => Poll::Ready(false),
+                            Poll::Pending => c.as_mut().poll(cx).map(|_| true),
+                        })
+                        .await;
+                        if ended {
+                            s.link.conn = None;
+                            sleep.await;
+                        }
+                    } else {
+                        sleep.await;
+                    }
+                }
+                None => sleep.await,
+            }
         }
         if !sh.claim(Instant::now()) {
             return;
@@ -366,8 +466,9 @@ async fn open(ctx: &Ctx, st: &Arc<ConnStats>) -> Result<Session, Failure> {
         read: Arc::clone(&ctx.wire),
     };
     match start(ctx, io).await {
-        Ok(send) => Ok(Session {
+        Ok((send, conn)) => Ok(Session {
             send,
+            link: Link::new(conn),
             peek,
             st: Arc::clone(st),
             totals: Arc::clone(&ctx.totals),
@@ -380,11 +481,11 @@ async fn open(ctx: &Ctx, st: &Arc<ConnStats>) -> Result<Session, Failure> {
 }
 
 /// On a connected socket: TLS with ALPN h2 for https, then HTTP/2's
-/// preface; the connection's driver runs as a task of its own.
+/// preface.
 async fn start(
     ctx: &Ctx,
     io: Counted<tokio::net::TcpStream>,
-) -> Result<h2::client::SendRequest<Bytes>, Failure> {
+) -> Result<(h2::client::SendRequest<Bytes>, Driver), Failure> {
     let sh = &ctx.sh;
     let target = sh.spec.target;
     let mut b = h2::client::Builder::new();
@@ -421,23 +522,18 @@ async fn start(
     }
 }
 
-/// The HTTP/2 preface and SETTINGS; the connection's driver then runs as
-/// a task of its own (its errors reach the requests).
+/// The HTTP/2 preface and SETTINGS; the connection's driver is then
+/// polled by the task that sends the requests (its errors reach them).
 async fn handshake<T>(
     b: &h2::client::Builder,
     io: T,
     target: std::net::SocketAddr,
-) -> Result<h2::client::SendRequest<Bytes>, Failure>
+) -> Result<(h2::client::SendRequest<Bytes>, Driver), Failure>
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     match tokio::time::timeout(STALL, b.handshake::<_, Bytes>(io)).await {
-        Ok(Ok((send, conn))) => {
-            tokio::spawn(async move {
-                let _ = conn.await;
-            });
-            Ok(send)
-        }
+        Ok(Ok((send, conn))) => Ok((send, Box::pin(conn))),
         Ok(Err(e)) => Err(h2_failure(&e, "starting HTTP/2", target)),
         Err(_) => Err(Failure::new(
             Kind::Timeout,
@@ -463,13 +559,15 @@ async fn request(
     s: &mut Session,
 ) -> Result<(Instant, Instant, u16), Attempt> {
     let target = ctx.sh.spec.target;
-    let ready = match tokio::time::timeout(STALL, s.send.clone().ready()).await {
-        Ok(Ok(r)) => r,
+    let send = &mut s.send;
+    match s.link.wait(|cx| send.poll_ready(cx)).await {
+        Ok(Ok(())) => {}
         // Closed, or closing gracefully, before anything was sent: a new
         // connection. Any other reason is the server's answer.
         Ok(Err(e)) if refused(&e) || e.is_io() => return Err(Attempt::Gone),
         Ok(Err(e)) => return Err(Attempt::Failed(h2_failure(&e, "opening a stream", target))),
-        Err(_) => {
+        Err(Waited::Closed) => return Err(Attempt::Gone),
+        Err(Waited::Stalled) => {
             return Err(Attempt::Failed(Failure::new(
                 Kind::Timeout,
                 HttpError::Protocol(format!(
@@ -477,8 +575,7 @@ async fn request(
                 )),
             )))
         }
-    };
-    s.send = ready;
+    }
     let mut req = http::Request::new(());
     *req.uri_mut() = ctx.uri.clone();
     req.headers_mut()
@@ -486,12 +583,12 @@ async fn request(
     req.headers_mut()
         .insert(http::header::ACCEPT, http::HeaderValue::from_static("*/*"));
     let t0 = Instant::now();
-    let (resp, _) = match s.send.send_request(req, true) {
+    let (mut resp, _) = match s.send.send_request(req, true) {
         Ok(r) => r,
         Err(e) if refused(&e) => return Err(Attempt::Gone),
         Err(e) => return Err(Attempt::Failed(h2_failure(&e, "sending a request", target))),
     };
-    let resp = match tokio::time::timeout(STALL, resp).await {
+    let resp = match s.link.wait(|cx| Pin::new(&mut resp).poll(cx)).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) if refused(&e) => return Err(Attempt::Gone),
         Ok(Err(e)) => {
@@ -501,7 +598,8 @@ async fn request(
                 target,
             )))
         }
-        Err(_) => {
+        Err(Waited::Closed) => return Err(Attempt::Failed(closed(target))),
+        Err(Waited::Stalled) => {
             return Err(Attempt::Failed(stalled(
                 target,
                 "the response did not start",
@@ -512,7 +610,7 @@ async fn request(
     let status = resp.status().as_u16();
     let mut body = resp.into_body();
     loop {
-        match tokio::time::timeout(STALL, body.data()).await {
+        match s.link.wait(|cx| body.poll_data(cx)).await {
             Ok(None) => break,
             Ok(Some(Ok(chunk))) => {
                 let n = chunk.len();
@@ -522,10 +620,24 @@ async fn request(
             Ok(Some(Err(e))) => {
                 return Err(Attempt::Failed(h2_failure(&e, "reading a body", target)))
             }
-            Err(_) => return Err(Attempt::Failed(stalled(target, "the body stopped"))),
+            Err(Waited::Closed) => return Err(Attempt::Failed(closed(target))),
+            Err(Waited::Stalled) => {
+                return Err(Attempt::Failed(stalled(target, "the body stopped")))
+            }
         }
     }
     Ok((t0, first, status))
+}
+
+/// The connection ended under a request without h2 saying why (h2 ends
+/// every stream with an error when its connection ends: a safety net).
+fn closed(target: std::net::SocketAddr) -> Failure {
+    Failure::new(
+        Kind::Reset,
+        HttpError::Protocol(format!(
+            "{target}: the HTTP/2 connection ended in the middle of a request"
+        )),
+    )
 }
 
 fn stalled(target: std::net::SocketAddr, what: &str) -> Failure {
