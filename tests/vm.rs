@@ -42,7 +42,9 @@ fn children(pid: u32) -> Vec<(u32, String)> {
             continue;
         };
         // pid (comm) state ppid ...
-        let Some(close) = stat.rfind(')') else { continue };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
         let comm = stat[stat.find('(').unwrap_or(0) + 1..close].to_string();
         let ppid: u32 = stat[close + 2..]
             .split_whitespace()
@@ -91,7 +93,10 @@ fn a_route_dut_in_a_vm_forwards_counts_exactly_and_says_it_is_virtual() {
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "lab --dut-vm failed:\n{stderr}\n{stdout}");
+    assert!(
+        out.status.success(),
+        "lab --dut-vm failed:\n{stderr}\n{stdout}"
+    );
     let run_dir = only_run_dir(&dir);
     let doc: Value =
         serde_json::from_slice(&std::fs::read(run_dir.join("results.json")).unwrap()).unwrap();
@@ -111,7 +116,10 @@ fn a_route_dut_in_a_vm_forwards_counts_exactly_and_says_it_is_virtual() {
         vm["kernel_release"].as_str().unwrap().starts_with("6.1."),
         "bookworm's kernel is 6.1: {vm}"
     );
-    assert!(vm["kernel_origin"].as_str().unwrap().contains("bookworm"), "{vm}");
+    assert!(
+        vm["kernel_origin"].as_str().unwrap().contains("bookworm"),
+        "{vm}"
+    );
     assert_eq!(vm["nic_model"], "virtio-net-pci");
     let modules: Vec<&str> = vm["modules"]
         .as_array()

@@ -204,13 +204,16 @@ fn lab_spec(plan: &Plan, settings: &[plan::PlanArg]) -> Result<crate::lab::LabSp
         anyhow!("{}", plan.error_at(span, format!("lab setting: {msg}")))
     };
     let parsed = Cli::try_parse_from(&argv).map_err(|e| {
+        // The message up to clap's usage line: "required arguments were
+        // not provided:" names them on the lines after it.
         let text = e.render().to_string();
-        at(text
+        let msg: Vec<&str> = text
             .lines()
-            .next()
-            .unwrap_or_default()
-            .trim_start_matches("error: ")
-            .to_string())
+            .take_while(|l| !l.starts_with("Usage:"))
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        at(msg.join(" ").trim_start_matches("error: ").to_string())
     })?;
     let cli::Command::Lab(a) = parsed.command else {
         return Err(at("not a lab".into()));
@@ -792,6 +795,32 @@ mod tests {
         };
         assert!(!s.stream.bidir);
         assert_eq!(p.tests[8].sweep.as_ref().unwrap().point.index, 8);
+    }
+
+    /// Issue 35: `[lab] dut_vm = true` with its kernel, vCPUs and
+    /// accelerator is the DUT VM `linerate lab --dut-vm` builds.
+    #[test]
+    fn plan_lab_dut_vm() {
+        let text = "[lab]\ndut = \"nat\"\ndut_vm = true\ndut_kernel = \"debian:trixie\"\n\
+                    dut_vcpus = 2\nvm_accel = \"tcg\"\n[[test]]\nkind = \"udp\"\n";
+        let Command::Plan(p, _) = load_text(text).unwrap() else {
+            panic!("not a plan")
+        };
+        let lab = p.tests[0].lab.as_ref().unwrap();
+        assert_eq!(lab.dut, Some(crate::lab::DutMode::Nat));
+        let vm = lab.dut_vm.as_ref().expect("a DUT VM");
+        assert_eq!(vm.kernel, crate::vm::KernelSource::Debian("trixie".into()));
+        assert_eq!((vm.cpus, vm.accel), (2, crate::vm::Accel::Tcg));
+        let Command::Plan(p, _) = load_text("[lab]\n[[test]]\nkind = \"udp\"\n").unwrap() else {
+            panic!("not a plan")
+        };
+        assert!(p.tests[0].lab.as_ref().unwrap().dut_vm.is_none());
+        // A VM setting without the VM is refused at its place.
+        let e = match load_text("[lab]\ndut_vcpus = 2\n[[test]]\nkind = \"udp\"\n") {
+            Ok(_) => panic!("dut_vcpus without dut_vm was taken"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains("dut-vm") || e.contains("dut_vm"), "{e}");
     }
 
     /// Issue 21: the queue count of the lab's veths, set in [lab] or swept.

@@ -431,10 +431,8 @@ pub fn preflight(spec: &LabSpec) -> Result<()> {
         // Before any test runs: qemu, taps, and the kernel (fetched now if
         // it is not cached; the build finds it in the cache).
         crate::vm::qemu::preflight()?;
-        crate::vm::kernel::resolve(&vm.kernel, &|m| {
-            crate::model::stderr::errln!("lab: {m}")
-        })
-        .with_context(|| format!("the DUT VM's kernel ({})", vm.kernel))?;
+        crate::vm::kernel::resolve(&vm.kernel, &|m| crate::model::stderr::errln!("lab: {m}"))
+            .with_context(|| format!("the DUT VM's kernel ({})", vm.kernel))?;
     }
     Ok(())
 }

@@ -31,6 +31,13 @@ pub const LAB_KEYS: &[&str] = &[
     "dut_police",
     "dut_shape",
     "stick_vlans",
+    // The DUT in a VM: `dut_vm = true`, its kernel, vCPUs, memory and
+    // accelerator.
+    "dut_vm",
+    "dut_kernel",
+    "dut_vcpus",
+    "dut_memory",
+    "vm_accel",
 ];
 
 /// The lab's generator and sink addresses (its route/nat/fw addressing).
