@@ -29,7 +29,6 @@ pub const FEATURE_MODULES: &[&str] = &[
     "nft_ct",
     "nft_limit",
     "nft_numgen",
-    "nft_counter",
     "sch_tbf",
     "sch_htb",
     "sch_netem",

@@ -24,7 +24,7 @@ pub enum KernelSource {
 pub const DEFAULT_KERNEL: &str = "debian:stable";
 
 impl KernelSource {
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, super::BadSetting> {
         if let Some(rel) = s.strip_prefix("debian:") {
             let ok = !rel.is_empty()
                 && rel.len() <= 32
@@ -32,15 +32,17 @@ impl KernelSource {
                     .chars()
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
             if !ok {
-                return Err(format!(
+                return Err(super::BadSetting(format!(
                     "'{rel}' is not a Debian release name: use e.g. debian:bookworm, debian:trixie \
                      or debian:stable"
-                ));
+                )));
             }
             return Ok(KernelSource::Debian(rel.to_string()));
         }
         if s.is_empty() {
-            return Err("an empty kernel: give a path or debian:RELEASE".into());
+            return Err(super::BadSetting(
+                "an empty kernel: give a path or debian:RELEASE".into(),
+            ));
         }
         let p = PathBuf::from(s);
         if s.ends_with(".deb") {

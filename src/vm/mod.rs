@@ -20,6 +20,12 @@ pub mod qemu;
 pub use kernel::{Kernel, KernelSource, DEFAULT_KERNEL};
 pub use qemu::{Accel, Nic};
 
+/// A VM setting that does not parse (`--dut-kernel`, `--vm-accel`): the
+/// message says what was wrong and what would do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadSetting(pub String);
+
 /// A VM to boot for an agent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VmSpec {

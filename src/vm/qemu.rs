@@ -24,12 +24,14 @@ pub enum Accel {
 }
 
 impl Accel {
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, super::BadSetting> {
         match s {
             "auto" => Ok(Accel::Auto),
             "kvm" => Ok(Accel::Kvm),
             "tcg" => Ok(Accel::Tcg),
-            _ => Err(format!("'{s}' is not an accelerator: use auto, kvm or tcg")),
+            _ => Err(super::BadSetting(format!(
+                "'{s}' is not an accelerator: use auto, kvm or tcg"
+            ))),
         }
     }
     pub fn name(self) -> &'static str {
