@@ -68,6 +68,34 @@ fn agent_with(controller: u32, dev: &str, within: Duration) -> Option<u32> {
     None
 }
 
+/// Frames `dev` (in the namespace of `pid`) has sent, from `ip -s -j`.
+fn tx_packets(pid: u32, dev: &str) -> Option<u64> {
+    let out = in_ns(pid, &["ip", "-s", "-j", "link", "show", dev]);
+    let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+    v[0]["stats64"]["tx"]["packets"].as_u64()
+}
+
+/// Waits until `dev` sends at a test's pace (500 frames in 200 ms), not
+/// the lab's set-up trickle.
+fn wait_for_traffic(pid: u32, dev: &str) {
+    let t0 = Instant::now();
+    let mut last = tx_packets(pid, dev);
+    loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = tx_packets(pid, dev);
+        if let (Some(a), Some(b)) = (last, now) {
+            if b >= a + 500 {
+                return;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no test traffic on {dev} within 60 s ({now:?} frames sent)"
+        );
+        last = now;
+    }
+}
+
 /// Sends `n` IPv4/UDP frames with TTL 1, tagged `vlan`, from gen0 to the
 /// stick DUT's MAC (python's AF_PACKET, in the namespace of `gen`): how
 /// many were sent, or `None` (and a skip line) without python3.
@@ -161,8 +189,11 @@ fn stick_forwards_between_two_vlans_with_exact_counts_and_tags() {
     ) {
         (true, Some(sw)) => {
             let dut = agent_with(child.id(), "dut0", Duration::from_secs(5)).expect("dut agent");
-            // The DUT's program is attached while the lab runs.
+            // The DUT's program is attached while the lab runs; the
+            // capture starts once the test's frames leave towards the sink
+            // (a loaded host may take long between the two).
             wait_for_xdp(dut, "dut0");
+            wait_for_traffic(sw, "sw-sink");
             Some(in_ns(
                 sw,
                 &[
@@ -179,9 +210,8 @@ fn stick_forwards_between_two_vlans_with_exact_counts_and_tags() {
     };
     // Traffic flows (the capture saw it): frames with TTL 1 from gen, on
     // VLAN 30 to the DUT, must be dropped and counted, never forwarded.
-    // The counts are the test's own (from its start): a capture of 50
-    // tagged frames may end on the lab's set-up traffic, before the test
-    // starts, so the frames go 1.5 s in either way (the test runs 8 s).
+    // The counts are the test's own (from its start): the frames go 1.5 s
+    // after the capture saw the test's traffic (the test runs 8 s).
     std::thread::sleep(Duration::from_millis(1500));
     let gen = agent_with(child.id(), "gen0", Duration::from_secs(5)).expect("gen agent");
     let expired = inject_ttl_one(gen, 30, 5);
@@ -256,8 +286,9 @@ fn stick_forwards_between_two_vlans_with_exact_counts_and_tags() {
         eprintln!("captured {} tagged frames on sw-sink", frames.len());
         assert!(
             frames.len() >= 20,
-            "captured {} tagged frames:\n{text}",
-            frames.len()
+            "captured {} tagged frames:\n{text}\n{}",
+            frames.len(),
+            String::from_utf8_lossy(&cap.stderr)
         );
         for l in &frames {
             assert!(

@@ -29,7 +29,33 @@ pub struct ClientConfig {
 /// The longest TEST_END waits for this end's TCP senders to drain.
 const DRAIN_MAX: Duration = Duration::from_secs(3);
 
+/// How long a server that answers ACCESS_DENIED is asked again. A stock
+/// iperf3 server refuses for a moment after its last test ended, until it
+/// has read that client's close: the next test of a plan lands there.
+const BUSY_WAIT: Duration = Duration::from_secs(3);
+
 pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<Outcome, Iperf3Error> {
+    let deadline = Instant::now() + BUSY_WAIT;
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match run_once(cfg, stop) {
+            Err(Iperf3Error::Busy(m)) => {
+                let now = Instant::now();
+                if now + pause > deadline || stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    return Err(Iperf3Error::Busy(format!(
+                        "{m} (asked again for {} s)",
+                        BUSY_WAIT.as_secs()
+                    )));
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(800));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn run_once(cfg: &ClientConfig, stop: &AtomicBool) -> Result<Outcome, Iperf3Error> {
     let peer = format!("iperf3 server {}", cfg.server);
     let conn = TcpStream::connect_timeout(&cfg.server, Duration::from_secs(5))
         .map_err(|e| connect_error(&cfg.server, e))?;
