@@ -275,3 +275,273 @@ fn vm_flags_are_checked_before_anything_starts() {
         assert!(e.contains("not an x86 Linux kernel image"), "{e}");
     }
 }
+
+/// A router initramfs of the test's own (no linerate in it): static
+/// busybox, the virtio-net modules of Debian's bookworm kernel, and an init
+/// that configures the lab's router addresses, the flows' routes unless
+/// `flow_routes` is false, and forwarding. `None` (with a skip line) when
+/// busybox is not static.
+fn router_initramfs(dir: &std::path::Path, flow_routes: bool) -> Option<std::path::PathBuf> {
+    let bb = std::path::Path::new("/bin/busybox");
+    let ldd = Command::new("ldd").arg(bb).output();
+    let is_static = ldd.is_ok_and(|o| {
+        let t = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        t.contains("not a dynamic") || t.contains("statically linked")
+    });
+    if !is_static {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have busybox-static (scripts/test.sh installs it)"
+        );
+        skip("a router initramfs needs a static /bin/busybox (apt-get install busybox-static)");
+        return None;
+    }
+    let kernel = linerate::vm::kernel::resolve(
+        &linerate::vm::KernelSource::Debian("bookworm".into()),
+        &|m| eprintln!("{m}"),
+    )
+    .expect("bookworm's kernel");
+    let modules = kernel.modules.expect("bookworm's kernel has modules");
+    let root = dir.join("router-root");
+    for d in ["bin", "lib", "proc", "sys", "dev"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::copy(bb, root.join("bin/busybox")).unwrap();
+    let chain = [
+        "virtio_ring",
+        "virtio",
+        "virtio_pci_modern_dev",
+        "virtio_pci_legacy_dev",
+        "virtio_pci",
+        "failover",
+        "net_failover",
+        "virtio_net",
+    ];
+    let found = Command::new("find")
+        .arg(&modules)
+        .args(["-name", "*.ko*"])
+        .output()
+        .unwrap();
+    for line in String::from_utf8_lossy(&found.stdout).lines() {
+        let p = std::path::Path::new(line);
+        let name = p.file_name().unwrap().to_string_lossy();
+        let base = name.split(".ko").next().unwrap().to_string();
+        if chain.contains(&base.as_str()) {
+            let to = root.join("lib").join(format!("{base}.ko"));
+            if name.ends_with(".ko") {
+                std::fs::copy(p, &to).unwrap();
+            } else {
+                let tool = if name.ends_with(".xz") { "xz" } else { "zstd" };
+                let out = Command::new(tool).arg("-dc").arg(p).output().unwrap();
+                std::fs::write(&to, out.stdout).unwrap();
+            }
+        }
+    }
+    let routes = if flow_routes {
+        "ip route add 198.19.1.0/24 via 198.19.0.1\n\
+         ip route add 198.18.1.0/24 via 198.18.0.1\n\
+         ip -6 route add 2001:2:0:21::/64 via 2001:2:0:20::1\n\
+         ip -6 route add 2001:2:0:11::/64 via 2001:2:0:10::1\n"
+    } else {
+        ""
+    };
+    let init = format!(
+        "#!/bin/busybox sh\n\
+         /bin/busybox --install -s /bin\n\
+         mount -t proc proc /proc\n\
+         mount -t sysfs sys /sys\n\
+         for m in {}; do [ -f /lib/$m.ko ] && insmod /lib/$m.ko; done\n\
+         ip link set eth0 up\n\
+         ip link set eth1 up\n\
+         ip addr add 198.18.0.254/24 dev eth0\n\
+         ip addr add 198.19.0.254/24 dev eth1\n\
+         ip -6 addr add 2001:2:0:10::fe/64 dev eth0\n\
+         ip -6 addr add 2001:2:0:20::fe/64 dev eth1\n\
+         {routes}\
+         echo 1 > /proc/sys/net/ipv4/ip_forward\n\
+         echo 1 > /proc/sys/net/ipv6/conf/all/forwarding\n\
+         echo the test router is up\n\
+         while true; do sleep 3600; done\n",
+        chain.join(" ")
+    );
+    std::fs::write(root.join("init"), init).unwrap();
+    let st = Command::new("chmod")
+        .arg("755")
+        .arg(root.join("init"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let _ = Command::new("mknod")
+        .arg(root.join("dev/console"))
+        .args(["c", "5", "1"])
+        .status();
+    let cpio = dir.join(if flow_routes {
+        "router.cpio"
+    } else {
+        "router-noroutes.cpio"
+    });
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "cd '{}' && find . | busybox cpio -o -H newc > '{}' 2>/dev/null",
+            root.display(),
+            cpio.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(st.success(), "cpio of the router's root");
+    Some(cpio)
+}
+
+/// Issue 35, item 3: a router linerate did not build (a kernel and an
+/// initramfs of the test's own, no agent inside) is the lab's DUT; the lab
+/// waits until it forwards, runs the tests through it, names it in the
+/// results and stops it. A router without the flows' routes is refused
+/// with what it lacks, its NICs' counters and its console.
+#[test]
+fn a_router_initramfs_linerate_did_not_build_is_the_dut() {
+    if !require_root() || !have_qemu() {
+        return;
+    }
+    let _serial = serial();
+    let dir = tempdir("vm-user-router");
+    let Some(cpio) = router_initramfs(&dir, true) else {
+        return;
+    };
+    let res = dir.join("res");
+    let began = Instant::now();
+    let out = run(&[
+        "lab",
+        "--dut-kernel",
+        KERNEL,
+        "--dut-initrd",
+        cpio.to_str().unwrap(),
+        "--dut-append",
+        "quiet",
+        "--vm-accel",
+        "tcg",
+        "--quick",
+        "--duration",
+        "2",
+        "--ipv6",
+        "--only",
+        "udp 64B var2",
+        "--only",
+        "var2 ipv6",
+        "--only",
+        "tcp 1 stream",
+        "--results-dir",
+        res.to_str().unwrap(),
+        "--no-progress",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "lab --dut-initrd failed:\n{stderr}\n{stdout}"
+    );
+    assert!(stderr.contains("waiting for your router"), "{stderr}");
+    let run_dir = only_run_dir(&res);
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("results.json")).unwrap()).unwrap();
+    let lab = doc["labs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["dut_mode"] == "route")
+        .expect("a route lab");
+    let vm = &lab["vm"];
+    assert!(
+        vm["user_router"].as_str().unwrap().contains("router.cpio"),
+        "{vm}"
+    );
+    assert!(
+        vm["kernel_release"].as_str().unwrap().starts_with("6.1."),
+        "{vm}"
+    );
+    assert_eq!(vm["modules"].as_array().map(|m| m.len()), Some(0), "{vm}");
+    assert!(f(&vm["boot_s"]) > 0.5, "{vm}");
+    let notes = lab["notes"].to_string();
+    assert!(notes.contains("no linerate agent inside"), "{notes}");
+    assert!(!notes.contains("IPv6 did not pass"), "{notes}");
+    // Every row ran through the router: UDP between the flows' prefixes on
+    // both IP versions, TCP on both.
+    let rows = doc["tests"].as_array().unwrap();
+    let through: Vec<&Value> = rows
+        .iter()
+        .filter(|t| !t["name"].as_str().unwrap().starts_with("self-test"))
+        .collect();
+    let names: Vec<&str> = through.iter().filter_map(|t| t["name"].as_str()).collect();
+    for want in [
+        "udp 64B var2",
+        "udp 84B var2 ipv6",
+        "tcp 1 stream",
+        "tcp 1 stream ipv6",
+    ] {
+        assert!(names.contains(&want), "{want} not run: {names:?}");
+    }
+    for t in &through {
+        assert_eq!(t["status"], "ok", "{t}");
+        let d = &t["directions"][0];
+        if t["name"].as_str().unwrap().starts_with("udp") {
+            let rx = d["rx_packets"].as_u64().unwrap_or(0);
+            assert!(rx > 100, "the router forwarded {rx}: {t}");
+        } else {
+            assert!(f(&d["rx_l2_bps"]) > 1e6, "{t}");
+        }
+    }
+    // The console was kept in the run's logs.
+    let console =
+        std::fs::read_to_string(run_dir.join("agents/dut-console.log")).unwrap_or_default();
+    assert!(
+        console.contains("the test router is up"),
+        "console log: {console}"
+    );
+    assert!(stdout.contains("virtual ("), "{stdout}");
+    assert_nothing_left(&lab_pids(&doc));
+    assert_eq!(taps_anywhere(), 0);
+    eprintln!(
+        "user router lab took {:.1} s",
+        began.elapsed().as_secs_f64()
+    );
+
+    // The same router without the flows' routes: refused, naming them.
+    let cpio = router_initramfs(&dir, false).unwrap();
+    let t0 = Instant::now();
+    let out = run(&[
+        "lab",
+        "--dut-kernel",
+        KERNEL,
+        "--dut-initrd",
+        cpio.to_str().unwrap(),
+        "--vm-accel",
+        "tcg",
+        "--dut-boot-wait",
+        "45",
+        "--quick",
+        "--only",
+        "udp 64B var2",
+        "--no-results",
+        "--no-progress",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("route 198.19.1.0/24 via 198.19.0.1")
+            && err.contains("route 198.18.1.0/24 via 198.18.0.1")
+            && !err.contains("from the generator (198.18.0.1) to the sink"),
+        "{err}"
+    );
+    assert!(err.contains("first NIC (gen side"), "{err}");
+    assert!(err.contains("the test router is up"), "console tail: {err}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(120),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(taps_anywhere(), 0);
+}

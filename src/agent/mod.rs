@@ -302,7 +302,7 @@ impl Agent {
         };
         if let Some(on) = self.stick.as_ref().and_then(|s| s.ifname()) {
             anyhow::bail!(
-                "this agent already routes VLANs {vlan_a} and {vlan_b} on {on}: one                  router-on-a-stick program per DUT agent"
+                "this agent already routes VLANs {vlan_a} and {vlan_b} on {on}: one router-on-a-stick program per DUT agent"
             );
         }
         let spec = crate::engine::xdp::stick::StickSpec {

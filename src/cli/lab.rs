@@ -10,6 +10,7 @@ use clap::Args;
 
 /// Flags of `linerate lab`.
 #[derive(Args, Debug, Clone)]
+#[command(group = clap::ArgGroup::new("vm_dut").args(["dut_vm", "dut_image", "dut_initrd"]).multiple(true))]
 pub struct LabArgs {
     /// What the DUT namespace does with the traffic.
     #[arg(long, value_enum, default_value = "route")]
@@ -70,20 +71,43 @@ pub struct LabArgs {
     /// real kernels" in the README.
     #[arg(long, conflicts_with_all = ["gen_port"])]
     pub dut_vm: bool,
+    /// Your own router VM as the DUT, from its disk image (qcow2 or raw; booted with
+    /// snapshot=on, so the file is never written). No linerate agent inside: configure it
+    /// as the lab's router (first NIC gen side 198.18.0.254/24, second sink side
+    /// 198.19.0.254/24, routes to the flow prefixes; see "Your own router VM" in the README).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["dut_vm", "dut_initrd", "gen_port"])]
+    pub dut_image: Option<std::path::PathBuf>,
+    /// Your own router as a kernel (--dut-kernel: a bzImage, a .deb or debian:RELEASE) and
+    /// this initramfs, with no
+    /// linerate agent inside (see --dut-image for how to configure it).
+    #[arg(long, value_name = "FILE", requires = "dut_kernel", conflicts_with_all = ["dut_vm", "gen_port"])]
+    pub dut_initrd: Option<std::path::PathBuf>,
+    /// Seconds your router (--dut-image, --dut-initrd) may take from boot until it forwards
+    /// the lab's traffic (default 120 under KVM, 300 under TCG).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u32).range(5..=3600), requires = "vm_dut")]
+    pub dut_boot_wait: Option<u32>,
+    /// Extra kernel arguments for --dut-initrd (the console is ttyS0, kept in the lab's log).
+    #[arg(
+        long,
+        value_name = "ARGS",
+        requires = "dut_initrd",
+        allow_hyphen_values = true
+    )]
+    pub dut_append: Option<String>,
     /// The DUT VM's kernel: debian:RELEASE (Debian's own kernel package, downloaded with apt
     /// and cached, e.g. debian:bookworm), a kernel .deb, or a bzImage (its modules from
-    /// /lib/modules/RELEASE). Default: debian:stable.
-    #[arg(long, value_name = "KERNEL", value_parser = crate::vm::KernelSource::parse, requires = "dut_vm")]
+    /// /lib/modules/RELEASE). Default: debian:stable. With --dut-initrd: your router's kernel.
+    #[arg(long, value_name = "KERNEL", value_parser = crate::vm::KernelSource::parse, requires = "vm_dut")]
     pub dut_kernel: Option<crate::vm::KernelSource>,
     /// vCPUs of the DUT VM (default 1).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64), requires = "dut_vm")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64), requires = "vm_dut")]
     pub dut_vcpus: Option<u16>,
     /// Memory of the DUT VM in MiB (default 1024).
-    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(256..=262144), requires = "dut_vm")]
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(256..=262144), requires = "vm_dut")]
     pub dut_memory: Option<u32>,
     /// How the DUT VM runs: kvm, tcg (emulated, slow) or auto (KVM if a probe guest boots
     /// with it within 20 s, else TCG; the choice and its reason are in the results).
-    #[arg(long, value_name = "ACCEL", value_parser = crate::vm::Accel::parse, default_value = "auto", requires = "dut_vm")]
+    #[arg(long, value_name = "ACCEL", value_parser = crate::vm::Accel::parse, default_value = "auto", requires = "vm_dut")]
     pub vm_accel: crate::vm::Accel,
     /// Run only the suite's tests whose names contain this text (case-insensitive; repeatable),
     /// e.g. --only "udp 64B" --only "tcp 1".
@@ -158,22 +182,64 @@ impl LabArgs {
 }
 
 /// The DUT VM the flags ask for, checked against the DUT mode.
-fn vm_spec(a: &LabArgs) -> Result<Option<crate::vm::VmSpec>> {
-    if !a.dut_vm {
-        return Ok(None);
+fn vm_spec(a: &LabArgs) -> Result<Option<Box<crate::vm::VmSpec>>> {
+    use crate::vm::Guest;
+    let guest = match (&a.dut_image, &a.dut_initrd) {
+        (Some(img), _) => Guest::Image(img.clone()),
+        (None, Some(initrd)) => Guest::Initrd {
+            initrd: initrd.clone(),
+            append: a.dut_append.clone().unwrap_or_default(),
+        },
+        (None, None) if a.dut_vm => Guest::Agent,
+        (None, None) => return Ok(None),
+    };
+    if guest.is_opaque() {
+        let flag = if a.dut_image.is_some() {
+            "--dut-image"
+        } else {
+            "--dut-initrd"
+        };
+        if a.dut != DutArg::Route {
+            bail!(
+                "{flag} boots your own router, which you configured: linerate cannot make it a {} DUT. Drop --dut (your router routes), or use --dut-vm for linerate's own DUT VM in that mode",
+                crate::lab::DutMode::from(a.dut).name()
+            );
+        }
+        let impairments = [
+            (a.dut_loss.is_some(), "--dut-loss"),
+            (a.dut_police.is_some(), "--dut-police"),
+            (a.dut_shape.is_some(), "--dut-shape"),
+            (a.fw_rules.is_some(), "--fw-rules"),
+        ];
+        if let Some((_, imp)) = impairments.iter().find(|(on, _)| *on) {
+            bail!(
+                "{imp} is applied by linerate's agent inside the DUT, and {flag} boots your own router, with no agent inside: configure the impairment in your router, or use --dut-vm"
+            );
+        }
+        let file = a.dut_image.as_ref().or(a.dut_initrd.as_ref());
+        if let Some(f) = file {
+            if let Err(e) = std::fs::File::open(f) {
+                bail!(
+                    "{flag} {}: {e}; name a file this user can read",
+                    f.display()
+                );
+            }
+        }
     }
     if a.dut == DutArg::Stick {
         bail!(
-            "--dut-vm runs the DUT in a VM, and --dut stick is an XDP program on this host's              switch namespace: use --dut route, bridge, nat or fw with --dut-vm"
+            "--dut-vm runs the DUT in a VM, and --dut stick is an XDP program on this host's switch namespace: use --dut route, bridge, nat or fw with --dut-vm"
         );
     }
     let d = crate::vm::VmSpec::default();
-    Ok(Some(crate::vm::VmSpec {
+    Ok(Some(Box::new(crate::vm::VmSpec {
         kernel: a.dut_kernel.clone().unwrap_or(d.kernel),
         cpus: a.dut_vcpus.unwrap_or(d.cpus),
         memory_mib: a.dut_memory.unwrap_or(d.memory_mib),
         accel: a.vm_accel,
-    }))
+        guest,
+        boot_wait_s: a.dut_boot_wait,
+    })))
 }
 
 /// `linerate lab`: the lab and its suite, or the clean-up of old labs.

@@ -75,7 +75,7 @@ pub fn parse_window(s: &str) -> Result<u32> {
     let bytes = v * mult as f64;
     if !(bytes.is_finite() && bytes >= 1024.0 && bytes <= MAX_WINDOW as f64) {
         bail!(
-            "--window {s} is outside 1K..=512M: the kernel's smallest socket buffers are a few              KiB, and iperf3 stops at 512 MiB too"
+            "--window {s} is outside 1K..=512M: the kernel's smallest socket buffers are a few KiB, and iperf3 stops at 512 MiB too"
         );
     }
     Ok(bytes.round() as u32)

@@ -263,7 +263,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         Some(p) => lab::ports::build(&spec, p, log_dir.as_deref())?,
         None => lab::build(spec, log_dir.as_deref())?,
     };
-    l.topology.notes = notes;
+    l.topology.notes.extend(notes);
     run.results.labs.push(l.topology.clone());
     let lab_idx = run.results.labs.len() - 1;
     let mut ends = Ends::of_lab(&mut l, Some(lab_idx));

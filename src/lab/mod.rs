@@ -78,7 +78,7 @@ pub struct LabSpec {
     pub stick_vlans: (u16, u16),
     /// Run the DUT in a VM with its own kernel ([`vmdut`]), not in a
     /// namespace of this host's.
-    pub dut_vm: Option<crate::vm::VmSpec>,
+    pub dut_vm: Option<Box<crate::vm::VmSpec>>,
 }
 
 /// How many tx and rx queues a lab veth may have (`--queues`).
@@ -431,8 +431,21 @@ pub fn preflight(spec: &LabSpec) -> Result<()> {
         // Before any test runs: qemu, taps, and the kernel (fetched now if
         // it is not cached; the build finds it in the cache).
         crate::vm::qemu::preflight()?;
-        crate::vm::kernel::resolve(&vm.kernel, &|m| crate::model::stderr::errln!("lab: {m}"))
-            .with_context(|| format!("the DUT VM's kernel ({})", vm.kernel))?;
+        match &vm.guest {
+            crate::vm::Guest::Image(img) => {
+                crate::vm::router::image_format(img).context("--dut-image")?;
+            }
+            g => {
+                if let crate::vm::Guest::Initrd { initrd, .. } = g {
+                    std::fs::File::open(initrd)
+                        .with_context(|| format!("--dut-initrd {}", initrd.display()))?;
+                }
+                crate::vm::kernel::resolve(&vm.kernel, &|m| {
+                    crate::model::stderr::errln!("lab: {m}")
+                })
+                .with_context(|| format!("the DUT VM's kernel ({})", vm.kernel))?;
+            }
+        }
     }
     Ok(())
 }
@@ -447,7 +460,12 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     let log = |role: &str| log_dir.map(|d| d.join(format!("{role}.log")));
     let gen = fleet.spawn_local("gen", &Netns::New, log("gen").as_deref())?;
     let mut vm = None;
+    let mut router = None;
     let dut = match (spec.dut, &spec.dut_vm) {
+        (Some(_), Some(v)) if v.guest.is_opaque() => {
+            router = Some(vmdut::boot_router(&mut fleet, v, &log)?);
+            None
+        }
         (Some(_), Some(v)) => {
             let booted = vmdut::boot(&mut fleet, v, &log)?;
             let d = booted.dut;
@@ -467,9 +485,13 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     let mut d = Node::new();
     let mut links = Vec::new();
     // The links: gen — dut — sink, or gen — sink back to back.
-    match (dut, &vm) {
-        (Some(_), Some(v)) => {
-            let vn = pid(v.vmnet);
+    let vmnet = vm
+        .as_ref()
+        .map(|v| v.vmnet)
+        .or(router.as_ref().map(|r| r.vmnet));
+    match (dut, vmnet) {
+        (_, Some(vmnet)) => {
+            let vn = pid(vmnet);
             netops::create_veth("gen0", MAC_GEN0, pid(gen), "hv0", MAC_HV0, vn, q)?;
             netops::create_veth("hv1", MAC_HV1, vn, "sink0", MAC_SINK0, pid(sink), q)?;
             links.push(link("gen/gen0", "vmnet/hv0"));
@@ -504,8 +526,9 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     let gen_flow6 = v6(0x11, 0);
     let sink_flow6 = v6(0x21, 0);
     let (gen4, gen6, sink4, sink6);
-    match (spec.dut, dut) {
-        (Some(mode), Some(_)) if mode != DutMode::Bridge => {
+    let dut_present = dut.is_some() || router.is_some();
+    match (spec.dut, dut_present) {
+        (Some(mode), true) if mode != DutMode::Bridge => {
             let r = routed();
             ((gen4, gen6), (sink4, sink6)) = (r.gen, r.sink);
             let ((d0_4, d0_6), (d1_4, d1_6)) = (r.gw_gen, r.gw_sink);
@@ -543,7 +566,7 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
                 _ => {}
             }
         }
-        (_, dut_idx) => {
+        (_, dut_here) => {
             // Back to back, or through a bridge: one subnet, gen .1 and sink .2.
             (gen4, gen6, sink4, sink6) = (
                 v4(198, 18, 0, 1),
@@ -552,7 +575,7 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
                 v6(0x10, 2),
             );
             // The bridge DUT: both links in br0.
-            if dut_idx.is_some() {
+            if dut_here {
                 d.iface("dut0", MAC_DUT0, mtu, &[]);
                 d.iface("dut1", MAC_DUT1, mtu, &[]);
                 d.ops.push(NetOp::Bridge {
@@ -616,7 +639,6 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     let mut nodes = Vec::new();
     let mut placed = Vec::new();
     let mut guest = None;
-    let vmnet = vm.as_ref().map(|v| v.vmnet);
     for (idx, node, role) in [
         (Some(gen), g, "gen"),
         (vmnet, vmdut::vmnet_node(mtu), "vmnet"),
@@ -632,11 +654,55 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
             placed.push(idx);
         }
     }
-    let plan = cores::plan(&spec.senders.cpus(), &spec.rps.cpus(), dut.is_some());
+    let plan = cores::plan(&spec.senders.cpus(), &spec.rps.cpus(), dut_present);
     let cores = plan
         .as_ref()
         .map(|p| cores::lay_out(&mut fleet, &placed, &nodes, p));
+    let addressing = (
+        Addressing {
+            v4: Some(gen4),
+            v6: Some(gen6),
+            flow_v4: Some(Ipv4Addr::new(198, 18, 1, 0)),
+            flow_v6: Some(Ipv6Addr::new(0x2001, 2, 0, 0x11, 0, 0, 0, 0)),
+            vlan: None,
+        },
+        Addressing {
+            v4: Some(sink4),
+            v6: Some(sink6),
+            flow_v4: Some(Ipv4Addr::new(198, 19, 1, 0)),
+            flow_v6: Some(Ipv6Addr::new(0x2001, 2, 0, 0x21, 0, 0, 0, 0)),
+            vlan: None,
+        },
+    );
+    let mut notes = Vec::new();
     let mut vm_record = vm.map(|v| v.record);
+    if let (Some(mut r), Some(vmnet)) = (router, vmnet) {
+        let (boot_s, more) = vmdut::wait_forwarding(
+            &fleet,
+            (gen, sink, vmnet),
+            (&addressing.0, &addressing.1),
+            &mut r,
+        )?;
+        notes.extend(more);
+        notes.push(
+            "The DUT is your own router VM, with no linerate agent inside: its interface \
+             counters and CPU are not read; what it lost is what the sequence numbers and this \
+             host's taps show."
+                .to_string(),
+        );
+        let mut record = r.record.clone();
+        record.boot_s = boot_s;
+        guest = Some(vmdut::router_node(
+            record.qemu_pid,
+            mtu,
+            routed().gw_gen,
+            routed().gw_sink,
+        ));
+        if let Some(child) = r.router.into_child() {
+            fleet.adopt(child);
+        }
+        vm_record = Some(record);
+    }
     if let (Some(r), Some(p)) = (vm_record.as_mut(), plan.as_ref()) {
         if !p.dut.is_empty() {
             match vmdut::pin(r.qemu_pid, &p.dut) {
@@ -700,7 +766,7 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
         steering,
         cores,
         stick: None,
-        notes: Vec::new(),
+        notes,
         vm: vm_record,
     };
     Ok(Lab {
@@ -709,20 +775,8 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
         sink,
         dut,
         switch: vmnet,
-        gen_addr: Addressing {
-            v4: Some(gen4),
-            v6: Some(gen6),
-            flow_v4: Some(Ipv4Addr::new(198, 18, 1, 0)),
-            flow_v6: Some(Ipv6Addr::new(0x2001, 2, 0, 0x11, 0, 0, 0, 0)),
-            vlan: None,
-        },
-        sink_addr: Addressing {
-            v4: Some(sink4),
-            v6: Some(sink6),
-            flow_v4: Some(Ipv4Addr::new(198, 19, 1, 0)),
-            flow_v6: Some(Ipv6Addr::new(0x2001, 2, 0, 0x21, 0, 0, 0, 0)),
-            vlan: None,
-        },
+        gen_addr: addressing.0,
+        sink_addr: addressing.1,
         topology,
     })
 }

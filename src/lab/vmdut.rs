@@ -15,15 +15,17 @@
 //! it (its taps are made there) and gets SIGKILL when the controller dies,
 //! and its taps go with it.
 
-use super::{LabInterface, Node, MAC_DUT0, MAC_DUT1, MAC_HV0, MAC_HV1};
-use crate::model::lab::LabVm;
+use super::{Addressing, LabInterface, Node, MAC_DUT0, MAC_DUT1, MAC_HV0, MAC_HV1};
+use crate::model::lab::{LabNode, LabVm};
 use crate::model::stderr::errln;
 use crate::proto::NetOp;
 use crate::topology::{Fleet, Netns};
-use crate::vm::{qemu, Nic, VmSpec};
-use anyhow::{Context, Result};
+use crate::vm::router::{self, Router};
+use crate::vm::{qemu, Guest, Nic, VmSpec};
+use anyhow::{anyhow, bail, Context, Result};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A booted VM DUT: its agent, the vmnet namespace's agent, and the record.
 pub struct VmDut {
@@ -52,18 +54,7 @@ pub fn boot(
     let ns_path = format!("/proc/{}/ns/net", fleet.agent(vmnet).pid);
     let ns = std::fs::File::open(&ns_path)
         .with_context(|| format!("opening the vmnet namespace ({ns_path})"))?;
-    let nics = [
-        Nic {
-            tap: "tap0".into(),
-            mac: MAC_DUT0,
-            guest_name: "dut0".into(),
-        },
-        Nic {
-            tap: "tap1".into(),
-            mac: MAC_DUT1,
-            guest_name: "dut1".into(),
-        },
-    ];
+    let nics = lab_nics();
     // Its CPUs read "dut-vm CPU0" in verdicts, beside this host's.
     let cmd = qemu::command(
         spec,
@@ -107,8 +98,374 @@ pub fn boot(
         boot_s,
         qemu_pid: fleet.agent(dut).pid,
         host_cpus: Vec::new(),
+        user_router: None,
     };
     Ok(VmDut { dut, vmnet, record })
+}
+
+/// The guest's two NICs: gen side first, with the namespace DUT's MACs.
+fn lab_nics() -> [Nic; 2] {
+    [
+        Nic {
+            tap: "tap0".into(),
+            mac: MAC_DUT0,
+            guest_name: "dut0".into(),
+        },
+        Nic {
+            tap: "tap1".into(),
+            mac: MAC_DUT1,
+            guest_name: "dut1".into(),
+        },
+    ]
+}
+
+/// The user's router VM, booted (not yet forwarding) on taps in a new
+/// vmnet namespace.
+pub struct RouterDut {
+    pub vmnet: usize,
+    pub router: Router,
+    pub record: LabVm,
+    began: Instant,
+    wait: Duration,
+}
+
+/// Boots the user's router (`--dut-image`, `--dut-initrd`) with the lab's
+/// two NICs, gen side first; its console goes to the `dut-console` log.
+pub fn boot_router(
+    fleet: &mut Fleet,
+    spec: &VmSpec,
+    log: &dyn Fn(&str) -> Option<std::path::PathBuf>,
+) -> Result<RouterDut> {
+    let say = |m: &str| errln!("lab: {m}");
+    qemu::preflight()?;
+    let kernel = match &spec.guest {
+        Guest::Initrd { .. } => Some(
+            crate::vm::kernel::resolve(&spec.kernel, &say)
+                .with_context(|| format!("your router's kernel ({})", spec.kernel))?,
+        ),
+        _ => None,
+    };
+    let (accel, accel_reason) = router::choose(spec, &say)?;
+    if accel == qemu::Accel::Tcg {
+        say(&format!(
+            "your router VM is emulated (TCG: {accel_reason}); its figures are far below what it \
+             forwards on hardware or under KVM"
+        ));
+    }
+    let vmnet = fleet.spawn_local("vmnet", &Netns::New, log("vmnet").as_deref())?;
+    let ns_path = format!("/proc/{}/ns/net", fleet.agent(vmnet).pid);
+    let ns = std::fs::File::open(&ns_path)
+        .with_context(|| format!("opening the vmnet namespace ({ns_path})"))?;
+    let args = router::args(
+        spec,
+        kernel.as_ref().map(|k| k.image.as_path()),
+        accel,
+        &lab_nics(),
+    )?;
+    let began = Instant::now();
+    let router = Router::start(args, ns, log("dut-console").as_deref())?;
+    let (release, origin, what) = match (&spec.guest, &kernel) {
+        (Guest::Initrd { initrd, .. }, Some(k)) => (
+            k.release.clone(),
+            k.origin.clone(),
+            format!("your kernel and initramfs {}", initrd.display()),
+        ),
+        (Guest::Image(img), _) => (
+            "the image's own".to_string(),
+            img.display().to_string(),
+            format!(
+                "your disk image {} (a snapshot: never written)",
+                img.display()
+            ),
+        ),
+        _ => (String::new(), String::new(), String::new()),
+    };
+    let record = LabVm {
+        role: "dut".into(),
+        accel: accel.name().into(),
+        accel_reason,
+        vcpus: spec.cpus.max(1),
+        memory_mib: spec.memory_mib.max(256),
+        nic_model: "virtio-net-pci".into(),
+        kernel_release: release,
+        kernel_origin: origin,
+        modules: Vec::new(),
+        missing_modules: Vec::new(),
+        boot_s: 0.0,
+        qemu_pid: router.pid,
+        host_cpus: Vec::new(),
+        user_router: Some(what),
+    };
+    Ok(RouterDut {
+        vmnet,
+        router,
+        record,
+        began,
+        wait: forward_timeout(accel, spec.boot_wait_s),
+    })
+}
+
+/// The lab's records of the user's router: its NICs as the lab expects
+/// them configured (its own interface names are its business).
+pub(super) fn router_node(
+    pid: u32,
+    mtu: u32,
+    gw_gen: (IpAddr, IpAddr),
+    gw_sink: (IpAddr, IpAddr),
+) -> LabNode {
+    let nic = |name: &str, mac: [u8; 6], (a4, a6): (IpAddr, IpAddr)| LabInterface {
+        name: name.into(),
+        mac: crate::netops::mac_string(&mac),
+        mtu,
+        addresses: vec![format!("{a4}/24"), format!("{a6}/64")],
+    };
+    LabNode {
+        role: "dut".into(),
+        pid,
+        interfaces: vec![
+            nic("nic1", MAC_DUT0, gw_gen),
+            nic("nic2", MAC_DUT1, gw_sink),
+        ],
+    }
+}
+
+/// One probe through the router: from an address on one side to one on
+/// the other, and what it needs of the router when it does not arrive.
+struct Probe {
+    v6: bool,
+    from: SocketAddr,
+    to: SocketAddr,
+    tx: UdpSocket,
+    rx: UdpSocket,
+    needs: String,
+    arrived: bool,
+}
+
+/// A UDP socket bound to `addr` in the namespace agent `pid` holds.
+fn udp_in(pid: u32, addr: SocketAddr) -> Result<UdpSocket> {
+    let path = format!("/proc/{pid}/ns/net");
+    let ns = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
+    let sock = std::thread::scope(|s| {
+        s.spawn(|| -> std::io::Result<UdpSocket> {
+            crate::sys::enter_netns_file(&ns)?;
+            let u = crate::sys::udp_freebind(addr)?;
+            u.set_nonblocking(true)?;
+            Ok(u)
+        })
+        .join()
+    })
+    .map_err(|_| anyhow!("the probe thread for {addr} panicked"))?;
+    sock.with_context(|| format!("a probe socket on {addr}"))
+}
+
+/// Port of the probes (fresh namespaces: nothing else listens).
+const PROBE_PORT: u16 = 47_999;
+
+fn probes(
+    fleet: &Fleet,
+    gen: usize,
+    sink: usize,
+    ga: &Addressing,
+    sa: &Addressing,
+) -> Result<Vec<Probe>> {
+    let (gp, sp) = (fleet.agent(gen).pid, fleet.agent(sink).pid);
+    let mut v = Vec::new();
+    for v6 in [false, true] {
+        let fam = if v6 { "IPv6" } else { "IPv4" };
+        let (Some(g), Some(s), Some(gf), Some(sf)) =
+            (ga.main(v6), sa.main(v6), ga.flow(v6, 0), sa.flow(v6, 0))
+        else {
+            continue;
+        };
+        let (gw_g, gw_s, net_g, net_s, flow_g, flow_s) = if v6 {
+            (
+                "2001:2:0:10::fe/64",
+                "2001:2:0:20::fe/64",
+                "2001:2:0:10::/64",
+                "2001:2:0:20::/64",
+                "2001:2:0:11::/64",
+                "2001:2:0:21::/64",
+            )
+        } else {
+            (
+                "198.18.0.254/24",
+                "198.19.0.254/24",
+                "198.18.0.0/24",
+                "198.19.0.0/24",
+                "198.18.1.0/24",
+                "198.19.1.0/24",
+            )
+        };
+        let _ = (net_g, net_s);
+        let cases = [
+            (
+                gp,
+                g,
+                sp,
+                s,
+                format!(
+                "{fam} from the generator ({g}) to the sink ({s}): give the router's first NIC \
+                 {gw_g} and its second {gw_s}, and turn {fam} forwarding on"
+            ),
+            ),
+            (
+                gp,
+                gf,
+                sp,
+                sf,
+                format!("{fam} between the flows' prefixes ({gf} to {sf}): route {flow_s} via {s}"),
+            ),
+            (
+                sp,
+                sf,
+                gp,
+                gf,
+                format!(
+                    "{fam} back from the sink's flow prefix ({sf} to {gf}): route {flow_g} via {g}"
+                ),
+            ),
+        ];
+        for (fp, from, tp, to, needs) in cases {
+            let from = SocketAddr::new(from, 0);
+            let to = SocketAddr::new(to, PROBE_PORT);
+            v.push(Probe {
+                v6,
+                from,
+                to,
+                tx: udp_in(fp, from)?,
+                rx: udp_in(tp, to)?,
+                needs,
+                arrived: false,
+            });
+        }
+    }
+    Ok(v)
+}
+
+/// Packets in and out of `dev` in the namespace of `pid`, from
+/// /proc/PID/net/dev: (rx, tx).
+fn dev_packets(pid: u32, dev: &str) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/net/dev")).ok()?;
+    text.lines().find_map(|l| {
+        let (name, rest) = l.split_once(':')?;
+        if name.trim() != dev {
+            return None;
+        }
+        let f: Vec<u64> = rest
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        Some((*f.get(1)?, *f.get(9)?))
+    })
+}
+
+/// How long the user's router may take to boot and forward.
+fn forward_timeout(accel: qemu::Accel, asked: Option<u32>) -> Duration {
+    match (asked, accel) {
+        (Some(s), _) => Duration::from_secs(u64::from(s)),
+        (None, qemu::Accel::Kvm) => Duration::from_secs(120),
+        (None, _) => Duration::from_secs(300),
+    }
+}
+
+/// Waits until the user's router forwards the lab's traffic: IPv4 from
+/// the generator to the sink, between the flows' prefixes, and back; then
+/// IPv6 the same, for at most 15 s more. Seconds from boot to IPv4
+/// forwarding, and notes (IPv6 that did not pass). A router that never
+/// forwards IPv4 is an error naming each missing path, its NICs'
+/// counters and its console's last lines.
+pub fn wait_forwarding(
+    fleet: &Fleet,
+    (gen, sink, vmnet): (usize, usize, usize),
+    (ga, sa): (&Addressing, &Addressing),
+    r: &mut RouterDut,
+) -> Result<(f64, Vec<String>)> {
+    let mut probes = probes(fleet, gen, sink, ga, sa)?;
+    let deadline = r.began + r.wait;
+    errln!(
+        "lab: waiting for your router to forward (at most {} s from its boot)",
+        r.wait.as_secs()
+    );
+    let mut v4_at: Option<f64> = None;
+    let mut said = Instant::now();
+    let mut buf = [0u8; 64];
+    loop {
+        if let Some(st) = r.router.exited() {
+            bail!(
+                "your router VM stopped ({st}) before it forwarded; its console's last lines:\n{}",
+                r.router.console_tail()
+            );
+        }
+        for p in probes.iter_mut().filter(|p| !p.arrived) {
+            let _ = p.tx.send_to(b"linerate-router-probe", p.to);
+            while let Ok((n, from)) = p.rx.recv_from(&mut buf) {
+                if &buf[..n] == b"linerate-router-probe" && from.ip() == p.from.ip() {
+                    p.arrived = true;
+                }
+            }
+        }
+        let v4_done = probes.iter().filter(|p| !p.v6).all(|p| p.arrived);
+        if v4_done && v4_at.is_none() {
+            v4_at = Some(r.began.elapsed().as_secs_f64());
+        }
+        let all = probes.iter().all(|p| p.arrived);
+        let now = Instant::now();
+        if let Some(t) = v4_at {
+            let v6_late = r.began + Duration::from_secs_f64(t) + Duration::from_secs(15) <= now;
+            if all || v6_late {
+                let notes = probes
+                    .iter()
+                    .filter(|p| !p.arrived)
+                    .map(|p| format!("IPv6 did not pass through your router: {}; IPv6 tests through it will show the loss", p.needs))
+                    .collect::<Vec<_>>();
+                for n in &notes {
+                    errln!("lab: {n}");
+                }
+                return Ok((t, notes));
+            }
+        } else if now >= deadline {
+            let vp = fleet.agent(vmnet).pid;
+            let nic = |tap: &str| match dev_packets(vp, tap) {
+                // A tap's transmit is the guest's receive.
+                Some((rx, tx)) => format!("got {tx} frames from the lab and sent {rx}"),
+                None => "(no counters)".into(),
+            };
+            let sent_nothing = ["tap0", "tap1"]
+                .iter()
+                .all(|t| dev_packets(vp, t).is_some_and(|(rx, _)| rx == 0));
+            let missing: Vec<String> = probes
+                .iter()
+                .filter(|p| !p.v6 && !p.arrived)
+                .map(|p| format!("  - {}", p.needs))
+                .collect();
+            bail!(
+                "your router did not forward the lab's IPv4 within {} s of its boot; what did not \
+                 pass:\n{}\nIts first NIC (gen side, {}) {}; its second (sink side, {}) {}.{}\n\
+                 Its console's last lines:\n{}",
+                r.wait.as_secs(),
+                missing.join("\n"),
+                crate::netops::mac_string(&MAC_DUT0),
+                nic("tap0"),
+                crate::netops::mac_string(&MAC_DUT1),
+                nic("tap1"),
+                if sent_nothing {
+                    " It sent nothing at all: did it boot, and are its first two NICs the \
+                     virtio-net ones (gen side first)?"
+                } else {
+                    ""
+                },
+                r.router.console_tail()
+            );
+        }
+        if said.elapsed() >= Duration::from_secs(30) {
+            said = Instant::now();
+            errln!(
+                "lab: still waiting for your router ({:.0} s since its boot)",
+                r.began.elapsed().as_secs_f64()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }
 
 /// The vmnet namespace's steps: each tap bridged with the veth towards

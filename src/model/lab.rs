@@ -39,7 +39,8 @@ pub struct LabTopology {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stick: Option<String>,
     /// What the suite left out on this lab and why (e.g. socket rows
-    /// that cannot carry the stick DUT's VLAN tags).
+    /// that cannot carry the stick DUT's VLAN tags), and what it cannot
+    /// measure there (a user's router VM has no agent inside).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
     /// The VM the DUT runs in (`--dut-vm`): absent when the DUT is a
@@ -80,6 +81,12 @@ pub struct LabVm {
     pub qemu_pid: u32,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub host_cpus: Vec<usize>,
+    /// The user's own router (`--dut-image`, `--dut-initrd`): what was
+    /// booted. No linerate agent runs in it, so the DUT's own counters
+    /// and CPU are not read; its loss is what the sequence numbers and
+    /// this host's taps show. Absent: linerate's agent configured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_router: Option<String>,
 }
 
 impl LabVm {

@@ -179,7 +179,7 @@ pub fn apply(op: &NetOp) -> Result<()> {
         // The program's BPF link must live as long as the agent, so the
         // agent attaches it (engine::xdp::stick), not this stateless layer.
         NetOp::Stick { dev, .. } | NetOp::XdpPass { dev } => anyhow::bail!(
-            "the router-on-a-stick program for {dev} is attached by the agent itself;              this agent build did not: use the same linerate build for controller and agents"
+            "the router-on-a-stick program for {dev} is attached by the agent itself; this agent build did not: use the same linerate build for controller and agents"
         ),
     }
 }

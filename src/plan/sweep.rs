@@ -38,6 +38,12 @@ pub const LAB_KEYS: &[&str] = &[
     "dut_vcpus",
     "dut_memory",
     "vm_accel",
+    // The user's own router VM: its image, or its kernel (dut_kernel) and
+    // initramfs, extra kernel arguments, and how long it may take.
+    "dut_image",
+    "dut_initrd",
+    "dut_append",
+    "dut_boot_wait",
 ];
 
 /// The lab's generator and sink addresses (its route/nat/fw addressing).

@@ -523,9 +523,20 @@ pub fn table_fit(r: &RunResults, style: Style, width: Option<usize>) -> String {
         if let Some(st) = &lab.stick {
             footer.push(format!("DUT: {st}."));
         }
-        if let Some(vm) = &lab.vm {
+        if let Some(vm) = lab.vm.as_ref().filter(|v| v.user_router.is_some()) {
             footer.push(format!(
-                "DUT: {} — a VM with kernel {}, {} vCPU, {} MiB, {} NICs on taps; booted in {:.1} s                  ({}). Its figures are a virtual DUT's, not hardware's.",
+                "DUT: {} — {}, {} vCPU, {} MiB, {} NICs on taps; forwarding {:.1} s after its boot ({}). Its figures are a virtual DUT's, not hardware's.",
+                vm.kind(),
+                vm.user_router.as_deref().unwrap_or_default(),
+                vm.vcpus,
+                vm.memory_mib,
+                vm.nic_model,
+                vm.boot_s,
+                vm.accel_reason
+            ));
+        } else if let Some(vm) = &lab.vm {
+            footer.push(format!(
+                "DUT: {} — a VM with kernel {}, {} vCPU, {} MiB, {} NICs on taps; booted in {:.1} s ({}). Its figures are a virtual DUT's, not hardware's.",
                 vm.kind(),
                 vm.kernel_release,
                 vm.vcpus,
@@ -536,7 +547,7 @@ pub fn table_fit(r: &RunResults, style: Style, width: Option<usize>) -> String {
             ));
         }
         for n in &lab.notes {
-            footer.push(format!("Skipped: {n}"));
+            footer.push(format!("Note: {n}"));
         }
     }
     // The stick DUT's own counts, beside what the ends counted.

@@ -143,6 +143,9 @@ pub struct Fleet {
     stop_heartbeats: Arc<AtomicBool>,
     /// What the agents' `heard_ms` count from.
     epoch: Instant,
+    /// Processes that live as long as the agents and end with them (a
+    /// user's router VM, which has no agent of its own).
+    companions: Vec<std::process::Child>,
 }
 
 impl Default for Fleet {
@@ -161,6 +164,7 @@ impl Fleet {
             pending: VecDeque::new(),
             stop_heartbeats: Arc::new(AtomicBool::new(false)),
             epoch: Instant::now(),
+            companions: Vec::new(),
         }
     }
 
@@ -506,9 +510,20 @@ impl Fleet {
         }
     }
 
+    /// Keeps `child` until the fleet shuts down, then ends it (SIGKILL)
+    /// before the agents: a process without an agent that runs in a
+    /// namespace an agent holds.
+    pub fn adopt(&mut self, child: std::process::Child) {
+        self.companions.push(child);
+    }
+
     /// Stops every agent: asks nicely, then kills what is left.
     pub fn shutdown(&mut self) {
         self.stop_heartbeats.store(true, Ordering::Relaxed);
+        for mut c in self.companions.drain(..) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
         for i in 0..self.agents.len() {
             let _ = self.send(i, &Request::Shutdown);
         }

@@ -19,6 +19,7 @@ pub mod qemu;
 
 pub use kernel::{Kernel, KernelSource, DEFAULT_KERNEL};
 pub use qemu::{Accel, Nic};
+pub mod router;
 
 /// A VM setting that does not parse (`--dut-kernel`, `--vm-accel`): the
 /// message says what was wrong and what would do.
@@ -26,13 +27,41 @@ pub use qemu::{Accel, Nic};
 #[error("{0}")]
 pub struct BadSetting(pub String);
 
-/// A VM to boot for an agent.
+/// What runs inside a guest.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Guest {
+    /// linerate's own initramfs, its agent configuring the guest.
+    #[default]
+    Agent,
+    /// The user's router as a disk image (qcow2 or raw), booted from
+    /// its own disk; no agent: the user configured it.
+    Image(std::path::PathBuf),
+    /// The user's router as the kernel (`VmSpec::kernel`) and this
+    /// initramfs, with extra kernel arguments; no agent.
+    Initrd {
+        initrd: std::path::PathBuf,
+        append: String,
+    },
+}
+
+impl Guest {
+    /// A router the user configured (no linerate agent inside).
+    pub fn is_opaque(&self) -> bool {
+        !matches!(self, Guest::Agent)
+    }
+}
+
+/// A VM to boot for an agent, or a user's router to boot.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VmSpec {
     pub kernel: KernelSource,
     pub cpus: u16,
     pub memory_mib: u32,
     pub accel: Accel,
+    pub guest: Guest,
+    /// How long the user's router may take to boot and forward (`None`:
+    /// 120 s under KVM, 300 s under TCG).
+    pub boot_wait_s: Option<u32>,
 }
 
 impl Default for VmSpec {
@@ -42,6 +71,8 @@ impl Default for VmSpec {
             cpus: 1,
             memory_mib: 1024,
             accel: Accel::Auto,
+            guest: Guest::Agent,
+            boot_wait_s: None,
         }
     }
 }

@@ -115,26 +115,13 @@ pub fn args(
     append: &str,
     probe: bool,
 ) -> Vec<String> {
-    let kvm = accel == Accel::Kvm;
-    let mut a: Vec<String> = vec![
-        "-machine".into(),
-        format!("q35,accel={}", if kvm { "kvm" } else { "tcg" }),
-        "-cpu".into(),
-        if kvm { "host" } else { "max" }.into(),
-        "-smp".into(),
-        spec.cpus.max(1).to_string(),
-        "-m".into(),
-        format!("{}M", spec.memory_mib.max(256)),
-        "-nodefaults".into(),
-        "-no-user-config".into(),
-        "-display".into(),
-        "none".into(),
-        "-no-reboot".into(),
+    let mut a = machine_args(spec, accel);
+    a.extend([
         "-kernel".into(),
         p.kernel.image.display().to_string(),
         "-initrd".into(),
         format!("/proc/{}/fd/{}", std::process::id(), p.initrd.as_raw_fd()),
-    ];
+    ]);
     let mut cmdline = String::from("console=ttyS0 quiet loglevel=4 panic=-1");
     for n in nics {
         cmdline.push_str(&format!(" linerate.nic={}/{}", mac(&n.mac), n.guest_name));
@@ -167,13 +154,41 @@ pub fn args(
             ),
         ]);
     }
-    a.extend([
+    a.extend(device_args(nics, accel));
+    a
+}
+
+/// The machine: q35 under `accel`, the spec's vCPUs and memory, nothing
+/// qemu would add by default (no display, no NICs, no reboot).
+pub(super) fn machine_args(spec: &VmSpec, accel: Accel) -> Vec<String> {
+    let kvm = accel == Accel::Kvm;
+    vec![
+        "-machine".into(),
+        format!("q35,accel={}", if kvm { "kvm" } else { "tcg" }),
+        "-cpu".into(),
+        if kvm { "host" } else { "max" }.into(),
+        "-smp".into(),
+        spec.cpus.max(1).to_string(),
+        "-m".into(),
+        format!("{}M", spec.memory_mib.max(256)),
+        "-nodefaults".into(),
+        "-no-user-config".into(),
+        "-display".into(),
+        "none".into(),
+        "-no-reboot".into(),
+    ]
+}
+
+/// An entropy source and the NICs, in order: virtio-net on taps (with
+/// vhost-net under KVM where the host has it), each at 10 Gbit/s.
+pub(super) fn device_args(nics: &[Nic], accel: Accel) -> Vec<String> {
+    let mut a: Vec<String> = vec![
         "-object".into(),
         "rng-random,id=rng0,filename=/dev/urandom".into(),
         "-device".into(),
         "virtio-rng-pci,rng=rng0".into(),
-    ]);
-    let vhost = kvm && std::path::Path::new("/dev/vhost-net").exists();
+    ];
+    let vhost = accel == Accel::Kvm && std::path::Path::new("/dev/vhost-net").exists();
     for (i, n) in nics.iter().enumerate() {
         a.extend([
             "-netdev".into(),
@@ -225,23 +240,9 @@ pub fn boot_timeout(accel: Accel) -> Duration {
 /// (nested virtualisation) open /dev/kvm but hang the guest. A failed
 /// probe is remembered until this host reboots.
 pub fn choose(spec: &VmSpec, p: &Prepared) -> Result<(Accel, String)> {
-    let kvm_opens = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-        .is_ok();
-    match spec.accel {
-        Accel::Tcg => Ok((Accel::Tcg, "asked for (--vm-accel tcg)".into())),
-        Accel::Kvm => {
-            if !kvm_opens {
-                bail!("--vm-accel kvm: /dev/kvm does not open here (no KVM, or no permission); use --vm-accel tcg or auto");
-            }
-            Ok((Accel::Kvm, "asked for (--vm-accel kvm)".into()))
-        }
-        Accel::Auto => {
-            if !kvm_opens {
-                return Ok((Accel::Tcg, "no usable /dev/kvm on this host".into()));
-            }
+    match without_probe(spec)? {
+        Some(choice) => Ok(choice),
+        None => {
             let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
                 .unwrap_or_default()
                 .trim()
@@ -272,6 +273,32 @@ pub fn choose(spec: &VmSpec, p: &Prepared) -> Result<(Accel, String)> {
             })
         }
     }
+}
+
+/// /dev/kvm opens for reading and writing.
+fn kvm_opens() -> bool {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_ok()
+}
+
+/// The accelerator when no probe guest is needed to decide it: asked for,
+/// or auto without a usable /dev/kvm. `None`: auto needs the probe.
+pub fn without_probe(spec: &VmSpec) -> Result<Option<(Accel, String)>> {
+    let opens = kvm_opens();
+    Ok(match spec.accel {
+        Accel::Tcg => Some((Accel::Tcg, "asked for (--vm-accel tcg)".into())),
+        Accel::Kvm => {
+            if !opens {
+                bail!("--vm-accel kvm: /dev/kvm does not open here (no KVM, or no permission); use --vm-accel tcg or auto");
+            }
+            Some((Accel::Kvm, "asked for (--vm-accel kvm)".into()))
+        }
+        Accel::Auto if !opens => Some((Accel::Tcg, "no usable /dev/kvm on this host".into())),
+        Accel::Auto => None,
+    })
 }
 
 /// Boots the guest with KVM and no NICs until its init prints

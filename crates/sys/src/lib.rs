@@ -38,7 +38,7 @@ pub use process::{
 pub use socket::{
     connect_nonblocking, fin_acked, get_buffer, recv_discard, sendfile, set_buffer, set_congestion,
     set_cork, set_max_pacing_rate, set_notsent_lowat, set_rcvlowat, set_transparent, tcp_info,
-    udp_reuseport, Cmsg, SockAddr, TcpInfo,
+    udp_freebind, udp_reuseport, Cmsg, SockAddr, TcpInfo,
 };
 pub use xsk::Xsk;
 
