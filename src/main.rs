@@ -112,7 +112,7 @@ fn main() -> ExitCode {
 fn configure(
     command: cli::Command,
     args: &[std::ffi::OsString],
-) -> anyhow::Result<cli::config::Command> {
+) -> anyhow::Result<linerate::orchestrate::config::Command> {
     let criteria = command.criteria_args().map(|c| c.opts()).transpose()?;
     if let Some(c) = &criteria {
         cli::criteria_args::check_measured(&c.expect, &command.name(), &command.figure_flags())?;
@@ -126,7 +126,7 @@ fn configure(
         None => None,
     };
     let mut config = match (sweep, command) {
-        (Some((sweep, opts)), _) => cli::config::Command::Sweep(sweep, opts),
+        (Some((sweep, opts)), _) => linerate::orchestrate::config::Command::Sweep(sweep, opts),
         (None, cli::Command::Run(a)) => plan_config::run_config(&a)?,
         (None, other) => cli::to_config(other)?,
     };

@@ -2,11 +2,11 @@
 //! two named endpoints, a plan's hosts), turns it into [`Ends`] and hands
 //! its tests to [`exec_test`], the one place every kind of test is run.
 
-use crate::cli::config::{Command, Pair, RunOpts, SweepConfig, TestSpec};
 use crate::cli::loadtest;
 use crate::cli::run::Run;
 use crate::lab::{self, LabSpec};
 use crate::model::stderr::errln;
+use crate::orchestrate::config::{Command, Pair, RunOpts, SweepConfig, TestSpec};
 use crate::results::criteria::Marks;
 use crate::runner::Ends;
 use crate::topology::Netns;

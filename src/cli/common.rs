@@ -2,11 +2,11 @@
 //! `ProbeArgs`, the value enums) and the conversions they share. Every
 //! command file imports this one; it imports none of them.
 
-use super::config::{Pair, RunOpts, TestSpec};
 use super::parse::{parse_bps, parse_cpu_list, parse_host, CpuList, HostAddr};
 use crate::engine::check_destination;
 use crate::lab::DutMode;
 use crate::model::stderr::errln;
+use crate::orchestrate::config::{Pair, RunOpts, TestSpec};
 use crate::proto::{Cidr, Direction};
 use crate::results::FlowMode;
 use crate::topology::ssh::SshOptions;

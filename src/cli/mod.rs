@@ -17,7 +17,6 @@ pub mod app;
 pub mod check;
 pub mod common;
 pub mod completions;
-pub mod config;
 pub mod criteria_args;
 pub mod hints;
 pub mod http;
@@ -42,8 +41,8 @@ pub mod target;
 pub mod tcp;
 pub mod udp;
 
-use self::config::{Command as Cmd, TestSpec};
 use crate::lab::{DutMode, LabSpec};
+use crate::orchestrate::config::{Command as Cmd, TestSpec};
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 

@@ -4,12 +4,12 @@
 //! parser, so a plan accepts exactly the options the command takes, and any
 //! error points at the key's line and column.
 
-use crate::cli::config::{
-    Command, HostConfig, PlanConfig, PlanTest, PortLabConfig, RunOpts, TestSpec,
-};
 use crate::cli::run_args::RunArgs;
 use crate::cli::{self, Cli};
 use crate::lab::ports::{PortFlags, PortsSpec};
+use crate::orchestrate::config::{
+    Command, HostConfig, PlanConfig, PlanTest, PortLabConfig, RunOpts, TestSpec,
+};
 use crate::plan::{self, HostKind, Plan, TestKind};
 use crate::topology::ssh::SshTarget;
 use crate::topology::Endpoint;
@@ -226,7 +226,7 @@ fn lab_spec(plan: &Plan, settings: &[plan::PlanArg]) -> Result<crate::lab::LabSp
 
 /// The stick DUT carries only frames linerate's engines tag: a test over
 /// sockets there is refused before anything runs, with the reason.
-fn fits_the_lab(t: &crate::cli::config::PlanTest) -> Result<()> {
+fn fits_the_lab(t: &crate::orchestrate::config::PlanTest) -> Result<()> {
     let stick = t
         .lab
         .as_ref()

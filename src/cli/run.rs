@@ -1,11 +1,11 @@
 //! One run from start to finish: the results document, its directory, the
 //! progress line, and what happens on Ctrl-C. Shared by every command.
 
-use crate::cli::config::{CriteriaOpts, RunOpts};
 use crate::model::criteria::Criterion;
 use crate::model::signals::interrupted;
 use crate::model::stderr::{errln, errprint};
 use crate::model::stdout;
+use crate::orchestrate::config::{CriteriaOpts, RunOpts};
 use crate::report::terminal::{self as report, ProgressLine};
 use crate::results::criteria::Marks;
 use crate::results::{self, RunDir, RunResults, RunStatus, TestResult, SCHEMA_VERSION};

@@ -1,10 +1,10 @@
 //! `linerate lab`: build the lab, run the standard suite, tear down.
 
-use crate::cli::config::{self, LabConfig, RunOpts, SearchConfig, SearchPlan, Stream};
 use crate::cli::run::Run;
 use crate::lab::{self, LabSpec};
 use crate::model::signals::interrupted;
 use crate::model::stderr::errln;
+use crate::orchestrate::config::{self, LabConfig, RunOpts, SearchConfig, SearchPlan, Stream};
 use crate::proto::{Direction, FrameSpec};
 use crate::results::FlowMode;
 use crate::runner::{Ends, HttpServerSide, HttpTest, TcpTest, UdpTest};
@@ -351,8 +351,8 @@ fn profile_wanted(args: &LabConfig, name: &str) -> bool {
 /// bound), so its samples fall where the DUT saturates; where the two
 /// disagree, the ramp says so and why.
 fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) -> Result<()> {
-    use crate::cli::config::{Method, RampConfig};
     use crate::model::units::Rate;
+    use crate::orchestrate::config::{Method, RampConfig};
     use crate::search;
     // The tester's own ceiling: above it every trial measures the tester.
     let cap = run

@@ -7,9 +7,9 @@
 //! point's results and the terminal's list of points.
 
 use super::common::{SweepArgs, SWEEP_FLAGS};
-use super::config::{Command as Cmd, SweepConfig};
 use super::Cli;
 use crate::model::sweep::{Axis, Point, SweepSpec};
+use crate::orchestrate::config::{Command as Cmd, SweepConfig};
 use crate::results::criteria::Marks;
 use crate::results::{RunResults, TestStatus};
 use anyhow::{anyhow, bail, Result};
@@ -60,7 +60,7 @@ pub fn configure(
     args: &[String],
     sub: &str,
     flags: &SweepArgs,
-) -> Result<Option<(SweepConfig, super::config::RunOpts)>> {
+) -> Result<Option<(SweepConfig, crate::orchestrate::config::RunOpts)>> {
     if flags.sweep.is_empty() {
         return Ok(None);
     }
@@ -430,7 +430,7 @@ mod tests {
         ))
     }
 
-    fn sweep_of(line: &str) -> Result<Option<(SweepConfig, super::super::config::RunOpts)>> {
+    fn sweep_of(line: &str) -> Result<Option<(SweepConfig, crate::orchestrate::config::RunOpts)>> {
         let args = udp_args(line);
         let cli = <Cli as clap::Parser>::try_parse_from(&args)?;
         let super::super::Command::Udp(a) = &cli.command else {
@@ -450,7 +450,7 @@ mod tests {
         assert_eq!(s.info.points, 4);
         let (p, cmd) = &s.points[3];
         assert_eq!(p.name, "udp frame_size=1518 rate=2kpps");
-        let Cmd::Pair(_, super::super::config::TestSpec::Udp(t), _) = cmd else {
+        let Cmd::Pair(_, crate::orchestrate::config::TestSpec::Udp(t), _) = cmd else {
             panic!("not a udp pair: {cmd:?}")
         };
         assert_eq!(t.frame, crate::proto::FrameSpec::Fixed(1518));
