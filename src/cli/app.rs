@@ -3,10 +3,10 @@
 //! its tests to [`exec_test`], the one place every kind of test is run.
 
 use crate::cli::loadtest;
-use crate::cli::run::Run;
 use crate::lab::{self, LabSpec};
 use crate::model::stderr::errln;
 use crate::orchestrate::config::{Command, Pair, RunOpts, SweepConfig, TestSpec};
+use crate::orchestrate::run::Run;
 use crate::results::criteria::Marks;
 use crate::runner::Ends;
 use crate::topology::Netns;
@@ -227,8 +227,13 @@ fn sweep_run(s: &SweepConfig, run: &mut Run) -> Result<()> {
                 "sweep",
             ),
         };
-        let failed =
-            crate::cli::sweep::finish_point(&mut run.results, from, p, kind, r.as_ref().err());
+        let failed = crate::orchestrate::sweep::finish_point(
+            &mut run.results,
+            from,
+            p,
+            kind,
+            r.as_ref().err(),
+        );
         run.save();
         if let Err(e) = &r {
             errln!("sweep point {} failed: {e:#}", p.name);

@@ -79,5 +79,9 @@ fn check_inner(a: &CheckArgs) -> Result<i32> {
         crate::report::junit::write(j, &r)?;
         errln!("junit: {}", j.display());
     }
-    Ok(super::run::exit_code(&r, r.error.is_some(), false))
+    Ok(crate::orchestrate::run::exit_code(
+        &r,
+        r.error.is_some(),
+        false,
+    ))
 }

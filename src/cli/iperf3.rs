@@ -8,13 +8,13 @@
 
 use super::common::{direction, duration, Common, Endpoints};
 use super::parse::parse_host;
-use super::run::Run;
 use super::serve::ServeArgs;
 use crate::iperf3::server::{self, ServerConfig};
 use crate::iperf3::{Iperf3Error, Outcome};
 use crate::model::stderr::errln;
 use crate::model::units::Rate;
 use crate::orchestrate::config::RunOpts;
+use crate::orchestrate::run::Run;
 use crate::proto::iperf3::{self as wire, ClientJob, Mode, TestParams, Transport};
 use crate::proto::{Direction, FrameSpec};
 use crate::results::TestStatus;

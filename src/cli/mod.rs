@@ -31,7 +31,6 @@ pub mod plan_run;
 pub mod plan_trust;
 pub mod ramp;
 pub mod report;
-pub mod run;
 pub mod run_args;
 pub mod search;
 pub mod serve;

@@ -5,13 +5,13 @@
 //! Hosts that bring a physical port run their agent in a fresh namespace
 //! there, and the two ports become a lab around the external DUT.
 
-use crate::cli::run::Run;
-use crate::cli::sweep::finish_point;
 use crate::lab::ports::PortLab;
 use crate::lab::LabSpec;
 use crate::model::signals::interrupted;
 use crate::model::stderr::errln;
 use crate::orchestrate::config::{PlanConfig, PlanTest, RunOpts};
+use crate::orchestrate::run::Run;
+use crate::orchestrate::sweep::finish_point;
 use crate::results::criteria::Marks;
 use crate::runner::{Ends, Side};
 use crate::topology::Netns;

@@ -1,10 +1,10 @@
 //! `linerate lab`: build the lab, run the standard suite, tear down.
 
-use crate::cli::run::Run;
 use crate::lab::{self, LabSpec};
 use crate::model::signals::interrupted;
 use crate::model::stderr::errln;
 use crate::orchestrate::config::{self, LabConfig, RunOpts, SearchConfig, SearchPlan, Stream};
+use crate::orchestrate::run::Run;
 use crate::proto::{Direction, FrameSpec};
 use crate::results::FlowMode;
 use crate::runner::{Ends, HttpServerSide, HttpTest, TcpTest, UdpTest};

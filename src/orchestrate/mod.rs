@@ -11,3 +11,5 @@
 //! table and exit status), `sweep` (a sweep point's tagging and list).
 
 pub mod config;
+pub mod run;
+pub mod sweep;

@@ -241,7 +241,7 @@ impl Run {
         if let Some(t) = crate::report::matrix::table(&self.results) {
             table.push_str(&t);
         }
-        if let Some(t) = crate::cli::sweep::points_list(
+        if let Some(t) = crate::orchestrate::sweep::points_list(
             &self.results,
             self.dir.as_ref().map(|d| d.path.as_path()),
         ) {
