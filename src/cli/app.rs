@@ -2,10 +2,10 @@
 //! two named endpoints, a plan's hosts), turns it into [`Ends`] and hands
 //! its tests to [`exec_test`], the one place every kind of test is run.
 
-use crate::cli::loadtest;
 use crate::lab::{self, LabSpec};
 use crate::model::stderr::errln;
 use crate::orchestrate::config::{Command, Pair, RunOpts, SweepConfig, TestSpec};
+use crate::orchestrate::loadtest;
 use crate::orchestrate::run::Run;
 use crate::results::criteria::Marks;
 use crate::runner::Ends;

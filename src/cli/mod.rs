@@ -23,7 +23,6 @@ pub mod http;
 pub mod iperf3;
 pub mod lab;
 pub mod latency;
-pub mod loadtest;
 pub mod monitor;
 pub mod parse;
 pub mod plan_config;

@@ -149,7 +149,7 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
             lab: in_lab.map(|(_, _, _, idx)| *idx),
         };
         let from = crate::results::criteria::Marks::of(&run.results);
-        let r = crate::cli::loadtest::exec_test(run, &mut ends, &t.spec);
+        let r = crate::orchestrate::loadtest::exec_test(run, &mut ends, &t.spec);
         drop(ends);
         run.hold_to(&t.expect, from);
         run.record_agents(&hosts);
@@ -248,7 +248,7 @@ fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
             let mut ends = crate::runner::Ends::of_lab(&mut lab, Some(idx));
             ends.instances = t.instances.max(1);
             let from = Marks::of(&run.results);
-            let r = crate::cli::loadtest::exec_test(run, &mut ends, &t.spec);
+            let r = crate::orchestrate::loadtest::exec_test(run, &mut ends, &t.spec);
             drop(ends);
             run.hold_to(&t.expect, from);
             let failed = match &t.sweep {

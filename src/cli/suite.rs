@@ -425,7 +425,7 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
             plan,
             line_rate_bps: opts.line_rate_bps,
         };
-        lines.extend(crate::cli::loadtest::run_search(
+        lines.extend(crate::orchestrate::loadtest::run_search(
             ends.reborrow(),
             &p,
             &cfg,
@@ -448,7 +448,7 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
             export_viz: None,
             line_rate_bps: opts.line_rate_bps,
         };
-        lines.extend(crate::cli::loadtest::run_ramp(ends, &ramp, run)?);
+        lines.extend(crate::orchestrate::loadtest::run_ramp(ends, &ramp, run)?);
         if let Some(r) = run.results.ramps.last_mut() {
             for d in &mut r.directions {
                 let sat = d

@@ -11,5 +11,6 @@
 //! table and exit status), `sweep` (a sweep point's tagging and list).
 
 pub mod config;
+pub mod loadtest;
 pub mod run;
 pub mod sweep;
