@@ -17,7 +17,7 @@ use anyhow::Result;
 pub fn execute(cmd: Command) -> i32 {
     match cmd {
         Command::LabCleanup => cleanup(),
-        Command::Lab(cfg, opts) => crate::cli::suite::lab(&cfg, &opts),
+        Command::Lab(cfg, opts) => crate::orchestrate::suite::lab(&cfg, &opts),
         Command::Pair(pair, spec, opts) => {
             let name = opts.name.clone().unwrap_or_else(|| spec.kind().to_string());
             with_run(&opts, &name, |run| pair_test(&pair, &spec, &opts, run))

@@ -33,7 +33,6 @@ pub mod report;
 pub mod run_args;
 pub mod search;
 pub mod serve;
-pub mod suite;
 pub mod sweep;
 pub mod target;
 pub mod tcp;

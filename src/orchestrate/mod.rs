@@ -13,4 +13,5 @@
 pub mod config;
 pub mod loadtest;
 pub mod run;
+pub mod suite;
 pub mod sweep;

@@ -89,7 +89,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         duration: d,
         cpus: cpus.clone(),
         congestion: args.congestion.clone(),
-        buffer_len: super::tcp::DEFAULT_BUFFER,
+        buffer_len: crate::proto::iperf3::DEFAULT_TCP_LEN,
         allow: allow.clone(),
         port: 0,
         rate_bps: None,
