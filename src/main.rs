@@ -2,8 +2,9 @@
 //! into a validated configuration (stage two) and hands over to the library.
 #![forbid(unsafe_code)]
 
-use linerate::cli::{self, app, plan_config};
+use linerate::cli::{self, plan_config};
 use linerate::model::signals;
+use linerate::orchestrate::app;
 use linerate::{agent, results};
 
 use clap::Parser;

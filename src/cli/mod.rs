@@ -1,5 +1,6 @@
 //! Command-line flags (stage one: close to what the user typed) and their
-//! conversion into the validated [`config`] (stage two). Nothing
+//! conversion into the validated configuration (stage two,
+//! [`crate::orchestrate::config`]), which the orchestration layer runs. Nothing
 //! below this module sees a clap type. Plan files reach the same stage two:
 //! each `[[test]]` is turned into the flags of its ad-hoc command and parsed
 //! here, so a plan accepts exactly what the command line does.
@@ -8,12 +9,11 @@
 //! into the validated configuration; the flag groups several commands share
 //! are in `common` and `target`, the value parsers in `parse`;
 //! `completions` makes shell completions and man pages from them. This file
-//! holds the command enum on top of them. Below the command files:
-//! `config` (the validated configuration), and the code that executes it:
-//! `app` → `suite`, `plan_run` → `loadtest` → `run`.
+//! holds the command enum on top of them. This layer parses and
+//! dispatches: it holds no trial runner and writes nothing into the
+//! results document (`tests/layers.rs` holds it to that).
 
 pub mod agent;
-pub mod app;
 pub mod check;
 pub mod common;
 pub mod completions;
@@ -26,7 +26,6 @@ pub mod latency;
 pub mod monitor;
 pub mod parse;
 pub mod plan_config;
-pub mod plan_run;
 pub mod plan_trust;
 pub mod ramp;
 pub mod report;

@@ -10,8 +10,10 @@
 //! searches) → `run` (the results document, its directory, the final
 //! table and exit status), `sweep` (a sweep point's tagging and list).
 
+pub mod app;
 pub mod config;
 pub mod loadtest;
+pub mod plan_run;
 pub mod run;
 pub mod suite;
 pub mod sweep;

@@ -41,7 +41,7 @@ pub fn execute(cmd: Command) -> i32 {
         Command::Plan(plan, opts) => {
             let name = opts.name.clone().unwrap_or_else(|| plan.name.clone());
             with_run(&opts, &name, |run| {
-                crate::cli::plan_run::run(&plan, &opts, run)
+                crate::orchestrate::plan_run::run(&plan, &opts, run)
             })
         }
     }
