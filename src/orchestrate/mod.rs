@@ -12,6 +12,7 @@
 
 pub mod app;
 pub mod config;
+pub mod iperf3_serve;
 pub mod loadtest;
 pub mod plan_run;
 pub mod run;
