@@ -11,6 +11,7 @@
 //! table and exit status), `sweep` (a sweep point's tagging and list).
 
 pub mod app;
+pub mod check;
 pub mod config;
 pub mod iperf3_serve;
 pub mod loadtest;
