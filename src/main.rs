@@ -104,7 +104,7 @@ fn main() -> ExitCode {
             }
         },
     };
-    cli::plan_trust::remove_copies();
+    linerate::plan::trust::remove_copies();
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 

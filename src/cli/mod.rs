@@ -26,7 +26,6 @@ pub mod latency;
 pub mod monitor;
 pub mod parse;
 pub mod plan_config;
-pub mod plan_trust;
 pub mod ramp;
 pub mod report;
 pub mod run_args;
