@@ -2,8 +2,6 @@
 
 use super::common::{OutputArgs, SshArgs};
 use crate::engine::check_destination;
-use crate::model::stderr::errln;
-use crate::model::stdout::outln;
 use crate::proto::Cidr;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
@@ -94,39 +92,7 @@ fn window_warning(a: &MonitorArgs) -> Option<String> {
 /// Monitors, then prints the per-target table and writes the summary;
 /// returns the exit status.
 pub fn run(a: &MonitorArgs, cfg: crate::latency::monitor::MonitorConfig) -> i32 {
-    if let Some(w) = window_warning(a) {
-        errln!("{w}");
-    }
-    let summary = match crate::latency::monitor::run(cfg) {
-        Ok(s) => s,
-        Err(e) => {
-            errln!("monitor: {e:#}");
-            return 1;
-        }
-    };
-    // The table on stdout, or on stderr when stdout carries --json.
-    let table = crate::latency::monitor::summary_table(&summary);
-    if a.output.json {
-        errln!("{table}");
-    } else {
-        outln!("{table}");
-    }
-    errln!(
-        "monitor: stopped after {:.1} s; peak RSS {:.1} MiB",
-        summary.duration_s,
-        summary.max_rss_bytes as f64 / 1048576.0
-    );
-    if let Err(e) = a.output.write_summary("monitor", &summary) {
-        errln!("error: {e:#}");
-        return 1;
-    }
-    match &summary.error {
-        Some(e) => {
-            errln!("monitor: {e}");
-            1
-        }
-        None => 0,
-    }
+    crate::orchestrate::summary::monitor(cfg, window_warning(a), &a.output.summary_out())
 }
 
 /// `linerate monitor`'s flags, validated.

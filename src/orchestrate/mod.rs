@@ -18,4 +18,5 @@ pub mod loadtest;
 pub mod plan_run;
 pub mod run;
 pub mod suite;
+pub mod summary;
 pub mod sweep;
