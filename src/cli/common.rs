@@ -5,11 +5,11 @@
 use super::parse::{parse_bps, parse_cpu_list, parse_host, CpuList, HostAddr};
 use crate::engine::check_destination;
 use crate::lab::DutMode;
+use crate::model::flows::FlowMode;
 use crate::model::stderr::errln;
 use crate::orchestrate::config::{Pair, RunOpts, TestSpec};
 use crate::orchestrate::summary::SummaryOut;
 use crate::proto::{Cidr, Direction};
-use crate::results::FlowMode;
 use crate::topology::ssh::SshOptions;
 use crate::topology::Endpoint;
 use anyhow::{anyhow, bail, Result};
