@@ -9,6 +9,10 @@
 //! tests) → `loadtest` (every kind of test, the trial runners of ramps and
 //! searches) → `run` (the results document, its directory, the final
 //! table and exit status), `sweep` (a sweep point's tagging and list).
+//! Beside them, commands that run no tests: `iperf3_serve` (stock iperf3
+//! clients, each served test a run), `check` (a finished run held to
+//! criteria), `summary` (`monitor` and `serve`, and their summary
+//! document).
 
 pub mod app;
 pub mod check;
