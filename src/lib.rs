@@ -18,6 +18,7 @@ pub mod lab;
 pub mod latency;
 pub mod model;
 pub mod netops;
+pub mod orchestrate;
 pub mod plan;
 pub mod report;
 pub mod results;
@@ -62,6 +63,9 @@ pub const LAYERS: &[&[&str]] = &[
     &["runner"],
     // Terminal, HTML, CSV and exports.
     &["report"],
+    // Running commands from a validated configuration: tests, ramps,
+    // searches, the lab suite, sweeps and plans; the results document.
+    &["orchestrate"],
     // Plan files.
     &["plan"],
     // Commands: flags to validated configs, and their runs.

@@ -2,8 +2,9 @@
 //! into a validated configuration (stage two) and hands over to the library.
 #![forbid(unsafe_code)]
 
-use linerate::cli::{self, app, plan_config};
+use linerate::cli::{self, plan_config};
 use linerate::model::signals;
+use linerate::orchestrate::app;
 use linerate::{agent, results};
 
 use clap::Parser;
@@ -103,7 +104,7 @@ fn main() -> ExitCode {
             }
         },
     };
-    cli::plan_trust::remove_copies();
+    linerate::plan::trust::remove_copies();
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
@@ -112,7 +113,7 @@ fn main() -> ExitCode {
 fn configure(
     command: cli::Command,
     args: &[std::ffi::OsString],
-) -> anyhow::Result<cli::config::Command> {
+) -> anyhow::Result<linerate::orchestrate::config::Command> {
     let criteria = command.criteria_args().map(|c| c.opts()).transpose()?;
     if let Some(c) = &criteria {
         cli::criteria_args::check_measured(&c.expect, &command.name(), &command.figure_flags())?;
@@ -126,7 +127,7 @@ fn configure(
         None => None,
     };
     let mut config = match (sweep, command) {
-        (Some((sweep, opts)), _) => cli::config::Command::Sweep(sweep, opts),
+        (Some((sweep, opts)), _) => linerate::orchestrate::config::Command::Sweep(sweep, opts),
         (None, cli::Command::Run(a)) => plan_config::run_config(&a)?,
         (None, other) => cli::to_config(other)?,
     };

@@ -716,7 +716,7 @@ fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
 }
 
 /// A plan's ssh config as the trust check reads it
-/// (`cli::plan_trust::check_config_text`), against OpenSSH's own reading:
+/// (`plan::trust::check_config_text`), against OpenSSH's own reading:
 /// whatever the check lets through, `ssh -G` must resolve to no proxy, no
 /// known-hosts or local command, no PKCS#11 or security-key library of
 /// the file's choosing, host keys checked against a file that can hold
@@ -726,7 +726,7 @@ pub fn ssh_config(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return; // the check reads the file as text and refuses other bytes
     };
-    if linerate::cli::plan_trust::check_config_text(text).is_err() {
+    if linerate::plan::trust::check_config_text(text).is_err() {
         return;
     }
     let Some((view, ran)) = ssh_view(text) else {

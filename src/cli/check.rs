@@ -1,12 +1,12 @@
 //! `linerate check RUN`: holds criteria against a finished run and compares
 //! it with a baseline run, without running anything; exits as a test
 //! command would (0 met, 1 missed or regressed, 2 input error, 3 the run
-//! had failed), so a CI job can gate on runs made elsewhere.
+//! had failed), so a CI job can gate on runs made elsewhere. The flags
+//! become a [`CheckConfig`]; `orchestrate::check` checks.
 
 use super::criteria_args::{parse_expect, parse_tolerance, EXIT_CODES};
-use crate::model::stderr::{errln, errprint};
-use crate::results::criteria::{evaluate, subjects, Marks};
-use anyhow::Result;
+use crate::model::stderr::errln;
+use crate::orchestrate::check::CheckConfig;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -39,45 +39,19 @@ pub struct CheckArgs {
 
 /// Runs `linerate check`; returns the exit status.
 pub fn check(a: &CheckArgs) -> i32 {
-    match check_inner(a) {
-        Ok(code) => code,
+    let expect = match parse_expect(&a.expect) {
+        Ok(e) => e,
         Err(e) => {
             errln!("error: {e:#}");
-            2
+            return 2;
         }
-    }
-}
-
-fn check_inner(a: &CheckArgs) -> Result<i32> {
-    let expect = parse_expect(&a.expect)?;
-    let mut r = crate::report::load(&a.run, None)?.results;
-    // What is asked replaces what the run recorded: `check RUN --expect X`
-    // decides on X alone, not on a baseline the run was compared with then.
-    // With neither flag, the run's own verdicts are said again.
-    if !expect.is_empty() || a.baseline.is_some() {
-        let all = subjects(&r, Marks::default(), Marks::of(&r));
-        r.criteria = evaluate(&expect, &all);
-        r.baseline = match &a.baseline {
-            Some(b) => Some(crate::report::baseline::compare_with(&r, b, a.tolerance)?),
-            None => None,
-        };
-    }
-    let text = crate::report::verdicts::terminal(&r);
-    if text.is_empty() {
-        errln!(
-            "{}: nothing to check: the run recorded no criteria; give --expect or --baseline",
-            a.run.display()
-        );
-    }
-    if a.json {
-        errprint!("{}", crate::model::stdout::printable(&text));
-        crate::model::stdout::println(&serde_json::to_string_pretty(&r)?);
-    } else {
-        crate::model::stdout::print(&crate::model::stdout::printable(&text));
-    }
-    if let Some(j) = &a.junit {
-        crate::report::junit::write(j, &r)?;
-        errln!("junit: {}", j.display());
-    }
-    Ok(super::run::exit_code(&r, r.error.is_some(), false))
+    };
+    crate::orchestrate::check::check(&CheckConfig {
+        run: a.run.clone(),
+        expect,
+        baseline: a.baseline.clone(),
+        tolerance_pct: a.tolerance,
+        junit: a.junit.clone(),
+        json: a.json,
+    })
 }

@@ -2,13 +2,14 @@
 //! `ProbeArgs`, the value enums) and the conversions they share. Every
 //! command file imports this one; it imports none of them.
 
-use super::config::{Pair, RunOpts, TestSpec};
 use super::parse::{parse_bps, parse_cpu_list, parse_host, CpuList, HostAddr};
 use crate::engine::check_destination;
 use crate::lab::DutMode;
+use crate::model::flows::FlowMode;
 use crate::model::stderr::errln;
+use crate::orchestrate::config::{Pair, RunOpts, TestSpec};
+use crate::orchestrate::summary::SummaryOut;
 use crate::proto::{Cidr, Direction};
-use crate::results::FlowMode;
 use crate::topology::ssh::SshOptions;
 use crate::topology::Endpoint;
 use anyhow::{anyhow, bail, Result};
@@ -64,32 +65,15 @@ pub struct OutputArgs {
 }
 
 impl OutputArgs {
-    /// The end of a command whose result is a summary rather than tests
-    /// (`monitor`, `serve`): `summary.json` in a run directory of its own
-    /// unless --no-results, and the same document on stdout with --json.
-    pub fn write_summary(&self, kind: &str, doc: &impl serde::Serialize) -> Result<()> {
-        let text = serde_json::to_string_pretty(doc)
-            .map_err(|e| anyhow!("encoding the {kind} summary as JSON: {e}"))?;
-        if !self.no_results {
-            let name = self.name.as_deref().unwrap_or(kind);
-            let dir = self.results_dir.join(format!(
-                "{}-{name}",
-                crate::model::clock::time_stamp_compact()
-            ));
-            std::fs::create_dir_all(&dir).map_err(|e| {
-                anyhow!(
-                    "creating the results directory {}: {e} (choose another with --results-dir, \
-                     or give --no-results)",
-                    dir.display()
-                )
-            })?;
-            crate::model::files::write_atomic(&dir.join("summary.json"), text.as_bytes())?;
-            errln!("results: {}", dir.display());
+    /// Where a command whose result is a summary (`monitor`, `serve`)
+    /// writes it.
+    pub fn summary_out(&self) -> SummaryOut {
+        SummaryOut {
+            results_dir: self.results_dir.clone(),
+            name: self.name.clone(),
+            write: !self.no_results,
+            json: self.json,
         }
-        if self.json {
-            crate::model::stdout::println(&text);
-        }
-        Ok(())
     }
 }
 

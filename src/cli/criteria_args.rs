@@ -2,8 +2,8 @@
 //! `--repeat`, `--baseline`, `--tolerance`, `--junit`; and the exit codes
 //! they lead to (`EXIT_CODES`, shown in `--help`).
 
-use super::config::CriteriaOpts;
 use crate::model::criteria;
+use crate::orchestrate::config::CriteriaOpts;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use std::path::PathBuf;

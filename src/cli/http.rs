@@ -1,9 +1,9 @@
 //! `linerate http`: its flags and the download tests they describe.
 
 use super::common::{secs, Common};
-use super::config::{Pair, TestSpec};
 use super::parse::parse_size;
 use crate::engine::check_destination;
+use crate::orchestrate::config::{Pair, TestSpec};
 use crate::proto::http::Content;
 use crate::proto::http::Trust;
 use crate::runner::{HttpServerSide, HttpTest, HttpUrl};

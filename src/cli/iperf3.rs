@@ -1,29 +1,25 @@
 //! iperf3 interop on the command line: `linerate tcp|udp --server
 //! iperf3://HOST[:PORT]` (a stock iperf3 server as the far end) and
 //! `linerate serve --iperf3` (stock iperf3 clients test against linerate).
-//! Flags become an [`Iperf3Test`] or a server configuration here; each
-//! test is recorded as a `TestResult` whose far-end figures are marked as
+//! Flags become an [`Iperf3Test`] or a server configuration here
+//! (`orchestrate::iperf3_serve` serves); each test is recorded as a `TestResult` whose far-end figures are marked as
 //! such: the far end's roles say "far end" and its own results are kept in
 //! `far_end`.
 
 use super::common::{direction, duration, Common, Endpoints};
-use super::config::RunOpts;
 use super::parse::parse_host;
-use super::run::Run;
 use super::serve::ServeArgs;
 use crate::iperf3::server::{self, ServerConfig};
-use crate::iperf3::{Iperf3Error, Outcome};
 use crate::model::stderr::errln;
 use crate::model::units::Rate;
+use crate::orchestrate::config::RunOpts;
+use crate::orchestrate::iperf3_serve::Iperf3Serve;
 use crate::proto::iperf3::{self as wire, ClientJob, Mode, TestParams, Transport};
 use crate::proto::{Direction, FrameSpec};
-use crate::results::TestStatus;
-use crate::runner::iperf3::record;
 use crate::runner::Iperf3Test;
 use crate::topology::Endpoint;
 use anyhow::{anyhow, bail, Result};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub const SCHEME: &str = "iperf3://";
@@ -265,8 +261,8 @@ pub fn udp_test(a: &super::udp::UdpArgs) -> Result<(Endpoint, Iperf3Test)> {
 /// `linerate serve --iperf3`: serves stock iperf3 clients until Ctrl-C
 /// (or `--duration`), a results directory per test. Returns the exit status.
 pub fn serve(a: &ServeArgs) -> i32 {
-    match serve_inner(a) {
-        Ok(code) => code,
+    match serve_config(a) {
+        Ok(cfg) => crate::orchestrate::iperf3_serve::serve(&cfg),
         Err(e) => {
             errln!("error: {e:#}");
             2
@@ -274,7 +270,7 @@ pub fn serve(a: &ServeArgs) -> i32 {
     }
 }
 
-fn serve_inner(a: &ServeArgs) -> Result<i32> {
+fn serve_config(a: &ServeArgs) -> Result<Iperf3Serve> {
     let listen = match (a.listen, a.port) {
         (Some(_), Some(_)) => bail!("give --listen ADDR:PORT or --port PORT, not both"),
         (Some(l), None) => l,
@@ -300,28 +296,6 @@ fn serve_inner(a: &ServeArgs) -> Result<i32> {
             max_udp_send_bps: a.max_udp_send_rate.round() as u64,
         },
     };
-    let listener = server::bind(listen).map_err(|e| anyhow!("{e}"))?;
-    let bound = listener
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
-    errln!(
-        "iperf3 server on {bound}: stock `iperf3 -c` clients may test against it, one at a time \
-         (TCP and UDP on this port), up to {} s each{}; Ctrl-C stops",
-        a.max_test_time,
-        if a.max_udp_send_rate > 0.0 {
-            format!(
-                ", UDP sent at most {}bit/s",
-                crate::model::units::si(a.max_udp_send_rate)
-            )
-        } else {
-            String::new()
-        }
-    );
-    let stop = AtomicBool::new(false);
-    let until = a
-        .duration
-        .map(|d| std::time::Instant::now() + Duration::from_secs_f64(d));
     let opts = RunOpts {
         name: a.output.name.clone(),
         line_rate_bps: 10e9,
@@ -337,168 +311,17 @@ fn serve_inner(a: &ServeArgs) -> Result<i32> {
         expect_loss: false,
         ssh: Default::default(),
     };
-    let mut failed = false;
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            while !stop.load(Ordering::Relaxed) {
-                if crate::model::signals::interrupted()
-                    || until.is_some_and(|u| std::time::Instant::now() >= u)
-                {
-                    stop.store(true, Ordering::Relaxed);
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        });
-        server::serve(&cfg, &listener, &stop, |peer, r| {
-            failed |= record_served(&opts, peer, r) != 0;
-        });
-        stop.store(true, Ordering::Relaxed);
-    });
-    Ok(if crate::model::signals::interrupted() || !failed {
-        0
-    } else {
-        1
+    Ok(Iperf3Serve {
+        server: cfg,
+        max_udp_send_rate: a.max_udp_send_rate,
+        duration_s: a.duration,
+        opts,
     })
-}
-
-/// One served test: its results directory, table (or JSON), exit status.
-fn record_served(opts: &RunOpts, peer: SocketAddr, r: Result<Outcome, Iperf3Error>) -> i32 {
-    let started = crate::model::clock::now_rfc3339();
-    let far_role = format!("iperf3 client {peer} (far end)");
-    let roles = ("linerate (iperf3 server)", far_role.as_str());
-    let (test, err) = match r {
-        Ok(o) => {
-            let kind = match o.params.transport {
-                Transport::Tcp => "tcp",
-                Transport::Udp => "udp",
-            };
-            let name = format!("iperf3 {kind} from {peer}");
-            (Some(record(&name, &o, roles, started)), None)
-        }
-        Err(Iperf3Error::Lost {
-            message,
-            partial: Some(o),
-        }) => {
-            let mut t = record(&format!("iperf3 from {peer}"), &o, roles, started);
-            t.status = TestStatus::Failed;
-            t.error = Some(message.clone());
-            (Some(t), Some(anyhow!(message)))
-        }
-        Err(e) => {
-            // Nothing ran (refused parameters, a client that left early).
-            errln!("iperf3 client {peer}: {e}");
-            return 1;
-        }
-    };
-    let mut run = match Run::start(opts, "iperf3-serve") {
-        Ok(r) => r,
-        Err(e) => {
-            errln!("error: {e:#}");
-            return 1;
-        }
-    };
-    if let Some(t) = test {
-        run.add_test(t);
-    }
-    let code = run.finish(err);
-    if opts.write_results {
-        prune_served(&opts.results_dir, SERVED_KEEP_RUNS, SERVED_KEEP_BYTES);
-    }
-    code
-}
-
-/// The served tests' results kept: anyone who reaches the port may start
-/// tests, so their results have a budget, oldest removed first.
-const SERVED_KEEP_RUNS: usize = 200;
-const SERVED_KEEP_BYTES: u64 = 200 << 20;
-
-/// Removes the oldest `*-iperf3-serve` results directories in `base` until
-/// at most `runs` of them are left, together at most `bytes` (the newest
-/// is always kept); says what it removed.
-fn prune_served(base: &std::path::Path, runs: usize, bytes: u64) {
-    fn size(p: &std::path::Path) -> u64 {
-        let Ok(entries) = std::fs::read_dir(p) else {
-            return 0;
-        };
-        entries
-            .flatten()
-            .map(|e| match e.file_type() {
-                Ok(t) if t.is_dir() => size(&e.path()),
-                Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
-                _ => 0,
-            })
-            .sum()
-    }
-    let Ok(entries) = std::fs::read_dir(base) else {
-        return;
-    };
-    let mut dirs: Vec<(String, u64)> = entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.ends_with("-iperf3-serve"))
-        .map(|n| {
-            let b = size(&base.join(&n));
-            (n, b)
-        })
-        .collect();
-    // Names begin with the time stamp: sorted is oldest first.
-    dirs.sort();
-    let mut total: u64 = dirs.iter().map(|d| d.1).sum();
-    let mut removed = 0;
-    while dirs.len() > 1 && (dirs.len() > runs || total > bytes) {
-        let (n, b) = dirs.remove(0);
-        if std::fs::remove_dir_all(base.join(&n)).is_ok() {
-            removed += 1;
-        }
-        total = total.saturating_sub(b);
-    }
-    if removed > 0 {
-        errln!(
-            "iperf3: removed the {removed} oldest served test result(s) from {}: served tests keep \
-             at most {runs} results and {} MiB",
-            base.display(),
-            bytes >> 20
-        );
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn served_results_keep_a_budget() {
-        let base = std::env::temp_dir().join(format!("lr-prune-{}", std::process::id()));
-        for i in 0..5 {
-            let d = base.join(format!("2026112{i}T000000-iperf3-serve"));
-            std::fs::create_dir_all(d.join("agents")).unwrap();
-            std::fs::write(d.join("results.json"), vec![b'x'; 1000]).unwrap();
-        }
-        std::fs::create_dir_all(base.join("20261101T000000-lab")).unwrap();
-        prune_served(&base, 3, u64::MAX);
-        let mut left: Vec<String> = std::fs::read_dir(&base)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        left.sort();
-        assert_eq!(
-            left,
-            [
-                "20261101T000000-lab",
-                "20261122T000000-iperf3-serve",
-                "20261123T000000-iperf3-serve",
-                "20261124T000000-iperf3-serve"
-            ]
-        );
-        // By bytes: two of 1000 B fit in 2500.
-        prune_served(&base, 100, 2500);
-        assert_eq!(std::fs::read_dir(&base).unwrap().count(), 3);
-        // The newest is kept even when alone over the budget.
-        prune_served(&base, 100, 10);
-        assert!(base.join("20261124T000000-iperf3-serve").exists());
-        std::fs::remove_dir_all(&base).unwrap();
-    }
 
     #[test]
     fn iperf3_endpoints_parse() {

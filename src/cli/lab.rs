@@ -1,9 +1,9 @@
 //! `linerate lab`: its flags and the lab configuration they describe.
 
 use super::common::{Common, DirectionArg, DutArg};
-use super::config::{Command as Cmd, LabConfig};
 use super::parse::parse_pps_u64;
 use crate::lab::LabSpec;
+use crate::orchestrate::config::{Command as Cmd, LabConfig};
 use crate::proto::{RxEngine, TxEngine};
 use anyhow::{bail, Result};
 use clap::Args;

@@ -1,12 +1,12 @@
 //! `linerate latency`: its flags and the latency-under-load test they describe.
 
 use super::common::{duration, Common, ProbeArgs};
-use super::config::TestSpec;
 use super::parse::{parse_frame, parse_rate_arg};
 use super::target::TargetArgs;
+use crate::model::flows::FlowMode;
 use crate::model::units::Rate;
+use crate::orchestrate::config::TestSpec;
 use crate::proto::{Direction, FrameSpec, RxEngine, TxEngine};
-use crate::results::FlowMode;
 use crate::runner::{TcpTest, UdpTest};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;

@@ -1,5 +1,6 @@
 //! Command-line flags (stage one: close to what the user typed) and their
-//! conversion into the validated [`config`] (stage two). Nothing
+//! conversion into the validated configuration (stage two,
+//! [`crate::orchestrate::config`]), which the orchestration layer runs. Nothing
 //! below this module sees a clap type. Plan files reach the same stage two:
 //! each `[[test]]` is turned into the flags of its ad-hoc command and parsed
 //! here, so a plan accepts exactly what the command line does.
@@ -8,42 +9,35 @@
 //! into the validated configuration; the flag groups several commands share
 //! are in `common` and `target`, the value parsers in `parse`;
 //! `completions` makes shell completions and man pages from them. This file
-//! holds the command enum on top of them. Below the command files:
-//! `config` (the validated configuration), and the code that executes it:
-//! `app` → `suite`, `plan_run` → `loadtest` → `run`.
+//! holds the command enum on top of them. This layer parses and
+//! dispatches: it holds no trial runner and writes nothing into the
+//! results document (`tests/layers.rs` holds it to that).
 
 pub mod agent;
-pub mod app;
 pub mod check;
 pub mod common;
 pub mod completions;
-pub mod config;
 pub mod criteria_args;
 pub mod hints;
 pub mod http;
 pub mod iperf3;
 pub mod lab;
 pub mod latency;
-pub mod loadtest;
 pub mod monitor;
 pub mod parse;
 pub mod plan_config;
-pub mod plan_run;
-pub mod plan_trust;
 pub mod ramp;
 pub mod report;
-pub mod run;
 pub mod run_args;
 pub mod search;
 pub mod serve;
-pub mod suite;
 pub mod sweep;
 pub mod target;
 pub mod tcp;
 pub mod udp;
 
-use self::config::{Command as Cmd, TestSpec};
 use crate::lab::{DutMode, LabSpec};
+use crate::orchestrate::config::{Command as Cmd, TestSpec};
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 

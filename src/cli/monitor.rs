@@ -1,9 +1,6 @@
 //! `linerate monitor`: its flags and the monitor configuration they describe.
 
 use super::common::{OutputArgs, SshArgs};
-use crate::engine::check_destination;
-use crate::model::stderr::errln;
-use crate::model::stdout::outln;
 use crate::proto::Cidr;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
@@ -94,39 +91,7 @@ fn window_warning(a: &MonitorArgs) -> Option<String> {
 /// Monitors, then prints the per-target table and writes the summary;
 /// returns the exit status.
 pub fn run(a: &MonitorArgs, cfg: crate::latency::monitor::MonitorConfig) -> i32 {
-    if let Some(w) = window_warning(a) {
-        errln!("{w}");
-    }
-    let summary = match crate::latency::monitor::run(cfg) {
-        Ok(s) => s,
-        Err(e) => {
-            errln!("monitor: {e:#}");
-            return 1;
-        }
-    };
-    // The table on stdout, or on stderr when stdout carries --json.
-    let table = crate::latency::monitor::summary_table(&summary);
-    if a.output.json {
-        errln!("{table}");
-    } else {
-        outln!("{table}");
-    }
-    errln!(
-        "monitor: stopped after {:.1} s; peak RSS {:.1} MiB",
-        summary.duration_s,
-        summary.max_rss_bytes as f64 / 1048576.0
-    );
-    if let Err(e) = a.output.write_summary("monitor", &summary) {
-        errln!("error: {e:#}");
-        return 1;
-    }
-    match &summary.error {
-        Some(e) => {
-            errln!("monitor: {e}");
-            1
-        }
-        None => 0,
-    }
+    crate::orchestrate::summary::monitor(cfg, window_warning(a), &a.output.summary_out())
 }
 
 /// `linerate monitor`'s flags, validated.
@@ -140,22 +105,7 @@ pub fn monitor_config(a: &MonitorArgs) -> Result<crate::latency::monitor::Monito
         bail!("nothing to monitor: give --responder ENDPOINT=ADDR and/or --icmp ADDR");
     }
     for ip in responders.iter().map(|r| r.1).chain(a.icmp.iter().copied()) {
-        check_destination(ip, &a.allow_target).map_err(|m| anyhow!(m))?;
-        // The probes leave from this namespace: its own route lookup says
-        // whether they would leave the lab, as every test's sender checks.
-        if ip.is_loopback() || a.allow_target.iter().any(|c| c.contains(ip)) {
-            continue;
-        }
-        if let Some((_, route)) = crate::netops::reach::only_default_route(&[ip]) {
-            bail!(
-                "refusing to probe {ip}: it is in a benchmarking range, but this host's route to \
-                 it ({route}) leads out of any isolated lab (RFC 2544, RFC 6815: these ranges \
-                 are for isolated test networks). Run the monitor where the lab is (e.g. `ip \
-                 netns exec NS linerate monitor …`), add a route to the lab, or if that path is \
-                 an isolated test network, pass --allow-target {}",
-                crate::engine::host_prefix(ip)
-            );
-        }
+        crate::latency::monitor::check_probe_target(ip, &a.allow_target)?;
     }
     let window = window_s(a);
     if !(0.1..=86_400.0).contains(&window) {

@@ -1,10 +1,10 @@
 //! `linerate ramp`: its flags and the ramp configuration they describe.
 
 use super::common::Common;
-use super::config::RampConfig;
 use super::parse::parse_rate_arg;
 use super::target::{ProfileArgs, TargetArgs};
 use crate::model::units::Rate;
+use crate::orchestrate::config::RampConfig;
 use crate::search;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;

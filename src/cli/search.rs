@@ -1,10 +1,10 @@
 //! `linerate search`: its flags and the throughput search they describe.
 
 use super::common::Common;
-use super::config::{Method, Profile, SearchConfig, SearchPlan};
 use super::parse::{parse_frame, parse_rate_arg};
 use super::target::{ProfileArgs, TargetArgs};
 use crate::model::units::Rate;
+use crate::orchestrate::config::{Method, Profile, SearchConfig, SearchPlan};
 use crate::proto::FrameSpec;
 use crate::search;
 use anyhow::{anyhow, Result};

@@ -4,7 +4,6 @@ use super::common::{secs, OutputArgs};
 use super::parse::parse_size;
 use crate::http::serve_cmd::ServeConfig;
 use crate::http::server::{Limits, ServeSpec, DEFAULT_MAX_PER_CLIENT};
-use crate::model::stderr::errln;
 use crate::proto::http::Content;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -130,18 +129,5 @@ pub fn serve_config(a: &ServeArgs) -> Result<ServeConfig> {
 
 /// Serves, then writes the summary; returns the exit status.
 pub fn run(a: &ServeArgs, cfg: &ServeConfig) -> i32 {
-    let report = match crate::http::serve_cmd::run(cfg) {
-        Ok(r) => r,
-        Err(e) => {
-            errln!("error: {e:#}");
-            return 2;
-        }
-    };
-    match a.output.write_summary("serve", &report) {
-        Ok(()) => 0,
-        Err(e) => {
-            errln!("error: {e:#}");
-            1
-        }
-    }
+    crate::orchestrate::summary::serve(cfg, &a.output.summary_out())
 }

@@ -3,13 +3,13 @@
 //! and the bench command built from them.
 
 use super::common::{Common, DutArg, FlowModeArg, ModeSource, DEFAULT_FW_RULES};
-use super::config::{self, Bench, Command as Cmd, Pair, Profile, Stream, TestSpec};
 use super::parse::{parse_frame, parse_host, parse_pps_u64, HostAddr};
 use crate::engine::check_destination;
 use crate::lab::LabSpec;
+use crate::model::flows::FlowMode;
+use crate::orchestrate::config::{self, Bench, Command as Cmd, Pair, Profile, Stream, TestSpec};
 use crate::proto::FrameSpec;
 use crate::proto::{RxEngine, TxEngine};
-use crate::results::FlowMode;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use std::net::IpAddr;

@@ -1,8 +1,8 @@
 //! `linerate tcp`: its flags and the test they describe.
 
 use super::common::{direction, duration, pair, Common, Endpoints, ProbeArgs};
-use super::config::{Pair, TestSpec};
 use crate::model::units::Rate;
+use crate::orchestrate::config::{Pair, TestSpec};
 use crate::runner::TcpTest;
 use anyhow::{bail, Result};
 use clap::Args;

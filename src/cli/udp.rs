@@ -3,12 +3,12 @@
 use super::common::{
     direction, duration, flows, pair, Common, Endpoints, FlowModeArg, ModeSource, ProbeArgs,
 };
-use super::config::{self, Pair, TestSpec};
 use super::parse::{parse_frame, parse_rate_arg};
+use crate::model::flows::FlowMode;
 use crate::model::units::Rate;
+use crate::orchestrate::config::{self, Pair, TestSpec};
 use crate::proto::{FrameSpec, Vlan};
 use crate::proto::{RxEngine, TxEngine};
-use crate::results::FlowMode;
 use crate::runner::UdpTest;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;

@@ -12,6 +12,7 @@
 use super::icmp::Pinger;
 use super::metrics::{self, Metrics};
 use super::stats::{self, Percentiles};
+use crate::engine::check_destination;
 use crate::model::signals::interrupted;
 use crate::model::stderr::{errln, errprint};
 use crate::proto::probe::{self, Kind, Probe, ProbeSample};
@@ -836,6 +837,29 @@ fn session_len(cfg: &MonitorConfig) -> Duration {
     cfg.duration
         .map(|d| (d + Duration::from_secs(60)).min(SESSION_LEN))
         .unwrap_or(SESSION_LEN)
+}
+
+/// Whether probes may go to `ip`: a destination tests may send to, and,
+/// unless it is loopback or allowed (`allow`, from `--allow-target`), one
+/// whose route from this namespace does not leave the lab.
+pub fn check_probe_target(ip: IpAddr, allow: &[crate::proto::Cidr]) -> Result<()> {
+    check_destination(ip, allow).map_err(|m| anyhow!(m))?;
+    // The probes leave from this namespace: its own route lookup says
+    // whether they would leave the lab, as every test's sender checks.
+    if ip.is_loopback() || allow.iter().any(|c| c.contains(ip)) {
+        return Ok(());
+    }
+    if let Some((_, route)) = crate::netops::reach::only_default_route(&[ip]) {
+        bail!(
+            "refusing to probe {ip}: it is in a benchmarking range, but this host's route to \
+             it ({route}) leads out of any isolated lab (RFC 2544, RFC 6815: these ranges \
+             are for isolated test networks). Run the monitor where the lab is (e.g. `ip \
+             netns exec NS linerate monitor …`), add a route to the lab, or if that path is \
+             an isolated test network, pass --allow-target {}",
+            crate::engine::host_prefix(ip)
+        );
+    }
+    Ok(())
 }
 
 /// Parses `ENDPOINT=ADDR` (e.g. `local=127.0.0.1`, `ns:lab=198.18.0.2`).

@@ -1,9 +1,11 @@
 //! Plan files for `linerate run PLAN.toml`: parsing and validation, nothing else.
 //!
 //! Owns the plan format: the hosts (ssh, netns, local, and `gen[1-12]`
-//! ranges), the `[ssh]` settings and the `[[test]]` list. It reads no file
-//! and starts nothing: the caller passes the file's name and text and gets a
-//! validated [`Plan`] or a [`PlanError`] that says `file:line:column`.
+//! ranges), the `[ssh]` settings and the `[[test]]` list. Parsing reads no
+//! file and starts nothing: the caller passes the file's name and text and
+//! gets a validated [`Plan`] or a [`PlanError`] that says `file:line:column`.
+//! The one exception is [`trust`], what an untrusted plan may not do: it
+//! reads the ssh config a plan names and keeps a private copy for ssh.
 //!
 //! It must not re-implement the ad-hoc commands' options: every key of a
 //! `[[test]]` that the plan does not own comes back as a [`PlanArg`] (`frame_size
@@ -25,9 +27,11 @@
 //! frame_size = 64
 //! ```
 
+pub mod config;
 mod hosts;
 mod sweep;
 mod test_table;
+pub mod trust;
 mod value;
 
 #[cfg(test)]

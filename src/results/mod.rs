@@ -9,6 +9,8 @@ pub mod criteria;
 mod dir;
 mod host;
 
+/// A test setting that is also a field of the schema; it lives in `model`.
+pub use crate::model::flows::FlowMode;
 pub use dir::RunDir;
 pub use host::host_facts;
 
@@ -233,19 +235,6 @@ pub enum Protocol {
     Udp,
     /// HTTP/HTTPS downloads (server to client over TCP).
     Http,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum FlowMode {
-    /// One flow: fixed addresses and ports.
-    One,
-    /// Source address varies per flow.
-    Var1,
-    /// Source and destination addresses vary per flow.
-    Var2,
-    /// Source port varies per flow.
-    Ports,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]

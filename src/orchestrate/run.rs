@@ -1,11 +1,11 @@
 //! One run from start to finish: the results document, its directory, the
 //! progress line, and what happens on Ctrl-C. Shared by every command.
 
-use crate::cli::config::{CriteriaOpts, RunOpts};
 use crate::model::criteria::Criterion;
 use crate::model::signals::interrupted;
 use crate::model::stderr::{errln, errprint};
 use crate::model::stdout;
+use crate::orchestrate::config::{CriteriaOpts, RunOpts};
 use crate::report::terminal::{self as report, ProgressLine};
 use crate::results::criteria::Marks;
 use crate::results::{self, RunDir, RunResults, RunStatus, TestResult, SCHEMA_VERSION};
@@ -241,7 +241,7 @@ impl Run {
         if let Some(t) = crate::report::matrix::table(&self.results) {
             table.push_str(&t);
         }
-        if let Some(t) = crate::cli::sweep::points_list(
+        if let Some(t) = crate::orchestrate::sweep::points_list(
             &self.results,
             self.dir.as_ref().map(|d| d.path.as_path()),
         ) {

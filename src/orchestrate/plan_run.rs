@@ -5,13 +5,13 @@
 //! Hosts that bring a physical port run their agent in a fresh namespace
 //! there, and the two ports become a lab around the external DUT.
 
-use crate::cli::config::{PlanConfig, PlanTest, RunOpts};
-use crate::cli::run::Run;
-use crate::cli::sweep::finish_point;
 use crate::lab::ports::PortLab;
 use crate::lab::LabSpec;
 use crate::model::signals::interrupted;
 use crate::model::stderr::errln;
+use crate::orchestrate::config::{PlanConfig, PlanTest, RunOpts};
+use crate::orchestrate::run::Run;
+use crate::orchestrate::sweep::finish_point;
 use crate::results::criteria::Marks;
 use crate::runner::{Ends, Side};
 use crate::topology::Netns;
@@ -149,7 +149,7 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
             lab: in_lab.map(|(_, _, _, idx)| *idx),
         };
         let from = crate::results::criteria::Marks::of(&run.results);
-        let r = crate::cli::loadtest::exec_test(run, &mut ends, &t.spec);
+        let r = crate::orchestrate::loadtest::exec_test(run, &mut ends, &t.spec);
         drop(ends);
         run.hold_to(&t.expect, from);
         run.record_agents(&hosts);
@@ -248,7 +248,7 @@ fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
             let mut ends = crate::runner::Ends::of_lab(&mut lab, Some(idx));
             ends.instances = t.instances.max(1);
             let from = Marks::of(&run.results);
-            let r = crate::cli::loadtest::exec_test(run, &mut ends, &t.spec);
+            let r = crate::orchestrate::loadtest::exec_test(run, &mut ends, &t.spec);
             drop(ends);
             run.hold_to(&t.expect, from);
             let failed = match &t.sweep {

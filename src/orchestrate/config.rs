@@ -11,7 +11,6 @@ use crate::runner::{TcpTest, UdpTest};
 use crate::search;
 use crate::topology::ssh::SshOptions;
 use crate::topology::Endpoint;
-use anyhow::{bail, Result};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
@@ -94,17 +93,19 @@ pub const SEED_PROFILES: [&str; 4] = [
     "bench",
 ];
 
+/// A profile name that is none of [`SEED_PROFILES`].
+#[derive(Debug, thiserror::Error)]
+#[error("unknown profile '{0}': choose one of {list}", list = SEED_PROFILES.join(", "))]
+pub struct UnknownProfile(pub String);
+
 /// The seed write-ups' named profiles (trex-loadtest's bench-var2-*).
-pub fn seed_profile(name: &str) -> Result<Profile> {
+pub fn seed_profile(name: &str) -> Result<Profile, UnknownProfile> {
     let (frame, flow_mode) = match name {
         "bench-var2-1514b" => (FrameSpec::Fixed(1518), FlowMode::Var2),
         "bench-var2-imix" => (FrameSpec::Imix, FlowMode::Var2),
         "bench-var2-64b" => (FrameSpec::Fixed(64), FlowMode::Var2),
         "bench" => (FrameSpec::Fixed(64), FlowMode::One),
-        other => bail!(
-            "unknown profile '{other}': choose one of {}",
-            SEED_PROFILES.join(", ")
-        ),
+        other => return Err(UnknownProfile(other.into())),
     };
     Ok(Profile {
         name: name.into(),

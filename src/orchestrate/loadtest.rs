@@ -6,10 +6,12 @@
 //! The search logic lives in [`crate::search`] and knows nothing of sockets;
 //! this module gives it a [`TrialRunner`] that runs real UDP trials.
 
-use crate::cli::config::{Method, Profile, RampConfig, SearchConfig, SearchPlan, Stream, TestSpec};
-use crate::cli::run::Run;
 use crate::model::signals::interrupted;
 use crate::model::stderr::errln;
+use crate::orchestrate::config::{
+    Method, Profile, RampConfig, SearchConfig, SearchPlan, Stream, TestSpec,
+};
+use crate::orchestrate::run::Run;
 use crate::proto::Direction;
 use crate::report::terminal::ProgressLine;
 use crate::results::{RunDir, TestStatus};

@@ -10,9 +10,8 @@
 //! ([`crate::topology::ssh::UNTRUSTED_OVERRIDES`]). The command line stays
 //! the user's own choice.
 
-use crate::plan::Plan;
+use super::Plan;
 use crate::topology::ssh::{weakens, COMMAND_KEYS};
-use anyhow::{bail, Context, Result};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -21,6 +20,46 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 const TRUST: &str = "it would run a command on this host with linerate's rights when the plan \
                      runs (plans are code); if you wrote or checked this plan, pass --trust-plan";
+
+/// Why a plan was refused before anything ran, or its ssh config could
+/// not be checked or copied. Each message is whole (it names what it is
+/// about and the fix); `In` says which file a nested one is about.
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    /// A setting an untrusted plan may not have.
+    #[error("{0}")]
+    Refused(String),
+    /// Reading, creating or writing `what` failed.
+    #[error("{what}: {error}")]
+    Io { what: String, error: std::io::Error },
+    /// `inner`, about the file or setting `what`.
+    #[error("{what}: {inner}")]
+    In {
+        what: String,
+        inner: Box<TrustError>,
+    },
+}
+
+type Result<T> = std::result::Result<T, TrustError>;
+
+macro_rules! refuse {
+    ($($arg:tt)*) => {
+        return Err(TrustError::Refused(format!($($arg)*)))
+    };
+}
+
+/// An I/O error with what was being done.
+fn io(what: String) -> impl FnOnce(std::io::Error) -> TrustError {
+    move |error| TrustError::Io { what, error }
+}
+
+/// `e` as being about `what`.
+fn about(what: String) -> impl FnOnce(TrustError) -> TrustError {
+    move |e| TrustError::In {
+        what,
+        inner: Box::new(e),
+    }
+}
 
 /// Refuses a plan whose `[ssh]` would run local commands; `path` is the
 /// plan's file (its config is relative to it). A plan's ssh config is read
@@ -36,7 +75,7 @@ pub fn check(plan: &Plan, path: &Path) -> Result<Option<PathBuf>> {
             .iter()
             .any(|r| r.prefix <= c.prefix && r.contains(c.addr))
         {
-            bail!(
+            refuse!(
                 "{}: allow_target {}/{} lets tests send outside the benchmarking ranges \
                  (198.18.0.0/15, 2001:2::/48); a plan may do that only when you trust it: \
                  pass --trust-plan, or name the range yourself with --allow-target",
@@ -48,15 +87,14 @@ pub fn check(plan: &Plan, path: &Path) -> Result<Option<PathBuf>> {
     }
     for o in &plan.ssh.options {
         if let Some(key) = command_key(o) {
-            bail!("{}: [ssh] options: '{o}' sets {key}: {TRUST}", plan.file);
+            refuse!("{}: [ssh] options: '{o}' sets {key}: {TRUST}", plan.file);
         }
     }
     let Some(c) = &plan.ssh.config else {
         return Ok(None);
     };
     let p = path.parent().unwrap_or(Path::new(".")).join(c);
-    let text = check_config(&p)
-        .map_err(|e| e.context(format!("{}: [ssh] config = \"{c}\"", plan.file)))?;
+    let text = check_config(&p).map_err(about(format!("{}: [ssh] config = \"{c}\"", plan.file)))?;
     private_copy(&text).map(Some)
 }
 
@@ -103,17 +141,17 @@ fn command_key(line: &str) -> Option<String> {
 /// host-key checking. The file is opened once and checked and read through
 /// that one handle. Returns its text.
 fn check_config(p: &Path) -> Result<String> {
-    let mut f = std::fs::File::open(p).with_context(|| format!("reading {}", p.display()))?;
+    let mut f = std::fs::File::open(p).map_err(io(format!("reading {}", p.display())))?;
     let meta = f
         .metadata()
-        .with_context(|| format!("reading {}", p.display()))?;
+        .map_err(io(format!("reading {}", p.display())))?;
     if !meta.is_file() {
-        bail!("{} is not a regular file", p.display());
+        refuse!("{} is not a regular file", p.display());
     }
     // The owner of /proc/self is this process's effective user.
     let me = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
     if meta.mode() & 0o022 != 0 {
-        bail!(
+        refuse!(
             "{} is writable by others (mode {:o}): whoever can write it decides what ssh runs; \
              {TRUST}, or chmod go-w it",
             p.display(),
@@ -121,7 +159,7 @@ fn check_config(p: &Path) -> Result<String> {
         );
     }
     if meta.uid() != 0 && Some(meta.uid()) != me {
-        bail!(
+        refuse!(
             "{} belongs to another user (uid {}), who decides what ssh runs; {TRUST}",
             p.display(),
             meta.uid()
@@ -129,8 +167,8 @@ fn check_config(p: &Path) -> Result<String> {
     }
     let mut text = String::new();
     f.read_to_string(&mut text)
-        .with_context(|| format!("reading {}", p.display()))?;
-    check_config_text(&text).with_context(|| p.display().to_string())?;
+        .map_err(io(format!("reading {}", p.display())))?;
+    check_config_text(&text).map_err(about(p.display().to_string()))?;
     Ok(text)
 }
 
@@ -140,7 +178,7 @@ fn check_config(p: &Path) -> Result<String> {
 pub fn check_config_text(text: &str) -> Result<()> {
     for (n, line) in text.lines().enumerate() {
         if let Some(key) = command_key(line) {
-            bail!("line {}: {key}: {TRUST}", n + 1);
+            refuse!("line {}: {key}: {TRUST}", n + 1);
         }
         let words = wide_words(line);
         if let Some((key, rest)) = words.split_first() {
@@ -150,7 +188,7 @@ pub fn check_config_text(text: &str) -> Result<()> {
                 continue;
             }
             if let Some(why) = weakens(key, rest) {
-                bail!(
+                refuse!(
                     "line {}: {}: {why}; linerate never weakens host-key checking for a plan \
                      (if you wrote or checked this plan, pass --trust-plan)",
                     n + 1,
@@ -176,7 +214,7 @@ fn private_copy(text: &str) -> Result<PathBuf> {
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&dir)
-        .with_context(|| format!("creating {}", dir.display()))?;
+        .map_err(io(format!("creating {}", dir.display())))?;
     if let Ok(mut c) = COPIES.lock() {
         c.push(dir.clone());
     }
@@ -186,9 +224,9 @@ fn private_copy(text: &str) -> Result<PathBuf> {
         .create_new(true)
         .mode(0o600)
         .open(&file)
-        .with_context(|| format!("creating {}", file.display()))?;
+        .map_err(io(format!("creating {}", file.display())))?;
     f.write_all(text.as_bytes())
-        .with_context(|| format!("writing {}", file.display()))?;
+        .map_err(io(format!("writing {}", file.display())))?;
     Ok(file)
 }
 

@@ -1,10 +1,10 @@
 //! `linerate lab`: build the lab, run the standard suite, tear down.
 
-use crate::cli::config::{self, LabConfig, RunOpts, SearchConfig, SearchPlan, Stream};
-use crate::cli::run::Run;
 use crate::lab::{self, LabSpec};
 use crate::model::signals::interrupted;
 use crate::model::stderr::errln;
+use crate::orchestrate::config::{self, LabConfig, RunOpts, SearchConfig, SearchPlan, Stream};
+use crate::orchestrate::run::Run;
 use crate::proto::{Direction, FrameSpec};
 use crate::results::FlowMode;
 use crate::runner::{Ends, HttpServerSide, HttpTest, TcpTest, UdpTest};
@@ -89,7 +89,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         duration: d,
         cpus: cpus.clone(),
         congestion: args.congestion.clone(),
-        buffer_len: super::tcp::DEFAULT_BUFFER,
+        buffer_len: crate::proto::iperf3::DEFAULT_TCP_LEN,
         allow: allow.clone(),
         port: 0,
         rate_bps: None,
@@ -351,8 +351,8 @@ fn profile_wanted(args: &LabConfig, name: &str) -> bool {
 /// bound), so its samples fall where the DUT saturates; where the two
 /// disagree, the ramp says so and why.
 fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) -> Result<()> {
-    use crate::cli::config::{Method, RampConfig};
     use crate::model::units::Rate;
+    use crate::orchestrate::config::{Method, RampConfig};
     use crate::search;
     // The tester's own ceiling: above it every trial measures the tester.
     let cap = run
@@ -425,7 +425,7 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
             plan,
             line_rate_bps: opts.line_rate_bps,
         };
-        lines.extend(crate::cli::loadtest::run_search(
+        lines.extend(crate::orchestrate::loadtest::run_search(
             ends.reborrow(),
             &p,
             &cfg,
@@ -448,7 +448,7 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
             export_viz: None,
             line_rate_bps: opts.line_rate_bps,
         };
-        lines.extend(crate::cli::loadtest::run_ramp(ends, &ramp, run)?);
+        lines.extend(crate::orchestrate::loadtest::run_ramp(ends, &ramp, run)?);
         if let Some(r) = run.results.ramps.last_mut() {
             for d in &mut r.directions {
                 let sat = d

@@ -2,11 +2,11 @@
 //! two named endpoints, a plan's hosts), turns it into [`Ends`] and hands
 //! its tests to [`exec_test`], the one place every kind of test is run.
 
-use crate::cli::config::{Command, Pair, RunOpts, SweepConfig, TestSpec};
-use crate::cli::loadtest;
-use crate::cli::run::Run;
 use crate::lab::{self, LabSpec};
 use crate::model::stderr::errln;
+use crate::orchestrate::config::{Command, Pair, RunOpts, SweepConfig, TestSpec};
+use crate::orchestrate::loadtest;
+use crate::orchestrate::run::Run;
 use crate::results::criteria::Marks;
 use crate::runner::Ends;
 use crate::topology::Netns;
@@ -17,7 +17,7 @@ use anyhow::Result;
 pub fn execute(cmd: Command) -> i32 {
     match cmd {
         Command::LabCleanup => cleanup(),
-        Command::Lab(cfg, opts) => crate::cli::suite::lab(&cfg, &opts),
+        Command::Lab(cfg, opts) => crate::orchestrate::suite::lab(&cfg, &opts),
         Command::Pair(pair, spec, opts) => {
             let name = opts.name.clone().unwrap_or_else(|| spec.kind().to_string());
             with_run(&opts, &name, |run| pair_test(&pair, &spec, &opts, run))
@@ -41,7 +41,7 @@ pub fn execute(cmd: Command) -> i32 {
         Command::Plan(plan, opts) => {
             let name = opts.name.clone().unwrap_or_else(|| plan.name.clone());
             with_run(&opts, &name, |run| {
-                crate::cli::plan_run::run(&plan, &opts, run)
+                crate::orchestrate::plan_run::run(&plan, &opts, run)
             })
         }
     }
@@ -227,8 +227,13 @@ fn sweep_run(s: &SweepConfig, run: &mut Run) -> Result<()> {
                 "sweep",
             ),
         };
-        let failed =
-            crate::cli::sweep::finish_point(&mut run.results, from, p, kind, r.as_ref().err());
+        let failed = crate::orchestrate::sweep::finish_point(
+            &mut run.results,
+            from,
+            p,
+            kind,
+            r.as_ref().err(),
+        );
         run.save();
         if let Err(e) = &r {
             errln!("sweep point {} failed: {e:#}", p.name);

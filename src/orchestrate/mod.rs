@@ -1,0 +1,26 @@
+//! The application below the command line: runs tests, ramps, searches,
+//! the lab suite, sweeps and plans from a validated configuration
+//! ([`config`]) and assembles the results document. The command layer
+//! (`cli/`) turns flags and plan files into a [`config::Command`] and hands
+//! it to [`app::execute`]; nothing here sees a clap type or a flag.
+//!
+//! Files, top down: `app` (one command → a topology → its tests) →
+//! `suite` (the lab's standard suite), `plan_run` (a plan's hosts and
+//! tests) → `loadtest` (every kind of test, the trial runners of ramps and
+//! searches) → `run` (the results document, its directory, the final
+//! table and exit status), `sweep` (a sweep point's tagging and list).
+//! Beside them, commands that run no tests: `iperf3_serve` (stock iperf3
+//! clients, each served test a run), `check` (a finished run held to
+//! criteria), `summary` (`monitor` and `serve`, and their summary
+//! document).
+
+pub mod app;
+pub mod check;
+pub mod config;
+pub mod iperf3_serve;
+pub mod loadtest;
+pub mod plan_run;
+pub mod run;
+pub mod suite;
+pub mod summary;
+pub mod sweep;
