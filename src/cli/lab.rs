@@ -193,39 +193,6 @@ fn vm_spec(a: &LabArgs) -> Result<Option<Box<crate::vm::VmSpec>>> {
         (None, None) if a.dut_vm => Guest::Agent,
         (None, None) => return Ok(None),
     };
-    if guest.is_opaque() {
-        let flag = if a.dut_image.is_some() {
-            "--dut-image"
-        } else {
-            "--dut-initrd"
-        };
-        if a.dut != DutArg::Route {
-            bail!(
-                "{flag} boots your own router, which you configured: linerate cannot make it a {} DUT. Drop --dut (your router routes), or use --dut-vm for linerate's own DUT VM in that mode",
-                crate::lab::DutMode::from(a.dut).name()
-            );
-        }
-        let impairments = [
-            (a.dut_loss.is_some(), "--dut-loss"),
-            (a.dut_police.is_some(), "--dut-police"),
-            (a.dut_shape.is_some(), "--dut-shape"),
-            (a.fw_rules.is_some(), "--fw-rules"),
-        ];
-        if let Some((_, imp)) = impairments.iter().find(|(on, _)| *on) {
-            bail!(
-                "{imp} is applied by linerate's agent inside the DUT, and {flag} boots your own router, with no agent inside: configure the impairment in your router, or use --dut-vm"
-            );
-        }
-        let file = a.dut_image.as_ref().or(a.dut_initrd.as_ref());
-        if let Some(f) = file {
-            if let Err(e) = std::fs::File::open(f) {
-                bail!(
-                    "{flag} {}: {e}; name a file this user can read",
-                    f.display()
-                );
-            }
-        }
-    }
     if a.dut == DutArg::Stick {
         bail!(
             "--dut-vm runs the DUT in a VM, and --dut stick is an XDP program on this host's switch namespace: use --dut route, bridge, nat or fw with --dut-vm"

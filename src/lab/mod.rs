@@ -427,6 +427,7 @@ pub fn preflight(spec: &LabSpec) -> Result<()> {
     if spec.dut == Some(DutMode::Stick) {
         stick::preflight(spec)?;
     }
+    vmdut::check_user_router(spec)?;
     if let Some(vm) = &spec.dut_vm {
         // Before any test runs: qemu, taps, and the kernel (fetched now if
         // it is not cached; the build finds it in the cache).

@@ -119,6 +119,40 @@ fn lab_nics() -> [Nic; 2] {
     ]
 }
 
+/// What the user's router (`--dut-image`, `--dut-initrd`) cannot be asked
+/// to do: a DUT mode other than routing, or impairments, which linerate's
+/// agent applies inside a DUT it configures.
+pub fn check_user_router(spec: &super::LabSpec) -> Result<()> {
+    let Some(vm) = spec.dut_vm.as_ref().filter(|v| v.guest.is_opaque()) else {
+        return Ok(());
+    };
+    let flag = match &vm.guest {
+        Guest::Image(_) => "--dut-image",
+        _ => "--dut-initrd",
+    };
+    if let Some(mode) = spec.dut.filter(|m| *m != super::DutMode::Route) {
+        bail!(
+            "{flag} boots your own router, which you configured: linerate cannot make it a {} \
+             DUT. Drop --dut (your router routes), or use --dut-vm for linerate's own DUT VM in \
+             that mode",
+            mode.name()
+        );
+    }
+    let impairments = [
+        (spec.dut_loss_pct.is_some(), "--dut-loss"),
+        (spec.dut_police_pps.is_some(), "--dut-police"),
+        (spec.dut_shape.is_some(), "--dut-shape"),
+    ];
+    if let Some((_, imp)) = impairments.iter().find(|(on, _)| *on) {
+        bail!(
+            "{imp} is applied by linerate's agent inside the DUT, and {flag} boots your own \
+             router, with no agent inside: configure the impairment in your router, or use \
+             --dut-vm"
+        );
+    }
+    Ok(())
+}
+
 /// The user's router VM, booted (not yet forwarding) on taps in a new
 /// vmnet namespace.
 pub struct RouterDut {
