@@ -5,6 +5,9 @@
 //! or kTLS otherwise), keep-alive or a new connection, stalls and the rate
 //! schedule on timers. It adds to the run's figures (`Shared`, the
 //! connections' `ConnStats`) and knows nothing of intervals or summaries.
+//! With `--http2` the same connections speak HTTP/2 instead: the steps
+//! that differ (sending, reading frames, an idle connection's frames) are
+//! `client_h2`'s methods on `Driver`.
 
 use super::client_conn::{would_block, Conn, Link, State};
 use super::client_shared::{
@@ -41,7 +44,7 @@ const READ_WRITE: Interest = Interest {
 };
 
 /// What a connection does next.
-enum Step {
+pub(super) enum Step {
     /// It moved on: run it again.
     Go,
     /// It waits for its socket.
@@ -55,11 +58,13 @@ pub(super) struct Loop {
     drv: Driver,
 }
 
-struct Driver {
-    sh: Arc<Shared>,
+pub(super) struct Driver {
+    pub(super) sh: Arc<Shared>,
     ep: Epoll,
     /// The request, built once: every request of the run is the same.
     request: Vec<u8>,
+    /// With HTTP/2: the request's header block, built once too.
+    pub(super) h2_block: Option<Vec<u8>>,
     server_name: Option<ServerName<'static>>,
     every: Option<Duration>,
     /// Wake-ups of idle connections: (when, slot); stale entries skipped.
@@ -67,7 +72,7 @@ struct Driver {
     discard: Vec<u8>,
     /// Connections not done yet.
     live: usize,
-    wire: u64,
+    pub(super) wire: u64,
     /// Bytes queued unread in sockets when they were closed.
     unread: u64,
     status: Vec<StatusCount>,
@@ -75,11 +80,13 @@ struct Driver {
 }
 
 impl Loop {
-    /// `every`: with a rate, each connection's spacing of requests.
+    /// `every`: with a rate, each connection's spacing of requests;
+    /// `h2_block`: HTTP/2's request header block (`--http2`).
     pub(super) fn new(
         sh: Arc<Shared>,
         mut conns: Vec<Conn>,
         every: Option<Duration>,
+        h2_block: Option<Vec<u8>>,
     ) -> Result<Loop, HttpError> {
         let ep = Epoll::new(BATCH).map_err(HttpError::io("creating an epoll set"))?;
         let request = format!(
@@ -107,6 +114,7 @@ impl Loop {
                 sh,
                 ep,
                 request,
+                h2_block,
                 server_name,
                 every,
                 timers: BinaryHeap::new(),
@@ -202,7 +210,9 @@ impl Driver {
         match c.state {
             State::Done => return,
             State::Idle { .. } => {
-                if c.link.is_some() {
+                if c.link.is_some() && c.h2.is_some() {
+                    self.h2_idle(c, now);
+                } else if c.link.is_some() {
                     self.idle_read(c, now);
                 }
                 return;
@@ -213,7 +223,7 @@ impl Driver {
     }
 
     /// Runs one connection as far as it goes now.
-    fn advance(&mut self, c: &mut Conn, now: Instant) {
+    pub(super) fn advance(&mut self, c: &mut Conn, now: Instant) {
         loop {
             let step = match c.state {
                 State::Done => return,
@@ -230,6 +240,9 @@ impl Driver {
                 State::Idle { .. } => self.begin(c, now),
                 State::Connecting { .. } => self.connecting(c, now),
                 State::Handshake { .. } => self.handshake(c, now),
+                State::Sending { .. } | State::Head | State::Body { .. } if c.h2.is_some() => {
+                    self.h2_step(c, now)
+                }
                 State::Sending { at } => self.send(c, at),
                 State::Head => self.head(c, now),
                 State::Body { left } => self.body(c, left, now),
@@ -266,7 +279,8 @@ impl Driver {
     }
 
     /// Closes the socket (which leaves the epoll set with it).
-    fn close(&mut self, c: &mut Conn) {
+    pub(super) fn close(&mut self, c: &mut Conn) {
+        c.h2 = None;
         if let Some(link) = c.link.take() {
             // What the kernel took in for us and we never read: the
             // interface counted it, so the wire cross-check needs it.
@@ -294,7 +308,7 @@ impl Driver {
         }
     }
 
-    fn fail(&mut self, c: &mut Conn, f: Failure, now: Instant) {
+    pub(super) fn fail(&mut self, c: &mut Conn, f: Failure, now: Instant) {
         count(&mut self.kinds, f.kind);
         if let Ok(mut g) = c.st.error.lock() {
             g.get_or_insert(f.error.to_string());
@@ -317,9 +331,19 @@ impl Driver {
         }
         c.intended = c.due;
         c.due = c.due.zip(self.every).map(|(d, e)| d + e);
+        c.retried = false;
+        // An HTTP/2 connection the server is closing takes no request.
+        if c.h2.as_ref().is_some_and(|s| !s.can_request()) {
+            self.close(c);
+        }
         if c.link.is_some() {
             return self.start_request(c, now);
         }
+        self.connect(c, now)
+    }
+
+    /// Opens a new socket for the request under way.
+    pub(super) fn connect(&mut self, c: &mut Conn, now: Instant) -> Result<Step, Failure> {
         let target = self.sh.spec.target;
         let sock = sys::connect_nonblocking(target).map_err(|e| {
             Failure::new(
@@ -421,6 +445,9 @@ impl Driver {
     }
 
     fn start_request(&mut self, c: &mut Conn, now: Instant) -> Result<Step, Failure> {
+        if self.h2_block.is_some() {
+            return self.h2_start(c, now);
+        }
         c.t0 = now;
         c.first = None;
         c.have = 0;
@@ -563,7 +590,7 @@ impl Driver {
     }
 
     /// A whole response: its figures, then the next request's time.
-    fn complete(&mut self, c: &mut Conn, now: Instant) {
+    pub(super) fn complete(&mut self, c: &mut Conn, now: Instant) {
         c.times
             .record(c.t0, c.first.unwrap_or(now), c.intended, now);
         c.st.requests.fetch_add(1, Ordering::Relaxed);
@@ -630,7 +657,7 @@ impl Driver {
 }
 
 /// A state that needs a socket found none: a bug, reported as one.
-fn no_link() -> Failure {
+pub(super) fn no_link() -> Failure {
     Failure::protocol(
         "internal: a connection step ran without its socket",
         Kind::Protocol,
