@@ -850,5 +850,8 @@ pub fn h2(data: &[u8]) {
         }
     }
     assert!(body <= data.len() as u64);
-    assert!(s.outgoing().len() <= 64 + data.len(), "queued more than it read");
+    assert!(
+        s.outgoing().len() <= 64 + data.len(),
+        "queued more than it read"
+    );
 }

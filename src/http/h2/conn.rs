@@ -257,7 +257,9 @@ impl Session {
                 return Err(error(frame::FRAME_SIZE_ERROR, "a frame above 16384 bytes").into());
             }
             if self.block_for.is_some() && h.kind != frame::CONTINUATION {
-                return Err(error(frame::PROTOCOL_ERROR, "a header block cut by another frame").into());
+                return Err(
+                    error(frame::PROTOCOL_ERROR, "a header block cut by another frame").into(),
+                );
             }
             if h.kind == frame::DATA {
                 if !self.start_data(&h, have)? {
@@ -286,10 +288,10 @@ impl Session {
             (true, Some(&pad)) => (u32::from(pad), HEADER_LEN + 1),
             (true, None) => return Ok(false),
         };
-        let data = h
-            .len
-            .checked_sub(u32::from(padded) + pad)
-            .ok_or(error(frame::PROTOCOL_ERROR, "padding longer than the frame"))?;
+        let data = h.len.checked_sub(u32::from(padded) + pad).ok_or(error(
+            frame::PROTOCOL_ERROR,
+            "padding longer than the frame",
+        ))?;
         self.seen_frame = true;
         self.start += taken;
         self.conn_unacked = self.conn_unacked.saturating_add(h.len);
@@ -378,7 +380,11 @@ impl Session {
                     return Err(error(frame::PROTOCOL_ERROR, "RST_STREAM on stream 0").into());
                 }
                 let code = frame::word(payload, "RST_STREAM not 4 bytes")?;
-                if let Some(s) = self.stream.as_mut().filter(|s| s.id == h.stream && !s.ended) {
+                if let Some(s) = self
+                    .stream
+                    .as_mut()
+                    .filter(|s| s.id == h.stream && !s.ended)
+                {
                     s.reset = Some(code);
                 }
             }
@@ -386,7 +392,11 @@ impl Session {
                 on_zero("SETTINGS on a stream")?;
                 if h.has(frame::ACK) {
                     if !payload.is_empty() {
-                        return Err(error(frame::FRAME_SIZE_ERROR, "a SETTINGS ACK with a payload").into());
+                        return Err(error(
+                            frame::FRAME_SIZE_ERROR,
+                            "a SETTINGS ACK with a payload",
+                        )
+                        .into());
                     }
                 } else {
                     frame::apply_settings(&mut self.peer, payload)?;
@@ -487,7 +497,11 @@ impl Session {
             frame::put_window_update(&mut self.out, 0, self.conn_unacked);
             self.conn_unacked = 0;
         }
-        if let Some(s) = self.stream.as_mut().filter(|s| !s.ended && s.unacked >= REFILL) {
+        if let Some(s) = self
+            .stream
+            .as_mut()
+            .filter(|s| !s.ended && s.unacked >= REFILL)
+        {
             frame::put_window_update(&mut self.out, s.id, s.unacked);
             s.unacked = 0;
         }

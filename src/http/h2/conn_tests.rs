@@ -77,7 +77,12 @@ fn h2_session_joins_continuations_and_keeps_the_dynamic_table() {
     let block = [0x48, 0x03, b'2', b'0', b'0', 0x5c, 0x01, b'3'];
     let mut wire = frame(frame::HEADERS, 0, 1, &block[..4]);
     wire.extend(frame(frame::CONTINUATION, 0, 1, &block[4..6]));
-    wire.extend(frame(frame::CONTINUATION, frame::END_HEADERS, 1, &block[6..]));
+    wire.extend(frame(
+        frame::CONTINUATION,
+        frame::END_HEADERS,
+        1,
+        &block[6..],
+    ));
     wire.extend(frame(frame::DATA, frame::END_STREAM, 1, b"abc"));
     assert_eq!(feed(&mut s, &wire).unwrap().body, 3);
     assert_eq!(s.answer(), Answer::Done(200));
@@ -95,8 +100,18 @@ fn h2_session_joins_continuations_and_keeps_the_dynamic_table() {
 fn h2_session_answers_ping_and_skips_interim_responses() {
     let mut s = started();
     let mut wire = frame(frame::PING, 0, 0, b"12345678");
-    wire.extend(frame(frame::HEADERS, frame::END_HEADERS, 1, &[0x08, 0x03, b'1', b'0', b'3']));
-    wire.extend(frame(frame::HEADERS, frame::END_HEADERS | frame::END_STREAM, 1, &[0x89]));
+    wire.extend(frame(
+        frame::HEADERS,
+        frame::END_HEADERS,
+        1,
+        &[0x08, 0x03, b'1', b'0', b'3'],
+    ));
+    wire.extend(frame(
+        frame::HEADERS,
+        frame::END_HEADERS | frame::END_STREAM,
+        1,
+        &[0x89],
+    ));
     let p = feed(&mut s, &wire).unwrap();
     assert!(p.headers);
     assert_eq!(s.answer(), Answer::Done(204));
@@ -106,7 +121,11 @@ fn h2_session_answers_ping_and_skips_interim_responses() {
 #[test]
 fn h2_session_goaway_and_resets() {
     let mut s = started();
-    feed(&mut s, &frame(frame::GOAWAY, 0, 0, &[0, 0, 0, 0, 0, 0, 0, 0])).unwrap();
+    feed(
+        &mut s,
+        &frame(frame::GOAWAY, 0, 0, &[0, 0, 0, 0, 0, 0, 0, 0]),
+    )
+    .unwrap();
     assert_eq!(s.answer(), Answer::Refused);
     assert!(!s.can_request() && s.goaway_error().is_none());
 
@@ -132,10 +151,19 @@ fn h2_session_refuses_bad_frames() {
     let mut big = Vec::new();
     put_head(&mut big, 16_385, frame::DATA, 0, 1);
     assert_eq!(code(&big), frame::FRAME_SIZE_ERROR);
-    assert_eq!(code(&frame(frame::PING, 0, 0, b"1234")), frame::FRAME_SIZE_ERROR);
+    assert_eq!(
+        code(&frame(frame::PING, 0, 0, b"1234")),
+        frame::FRAME_SIZE_ERROR
+    );
     assert_eq!(code(&frame(frame::DATA, 0, 0, b"x")), frame::PROTOCOL_ERROR);
-    assert_eq!(code(&frame(frame::DATA, frame::PADDED, 1, &[5, 0])), frame::PROTOCOL_ERROR);
-    assert_eq!(code(&frame(frame::PUSH_PROMISE, 0, 1, &[0; 4])), frame::PROTOCOL_ERROR);
+    assert_eq!(
+        code(&frame(frame::DATA, frame::PADDED, 1, &[5, 0])),
+        frame::PROTOCOL_ERROR
+    );
+    assert_eq!(
+        code(&frame(frame::PUSH_PROMISE, 0, 1, &[0; 4])),
+        frame::PROTOCOL_ERROR
+    );
     let mut cut = frame(frame::HEADERS, 0, 1, &[0x88]);
     cut.extend(frame(frame::PING, 0, 0, &[0; 8]));
     assert_eq!(code(&cut), frame::PROTOCOL_ERROR);
@@ -144,16 +172,26 @@ fn h2_session_refuses_bad_frames() {
         Err(ConnError::Http1)
     );
     let block = frame(frame::HEADERS, frame::END_HEADERS, 1, &[0xc0]);
-    assert!(matches!(feed(&mut started(), &block), Err(ConnError::Hpack(_))));
+    assert!(matches!(
+        feed(&mut started(), &block),
+        Err(ConnError::Hpack(_))
+    ));
     let mut short = frame(frame::HEADERS, frame::END_HEADERS, 1, &ok_block(4));
     short.extend(frame(frame::DATA, frame::END_STREAM, 1, b"abc"));
-    assert!(matches!(feed(&mut started(), &short), Err(ConnError::Malformed(_))));
+    assert!(matches!(
+        feed(&mut started(), &short),
+        Err(ConnError::Malformed(_))
+    ));
 }
 
 #[test]
 fn h2_session_gives_windows_back_in_large_steps() {
     let mut s = started();
-    feed(&mut s, &frame(frame::HEADERS, frame::END_HEADERS, 1, &[0x88])).unwrap();
+    feed(
+        &mut s,
+        &frame(frame::HEADERS, frame::END_HEADERS, 1, &[0x88]),
+    )
+    .unwrap();
     let chunk = frame(frame::DATA, 0, 1, &[0u8; 16_384]);
     let mut sent = 0u64;
     while s.outgoing().is_empty() {

@@ -108,9 +108,10 @@ pub fn unpad<'a>(h: &Head, p: &'a [u8]) -> Result<&'a [u8], FrameError> {
     if !h.has(PADDED) {
         return Ok(p);
     }
-    let (&pad, rest) = p
-        .split_first()
-        .ok_or(error(FRAME_SIZE_ERROR, "a padded frame without its pad length"))?;
+    let (&pad, rest) = p.split_first().ok_or(error(
+        FRAME_SIZE_ERROR,
+        "a padded frame without its pad length",
+    ))?;
     rest.len()
         .checked_sub(usize::from(pad))
         .map(|n| &rest[..n])
@@ -123,8 +124,10 @@ pub fn headers_fragment<'a>(h: &Head, p: &'a [u8]) -> Result<&'a [u8], FrameErro
     if !h.has(PRIORITY_FLAG) {
         return Ok(p);
     }
-    p.get(5..)
-        .ok_or(error(FRAME_SIZE_ERROR, "HEADERS too short for its priority"))
+    p.get(5..).ok_or(error(
+        FRAME_SIZE_ERROR,
+        "HEADERS too short for its priority",
+    ))
 }
 
 /// The settings a client honours from its server.
@@ -136,7 +139,10 @@ pub struct PeerSettings {
 /// Applies a SETTINGS payload (not an ACK) to `s`.
 pub fn apply_settings(s: &mut PeerSettings, p: &[u8]) -> Result<(), FrameError> {
     if p.len() % 6 != 0 {
-        return Err(error(FRAME_SIZE_ERROR, "SETTINGS not a multiple of 6 bytes"));
+        return Err(error(
+            FRAME_SIZE_ERROR,
+            "SETTINGS not a multiple of 6 bytes",
+        ));
     }
     for e in p.chunks_exact(6) {
         let id = u16::from_be_bytes([e[0], e[1]]);
@@ -146,11 +152,17 @@ pub fn apply_settings(s: &mut PeerSettings, p: &[u8]) -> Result<(), FrameError> 
                 return Err(error(PROTOCOL_ERROR, "SETTINGS_ENABLE_PUSH above 1"))
             }
             SETTINGS_INITIAL_WINDOW_SIZE if v > MAX_WINDOW => {
-                return Err(error(FLOW_CONTROL_ERROR, "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1"))
+                return Err(error(
+                    FLOW_CONTROL_ERROR,
+                    "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1",
+                ))
             }
             SETTINGS_MAX_FRAME_SIZE => {
                 if !(DEFAULT_MAX_FRAME..=LARGEST_MAX_FRAME).contains(&v) {
-                    return Err(error(PROTOCOL_ERROR, "SETTINGS_MAX_FRAME_SIZE out of range"));
+                    return Err(error(
+                        PROTOCOL_ERROR,
+                        "SETTINGS_MAX_FRAME_SIZE out of range",
+                    ));
                 }
                 s.max_frame = v;
             }
@@ -220,7 +232,13 @@ pub fn put_headers(out: &mut Vec<u8>, stream: u32, block: &[u8], max_frame: u32)
     }
     while let Some(part) = parts.next() {
         let last = parts.peek().is_none();
-        put_head(out, part.len(), kind, flags | if last { END_HEADERS } else { 0 }, stream);
+        put_head(
+            out,
+            part.len(),
+            kind,
+            flags | if last { END_HEADERS } else { 0 },
+            stream,
+        );
         out.extend_from_slice(part);
         kind = CONTINUATION;
         flags = 0;
@@ -273,7 +291,10 @@ mod tests {
             headers_fragment(&hp, &[1, 0, 0, 0, 3, 16, 0x88, 0]),
             Ok(&[0x88][..])
         );
-        assert_eq!(headers_fragment(&hp, &[0, 1]).unwrap_err().code, FRAME_SIZE_ERROR);
+        assert_eq!(
+            headers_fragment(&hp, &[0, 1]).unwrap_err().code,
+            FRAME_SIZE_ERROR
+        );
     }
 
     #[test]
@@ -288,12 +309,24 @@ mod tests {
         p.extend_from_slice(&0u32.to_be_bytes());
         apply_settings(&mut s, &p).unwrap();
         assert_eq!(s.max_frame, 65_536);
-        assert_eq!(apply_settings(&mut s, &p[..5]).unwrap_err().code, FRAME_SIZE_ERROR);
+        assert_eq!(
+            apply_settings(&mut s, &p[..5]).unwrap_err().code,
+            FRAME_SIZE_ERROR
+        );
         let bad = [0, 5, 0, 0, 0, 1];
-        assert_eq!(apply_settings(&mut s, &bad).unwrap_err().code, PROTOCOL_ERROR);
+        assert_eq!(
+            apply_settings(&mut s, &bad).unwrap_err().code,
+            PROTOCOL_ERROR
+        );
         let bad = [0, 4, 0x80, 0, 0, 0];
-        assert_eq!(apply_settings(&mut s, &bad).unwrap_err().code, FLOW_CONTROL_ERROR);
-        assert_eq!(goaway(&[0x80, 0, 0, 5, 0, 0, 0, 0xd]), Ok((5, HTTP_1_1_REQUIRED)));
+        assert_eq!(
+            apply_settings(&mut s, &bad).unwrap_err().code,
+            FLOW_CONTROL_ERROR
+        );
+        assert_eq!(
+            goaway(&[0x80, 0, 0, 5, 0, 0, 0, 0xd]),
+            Ok((5, HTTP_1_1_REQUIRED))
+        );
         assert!(goaway(&[0; 7]).is_err());
         assert!(word(&[0; 5], "RST_STREAM").is_err());
     }
@@ -310,7 +343,10 @@ mod tests {
         assert_eq!((h2.kind, h2.flags), (CONTINUATION, 0));
         let at = at + 9 + 16_384;
         let h3 = head(&out[at..at + 9]);
-        assert_eq!((h3.kind, h3.flags, h3.len), (CONTINUATION, END_HEADERS, 40_000 - 32_768));
+        assert_eq!(
+            (h3.kind, h3.flags, h3.len),
+            (CONTINUATION, END_HEADERS, 40_000 - 32_768)
+        );
         let mut small = Vec::new();
         put_headers(&mut small, 1, &[0x82], DEFAULT_MAX_FRAME);
         assert_eq!(head(&small[..9]).flags, END_STREAM | END_HEADERS);

@@ -469,10 +469,19 @@ mod tests {
         let mut d = Decoder::default();
         assert_eq!(d.head(&[0xc0]), Err(HpackError::Index(64)));
         assert_eq!(d.head(&[0x80]), Err(HpackError::Index(0)));
-        assert_eq!(d.head(&[0x0f, 0x0d, 0x05, b'1']), Err(HpackError::Truncated));
-        assert_eq!(d.head(&[0x3f, 0xe2, 0x1f]), Err(HpackError::TableSize(4097)));
+        assert_eq!(
+            d.head(&[0x0f, 0x0d, 0x05, b'1']),
+            Err(HpackError::Truncated)
+        );
+        assert_eq!(
+            d.head(&[0x3f, 0xe2, 0x1f]),
+            Err(HpackError::TableSize(4097))
+        );
         assert_eq!(d.head(&[0x88, 0x20]), Err(HpackError::LateSizeUpdate));
-        assert_eq!(d.head(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff]), Err(HpackError::Integer));
+        assert_eq!(
+            d.head(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+            Err(HpackError::Integer)
+        );
         assert_eq!(d.head(&[0x08, 0x02, b'x', b'1']), Err(HpackError::Value));
         // Garbage never panics.
         for seed in 0u32..2000 {
