@@ -5,16 +5,15 @@
 //! or kTLS otherwise), keep-alive or a new connection, stalls and the rate
 //! schedule on timers. It adds to the run's figures (`Shared`, the
 //! connections' `ConnStats`) and knows nothing of intervals or summaries.
-//! With `--http2` the same connections speak HTTP/2 instead: the steps
-//! that differ (sending, reading frames, an idle connection's frames) are
-//! `client_h2`'s methods on `Driver`.
+//! The protocol's own steps are methods of `Driver` in other files:
+//! HTTP/1.1's (send, head, body, an idle socket) in `client_h1`, HTTP/2's
+//! (`--http2`: frames in and out) in `client_h2`.
 
 use super::client_conn::{would_block, Conn, Link, State};
 use super::client_shared::{
     count, handshake_failure, Failure, Kind, Shared, CONNECT_BACKOFF, CONNECT_TIMEOUT,
     FINISH_GRACE, STALL,
 };
-use super::wire;
 use super::{tls, HttpError};
 use crate::proto::http::{ErrorKinds, StatusCount};
 use crate::sys::{self, Epoll, Interest, Ready};
@@ -29,10 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Body bytes asked for per read: plain TCP discards them in the kernel.
-const DISCARD: usize = 4 << 20;
-/// Body bytes one connection reads per wake-up before the others get a
-/// turn (level triggered: it is woken again at once).
-const READ_BUDGET: u64 = 16 << 20;
+pub(super) const DISCARD: usize = 4 << 20;
 /// How often stalls are looked for, and the longest wait (a stop is seen).
 const TICK: Duration = Duration::from_millis(100);
 /// Ready sockets taken per wait.
@@ -62,14 +58,14 @@ pub(super) struct Driver {
     pub(super) sh: Arc<Shared>,
     ep: Epoll,
     /// The request, built once: every request of the run is the same.
-    request: Vec<u8>,
+    pub(super) request: Vec<u8>,
     /// With HTTP/2: the request's header block, built once too.
     pub(super) h2_block: Option<Vec<u8>>,
     server_name: Option<ServerName<'static>>,
     every: Option<Duration>,
     /// Wake-ups of idle connections: (when, slot); stale entries skipped.
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
-    discard: Vec<u8>,
+    pub(super) discard: Vec<u8>,
     /// Connections not done yet.
     live: usize,
     pub(super) wire: u64,
@@ -462,133 +458,6 @@ impl Driver {
         Ok(Step::Go)
     }
 
-    fn send(&mut self, c: &mut Conn, mut at: usize) -> Result<Step, Failure> {
-        let link = c.link.as_mut().ok_or_else(no_link)?;
-        let tls = link.tls();
-        let Link {
-            sock, tls: session, ..
-        } = link;
-        match session.as_mut() {
-            Some(t) => {
-                while t.wants_write() {
-                    match t.write_tls(sock) {
-                        Ok(_) => {}
-                        Err(e) if would_block(&e) => return Ok(Step::Wait(Interest::WRITE)),
-                        Err(e) => return Err(Failure::io("sending a request", tls)(e)),
-                    }
-                }
-            }
-            None => {
-                while at < self.request.len() {
-                    match sys::send_nonblocking(sock.as_raw_fd(), &self.request[at..], false) {
-                        Ok(n) => at += n,
-                        Err(e) if would_block(&e) => {
-                            c.state = State::Sending { at };
-                            return Ok(Step::Wait(Interest::WRITE));
-                        }
-                        Err(e) => return Err(Failure::io("sending a request", tls)(e)),
-                    }
-                }
-            }
-        }
-        // The answer cannot be there yet: wait for it rather than try a read.
-        c.state = State::Head;
-        Ok(Step::Wait(Interest::READ))
-    }
-
-    fn head(&mut self, c: &mut Conn, now: Instant) -> Result<Step, Failure> {
-        let link = c.link.as_mut().ok_or_else(no_link)?;
-        let tls = link.tls();
-        let resp = loop {
-            match link.read(&mut c.head[c.have..], &mut self.wire) {
-                Ok(0) if c.have == 0 => {
-                    return Err(Failure::protocol(
-                        "the server closed the connection without answering a request",
-                        Kind::Reset,
-                    ))
-                }
-                Ok(0) => {
-                    return Err(Failure::protocol(
-                        "the server closed the connection mid-response",
-                        Kind::Reset,
-                    ))
-                }
-                Ok(n) => {
-                    c.first.get_or_insert(now);
-                    c.have += n;
-                    if let Some(r) = wire::parse_response(&c.head[..c.have])? {
-                        break r;
-                    }
-                }
-                Err(e) if would_block(&e) => return Ok(Step::Wait(Interest::READ)),
-                Err(e) => return Err(Failure::io("reading a response", tls)(e)),
-            }
-        };
-        let Some(len) = resp.content_length else {
-            return Err(Failure::protocol(
-                format!(
-                    "HTTP {} without Content-Length; linerate needs sized bodies",
-                    resp.status
-                ),
-                Kind::Protocol,
-            ));
-        };
-        self.sh.object_bytes.fetch_max(len, Ordering::Relaxed);
-        let early = ((c.have - resp.len) as u64).min(len);
-        c.st.bytes.fetch_add(early, Ordering::Relaxed);
-        c.status = resp.status;
-        c.keep_alive = resp.keep_alive;
-        c.quiet = now;
-        c.state = State::Body { left: len - early };
-        Ok(Step::Go)
-    }
-
-    fn body(&mut self, c: &mut Conn, mut left: u64, now: Instant) -> Result<Step, Failure> {
-        let link = c.link.as_mut().ok_or_else(no_link)?;
-        let tls = link.tls();
-        let mut taken = 0u64;
-        while left > 0 {
-            if taken >= READ_BUDGET {
-                link.wait_for(left);
-                c.state = State::Body { left };
-                return Ok(Step::Wait(Interest::READ));
-            }
-            let want = left.min(DISCARD as u64) as usize;
-            match link.discard(&mut self.discard[..want], &mut self.wire) {
-                Ok(0) => {
-                    return Err(Failure::protocol(
-                        "the server closed the connection mid-body",
-                        Kind::Reset,
-                    ))
-                }
-                Ok(n) => {
-                    left -= n as u64;
-                    taken += n as u64;
-                    c.st.bytes.fetch_add(n as u64, Ordering::Relaxed);
-                    c.quiet = now;
-                    // A TCP read short of what was asked emptied the socket:
-                    // back to epoll without a read that would only block.
-                    // (A TLS or kTLS read stops at a record's end: not so.)
-                    if n < want && left > 0 && !tls {
-                        link.wait_for(left);
-                        c.state = State::Body { left };
-                        return Ok(Step::Wait(Interest::READ));
-                    }
-                }
-                Err(e) if would_block(&e) => {
-                    link.wait_for(left);
-                    c.state = State::Body { left };
-                    return Ok(Step::Wait(Interest::READ));
-                }
-                Err(e) => return Err(Failure::io("reading a body", tls)(e)),
-            }
-        }
-        // The next response's head must wake the loop at its first byte.
-        link.wait_for(0);
-        self.complete(c, now);
-        Ok(Step::Go)
-    }
-
     /// A whole response: its figures, then the next request's time.
     pub(super) fn complete(&mut self, c: &mut Conn, now: Instant) {
         c.times
@@ -600,26 +469,6 @@ impl Driver {
         }
         let wake = c.due.unwrap_or(now);
         self.next(c, wake);
-    }
-
-    /// An idle kept-alive socket is readable: the server closed it (the
-    /// next request opens another), or sent bytes nobody asked for.
-    fn idle_read(&mut self, c: &mut Conn, now: Instant) {
-        let Some(link) = c.link.as_mut() else {
-            return;
-        };
-        match link.read(&mut c.head[..], &mut self.wire) {
-            Err(e) if would_block(&e) => {}
-            Ok(0) | Err(_) => self.close(c),
-            Ok(n) => {
-                let f = Failure::protocol(
-                    format!("the server sent {n} bytes with no request outstanding"),
-                    Kind::Protocol,
-                );
-                self.fail(c, f, now);
-                self.advance(c, now);
-            }
-        }
     }
 
     /// Fails what has waited too long: a connect, a handshake, a response

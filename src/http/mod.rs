@@ -15,6 +15,7 @@
 
 pub mod client;
 mod client_conn;
+mod client_h1;
 mod client_h2;
 mod client_loop;
 mod client_shared;
