@@ -133,6 +133,11 @@ fn fuzz_replay_iperf3() {
 }
 
 #[test]
+fn fuzz_replay_h2() {
+    assert!(replay("h2") > 0);
+}
+
+#[test]
 fn fuzz_replay_ssh_config() {
     assert!(replay("ssh_config") > 0);
     // The oracle sees what the check must refuse: a command run while ssh

@@ -464,6 +464,46 @@ fn http2_against_nginx_in_clear_text_and_over_tls() {
     counts_add_up(c, all - before, 2);
 }
 
+/// `--http2` against nghttpd, whose responses put their headers in the
+/// HPACK dynamic table and refer to them later (nginx's never do): every
+/// response is read, none fails, and the body bytes add up.
+#[test]
+fn http2_against_nghttpd_that_indexes_its_headers() {
+    if !require_root() {
+        return;
+    }
+    let have = Command::new("nghttpd").arg("--version").output().is_ok()
+        || Command::new("apt-get")
+            .args(["install", "-y", "-qq", "nghttp2-server"])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success());
+    if !have {
+        crate::util::skip("nghttp2-server is not installed and apt-get could not install it");
+        return;
+    }
+    let _g = serial();
+    let dir = tempdir("http-requests-nghttpd");
+    std::fs::write(dir.join("1k.bin"), vec![5u8; 1024]).unwrap();
+    let mut p = Pair::new_requests("d");
+    let address = format!("--address={SERVER}");
+    let root = dir.to_str().unwrap();
+    p.spawn_server(&["nghttpd", "--no-tls", "-d", root, &address, "8096"]);
+    p.wait_port(8096);
+    let url = format!("http://{SERVER}:8096/1k.bin");
+    let (ok, t) = p.http(&["--url", &url, "--http2", "-c", "4", "-t", "2"]);
+    assert!(ok, "{t}");
+    let c = &t["http"]["client"];
+    assert_eq!(n(&c["errors"]), 0, "{c}");
+    let responses = n(&c["requests"]);
+    assert!(responses > 100, "{c}");
+    let body = n(&c["body_bytes"]);
+    assert!(
+        body >= responses * 1024 && body <= (responses + 4) * 1024,
+        "{responses} responses of 1 KiB, {body} body bytes"
+    );
+}
+
 /// `--http2` against a server that speaks only HTTP/1.1 (`linerate serve`)
 /// fails every request as a protocol error with a message that says what
 /// to do; `--http2` without `--url` is refused before anything runs.

@@ -31,6 +31,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("criteria", criteria),
     ("iperf3", iperf3),
     ("ssh_config", ssh_config),
+    ("h2", h2),
 ];
 
 /// The control protocol: length-prefixed JSON frames from a peer.
@@ -803,4 +804,54 @@ pub fn ssh_view(text: &str) -> Option<(String, bool)> {
         .ok()?;
     let ran = ran.exists();
     (out.status.success() || ran).then(|| (String::from_utf8_lossy(&out.stdout).into_owned(), ran))
+}
+
+/// HTTP/2 from a server (`http::h2`): HPACK header blocks and a client
+/// connection's frames.
+///
+/// The input is read as HPACK blocks (split at 0xfe) by two decoders, one
+/// that reuses an identical block's result and one that always decodes:
+/// they agree on every block. Then as the bytes a connection reads, in
+/// pieces of the first byte's size, after one request: body bytes never
+/// exceed the input, a whole response has a head and a final status, and
+/// what the client queues to send stays in proportion to what it read.
+pub fn h2(data: &[u8]) {
+    use linerate::http::h2::conn::{Answer, Session};
+    use linerate::http::h2::hpack::Decoder;
+    let (mut reuse, mut fresh) = (Decoder::default(), Decoder::default());
+    for block in data.split(|&b| b == 0xfe) {
+        let a = reuse.head(block);
+        assert_eq!(a, fresh.head_without_reuse(block), "reuse changed a result");
+        if a.is_err() {
+            break;
+        }
+    }
+    let mut s = Session::new();
+    let preface = s.outgoing().len();
+    s.wrote(preface);
+    assert!(s.request(&[0x82, 0x86, 0x84]));
+    let step = usize::from(data.first().copied().unwrap_or(1)).max(1);
+    let mut body = 0u64;
+    for piece in data.chunks(step) {
+        let room = s.spare();
+        assert!(room.len() >= piece.len(), "no room for a read");
+        room[..piece.len()].copy_from_slice(piece);
+        s.filled(piece.len());
+        match s.process() {
+            Ok(p) => body += p.body,
+            Err(e) => {
+                assert!(!e.to_string().is_empty());
+                break;
+            }
+        }
+        if let Answer::Done(status) = s.answer() {
+            assert!(status >= 200, "a final status of {status}");
+            assert!(s.response_head().is_some());
+        }
+    }
+    assert!(body <= data.len() as u64);
+    assert!(
+        s.outgoing().len() <= 64 + data.len(),
+        "queued more than it read"
+    );
 }

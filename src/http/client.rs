@@ -2,8 +2,9 @@
 //! over event loops, one thread per CPU this process may run on (never more
 //! than connections), each connection doing keep-alive GETs back to back
 //! for a duration or a number of requests, or on a fixed schedule with a
-//! rate. This file starts the loops (`client_loop`), reports intervals
-//! while they run, and adds their figures up into the summary.
+//! rate. This file starts the loops (`client_loop`; HTTP/1.1, or HTTP/2
+//! with `client_h2`'s steps), reports intervals while they run, and adds
+//! their figures up into the summary.
 
 use super::client_conn::Conn;
 use super::client_h2;
@@ -67,24 +68,20 @@ pub fn run(
         let first = every.map(|e| start + e.mul_f64(id as f64 / f64::from(n)));
         shares[id % count].push((Arc::clone(st), first));
     }
-    let mut runs: Vec<Box<dyn FnOnce() + Send>> = Vec::new();
-    if sh.spec.http2 {
-        let target = client_h2::target(&sh)?;
-        for share in shares {
-            let (sh, target) = (Arc::clone(&sh), target.clone());
-            runs.push(Box::new(move || {
-                client_h2::run_loop(sh, share, every, target)
-            }));
-        }
+    // HTTP/2's request header block, built once for every loop.
+    let h2_block = if sh.spec.http2 {
+        Some(client_h2::request_block(&sh)?)
     } else {
-        for share in shares {
-            let share = share
-                .into_iter()
-                .map(|(st, first)| Conn::new(st, first, start))
-                .collect();
-            let l = Loop::new(Arc::clone(&sh), share, every)?;
-            runs.push(Box::new(move || l.run()));
-        }
+        None
+    };
+    let mut runs: Vec<Box<dyn FnOnce() + Send>> = Vec::new();
+    for share in shares {
+        let share = share
+            .into_iter()
+            .map(|(st, first)| Conn::new(st, first, start))
+            .collect();
+        let l = Loop::new(Arc::clone(&sh), share, every, h2_block.clone())?;
+        runs.push(Box::new(move || l.run()));
     }
     let mut handles = Vec::new();
     for run in runs {

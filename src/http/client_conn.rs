@@ -4,6 +4,7 @@
 //! loop (`client_loop`) drives it; this file does no waiting of its own.
 
 use super::client_shared::Timings;
+use super::h2::conn::Session;
 use super::wire::MAX_HEAD;
 use super::ConnStats;
 use crate::sys::{self, Interest};
@@ -152,12 +153,18 @@ pub(super) enum State {
     Done,
 }
 
-/// One connection: requests one at a time (no pipelining) on a kept-alive
-/// socket, a new socket when the server closes it or a request fails.
+/// One connection: requests one at a time (no pipelining, one HTTP/2
+/// stream) on a kept-alive socket, a new socket when the server closes it
+/// or a request fails.
 pub(super) struct Conn {
     pub(super) slot: usize,
     pub(super) st: Arc<ConnStats>,
     pub(super) link: Option<Link>,
+    /// HTTP/2's state of the open connection (`--http2` only).
+    pub(super) h2: Option<Box<Session>>,
+    /// The request under way went again on a new connection (HTTP/2: the
+    /// server took it on none).
+    pub(super) retried: bool,
     pub(super) state: State,
     /// What epoll watches on the open socket (None: not registered).
     pub(super) interest: Option<Interest>,
@@ -184,6 +191,8 @@ impl Conn {
             slot: 0,
             st,
             link: None,
+            h2: None,
+            retried: false,
             state: State::Idle {
                 wake: first.unwrap_or(now),
             },

@@ -5,13 +5,15 @@
 //! or kTLS otherwise), keep-alive or a new connection, stalls and the rate
 //! schedule on timers. It adds to the run's figures (`Shared`, the
 //! connections' `ConnStats`) and knows nothing of intervals or summaries.
+//! The protocol's own steps are methods of `Driver` in other files:
+//! HTTP/1.1's (send, head, body, an idle socket) in `client_h1`, HTTP/2's
+//! (`--http2`: frames in and out) in `client_h2`.
 
 use super::client_conn::{would_block, Conn, Link, State};
 use super::client_shared::{
     count, handshake_failure, Failure, Kind, Shared, CONNECT_BACKOFF, CONNECT_TIMEOUT,
     FINISH_GRACE, STALL,
 };
-use super::wire;
 use super::{tls, HttpError};
 use crate::proto::http::{ErrorKinds, StatusCount};
 use crate::sys::{self, Epoll, Interest, Ready};
@@ -26,10 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Body bytes asked for per read: plain TCP discards them in the kernel.
-const DISCARD: usize = 4 << 20;
-/// Body bytes one connection reads per wake-up before the others get a
-/// turn (level triggered: it is woken again at once).
-const READ_BUDGET: u64 = 16 << 20;
+pub(super) const DISCARD: usize = 4 << 20;
 /// How often stalls are looked for, and the longest wait (a stop is seen).
 const TICK: Duration = Duration::from_millis(100);
 /// Ready sockets taken per wait.
@@ -41,7 +40,7 @@ const READ_WRITE: Interest = Interest {
 };
 
 /// What a connection does next.
-enum Step {
+pub(super) enum Step {
     /// It moved on: run it again.
     Go,
     /// It waits for its socket.
@@ -55,19 +54,21 @@ pub(super) struct Loop {
     drv: Driver,
 }
 
-struct Driver {
-    sh: Arc<Shared>,
+pub(super) struct Driver {
+    pub(super) sh: Arc<Shared>,
     ep: Epoll,
     /// The request, built once: every request of the run is the same.
-    request: Vec<u8>,
+    pub(super) request: Vec<u8>,
+    /// With HTTP/2: the request's header block, built once too.
+    pub(super) h2_block: Option<Vec<u8>>,
     server_name: Option<ServerName<'static>>,
     every: Option<Duration>,
     /// Wake-ups of idle connections: (when, slot); stale entries skipped.
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
-    discard: Vec<u8>,
+    pub(super) discard: Vec<u8>,
     /// Connections not done yet.
     live: usize,
-    wire: u64,
+    pub(super) wire: u64,
     /// Bytes queued unread in sockets when they were closed.
     unread: u64,
     status: Vec<StatusCount>,
@@ -75,11 +76,13 @@ struct Driver {
 }
 
 impl Loop {
-    /// `every`: with a rate, each connection's spacing of requests.
+    /// `every`: with a rate, each connection's spacing of requests;
+    /// `h2_block`: HTTP/2's request header block (`--http2`).
     pub(super) fn new(
         sh: Arc<Shared>,
         mut conns: Vec<Conn>,
         every: Option<Duration>,
+        h2_block: Option<Vec<u8>>,
     ) -> Result<Loop, HttpError> {
         let ep = Epoll::new(BATCH).map_err(HttpError::io("creating an epoll set"))?;
         let request = format!(
@@ -107,6 +110,7 @@ impl Loop {
                 sh,
                 ep,
                 request,
+                h2_block,
                 server_name,
                 every,
                 timers: BinaryHeap::new(),
@@ -202,7 +206,9 @@ impl Driver {
         match c.state {
             State::Done => return,
             State::Idle { .. } => {
-                if c.link.is_some() {
+                if c.link.is_some() && c.h2.is_some() {
+                    self.h2_idle(c, now);
+                } else if c.link.is_some() {
                     self.idle_read(c, now);
                 }
                 return;
@@ -213,7 +219,7 @@ impl Driver {
     }
 
     /// Runs one connection as far as it goes now.
-    fn advance(&mut self, c: &mut Conn, now: Instant) {
+    pub(super) fn advance(&mut self, c: &mut Conn, now: Instant) {
         loop {
             let step = match c.state {
                 State::Done => return,
@@ -230,6 +236,9 @@ impl Driver {
                 State::Idle { .. } => self.begin(c, now),
                 State::Connecting { .. } => self.connecting(c, now),
                 State::Handshake { .. } => self.handshake(c, now),
+                State::Sending { .. } | State::Head | State::Body { .. } if c.h2.is_some() => {
+                    self.h2_step(c, now)
+                }
                 State::Sending { at } => self.send(c, at),
                 State::Head => self.head(c, now),
                 State::Body { left } => self.body(c, left, now),
@@ -266,7 +275,8 @@ impl Driver {
     }
 
     /// Closes the socket (which leaves the epoll set with it).
-    fn close(&mut self, c: &mut Conn) {
+    pub(super) fn close(&mut self, c: &mut Conn) {
+        c.h2 = None;
         if let Some(link) = c.link.take() {
             // What the kernel took in for us and we never read: the
             // interface counted it, so the wire cross-check needs it.
@@ -294,7 +304,7 @@ impl Driver {
         }
     }
 
-    fn fail(&mut self, c: &mut Conn, f: Failure, now: Instant) {
+    pub(super) fn fail(&mut self, c: &mut Conn, f: Failure, now: Instant) {
         count(&mut self.kinds, f.kind);
         if let Ok(mut g) = c.st.error.lock() {
             g.get_or_insert(f.error.to_string());
@@ -317,9 +327,19 @@ impl Driver {
         }
         c.intended = c.due;
         c.due = c.due.zip(self.every).map(|(d, e)| d + e);
+        c.retried = false;
+        // An HTTP/2 connection the server is closing takes no request.
+        if c.h2.as_ref().is_some_and(|s| !s.can_request()) {
+            self.close(c);
+        }
         if c.link.is_some() {
             return self.start_request(c, now);
         }
+        self.connect(c, now)
+    }
+
+    /// Opens a new socket for the request under way.
+    pub(super) fn connect(&mut self, c: &mut Conn, now: Instant) -> Result<Step, Failure> {
         let target = self.sh.spec.target;
         let sock = sys::connect_nonblocking(target).map_err(|e| {
             Failure::new(
@@ -421,6 +441,9 @@ impl Driver {
     }
 
     fn start_request(&mut self, c: &mut Conn, now: Instant) -> Result<Step, Failure> {
+        if self.h2_block.is_some() {
+            return self.h2_start(c, now);
+        }
         c.t0 = now;
         c.first = None;
         c.have = 0;
@@ -435,135 +458,8 @@ impl Driver {
         Ok(Step::Go)
     }
 
-    fn send(&mut self, c: &mut Conn, mut at: usize) -> Result<Step, Failure> {
-        let link = c.link.as_mut().ok_or_else(no_link)?;
-        let tls = link.tls();
-        let Link {
-            sock, tls: session, ..
-        } = link;
-        match session.as_mut() {
-            Some(t) => {
-                while t.wants_write() {
-                    match t.write_tls(sock) {
-                        Ok(_) => {}
-                        Err(e) if would_block(&e) => return Ok(Step::Wait(Interest::WRITE)),
-                        Err(e) => return Err(Failure::io("sending a request", tls)(e)),
-                    }
-                }
-            }
-            None => {
-                while at < self.request.len() {
-                    match sys::send_nonblocking(sock.as_raw_fd(), &self.request[at..], false) {
-                        Ok(n) => at += n,
-                        Err(e) if would_block(&e) => {
-                            c.state = State::Sending { at };
-                            return Ok(Step::Wait(Interest::WRITE));
-                        }
-                        Err(e) => return Err(Failure::io("sending a request", tls)(e)),
-                    }
-                }
-            }
-        }
-        // The answer cannot be there yet: wait for it rather than try a read.
-        c.state = State::Head;
-        Ok(Step::Wait(Interest::READ))
-    }
-
-    fn head(&mut self, c: &mut Conn, now: Instant) -> Result<Step, Failure> {
-        let link = c.link.as_mut().ok_or_else(no_link)?;
-        let tls = link.tls();
-        let resp = loop {
-            match link.read(&mut c.head[c.have..], &mut self.wire) {
-                Ok(0) if c.have == 0 => {
-                    return Err(Failure::protocol(
-                        "the server closed the connection without answering a request",
-                        Kind::Reset,
-                    ))
-                }
-                Ok(0) => {
-                    return Err(Failure::protocol(
-                        "the server closed the connection mid-response",
-                        Kind::Reset,
-                    ))
-                }
-                Ok(n) => {
-                    c.first.get_or_insert(now);
-                    c.have += n;
-                    if let Some(r) = wire::parse_response(&c.head[..c.have])? {
-                        break r;
-                    }
-                }
-                Err(e) if would_block(&e) => return Ok(Step::Wait(Interest::READ)),
-                Err(e) => return Err(Failure::io("reading a response", tls)(e)),
-            }
-        };
-        let Some(len) = resp.content_length else {
-            return Err(Failure::protocol(
-                format!(
-                    "HTTP {} without Content-Length; linerate needs sized bodies",
-                    resp.status
-                ),
-                Kind::Protocol,
-            ));
-        };
-        self.sh.object_bytes.fetch_max(len, Ordering::Relaxed);
-        let early = ((c.have - resp.len) as u64).min(len);
-        c.st.bytes.fetch_add(early, Ordering::Relaxed);
-        c.status = resp.status;
-        c.keep_alive = resp.keep_alive;
-        c.quiet = now;
-        c.state = State::Body { left: len - early };
-        Ok(Step::Go)
-    }
-
-    fn body(&mut self, c: &mut Conn, mut left: u64, now: Instant) -> Result<Step, Failure> {
-        let link = c.link.as_mut().ok_or_else(no_link)?;
-        let tls = link.tls();
-        let mut taken = 0u64;
-        while left > 0 {
-            if taken >= READ_BUDGET {
-                link.wait_for(left);
-                c.state = State::Body { left };
-                return Ok(Step::Wait(Interest::READ));
-            }
-            let want = left.min(DISCARD as u64) as usize;
-            match link.discard(&mut self.discard[..want], &mut self.wire) {
-                Ok(0) => {
-                    return Err(Failure::protocol(
-                        "the server closed the connection mid-body",
-                        Kind::Reset,
-                    ))
-                }
-                Ok(n) => {
-                    left -= n as u64;
-                    taken += n as u64;
-                    c.st.bytes.fetch_add(n as u64, Ordering::Relaxed);
-                    c.quiet = now;
-                    // A TCP read short of what was asked emptied the socket:
-                    // back to epoll without a read that would only block.
-                    // (A TLS or kTLS read stops at a record's end: not so.)
-                    if n < want && left > 0 && !tls {
-                        link.wait_for(left);
-                        c.state = State::Body { left };
-                        return Ok(Step::Wait(Interest::READ));
-                    }
-                }
-                Err(e) if would_block(&e) => {
-                    link.wait_for(left);
-                    c.state = State::Body { left };
-                    return Ok(Step::Wait(Interest::READ));
-                }
-                Err(e) => return Err(Failure::io("reading a body", tls)(e)),
-            }
-        }
-        // The next response's head must wake the loop at its first byte.
-        link.wait_for(0);
-        self.complete(c, now);
-        Ok(Step::Go)
-    }
-
     /// A whole response: its figures, then the next request's time.
-    fn complete(&mut self, c: &mut Conn, now: Instant) {
+    pub(super) fn complete(&mut self, c: &mut Conn, now: Instant) {
         c.times
             .record(c.t0, c.first.unwrap_or(now), c.intended, now);
         c.st.requests.fetch_add(1, Ordering::Relaxed);
@@ -573,26 +469,6 @@ impl Driver {
         }
         let wake = c.due.unwrap_or(now);
         self.next(c, wake);
-    }
-
-    /// An idle kept-alive socket is readable: the server closed it (the
-    /// next request opens another), or sent bytes nobody asked for.
-    fn idle_read(&mut self, c: &mut Conn, now: Instant) {
-        let Some(link) = c.link.as_mut() else {
-            return;
-        };
-        match link.read(&mut c.head[..], &mut self.wire) {
-            Err(e) if would_block(&e) => {}
-            Ok(0) | Err(_) => self.close(c),
-            Ok(n) => {
-                let f = Failure::protocol(
-                    format!("the server sent {n} bytes with no request outstanding"),
-                    Kind::Protocol,
-                );
-                self.fail(c, f, now);
-                self.advance(c, now);
-            }
-        }
     }
 
     /// Fails what has waited too long: a connect, a handshake, a response
@@ -630,7 +506,7 @@ impl Driver {
 }
 
 /// A state that needs a socket found none: a bug, reported as one.
-fn no_link() -> Failure {
+pub(super) fn no_link() -> Failure {
     Failure::protocol(
         "internal: a connection step ran without its socket",
         Kind::Protocol,

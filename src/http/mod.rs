@@ -6,6 +6,8 @@
 //! - `server` (with `serve_loop`, `serve_shared`) and `client` (with
 //!   `client_loop`, `client_conn`, `client_shared`): the data planes,
 //!   epoll event loops on non-blocking sockets, one thread per CPU.
+//! - `h2`: HTTP/2 frames, HPACK and a connection's protocol state, without
+//!   I/O; `client_h2` drives it on the client's event loops (`--http2`).
 //! - `tls`: rustls configurations, the kTLS key structures.
 //! - `stats`: the summary types (results.json) and HDR histograms.
 //! - `ffi`: the few syscalls `sys` lacks (TCP_ULP, SOL_TLS, fadvise).
@@ -13,11 +15,13 @@
 
 pub mod client;
 mod client_conn;
+mod client_h1;
 mod client_h2;
 mod client_loop;
 mod client_shared;
 mod content;
 mod error;
+pub mod h2;
 pub mod job;
 pub mod serve_cmd;
 mod serve_loop;
