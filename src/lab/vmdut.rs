@@ -197,7 +197,26 @@ pub fn boot_router(
         &lab_nics(),
     )?;
     let began = Instant::now();
-    let router = Router::start(args, ns, log("dut-console").as_deref())?;
+    let mut router = Router::start(args, ns, log("dut-console").as_deref())?;
+    // qemu makes its taps as it starts: the vmnet namespace is wired to
+    // them next, so they must be there first.
+    let vp = fleet.agent(vmnet).pid;
+    let until = Instant::now() + Duration::from_secs(30);
+    while !["tap0", "tap1"]
+        .iter()
+        .all(|t| dev_packets(vp, t).is_some())
+    {
+        if let Some(st) = router.exited() {
+            bail!(
+                "qemu stopped ({st}) before it made the router's NICs; its last lines:\n{}",
+                router.console_tail()
+            );
+        }
+        if Instant::now() >= until {
+            bail!("qemu made no taps for the router's NICs within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let (release, origin, what) = match (&spec.guest, &kernel) {
         (Guest::Initrd { initrd, .. }, Some(k)) => (
             k.release.clone(),

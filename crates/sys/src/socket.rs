@@ -376,33 +376,22 @@ pub fn set_rcvlowat(fd: RawFd, bytes: i32) -> io::Result<()> {
 /// several sockets (one per receiver thread) share one port and the kernel
 /// spreads flows over them by their address hash.
 pub fn udp_reuseport(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
-    let family = if addr.is_ipv6() {
-        libc::AF_INET6
-    } else {
-        libc::AF_INET
-    };
-    // SAFETY: socket takes plain integers and touches no memory of ours.
-    let fd = cvt(unsafe { libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
-    // SAFETY: socket returned a new fd that nothing else owns.
-    let owned = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    let one: libc::c_int = 1;
-    setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, &one)?;
-    let sa = SockAddr::new(addr);
-    // SAFETY: pointer and length describe `sa`'s storage, alive for the call.
-    cvt(unsafe {
-        libc::bind(
-            fd,
-            (&sa.storage as *const libc::sockaddr_storage).cast(),
-            sa.len,
-        )
-    })?;
-    Ok(std::net::UdpSocket::from(owned))
+    udp_bound_with(addr, libc::SOL_SOCKET, libc::SO_REUSEPORT)
 }
 
 /// A UDP socket bound to `addr` with IP_FREEBIND: the address may be one
 /// this host only accepts through a local route (AnyIP), as the lab's flow
 /// prefixes are, which IPv6 refuses to bind otherwise.
 pub fn udp_freebind(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
+    udp_bound_with(addr, libc::SOL_IP, libc::IP_FREEBIND)
+}
+
+/// A UDP socket with one integer option set to 1 before it binds `addr`.
+fn udp_bound_with(
+    addr: SocketAddr,
+    level: libc::c_int,
+    option: libc::c_int,
+) -> io::Result<std::net::UdpSocket> {
     let family = if addr.is_ipv6() {
         libc::AF_INET6
     } else {
@@ -413,7 +402,7 @@ pub fn udp_freebind(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
     // SAFETY: socket returned a new fd that nothing else owns.
     let owned = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
     let one: libc::c_int = 1;
-    setsockopt(fd, libc::SOL_IP, libc::IP_FREEBIND, &one)?;
+    setsockopt(fd, level, option, &one)?;
     let sa = SockAddr::new(addr);
     // SAFETY: pointer and length describe `sa`'s storage, alive for the call.
     cvt(unsafe {
