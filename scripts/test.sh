@@ -8,6 +8,7 @@ scripts/deps.sh chromium python3-prometheus-client openssh-server curl nginx tcp
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 skips=$(mktemp)
+times=$(mktemp)
 out=$(mktemp)
 fuzz_log=$(mktemp)
 fuzz_work=$(mktemp -d -t linerate-fuzz.XXXXXX)
@@ -15,7 +16,7 @@ fuzz_pid=
 cleanup() {
     # The fuzzing runs in a session of its own: end all of it.
     [ -n "$fuzz_pid" ] && kill -- "-$fuzz_pid" 2>/dev/null
-    rm -rf "$skips" "$out" "$fuzz_log" "$fuzz_work"
+    rm -rf "$skips" "$times" "$out" "$fuzz_log" "$fuzz_work"
 }
 trap cleanup EXIT
 # Fuzzing: every fuzz target FUZZ_SECONDS (default 30) on this code, at the
@@ -34,7 +35,14 @@ if [ "$fuzz_secs" != 0 ]; then
     fuzz_pid=$!
 fi
 status=0
-LINERATE_SKIP_LOG="$skips" cargo test --workspace --release --locked 2>&1 | tee "$out" || status=$?
+LINERATE_SKIP_LOG="$skips" LINERATE_TEST_TIMES="$times" cargo test --workspace --release --locked 2>&1 | tee "$out" || status=$?
+# Where the suite's time went: the slowest tests under the one-at-a-time
+# lock, with how busy the host's cores were meanwhile.
+if [ -s "$times" ]; then
+    echo
+    echo "slowest tests under the lock (seconds, host CPU busy, test); all $(wc -l <"$times") took $(awk '{s += $1} END {printf "%.0f", s}' "$times") s:"
+    sort -rn "$times" | head -15 | sed 's/^/  /'
+fi
 # The failures in short, where a long log's tail would cut them: each
 # failing test's own lines up to its backtrace.
 if [ "$status" != 0 ]; then

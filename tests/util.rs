@@ -12,6 +12,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 pub struct Serial {
     _lock: MutexGuard<'static, ()>,
     since: std::time::Instant,
+    cpu: Option<(u64, u64)>,
 }
 
 pub fn serial() -> Serial {
@@ -19,7 +20,22 @@ pub fn serial() -> Serial {
     Serial {
         _lock: lock,
         since: std::time::Instant::now(),
+        cpu: cpu_ticks(),
     }
+}
+
+/// The host's busy and total CPU ticks (all cores) from /proc/stat.
+fn cpu_ticks() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().next()?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let total: u64 = v.iter().take(8).sum();
+    let idle = v.get(3)? + v.get(4)?;
+    Some((total - idle, total))
 }
 
 impl Drop for Serial {
@@ -28,7 +44,15 @@ impl Drop for Serial {
             return;
         };
         let name = std::thread::current().name().unwrap_or("?").to_string();
-        let line = format!("{:.1} {name}\n", self.since.elapsed().as_secs_f64());
+        // How busy the host's cores were while the test held the lock:
+        // tests that mostly wait are the ones that could run beside others.
+        let busy = match (self.cpu, cpu_ticks()) {
+            (Some((b0, t0)), Some((b1, t1))) if t1 > t0 => {
+                format!("{:.0}%", 100.0 * (b1 - b0) as f64 / (t1 - t0) as f64)
+            }
+            _ => "?".into(),
+        };
+        let line = format!("{:.1} {busy} {name}\n", self.since.elapsed().as_secs_f64());
         let _ = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
