@@ -7,6 +7,7 @@
 use super::iperf3::{close, dir, have_iperf3, json, num};
 use crate::util::{bin, ip, require_root, serial, tempdir};
 use serde_json::Value;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -153,6 +154,20 @@ fn cross_check(name: &str, cli: &Value, doc: &Value) {
                 d["loss_ratio"]
             );
         }
+        "udp-reverse" => {
+            close(
+                num(&dir(doc, "server_to_client")["tx_packets"]),
+                num(&end["sum"]["packets"]),
+                0.05,
+                "udp -R: sent here vs the client's count",
+            );
+            let far_loss = num(&doc["tests"][0]["far_end"]["loss_pct"]);
+            let loss = num(&end["sum"]["lost_percent"]);
+            assert!(
+                (far_loss - loss).abs() <= 0.1,
+                "udp -R loss: {far_loss} vs {loss}"
+            );
+        }
         "reverse" => close(
             num(&dir(doc, "server_to_client")["sender_summary"]["tx_bytes"]),
             num(&end["sum_received"]["bytes"]),
@@ -227,6 +242,14 @@ fn round(lo: &Lo, port: u16, base: &Path, seen: &mut Vec<PathBuf>, cases: &[Case
     seen.extend(fresh.iter().map(|r| r.0.clone()));
 }
 
+/// Seconds since 1970, to set beside the server's log.
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
 struct Case {
     name: &'static str,
     args: &'static [&'static str],
@@ -258,29 +281,35 @@ fn many_stock_iperf3_clients_test_at_once_each_with_its_own_results() {
         &mut seen,
         &[
             Case {
-                name: "tcp",
-                args: &["-t", "2", "-P", "2"],
-                shape: "tcp client_to_server 2",
+                name: "reverse",
+                args: &["-t", "2", "-R", "-P", "2"],
+                shape: "tcp server_to_client 2",
             },
             Case {
                 name: "udp",
-                args: &["-t", "2", "-u", "-b", "20M", "-l", "1400"],
-                shape: "udp client_to_server 1",
+                args: &["-t", "2", "-u", "-b", "20M", "-l", "1400", "-P", "2"],
+                shape: "udp client_to_server 2",
             },
         ],
     );
-    // Four at once, and a fifth while they run: busy, as from iperf3.
-    let fifth = std::thread::spawn({
-        let ns = lo.ns.clone();
-        move || {
-            std::thread::sleep(Duration::from_millis(1200));
-            let p = port.to_string();
-            Command::new("ip")
-                .args(["netns", "exec", &ns, "iperf3", "-c", "127.0.0.1"])
-                .args(["-p", &p, "-t", "1"])
-                .output()
-                .unwrap()
-        }
+    // Four at once, and a fifth while they run: busy, as from iperf3. The
+    // fifth is started beforehand and let go a second into the round: on
+    // two busy cores starting `ip netns exec iperf3` took over a second.
+    let p = port.to_string();
+    let mut fifth = lo
+        .command(&["bash", "-c", "read go && exec \"$@\"", "fifth"])
+        .args(["iperf3", "-c", "127.0.0.1", "-p", &p, "-t", "1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut go = fifth.stdin.take().unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1000));
+        let at = unix_now();
+        go.write_all(b"go\n").unwrap();
+        at
     });
     round(
         &lo,
@@ -290,27 +319,30 @@ fn many_stock_iperf3_clients_test_at_once_each_with_its_own_results() {
         &[
             Case {
                 name: "tcp",
-                args: &["-t", "3"],
-                shape: "tcp client_to_server 1",
+                args: &["-t", "4", "-P", "2", "-b", "2G"],
+                shape: "tcp client_to_server 2",
             },
+            // Two UDP tests from one address: each takes its own streams.
             Case {
-                name: "reverse",
-                args: &["-t", "3", "-R", "-P", "2"],
-                shape: "tcp server_to_client 2",
+                name: "udp-reverse",
+                args: &["-t", "4", "-u", "-R", "-b", "10M", "-l", "1200", "-P", "2"],
+                shape: "udp server_to_client 2",
             },
             Case {
                 name: "bidir",
-                args: &["-t", "3", "--bidir"],
+                args: &["-t", "4", "--bidir", "-b", "2G"],
                 shape: "tcp client_to_server+server_to_client 2",
             },
             Case {
                 name: "udp",
-                args: &["-t", "3", "-u", "-b", "20M", "-l", "1400"],
+                args: &["-t", "4", "-u", "-b", "20M", "-l", "1400"],
                 shape: "udp client_to_server 1",
             },
         ],
     );
-    let out = fifth.join().unwrap();
+    let let_go = release.join().unwrap();
+    let out = fifth.wait_with_output().unwrap();
+    let ended = unix_now();
     let said = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -318,7 +350,7 @@ fn many_stock_iperf3_clients_test_at_once_each_with_its_own_results() {
     );
     assert!(
         !out.status.success() && said.contains("the server is busy running a test"),
-        "the fifth client: {said}"
+        "the fifth client (let go at {let_go:.1}, ended {ended:.1}): {said}"
     );
     // The busy client left no run behind.
     std::thread::sleep(Duration::from_millis(300));
