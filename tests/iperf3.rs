@@ -31,7 +31,7 @@ impl Drop for Ns {
 
 /// iperf3 from the distribution, installed like the other interop tests'
 /// peers; None (skip, said) when it cannot be had.
-fn have_iperf3() -> bool {
+pub(crate) fn have_iperf3() -> bool {
     if Command::new("iperf3").arg("--version").output().is_ok() {
         return true;
     }
@@ -149,7 +149,7 @@ impl Ns {
     }
 }
 
-fn json(out: &Output, what: &str) -> Value {
+pub(crate) fn json(out: &Output, what: &str) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "{what}: no JSON on stdout ({e}); stderr: {}",
@@ -158,17 +158,17 @@ fn json(out: &Output, what: &str) -> Value {
     })
 }
 
-fn num(v: &Value) -> f64 {
+pub(crate) fn num(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
-fn close(a: f64, b: f64, tol: f64, what: &str) {
+pub(crate) fn close(a: f64, b: f64, tol: f64, what: &str) {
     let d = (a - b).abs() / a.abs().max(b.abs()).max(1.0);
     assert!(d <= tol, "{what}: {a} vs {b} differ by {:.2} %", d * 100.0);
 }
 
 /// The direction named `name` of the run's only test.
-fn dir<'a>(doc: &'a Value, name: &str) -> &'a Value {
+pub(crate) fn dir<'a>(doc: &'a Value, name: &str) -> &'a Value {
     doc["tests"][0]["directions"]
         .as_array()
         .unwrap()

@@ -26,6 +26,7 @@ mod http_requests;
 mod http_serve;
 mod intervals;
 mod iperf3;
+mod iperf3_clients;
 mod issue38;
 mod lab;
 mod lab_queues;

@@ -294,6 +294,7 @@ fn serve_config(a: &ServeArgs) -> Result<Iperf3Serve> {
         limits: server::ServerLimits {
             max_time_s: a.max_test_time,
             max_udp_send_bps: a.max_udp_send_rate.round() as u64,
+            max_clients: a.max_clients as usize,
         },
     };
     let opts = RunOpts {

@@ -17,7 +17,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR:PORT", required_unless_present = "iperf3")]
     pub listen: Option<SocketAddr>,
     /// Be an iperf3 server instead: stock `iperf3 -c` clients (3.x; TCP, UDP, -R, --bidir,
-    /// -P) test against linerate, one at a time; a results directory per test.
+    /// -P) test against linerate, one at a time unless --max-clients; a results directory
+    /// per test.
     #[arg(long, conflicts_with_all = ["root", "size", "tls"])]
     pub iperf3: bool,
     /// With --iperf3: the port on every IPv4 address (default 5201); --listen picks an address.
@@ -36,6 +37,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "RATE", requires = "iperf3", default_value = "10G",
           value_parser = super::parse::parse_bps)]
     pub max_udp_send_rate: f64,
+    /// With --iperf3: stock iperf3 clients testing at once, each with its own results (1..=64);
+    /// one more hears iperf3's "the server is busy running a test". Each test holds at most
+    /// 393 open files and 3 threads plus one per stream.
+    #[arg(long, value_name = "N", requires = "iperf3", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=crate::iperf3::slots::MAX_CLIENTS as i64))]
+    pub max_clients: u32,
     /// Serve the files under this directory (never a path outside it).
     #[arg(
         long,

@@ -7,6 +7,8 @@
 //!   `engine::tcp`, with TCP_INFO; UDP with iperf3's datagram header).
 //! - `client`, `server`: the two conversations; `job`: the client as an
 //!   agent's job, so it runs on any endpoint.
+//! - `front`: the server's front door (connections routed by cookie, UDP
+//!   hellos by address, slots); `slots`: its bookkeeping, without I/O.
 //!
 //! It sits on the engines and knows nothing of results or commands: it
 //! hands back what this end measured and what the far end reported.
@@ -14,8 +16,10 @@
 pub mod client;
 mod control;
 pub mod data;
+mod front;
 pub mod job;
 pub mod server;
+pub mod slots;
 mod udp;
 
 pub use data::{Measured, StreamTotals};

@@ -1,24 +1,25 @@
 //! linerate as an iperf3 server: stock `iperf3 -c` clients (3.x: TCP, UDP,
-//! -R, --bidir, -P N) run their tests against it, one at a time. Anyone
-//! who connects while a test runs gets ACCESS_DENIED, as from iperf3.
+//! -R, --bidir, -P N) run their tests against it, up to `max_clients` at
+//! once (one unless raised), each on a thread of its own. A client that
+//! connects while every slot is taken gets ACCESS_DENIED, as from iperf3.
+//! The front door (`front`) routes connections by cookie; this file holds
+//! one test's conversation.
 
 use super::client::results_of;
 use super::control::Control;
 use super::data::{self, Conn, Plan, Stream};
+use super::front::{self, Admitted, Slot};
+use super::slots::{FDS_PER_TEST, MAX_CLIENTS};
 use super::{Iperf3Error, Outcome};
 use crate::model::stderr::errln;
 use crate::model::units::si;
 use crate::proto::iperf3::{self as wire, FarEnd, State, TestParams, Transport};
 use crate::sys;
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::io;
+use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-
-/// How long a new connection (control or stream) may take to send its
-/// cookie: stock clients send it at once.
-const COOKIE_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -41,6 +42,10 @@ pub struct ServerLimits {
     /// payload over all its streams; 0: no cap. TCP is not capped: its
     /// congestion control sends only what the client's path takes.
     pub max_udp_send_bps: u64,
+    /// Tests at once (1..=64); one more client hears "busy". Each test
+    /// holds at most [`FDS_PER_TEST`] descriptors and 3 threads plus one
+    /// per stream; [`check_descriptors`] makes sure all of them fit.
+    pub max_clients: usize,
 }
 
 /// One hour: longer tests need `--max-test-time`.
@@ -102,71 +107,83 @@ pub fn bind(listen: SocketAddr) -> Result<TcpListener, Iperf3Error> {
     Ok(l)
 }
 
-/// Serves tests until `stop`; each one's outcome (or why it failed) goes to
-/// `on_test` with the client's address.
+/// Descriptors the front door holds besides the tests': the listener,
+/// connections waiting for their cookie, epoll, the waker, UDP sockets,
+/// stdio and a served test's results files.
+const DOOR_FDS: u64 = front::MAX_PENDING as u64 + 32;
+
+/// Raises the open-files limit to what `max_clients` tests may hold at
+/// most, or says why that does not fit.
+pub fn check_descriptors(max_clients: usize) -> Result<(), Iperf3Error> {
+    let need = max_clients.clamp(1, MAX_CLIENTS) as u64 * FDS_PER_TEST + DOOR_FDS;
+    let have =
+        sys::raise_nofile_limit().map_err(Iperf3Error::io("reading the open-files limit"))?;
+    if have < need {
+        return Err(Iperf3Error::Refused(format!(
+            "--max-clients {max_clients}: that many tests may hold {need} open files \
+             ({FDS_PER_TEST} each at iperf3's most streams, -P 128 --bidir), but this process \
+             may open {have} (ulimit -n); raise the hard limit (e.g. `ulimit -n {need}` as root, \
+             or LimitNOFILE= in a systemd unit) or lower --max-clients"
+        )));
+    }
+    Ok(())
+}
+
+/// Serves tests until `stop`, up to `max_clients` at once, each on a
+/// thread of its own; each one's outcome (or why it failed) goes to
+/// `on_test`, on this thread, with the client's address. Returns when
+/// `stop` is set and every running test has ended.
 pub fn serve(
     cfg: &ServerConfig,
     listener: &TcpListener,
     stop: &AtomicBool,
     mut on_test: impl FnMut(SocketAddr, Result<Outcome, Iperf3Error>),
-) {
-    while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
-            Ok((conn, peer)) => {
-                let r = one_test(cfg, listener, conn, peer, stop);
-                match r {
-                    // A connection that said nothing iperf3 is not a test.
-                    Err(Iperf3Error::Protocol(m)) if m.starts_with("no-test:") => {
-                        errln!("iperf3: {peer}: {}", &m[8..]);
-                    }
-                    r => on_test(peer, r),
+) -> Result<(), Iperf3Error> {
+    let (shared, wakee) = front::Shared::new(cfg.limits.max_clients)
+        .map_err(Iperf3Error::io("setting up the iperf3 server"))?;
+    let port = listener
+        .local_addr()
+        .map_err(Iperf3Error::io("reading the listener's port"))?
+        .port();
+    // UDP streams come to the control port's number.
+    let udp_listen = SocketAddr::new(cfg.listen.ip(), port);
+    let (done, finished) = std::sync::mpsc::channel();
+    let shared = &shared;
+    std::thread::scope(|s| {
+        let door = s.spawn(move || {
+            front::run(listener, udp_listen, shared, wakee, stop, |a: Admitted| {
+                let done = done.clone();
+                let peer = a.peer;
+                let started = std::thread::Builder::new()
+                    .name("lr-iperf3-test".into())
+                    .spawn_scoped(s, move || {
+                        let _ = done.send((peer, one_test(cfg, a, stop)));
+                    });
+                if let Err(e) = started {
+                    errln!("iperf3: {peer}: no thread for its test ({e}); closed");
                 }
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20))
-            }
-            Err(e) => {
-                errln!("iperf3: accepting a connection: {e}");
-                std::thread::sleep(Duration::from_millis(100));
-            }
+            })
+        });
+        // Tests are recorded here, one after another, as they end.
+        for (peer, r) in finished {
+            on_test(peer, r);
         }
-    }
+        door.join()
+            .map_err(|_| Iperf3Error::Io("the iperf3 server's front door panicked".into()))?
+    })
 }
 
-/// Answers a connection that arrives while a test runs: ACCESS_DENIED,
-/// without reading from it (as iperf3 does).
-fn deny(conn: TcpStream) {
-    let _ = conn.set_nonblocking(false);
-    let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
-    let _ = (&conn).write_all(&[State::AccessDenied.byte()]);
-}
-
-fn deny_waiting(listener: &TcpListener) {
-    while let Ok((c, _)) = listener.accept() {
-        deny(c);
-    }
-}
-
+/// One test's conversation on its control connection, its cookie already
+/// read by the front door; its slot is freed when this returns.
 fn one_test(
     cfg: &ServerConfig,
-    listener: &TcpListener,
-    conn: TcpStream,
-    peer: SocketAddr,
+    a: Admitted<'_>,
     stop: &AtomicBool,
 ) -> Result<Outcome, Iperf3Error> {
-    conn.set_nonblocking(false)
-        .map_err(Iperf3Error::io("setting up a control connection"))?;
+    let Admitted { conn, peer, slot } = a;
     let mut ctl = Control::new(conn, format!("iperf3 client {peer}"))
         .map_err(Iperf3Error::io("setting up a control connection"))?;
-    let mut cookie = [0u8; wire::COOKIE_LEN];
     let soon = || Instant::now() + cfg.answer_timeout;
-    // A client writes its cookie as soon as it connects: a peer that
-    // trickles it holds the (one-test-at-a-time) server for at most this.
-    ctl.read_exact_by(&mut cookie, Instant::now() + COOKIE_WAIT, "cookie")
-        .map_err(|e| Iperf3Error::Protocol(format!("no-test: {e}")))?;
-    wire::check_cookie(&cookie).map_err(|e| {
-        Iperf3Error::Protocol(format!("no-test: not an iperf3 client ({e}); closed"))
-    })?;
     ctl.write_state(State::ParamExchange)?;
     let asked: wire::WireParams = ctl.read_json(soon(), "test parameters")?;
     let p = match asked
@@ -184,20 +201,7 @@ fn one_test(
             )));
         }
     };
-    let port = listener
-        .local_addr()
-        .map_err(Iperf3Error::io("reading the listener's port"))?
-        .port();
-    let udp_listen = SocketAddr::new(cfg.listen.ip(), port);
-    let mut udp = match p.transport {
-        Transport::Udp => Some(sys::udp_reuseport(udp_listen).map_err(Iperf3Error::io(
-            format!("opening UDP port {udp_listen} for the streams"),
-        ))?),
-        Transport::Tcp => None,
-    };
-    ctl.write_state(State::CreateStreams)?;
-    let streams = accept_streams(cfg, listener, &mut udp, &cookie, &p, udp_listen, peer)?;
-    drop(udp);
+    let streams = accept_streams(cfg, &slot, &mut ctl, &p, peer, stop)?;
     ctl.write_state(State::TestStart)?;
     let plan = Plan {
         // The client says when the test ends (TEST_END); this bound only
@@ -214,19 +218,14 @@ fn one_test(
     let running = data::start(streams, plan).map_err(|e| Iperf3Error::Io(e.to_string()))?;
     ctl.write_state(State::TestRunning)?;
     let end = Instant::now() + Duration::from_secs_f64(p.time_s + p.omit_s) + cfg.answer_timeout;
-    let ended = loop {
-        deny_waiting(listener);
-        let poll = (Instant::now() + Duration::from_millis(100)).min(end);
-        match ctl.read_state(poll, Some(stop)) {
-            Err(Iperf3Error::Lost { .. }) if Instant::now() < end => continue,
-            Ok(Some(State::TestEnd)) => break Ok(()),
-            Ok(Some(State::ClientTerminate)) => {
-                break Err("the client ended the test early (CLIENT_TERMINATE)".to_string())
-            }
-            Ok(None) => break Err("the client closed the control connection mid-test".into()),
-            Ok(Some(s)) => break Err(format!("the client sent {s:?} while the test ran")),
-            Err(e) => break Err(e.to_string()),
+    let ended = match ctl.read_state(end, Some(stop)) {
+        Ok(Some(State::TestEnd)) => Ok(()),
+        Ok(Some(State::ClientTerminate)) => {
+            Err("the client ended the test early (CLIENT_TERMINATE)".to_string())
         }
+        Ok(None) => Err("the client closed the control connection mid-test".into()),
+        Ok(Some(s)) => Err(format!("the client sent {s:?} while the test ran")),
+        Err(e) => Err(e.to_string()),
     };
     running.stop();
     let local = running
@@ -259,116 +258,64 @@ fn one_test(
     })
 }
 
-/// Accepts the client's streams in its order: TCP connections on the
-/// control port that bring the test's cookie, or UDP hellos on the same
-/// port number. Strangers get ACCESS_DENIED.
+/// Takes the client's streams in its order, then says CREATE_STREAMS:
+/// TCP connections that bring the test's cookie, or UDP sockets the front
+/// door connected to a hello from the control connection's address (one
+/// test per address takes UDP streams at a time; waiting for that turn is
+/// bounded too).
 fn accept_streams(
     cfg: &ServerConfig,
-    listener: &TcpListener,
-    udp: &mut Option<UdpSocket>,
-    cookie: &[u8],
+    slot: &Slot<'_>,
+    ctl: &mut Control,
     p: &TestParams,
-    udp_listen: SocketAddr,
     peer: SocketAddr,
+    stop: &AtomicBool,
 ) -> Result<Vec<Stream>, Iperf3Error> {
     let congestion = p.congestion.as_deref().filter(|c| offered_congestion(c));
+    let incoming = match p.transport {
+        Transport::Tcp => slot.tcp_streams(),
+        Transport::Udp => {
+            // Each test ahead holds the turn at most an answer timeout.
+            let ahead = cfg.limits.max_clients.clamp(1, MAX_CLIENTS) as u32;
+            slot.udp_streams(peer, Instant::now() + cfg.answer_timeout * ahead, stop)?
+        }
+    };
+    ctl.write_state(State::CreateStreams)?;
     let deadline = Instant::now() + cfg.answer_timeout;
     let mut out = Vec::new();
     while out.len() < p.connections() as usize {
-        if Instant::now() > deadline {
+        let k = out.len() as u32;
+        let id = wire::stream_id(k) as u16;
+        let sends = !p.client_sends(k);
+        let Some(conn) = incoming.next(deadline, stop) else {
             return Err(Iperf3Error::Lost {
                 message: format!(
-                    "only {} of {} streams connected within {:?}",
+                    "only {} of {} streams of {peer} connected within {:?}",
                     out.len(),
                     p.connections(),
                     cfg.answer_timeout
                 ),
                 partial: None,
             });
-        }
-        let k = out.len() as u32;
-        let id = wire::stream_id(k) as u16;
-        let sends = !p.client_sends(k);
-        match listener.accept() {
-            Ok((c, _)) if p.transport == Transport::Tcp => {
-                c.set_nonblocking(false)
-                    .map_err(Iperf3Error::io("setting up a data stream"))?;
-                let mut got = [0u8; wire::COOKIE_LEN];
-                if read_by(&c, &mut got, Instant::now() + COOKIE_WAIT) && got == cookie {
-                    if let Some(cc) = congestion {
-                        // The client's choice where this host already
-                        // offers it (never a module loaded for a peer).
-                        let _ = sys::set_congestion(c.as_raw_fd(), cc);
-                    }
-                    out.push(Stream {
-                        id,
-                        sends,
-                        conn: Conn::Tcp(c),
-                    });
-                } else {
-                    deny(c);
+        };
+        match &conn {
+            Conn::Tcp(c) => {
+                if let Some(cc) = congestion {
+                    // The client's choice where this host already offers
+                    // it (never a module loaded for a peer).
+                    let _ = sys::set_congestion(c.as_raw_fd(), cc);
                 }
-                continue;
             }
-            Ok((c, _)) => deny(c),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(Iperf3Error::Io(format!("accepting a data stream: {e}"))),
-        }
-        if let Some(s) = udp.take() {
-            s.set_read_timeout(Some(Duration::from_millis(20)))
-                .map_err(Iperf3Error::io("setting up a UDP stream"))?;
-            let mut b = [0u8; 64];
-            match s.recv_from(&mut b) {
-                // Only the test's own client, saying iperf3's hello, gets a
-                // stream: anyone else's datagram (a spoofed source would
-                // make this server a reflector) is dropped.
-                Ok((n, from))
-                    if from.ip().to_canonical() == peer.ip().to_canonical()
-                        && wire::is_udp_hello(&b[..n]) =>
-                {
-                    s.connect(from).map_err(Iperf3Error::io(format!(
-                        "connecting UDP stream {id} to {from}"
-                    )))?;
-                    let _ = sys::set_buffer(s.as_raw_fd(), !sends, 4 << 20);
-                    // The next stream's hello goes to a fresh socket: the
-                    // connected one now takes only this client port's.
-                    *udp = Some(sys::udp_reuseport(udp_listen).map_err(Iperf3Error::io(
-                        format!("opening UDP port {udp_listen} for the next stream"),
-                    ))?);
-                    s.set_read_timeout(None)
-                        .map_err(Iperf3Error::io("setting up a UDP stream"))?;
-                    s.send(&wire::UDP_REPLY).map_err(Iperf3Error::io(format!(
-                        "answering UDP stream {id}'s hello"
-                    )))?;
-                    out.push(Stream {
-                        id,
-                        sends,
-                        conn: Conn::Udp(s),
-                    });
-                }
-                Ok(_) | Err(_) => *udp = Some(s),
+            Conn::Udp(s) => {
+                let _ = sys::set_buffer(s.as_raw_fd(), !sends, 4 << 20);
+                s.send(&wire::UDP_REPLY).map_err(Iperf3Error::io(format!(
+                    "answering UDP stream {id}'s hello from {peer}"
+                )))?;
             }
-        } else {
-            std::thread::sleep(Duration::from_millis(2));
         }
+        out.push(Stream { id, sends, conn });
     }
     Ok(out)
-}
-
-/// Fills `buf` from `c` by `deadline` (however the peer trickles it).
-fn read_by(mut c: &TcpStream, buf: &mut [u8], deadline: Instant) -> bool {
-    let mut got = 0;
-    while got < buf.len() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || c.set_read_timeout(Some(left)).is_err() {
-            return false;
-        }
-        match c.read(&mut buf[got..]) {
-            Ok(0) | Err(_) => return false,
-            Ok(n) => got += n,
-        }
-    }
-    true
 }
 
 /// Whether this host offers congestion control `name` already
@@ -427,6 +374,7 @@ mod tests {
         let l = ServerLimits {
             max_time_s: 60.0,
             max_udp_send_bps: 100_000_000,
+            max_clients: 1,
         };
         let errno = |p: &TestParams| l.refusal(p).map(|r| r.errno);
         use Mode::*;

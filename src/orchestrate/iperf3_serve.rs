@@ -34,6 +34,10 @@ pub fn serve(c: &Iperf3Serve) -> i32 {
         duration_s,
         opts,
     } = c;
+    if let Err(e) = server::check_descriptors(cfg.limits.max_clients) {
+        errln!("error: {e}");
+        return 2;
+    }
     let listener = match server::bind(cfg.listen) {
         Ok(l) => l,
         Err(e) => {
@@ -46,8 +50,12 @@ pub fn serve(c: &Iperf3Serve) -> i32 {
         .map(|a| a.to_string())
         .unwrap_or_default();
     errln!(
-        "iperf3 server on {bound}: stock `iperf3 -c` clients may test against it, one at a time \
+        "iperf3 server on {bound}: stock `iperf3 -c` clients may test against it, {} \
          (TCP and UDP on this port), up to {} s each{}; Ctrl-C stops",
+        match cfg.limits.max_clients {
+            1 => "one at a time".to_string(),
+            n => format!("up to {n} at a time"),
+        },
         cfg.limits.max_time_s,
         if *max_udp_send_rate > 0.0 {
             format!(
@@ -61,6 +69,7 @@ pub fn serve(c: &Iperf3Serve) -> i32 {
     let stop = AtomicBool::new(false);
     let until = duration_s.map(|d| std::time::Instant::now() + Duration::from_secs_f64(d));
     let mut failed = false;
+    let mut broken = None;
     std::thread::scope(|s| {
         s.spawn(|| {
             while !stop.load(Ordering::Relaxed) {
@@ -72,11 +81,17 @@ pub fn serve(c: &Iperf3Serve) -> i32 {
                 std::thread::sleep(Duration::from_millis(50));
             }
         });
-        server::serve(cfg, &listener, &stop, |peer, r| {
+        // Tests run at once; each is recorded as it ends, one at a time.
+        broken = server::serve(cfg, &listener, &stop, |peer, r| {
             failed |= record_served(opts, peer, r) != 0;
-        });
+        })
+        .err();
         stop.store(true, Ordering::Relaxed);
     });
+    if let Some(e) = broken {
+        errln!("error: {e}");
+        return 2;
+    }
     if crate::model::signals::interrupted() || !failed {
         0
     } else {
@@ -155,22 +170,21 @@ fn prune_served(base: &std::path::Path, runs: usize, bytes: u64) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
-    let mut dirs: Vec<(String, u64)> = entries
+    let mut dirs: Vec<((String, u32), String, u64)> = entries
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.ends_with("-iperf3-serve"))
-        .map(|n| {
+        .filter_map(|n| served_order(&n).map(|k| (k, n)))
+        .map(|(k, n)| {
             let b = size(&base.join(&n));
-            (n, b)
+            (k, n, b)
         })
         .collect();
-    // Names begin with the time stamp: sorted is oldest first.
     dirs.sort();
-    let mut total: u64 = dirs.iter().map(|d| d.1).sum();
+    let mut total: u64 = dirs.iter().map(|d| d.2).sum();
     let mut removed = 0;
     while dirs.len() > 1 && (dirs.len() > runs || total > bytes) {
-        let (n, b) = dirs.remove(0);
+        let (_, n, b) = dirs.remove(0);
         if std::fs::remove_dir_all(base.join(&n)).is_ok() {
             removed += 1;
         }
@@ -184,6 +198,17 @@ fn prune_served(base: &std::path::Path, runs: usize, bytes: u64) {
             bytes >> 20
         );
     }
+}
+
+/// Where a served test's results directory sorts, oldest first: its
+/// time stamp, then the number a directory made in the same second gets
+/// (`…-iperf3-serve-2`: tests end at once); None for other directories.
+fn served_order(name: &str) -> Option<(String, u32)> {
+    if let Some(stamp) = name.strip_suffix("-iperf3-serve") {
+        return Some((stamp.to_string(), 1));
+    }
+    let (stamp, n) = name.rsplit_once("-iperf3-serve-")?;
+    Some((stamp.to_string(), n.parse().ok()?))
 }
 
 #[cfg(test)]
@@ -217,9 +242,28 @@ mod tests {
         // By bytes: two of 1000 B fit in 2500.
         prune_served(&base, 100, 2500);
         assert_eq!(std::fs::read_dir(&base).unwrap().count(), 3);
+        // Directories made in the same second count, in their order.
+        for n in [
+            "20261125T000000-iperf3-serve-10",
+            "20261125T000000-iperf3-serve-2",
+        ] {
+            std::fs::create_dir_all(base.join(n)).unwrap();
+        }
+        std::fs::create_dir_all(base.join("20261125T000000-iperf3-serve-x")).unwrap();
+        // -10 was made after -2 (not before, as its name sorts).
+        prune_served(&base, 1, u64::MAX);
+        assert!(!base.join("20261125T000000-iperf3-serve-2").exists());
+        assert!(base.join("20261125T000000-iperf3-serve-10").exists());
+        assert!(base.join("20261125T000000-iperf3-serve-x").exists());
+        assert!(!base.join("20261124T000000-iperf3-serve").exists());
+        assert_eq!(
+            served_order("20261125T000000-iperf3-serve-10"),
+            Some(("20261125T000000".into(), 10))
+        );
+        assert_eq!(served_order("20261125T000000-lab"), None);
         // The newest is kept even when alone over the budget.
         prune_served(&base, 100, 10);
-        assert!(base.join("20261124T000000-iperf3-serve").exists());
+        assert!(base.join("20261125T000000-iperf3-serve-10").exists());
         std::fs::remove_dir_all(&base).unwrap();
     }
 }
