@@ -178,3 +178,38 @@ fn issue38_report_of_a_path_that_does_not_exist_is_a_usage_error() {
         );
     }
 }
+
+#[test]
+fn issue38_a_plan_host_in_a_missing_namespace_is_refused_before_anything_runs() {
+    let base = tempdir("i38-nons");
+    let plan = base.join("plan.toml");
+    // A name no test makes: the check must find it missing.
+    let ns = format!("lrnone{}", std::process::id() % 100_000);
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"missing namespace\"\n[hosts.gen]\nnetns = \"{ns}\"\n[hosts.sink]\n\
+             netns = \"{ns}\"\naddress = \"198.18.0.2\"\n[[test]]\nname = \"u\"\nkind = \"udp\"\n\
+             from = \"gen\"\nto = \"sink\"\n"
+        ),
+    )
+    .unwrap();
+    let results = base.join("results");
+    let out = run(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--no-progress",
+        "--results-dir",
+        results.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    // A usage error (2), not a run that failed (3), naming the host and
+    // the namespace, and no results directory.
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("host gen") && err.contains(&format!("'{ns}' does not exist")),
+        "{err}"
+    );
+    assert!(!results.exists(), "a results directory was made");
+    let _ = std::fs::remove_dir_all(&base);
+}

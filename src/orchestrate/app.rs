@@ -39,6 +39,10 @@ pub fn execute(cmd: Command) -> i32 {
             with_run(&opts, &name, |run| sweep_run(&sweep, run))
         }
         Command::Plan(plan, opts) => {
+            if let Err(e) = crate::orchestrate::plan_run::preflight(&plan) {
+                errln!("error: {e:#}");
+                return 2;
+            }
             let name = opts.name.clone().unwrap_or_else(|| plan.name.clone());
             with_run(&opts, &name, |run| {
                 crate::orchestrate::plan_run::run(&plan, &opts, run)

@@ -16,21 +16,42 @@ use crate::results::criteria::Marks;
 use crate::runner::{Ends, Side};
 use crate::topology::Netns;
 use crate::topology::{Addressing, Hosts};
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use std::collections::BTreeSet;
+
+/// The hosts the plan's tests run agents on (a stock iperf3 server runs
+/// none; a plan with a `[lab]` runs in the lab it builds).
+fn used_hosts(plan: &PlanConfig) -> BTreeSet<usize> {
+    if plan.tests.iter().any(|t| t.lab.is_some()) {
+        return BTreeSet::new();
+    }
+    plan.tests
+        .iter()
+        .flat_map(|t| t.from.iter().copied().chain([t.to]).chain(t.dut))
+        .filter(|&i| plan.hosts[i].iperf3.is_none())
+        .collect()
+}
+
+/// What can be checked of the plan's hosts before anything starts: a
+/// named namespace that does not exist (or root to enter it) is a mistake
+/// in the plan, said before a results directory is made, not a run that
+/// failed after its first tests.
+pub fn preflight(plan: &PlanConfig) -> Result<()> {
+    for i in used_hosts(plan) {
+        let h = &plan.hosts[i];
+        h.endpoint
+            .preflight()
+            .with_context(|| format!("plan {}: host {}", plan.file.display(), h.name))?;
+    }
+    Ok(())
+}
 
 pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
     run.results.sweeps.extend(plan.sweeps.iter().cloned());
     if plan.tests.iter().any(|t| t.lab.is_some()) {
         return run_in_labs(plan, run);
     }
-    let used: BTreeSet<usize> = plan
-        .tests
-        .iter()
-        .flat_map(|t| t.from.iter().copied().chain([t.to]).chain(t.dut))
-        // A stock iperf3 server runs no agent.
-        .filter(|&i| plan.hosts[i].iperf3.is_none())
-        .collect();
+    let used = used_hosts(plan);
     errln!(
         "plan {} ({}): {} host{}, {} test{}",
         plan.name,
