@@ -77,6 +77,71 @@ pub fn get_buffer(fd: RawFd, receive: bool) -> io::Result<usize> {
     Ok(usize::try_from(v).unwrap_or(0))
 }
 
+fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
+    let mut v: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` is a live c_int and `len` says its size; the kernel
+    // writes at most `len` bytes into it and updates `len`.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(v)
+}
+
+/// Whether a socket is an IPv6 one (SO_DOMAIN).
+fn is_ipv6(fd: RawFd) -> io::Result<bool> {
+    Ok(getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)? == libc::AF_INET6)
+}
+
+/// Marks every packet a socket sends with `tos`: the IPv4 TOS byte
+/// (IP_TOS) or the IPv6 traffic class (IPV6_TCLASS), the DSCP in its upper
+/// six bits. An IPv6 socket gets IP_TOS as well where the kernel takes it,
+/// for IPv4-mapped peers. Accepted TCP sockets inherit it from their
+/// listener.
+pub fn set_tos(fd: RawFd, tos: u8) -> io::Result<()> {
+    let v = libc::c_int::from(tos);
+    if is_ipv6(fd)? {
+        setsockopt(fd, libc::IPPROTO_IPV6, libc::IPV6_TCLASS, &v)?;
+        // Only IPv4-mapped traffic uses it; an IPv6-only socket may refuse.
+        let _ = setsockopt(fd, libc::IPPROTO_IP, libc::IP_TOS, &v);
+        Ok(())
+    } else {
+        setsockopt(fd, libc::IPPROTO_IP, libc::IP_TOS, &v)
+    }
+}
+
+/// The TOS byte (IPv4) or traffic class (IPv6) a socket marks its packets
+/// with, as the kernel holds it.
+pub fn get_tos(fd: RawFd) -> io::Result<u8> {
+    let v = if is_ipv6(fd)? {
+        getsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_TCLASS)?
+    } else {
+        getsockopt_int(fd, libc::IPPROTO_IP, libc::IP_TOS)?
+    };
+    Ok(u8::try_from(v & 0xff).unwrap_or(0))
+}
+
+/// Asks for every received datagram's TOS byte or traffic class as a
+/// control message (IP_RECVTOS; IPV6_RECVTCLASS on an IPv6 socket, which
+/// also gets IP_RECVTOS for the IPv4-mapped datagrams it may receive):
+/// [`crate::Recvmmsg::tos`] reads them.
+pub fn set_recv_tos(fd: RawFd) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    if is_ipv6(fd)? {
+        setsockopt(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, &one)?;
+        let _ = setsockopt(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, &one);
+        Ok(())
+    } else {
+        setsockopt(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, &one)
+    }
+}
+
 /// Chooses the TCP congestion control of one socket (e.g. "bbr").
 pub fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
     let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
@@ -436,6 +501,44 @@ mod tests {
         let t = tcp_info(c.as_raw_fd()).unwrap();
         assert!(t.snd_cwnd > 0 && t.rtt_us > 0, "{t:?}");
         assert_eq!((t.total_retrans, t.dsack_dups), (0, 0));
+    }
+
+    /// A socket marked with set_tos sends that TOS / traffic class, and a
+    /// receiver that asked for it reads it per datagram, over IPv4 and
+    /// IPv6 (loopback keeps the byte as sent).
+    #[test]
+    fn tos_is_set_sent_and_read_back_per_datagram() {
+        for (addr, tos) in [("127.0.0.1:0", 0xb8u8), ("[::1]:0", 0x28)] {
+            let rx = std::net::UdpSocket::bind(addr).unwrap();
+            let Ok(tx) = std::net::UdpSocket::bind(addr) else {
+                continue; // no IPv6 here
+            };
+            set_recv_tos(rx.as_raw_fd()).unwrap();
+            assert_eq!(get_tos(tx.as_raw_fd()).unwrap(), 0);
+            set_tos(tx.as_raw_fd(), tos).unwrap();
+            assert_eq!(get_tos(tx.as_raw_fd()).unwrap(), tos, "{addr}");
+            let to = rx.local_addr().unwrap();
+            tx.send_to(b"one", to).unwrap();
+            set_tos(tx.as_raw_fd(), 0).unwrap();
+            tx.send_to(b"two", to).unwrap();
+            rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let mut mm = crate::Recvmmsg::with_tos(4, 8);
+            let mut got = Vec::new();
+            while got.len() < 2 {
+                let n = mm.recv(rx.as_raw_fd(), true).unwrap();
+                got.extend((0..n).map(|i| (mm.datagram(i).0.to_vec(), mm.tos(i))));
+            }
+            assert_eq!(
+                got,
+                [(b"one".to_vec(), Some(tos)), (b"two".to_vec(), Some(0))],
+                "{addr}"
+            );
+            // Without control buffers there is no TOS to read.
+            let mut plain = crate::Recvmmsg::new(4, 8);
+            tx.send_to(b"3", to).unwrap();
+            assert_eq!(plain.recv(rx.as_raw_fd(), true).unwrap(), 1);
+            assert_eq!(plain.tos(0), None);
+        }
     }
 
     #[test]
