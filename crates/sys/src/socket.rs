@@ -272,6 +272,53 @@ pub fn recv_discard(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
+/// A blocking TCP connection to `addr` made within `timeout`, its packets
+/// marked with `tos` from the SYN on ([`set_tos`] before connect(2)), so
+/// every segment of the connection carries it.
+pub fn connect_marked(
+    addr: SocketAddr,
+    tos: u8,
+    timeout: std::time::Duration,
+) -> io::Result<TcpStream> {
+    let family = match addr {
+        SocketAddr::V4(_) => libc::AF_INET,
+        SocketAddr::V6(_) => libc::AF_INET6,
+    };
+    // SAFETY: socket(2) takes three integers and touches no memory of ours.
+    let fd = cvt(unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: socket(2) returned a new fd that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    set_tos(fd.as_raw_fd(), tos)?;
+    // A blocking connect waits at most SO_SNDTIMEO (then EINPROGRESS).
+    let tv = libc::timeval {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_usec: timeout.subsec_micros() as libc::suseconds_t,
+    };
+    setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDTIMEO, &tv)?;
+    let sa = SockAddr::new(addr);
+    // SAFETY: `sa.storage` holds a valid sockaddr of `sa.len` bytes.
+    let r = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&sa.storage as *const libc::sockaddr_storage).cast(),
+            sa.len,
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::EINPROGRESS) => io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no connection within {timeout:?}"),
+            ),
+            _ => e,
+        });
+    }
+    let s = TcpStream::from(fd);
+    s.set_write_timeout(None)?;
+    Ok(s)
+}
+
 /// Starts a TCP connection to `addr` on a new non-blocking socket and
 /// returns at once: the connection is under way (EINPROGRESS) or made.
 /// An event loop waits for the socket to become writable, then reads the
@@ -279,6 +326,12 @@ pub fn recv_discard(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
 /// the handshake is still on). Errors the kernel knows at once (no route,
 /// out of descriptors) come back here.
 pub fn connect_nonblocking(addr: SocketAddr) -> io::Result<TcpStream> {
+    connect_nonblocking_marked(addr, None)
+}
+
+/// [`connect_nonblocking`] with the socket's packets marked with `tos`
+/// ([`set_tos`]) before the SYN leaves.
+pub fn connect_nonblocking_marked(addr: SocketAddr, tos: Option<u8>) -> io::Result<TcpStream> {
     let family = match addr {
         SocketAddr::V4(_) => libc::AF_INET,
         SocketAddr::V6(_) => libc::AF_INET6,
@@ -288,6 +341,9 @@ pub fn connect_nonblocking(addr: SocketAddr) -> io::Result<TcpStream> {
     let fd = cvt(unsafe { libc::socket(family, kind, 0) })?;
     // SAFETY: socket(2) returned a new fd that nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    if let Some(t) = tos {
+        set_tos(fd.as_raw_fd(), t)?;
+    }
     let sa = SockAddr::new(addr);
     // SAFETY: `sa.storage` holds a valid sockaddr of `sa.len` bytes.
     let r = unsafe {
@@ -539,6 +595,23 @@ mod tests {
             assert_eq!(plain.recv(rx.as_raw_fd(), true).unwrap(), 1);
             assert_eq!(plain.tos(0), None);
         }
+    }
+
+    #[test]
+    fn a_marked_connection_and_its_accepted_end_carry_the_tos() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        set_tos(l.as_raw_fd(), 0x20).unwrap();
+        let c = connect_marked(l.local_addr().unwrap(), 0xb8, Duration::from_secs(2)).unwrap();
+        assert_eq!(get_tos(c.as_raw_fd()).unwrap(), 0xb8);
+        let (a, _) = l.accept().unwrap();
+        assert_eq!(
+            get_tos(a.as_raw_fd()).unwrap(),
+            0x20,
+            "inherited from the listener"
+        );
+        // Nothing listens on port 1 of loopback: refused, not a hang.
+        let e = connect_marked("127.0.0.1:1".parse().unwrap(), 0, Duration::from_secs(2));
+        assert_eq!(e.unwrap_err().kind(), io::ErrorKind::ConnectionRefused);
     }
 
     #[test]
