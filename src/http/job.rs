@@ -22,9 +22,9 @@ pub fn open_server(ctx: &JobCtx, j: &HttpServeJob) -> Result<(Server, u16), Http
     };
     let server = Server::bind(j.bind, &spec, ctx.stop.clone())?;
     if let Some(d) = j.dscp {
-        server
-            .mark(d)
-            .map_err(HttpError::io(format!("marking the server's packets with DSCP {d}")))?;
+        server.mark(d).map_err(HttpError::io(format!(
+            "marking the server's packets with DSCP {d}"
+        )))?;
     }
     let port = server
         .local_addr()

@@ -674,7 +674,12 @@ pub struct DirectionResult {
     /// With `--dscp` (UDP): frames the receiver counted per DSCP value
     /// they arrived with, e.g. `{"46": 1000}`; a DUT that remarks shows as
     /// other values than the test's `params.dscp`.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "std::collections::BTreeMap::is_empty",
+        with = "crate::proto::dscp::counts"
+    )]
+    #[schemars(with = "std::collections::BTreeMap<u8, u64>")]
     pub dscp_received: std::collections::BTreeMap<u8, u64>,
     /// Why `dscp_received` is absent where `--dscp` was given: TCP and
     /// HTTP receivers read a byte stream, in which the kernel keeps no

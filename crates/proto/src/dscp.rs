@@ -154,6 +154,34 @@ impl JsonSchema for Dscp {
     }
 }
 
+/// Frames per DSCP value as JSON writes them: an object keyed by the
+/// value as a string (`{"46": 1000}`). Read through this, not serde's
+/// own map of `u8` keys, which fails inside an internally tagged enum
+/// (the agent's `Response`): serde buffers the content and the keys stay
+/// strings. `#[serde(with = "crate::dscp::counts")]` on a
+/// `BTreeMap<u8, u64>`.
+pub mod counts {
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::collections::BTreeMap;
+
+    pub fn serialize<S: Serializer>(m: &BTreeMap<u8, u64>, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(m.iter().map(|(k, v)| (k.to_string(), v)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<u8, u64>, D::Error> {
+        BTreeMap::<String, u64>::deserialize(d)?
+            .into_iter()
+            .map(|(k, v)| match k.parse::<u8>() {
+                Ok(n) if n <= super::Dscp::MAX => Ok((n, v)),
+                _ => Err(D::Error::custom(format!(
+                    "'{k}' is not a DSCP value (0..63) in a count per DSCP"
+                ))),
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,6 +250,28 @@ mod tests {
         for (n, v) in NAMES {
             assert_eq!(Dscp::new(v).and_then(Dscp::name), Some(n));
         }
+    }
+
+    /// Counts per DSCP survive an internally tagged enum, as the agent's
+    /// answers carry them; a key that is no DSCP is refused.
+    #[test]
+    fn counts_round_trip_inside_a_tagged_enum() {
+        #[derive(Serialize, Deserialize, Debug, PartialEq)]
+        #[serde(tag = "type")]
+        enum Msg {
+            Counts {
+                #[serde(with = "counts")]
+                c: std::collections::BTreeMap<u8, u64>,
+            },
+        }
+        let m = Msg::Counts {
+            c: [(10, 5), (46, 1000)].into_iter().collect(),
+        };
+        let json = serde_json::to_string(&m).unwrap();
+        assert_eq!(json, r#"{"type":"Counts","c":{"10":5,"46":1000}}"#);
+        assert_eq!(serde_json::from_str::<Msg>(&json).unwrap(), m);
+        let bad = r#"{"type":"Counts","c":{"64":1}}"#;
+        assert!(serde_json::from_str::<Msg>(bad).is_err());
     }
 
     #[test]

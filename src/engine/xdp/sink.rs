@@ -35,8 +35,7 @@ use std::time::{Duration, Instant};
 
 /// u64 words of `struct lr_sink_flow` and `struct lr_sink_totals`.
 const FLOW_WORDS: usize = 5 + consts::SINK_WORDS as usize;
-const TOTALS_WORDS: usize =
-    5 + consts::SINK_LAT_BUCKETS as usize + consts::SINK_DSCP as usize;
+const TOTALS_WORDS: usize = 5 + consts::SINK_LAT_BUCKETS as usize + consts::SINK_DSCP as usize;
 const CONFIG_LEN: usize = 24;
 /// How often the totals are read: the first frame's arrival (the start of
 /// the job's intervals) is known to this much.
