@@ -220,7 +220,7 @@ impl Recvmmsg {
             return None;
         }
         let h = &self.hdrs[i].msg_hdr;
-        if (h.msg_controllen as usize) > CTRL_WORDS * 8 {
+        if h.msg_controllen > (CTRL_WORDS * 8) as _ {
             return None;
         }
         // SAFETY: `h` points to slot i's control buffer, whose first
