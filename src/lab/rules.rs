@@ -62,20 +62,27 @@ pub struct Remark {
     pub to: Dscp,
 }
 
+/// A `--dut-remark` that is not `FROM=TO` of two DSCPs; the message says
+/// how to write one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RemarkError(String);
+
 impl std::str::FromStr for Remark {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Remark, String> {
+    type Err = RemarkError;
+    fn from_str(s: &str) -> Result<Remark, RemarkError> {
+        let err = |m: String| RemarkError(m);
         let (from, to) = s.split_once('=').ok_or_else(|| {
-            format!(
+            err(format!(
                 "'{s}': write FROM=TO, e.g. ef=af11 (packets marked ef leave marked af11) or \
                  any=cs1 (every packet)"
-            )
+            ))
         })?;
         let from = match from.trim() {
             f if f.eq_ignore_ascii_case("any") => None,
-            f => Some(f.parse::<Dscp>().map_err(|e| format!("FROM: {e}"))?),
+            f => Some(f.parse::<Dscp>().map_err(|e| err(format!("FROM: {e}")))?),
         };
-        let to = to.parse::<Dscp>().map_err(|e| format!("TO: {e}"))?;
+        let to = to.parse::<Dscp>().map_err(|e| err(format!("TO: {e}")))?;
         Ok(Remark { from, to })
     }
 }
@@ -135,11 +142,11 @@ mod tests {
 
     #[test]
     fn bad_remarks_say_how_to_write_one() {
-        let e = "ef".parse::<Remark>().unwrap_err();
+        let e = "ef".parse::<Remark>().unwrap_err().to_string();
         assert!(e.contains("write FROM=TO, e.g. ef=af11"), "{e}");
-        let e = "ef=af14".parse::<Remark>().unwrap_err();
+        let e = "ef=af14".parse::<Remark>().unwrap_err().to_string();
         assert!(e.starts_with("TO: 'af14' is not a DSCP"), "{e}");
-        let e = "64=ef".parse::<Remark>().unwrap_err();
+        let e = "64=ef".parse::<Remark>().unwrap_err().to_string();
         assert!(e.starts_with("FROM: '64' is not a DSCP"), "{e}");
     }
 
