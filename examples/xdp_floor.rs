@@ -45,6 +45,7 @@ fn main() -> anyhow::Result<()> {
             src: "198.18.0.1:40000".parse()?,
             dst: "198.18.0.2:5001".parse()?,
             vlan: None,
+            dscp: None,
         };
         let t = [Template::new(&path, 64).map_err(|e| anyhow::anyhow!("{e}"))?];
         Generator::load(&[(0, &t[..])], &[64], ifindex)

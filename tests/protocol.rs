@@ -175,6 +175,7 @@ fn agent_refuses_unsafe_destinations_and_over_cap_durations() {
             tx_engine: Default::default(),
             threads: 0,
             vlan: None,
+            dscp: None,
         },
         start_at_unix_ns: None,
     };

@@ -183,7 +183,7 @@ fn the_readme_blocks_are_marked_and_parse() {
     let names: Vec<&str> = blocks.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
-        ["first", "adhoc", "sweep", "latency"],
+        ["first", "adhoc", "sweep", "dscp", "latency"],
         "the README's tested blocks"
     );
     assert!(blocks[0].1.contains("ip netns add gen"), "{}", blocks[0].1);
@@ -197,6 +197,7 @@ fn the_readme_blocks_are_marked_and_parse() {
         "{}",
         blocks[2].1
     );
+    assert!(blocks[3].1.contains("--dscp ef"), "{}", blocks[3].1);
     let skipped = shell_blocks(&readme)
         .iter()
         .filter(|b| matches!(b.mark, Mark::Skip(_)))

@@ -14,6 +14,7 @@ mod adhoc;
 mod bottleneck;
 mod cli_habits;
 mod criteria;
+mod dscp;
 mod efficiency_steps;
 mod faults;
 mod first_hour;

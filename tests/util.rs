@@ -389,6 +389,7 @@ pub fn local_responder(token: u64, session: std::time::Duration, max_pps: u32) -
             client: "127.0.0.1".parse().unwrap(),
             duration_ms: session.as_millis() as u64,
             max_pps,
+            dscp: None,
         },
         start_at_unix_ns: None,
     }) {

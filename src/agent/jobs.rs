@@ -8,10 +8,11 @@
 use super::Limits;
 use crate::engine::{self, tcp, JobCtx};
 use crate::host::kernel;
-use crate::proto::{self, Job, Response};
+use crate::proto::{self, Dscp, Job, Response};
 use crate::{latency, sys};
 use anyhow::{anyhow, bail, Context, Result};
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -83,6 +84,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             congestion,
             pacing_bytes_per_s,
             window,
+            dscp,
             ..
         } => {
             let d = capped(duration_ms, limits)?;
@@ -91,7 +93,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
                 expect_streams,
                 d,
                 cpus,
-                (congestion, pacing_bytes_per_s, window),
+                (congestion, pacing_bytes_per_s, window, dscp),
             )
         }
         Job::TcpConnect {
@@ -105,6 +107,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             allow,
             pacing_bytes_per_s,
             window,
+            dscp,
             ..
         } => {
             let d = capped(duration_ms, limits)?;
@@ -115,7 +118,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
                 direction,
                 d,
                 cpus,
-                (congestion, pacing_bytes_per_s, window),
+                (congestion, pacing_bytes_per_s, window, dscp),
                 buffer_len,
             )
         }
@@ -128,6 +131,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             rx_engine,
             target,
             vlan,
+            dscp,
             ..
         } => udp_receive(engine::rx::RxSpec {
             bind,
@@ -138,6 +142,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             rx_engine,
             target,
             vlan,
+            dscp,
         }),
         Job::UdpSend {
             flows,
@@ -150,6 +155,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             tx_engine,
             threads,
             vlan,
+            dscp,
             ..
         } => {
             let spec = engine::frame::SendSpec {
@@ -163,6 +169,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
                 tx_engine,
                 threads,
                 vlan,
+                dscp,
             };
             udp_send(spec, limits)
         }
@@ -172,6 +179,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             client,
             duration_ms,
             max_pps,
+            dscp,
         } => {
             let session = latency::responder::Session {
                 token,
@@ -179,7 +187,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
                 duration: capped(duration_ms, limits)?,
                 max_pps: max_pps.clamp(1, latency::responder::MAX_PPS_CEILING),
             };
-            latency_respond(bind, session)
+            latency_respond(bind, session, dscp)
         }
         Job::LatencyProbe {
             target,
@@ -188,6 +196,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             payload,
             duration_ms,
             allow,
+            dscp,
         } => {
             let duration = capped(duration_ms, limits)?;
             allowed(target.ip(), &allow)?;
@@ -201,7 +210,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
                 ),
                 duration,
             };
-            latency_probe(target, spec)
+            latency_probe(target, spec, dscp)
         }
         Job::HttpServe(j) => {
             let d = capped(j.duration_ms, limits)?;
@@ -230,16 +239,16 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
     }
 }
 
-/// A TCP stream's congestion control and pacing rate (bytes/s), as a job
-/// carries them.
-/// Congestion control, pacing rate (bytes/s), socket buffers (bytes).
-type StreamTuning = (Option<String>, Option<u64>, Option<u32>);
+/// A TCP stream's congestion control, pacing rate (bytes/s), socket
+/// buffers (bytes) and DSCP, as a job carries them.
+type StreamTuning = (Option<String>, Option<u64>, Option<u32>, Option<Dscp>);
 
 fn tuning(t: &StreamTuning) -> tcp::Tuning<'_> {
     tcp::Tuning {
         congestion: t.0.as_deref(),
         pacing_bytes_per_s: t.1,
         window: t.2,
+        dscp: t.3,
     }
 }
 
@@ -254,6 +263,10 @@ fn tcp_listen(
         0 => format!("listening on {}", bind.ip()),
         p => format!("listening on {bind} (--port {p}: is another program using it?)"),
     })?;
+    if let Some(d) = tune.3 {
+        // Accepted streams inherit it; the SYN-ACK carries it too.
+        sys::set_tos(l.as_raw_fd(), d.tos()).context("marking the TCP listener (--dscp)")?;
+    }
     let port = l.local_addr()?.port();
     Ok(Opened {
         port: Some(port),
@@ -329,9 +342,14 @@ fn udp_send(spec: engine::frame::SendSpec, limits: &Limits) -> Result<Opened> {
     })
 }
 
-fn latency_respond(bind: IpAddr, session: latency::responder::Session) -> Result<Opened> {
+fn latency_respond(
+    bind: IpAddr,
+    session: latency::responder::Session,
+    dscp: Option<Dscp>,
+) -> Result<Opened> {
     let sock = latency::responder::bind(bind)
         .with_context(|| format!("binding the latency responder on {bind}"))?;
+    mark(&sock, dscp)?;
     let port = sock.local_addr()?.port();
     Ok(Opened {
         port: Some(port),
@@ -342,9 +360,14 @@ fn latency_respond(bind: IpAddr, session: latency::responder::Session) -> Result
     })
 }
 
-fn latency_probe(target: SocketAddr, spec: latency::client::ProbeSpec) -> Result<Opened> {
+fn latency_probe(
+    target: SocketAddr,
+    spec: latency::client::ProbeSpec,
+    dscp: Option<Dscp>,
+) -> Result<Opened> {
     let sock = latency::client::open(target)
         .with_context(|| format!("opening the latency prober towards {target}"))?;
+    mark(&sock, dscp)?;
     Ok(Opened {
         port: None,
         thread: "lr-lat-probe",
@@ -368,6 +391,15 @@ fn http_get(j: &proto::http::HttpGetJob, d: Duration) -> Result<Opened> {
         thread: "lr-http-client",
         run: Box::new(move |c| crate::http::job::get(c, spec).map_err(anyhow::Error::msg)),
     })
+}
+
+/// Marks a socket's packets with the job's DSCP, if it has one.
+fn mark(sock: &impl AsRawFd, dscp: Option<Dscp>) -> Result<()> {
+    match dscp {
+        Some(d) => sys::set_tos(sock.as_raw_fd(), d.tos())
+            .with_context(|| format!("marking the socket's packets with DSCP {d} (--dscp)")),
+        None => Ok(()),
+    }
 }
 
 /// The job's duration, refused past this agent's cap.

@@ -336,6 +336,10 @@ pub struct Endpoints {
     /// Send both ways at once.
     #[arg(long)]
     pub bidir: bool,
+    /// Mark the test's packets with this DSCP (0..63, or cs0..cs7, af11..af43, ef, va, le)
+    /// in the IPv4 TOS byte or IPv6 traffic class. UDP receivers count what arrived per DSCP.
+    #[arg(long, value_name = "DSCP")]
+    pub dscp: Option<crate::proto::Dscp>,
 }
 
 /// Latency probes beside a test.

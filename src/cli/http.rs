@@ -85,6 +85,9 @@ pub struct HttpArgs {
     /// Run the T1 HTTP / T2 HTTPS / T3 HTTPS+kTLS × 1 / -c N connection matrix.
     #[arg(long)]
     pub matrix: bool,
+    /// Mark the client's and linerate's server's packets with this DSCP (as `linerate tcp --dscp`).
+    #[arg(long, value_name = "DSCP")]
+    pub dscp: Option<crate::proto::Dscp>,
     #[command(flatten)]
     pub common: Common,
     #[command(flatten)]
@@ -227,6 +230,7 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
         rate_per_s: a.rate,
         http2: a.http2,
         allow,
+        dscp: a.dscp,
     };
     let plural = |n: u16| if n == 1 { "" } else { "s" };
     let tests = if a.matrix {

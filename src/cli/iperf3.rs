@@ -71,6 +71,11 @@ fn server_of(e: &Endpoints, common: &Common) -> Result<SocketAddr> {
     if e.port.is_some() {
         bail!("--port: an iperf3 server takes its streams on its own port; give it as iperf3://HOST:PORT");
     }
+    if e.dscp.is_some() {
+        bail!(
+            "--dscp: not yet against an iperf3 server; run linerate at both ends to mark and count"
+        );
+    }
     if e.dut_host.is_some() {
         bail!("--dut-host: tests against an iperf3 server do not watch a DUT; drop --dut-host, or run linerate at both ends (--server ns:NAME or ssh://HOST) to watch one");
     }

@@ -65,6 +65,10 @@ pub struct LabArgs {
     /// RATE fills the queue: a bufferbloated DUT, for latency under load.
     #[arg(long, value_name = "RATE[,QUEUE]", value_parser = crate::lab::Shape::parse)]
     pub dut_shape: Option<crate::lab::Shape>,
+    /// Make the DUT rewrite the DSCP of what it forwards: FROM=TO (e.g. ef=af11, any=cs1;
+    /// nftables), to see a remark counted at the sink (`udp --dscp` in a plan's [lab]).
+    #[arg(long, value_name = "FROM=TO")]
+    pub dut_remark: Option<crate::lab::rules::Remark>,
     /// Run the DUT in a virtual machine with its own kernel (qemu; KVM where it works, else
     /// emulated with TCG), configured by a linerate agent inside: the same --dut modes and
     /// impairments, on a stock kernel and a real NIC driver (virtio-net). See "Router VMs and
@@ -134,7 +138,7 @@ pub struct LabArgs {
     /// back in its old state after. The DUT is then the external box the ports are cabled to
     /// (so --dut and its impairments do not apply).
     #[arg(long, value_name = "IF", requires = "sink_port",
-          conflicts_with_all = ["dut", "fw_rules", "dut_loss", "dut_police", "dut_shape"])]
+          conflicts_with_all = ["dut", "fw_rules", "dut_loss", "dut_police", "dut_shape", "dut_remark"])]
     pub gen_port: Option<String>,
     /// Physical port for the sink (see --gen-port).
     #[arg(long, value_name = "IF", requires = "gen_port")]
@@ -259,6 +263,7 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
         rps: crate::lab::CpuSet::receive_side(&opts.cpus, threads),
         senders: crate::lab::CpuSet::senders(&opts.cpus, threads),
         dut_shape: a.dut_shape,
+        dut_remark: a.dut_remark,
         stick_vlans: a.stick_vlans.unwrap_or(crate::lab::DEFAULT_STICK_VLANS),
         dut_vm: vm_spec(a)?,
     };

@@ -47,6 +47,9 @@ pub struct LatencyArgs {
     /// Frame size of a udp load (bytes with FCS, or imix).
     #[arg(long, default_value = "1518", value_parser = parse_frame)]
     pub frame_size: FrameSpec,
+    /// Mark the load's packets and the probes with this DSCP (as `linerate udp --dscp`).
+    #[arg(long, value_name = "DSCP")]
+    pub dscp: Option<crate::proto::Dscp>,
     #[command(flatten)]
     pub probes: ProbeArgs,
     #[command(flatten)]
@@ -97,6 +100,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 interval: a.common.line_interval()?,
                 omit: std::time::Duration::ZERO,
                 window: None,
+                dscp: a.dscp,
             })
         }
         LoadArg::Udp => {
@@ -125,6 +129,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 port: 0,
                 interval: a.common.line_interval()?,
                 omit: std::time::Duration::ZERO,
+                dscp: a.dscp,
             })
         }
     };

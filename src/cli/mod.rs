@@ -286,6 +286,7 @@ pub fn to_config(command: Command) -> Result<Cmd> {
                     rps: Default::default(),
                     senders: Default::default(),
                     dut_shape: None,
+                    dut_remark: None,
                     stick_vlans: crate::lab::DEFAULT_STICK_VLANS,
                     dut_vm: None,
                 };

@@ -266,6 +266,42 @@ mod tests {
         assert_eq!(v[0].duration, Duration::from_secs(2));
     }
 
+    /// `dscp` in a `[[test]]` is `--dscp`: names in any case, numbers, on
+    /// udp, tcp and http; a bad value is an error at its key that lists
+    /// the valid forms.
+    #[test]
+    fn plan_tests_take_a_dscp() {
+        let text = format!(
+            "{HOSTS}[[test]]\nkind = \"udp\"\nfrom = \"gen1\"\nto = \"sink\"\ndscp = \"EF\"\n\
+             [[test]]\nkind = \"tcp\"\nfrom = \"gen1\"\nto = \"sink\"\ndscp = 10\n\
+             [[test]]\nkind = \"http\"\nfrom = \"gen1\"\nto = \"sink\"\ndscp = \"af41\"\n"
+        );
+        let Command::Plan(p, _) = load_text(&text).unwrap() else {
+            panic!("not a plan")
+        };
+        let dscp = |spec: &TestSpec| match spec {
+            TestSpec::Udp(t) => t.dscp,
+            TestSpec::Tcp(t) => t.dscp,
+            TestSpec::Http(v) => v[0].dscp,
+            _ => panic!("not udp, tcp or http"),
+        };
+        let got: Vec<Option<u8>> = p
+            .tests
+            .iter()
+            .map(|t| dscp(&t.spec).map(crate::proto::Dscp::value))
+            .collect();
+        assert_eq!(got, [Some(46), Some(10), Some(34)]);
+        let bad = format!(
+            "{HOSTS}[[test]]\nkind = \"udp\"\nfrom = \"gen1\"\nto = \"sink\"\ndscp = \"af14\"\n"
+        );
+        let e = format!("{:#}", load_text(&bad).unwrap_err());
+        assert!(e.contains(":12:"), "at the dscp key's line: {e}");
+        assert!(
+            e.contains("'af14' is not a DSCP") && e.contains("af11..af43"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn plan_tests_become_config() {
         let text = format!(

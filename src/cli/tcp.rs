@@ -131,6 +131,7 @@ pub fn tcp(a: &TcpArgs) -> Result<(Pair, TestSpec)> {
         interval: a.common.line_interval()?,
         omit: Duration::from_secs_f64(super::parse::omit_secs(a.omit)?),
         window: a.window,
+        dscp: a.ends.dscp,
     };
     Ok((pair, a.probes.wrap(crate::runner::Load::Tcp(t))?))
 }

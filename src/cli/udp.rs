@@ -124,6 +124,7 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
         port: a.ends.port.unwrap_or(0),
         interval: a.common.line_interval()?,
         omit: std::time::Duration::from_secs_f64(super::parse::omit_secs(a.omit)?),
+        dscp: a.ends.dscp,
     };
     Ok((pair, a.probes.wrap(crate::runner::Load::Udp(t))?))
 }

@@ -2,10 +2,10 @@
 //! on an AF_XDP socket's TX ring, one socket per egress interface (queue 0),
 //! zero-copy where the driver offers it, copy mode elsewhere.
 
-use super::frame::{Msg, Template, Transmit, FILL};
+use super::frame::{Marks, Msg, Template, Transmit, FILL};
 use super::path::{resolve, Resolved};
 use super::EngineError;
-use crate::proto::{FlowSpec, Vlan};
+use crate::proto::FlowSpec;
 use crate::sys;
 use std::io;
 use std::net::UdpSocket;
@@ -29,9 +29,9 @@ impl XdpTx {
         flows: &[FlowSpec],
         sizes: &[u32],
         ipv6: bool,
-        vlan: Option<Vlan>,
+        marks: Marks,
     ) -> Result<XdpTx, EngineError> {
-        let r = resolve(flows, sizes, ipv6, vlan)?;
+        let r = resolve(flows, sizes, ipv6, marks)?;
         let sockets = XdpTx::sockets(&r)?;
         Ok(XdpTx::with(sockets, r, sizes.len()))
     }

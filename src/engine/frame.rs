@@ -9,7 +9,7 @@
 use super::EngineError;
 use crate::model::units;
 use crate::proto::frame::{Header, HEADER_LEN};
-use crate::proto::{Cidr, FlowSpec, FrameSpec, RateProfile, TxEngine, Vlan};
+use crate::proto::{Cidr, Dscp, FlowSpec, FrameSpec, RateProfile, TxEngine, Vlan};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -30,6 +30,28 @@ pub struct SendSpec {
     /// VLAN tags on the frames: in the templates of frame-building engines,
     /// added by a sub-interface for sockets; counted in the frame size.
     pub vlan: Option<Vlan>,
+    /// The DSCP of every frame: in the templates' IP header, set on the
+    /// sockets of the socket engine; none: 0.
+    pub dscp: Option<Dscp>,
+}
+
+impl SendSpec {
+    /// What frame-building engines write into every frame beyond its
+    /// flow's addresses.
+    pub fn marks(&self) -> Marks {
+        Marks {
+            vlan: self.vlan,
+            dscp: self.dscp,
+        }
+    }
+}
+
+/// What a frame-building engine writes into every frame of a job beyond
+/// each flow's addresses and ports: VLAN tags and the DSCP.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Marks {
+    pub vlan: Option<Vlan>,
+    pub dscp: Option<Dscp>,
 }
 
 /// One datagram of a batch: its flow (index into the job's flows), its frame
@@ -193,6 +215,9 @@ pub struct FlowPath {
     pub dst: SocketAddr,
     /// Tags written after the MACs, before the EtherType.
     pub vlan: Option<Vlan>,
+    /// The DSCP in the IPv4 TOS byte or IPv6 traffic class (ECN bits 0);
+    /// none: 0.
+    pub dscp: Option<Dscp>,
 }
 
 /// Ethernet header with up to two VLAN tags, IPv6 and UDP: the longest head.
@@ -266,6 +291,7 @@ impl Template {
             v.emit(&mut full[12..12 + tags]);
         }
         let head = &mut full[tags..];
+        let tos = path.dscp.map_or(0, Dscp::tos);
         let mut pseudo = Vec::with_capacity(40);
         let ip_len = match (path.src.ip(), path.dst.ip()) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
@@ -275,6 +301,8 @@ impl Template {
                 })?;
                 let ip = &mut head[ETH_HEADER..ETH_HEADER + IPV4_HEADER];
                 ip[0] = 0x45;
+                // Before the header checksum, which covers it.
+                ip[1] = tos;
                 ip[2..4].copy_from_slice(&total.to_be_bytes());
                 // Identification 0 with DF: an atomic datagram (RFC 6864).
                 ip[6] = 0x40;
@@ -296,7 +324,10 @@ impl Template {
                     EngineError::Invalid(format!("a {frame_size} B frame is too long for IPv6"))
                 })?;
                 let ip = &mut head[ETH_HEADER..ETH_HEADER + IPV6_HEADER];
-                ip[0] = 0x60;
+                // Version 6, then the traffic class across the nibbles
+                // (flow label 0).
+                ip[0] = 0x60 | tos >> 4;
+                ip[1] = tos << 4;
                 ip[4..6].copy_from_slice(&plen.to_be_bytes());
                 ip[6] = libc::IPPROTO_UDP as u8;
                 ip[7] = TTL;
@@ -383,6 +414,7 @@ mod tests {
             src: src.parse().unwrap(),
             dst: dst.parse().unwrap(),
             vlan: None,
+            dscp: None,
         }
     }
 
@@ -576,6 +608,57 @@ mod tests {
             u.extend_from_slice(&buf[16..]);
             check_v4(&u, 64);
         }
+    }
+
+    fn marked(p: FlowPath, dscp: &str) -> FlowPath {
+        FlowPath {
+            dscp: Some(dscp.parse().unwrap()),
+            ..p
+        }
+    }
+
+    /// The DSCP sits in the IPv4 TOS byte (ECN bits 0) under a header
+    /// checksum that covers it, and across the IPv6 version/traffic class
+    /// nibbles; nothing else of the frame changes.
+    #[test]
+    fn dscp_in_the_tos_byte_and_traffic_class_with_right_checksums() {
+        let p = path("198.18.0.2:40000", "198.19.0.9:5001");
+        let plain = Template::new(&p, 64).unwrap().frame(&H);
+        assert_eq!(plain[15], 0, "unmarked: TOS 0");
+        for (name, tos) in [("ef", 0xb8), ("af11", 0x28), ("cs7", 0xe0), ("63", 0xfc)] {
+            for size in [64, 1518] {
+                let f = Template::new(&marked(p.clone(), name), size)
+                    .unwrap()
+                    .frame(&H);
+                assert_eq!(f[15], tos, "{name}: IPv4 TOS byte");
+                check_v4(&f, size);
+            }
+            let f = Template::new(&marked(p.clone(), name), 64)
+                .unwrap()
+                .frame(&H);
+            // Only the TOS byte and the header checksum differ.
+            let diff: Vec<usize> = (0..f.len()).filter(|&i| f[i] != plain[i]).collect();
+            assert!(diff.iter().all(|i| [15, 24, 25].contains(i)), "{diff:?}");
+        }
+        // Tagged: the TOS byte moves with the IP header.
+        let t = FlowPath {
+            vlan: Some("100".parse().unwrap()),
+            ..marked(p, "ef")
+        };
+        let f = Template::new(&t, 68).unwrap().frame(&H);
+        assert_eq!(f[19], 0xb8);
+        let mut untagged = f[..12].to_vec();
+        untagged.extend_from_slice(&f[16..]);
+        check_v4(&untagged, 64);
+        // IPv6: version 6, traffic class 0xb8 across bytes 0 and 1, flow
+        // label 0; the UDP checksum does not cover it.
+        let p6 = marked(path("[2001:2::2]:40000", "[2001:2:0:1::9]:5001"), "ef");
+        let f = Template::new(&p6, 84).unwrap().frame(&H);
+        assert_eq!(&f[14..18], &[0x6b, 0x80, 0x00, 0x00]);
+        let plain6 = Template::new(&path("[2001:2::2]:40000", "[2001:2:0:1::9]:5001"), 84)
+            .unwrap()
+            .frame(&H);
+        assert_eq!(&f[16..], &plain6[16..]);
     }
 
     #[test]

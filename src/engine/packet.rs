@@ -11,10 +11,10 @@
 //! reason to refuse, and auto falls back to the socket engine.
 
 use super::afxdp::XdpTx;
-use super::frame::{Msg, Template, Transmit, FILL};
+use super::frame::{Marks, Msg, Template, Transmit, FILL};
 use super::path::{resolve, Resolved};
 use super::EngineError;
-use crate::proto::{FlowSpec, Vlan};
+use crate::proto::FlowSpec;
 use crate::sys::{self, Sendmmsg};
 use std::io;
 use std::net::UdpSocket;
@@ -41,10 +41,10 @@ impl PacketTx {
         flows: &[FlowSpec],
         sizes: &[u32],
         ipv6: bool,
-        vlan: Option<Vlan>,
+        marks: Marks,
         batch: usize,
     ) -> Result<PacketTx, EngineError> {
-        PacketTx::with(resolve(flows, sizes, ipv6, vlan)?, sizes.len(), batch)
+        PacketTx::with(resolve(flows, sizes, ipv6, marks)?, sizes.len(), batch)
     }
 
     /// Opens one AF_PACKET socket per egress interface of resolved flows.
@@ -90,10 +90,10 @@ pub fn open_fastest(
     flows: &[FlowSpec],
     sizes: &[u32],
     ipv6: bool,
-    vlan: Option<Vlan>,
+    marks: Marks,
     batch: usize,
 ) -> Result<Box<dyn Transmit>, EngineError> {
-    let r = resolve(flows, sizes, ipv6, vlan)?;
+    let r = resolve(flows, sizes, ipv6, marks)?;
     match XdpTx::sockets(&r) {
         Ok(s) if s.iter().all(|(x, _)| x.zero_copy()) => {
             Ok(Box::new(XdpTx::with(s, r, sizes.len())))

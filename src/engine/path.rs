@@ -5,7 +5,7 @@
 //! neighbour itself: a missing one is a reason to refuse, and auto falls
 //! back to the socket engine.
 
-use super::frame::{FlowPath, Template, ETH_HEADER};
+use super::frame::{FlowPath, Marks, Template, ETH_HEADER};
 use super::EngineError;
 use crate::model::units;
 use crate::proto::{FlowSpec, Vlan};
@@ -304,7 +304,7 @@ pub fn resolve(
     flows: &[FlowSpec],
     sizes: &[u32],
     ipv6: bool,
-    vlan: Option<Vlan>,
+    marks: Marks,
 ) -> Result<Resolved, EngineError> {
     if sizes.is_empty() {
         return Err(EngineError::Unavailable("no frame sizes".into()));
@@ -348,7 +348,7 @@ pub fn resolve(
     let mut templates = Vec::with_capacity(flows.len() * sizes.len());
     for (i, f) in flows.iter().enumerate() {
         let route = res.route(f.dst.ip(), f.src)?;
-        let (link, tags) = untag_stack(&mut res, &route.dev, vlan)?;
+        let (link, tags) = untag_stack(&mut res, &route.dev, marks.vlan)?;
         // An L2 frame of the largest size must fit the interface's MTU; its
         // tags are part of the frame size and not of the IP packet.
         let l3 = (max_frame as usize)
@@ -380,6 +380,7 @@ pub fn resolve(
             src: SocketAddr::new(src_ip, src_port),
             dst: f.dst,
             vlan: tags,
+            dscp: marks.dscp,
         };
         for &s in sizes {
             templates.push(Template::new(&path, s)?);

@@ -10,6 +10,7 @@ use super::EngineError;
 use super::{workers, JobCtx};
 use crate::proto::{EndpointSummary, RxEngine};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
 
 /// What a receiver job asks for.
 #[derive(Debug, Clone)]
@@ -26,6 +27,9 @@ pub struct RxSpec {
     /// Tags the frames carry: counted in frame bytes; the XDP sink skips
     /// them, a socket receiver listens on a VLAN sub-interface.
     pub vlan: Option<crate::proto::Vlan>,
+    /// The DSCP the senders mark with: the frames that arrive are then
+    /// counted per DSCP value (a DUT may remark them).
+    pub dscp: Option<crate::proto::Dscp>,
 }
 
 enum Engine {
@@ -67,6 +71,13 @@ fn open_socket(spec: &RxSpec) -> Result<(Engine, u16), EngineError> {
         "binding the UDP receiver on {}",
         SocketAddr::new(spec.bind, spec.port)
     )))?;
+    if spec.dscp.is_some() {
+        for s in &socks {
+            crate::sys::set_recv_tos(s.as_raw_fd()).map_err(EngineError::io(
+                "asking for each datagram's TOS or traffic class (IP_RECVTOS, IPV6_RECVTCLASS)",
+            ))?;
+        }
+    }
     let port = port_of(
         socks
             .first()
@@ -160,11 +171,18 @@ impl Receiver {
     /// Counts until the controller stops the job.
     pub fn run(self, ctx: &JobCtx) -> Result<EndpointSummary, EngineError> {
         let mut s = match self.engine {
-            Engine::Socket(socks, _vlan) => {
-                udp::receive(ctx, socks, self.spec.flows, &self.spec.cpus, self.spec.vlan)?
-            }
+            Engine::Socket(socks, _vlan) => udp::receive(
+                ctx,
+                socks,
+                (self.spec.flows, self.spec.vlan, self.spec.dscp.is_some()),
+                &self.spec.cpus,
+            )?,
             Engine::Xdp(sink, sock) => sink::receive(ctx, *sink, sock, &self.spec.cpus)?,
         };
+        if self.spec.dscp.is_none() {
+            // The sink counts always (one add per frame); reported when asked.
+            s.dscp_received.clear();
+        }
         s.rx_engine_note = self.note;
         Ok(s)
     }

@@ -39,6 +39,9 @@ fn open_tx_sockets(spec: &SendSpec, ipv6: bool) -> io::Result<Vec<TxSocket>> {
         if flows.iter().any(|&i| spec.flows[i].src.is_some()) {
             sys::set_transparent(fd, ipv6)?;
         }
+        if let Some(d) = spec.dscp {
+            sys::set_tos(fd, d.tos())?;
+        }
         // A single plain flow goes through a connected socket: the route is
         // looked up once instead of per datagram.
         let connected = flows.len() == 1 && spec.flows[flows[0]].src.is_none();

@@ -35,6 +35,9 @@ pub struct Tuning<'a> {
     pub pacing_bytes_per_s: Option<u64>,
     /// SO_SNDBUF and SO_RCVBUF, bytes (iperf3 -w); none: autotuning.
     pub window: Option<u32>,
+    /// The DSCP of every segment (IP_TOS, IPV6_TCLASS): set before the
+    /// client connects and on the listener, whose streams inherit it.
+    pub dscp: Option<crate::proto::Dscp>,
 }
 
 impl Tuning<'_> {
@@ -229,9 +232,14 @@ pub fn connect(
     }
     let mut out = Vec::new();
     for (id, client_sends) in roles {
-        let conn = TcpStream::connect_timeout(&target, Duration::from_secs(5)).map_err(
-            EngineError::io(format!("connecting TCP stream {id} to {target}")),
-        )?;
+        let wait = Duration::from_secs(5);
+        let conn = match tuning.dscp {
+            Some(d) => sys::connect_marked(target, d.tos(), wait),
+            None => TcpStream::connect_timeout(&target, wait),
+        }
+        .map_err(EngineError::io(format!(
+            "connecting TCP stream {id} to {target}"
+        )))?;
         tuning.apply(&conn)?;
         (&conn)
             .write_all(&hello(id, client_sends))

@@ -99,7 +99,7 @@ fn open_engine(
         TxEngine::Socket => (Box::new(socket::SocketTx::open(spec, ipv6, batch)?), None),
         TxEngine::Packet => (
             Box::new(
-                packet::PacketTx::open(&spec.flows, sizes, ipv6, spec.vlan, batch).map_err(
+                packet::PacketTx::open(&spec.flows, sizes, ipv6, spec.marks(), batch).map_err(
                     |e| {
                         EngineError::Unavailable(format!(
                         "the packet engine cannot run here: {e}; use --tx-engine socket or auto"
@@ -111,7 +111,7 @@ fn open_engine(
         ),
         TxEngine::Xdp => (
             Box::new(
-                afxdp::XdpTx::open(&spec.flows, sizes, ipv6, spec.vlan).map_err(|e| {
+                afxdp::XdpTx::open(&spec.flows, sizes, ipv6, spec.marks()).map_err(|e| {
                     EngineError::Unavailable(format!(
                     "the xdp engine cannot run here: {e}; use --tx-engine packet, socket or auto"
                 ))
@@ -120,7 +120,7 @@ fn open_engine(
             None,
         ),
         TxEngine::Live => {
-            let t = LiveTx::open(&spec.flows, sizes, ipv6, spec.vlan).map_err(|e| {
+            let t = LiveTx::open(&spec.flows, sizes, ipv6, spec.marks()).map_err(|e| {
                 EngineError::Unavailable(format!(
                     "the live engine cannot run here: {e}; use --tx-engine packet, socket or auto"
                 ))
@@ -145,7 +145,7 @@ fn open_engine(
                     LIVE_PACED_FROM_PPS / 1e3
                 )
             } else {
-                match LiveTx::open(&spec.flows, sizes, ipv6, spec.vlan) {
+                match LiveTx::open(&spec.flows, sizes, ipv6, spec.marks()) {
                     Ok(t) => {
                         let note = t.note();
                         return Ok((Box::new(t), note));
@@ -153,7 +153,7 @@ fn open_engine(
                     Err(e) => format!("live refused: {e}"),
                 }
             };
-            match packet::open_fastest(&spec.flows, sizes, ipv6, spec.vlan, batch) {
+            match packet::open_fastest(&spec.flows, sizes, ipv6, spec.marks(), batch) {
                 Ok(t) => (t, Some(live)),
                 Err(e) => (
                     Box::new(socket::SocketTx::open(spec, ipv6, batch)?),
@@ -669,6 +669,7 @@ mod tests {
             tx_engine: TxEngine::Packet,
             threads: 1,
             vlan: None,
+            dscp: None,
         };
         let mut tx = Recorder { calls: Vec::new() };
         let c = Counters::default();

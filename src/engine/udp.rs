@@ -173,20 +173,24 @@ pub fn bind_receivers(bind: IpAddr, port: u16, threads: usize) -> io::Result<Vec
     Ok(socks)
 }
 
-/// What a receiver worker hands back: its flow trackers and own figures.
+/// What a receiver worker hands back: its flow trackers, own figures and
+/// frames per DSCP value (all 0 unless counted).
 struct RxEnd {
     trackers: Vec<FlowTracker>,
     figures: ThreadFigures,
+    dscp: [u64; 64],
 }
 
 /// Counts datagrams per flow until the controller stops the job: one worker
 /// per socket, this thread reporting the sum of their counters.
+/// `(flows, vlan, count_dscp)`: the flow ids counted, the tags in each
+/// frame's bytes, and whether to count frames per DSCP (the sockets asked
+/// for each datagram's TOS: [`sys::set_recv_tos`]).
 pub fn receive(
     ctx: &JobCtx,
     socks: Vec<UdpSocket>,
-    flows: u16,
+    (flows, vlan, count_dscp): (u16, Option<crate::proto::Vlan>, bool),
     cpus: &[usize],
-    vlan: Option<crate::proto::Vlan>,
 ) -> Result<EndpointSummary, EngineError> {
     sys::pin_thread(cpus).map_err(EngineError::io(format!(
         "pinning the receiver to CPUs {cpus:?}"
@@ -207,7 +211,7 @@ pub fn receive(
         // the softirq work (RPS) wherever the scheduler puts them.
         let cpu = (!cpus.is_empty()).then(|| cpus[i % cpus.len()]);
         let h = kernel::spawn_named("lr-udp-recv", move || {
-            rx_worker(&ctx, sock, (flows, vlan), &c, &first_ns, i, cpu)
+            rx_worker(&ctx, sock, (flows, vlan, count_dscp), &c, &first_ns, i, cpu)
         })
         .map_err(EngineError::io("starting a receiver thread"))?;
         handles.push(h);
@@ -236,6 +240,7 @@ pub fn receive(
     }
     let mut merged: Vec<FlowTracker> = vec![FlowTracker::default(); flows];
     let mut seen_by = vec![0u32; flows];
+    let mut dscp = [0u64; 64];
     let mut per_thread = Vec::with_capacity(n);
     let mut err = None;
     for h in handles {
@@ -248,6 +253,9 @@ pub fn receive(
                     }
                 }
                 per_thread.push(end.figures);
+                for (sum, k) in dscp.iter_mut().zip(end.dscp) {
+                    *sum += k;
+                }
             }
             Ok(Err(e)) => err = err.or(Some(e)),
             Err(_) => {
@@ -290,8 +298,22 @@ pub fn receive(
         flows: flows_out,
         per_thread,
         rx_engine: "socket".into(),
+        dscp_received: if count_dscp {
+            dscp_counts(&dscp)
+        } else {
+            Default::default()
+        },
         ..Default::default()
     })
+}
+
+/// Frames per DSCP value, the values that counted none left out.
+pub fn dscp_counts(per_value: &[u64]) -> std::collections::BTreeMap<u8, u64> {
+    (0u8..)
+        .zip(per_value)
+        .filter(|(_, &n)| n > 0)
+        .map(|(v, &n)| (v, n))
+        .collect()
 }
 
 /// Per-flow counters of a receiver's merged trackers and the job's total
@@ -336,7 +358,7 @@ pub fn flow_results(ctx: &JobCtx, merged: &[FlowTracker]) -> (Vec<FlowCounters>,
 fn rx_worker(
     ctx: &JobCtx,
     sock: UdpSocket,
-    (flows, vlan): (usize, Option<crate::proto::Vlan>),
+    (flows, vlan, count_dscp): (usize, Option<crate::proto::Vlan>, bool),
     c: &Counters,
     first_ns: &AtomicU64,
     index: usize,
@@ -350,7 +372,14 @@ fn rx_worker(
     let cpu0 = sys::thread_cpu_seconds();
     let ipv6 = sock.local_addr().map(|a| a.is_ipv6()).unwrap_or(false);
     let fd = sock.as_raw_fd();
-    let mut mm = Recvmmsg::new(64, HEADER_LEN);
+    // With control buffers only when asked: each datagram then brings its
+    // TOS byte as a cmsg (bench/README.md: what that costs).
+    let mut mm = if count_dscp {
+        Recvmmsg::with_tos(64, HEADER_LEN)
+    } else {
+        Recvmmsg::new(64, HEADER_LEN)
+    };
+    let mut dscp = [0u64; 64];
     let mut trackers: Vec<FlowTracker> = vec![FlowTracker::default(); flows];
     let mut missing = 0u64;
     let mut stop_seen: Option<Instant> = None;
@@ -398,6 +427,9 @@ fn rx_worker(
                     if t.duplicates() == d0 {
                         pkts += 1;
                         bytes += frame_of_payload(full, ipv6, vlan);
+                        if let Some(tos) = mm.tos(i) {
+                            dscp[usize::from(tos >> 2)] += 1;
+                        }
                     }
                 }
                 _ => foreign += 1,
@@ -437,6 +469,7 @@ fn rx_worker(
     Ok(RxEnd {
         figures: workers::figures(index, cpu, ids, c, sys::thread_cpu_seconds() - cpu0),
         trackers,
+        dscp,
     })
 }
 

@@ -341,7 +341,8 @@ impl Driver {
     /// Opens a new socket for the request under way.
     pub(super) fn connect(&mut self, c: &mut Conn, now: Instant) -> Result<Step, Failure> {
         let target = self.sh.spec.target;
-        let sock = sys::connect_nonblocking(target).map_err(|e| {
+        let tos = self.sh.spec.dscp.map(crate::proto::Dscp::tos);
+        let sock = sys::connect_nonblocking_marked(target, tos).map_err(|e| {
             Failure::new(
                 Kind::Connect,
                 HttpError::io(format!("connecting to {target}"))(e),

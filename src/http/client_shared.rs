@@ -29,6 +29,8 @@ pub struct GetSpec {
     pub rate_per_s: Option<f64>,
     /// HTTP/2 (`client_h2`) instead of the HTTP/1.1 event loops.
     pub http2: bool,
+    /// The DSCP of every connection's packets, from the SYN on.
+    pub dscp: Option<crate::proto::Dscp>,
 }
 
 /// A response that sends nothing for this long fails the request (and a
@@ -269,6 +271,7 @@ mod tests {
             requests,
             rate_per_s: None,
             http2: false,
+            dscp: None,
         }
     }
 

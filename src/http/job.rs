@@ -21,6 +21,11 @@ pub fn open_server(ctx: &JobCtx, j: &HttpServeJob) -> Result<(Server, u16), Http
         congestion: j.congestion.clone(),
     };
     let server = Server::bind(j.bind, &spec, ctx.stop.clone())?;
+    if let Some(d) = j.dscp {
+        server.mark(d).map_err(HttpError::io(format!(
+            "marking the server's packets with DSCP {d}"
+        )))?;
+    }
     let port = server
         .local_addr()
         .map_err(HttpError::io("reading the server's port"))?
@@ -77,6 +82,7 @@ pub fn get_spec(j: &HttpGetJob, duration: Duration) -> Result<GetSpec, HttpError
         requests: j.requests,
         rate_per_s: j.rate_per_s,
         http2: j.http2,
+        dscp: j.dscp,
     })
 }
 

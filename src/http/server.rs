@@ -195,6 +195,13 @@ impl Server {
         self.listener.local_addr()
     }
 
+    /// Marks every connection's packets with `dscp` (set on the listening
+    /// socket: accepted connections and their SYN-ACKs inherit it).
+    pub fn mark(&self, dscp: crate::proto::Dscp) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        crate::sys::set_tos(self.listener.as_raw_fd(), dscp.tos())
+    }
+
     pub fn cache(&self) -> Option<&CacheState> {
         self.cache.as_ref()
     }

@@ -74,6 +74,8 @@ pub struct LabSpec {
     /// A token bucket on the DUT's egress towards the sink (a bottleneck
     /// with a queue: a bufferbloated DUT on purpose).
     pub dut_shape: Option<Shape>,
+    /// The DUT rewrites the DSCP of what it forwards (`--dut-remark`).
+    pub dut_remark: Option<rules::Remark>,
     /// The stick DUT's VLANs: A (the generator's), B (the sink's).
     pub stick_vlans: (u16, u16),
     /// Run the DUT in a VM with its own kernel ([`vmdut`]), not in a
@@ -401,6 +403,9 @@ pub fn preflight(spec: &LabSpec) -> Result<()> {
             spec.dut.map(|d| d.name()).unwrap_or_default()
         );
     }
+    if spec.dut_remark.is_some() && !netops::tool_exists("nft") {
+        bail!("--dut-remark needs nftables, which is not installed; install it with: apt-get install nftables");
+    }
     if spec.dut_police_pps.is_some() && !netops::tool_exists("nft") {
         bail!("--dut-police needs nftables, which is not installed; install it with: apt-get install nftables");
     }
@@ -616,6 +621,11 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
                 ruleset: rules::police(pps, (pps / 100).max(10), bridge),
             });
         }
+        if let Some(r) = spec.dut_remark {
+            d.ops.push(NetOp::Nft {
+                ruleset: rules::remark(r, bridge),
+            });
+        }
         if let Some(sh) = spec.dut_shape {
             d.ops.push(NetOp::Shape {
                 dev: "dut1".into(),
@@ -751,6 +761,10 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
             .filter(|_| dut.is_some())
             .map(|s| s.describe()),
         queues: Some(spec.queues),
+        dut_remark: spec
+            .dut_remark
+            .filter(|_| dut.is_some())
+            .map(|r| r.to_string()),
         nodes,
         links,
         offloads: if cores.is_some() {

@@ -413,6 +413,7 @@ pub fn configure(
         fw_rules: None,
         dut_shape: None,
         queues: None,
+        dut_remark: None,
         nodes,
         links,
         offloads:

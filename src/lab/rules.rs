@@ -1,4 +1,7 @@
-//! nftables rulesets of the DUT modes.
+//! nftables rulesets of the DUT modes and impairments, and the DSCP
+//! remark (`--dut-remark`) with its parser.
+
+use crate::proto::Dscp;
 
 /// Masquerade everything leaving towards the sink (IPv4 and IPv6).
 pub fn nat(out_dev: &str) -> String {
@@ -50,8 +53,103 @@ pub fn police(pps: u64, burst: u64, bridge: bool) -> String {
     )
 }
 
+/// A DUT that rewrites the DSCP of what it forwards (`--dut-remark
+/// FROM=TO`): packets marked `from` (every packet when `None`, written
+/// `any`) leave marked `to`, IPv4 and IPv6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Remark {
+    pub from: Option<Dscp>,
+    pub to: Dscp,
+}
+
+/// A `--dut-remark` that is not `FROM=TO` of two DSCPs; the message says
+/// how to write one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RemarkError(String);
+
+impl std::str::FromStr for Remark {
+    type Err = RemarkError;
+    fn from_str(s: &str) -> Result<Remark, RemarkError> {
+        let err = |m: String| RemarkError(m);
+        let (from, to) = s.split_once('=').ok_or_else(|| {
+            err(format!(
+                "'{s}': write FROM=TO, e.g. ef=af11 (packets marked ef leave marked af11) or \
+                 any=cs1 (every packet)"
+            ))
+        })?;
+        let from = match from.trim() {
+            f if f.eq_ignore_ascii_case("any") => None,
+            f => Some(f.parse::<Dscp>().map_err(|e| err(format!("FROM: {e}")))?),
+        };
+        let to = to.parse::<Dscp>().map_err(|e| err(format!("TO: {e}")))?;
+        Ok(Remark { from, to })
+    }
+}
+
+impl std::fmt::Display for Remark {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.from {
+            Some(d) => write!(f, "DSCP {d} remarked to {}", self.to),
+            None => write!(f, "every DSCP remarked to {}", self.to),
+        }
+    }
+}
+
+/// Rewrites the DSCP of forwarded packets as `r` says (IPv4 and IPv6,
+/// the ECN bits kept; nftables fixes the IPv4 header checksum). The
+/// bridge family's forward hook sees bridged frames; inet's routed ones.
+pub fn remark(r: Remark, bridge: bool) -> String {
+    let family = if bridge { "bridge" } else { "inet" };
+    let rule = |ip: &str| match r.from {
+        Some(f) => format!(
+            "    {ip} dscp {} {ip} dscp set {}\n",
+            f.value(),
+            r.to.value()
+        ),
+        None => format!("    {ip} dscp set {}\n", r.to.value()),
+    };
+    format!(
+        "table {family} linerate_remark {{\n  chain lr_forward {{\n    type filter hook forward priority 5; policy accept;\n{}{}  }}\n}}\n",
+        rule("ip"),
+        rule("ip6")
+    )
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn remarks_parse_and_become_rules() {
+        let r: Remark = "ef=af11".parse().unwrap();
+        assert_eq!((r.from.map(Dscp::value), r.to.value()), (Some(46), 10));
+        let nft = remark(r, false);
+        assert!(nft.contains("table inet linerate_remark"), "{nft}");
+        assert!(nft.contains("    ip dscp 46 ip dscp set 10\n"), "{nft}");
+        assert!(nft.contains("    ip6 dscp 46 ip6 dscp set 10\n"), "{nft}");
+        assert_eq!(r.to_string(), "DSCP ef (46) remarked to af11 (10)");
+        let any: Remark = "ANY=cs1".parse().unwrap();
+        assert_eq!(any.from, None);
+        let nft = remark(any, true);
+        assert!(nft.contains("table bridge"), "{nft}");
+        assert!(
+            nft.contains("    ip dscp set 8\n    ip6 dscp set 8\n"),
+            "{nft}"
+        );
+        assert_eq!("13=63".parse::<Remark>().unwrap().to.value(), 63);
+    }
+
+    #[test]
+    fn bad_remarks_say_how_to_write_one() {
+        let e = "ef".parse::<Remark>().unwrap_err().to_string();
+        assert!(e.contains("write FROM=TO, e.g. ef=af11"), "{e}");
+        let e = "ef=af14".parse::<Remark>().unwrap_err().to_string();
+        assert!(e.starts_with("TO: 'af14' is not a DSCP"), "{e}");
+        let e = "64=ef".parse::<Remark>().unwrap_err().to_string();
+        assert!(e.starts_with("FROM: '64' is not a DSCP"), "{e}");
+    }
+
     #[test]
     fn firewall_has_n_rules_last_matching() {
         let r = super::firewall(100);

@@ -45,6 +45,7 @@ pub(super) fn preflight(spec: &LabSpec) -> Result<()> {
         (spec.dut_loss_pct.is_some(), "--dut-loss"),
         (spec.dut_police_pps.is_some(), "--dut-police"),
         (spec.dut_shape.is_some(), "--dut-shape"),
+        (spec.dut_remark.is_some(), "--dut-remark"),
     ];
     if let Some((_, flag)) = impairment.iter().find(|(on, _)| *on) {
         bail!(
@@ -232,6 +233,7 @@ pub(super) fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
         fw_rules: None,
         dut_shape: None,
         queues: Some(spec.queues),
+        dut_remark: None,
         nodes,
         links,
         offloads: "VLAN tags written by the sending engine (packet or AF_XDP) and rewritten by \

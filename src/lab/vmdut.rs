@@ -142,6 +142,7 @@ pub fn check_user_router(spec: &super::LabSpec) -> Result<()> {
         (spec.dut_loss_pct.is_some(), "--dut-loss"),
         (spec.dut_police_pps.is_some(), "--dut-police"),
         (spec.dut_shape.is_some(), "--dut-shape"),
+        (spec.dut_remark.is_some(), "--dut-remark"),
     ];
     if let Some((_, imp)) = impairments.iter().find(|(on, _)| *on) {
         bail!(

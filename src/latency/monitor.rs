@@ -475,6 +475,7 @@ fn open_session(
             client,
             duration_ms: len.as_millis() as u64,
             max_pps: 100,
+            dscp: None,
         },
         start_at_unix_ns: None,
     };

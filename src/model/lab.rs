@@ -23,6 +23,9 @@ pub struct LabTopology {
     /// keep the queues their driver gives them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queues: Option<u32>,
+    /// The DUT's DSCP rewrite (`--dut-remark`), described.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dut_remark: Option<String>,
     pub nodes: Vec<LabNode>,
     pub links: Vec<LabLink>,
     /// How GSO/GRO were handled so that each datagram is one packet.

@@ -255,6 +255,7 @@ pub fn base_test(p: &Profile, s: &Stream) -> Result<UdpTest> {
         // Ramps and searches read their trials in 1 s samples.
         interval: Duration::from_secs(1),
         omit: Duration::ZERO,
+        dscp: None,
     })
 }
 

@@ -80,6 +80,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         port: 0,
         interval: std::time::Duration::from_secs(1),
         omit: std::time::Duration::ZERO,
+        dscp: None,
     };
     let tcp = |name: &str, streams: u16, ipv6: bool| TcpTest {
         name: name.into(),
@@ -96,6 +97,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         interval: std::time::Duration::from_secs(1),
         omit: std::time::Duration::ZERO,
         window: None,
+        dscp: None,
     };
     let log_dir = run.dir.as_ref().map(|r| r.path.join("agents"));
 
@@ -325,6 +327,7 @@ fn http_rows(d: Duration, allow: &[crate::proto::Cidr], cc: Option<&str>) -> Vec
                 trust: crate::proto::http::Trust::Insecure,
                 ktls: false,
                 http2: false,
+                dscp: None,
                 connections: n,
                 duration: d.min(Duration::from_secs(2)),
                 requests: None,

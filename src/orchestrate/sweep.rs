@@ -90,6 +90,7 @@ fn failed_test(name: &str, kind: &str, error: String) -> crate::results::TestRes
         lab: None,
         omit_s: 0.0,
         window_bytes: None,
+        dscp: None,
     };
     let mut t = TestResult::new(name, crate::model::clock::now_rfc3339(), params);
     t.status = TestStatus::Failed;

@@ -30,6 +30,7 @@ pub const LAB_KEYS: &[&str] = &[
     "dut_loss",
     "dut_police",
     "dut_shape",
+    "dut_remark",
     "stick_vlans",
     // The DUT in a VM: `dut_vm = true`, its kernel, vCPUs, memory and
     // accelerator.

@@ -31,6 +31,7 @@ pub mod charts;
 pub mod columns;
 mod compare;
 mod cpu;
+pub mod dscp;
 pub mod efficiency;
 pub mod export;
 pub mod figures;

@@ -364,6 +364,9 @@ fn test_notes(t: &TestResult, notes: &mut Vec<(String, Tone)>) {
     if let Some(n) = rx_engine_note(t) {
         notes.push((format!("{}: {n}", t.name), Tone::Plain));
     }
+    if let Some(n) = super::dscp::note(t) {
+        notes.push((format!("{}: {n}", t.name), Tone::Warn));
+    }
     if let Some(l) = &t.latency {
         notes.push((
             format!("{}: {}", t.name, super::latency::note(l)),

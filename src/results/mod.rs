@@ -274,6 +274,11 @@ pub struct TestParams {
     /// `socket_buffers`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_bytes: Option<u32>,
+    /// The DSCP the test marked its packets with (`--dscp`): the IPv4 TOS
+    /// byte's and IPv6 traffic class's upper six bits; absent: not marked
+    /// (0, the kernel's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dscp: Option<crate::proto::Dscp>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
@@ -666,7 +671,27 @@ pub struct DirectionResult {
     /// server's), for ACLs and capture filters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
+    /// With `--dscp` (UDP): frames the receiver counted per DSCP value
+    /// they arrived with, e.g. `{"46": 1000}`; a DUT that remarks shows as
+    /// other values than the test's `params.dscp`.
+    #[serde(
+        default,
+        skip_serializing_if = "std::collections::BTreeMap::is_empty",
+        with = "crate::proto::dscp::counts"
+    )]
+    #[schemars(with = "std::collections::BTreeMap<u8, u64>")]
+    pub dscp_received: std::collections::BTreeMap<u8, u64>,
+    /// Why `dscp_received` is absent where `--dscp` was given: TCP and
+    /// HTTP receivers read a byte stream, in which the kernel keeps no
+    /// segment's TOS or traffic class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dscp_note: Option<String>,
 }
+
+/// A direction's `dscp_note` where the receiver reads a TCP byte stream.
+pub const TCP_DSCP_NOTE: &str = "not counted at the receiver: TCP hands it a byte stream, and \
+     the kernel keeps no segment's TOS or traffic class for it to read; a capture on the \
+     receiving link (tcpdump -v) shows them";
 
 impl DirectionResult {
     /// The sender fell short of what the rate asked for by more than

@@ -62,6 +62,8 @@ pub struct HttpTest {
     /// HTTP/2 (ALPN h2, or h2c with prior knowledge) instead of HTTP/1.1.
     pub http2: bool,
     pub allow: Vec<Cidr>,
+    /// The DSCP of the client's and (linerate's) server's packets (`--dscp`).
+    pub dscp: Option<crate::proto::Dscp>,
 }
 
 pub fn run_http(
@@ -88,6 +90,7 @@ pub fn run_http(
         lab: ends.lab,
         omit_s: 0.0,
         window_bytes: None,
+        dscp: t.dscp,
     };
     finish_test(
         TestResult::new(&t.name, crate::model::clock::now_rfc3339(), params),
@@ -203,6 +206,7 @@ fn open_server(
                         interval_ms: INTERVAL_MS,
                         request_timeout_ms: ms(s.request_timeout),
                         congestion: s.congestion.clone(),
+                        dscp: t.dscp,
                     }),
                     None,
                 )?
@@ -254,6 +258,7 @@ fn download(
             requests: t.requests,
             rate_per_s: t.rate_per_s,
             http2: t.http2,
+            dscp: t.dscp,
             interval_ms: INTERVAL_MS,
             allow: t.allow.clone(),
         }),
@@ -380,6 +385,7 @@ fn record_download(
             streams: vec![],
             ..client.clone()
         },
+        dscp_note: t.dscp.map(|_| crate::results::TCP_DSCP_NOTE.into()),
         ..Default::default()
     };
     result.directions.push(d);

@@ -247,6 +247,7 @@ fn params_of(p: &TestParams) -> crate::results::TestParams {
         lab: None,
         omit_s: p.omit_s,
         window_bytes: None,
+        dscp: None,
     }
 }
 

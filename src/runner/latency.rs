@@ -89,6 +89,13 @@ impl Load {
             Load::Udp(t) => &t.name,
         }
     }
+    /// The load's DSCP: the probes carry it too.
+    fn dscp(&self) -> Option<crate::proto::Dscp> {
+        match self {
+            Load::Tcp(t) => t.dscp,
+            Load::Udp(t) => t.dscp,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -218,6 +225,7 @@ fn open(ends: &mut Ends, t: &LatencyTest) -> Result<Session> {
             client: client_ip,
             duration_ms: (total + Duration::from_secs(10)).as_millis() as u64,
             max_pps: t.probes.session_cap(),
+            dscp: t.load.dscp(),
         },
     )?
     .ok_or_else(|| anyhow!("the latency responder reported no port"))?;
@@ -233,6 +241,7 @@ fn open(ends: &mut Ends, t: &LatencyTest) -> Result<Session> {
             payload: t.probes.payload,
             duration_ms: total.as_millis() as u64,
             allow: t.load.allow().to_vec(),
+            dscp: t.load.dscp(),
         },
     );
     if let Err(e) = started {

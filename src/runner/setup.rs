@@ -142,6 +142,9 @@ pub struct UdpTest {
     /// The first seconds, sent and shown but left out of the totals
     /// (iperf3 -O); the test runs `duration` after them.
     pub omit: Duration,
+    /// The DSCP of every frame (`--dscp`); the receivers then count what
+    /// arrived per DSCP value.
+    pub dscp: Option<crate::proto::Dscp>,
 }
 
 #[derive(Debug, Clone)]
@@ -168,6 +171,8 @@ pub struct TcpTest {
     pub omit: Duration,
     /// SO_SNDBUF and SO_RCVBUF of every stream's socket, bytes (iperf3 -w).
     pub window: Option<u32>,
+    /// The DSCP of every segment both ends send (`--dscp`).
+    pub dscp: Option<crate::proto::Dscp>,
 }
 
 /// The port of the `i`-th receiver or server of a test whose first is

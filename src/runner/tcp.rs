@@ -40,6 +40,7 @@ pub fn run_tcp(
         lab: ends.lab,
         omit_s: t.omit.as_secs_f64(),
         window_bytes: t.window,
+        dscp: t.dscp,
     };
     finish_test(
         TestResult::new(&t.name, crate::model::clock::now_rfc3339(), params),
@@ -172,6 +173,7 @@ fn start_servers(
                     cpus: cpus.to_vec(),
                     congestion: t.congestion.clone(),
                     window: t.window,
+                    dscp: t.dscp,
                 },
                 None,
             )?
@@ -222,6 +224,7 @@ fn run_clients(
                 allow: t.allow.clone(),
                 pacing_bytes_per_s: t.pacing_bytes_per_s(),
                 window: t.window,
+                dscp: t.dscp,
             },
             start_at,
         )?;
@@ -371,6 +374,9 @@ fn record_pairs(
             let mut d = direction(leg, (txs, rxs), (tx_iv, rx_iv), ends, t.omit.as_secs_f64());
             d.start_offset_s = record::start_offset(ends.fleet, p.client_agent, &client, start_ns);
             d.port = Some(port);
+            if t.dscp.is_some() {
+                d.dscp_note = Some(crate::results::TCP_DSCP_NOTE.into());
+            }
             let kernel = !ends.many() && t.direction != Direction::Both;
             checks(
                 ends,

@@ -48,6 +48,7 @@ pub fn run_udp(
         lab: ends.lab,
         omit_s: t.omit.as_secs_f64(),
         window_bytes: None,
+        dscp: t.dscp,
     };
     finish_test(TestResult::new(&t.name, started_at, params), |r| {
         udp_inner(ends, t, &mut dir, on_progress, r)
@@ -94,6 +95,7 @@ fn udp_inner(
                 rx_engine: t.rx_engine,
                 target: leg.to.main(t.ipv6),
                 vlan: leg.to.vlan,
+                dscp: t.dscp,
             },
             None,
         )?;
@@ -129,6 +131,7 @@ fn udp_inner(
                 tx_engine: t.tx_engine,
                 threads: t.threads,
                 vlan: leg.from.vlan,
+                dscp: t.dscp,
             },
             start_at,
         )?;
@@ -432,6 +435,8 @@ fn direction(
         retransmits: None,
         intervals,
         socket_buffers: None,
+        dscp_received: rx_whole.dscp_received.clone(),
+        dscp_note: None,
         sender_summary: tx_whole,
         receiver_summary: rx_whole,
     }

@@ -292,6 +292,10 @@ pub enum Job {
         /// (iperf3 -w); none: the kernel's defaults (autotuning).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         window: Option<u32>,
+        /// The DSCP this end's packets carry (IP_TOS, IPV6_TCLASS on its
+        /// sockets; older controllers: none, the kernel's default 0).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dscp: Option<crate::Dscp>,
     },
     TcpConnect {
         target: SocketAddr,
@@ -309,6 +313,10 @@ pub enum Job {
         /// As for `TcpListen`: each stream's socket buffers, bytes.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         window: Option<u32>,
+        /// The DSCP this end's packets carry (IP_TOS, IPV6_TCLASS on its
+        /// sockets; older controllers: none, the kernel's default 0).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dscp: Option<crate::Dscp>,
     },
     UdpReceive {
         bind: IpAddr,
@@ -334,6 +342,11 @@ pub enum Job {
         /// sub-interface.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         vlan: Option<crate::Vlan>,
+        /// The DSCP the senders mark with: the receiver then counts the
+        /// frames that arrived per DSCP value (`dscp_received`); none
+        /// (older controllers too): not counted.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dscp: Option<crate::Dscp>,
     },
     UdpSend {
         flows: Vec<FlowSpec>,
@@ -359,6 +372,11 @@ pub enum Job {
         /// sub-interface.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         vlan: Option<crate::Vlan>,
+        /// The DSCP written into every frame's IPv4 TOS or IPv6 traffic
+        /// class (frame-building engines) or set on the sockets (IP_TOS,
+        /// IPV6_TCLASS); older controllers: none, 0.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dscp: Option<crate::Dscp>,
     },
     /// Answer latency probes of one session: only `token`, only from
     /// `client`, for `duration_ms` at most, at most `max_pps`.
@@ -368,6 +386,9 @@ pub enum Job {
         client: IpAddr,
         duration_ms: u64,
         max_pps: u32,
+        /// The DSCP of the answers (older controllers: none, 0).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dscp: Option<crate::Dscp>,
     },
     /// Send isochronous latency probes to a responder's session.
     LatencyProbe {
@@ -377,6 +398,9 @@ pub enum Job {
         payload: u16,
         duration_ms: u64,
         allow: Vec<Cidr>,
+        /// The DSCP of the probes (older controllers: none, 0).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dscp: Option<crate::Dscp>,
     },
     HttpServe(HttpServeJob),
     HttpGet(HttpGetJob),
@@ -563,6 +587,7 @@ mod tests {
                     id: 100,
                     inner: Some(200),
                 }),
+                dscp: crate::Dscp::new(46),
             },
             start_at_unix_ns: Some(1_700_000_000_000_000_000),
         });
@@ -581,6 +606,7 @@ mod tests {
                     id: 4094,
                     inner: None,
                 }),
+                dscp: crate::Dscp::new(10),
             },
             start_at_unix_ns: None,
         });
@@ -596,6 +622,7 @@ mod tests {
                 congestion: Some("bbr".into()),
                 pacing_bytes_per_s: Some(12_500_000),
                 window: Some(262_144),
+                dscp: crate::Dscp::new(8),
             },
             start_at_unix_ns: None,
         });
@@ -613,6 +640,7 @@ mod tests {
                 allow: vec![],
                 pacing_bytes_per_s: Some(6_250_000),
                 window: None,
+                dscp: None,
             },
             start_at_unix_ns: None,
         });
@@ -638,6 +666,7 @@ mod tests {
             rx_engine: RxEngine::Xdp,
             target: Some("198.18.0.2".parse().unwrap()),
             vlan: None,
+            dscp: None,
         };
         // What an older controller sends: neither field.
         let mut v = serde_json::to_value(&job).unwrap();

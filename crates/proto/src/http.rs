@@ -238,6 +238,10 @@ pub struct HttpServeJob {
     /// bodies); the kernel's default when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub congestion: Option<String>,
+    /// The DSCP the server's sockets mark their packets with (IP_TOS,
+    /// IPV6_TCLASS); none: the kernel's default (0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dscp: Option<crate::Dscp>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -261,6 +265,9 @@ pub struct HttpGetJob {
     pub http2: bool,
     pub interval_ms: u64,
     pub allow: Vec<Cidr>,
+    /// As for `HttpServeJob`: the DSCP of the client's packets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dscp: Option<crate::Dscp>,
 }
 
 #[cfg(test)]

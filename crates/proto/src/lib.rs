@@ -6,6 +6,7 @@
 //! - [`control`]: the length-prefixed JSON messages between controller and
 //!   agents, their bounded decoder and the liveness rules.
 //! - [`spec`]: what a test asks for (frames, rates, flows, engines).
+//! - [`dscp`]: DSCP code points, by number or name, and their TOS byte.
 //! - [`sample`]: what agents measure and report (intervals, summaries,
 //!   kernel counters).
 //! - [`http`], [`lab`]: the HTTP jobs and summaries, lab port records.
@@ -15,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod control;
+pub mod dscp;
 pub mod frame;
 pub mod http;
 pub mod iperf3;
@@ -25,6 +27,7 @@ pub mod spec;
 pub mod vlan;
 
 pub use control::*;
+pub use dscp::Dscp;
 pub use sample::*;
 pub use spec::*;
 pub use vlan::Vlan;

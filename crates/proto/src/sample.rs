@@ -112,6 +112,15 @@ pub struct EndpointSummary {
     /// meaningful when sender and receiver share a clock (one host).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub one_way_latency_log2_ns: Vec<u64>,
+    /// Frames counted per DSCP value they arrived with (UDP receivers of
+    /// a test that marks its packets; a DUT may have remarked them).
+    #[serde(
+        default,
+        skip_serializing_if = "std::collections::BTreeMap::is_empty",
+        with = "crate::dscp::counts"
+    )]
+    #[schemars(with = "std::collections::BTreeMap<u8, u64>")]
+    pub dscp_received: std::collections::BTreeMap<u8, u64>,
     /// Each worker thread's own figures (UDP jobs); they add up to the
     /// job's counters above.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

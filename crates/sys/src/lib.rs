@@ -36,8 +36,9 @@ pub use process::{
     terminal_columns, thread_cpu_seconds, unshare_netns,
 };
 pub use socket::{
-    connect_nonblocking, fin_acked, get_buffer, recv_discard, sendfile, set_buffer, set_congestion,
-    set_cork, set_max_pacing_rate, set_notsent_lowat, set_rcvlowat, set_transparent, tcp_info,
+    connect_marked, connect_nonblocking, connect_nonblocking_marked, fin_acked, get_buffer,
+    get_tos, recv_discard, sendfile, set_buffer, set_congestion, set_cork, set_max_pacing_rate,
+    set_notsent_lowat, set_rcvlowat, set_recv_tos, set_tos, set_transparent, tcp_info,
     udp_freebind, udp_reuseport, Cmsg, SockAddr, TcpInfo,
 };
 pub use xsk::Xsk;

@@ -111,12 +111,22 @@ impl Sendmmsg {
 
 /// Reusable buffers for recvmmsg. Each slot keeps only the first `slot` bytes
 /// of a datagram (the linerate header); the kernel reports the full length.
+/// Made [`Recvmmsg::with_tos`], each slot also has room for the datagram's
+/// TOS or traffic class control message.
 pub struct Recvmmsg {
     hdrs: Vec<libc::mmsghdr>,
     iovs: Vec<libc::iovec>,
     bufs: Vec<u8>,
     slot: usize,
+    /// Control buffers, [`CTRL_WORDS`] per slot (8-byte aligned, as
+    /// cmsghdr needs); empty when no control messages are asked for.
+    ctrl: Vec<u64>,
 }
+
+/// u64 words of one slot's control buffer: two cmsgs with an int each
+/// (IP_TOS and IPV6_TCLASS: 2 × CMSG_SPACE(4) = 48 bytes on 64-bit Linux)
+/// and room to spare.
+const CTRL_WORDS: usize = 8;
 
 // SAFETY: the raw pointers in hdrs/iovs only ever point into `bufs`, which
 // moves with the struct (heap storage does not move).
@@ -133,6 +143,7 @@ impl Recvmmsg {
             iovs: (0..batch).map(|_| unsafe { zeroed() }).collect(),
             bufs: vec![0u8; batch * slot],
             slot,
+            ctrl: Vec::new(),
         };
         for i in 0..batch {
             r.iovs[i] = libc::iovec {
@@ -141,6 +152,15 @@ impl Recvmmsg {
                 iov_len: slot,
             };
         }
+        r
+    }
+
+    /// As [`Recvmmsg::new`], with a control buffer per slot for the TOS
+    /// or traffic class of each datagram (the socket must ask for them:
+    /// [`crate::set_recv_tos`]); [`Recvmmsg::tos`] reads it.
+    pub fn with_tos(batch: usize, slot: usize) -> Self {
+        let mut r = Recvmmsg::new(batch, slot);
+        r.ctrl = vec![0u64; batch * CTRL_WORDS];
         r
     }
 
@@ -154,8 +174,16 @@ impl Recvmmsg {
             h.msg_iovlen = 1;
             h.msg_name = std::ptr::null_mut();
             h.msg_namelen = 0;
-            h.msg_control = std::ptr::null_mut();
-            h.msg_controllen = 0;
+            if self.ctrl.is_empty() {
+                h.msg_control = std::ptr::null_mut();
+                h.msg_controllen = 0;
+            } else {
+                // The kernel shrinks msg_controllen to what it wrote: reset
+                // it every call.
+                // SAFETY: slot i's words are within `ctrl` (batch × CTRL_WORDS).
+                h.msg_control = unsafe { self.ctrl.as_mut_ptr().add(i * CTRL_WORDS) }.cast();
+                h.msg_controllen = (CTRL_WORDS * 8) as _;
+            }
             self.hdrs[i].msg_len = 0;
         }
         // SAFETY: every header points to its own iovec, which points into
@@ -181,6 +209,44 @@ impl Recvmmsg {
         } else {
             Ok(ret as usize)
         }
+    }
+
+    /// The TOS byte (IPv4) or traffic class (IPv6) datagram `i` arrived
+    /// with, when the buffers were made [`Recvmmsg::with_tos`] and the
+    /// kernel gave it (after the last [`Recvmmsg::recv`], `i` below what it
+    /// returned).
+    pub fn tos(&self, i: usize) -> Option<u8> {
+        if self.ctrl.is_empty() || i >= self.hdrs.len() {
+            return None;
+        }
+        let h = &self.hdrs[i].msg_hdr;
+        if h.msg_controllen > (CTRL_WORDS * 8) as _ {
+            return None;
+        }
+        // SAFETY: `h` points to slot i's control buffer, whose first
+        // msg_controllen bytes (checked to lie within it) the kernel wrote
+        // as cmsgs; CMSG_FIRSTHDR/NXTHDR stay within msg_controllen and
+        // return null past it; each cmsg's data is read within its
+        // cmsg_len, unaligned.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(h);
+            while !c.is_null() {
+                let data = libc::CMSG_DATA(c);
+                let len =
+                    ((*c).cmsg_len as usize).saturating_sub(data.offset_from(c.cast()) as usize);
+                match ((*c).cmsg_level, (*c).cmsg_type) {
+                    // IP_RECVTOS delivers one byte; IPV6_RECVTCLASS an int.
+                    (libc::IPPROTO_IP, libc::IP_TOS) if len >= 1 => return Some(*data),
+                    (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if len >= 4 => {
+                        let v = std::ptr::read_unaligned(data.cast::<libc::c_int>());
+                        return Some((v & 0xff) as u8);
+                    }
+                    _ => {}
+                }
+                c = libc::CMSG_NXTHDR(h, c);
+            }
+        }
+        None
     }
 
     /// The kept bytes of datagram `i` and its full length.

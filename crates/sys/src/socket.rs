@@ -77,6 +77,71 @@ pub fn get_buffer(fd: RawFd, receive: bool) -> io::Result<usize> {
     Ok(usize::try_from(v).unwrap_or(0))
 }
 
+fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
+    let mut v: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` is a live c_int and `len` says its size; the kernel
+    // writes at most `len` bytes into it and updates `len`.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(v)
+}
+
+/// Whether a socket is an IPv6 one (SO_DOMAIN).
+fn is_ipv6(fd: RawFd) -> io::Result<bool> {
+    Ok(getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)? == libc::AF_INET6)
+}
+
+/// Marks every packet a socket sends with `tos`: the IPv4 TOS byte
+/// (IP_TOS) or the IPv6 traffic class (IPV6_TCLASS), the DSCP in its upper
+/// six bits. An IPv6 socket gets IP_TOS as well where the kernel takes it,
+/// for IPv4-mapped peers. Accepted TCP sockets inherit it from their
+/// listener.
+pub fn set_tos(fd: RawFd, tos: u8) -> io::Result<()> {
+    let v = libc::c_int::from(tos);
+    if is_ipv6(fd)? {
+        setsockopt(fd, libc::IPPROTO_IPV6, libc::IPV6_TCLASS, &v)?;
+        // Only IPv4-mapped traffic uses it; an IPv6-only socket may refuse.
+        let _ = setsockopt(fd, libc::IPPROTO_IP, libc::IP_TOS, &v);
+        Ok(())
+    } else {
+        setsockopt(fd, libc::IPPROTO_IP, libc::IP_TOS, &v)
+    }
+}
+
+/// The TOS byte (IPv4) or traffic class (IPv6) a socket marks its packets
+/// with, as the kernel holds it.
+pub fn get_tos(fd: RawFd) -> io::Result<u8> {
+    let v = if is_ipv6(fd)? {
+        getsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_TCLASS)?
+    } else {
+        getsockopt_int(fd, libc::IPPROTO_IP, libc::IP_TOS)?
+    };
+    Ok(u8::try_from(v & 0xff).unwrap_or(0))
+}
+
+/// Asks for every received datagram's TOS byte or traffic class as a
+/// control message (IP_RECVTOS; IPV6_RECVTCLASS on an IPv6 socket, which
+/// also gets IP_RECVTOS for the IPv4-mapped datagrams it may receive):
+/// [`crate::Recvmmsg::tos`] reads them.
+pub fn set_recv_tos(fd: RawFd) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    if is_ipv6(fd)? {
+        setsockopt(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, &one)?;
+        let _ = setsockopt(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, &one);
+        Ok(())
+    } else {
+        setsockopt(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, &one)
+    }
+}
+
 /// Chooses the TCP congestion control of one socket (e.g. "bbr").
 pub fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
     let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
@@ -207,6 +272,53 @@ pub fn recv_discard(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
+/// A blocking TCP connection to `addr` made within `timeout`, its packets
+/// marked with `tos` from the SYN on ([`set_tos`] before connect(2)), so
+/// every segment of the connection carries it.
+pub fn connect_marked(
+    addr: SocketAddr,
+    tos: u8,
+    timeout: std::time::Duration,
+) -> io::Result<TcpStream> {
+    let family = match addr {
+        SocketAddr::V4(_) => libc::AF_INET,
+        SocketAddr::V6(_) => libc::AF_INET6,
+    };
+    // SAFETY: socket(2) takes three integers and touches no memory of ours.
+    let fd = cvt(unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: socket(2) returned a new fd that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    set_tos(fd.as_raw_fd(), tos)?;
+    // A blocking connect waits at most SO_SNDTIMEO (then EINPROGRESS).
+    let tv = libc::timeval {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_usec: timeout.subsec_micros() as libc::suseconds_t,
+    };
+    setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDTIMEO, &tv)?;
+    let sa = SockAddr::new(addr);
+    // SAFETY: `sa.storage` holds a valid sockaddr of `sa.len` bytes.
+    let r = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&sa.storage as *const libc::sockaddr_storage).cast(),
+            sa.len,
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::EINPROGRESS) => io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no connection within {timeout:?}"),
+            ),
+            _ => e,
+        });
+    }
+    let s = TcpStream::from(fd);
+    s.set_write_timeout(None)?;
+    Ok(s)
+}
+
 /// Starts a TCP connection to `addr` on a new non-blocking socket and
 /// returns at once: the connection is under way (EINPROGRESS) or made.
 /// An event loop waits for the socket to become writable, then reads the
@@ -214,6 +326,12 @@ pub fn recv_discard(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
 /// the handshake is still on). Errors the kernel knows at once (no route,
 /// out of descriptors) come back here.
 pub fn connect_nonblocking(addr: SocketAddr) -> io::Result<TcpStream> {
+    connect_nonblocking_marked(addr, None)
+}
+
+/// [`connect_nonblocking`] with the socket's packets marked with `tos`
+/// ([`set_tos`]) before the SYN leaves.
+pub fn connect_nonblocking_marked(addr: SocketAddr, tos: Option<u8>) -> io::Result<TcpStream> {
     let family = match addr {
         SocketAddr::V4(_) => libc::AF_INET,
         SocketAddr::V6(_) => libc::AF_INET6,
@@ -223,6 +341,9 @@ pub fn connect_nonblocking(addr: SocketAddr) -> io::Result<TcpStream> {
     let fd = cvt(unsafe { libc::socket(family, kind, 0) })?;
     // SAFETY: socket(2) returned a new fd that nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    if let Some(t) = tos {
+        set_tos(fd.as_raw_fd(), t)?;
+    }
     let sa = SockAddr::new(addr);
     // SAFETY: `sa.storage` holds a valid sockaddr of `sa.len` bytes.
     let r = unsafe {
@@ -436,6 +557,61 @@ mod tests {
         let t = tcp_info(c.as_raw_fd()).unwrap();
         assert!(t.snd_cwnd > 0 && t.rtt_us > 0, "{t:?}");
         assert_eq!((t.total_retrans, t.dsack_dups), (0, 0));
+    }
+
+    /// A socket marked with set_tos sends that TOS / traffic class, and a
+    /// receiver that asked for it reads it per datagram, over IPv4 and
+    /// IPv6 (loopback keeps the byte as sent).
+    #[test]
+    fn tos_is_set_sent_and_read_back_per_datagram() {
+        for (addr, tos) in [("127.0.0.1:0", 0xb8u8), ("[::1]:0", 0x28)] {
+            let rx = std::net::UdpSocket::bind(addr).unwrap();
+            let Ok(tx) = std::net::UdpSocket::bind(addr) else {
+                continue; // no IPv6 here
+            };
+            set_recv_tos(rx.as_raw_fd()).unwrap();
+            assert_eq!(get_tos(tx.as_raw_fd()).unwrap(), 0);
+            set_tos(tx.as_raw_fd(), tos).unwrap();
+            assert_eq!(get_tos(tx.as_raw_fd()).unwrap(), tos, "{addr}");
+            let to = rx.local_addr().unwrap();
+            tx.send_to(b"one", to).unwrap();
+            set_tos(tx.as_raw_fd(), 0).unwrap();
+            tx.send_to(b"two", to).unwrap();
+            rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let mut mm = crate::Recvmmsg::with_tos(4, 8);
+            let mut got = Vec::new();
+            while got.len() < 2 {
+                let n = mm.recv(rx.as_raw_fd(), true).unwrap();
+                got.extend((0..n).map(|i| (mm.datagram(i).0.to_vec(), mm.tos(i))));
+            }
+            assert_eq!(
+                got,
+                [(b"one".to_vec(), Some(tos)), (b"two".to_vec(), Some(0))],
+                "{addr}"
+            );
+            // Without control buffers there is no TOS to read.
+            let mut plain = crate::Recvmmsg::new(4, 8);
+            tx.send_to(b"3", to).unwrap();
+            assert_eq!(plain.recv(rx.as_raw_fd(), true).unwrap(), 1);
+            assert_eq!(plain.tos(0), None);
+        }
+    }
+
+    #[test]
+    fn a_marked_connection_and_its_accepted_end_carry_the_tos() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        set_tos(l.as_raw_fd(), 0x20).unwrap();
+        let c = connect_marked(l.local_addr().unwrap(), 0xb8, Duration::from_secs(2)).unwrap();
+        assert_eq!(get_tos(c.as_raw_fd()).unwrap(), 0xb8);
+        let (a, _) = l.accept().unwrap();
+        assert_eq!(
+            get_tos(a.as_raw_fd()).unwrap(),
+            0x20,
+            "inherited from the listener"
+        );
+        // Nothing listens on port 1 of loopback: refused, not a hang.
+        let e = connect_marked("127.0.0.1:1".parse().unwrap(), 0, Duration::from_secs(2));
+        assert_eq!(e.unwrap_err().kind(), io::ErrorKind::ConnectionRefused);
     }
 
     #[test]

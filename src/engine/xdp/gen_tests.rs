@@ -19,6 +19,7 @@ pub(super) fn path(src: &str, dst: &str) -> FlowPath {
         src: src.parse().expect("test address"),
         dst: dst.parse().expect("test address"),
         vlan: None,
+        dscp: None,
     }
 }
 
@@ -188,6 +189,20 @@ fn tagged_frames_match_the_packet_engine() {
         check(&p6, FrameSpec::Fixed(92), 4, true);
         check(&p6, FrameSpec::Fixed(1518), 2, false);
     }
+}
+
+/// The live engine writes the DSCP the packet engine's templates carry:
+/// IPv4 TOS under a checksum that covers it, the IPv6 traffic class.
+#[test]
+fn marked_frames_match_the_packet_engine() {
+    let marked = |src: &str, dst: &str| FlowPath {
+        dscp: Some("af41".parse().expect("test DSCP")),
+        ..path(src, dst)
+    };
+    let p4 = [marked("198.18.0.2:40000", "198.19.0.9:5001")];
+    check(&p4, FrameSpec::Fixed(64), 3, true);
+    let p6 = [marked("[2001:2::2]:40000", "[2001:2:0:1::9]:5001")];
+    check(&p6, FrameSpec::Fixed(84), 3, true);
 }
 
 #[test]

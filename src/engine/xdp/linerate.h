@@ -64,6 +64,9 @@
 #define LR_SINK_WINDOW 512
 #define LR_SINK_WORDS 8
 #define LR_SINK_LAT_BUCKETS 64
+/* Frames counted per DSCP value they arrived with (IPv4 TOS or IPv6
+ * traffic class >> 2): one counter per value of six bits. */
+#define LR_SINK_DSCP 64
 
 /* The router-on-a-stick DUT (stick.bpf.c): slots of its per-CPU counter
  * array, per direction (A->B: tagged with VLAN A, leaving with VLAN B). */
@@ -160,6 +163,7 @@ struct lr_sink_totals {
 	 * range: passed to the stack, counted as the socket receiver does. */
 	__u64 foreign;
 	__u64 latency[LR_SINK_LAT_BUCKETS];
+	__u64 dscp[LR_SINK_DSCP];
 };
 
 /* Where the generator is in its round-robin over flows and sizes, and

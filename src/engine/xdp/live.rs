@@ -466,10 +466,10 @@ impl LiveTx {
         flows: &[FlowSpec],
         sizes: &[u32],
         ipv6: bool,
-        vlan: Option<crate::proto::Vlan>,
+        marks: crate::engine::frame::Marks,
     ) -> Result<LiveTx, EngineError> {
         probe::check_kernel()?;
-        let r = resolve(flows, sizes, ipv6, vlan)?;
+        let r = resolve(flows, sizes, ipv6, marks)?;
         let mut groups = Vec::new();
         let mut check_frames = 0;
         for (&ifindex, fl) in &r.by_if {

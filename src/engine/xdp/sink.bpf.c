@@ -6,7 +6,7 @@
  * A frame is counted when it is Ethernet (up to two VLAN tags) + IPv4 (no options, not a
  * fragment) or IPv6 (UDP as the first next header), UDP to a port in the
  * configured range, and carries the linerate header (magic "LR") of a flow
- * id below the configured count. The sequence accounting is the socket
+ * id below the configured count (and per DSCP value it arrived with). The sequence accounting is the socket
  * receiver's FlowTracker (src/engine/udp.rs) with a window of
  * LR_SINK_WINDOW sequence numbers, per CPU: no atomics, no locks. */
 #include <linux/bpf.h>
@@ -143,6 +143,7 @@ int lr_sink(struct xdp_md *ctx)
 	}
 	__u32 l4;
 	__u32 ip_len;
+	__u32 dscp;
 	if (proto == bpf_htons(ETH_P_IP)) {
 		__u8 *ip = data + l2;
 		if ((void *)(ip + 20) > end)
@@ -152,6 +153,7 @@ int lr_sink(struct xdp_md *ctx)
 			return XDP_PASS;
 		l4 = l2 + 20;
 		ip_len = 20;
+		dscp = ip[1] >> 2;
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
 		__u8 *ip = data + l2;
 		if ((void *)(ip + 40) > end)
@@ -160,6 +162,9 @@ int lr_sink(struct xdp_md *ctx)
 			return XDP_PASS;
 		l4 = l2 + 40;
 		ip_len = 40;
+		/* The traffic class spans the low nibble of byte 0 and the
+		 * high nibble of byte 1. */
+		dscp = (((ip[0] & 0x0f) << 4) | (ip[1] >> 4)) >> 2;
 	} else {
 		return XDP_PASS;
 	}
@@ -198,6 +203,7 @@ int lr_sink(struct xdp_md *ctx)
 	__u64 now = bpf_ktime_get_ns() + cfg->clock_offset;
 	__u32 b = now > sent ? log2_u64(now - sent) : 0;
 	t->latency[b & (LR_SINK_LAT_BUCKETS - 1)]++;
+	t->dscp[dscp & (LR_SINK_DSCP - 1)]++;
 	return XDP_DROP;
 }
 

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 /// u64 words of `struct lr_sink_flow` and `struct lr_sink_totals`.
 const FLOW_WORDS: usize = 5 + consts::SINK_WORDS as usize;
-const TOTALS_WORDS: usize = 5 + consts::SINK_LAT_BUCKETS as usize;
+const TOTALS_WORDS: usize = 5 + consts::SINK_LAT_BUCKETS as usize + consts::SINK_DSCP as usize;
 const CONFIG_LEN: usize = 24;
 /// How often the totals are read: the first frame's arrival (the start of
 /// the job's intervals) is known to this much.
@@ -69,6 +69,8 @@ pub struct SinkTotals {
     pub duplicates: u64,
     pub foreign: u64,
     pub latency_log2_ns: Vec<u64>,
+    /// Frames per DSCP value they arrived with.
+    pub dscp: Vec<u64>,
     /// (cpu, packets, bytes, reordered, duplicates) of each CPU that
     /// counted a frame.
     pub per_cpu: Vec<(usize, [u64; 4])>,
@@ -150,6 +152,7 @@ impl Sink {
         let per_cpu = self.totals.get(&0, 0).map_err(map_err("totals"))?;
         let mut t = SinkTotals {
             latency_log2_ns: vec![0; consts::SINK_LAT_BUCKETS as usize],
+            dscp: vec![0; consts::SINK_DSCP as usize],
             ..Default::default()
         };
         for (cpu, v) in per_cpu.iter().enumerate() {
@@ -158,8 +161,12 @@ impl Sink {
             t.reordered += v[2];
             t.duplicates += v[3];
             t.foreign += v[4];
-            for (b, n) in t.latency_log2_ns.iter_mut().zip(&v[5..]) {
+            let lat = 5 + consts::SINK_LAT_BUCKETS as usize;
+            for (b, n) in t.latency_log2_ns.iter_mut().zip(&v[5..lat]) {
                 *b += n;
+            }
+            for (d, n) in t.dscp.iter_mut().zip(&v[lat..]) {
+                *d += n;
             }
             if v[0] + v[3] > 0 {
                 t.per_cpu.push((cpu, [v[0], v[1], v[2], v[3]]));
@@ -418,6 +425,7 @@ pub fn receive(
         per_thread,
         rx_engine: "xdp".into(),
         one_way_latency_log2_ns: latency,
+        dscp_received: crate::engine::udp::dscp_counts(&t.dscp),
         ..Default::default()
     })
 }

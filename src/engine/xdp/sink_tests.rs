@@ -366,3 +366,45 @@ fn tags_held_in_metadata_still_count_in_the_frame_size() {
     let t = s.totals().expect("totals");
     assert_eq!((t.packets, t.bytes), (2, 256));
 }
+
+/// Frames are counted per DSCP value they arrive with, IPv4 (TOS byte)
+/// and IPv6 (traffic class across two bytes), tagged or not; ECN bits do
+/// not change the value, duplicates and foreign frames are not counted.
+#[test]
+fn frames_are_counted_per_dscp_they_arrive_with() {
+    let Some(mut s) = sink(1) else {
+        return;
+    };
+    let marked = |p: FlowPath, d: &str| FlowPath {
+        dscp: Some(d.parse().expect("test DSCP")),
+        ..p
+    };
+    let mut seq = 0;
+    let mut send = |s: &mut Sink, p: &FlowPath, n: u64| {
+        for _ in 0..n {
+            assert_eq!(run(s, &lr_frame(p, 128, 0, seq)), XDP_DROP);
+            seq += 1;
+        }
+    };
+    send(&mut s, &v4(), 2);
+    send(&mut s, &marked(v4(), "ef"), 3);
+    send(&mut s, &marked(v6(), "af11"), 4);
+    let tagged = FlowPath {
+        vlan: Some("100".parse().expect("test VLAN")),
+        ..marked(v4(), "cs7")
+    };
+    send(&mut s, &tagged, 1);
+    // ECN CE (0b11) beside EF: still EF.
+    let mut ce = lr_frame(&marked(v4(), "ef"), 128, 0, seq);
+    ce[15] |= 0b11;
+    assert_eq!(run(&mut s, &ce), XDP_DROP);
+    // A duplicate is not counted again.
+    assert_eq!(run(&mut s, &ce), XDP_DROP);
+    let t = s.totals().expect("totals");
+    let counts = crate::engine::udp::dscp_counts(&t.dscp);
+    assert_eq!(
+        counts.into_iter().collect::<Vec<_>>(),
+        vec![(0, 2), (10, 4), (46, 4), (56, 1)]
+    );
+    assert_eq!(t.dscp.iter().sum::<u64>(), t.packets);
+}
