@@ -117,6 +117,7 @@ fn configure(
     let criteria = command.criteria_args().map(|c| c.opts()).transpose()?;
     if let Some(c) = &criteria {
         cli::criteria_args::check_measured(&c.expect, &command.name(), &command.figure_flags())?;
+        cli::criteria_args::check_abort(c, &command.name())?;
     }
     let text: Vec<String> = args
         .iter()
@@ -132,6 +133,14 @@ fn configure(
         (None, other) => cli::to_config(other)?,
     };
     if let Some(c) = criteria {
+        if c.abort.is_some() && matches!(config, linerate::orchestrate::config::Command::Iperf3(..))
+        {
+            anyhow::bail!(
+                "--abort-on-fail does not work against a stock iperf3 server (--server \
+                 iperf3://): its test reports no interval lines to check criteria on while it \
+                 runs; drop --abort-on-fail (--expect is still held at the end)"
+            );
+        }
         config.set_criteria(c);
     }
     Ok(config)

@@ -1,9 +1,10 @@
 //! The flags that decide a run, shared by every test command: `--expect`,
-//! `--repeat`, `--baseline`, `--tolerance`, `--junit`; and the exit codes
-//! they lead to (`EXIT_CODES`, shown in `--help`).
+//! `--repeat`, `--baseline`, `--tolerance`, `--junit`, `--abort-on-fail`;
+//! and the exit codes they lead to (`EXIT_CODES`, shown in `--help`).
 
 use crate::model::criteria;
-use crate::orchestrate::config::CriteriaOpts;
+use crate::orchestrate::abort;
+use crate::orchestrate::config::{AbortOpts, CriteriaOpts};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use std::path::PathBuf;
@@ -11,7 +12,8 @@ use std::path::PathBuf;
 /// The exit codes of every test command, for `--help` and the README.
 pub const EXIT_CODES: &str = "Exit status:
   0    every test ran and every criterion (--expect) was met, no regression (--baseline)
-  1    a criterion failed, a regression was found, or a test failed (e.g. nothing arrived)
+  1    a criterion failed, a regression was found, or a test failed (e.g. nothing arrived);
+       also a run stopped by --abort-on-fail (results so far are kept, marked aborted)
   2    usage or input error: a flag, a plan file, a criterion that does not parse, an
        ns:NAME that does not exist (found before any results directory is written)
   3    the run itself failed: an agent, the lab's topology, ssh, a test that sent nothing,
@@ -48,6 +50,20 @@ pub struct CriteriaArgs {
     /// criterion or regression (for GitLab, GitHub, Jenkins).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Stop the run as soon as a criterion (--expect) has clearly failed: each test's
+    /// interval lines are held to it as they come, the figure over the intervals so far
+    /// (loss over every frame sent so far, a rate as their mean); after the grace period
+    /// (--abort-after) the first that misses its bound stops the test as Ctrl-C does, later
+    /// tests do not start, and the run ends `aborted` with exit status 1. Figures checked:
+    /// loss, lost, rx_pps, tx_pps, l1_bps, l2_bps (udp), goodput, l2_bps, retransmits (tcp);
+    /// tests of udp, tcp, latency, lab and plans.
+    #[arg(long)]
+    pub abort_on_fail: bool,
+    /// With --abort-on-fail: seconds of a test's intervals before a criterion may fail
+    /// (default: three intervals, 3 s at the default --interval 1).
+    #[arg(long, value_name = "SECS", requires = "abort_on_fail",
+          value_parser = super::parse::parse_secs)]
+    pub abort_after: Option<f64>,
 }
 
 /// `5%` or `5`: a tolerance in % (0..=1000).
@@ -232,12 +248,64 @@ impl CriteriaArgs {
                 );
             }
         }
+        let expect = parse_expect(&self.expect)?;
         Ok(CriteriaOpts {
-            expect: parse_expect(&self.expect)?,
+            abort: self.abort_opts(&expect)?,
+            expect,
             repeat: self.repeat,
             baseline: self.baseline.clone(),
             tolerance_pct: self.tolerance,
             junit: self.junit.clone(),
         })
     }
+
+    /// `--abort-on-fail` over `expect`, refused when nothing could make
+    /// it stop a run: no criterion, or none checked while a test runs.
+    pub fn abort_opts(&self, expect: &[criteria::Criterion]) -> Result<Option<AbortOpts>> {
+        if !self.abort_on_fail {
+            return Ok(None);
+        }
+        if expect.is_empty() {
+            bail!(
+                "--abort-on-fail stops a run when a criterion has clearly failed, and none is \
+                 given: add one with --expect (e.g. --expect 'loss<=0.1%'), or drop \
+                 --abort-on-fail"
+            );
+        }
+        if expect.iter().all(|c| abort::unwatchable(c).is_some()) {
+            let why: Vec<String> = expect
+                .iter()
+                .filter_map(|c| abort::unwatchable(c).map(|w| format!("{}: {w}", c.text)))
+                .collect();
+            bail!(
+                "--abort-on-fail: none of the criteria can be checked while a test runs ({}); \
+                 the figures checked per interval are {}; add such a criterion or drop \
+                 --abort-on-fail (the others are still held at the end)",
+                why.join("; "),
+                abort::watchable_words()
+            );
+        }
+        Ok(Some(AbortOpts {
+            after: self.abort_after.map(std::time::Duration::from_secs_f64),
+        }))
+    }
+}
+
+/// Refuses `--abort-on-fail` on a command whose tests report no interval
+/// lines to hold criteria to (`http`, `ramp`, `search`): it could never
+/// stop the run. `command` as [`measured_by`] names it ("" for `lab` and
+/// `run`, whose udp and tcp tests are watched).
+pub fn check_abort(opts: &CriteriaOpts, command: &str) -> Result<()> {
+    if opts.abort.is_none() || matches!(command, "" | "udp" | "tcp" | "latency") {
+        return Ok(());
+    }
+    let why = match command {
+        "ramp" => "a ramp loses by design past the DUT's limit",
+        "search" => "a search's trials lose by design above the DUT's limit",
+        _ => "its tests report no interval lines to check criteria on while they run",
+    };
+    bail!(
+        "--abort-on-fail does not work with {command}: {why}; it watches the tests of udp, tcp, \
+         latency, lab and plans (run); drop --abort-on-fail (--expect is still held at the end)"
+    )
 }
