@@ -357,7 +357,7 @@ mod tests {
         assert!(why.contains("lost<="), "{why}");
         // A watch of criteria none of which qualifies is none.
         let p99 = (parse("p99<=2ms").unwrap(), Duration::from_secs(1));
-        assert!(Watch::new(&[p99.clone()]).is_none());
+        assert!(Watch::new(std::slice::from_ref(&p99)).is_none());
         let loss = (parse("loss<=1%").unwrap(), Duration::from_secs(1));
         assert_eq!(Watch::new(&[p99, loss]).unwrap().criteria.len(), 1);
     }
