@@ -50,13 +50,9 @@ pub struct CriteriaArgs {
     /// criterion or regression (for GitLab, GitHub, Jenkins).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
-    /// Stop the run as soon as a criterion (--expect) has clearly failed: each test's
-    /// interval lines are held to it as they come, the figure over the intervals so far
-    /// (loss over every frame sent so far, a rate as their mean); after the grace period
-    /// (--abort-after) the first that misses its bound stops the test as Ctrl-C does, later
-    /// tests do not start, and the run ends `aborted` with exit status 1. Figures checked:
-    /// loss, lost, rx_pps, tx_pps, l1_bps, l2_bps (udp), goodput, l2_bps, retransmits (tcp);
-    /// tests of udp, tcp, latency, lab and plans.
+    /// Stop the run (status aborted, exit 1) once a criterion (--expect) has clearly failed
+    /// over a test's intervals so far, after the grace period. Checked per interval: loss,
+    /// lost, rx_pps, tx_pps, l1_bps, l2_bps (udp); goodput, l2_bps, retransmits (tcp).
     #[arg(long)]
     pub abort_on_fail: bool,
     /// With --abort-on-fail: seconds of a test's intervals before a criterion may fail
@@ -260,52 +256,14 @@ impl CriteriaArgs {
     }
 
     /// `--abort-on-fail` over `expect`, refused when nothing could make
-    /// it stop a run: no criterion, or none checked while a test runs.
+    /// it stop a run (see [`abort::check_criteria`]).
     pub fn abort_opts(&self, expect: &[criteria::Criterion]) -> Result<Option<AbortOpts>> {
         if !self.abort_on_fail {
             return Ok(None);
         }
-        if expect.is_empty() {
-            bail!(
-                "--abort-on-fail stops a run when a criterion has clearly failed, and none is \
-                 given: add one with --expect (e.g. --expect 'loss<=0.1%'), or drop \
-                 --abort-on-fail"
-            );
-        }
-        if expect.iter().all(|c| abort::unwatchable(c).is_some()) {
-            let why: Vec<String> = expect
-                .iter()
-                .filter_map(|c| abort::unwatchable(c).map(|w| format!("{}: {w}", c.text)))
-                .collect();
-            bail!(
-                "--abort-on-fail: none of the criteria can be checked while a test runs ({}); \
-                 the figures checked per interval are {}; add such a criterion or drop \
-                 --abort-on-fail (the others are still held at the end)",
-                why.join("; "),
-                abort::watchable_words()
-            );
-        }
+        abort::check_criteria(expect)?;
         Ok(Some(AbortOpts {
             after: self.abort_after.map(std::time::Duration::from_secs_f64),
         }))
     }
-}
-
-/// Refuses `--abort-on-fail` on a command whose tests report no interval
-/// lines to hold criteria to (`http`, `ramp`, `search`): it could never
-/// stop the run. `command` as [`measured_by`] names it ("" for `lab` and
-/// `run`, whose udp and tcp tests are watched).
-pub fn check_abort(opts: &CriteriaOpts, command: &str) -> Result<()> {
-    if opts.abort.is_none() || matches!(command, "" | "udp" | "tcp" | "latency") {
-        return Ok(());
-    }
-    let why = match command {
-        "ramp" => "a ramp loses by design past the DUT's limit",
-        "search" => "a search's trials lose by design above the DUT's limit",
-        _ => "its tests report no interval lines to check criteria on while they run",
-    };
-    bail!(
-        "--abort-on-fail does not work with {command}: {why}; it watches the tests of udp, tcp, \
-         latency, lab and plans (run); drop --abort-on-fail (--expect is still held at the end)"
-    )
 }

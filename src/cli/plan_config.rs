@@ -170,18 +170,9 @@ fn test(
         Some(c) => c.abort_opts(&expect).map_err(at_test)?,
         None => None,
     };
-    if let Some(a) = abort {
-        let opts = crate::orchestrate::config::CriteriaOpts {
-            abort: Some(a),
-            ..Default::default()
-        };
-        cli::criteria_args::check_abort(&opts, &parsed.command.name()).map_err(at_test)?;
-        if iperf3 {
-            return Err(at_test(anyhow!(
-                "--abort-on-fail does not work against a stock iperf3 server: its test reports \
-                 no interval lines to check criteria on while it runs; drop abort_on_fail"
-            )));
-        }
+    if abort.is_some() {
+        crate::orchestrate::abort::check_command(&parsed.command.name(), iperf3)
+            .map_err(|e| at_test(e.into()))?;
     }
     let spec = match (t.kind, parsed.command) {
         (TestKind::Tcp, cli::Command::Tcp(a)) if iperf3 => {

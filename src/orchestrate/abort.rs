@@ -58,6 +58,69 @@ pub fn unwatchable(c: &Criterion) -> Option<String> {
     None
 }
 
+/// Why `--abort-on-fail` could never stop a run, so it is refused before
+/// anything runs.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    #[error(
+        "--abort-on-fail stops a run when a criterion has clearly failed, and none is given: \
+         add one with --expect (e.g. --expect 'loss<=0.1%'), or drop --abort-on-fail"
+    )]
+    NoCriterion,
+    #[error(
+        "--abort-on-fail: none of the criteria can be checked while a test runs ({why}); the \
+         figures checked per interval are {}; add such a criterion or drop --abort-on-fail (the \
+         others are still held at the end)",
+        watchable_words()
+    )]
+    NoneWatchable { why: String },
+    #[error(
+        "--abort-on-fail does not work with {command}: {why}; it watches the tests of udp, tcp, \
+         latency, lab and plans (run); drop --abort-on-fail (--expect is still held at the end)"
+    )]
+    Command { command: String, why: &'static str },
+}
+
+/// Refuses criteria none of which can be checked while a test runs.
+pub fn check_criteria(expect: &[Criterion]) -> Result<(), Refused> {
+    if expect.is_empty() {
+        return Err(Refused::NoCriterion);
+    }
+    let why: Vec<String> = expect
+        .iter()
+        .filter_map(|c| unwatchable(c).map(|w| format!("{}: {w}", c.text)))
+        .collect();
+    if why.len() == expect.len() {
+        return Err(Refused::NoneWatchable {
+            why: why.join("; "),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses a command whose tests report no interval lines to hold
+/// criteria to: `command` as the CLI names it (`udp`, `tcp`, `latency`;
+/// "" for `lab` and `run`, whose udp and tcp tests are watched), `iperf3`
+/// when its sink is a stock iperf3 server.
+pub fn check_command(command: &str, iperf3: bool) -> Result<(), Refused> {
+    let why = match command {
+        _ if iperf3 => "a stock iperf3 server's test reports no interval lines to check",
+        "" | "udp" | "tcp" | "latency" => return Ok(()),
+        "ramp" => "a ramp loses by design past the DUT's limit",
+        "search" => "a search's trials lose by design above the DUT's limit",
+        _ => "its tests report no interval lines to check criteria on while they run",
+    };
+    let command = if iperf3 {
+        "--server iperf3://"
+    } else {
+        command
+    };
+    Err(Refused::Command {
+        command: command.to_string(),
+        why,
+    })
+}
+
 /// One direction's sums over the intervals so far.
 #[derive(Debug, Default, Clone)]
 struct Sums {
