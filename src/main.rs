@@ -117,6 +117,9 @@ fn configure(
     let criteria = command.criteria_args().map(|c| c.opts()).transpose()?;
     if let Some(c) = &criteria {
         cli::criteria_args::check_measured(&c.expect, &command.name(), &command.figure_flags())?;
+        if c.abort.is_some() {
+            linerate::orchestrate::abort::check_command(&command.name(), false)?;
+        }
     }
     let text: Vec<String> = args
         .iter()
@@ -132,6 +135,10 @@ fn configure(
         (None, other) => cli::to_config(other)?,
     };
     if let Some(c) = criteria {
+        if c.abort.is_some() {
+            let iperf3 = matches!(config, linerate::orchestrate::config::Command::Iperf3(..));
+            linerate::orchestrate::abort::check_command("", iperf3)?;
+        }
         config.set_criteria(c);
     }
     Ok(config)

@@ -10,6 +10,7 @@
 
 mod util;
 
+mod abort;
 mod adhoc;
 mod bottleneck;
 mod cli_habits;

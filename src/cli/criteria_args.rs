@@ -1,9 +1,10 @@
 //! The flags that decide a run, shared by every test command: `--expect`,
-//! `--repeat`, `--baseline`, `--tolerance`, `--junit`; and the exit codes
-//! they lead to (`EXIT_CODES`, shown in `--help`).
+//! `--repeat`, `--baseline`, `--tolerance`, `--junit`, `--abort-on-fail`;
+//! and the exit codes they lead to (`EXIT_CODES`, shown in `--help`).
 
 use crate::model::criteria;
-use crate::orchestrate::config::CriteriaOpts;
+use crate::orchestrate::abort;
+use crate::orchestrate::config::{AbortOpts, CriteriaOpts};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use std::path::PathBuf;
@@ -11,7 +12,8 @@ use std::path::PathBuf;
 /// The exit codes of every test command, for `--help` and the README.
 pub const EXIT_CODES: &str = "Exit status:
   0    every test ran and every criterion (--expect) was met, no regression (--baseline)
-  1    a criterion failed, a regression was found, or a test failed (e.g. nothing arrived)
+  1    a criterion failed, a regression was found, or a test failed (e.g. nothing arrived);
+       also a run stopped by --abort-on-fail (results so far are kept, marked aborted)
   2    usage or input error: a flag, a plan file, a criterion that does not parse, an
        ns:NAME that does not exist (found before any results directory is written)
   3    the run itself failed: an agent, the lab's topology, ssh, a test that sent nothing,
@@ -48,6 +50,16 @@ pub struct CriteriaArgs {
     /// criterion or regression (for GitLab, GitHub, Jenkins).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Stop the run (status aborted, exit 1) once a criterion (--expect) has clearly failed
+    /// over a test's intervals so far, after the grace period. Checked per interval: loss,
+    /// lost, rx_pps, tx_pps, l1_bps, l2_bps (udp); goodput, l2_bps, retransmits (tcp).
+    #[arg(long)]
+    pub abort_on_fail: bool,
+    /// With --abort-on-fail: seconds of a test's intervals before a criterion may fail
+    /// (default: three intervals, 3 s at the default --interval 1).
+    #[arg(long, value_name = "SECS", requires = "abort_on_fail",
+          value_parser = super::parse::parse_secs)]
+    pub abort_after: Option<f64>,
 }
 
 /// `5%` or `5`: a tolerance in % (0..=1000).
@@ -232,12 +244,26 @@ impl CriteriaArgs {
                 );
             }
         }
+        let expect = parse_expect(&self.expect)?;
         Ok(CriteriaOpts {
-            expect: parse_expect(&self.expect)?,
+            abort: self.abort_opts(&expect)?,
+            expect,
             repeat: self.repeat,
             baseline: self.baseline.clone(),
             tolerance_pct: self.tolerance,
             junit: self.junit.clone(),
         })
+    }
+
+    /// `--abort-on-fail` over `expect`, refused when nothing could make
+    /// it stop a run (see [`abort::check_criteria`]).
+    pub fn abort_opts(&self, expect: &[criteria::Criterion]) -> Result<Option<AbortOpts>> {
+        if !self.abort_on_fail {
+            return Ok(None);
+        }
+        abort::check_criteria(expect)?;
+        Ok(Some(AbortOpts {
+            after: self.abort_after.map(std::time::Duration::from_secs_f64),
+        }))
     }
 }

@@ -9,7 +9,7 @@ use crate::cli::run_args::RunArgs;
 use crate::cli::{self, Cli};
 use crate::lab::LabSpec;
 use crate::model::criteria::Criterion;
-use crate::orchestrate::config::{Command, RunOpts, TestSpec};
+use crate::orchestrate::config::{AbortOpts, Command, RunOpts, TestSpec};
 use crate::plan::config::TestParser;
 use crate::plan::{self, Plan, PlanError, TestKind};
 use anyhow::{anyhow, Result};
@@ -75,7 +75,7 @@ impl TestParser for CliParser {
         t: &plan::PlanTest,
         argv: &[String],
         iperf3: bool,
-    ) -> Result<(TestSpec, Vec<Criterion>), PlanError> {
+    ) -> Result<(TestSpec, Vec<Criterion>, Option<AbortOpts>), PlanError> {
         test(plan, t, argv, iperf3)
     }
 
@@ -138,7 +138,7 @@ fn test(
     t: &plan::PlanTest,
     argv: &[String],
     iperf3: bool,
-) -> Result<(TestSpec, Vec<Criterion>), PlanError> {
+) -> Result<(TestSpec, Vec<Criterion>, Option<AbortOpts>), PlanError> {
     let kind = t.kind.as_str();
     // A conversion error names the flag it is about: point at that key.
     let at_test = |e: anyhow::Error| {
@@ -165,6 +165,15 @@ fn test(
         &parsed.command.figure_flags(),
     )
     .map_err(at_test)?;
+    // `abort_on_fail = true`: the test's own criteria stop the run.
+    let abort = match parsed.command.criteria_args() {
+        Some(c) => c.abort_opts(&expect).map_err(at_test)?,
+        None => None,
+    };
+    if abort.is_some() {
+        crate::orchestrate::abort::check_command(&parsed.command.name(), iperf3)
+            .map_err(|e| at_test(e.into()))?;
+    }
     let spec = match (t.kind, parsed.command) {
         (TestKind::Tcp, cli::Command::Tcp(a)) if iperf3 => {
             TestSpec::Iperf3(cli::iperf3::tcp_test(&a).map_err(at_test)?.1)
@@ -183,7 +192,7 @@ fn test(
         (TestKind::Http, cli::Command::Http(a)) => cli::http::http_tests(&a).map_err(at_test)?.1,
         _ => return Err(at_test(anyhow!("kind '{kind}' cannot run in a plan yet"))),
     };
-    Ok((spec, expect))
+    Ok((spec, expect, abort))
 }
 
 /// Places a CLI parser error at the key it came from (else at the test).
@@ -300,6 +309,41 @@ mod tests {
             e.contains("'af14' is not a DSCP") && e.contains("af11..af43"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_plan_test_aborts_on_its_own_criteria() {
+        let text = format!(
+            "{HOSTS}[[test]]\nname = \"u\"\nkind = \"udp\"\nfrom = \"gen1\"\nto = \"sink\"\nexpect = [\"loss<=0.1%\"]\nabort_on_fail = true\nabort_after = 5\n[[test]]\nname = \"t\"\nkind = \"tcp\"\nfrom = \"gen1\"\nto = \"sink\"\nexpect = [\"goodput>=1Gbit/s\"]\n"
+        );
+        let Command::Plan(p, _) = load_text(&text).unwrap() else {
+            panic!("not a plan")
+        };
+        assert_eq!(
+            p.tests[0].abort,
+            Some(AbortOpts {
+                after: Some(Duration::from_secs(5))
+            })
+        );
+        assert_eq!(p.tests[0].expect[0].text, "loss<=0.1%");
+        assert_eq!(p.tests[1].abort, None);
+        // Without a criterion, or with none checked while the test runs:
+        // refused at the key.
+        let text = format!(
+            "{HOSTS}[[test]]\nkind = \"udp\"\nfrom = \"gen1\"\nto = \"sink\"\nabort_on_fail = true\n"
+        );
+        let e = load_text(&text).unwrap_err().to_string();
+        assert!(e.contains(":12:17:") && e.contains("--expect"), "{e}");
+        let text = format!(
+            "{HOSTS}[[test]]\nkind = \"tcp\"\nfrom = \"gen1\"\nto = \"sink\"\nexpect = [\"cpu<=50%\"]\nabort_on_fail = true\n"
+        );
+        let e = load_text(&text).unwrap_err().to_string();
+        assert!(e.contains("none of the criteria can be checked"), "{e}");
+        let text = format!(
+            "{HOSTS}[[test]]\nkind = \"http\"\nfrom = \"gen1\"\nto = \"sink\"\nexpect = [\"goodput>=1Gbit/s\"]\nabort_on_fail = true\n"
+        );
+        let e = load_text(&text).unwrap_err().to_string();
+        assert!(e.contains("does not work with http"), "{e}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The Ctrl-C/SIGTERM flag every long-running loop checks: the first signal
 //! asks for a clean stop (agents stopped, ports restored, results kept
-//! partial), the second ends the process at once.
+//! partial), the second ends the process at once. `--abort-on-fail` asks
+//! for the same clean stop without a signal ([`abort`]).
 
 use anyhow::Result;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,6 +15,27 @@ static INTERRUPTED: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(Atomic
 /// Whether Ctrl-C or SIGTERM came; long-running loops check it.
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::Relaxed)
+}
+
+/// Set by `--abort-on-fail` when a criterion has clearly failed: the run
+/// stops as on Ctrl-C, but is no signal (a later Ctrl-C is still the
+/// first, and the run's status says aborted, not interrupted).
+static ABORTED: AtomicBool = AtomicBool::new(false);
+
+/// Asks every loop to stop cleanly, as the first Ctrl-C does
+/// (`--abort-on-fail`).
+pub fn abort() {
+    ABORTED.store(true, Ordering::Relaxed);
+}
+
+/// Whether [`abort`] was called.
+pub fn aborted() -> bool {
+    ABORTED.load(Ordering::Relaxed)
+}
+
+/// Whether a loop should stop now: Ctrl-C, SIGTERM or an abort.
+pub fn stop_requested() -> bool {
+    interrupted() || aborted()
 }
 
 /// Installs the Ctrl-C/SIGTERM handlers: the first asks for a clean stop, the

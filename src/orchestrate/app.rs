@@ -191,7 +191,7 @@ fn sweep_run(s: &SweepConfig, run: &mut Run) -> Result<()> {
     run.save();
     let mut lab: Option<(LabSpec, lab::Lab, usize)> = None;
     for (p, cmd) in &s.points {
-        if crate::model::signals::interrupted() {
+        if crate::model::signals::stop_requested() {
             break;
         }
         errln!(

@@ -54,6 +54,19 @@ pub struct CriteriaOpts {
     /// Changes within this many % are never regressions.
     pub tolerance_pct: f64,
     pub junit: Option<PathBuf>,
+    /// `--abort-on-fail`: `expect` is held against each test's intervals
+    /// as it runs, and the first that has clearly failed stops the run.
+    pub abort: Option<AbortOpts>,
+}
+
+/// `--abort-on-fail`, validated: criteria are checked while a test runs
+/// (see `orchestrate::abort`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct AbortOpts {
+    /// The grace period (`--abort-after`): how long a test's intervals
+    /// (after `--omit`) must cover before a criterion can fail. `None`:
+    /// three of the test's intervals.
+    pub after: Option<std::time::Duration>,
 }
 
 /// Two endpoints the user names, with no DUT that linerate knows of.
@@ -343,6 +356,9 @@ pub struct PlanTest {
     pub target: IpAddr,
     /// The test's own criteria (`expect = [...]`).
     pub expect: Vec<crate::model::criteria::Criterion>,
+    /// Its criteria stop the run when they clearly fail while it runs
+    /// (`abort_on_fail = true`).
+    pub abort: Option<AbortOpts>,
     /// The sweep point this test is.
     pub sweep: Option<crate::model::sweep::Point>,
     /// The lab it runs in (plans with `[lab]`).

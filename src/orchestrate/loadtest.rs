@@ -6,7 +6,7 @@
 //! The search logic lives in [`crate::search`] and knows nothing of sockets;
 //! this module gives it a [`TrialRunner`] that runs real UDP trials.
 
-use crate::model::signals::interrupted;
+use crate::model::signals::stop_requested;
 use crate::model::stderr::errln;
 use crate::orchestrate::config::{
     Method, Profile, RampConfig, SearchConfig, SearchPlan, Stream, TestSpec,
@@ -32,7 +32,7 @@ pub struct UdpTrials<'a, 'b> {
 
 impl TrialRunner for UdpTrials<'_, '_> {
     fn trial(&mut self, rate_pps: f64, duration: Duration) -> Result<TrialOutcome, TrialError> {
-        if interrupted() {
+        if stop_requested() {
             return Err(TrialError::Interrupted);
         }
         let t = UdpTest {
@@ -132,7 +132,7 @@ pub fn exec_test(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> 
     let n = run.repeat();
     let first_search = run.results.searches.len();
     for i in 1..=n {
-        if interrupted() {
+        if stop_requested() {
             break;
         }
         if n > 1 {
@@ -205,7 +205,7 @@ fn exec_once(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> {
         TestSpec::Iperf3(t) => run.iperf3(ends, t),
         TestSpec::Http(tests) => {
             for t in tests {
-                if interrupted() {
+                if stop_requested() {
                     break;
                 }
                 run.http(ends, t);
@@ -213,7 +213,7 @@ fn exec_once(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> {
         }
         TestSpec::Search(s) => {
             for p in &s.profiles {
-                if interrupted() {
+                if stop_requested() {
                     break;
                 }
                 for l in run_search(ends.reborrow(), p, s, run)? {
@@ -314,7 +314,7 @@ fn probe_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<search
     t.name = format!("ramp probe {}", cfg.profile.name);
     t.duration = Duration::from_secs_f64(PROBE_S);
     let i = run.results.tests.len();
-    run.udp(ends, &t);
+    run.ramp_udp(ends, &t);
     let r = &run.results.tests[i];
     if r.status != TestStatus::Ok {
         bail!(
@@ -364,7 +364,7 @@ pub fn run_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<
             .collect(),
     });
     let test_index = run.results.tests.len();
-    run.udp(ends, &t);
+    run.ramp_udp(ends, &t);
     let r = &run.results.tests[test_index];
     if r.status != TestStatus::Ok {
         bail!("ramp {}: {}", p.name, r.error.clone().unwrap_or_default());
@@ -471,7 +471,7 @@ fn rerun_disturbed(
     seconds.truncate(RAMP_RERUNS_MOST);
     let mut ran = 0;
     for i in seconds {
-        if interrupted() {
+        if stop_requested() {
             break;
         }
         let Some(pps) = sampled
@@ -485,7 +485,7 @@ fn rerun_disturbed(
         t.name = format!("ramp {} rerun {pps:.0} pps", cfg.profile.name);
         t.rate_pps = Some(pps);
         let k = run.results.tests.len();
-        run.udp(ends, &t);
+        run.ramp_udp(ends, &t);
         ran += 1;
         let res = &run.results.tests[k];
         if res.status != TestStatus::Ok {
@@ -542,7 +542,7 @@ impl UdpTrials<'_, '_> {
     fn sleep(&mut self, d: Duration) -> Result<(), TrialError> {
         let end = std::time::Instant::now() + d;
         while std::time::Instant::now() < end {
-            if interrupted() {
+            if stop_requested() {
                 return Err(TrialError::Interrupted);
             }
             std::thread::sleep(Duration::from_millis(50));

@@ -8,12 +8,15 @@
 //! `suite` (the lab's standard suite), `plan_run` (a plan's hosts and
 //! tests) → `loadtest` (every kind of test, the trial runners of ramps and
 //! searches) → `run` (the results document, its directory, the final
-//! table and exit status), `sweep` (a sweep point's tagging and list).
+//! table and exit status), `sweep` (a sweep point's tagging and list),
+//! `abort` (`--abort-on-fail`: criteria held against a test's intervals
+//! while it runs, used by `run`).
 //! Beside them, commands that run no tests: `iperf3_serve` (stock iperf3
 //! clients, each served test a run), `check` (a finished run held to
 //! criteria), `summary` (`monitor` and `serve`, and their summary
 //! document).
 
+pub mod abort;
 pub mod app;
 pub mod check;
 pub mod config;

@@ -7,7 +7,7 @@
 
 use crate::lab::ports::PortLab;
 use crate::lab::LabSpec;
-use crate::model::signals::interrupted;
+use crate::model::signals::stop_requested;
 use crate::model::stderr::errln;
 use crate::orchestrate::config::{PlanConfig, PlanTest, RunOpts};
 use crate::orchestrate::run::Run;
@@ -117,7 +117,7 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         lab = Some((p.gen_host, p.sink_host, built, idx));
     }
     for t in &plan.tests {
-        if interrupted() {
+        if stop_requested() {
             break;
         }
         let in_lab = lab
@@ -170,7 +170,9 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
             lab: in_lab.map(|(_, _, _, idx)| *idx),
         };
         let from = crate::results::criteria::Marks::of(&run.results);
+        run.watch_scope(&t.expect, t.abort);
         let r = crate::orchestrate::loadtest::exec_test(run, &mut ends, &t.spec);
+        run.watch_scope(&[], None);
         drop(ends);
         run.hold_to(&t.expect, from);
         run.record_agents(&hosts);
@@ -218,7 +220,7 @@ fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
         if settings.len() == 1 { "" } else { "s" },
     );
     for spec in settings {
-        if interrupted() {
+        if stop_requested() {
             break;
         }
         let tests: Vec<&PlanTest> = plan
@@ -263,13 +265,15 @@ fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
             if spec.queues == 1 { "" } else { "s" }
         );
         for t in tests {
-            if interrupted() {
+            if stop_requested() {
                 break;
             }
             let mut ends = crate::runner::Ends::of_lab(&mut lab, Some(idx));
             ends.instances = t.instances.max(1);
             let from = Marks::of(&run.results);
+            run.watch_scope(&t.expect, t.abort);
             let r = crate::orchestrate::loadtest::exec_test(run, &mut ends, &t.spec);
+            run.watch_scope(&[], None);
             drop(ends);
             run.hold_to(&t.expect, from);
             let failed = match &t.sweep {

@@ -2,10 +2,11 @@
 //! progress line, and what happens on Ctrl-C. Shared by every command.
 
 use crate::model::criteria::Criterion;
-use crate::model::signals::interrupted;
+use crate::model::signals::{self, interrupted};
 use crate::model::stderr::{errln, errprint};
 use crate::model::stdout;
-use crate::orchestrate::config::{CriteriaOpts, RunOpts};
+use crate::orchestrate::abort::{self, Watch};
+use crate::orchestrate::config::{AbortOpts, CriteriaOpts, RunOpts};
 use crate::report::terminal::{self as report, ProgressLine};
 use crate::results::criteria::Marks;
 use crate::results::{self, RunDir, RunResults, RunStatus, TestResult, SCHEMA_VERSION};
@@ -22,6 +23,9 @@ pub struct Run {
     criteria: CriteriaOpts,
     /// Plan tests' own criteria and the results they added.
     scopes: Vec<(Vec<Criterion>, Marks, Marks)>,
+    /// The running plan test's own criteria, when they abort the run
+    /// (`abort_on_fail`).
+    scope_abort: Option<(Vec<Criterion>, AbortOpts)>,
 }
 
 impl Run {
@@ -62,6 +66,7 @@ impl Run {
             criteria: vec![],
             baseline: None,
             sweeps: vec![],
+            abort: None,
         };
         let run = Run {
             results,
@@ -74,6 +79,7 @@ impl Run {
             expect_loss: common.expect_loss,
             criteria: common.criteria.clone(),
             scopes: vec![],
+            scope_abort: None,
         };
         run.save();
         if !common.allow_target.is_empty() {
@@ -101,6 +107,58 @@ impl Run {
         }
     }
 
+    /// Watches `expect` (a plan test's own criteria) while the tests up to
+    /// the next call run, when `abort` says so; `None` stops watching.
+    pub fn watch_scope(&mut self, expect: &[Criterion], abort: Option<AbortOpts>) {
+        self.scope_abort = abort.map(|a| (expect.to_vec(), a));
+    }
+
+    /// What `--abort-on-fail` watches over a test cut every `interval`:
+    /// the run's criteria and the plan test's own, each with its grace
+    /// period; `None` without any.
+    fn watch(&self, interval: std::time::Duration) -> Option<Watch> {
+        let mut list = Vec::new();
+        if let Some(a) = self.criteria.abort {
+            let g = abort::grace(a.after, interval);
+            list.extend(self.criteria.expect.iter().map(|c| (c.clone(), g)));
+        }
+        if let Some((expect, a)) = &self.scope_abort {
+            let g = abort::grace(a.after, interval);
+            list.extend(expect.iter().map(|c| (c.clone(), g)));
+        }
+        Watch::new(&list)
+    }
+
+    /// Runs `body` (a test) with its progress shown and, with
+    /// `--abort-on-fail`, its interval lines held to the criteria: the
+    /// first that has clearly failed stops the test and the run as Ctrl-C
+    /// does, and is recorded.
+    fn watched(
+        &mut self,
+        interval: std::time::Duration,
+        body: impl FnOnce(Option<&mut RunDir>, runner::OnProgress) -> TestResult,
+    ) -> TestResult {
+        let mut watch = self.watch(interval);
+        let mut hit: Option<results::criteria::AbortRecord> = None;
+        let progress = &self.progress;
+        let mut cb = |p: &runner::Progress| {
+            progress.update(p);
+            if hit.is_some() {
+                return;
+            }
+            if let Some(a) = watch.as_mut().and_then(|w| w.check(&p.slices, p.elapsed_s)) {
+                signals::abort();
+                hit = Some(a);
+            }
+        };
+        let r = body(self.dir.as_mut(), &mut cb);
+        if let Some(mut a) = hit {
+            a.test = r.name.clone();
+            self.results.abort = Some(a);
+        }
+        r
+    }
+
     /// Every criterion held against its tests, and the baseline
     /// comparison, recorded in the results. Returns a message when the
     /// baseline could not be read.
@@ -114,6 +172,19 @@ impl Run {
         for (expect, from, to) in &self.scopes {
             let subjects = crate::results::criteria::subjects(&self.results, *from, *to);
             out.extend(crate::results::criteria::evaluate(expect, &subjects));
+        }
+        if let Some(a) = &self.results.abort {
+            // The aborted test has no final figures: the criterion that
+            // stopped it says what its intervals measured, and the others
+            // say why nothing measured them.
+            out.retain(|c| !(c.expect == a.expect && (c.measured.is_none() || c.test == a.test)));
+            for c in out.iter_mut().filter(|c| c.measured.is_none()) {
+                c.detail = format!(
+                    "not measured: the run was aborted ({} failed in {}) before a test measured {}",
+                    a.expect, a.test, c.figure
+                );
+            }
+            out.insert(0, a.as_result());
         }
         self.results.criteria = out;
         let base = self.criteria.baseline.as_ref()?;
@@ -181,7 +252,18 @@ impl Run {
         self.save();
     }
 
+    /// A UDP test, watched by `--abort-on-fail`.
     pub fn udp(&mut self, ends: &mut runner::Ends, t: &runner::UdpTest) {
+        let mut r = self.watched(t.interval, |dir, cb| runner::run_udp(ends, t, dir, cb));
+        if !self.expect_loss {
+            runner::fail_if_nothing_arrived(&mut r);
+        }
+        self.add_test(r);
+    }
+
+    /// A UDP test a ramp is made of (its probe, itself, its reruns): a
+    /// ramp loses by design past the DUT's limit, so no criterion watches it.
+    pub fn ramp_udp(&mut self, ends: &mut runner::Ends, t: &runner::UdpTest) {
         let progress = &self.progress;
         let mut cb = |p: &runner::Progress| progress.update(p);
         let mut r = runner::run_udp(ends, t, self.dir.as_mut(), &mut cb);
@@ -191,17 +273,19 @@ impl Run {
         self.add_test(r);
     }
 
+    /// A TCP test, watched by `--abort-on-fail`.
     pub fn tcp(&mut self, ends: &mut runner::Ends, t: &runner::TcpTest) {
-        let progress = &self.progress;
-        let mut cb = |p: &runner::Progress| progress.update(p);
-        let r = runner::run_tcp(ends, t, self.dir.as_mut(), &mut cb);
+        let r = self.watched(t.interval, |dir, cb| runner::run_tcp(ends, t, dir, cb));
         self.add_test(r);
     }
 
+    /// Latency under a load, the load watched by `--abort-on-fail`.
     pub fn latency(&mut self, ends: &mut runner::Ends, t: &runner::LatencyTest) {
-        let progress = &self.progress;
-        let mut cb = |p: &runner::Progress| progress.update(p);
-        let r = runner::run_latency(ends, t, self.dir.as_mut(), &mut cb);
+        let interval = match &t.load {
+            runner::Load::Tcp(x) => x.interval,
+            runner::Load::Udp(x) => x.interval,
+        };
+        let r = self.watched(interval, |dir, cb| runner::run_latency(ends, t, dir, cb));
         self.add_test(r);
     }
 
@@ -226,6 +310,8 @@ impl Run {
         self.results.finished_at = Some(crate::model::clock::now_rfc3339());
         self.results.status = if interrupted() {
             RunStatus::Interrupted
+        } else if self.results.abort.is_some() {
+            RunStatus::Aborted
         } else if error.is_some() {
             RunStatus::Partial
         } else {
@@ -295,11 +381,18 @@ impl Run {
         if let Some(e) = &error {
             errln!("error: {e:#}");
         }
-        exit_code(
+        let code = exit_code(
             &self.results,
             error.is_some() || unwritten.is_some(),
             baseline_error.is_some(),
-        )
+        );
+        if let Some(a) = &self.results.abort {
+            errln!("{}", a.detail);
+            errln!("{}", self.results.aborted_note(self.dir.is_some()));
+            // A failed criterion: at least 1 (3 if the run itself failed).
+            return code.max(1);
+        }
+        code
     }
 }
 

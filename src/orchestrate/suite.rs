@@ -1,7 +1,7 @@
 //! `linerate lab`: build the lab, run the standard suite, tear down.
 
 use crate::lab::{self, LabSpec};
-use crate::model::signals::interrupted;
+use crate::model::signals::stop_requested;
 use crate::model::stderr::errln;
 use crate::orchestrate::config::{self, LabConfig, RunOpts, SearchConfig, SearchPlan, Stream};
 use crate::orchestrate::run::Run;
@@ -40,7 +40,7 @@ pub fn lab(args: &LabConfig, opts: &RunOpts) -> i32 {
     let n = run.repeat();
     let mut err = None;
     for i in 1..=n {
-        if interrupted() || err.is_some() {
+        if stop_requested() || err.is_some() {
             break;
         }
         if n > 1 {
@@ -134,7 +134,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         run.udp(&mut ends, &self_test);
         b2b.fleet.shutdown();
     }
-    if interrupted() {
+    if stop_requested() {
         return Ok(());
     }
 
@@ -270,25 +270,25 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
     let lab_idx = run.results.labs.len() - 1;
     let mut ends = Ends::of_lab(&mut l, Some(lab_idx));
     for t in &tcp_tests {
-        if interrupted() {
+        if stop_requested() {
             return Ok(());
         }
         run.tcp(&mut ends, t);
     }
     if let Some(t) = &latency {
-        if interrupted() {
+        if stop_requested() {
             return Ok(());
         }
         run.latency(&mut ends, t);
     }
     for t in &udp_tests {
-        if interrupted() {
+        if stop_requested() {
             return Ok(());
         }
         run.udp(&mut ends, t);
     }
     for t in &http_tests {
-        if interrupted() {
+        if stop_requested() {
             return Ok(());
         }
         run.http(&mut ends, t);
@@ -378,7 +378,7 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
     let secs = args.duration_s.unwrap_or(8.0).clamp(2.0, 600.0);
     let mut lines = Vec::new();
     for name in config::SEED_PROFILES {
-        if interrupted() {
+        if stop_requested() {
             break;
         }
         if !profile_wanted(args, name) {

@@ -125,6 +125,7 @@ pub fn points_list(r: &RunResults, run_dir: Option<&std::path::Path>) -> Option<
                 TestStatus::Ok => "ok",
                 TestStatus::Failed => "FAILED",
                 TestStatus::Interrupted => "interrupted",
+                TestStatus::Aborted => "aborted",
             };
             let why = match (&t.status, &t.error) {
                 (TestStatus::Failed, Some(e)) => format!(": {e}"),

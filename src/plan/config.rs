@@ -11,7 +11,7 @@ use crate::lab::ports::{PortFlags, PortsSpec};
 use crate::lab::LabSpec;
 use crate::model::criteria::Criterion;
 use crate::orchestrate::config::{
-    Command, HostConfig, PlanConfig, PlanTest, PortLabConfig, RunOpts, TestSpec,
+    AbortOpts, Command, HostConfig, PlanConfig, PlanTest, PortLabConfig, RunOpts, TestSpec,
 };
 use crate::topology::ssh::SshTarget;
 use crate::topology::Endpoint;
@@ -24,14 +24,15 @@ pub trait TestParser {
     /// The long flags of `linerate KIND` a plan test may set.
     fn flags(&self, kind: &str) -> Vec<String>;
     /// The test `argv` (`linerate KIND --flag=value…`, from `t`) describes,
-    /// and its own criteria; `iperf3`: its sink is a stock iperf3 server.
+    /// its own criteria, and whether they abort the run when they clearly
+    /// fail (`abort_on_fail`); `iperf3`: its sink is a stock iperf3 server.
     fn test(
         &self,
         plan: &Plan,
         t: &super::PlanTest,
         argv: &[String],
         iperf3: bool,
-    ) -> Result<(TestSpec, Vec<Criterion>), PlanError>;
+    ) -> Result<(TestSpec, Vec<Criterion>, Option<AbortOpts>), PlanError>;
     /// The lab `settings` describe, read by `linerate lab`'s own parser.
     fn lab(&self, plan: &Plan, settings: &[PlanArg]) -> Result<LabSpec, PlanError>;
 }
@@ -470,7 +471,7 @@ fn test(
         argv.push(format!("--client-address={a}"));
     }
     argv.extend(t.argv());
-    let (mut spec, expect) = parser.test(plan, t, &argv, iperf3.is_some())?;
+    let (mut spec, expect, abort) = parser.test(plan, t, &argv, iperf3.is_some())?;
     let ipv6 = t.target.is_ipv6();
     match &mut spec {
         TestSpec::Tcp(x) => {
@@ -527,6 +528,7 @@ fn test(
         instances: t.instances,
         target: t.target,
         expect,
+        abort,
         sweep: None,
         lab: None,
     })

@@ -83,6 +83,7 @@ fn status_pill(s: RunStatus) -> String {
         RunStatus::Complete => ("ok", "complete"),
         RunStatus::Partial => ("warn", "partial"),
         RunStatus::Interrupted => ("bad", "interrupted"),
+        RunStatus::Aborted => ("bad", "aborted"),
     };
     format!("<span class=\"pill {class}\">{text}</span>")
 }

@@ -66,7 +66,13 @@ pub fn document(r: &RunResults) -> String {
             errors: vec![],
         })
         .collect();
-    for t in r.tests.iter().filter(|t| t.status != TestStatus::Ok) {
+    // An aborted test's case gets the failure of the criterion that
+    // stopped it (below), not an error: it measured, and missed.
+    for t in r
+        .tests
+        .iter()
+        .filter(|t| !matches!(t.status, TestStatus::Ok | TestStatus::Aborted))
+    {
         let msg = format!(
             "{} {}: {}",
             t.name,

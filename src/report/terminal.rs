@@ -314,7 +314,7 @@ fn cpu_pct(t: &TestResult, role: &str) -> String {
 /// figures (partial, said in a note). A failed test, or an interrupted
 /// one without figures, gets its status row here instead.
 fn has_rows(t: &TestResult, c: &mut [Column<Tone>], notes: &mut Vec<(String, Tone)>) -> bool {
-    let partial = t.status == TestStatus::Interrupted && !t.directions.is_empty();
+    let partial = t.status.cut_short() && !t.directions.is_empty();
     if partial {
         if let Some(e) = &t.error {
             notes.push((format!("{}: {e}", t.name), Tone::Warn));
@@ -733,7 +733,7 @@ impl ProgressLine {
 
 /// `done: NAME: DIR RATE, loss X %; …` for one finished test.
 pub fn finished_line(t: &crate::results::TestResult) -> String {
-    let partial = t.status == TestStatus::Interrupted && !t.directions.is_empty();
+    let partial = t.status.cut_short() && !t.directions.is_empty();
     if t.status != TestStatus::Ok && !partial {
         return format!(
             "done: {}: {} ({})",
@@ -760,10 +760,10 @@ pub fn finished_line(t: &crate::results::TestResult) -> String {
             ),
         })
         .collect();
-    let cut = if partial {
-        "interrupted, partial: "
-    } else {
-        ""
+    let cut = match t.status {
+        TestStatus::Aborted if partial => "aborted, partial: ",
+        _ if partial => "interrupted, partial: ",
+        _ => "",
     };
     format!("done: {}: {cut}{}", t.name, dirs.join("; "))
 }

@@ -31,6 +31,45 @@ pub struct CriterionResult {
     pub detail: String,
 }
 
+/// The criterion that stopped a run (`--abort-on-fail`): held against a
+/// test's interval lines while it ran, it had clearly failed.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+pub struct AbortRecord {
+    /// The criterion as written (`loss<=0.1%`).
+    pub expect: String,
+    /// The test it stopped.
+    pub test: String,
+    pub figure: String,
+    /// The bound, in the figure's base unit (as `CriterionResult`).
+    pub expected: f64,
+    /// The figure over the test's intervals so far (loss over every frame
+    /// sent so far, a rate as their mean), same unit.
+    pub measured: f64,
+    /// Seconds of the test's intervals the figure covers (after `--omit`).
+    pub over_s: f64,
+    /// Seconds from the test's start to the decision.
+    pub after_s: f64,
+    /// In words: `aborted after 4.0 s: loss<=0.1% failed: 5.02 % over 3.0 s`.
+    pub detail: String,
+}
+
+impl AbortRecord {
+    /// The criterion's result in the run's list: failed, measured over
+    /// the time the test ran.
+    pub fn as_result(&self) -> CriterionResult {
+        CriterionResult {
+            expect: self.expect.clone(),
+            test: self.test.clone(),
+            figure: self.figure.clone(),
+            stat: Stat::Median.name().to_string(),
+            expected: self.expected,
+            measured: Some(self.measured),
+            passed: false,
+            detail: self.detail.clone(),
+        }
+    }
+}
+
 /// How one figure moved against the baseline run.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -45,15 +45,18 @@ use serde::{Deserialize, Serialize};
 /// 1.15.0: baseline figures' `threshold_pct`, `threshold_from`,
 /// `baseline_at_least`, `value_at_least`, the change `inconclusive`, and
 /// the comparison's `within_noise` and `inconclusive` counts.
-pub const SCHEMA_VERSION: &str = "1.15.0";
+/// 1.16.0: the run's and a test's status `aborted` and the run's `abort`
+/// (`--abort-on-fail`: the criterion that stopped the run).
+pub const SCHEMA_VERSION: &str = "1.16.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
     /// Semantic version of this document's schema.
     pub schema_version: String,
     pub linerate_version: String,
-    /// `complete`, `partial` (still running, or ended early by an error) or
-    /// `interrupted` (Ctrl-C / SIGTERM).
+    /// `complete`, `partial` (still running, or ended early by an error),
+    /// `interrupted` (Ctrl-C / SIGTERM) or `aborted` (a criterion had
+    /// clearly failed while a test ran, `--abort-on-fail`: see `abort`).
     pub status: RunStatus,
     pub name: String,
     pub command_line: Vec<String>,
@@ -105,6 +108,10 @@ pub struct RunResults {
     /// their points are the tests whose `sweep` names them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sweeps: Vec<crate::model::sweep::SweepInfo>,
+    /// What stopped an aborted run (`--abort-on-fail`): the criterion, the
+    /// test, the value measured over its intervals so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abort: Option<criteria::AbortRecord>,
 }
 
 fn one() -> u32 {
@@ -190,6 +197,8 @@ pub enum RunStatus {
     Complete,
     Partial,
     Interrupted,
+    /// Stopped by `--abort-on-fail` when a criterion had clearly failed.
+    Aborted,
 }
 
 impl RunResults {
@@ -208,6 +217,22 @@ impl RunResults {
             "the table above covers the time that ran"
         };
         format!("interrupted: {stopped}; {kept}")
+    }
+
+    /// The last line of an aborted run (`--abort-on-fail`): later tests did
+    /// not start, and what ran is kept.
+    pub fn aborted_note(&self, saved: bool) -> String {
+        let stopped = if self.labs.is_empty() {
+            "the agents' jobs were stopped"
+        } else {
+            "the lab was torn down"
+        };
+        let kept = if saved {
+            "the figures of the time that ran are kept in results.json (status aborted)"
+        } else {
+            "the table above covers the time that ran"
+        };
+        format!("aborted: {stopped} and later tests did not start; {kept}")
     }
 }
 
@@ -287,6 +312,17 @@ pub enum TestStatus {
     Ok,
     Failed,
     Interrupted,
+    /// Stopped by `--abort-on-fail`: a criterion had clearly failed over
+    /// its intervals so far; the figures cover the time it ran.
+    Aborted,
+}
+
+impl TestStatus {
+    /// A test cut short (Ctrl-C, or an abort) whose figures cover the
+    /// time it ran.
+    pub fn cut_short(self) -> bool {
+        matches!(self, TestStatus::Interrupted | TestStatus::Aborted)
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]

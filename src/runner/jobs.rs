@@ -2,7 +2,7 @@
 //! gathering their reports, and stopping whatever a failed test left running.
 
 use super::intervals::IntervalStore;
-use crate::model::signals::interrupted;
+use crate::model::signals::stop_requested;
 use crate::proto::{EndpointSummary, IntervalSample, Job, Request, Response, Snapshot};
 use crate::sys;
 use crate::topology::Fleet;
@@ -206,7 +206,7 @@ fn gather(
         if wait_for.iter().all(|id| col.finished.contains_key(id)) {
             return Ok(true);
         }
-        if (interruptible && interrupted()) || Instant::now() > deadline {
+        if (interruptible && stop_requested()) || Instant::now() > deadline {
             return Ok(false);
         }
         let Some((_, ev)) = fleet.next_event(Duration::from_millis(100))? else {

@@ -7,7 +7,7 @@
 use super::setup::{finish_test, Ends, OnProgress, TcpTest, UdpTest};
 use crate::latency::responder;
 use crate::latency::stats::{self, LatencyResult, OneWayClock, PhaseSpan, ResponderCounts};
-use crate::model::signals::interrupted;
+use crate::model::signals::{aborted, interrupted, stop_requested};
 use crate::proto::probe::{self, ProbeSample};
 use crate::proto::{Cidr, EndpointSummary, Job, Request, Response};
 use crate::results::{CrossCheck, RunDir, TestResult, TestStatus};
@@ -164,13 +164,15 @@ pub fn run_latency(
     }
     if result.status == TestStatus::Ok && interrupted() {
         result.status = TestStatus::Interrupted;
+    } else if result.status == TestStatus::Ok && aborted() {
+        result.status = TestStatus::Aborted;
     }
     result
 }
 
 fn pause(d: Duration) {
     let end = Instant::now() + d;
-    while Instant::now() < end && !interrupted() {
+    while Instant::now() < end && !stop_requested() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }

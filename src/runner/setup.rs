@@ -5,7 +5,7 @@
 //! this and on nothing of each other's, except latency, which runs a TCP or
 //! UDP load beside its probes.
 
-use crate::model::signals::interrupted;
+use crate::model::signals::{aborted, interrupted};
 use crate::proto::{Cidr, Direction, FlowSpec, FrameSpec, RateProfile, RxEngine, TxEngine};
 use crate::results::{FlowMode, TestResult, TestStatus};
 use crate::topology::{Addressing, Fleet};
@@ -347,6 +347,10 @@ pub(super) fn cut_short() -> String {
     if interrupted() {
         "interrupted before the test ended (Ctrl-C or SIGTERM); the figures cover the time it ran"
             .into()
+    } else if aborted() {
+        "aborted before the test ended: a criterion had clearly failed (--abort-on-fail); the \
+         figures cover the time it ran"
+            .into()
     } else {
         "the test's jobs did not report their end in time (the agents stalled or the host is \
          overloaded); the figures cover what they reported"
@@ -362,6 +366,8 @@ pub(super) fn finish_test(
     if let Err(e) = body(&mut result) {
         result.status = if interrupted() {
             TestStatus::Interrupted
+        } else if aborted() {
+            TestStatus::Aborted
         } else {
             TestStatus::Failed
         };

@@ -283,6 +283,7 @@ fn test_profile(t: &TestResult) -> String {
 fn error_of(t: &TestResult) -> String {
     t.error.clone().unwrap_or_else(|| match t.status {
         TestStatus::Interrupted => "interrupted".into(),
+        TestStatus::Aborted => "aborted".into(),
         _ => "failed".into(),
     })
 }
