@@ -255,15 +255,8 @@ impl CriteriaArgs {
         })
     }
 
-    /// `--abort-on-fail` over `expect`, refused when nothing could make
-    /// it stop a run (see [`abort::check_criteria`]).
+    /// `--abort-on-fail` over `expect` ([`abort::opts`]).
     pub fn abort_opts(&self, expect: &[criteria::Criterion]) -> Result<Option<AbortOpts>> {
-        if !self.abort_on_fail {
-            return Ok(None);
-        }
-        abort::check_criteria(expect)?;
-        Ok(Some(AbortOpts {
-            after: self.abort_after.map(std::time::Duration::from_secs_f64),
-        }))
+        Ok(abort::opts(self.abort_on_fail, self.abort_after, expect)?)
     }
 }

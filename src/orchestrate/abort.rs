@@ -82,6 +82,23 @@ pub enum Refused {
 }
 
 /// Refuses criteria none of which can be checked while a test runs.
+/// `--abort-on-fail` (`on`) with its grace period (`--abort-after`) over
+/// `expect`: None when it is off; refused when nothing could make it stop
+/// a run (see [`check_criteria`]).
+pub fn opts(
+    on: bool,
+    after_s: Option<f64>,
+    expect: &[Criterion],
+) -> Result<Option<crate::orchestrate::config::AbortOpts>, Refused> {
+    if !on {
+        return Ok(None);
+    }
+    check_criteria(expect)?;
+    Ok(Some(crate::orchestrate::config::AbortOpts {
+        after: after_s.map(Duration::from_secs_f64),
+    }))
+}
+
 pub fn check_criteria(expect: &[Criterion]) -> Result<(), Refused> {
     if expect.is_empty() {
         return Err(Refused::NoCriterion);
