@@ -4,7 +4,8 @@
 //! the lab's topology record ([`lab`]), how a stream's flows vary ([`flows`]), records kept in a scratch file until
 //! they are needed ([`spill`]), the grammar of pass/fail criteria
 //! ([`criteria`]), the coordinates of sweep points ([`sweep`]) and stdout and stderr that a
-//! closed pipe ends quietly ([`stdout`], [`stderr`]). It imports nothing of the crate above it.
+//! closed pipe ends quietly ([`stdout`], [`stderr`]), and the
+//! durations, sizes, CPU lists and hosts a user types ([`values`]). It imports nothing of the crate above it.
 
 pub mod clock;
 pub mod criteria;
@@ -17,3 +18,4 @@ pub mod stderr;
 pub mod stdout;
 pub mod sweep;
 pub mod units;
+pub mod values;
