@@ -248,11 +248,15 @@ impl Sender {
             let c = Arc::new(Counters::default());
             counters.push(c.clone());
             let (ctx, abort, sizes) = (ctx.clone(), abort.clone(), sizes.clone());
+            let sampler = std::thread::current();
             let h = kernel::spawn_named("lr-udp-send", move || {
                 let out = worker(&ctx, &abort, share, &sizes, batch, &c, start, i);
                 if out.is_err() {
                     abort.store(true, Ordering::Relaxed);
                 }
+                // The sampler below sleeps until an interval is due: a
+                // worker that ends wakes it to join.
+                sampler.unpark();
                 out
             })
             .map_err(EngineError::io("starting a sender thread"))?;
@@ -276,7 +280,15 @@ impl Sender {
                     ctx.emit(iv.sample(t, a, b, target(a, b)));
                 }
             }
-            std::thread::sleep(Duration::from_millis(2));
+            // Asleep until the next interval is due (at most 100 ms past
+            // the deadline, should a wakeup be lost); a worker that ends
+            // unparks this thread. No short polling beside the senders.
+            let wait = if now < deadline {
+                clock.until_due(now).min(deadline - now)
+            } else {
+                Duration::from_millis(100)
+            };
+            std::thread::park_timeout(wait.max(Duration::from_micros(100)));
         }
         let mut per_thread = Vec::new();
         let mut flows = Vec::new();

@@ -210,8 +210,12 @@ pub fn receive(
         // Workers take the job's CPUs in turn; with none given they follow
         // the softirq work (RPS) wherever the scheduler puts them.
         let cpu = (!cpus.is_empty()).then(|| cpus[i % cpus.len()]);
+        let sampler = std::thread::current();
         let h = kernel::spawn_named("lr-udp-recv", move || {
-            rx_worker(&ctx, sock, (flows, vlan, count_dscp), &c, &first_ns, i, cpu)
+            let out = rx_worker(&ctx, sock, (flows, vlan, count_dscp), &c, &first_ns, i, cpu);
+            // The sampler sleeps until an interval is due: wake it to join.
+            sampler.unpark();
+            out
         })
         .map_err(EngineError::io("starting a receiver thread"))?;
         handles.push(h);
@@ -219,7 +223,14 @@ pub fn receive(
     let mut clock: Option<IntervalClock> = None;
     let mut iv = Intervals::default();
     while handles.iter().any(|h| !h.is_finished()) {
-        std::thread::sleep(Duration::from_millis(2));
+        // Until the first datagram the clock has no start: look every
+        // 10 ms (the start is the datagram's own timestamp, so looking
+        // late loses nothing); then asleep until an interval is due. A
+        // worker that ends unparks this thread.
+        let wait = clock
+            .as_ref()
+            .map_or(Duration::from_millis(10), |c| c.until_due(Instant::now()));
+        std::thread::park_timeout(wait.max(Duration::from_micros(100)));
         let now = Instant::now();
         if clock.is_none() {
             let f = first_ns.load(Ordering::Relaxed);

@@ -280,14 +280,7 @@ pub fn connect_marked(
     tos: u8,
     timeout: std::time::Duration,
 ) -> io::Result<TcpStream> {
-    let family = match addr {
-        SocketAddr::V4(_) => libc::AF_INET,
-        SocketAddr::V6(_) => libc::AF_INET6,
-    };
-    // SAFETY: socket(2) takes three integers and touches no memory of ours.
-    let fd = cvt(unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })?;
-    // SAFETY: socket(2) returned a new fd that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let fd = tcp_socket(addr, 0)?;
     set_tos(fd.as_raw_fd(), tos)?;
     // A blocking connect waits at most SO_SNDTIMEO (then EINPROGRESS).
     let tv = libc::timeval {
@@ -295,15 +288,7 @@ pub fn connect_marked(
         tv_usec: timeout.subsec_micros() as libc::suseconds_t,
     };
     setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDTIMEO, &tv)?;
-    let sa = SockAddr::new(addr);
-    // SAFETY: `sa.storage` holds a valid sockaddr of `sa.len` bytes.
-    let r = unsafe {
-        libc::connect(
-            fd.as_raw_fd(),
-            (&sa.storage as *const libc::sockaddr_storage).cast(),
-            sa.len,
-        )
-    };
+    let r = connect_raw(&fd, addr);
     if r < 0 {
         let e = io::Error::last_os_error();
         return Err(match e.raw_os_error() {
@@ -332,27 +317,11 @@ pub fn connect_nonblocking(addr: SocketAddr) -> io::Result<TcpStream> {
 /// [`connect_nonblocking`] with the socket's packets marked with `tos`
 /// ([`set_tos`]) before the SYN leaves.
 pub fn connect_nonblocking_marked(addr: SocketAddr, tos: Option<u8>) -> io::Result<TcpStream> {
-    let family = match addr {
-        SocketAddr::V4(_) => libc::AF_INET,
-        SocketAddr::V6(_) => libc::AF_INET6,
-    };
-    let kind = libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
-    // SAFETY: socket(2) takes three integers and touches no memory of ours.
-    let fd = cvt(unsafe { libc::socket(family, kind, 0) })?;
-    // SAFETY: socket(2) returned a new fd that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let fd = tcp_socket(addr, libc::SOCK_NONBLOCK)?;
     if let Some(t) = tos {
         set_tos(fd.as_raw_fd(), t)?;
     }
-    let sa = SockAddr::new(addr);
-    // SAFETY: `sa.storage` holds a valid sockaddr of `sa.len` bytes.
-    let r = unsafe {
-        libc::connect(
-            fd.as_raw_fd(),
-            (&sa.storage as *const libc::sockaddr_storage).cast(),
-            sa.len,
-        )
-    };
+    let r = connect_raw(&fd, addr);
     if r < 0 {
         let e = io::Error::last_os_error();
         if !matches!(e.raw_os_error(), Some(libc::EINPROGRESS | libc::EINTR)) {
@@ -360,6 +329,34 @@ pub fn connect_nonblocking_marked(addr: SocketAddr, tos: Option<u8>) -> io::Resu
         }
     }
     Ok(TcpStream::from(fd))
+}
+
+/// A new TCP socket of `addr`'s family, close-on-exec, with `flags`
+/// (e.g. `SOCK_NONBLOCK`) added to its type.
+fn tcp_socket(addr: SocketAddr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let family = match addr {
+        SocketAddr::V4(_) => libc::AF_INET,
+        SocketAddr::V6(_) => libc::AF_INET6,
+    };
+    let kind = libc::SOCK_STREAM | libc::SOCK_CLOEXEC | flags;
+    // SAFETY: socket(2) takes three integers and touches no memory of ours.
+    let fd = cvt(unsafe { libc::socket(family, kind, 0) })?;
+    // SAFETY: socket(2) returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// connect(2) of `fd` to `addr`: its raw return value (errno is left for
+/// the caller to read).
+fn connect_raw(fd: &OwnedFd, addr: SocketAddr) -> libc::c_int {
+    let sa = SockAddr::new(addr);
+    // SAFETY: `sa.storage` holds a valid sockaddr of `sa.len` bytes.
+    unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&sa.storage as *const libc::sockaddr_storage).cast(),
+            sa.len,
+        )
+    }
 }
 
 /// A socket address in the kernel's own layout, built once per flow.
