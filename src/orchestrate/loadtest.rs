@@ -675,7 +675,7 @@ pub fn run_search(
         let r = search::rfc2544_throughput(&mut UdpTrialsWait(&mut trials), &cfg)
             .map_err(|e| anyhow!("{e}"))?;
         lines.push(format!(
-            "{} RFC 2544 throughput: {}{} ({} trials, {:.1} s)",
+            "{} RFC 2544 throughput: {}{}{} ({} trials, {:.1} s)",
             p.name,
             match (r.end, r.throughput_pps) {
                 (search::rfc2544::ThroughputEnd::MinRateFailed, _) => format!(
@@ -687,6 +687,15 @@ pub fn run_search(
                 ),
                 (_, Some(v)) => format!("{v:.0} pps, {:.2} % of line rate", pct(v)),
                 (_, None) => "none found".into(),
+            },
+            match r.contradicting_trials {
+                0 => String::new(),
+                n => format!(
+                    "; {n} trial{} contradicted an earlier one (loss below a rate that had \
+                     passed, or the reverse): the DUT's loss-free rate moved while it was measured, \
+                     the newer trial counted",
+                    if n == 1 { "" } else { "s" }
+                ),
             },
             if r.rfc2544_compliant {
                 ""

@@ -45,29 +45,40 @@ pub fn summary_table_fit(r: &crate::results::RunResults, width: Option<usize>) -
             .unwrap_or(FrameSpec::Fixed(64));
         let l1 =
             |pps: f64| crate::model::units::l1_bps(pps, crate::engine::frame::average_frame(frame));
-        // A goal's rate, and whether it is only a lower bound (the tester's
-        // limit or the search's maximum), which the table marks with ">=".
-        let goal = |g: &str| -> Option<(f64, bool)> {
+        // A goal's rate, and whether it is only a bound: ">=" for a lower
+        // one (the tester's limit or the search's maximum), "<" when even
+        // the lowest load failed (the same answer the search's own line
+        // gives, never a rate that a later trial contradicted).
+        let goal = |g: &str| -> Option<(f64, &'static str)> {
+            use search::mlr::Irregular;
+            use search::rfc2544::ThroughputEnd;
             let mlr = srch
                 .and_then(|s| s.mlr.as_ref())
                 .and_then(|m| m.goals.iter().find(|x| x.goal.name == g));
             if let Some(x) = mlr {
-                let bound_only = matches!(
-                    x.irregular,
-                    Some(search::mlr::Irregular::TesterLimitIsLowerBound)
-                        | Some(search::mlr::Irregular::MaxLoadIsLowerBound)
-                );
-                return x
-                    .conditional_throughput_pps
-                    .or(x.relevant_lower_bound_pps)
-                    .map(|v| (v, bound_only));
+                return match x.irregular {
+                    Some(Irregular::MinLoadIsUpperBound) => {
+                        x.relevant_upper_bound_pps.map(|v| (v, "<"))
+                    }
+                    Some(Irregular::TesterLimitIsLowerBound | Irregular::MaxLoadIsLowerBound) => x
+                        .conditional_throughput_pps
+                        .or(x.relevant_lower_bound_pps)
+                        .map(|v| (v, ">=")),
+                    _ => x
+                        .conditional_throughput_pps
+                        .or(x.relevant_lower_bound_pps)
+                        .map(|v| (v, "")),
+                };
             }
             if g != "ndr" {
                 return None;
             }
             let r = srch.and_then(|s| s.rfc2544.as_ref())?;
-            let bound_only = !matches!(r.end, search::rfc2544::ThroughputEnd::Found);
-            r.throughput_pps.map(|v| (v, bound_only))
+            match r.end {
+                ThroughputEnd::MinRateFailed => Some((r.config.min_pps, "<")),
+                ThroughputEnd::Found => r.throughput_pps.map(|v| (v, "")),
+                _ => r.throughput_pps.map(|v| (v, ">=")),
+            }
         };
         let dirs: Vec<String> = ramp
             .map(|x| x.directions.iter().map(|d| d.direction.clone()).collect())
@@ -138,8 +149,8 @@ pub fn summary_table_fit(r: &crate::results::RunResults, width: Option<usize>) -
                 .map(|x| x.line_rate_pps)
                 .or(srch.map(|x| x.line_rate_pps))
                 .unwrap_or(1.0);
-            let cell = |v: Option<(f64, bool)>, f: &dyn Fn(f64) -> String| {
-                v.map(|(x, bound)| format!("{}{}", if bound { ">=" } else { "" }, f(x)))
+            let cell = |v: Option<(f64, &str)>, f: &dyn Fn(f64) -> String| {
+                v.map(|(x, bound)| format!("{bound}{}", f(x)))
                     .unwrap_or_else(|| "-".into())
             };
             let row = [
@@ -157,13 +168,22 @@ pub fn summary_table_fit(r: &crate::results::RunResults, width: Option<usize>) -
             }
         }
     }
+    let upper = cols
+        .iter()
+        .any(|c| c.cells.iter().any(|(v, ())| v.starts_with('<')));
     let (cols, dropped) = columns::fit(cols.into(), width);
     let mut out = String::from("\n");
-    let intro =
+    let intro = format!(
         "Per profile (ramp saturation: where loss above 0.1 % began, inside the first sample \
-                 of the final lossy run; NDR 0 %, PDR 0.5 % loss; >= marks a lower bound: the \
-                 tester's limit or the highest rate tried, not the DUT's):";
-    for l in columns::wrap(intro, width, "", "") {
+         of the final lossy run; NDR 0 %, PDR 0.5 % loss; >= marks a lower bound: the \
+         tester's limit or the highest rate tried, not the DUT's{}):",
+        if upper {
+            "; < an upper bound: even the lowest rate tried lost frames"
+        } else {
+            ""
+        }
+    );
+    for l in columns::wrap(&intro, width, "", "") {
         out.push_str(&l);
         out.push('\n');
     }
@@ -210,6 +230,26 @@ mod tests {
             assert!(narrow.contains(h), "{narrow}");
         }
         assert!(narrow.contains("Left out to fit"), "{narrow}");
+    }
+
+    /// Issue 33: a goal that failed even at the lowest load is an upper
+    /// bound, as the search's own line says ("below N pps"), never a ">="
+    /// of a rate a later trial contradicted.
+    #[test]
+    fn a_goal_below_the_lowest_load_is_an_upper_bound() {
+        let mut r = testdata::ramp();
+        r.searches = testdata::search().searches;
+        let g = &mut r.searches[0].mlr.as_mut().expect("an MLR search").goals[0];
+        g.irregular = Some(search::mlr::Irregular::MinLoadIsUpperBound);
+        g.conditional_throughput_pps = None;
+        g.relevant_lower_bound_pps = None;
+        g.relevant_upper_bound_pps = Some(10_000.0);
+        let t = summary_table_fit(&r, None).expect("a table");
+        assert!(
+            t.contains("<10000 ") && t.contains("< an upper bound"),
+            "{t}"
+        );
+        assert!(!t.contains(">=10000"), "{t}");
     }
 
     #[test]

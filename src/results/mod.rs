@@ -47,7 +47,8 @@ use serde::{Deserialize, Serialize};
 /// the comparison's `within_noise` and `inconclusive` counts.
 /// 1.16.0: the run's and a test's status `aborted` and the run's `abort`
 /// (`--abort-on-fail`: the criterion that stopped the run).
-pub const SCHEMA_VERSION: &str = "1.16.0";
+/// 1.17.0: RFC 2544 throughput results' `contradicting_trials`.
+pub const SCHEMA_VERSION: &str = "1.17.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {

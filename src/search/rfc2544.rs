@@ -139,6 +139,12 @@ pub struct Rfc2544Result {
     pub end: ThroughputEnd,
     /// Highest rate the tester could offer, when a trial hit its limit.
     pub tester_limit_pps: Option<f64>,
+    /// Trials whose outcome contradicted an earlier one (a loss at or
+    /// below a rate that had passed, or a pass at or above one that had
+    /// lost): the search went on from the newer trial. More than none says
+    /// the DUT's loss-free rate moved while it was measured.
+    #[serde(default)]
+    pub contradicting_trials: usize,
     /// Trials of at least 60 s, zero loss and the full §23 waits.
     pub rfc2544_compliant: bool,
     /// Why the result is not RFC 2544 compliant (empty when it is).
@@ -173,6 +179,7 @@ pub fn rfc2544_throughput(
     let mut tester_limit: Option<f64> = None;
     let mut demonstrated = 0.0f64;
     let mut shortfalls = super::Shortfalls::default();
+    let mut contradicting = 0usize;
     let end = loop {
         // The top of the bracket: the lowest failure, or the ceiling if that
         // is lower and untested.
@@ -250,9 +257,22 @@ pub fn rfc2544_throughput(
                 most.min(offered)
             }
         };
+        // A binary search assumes that loss only grows with the load. A
+        // trial that contradicts an earlier one (a pass at or above a
+        // failure, a failure at or below a pass: a DUT whose capacity
+        // moved, or a disturbed host) outranks it: the search goes on from
+        // the newer evidence, and the result counts the contradictions.
         if pass {
+            if failed.is_some_and(|f| f <= rate) {
+                failed = None;
+                contradicting += 1;
+            }
             passed = Some(passed.map_or(rate, |p: f64| p.max(rate)));
         } else {
+            if passed.is_some_and(|p| p >= rate) {
+                passed = None;
+                contradicting += 1;
+            }
             failed = Some(failed.map_or(rate, |f: f64| f.min(rate)));
         }
     };
@@ -264,6 +284,7 @@ pub fn rfc2544_throughput(
         lowest_failed_pps: failed,
         end,
         tester_limit_pps: tester_limit,
+        contradicting_trials: contradicting,
         rfc2544_compliant: compliance_notes.is_empty(),
         compliance_notes,
         trial_time_s: log.trial_time_s,
@@ -432,7 +453,9 @@ pub fn frame_loss_rate(
 #[cfg(test)]
 mod tests {
     use super::super::sim::{SimConfig, SimDut};
+    use super::super::{TrialError, TrialOutcome};
     use super::*;
+    use std::time::Duration;
 
     fn quick(min: f64, max: f64) -> Rfc2544Config {
         Rfc2544Config {
@@ -562,6 +585,58 @@ mod tests {
             p <= 800_000.0 && (800_000.0 - p) / 800_000.0 <= 0.005,
             "{p}"
         );
+    }
+
+    /// Outcomes in the order trials are run, whatever rate is asked: the
+    /// share of it the tester offers and the frames the DUT loses.
+    struct Scripted(Vec<(f64, u64)>, usize);
+
+    impl TrialRunner for Scripted {
+        fn trial(&mut self, rate_pps: f64, d: Duration) -> Result<TrialOutcome, TrialError> {
+            let (share, lost) = self.0[self.1.min(self.0.len() - 1)];
+            self.1 += 1;
+            let offered = rate_pps * share;
+            let tx = (offered * d.as_secs_f64()) as u64;
+            let short = share < 1.0 - TESTER_BACKOFF;
+            Ok(TrialOutcome {
+                rate_pps,
+                offered_pps: offered,
+                duration_s: d.as_secs_f64(),
+                tx_packets: tx,
+                rx_packets: tx - lost,
+                lost,
+                tester_short: short,
+                tester_limited: TrialOutcome::tester_verdict(short, lost),
+                dut_counted_lost: None,
+                dut: None,
+                steal_ms: None,
+            })
+        }
+    }
+
+    /// Issue 33: a loss-free trial at what a short tester offered, then
+    /// losses at lower offered rates (seen in a lab under load: "below
+    /// 170000 pps" on the search's line, ">=169484" in the profile table).
+    /// The newer trial outranks the pass it contradicts: no throughput is
+    /// reported above a rate that lost frames later, and the result counts
+    /// the contradiction.
+    #[test]
+    fn a_loss_below_an_earlier_pass_outranks_it() {
+        let mut dut = Scripted(vec![(0.96, 0), (0.95, 1_000), (0.95, 1_000)], 0);
+        let r = rfc2544_throughput(&mut dut, &quick(170_000.0, 180_000.0)).unwrap();
+        assert_eq!(r.end, ThroughputEnd::MinRateFailed, "{r:?}");
+        assert_eq!(r.throughput_pps, None, "{r:?}");
+        assert_eq!(r.contradicting_trials, 1, "{r:?}");
+        // The lowest failure is the last trial's, at what it offered.
+        assert_eq!(r.lowest_failed_pps, Some(r.trials[2].outcome.offered_pps));
+
+        // A DUT that keeps its capacity contradicts nothing.
+        let mut dut = SimDut::new(SimConfig {
+            capacity_pps: 731_000.0,
+            ..SimConfig::default()
+        });
+        let r = rfc2544_throughput(&mut dut, &quick(1_000.0, 1_000_000.0)).unwrap();
+        assert_eq!((r.end, r.contradicting_trials), (ThroughputEnd::Found, 0));
     }
 
     /// Issue 33: a tester that falls short by up to 6 % now and then, in
