@@ -214,4 +214,23 @@ fn latency_at_usage_errors() {
             && err.contains("ssh://198.18.0.99"),
         "{err}"
     );
+    // A plan's search test with latency_at across two hosts, the same.
+    let dir = tempdir("latat-plan");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        "name = \"two clocks\"\n[hosts.gen]\nlocal = true\naddress = \"198.18.0.1\"\n\
+         [hosts.sink]\nssh = \"lr-test@198.18.0.99\"\naddress = \"198.18.0.99\"\n\
+         [[test]]\nname = \"s\"\nkind = \"search\"\nfrom = \"gen\"\nto = \"sink\"\n\
+         latency_at = [10, 90]\n",
+    )
+    .unwrap();
+    let out = run(&["run", plan.to_str().unwrap(), "--no-results"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("test 's': its generators and sink") && err.contains("clocks to be one"),
+        "{err}"
+    );
 }

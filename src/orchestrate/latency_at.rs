@@ -12,14 +12,12 @@
 
 use crate::model::hdr::{self, OwdSummary};
 use crate::model::signals::stop_requested;
-use crate::orchestrate::config::{Command, PlanConfig, SearchConfig, TestSpec};
-use crate::orchestrate::loadtest::base_test;
+use crate::orchestrate::config::{Command, PlanConfig, TestSpec};
 use crate::orchestrate::run::Run;
 use crate::results::latency_at::{LatencyAt, LatencyPoint, LatencyPointDirection};
 use crate::results::{SearchResult, TestResult, TestStatus};
-use crate::runner::Ends;
+use crate::runner::{Ends, UdpTest};
 use crate::topology::Endpoint;
-use anyhow::Result;
 use std::time::Duration;
 
 /// What `clock` says when both ends read this host's CLOCK_MONOTONIC.
@@ -39,16 +37,28 @@ pub struct TwoClocks {
     pub b: String,
 }
 
+/// Why a `--latency-at` value is not a load point.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum LoadPctError {
+    #[error("'{0}' is not a number: give % of the throughput found, e.g. 10,50,90,100")]
+    NotANumber(String),
+    #[error(
+        "{0} is outside (0, 100]: a load point is a share of the throughput the search \
+         found, above 0 and at most 100 (RFC 2544 §26.2 measures at 100)"
+    )]
+    OutOfRange(String),
+}
+
 /// One `--latency-at` value: % of the throughput found, in (0, 100].
-pub fn parse_load_pct(s: &str) -> Result<f64, String> {
-    let v: f64 = s.trim().trim_end_matches('%').trim().parse().map_err(|_| {
-        format!("'{s}' is not a number: give % of the throughput found, e.g. 10,50,90,100")
-    })?;
+pub fn parse_load_pct(s: &str) -> Result<f64, LoadPctError> {
+    let v: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .trim()
+        .parse()
+        .map_err(|_| LoadPctError::NotANumber(s.into()))?;
     if !(v > 0.0 && v <= 100.0) {
-        return Err(format!(
-            "{s} is outside (0, 100]: a load point is a share of the throughput the search \
-             found, above 0 and at most 100 (RFC 2544 §26.2 measures at 100)"
-        ));
+        return Err(LoadPctError::OutOfRange(s.into()));
     }
     Ok(v)
 }
@@ -199,22 +209,22 @@ fn point(load_pct: f64, rate_pps: f64, test: usize, r: &TestResult) -> LatencyPo
     }
 }
 
-/// Runs the load points of `cfg` for the search `result` of profile `p`
-/// (each point's trial recorded as a test) and returns what goes into the
-/// search's `latency_at`, or `None` when none were asked.
+/// Runs a trial of `base` (the search's frames and flows) at each of
+/// `loads` % of what the search `result` found, each recorded as a test,
+/// and returns what goes into the search's `latency_at` (`None` when no
+/// load was asked).
 pub fn run_points(
     ends: &mut Ends,
-    p: &crate::orchestrate::config::Profile,
-    cfg: &SearchConfig,
+    base: &UdpTest,
+    loads: &[f64],
     run: &mut Run,
     result: &SearchResult,
-) -> Result<Option<LatencyAt>> {
-    let loads = &cfg.plan.latency_at;
+) -> Option<LatencyAt> {
     if loads.is_empty() {
-        return Ok(None);
+        return None;
     }
     let Some((basis, basis_pps, trial_s)) = basis(result) else {
-        return Ok(Some(LatencyAt {
+        return Some(LatencyAt {
             basis: "none".into(),
             basis_pps: 0.0,
             trial_s: 0.0,
@@ -224,7 +234,7 @@ pub fn run_points(
             note: Some(
                 "no latency points: the search found no throughput to take shares of".into(),
             ),
-        }));
+        });
     };
     let mut at = LatencyAt {
         basis,
@@ -241,10 +251,13 @@ pub fn run_points(
             break;
         }
         let rate = basis_pps * pct / 100.0;
-        let mut t = base_test(p, &cfg.stream)?;
-        t.name = format!("{} latency at {pct} %", result.name);
-        t.rate_pps = Some(rate);
-        t.duration = Duration::from_secs_f64(trial_s);
+        let t = UdpTest {
+            name: format!("{} latency at {pct} %", result.name),
+            rate_pps: Some(rate),
+            rate_profile: None,
+            duration: Duration::from_secs_f64(trial_s),
+            ..base.clone()
+        };
         let i = run.results.tests.len();
         run.ramp_udp(ends, &t);
         let r = &run.results.tests[i];
@@ -257,7 +270,7 @@ pub fn run_points(
         }
         at.points.push(point(pct, rate, i, r));
     }
-    Ok(Some(at))
+    Some(at)
 }
 
 #[cfg(test)]

@@ -710,9 +710,14 @@ pub fn run_search(
         }
         result.rfc2544 = Some(r);
     }
-    let UdpTrials { mut ends, .. } = trials;
-    result.latency_at =
-        crate::orchestrate::latency_at::run_points(&mut ends, p, cfg, run, &result)?;
+    let UdpTrials { mut ends, base, .. } = trials;
+    result.latency_at = crate::orchestrate::latency_at::run_points(
+        &mut ends,
+        &base,
+        &plan.latency_at,
+        run,
+        &result,
+    );
     if let Some(l) = &result.latency_at {
         lines.extend(crate::report::latency_at::table(&result.name, l));
     }
