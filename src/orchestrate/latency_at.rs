@@ -294,9 +294,9 @@ mod tests {
         for bad in ["0", "150", "-5", "abc", "NaN", ""] {
             assert!(parse_load_pct(bad).is_err(), "{bad}");
         }
-        assert!(parse_load_pct("150")
-            .unwrap_err()
-            .contains("outside (0, 100]"));
+        let e = parse_load_pct("150").unwrap_err();
+        assert_eq!(e, LoadPctError::OutOfRange("150".into()));
+        assert!(e.to_string().contains("outside (0, 100]"));
     }
 
     #[test]
