@@ -134,6 +134,7 @@ fn configure(
         (None, cli::Command::Run(a)) => plan_config::run_config(&a)?,
         (None, other) => cli::to_config(other)?,
     };
+    linerate::orchestrate::latency_at::check_clock(&config)?;
     if let Some(c) = criteria {
         if c.abort.is_some() {
             let iperf3 = matches!(config, linerate::orchestrate::config::Command::Iperf3(..));

@@ -33,6 +33,7 @@ mod issue38;
 mod lab;
 mod lab_queues;
 mod latency;
+mod latency_at;
 mod layers;
 mod loadtest;
 mod multihost;

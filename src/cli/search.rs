@@ -53,6 +53,10 @@ pub struct SearchArgs {
     /// RFC 2544: also measure the frame loss rate at 100 %, 90 % … of --max-rate.
     #[arg(long)]
     pub frame_loss: bool,
+    /// After the search, one-way latency at these % of the throughput found
+    /// (RFC 2544 §26.2 at 100), e.g. 10,50,90,100: a trial each.
+    #[arg(long, value_delimiter = ',', value_name = "PCT", value_parser = crate::orchestrate::latency_at::parse_load_pct)]
+    pub latency_at: Vec<f64>,
     /// MLRsearch goal NAME=LOSS% (repeatable; default ndr=0 and pdr=0.5).
     #[arg(long = "goal", value_name = "NAME=LOSS%")]
     pub goals: Vec<String>,
@@ -144,6 +148,7 @@ pub fn search_cfg(a: &SearchArgs) -> Result<SearchConfig> {
             rfc_resolution: a.width / 100.0,
             frame_loss: a.frame_loss,
             cap_pps: None,
+            latency_at: a.latency_at.clone(),
         },
         line_rate_bps: a.common.line_rate_bps(),
     })

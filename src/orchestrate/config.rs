@@ -205,6 +205,9 @@ pub struct SearchPlan {
     pub frame_loss: bool,
     /// Upper bound from elsewhere (e.g. the tester's self-test), pps.
     pub cap_pps: Option<f64>,
+    /// `--latency-at`: after the search, a latency trial at each of these
+    /// % (0 < x <= 100) of the throughput found (`orchestrate::latency_at`).
+    pub latency_at: Vec<f64>,
 }
 
 #[derive(Debug, Clone)]

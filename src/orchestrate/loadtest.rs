@@ -605,6 +605,7 @@ pub fn run_search(
         mlr: None,
         rfc2544: None,
         frame_loss: None,
+        latency_at: None,
         sweep: None,
     };
     let mut lines = Vec::new();
@@ -718,7 +719,17 @@ pub fn run_search(
         }
         result.rfc2544 = Some(r);
     }
-    drop(trials);
+    let UdpTrials { mut ends, base, .. } = trials;
+    result.latency_at = crate::orchestrate::latency_at::run_points(
+        &mut ends,
+        &base,
+        &plan.latency_at,
+        run,
+        &result,
+    );
+    if let Some(l) = &result.latency_at {
+        lines.extend(crate::report::latency_at::table(&result.name, l));
+    }
     run.results.searches.push(result);
     run.save();
     Ok(lines)

@@ -7,7 +7,8 @@
 //! Files, top down: `app` (one command → a topology → its tests) →
 //! `suite` (the lab's standard suite), `plan_run` (a plan's hosts and
 //! tests) → `loadtest` (every kind of test, the trial runners of ramps and
-//! searches) → `run` (the results document, its directory, the final
+//! searches; after a search, `latency_at`: its load points' trials and
+//! one-way latency, and the refusal of two clocks) → `run` (the results document, its directory, the final
 //! table and exit status), `sweep` (a sweep point's tagging and list),
 //! `abort` (`--abort-on-fail`: criteria held against a test's intervals
 //! while it runs, used by `run`).
@@ -21,6 +22,7 @@ pub mod app;
 pub mod check;
 pub mod config;
 pub mod iperf3_serve;
+pub mod latency_at;
 pub mod loadtest;
 pub mod plan_run;
 pub mod run;

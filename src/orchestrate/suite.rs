@@ -421,6 +421,7 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
             rfc_resolution: 0.02,
             frame_loss: false,
             cap_pps: None,
+            latency_at: Vec::new(),
         };
         let cfg = SearchConfig {
             profiles: vec![p.clone()],

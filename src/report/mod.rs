@@ -41,6 +41,7 @@ mod http;
 pub mod intervals;
 pub mod junit;
 pub mod latency;
+pub mod latency_at;
 pub mod matrix;
 pub mod pivot;
 pub mod profiles;

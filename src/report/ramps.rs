@@ -272,6 +272,10 @@ pub fn charts(prefix: &str, r: &RunResults) -> Vec<Chart> {
                 s.frame_loss.as_ref().map(|m| &m.trials),
             ),
         ];
+        out.extend(super::latency_at::chart(
+            &format!("{prefix}search{i}-lat"),
+            s,
+        ));
         for (key, method, trials) in methods {
             if let Some(c) = trials.and_then(|t| {
                 trials_chart(

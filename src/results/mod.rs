@@ -8,6 +8,7 @@ pub mod bottleneck;
 pub mod criteria;
 mod dir;
 mod host;
+pub mod latency_at;
 
 /// A test setting that is also a field of the schema; it lives in `model`.
 pub use crate::model::flows::FlowMode;
@@ -48,7 +49,9 @@ use serde::{Deserialize, Serialize};
 /// 1.16.0: the run's and a test's status `aborted` and the run's `abort`
 /// (`--abort-on-fail`: the criterion that stopped the run).
 /// 1.17.0: RFC 2544 throughput results' `contradicting_trials`.
-pub const SCHEMA_VERSION: &str = "1.17.0";
+/// 1.18.0: searches' `latency_at` (one-way latency at load points) and
+/// endpoint summaries' `one_way_latency_hdr`.
+pub const SCHEMA_VERSION: &str = "1.18.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -187,6 +190,9 @@ pub struct SearchResult {
     pub mlr: Option<crate::search::MlrResult>,
     pub rfc2544: Option<crate::search::rfc2544::Rfc2544Result>,
     pub frame_loss: Option<crate::search::rfc2544::FrameLossResult>,
+    /// `--latency-at`: one-way latency at shares of the throughput found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_at: Option<latency_at::LatencyAt>,
     /// The sweep point this search is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<crate::model::sweep::SweepPoint>,

@@ -112,6 +112,12 @@ pub struct EndpointSummary {
     /// meaningful when sender and receiver share a clock (one host).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub one_way_latency_log2_ns: Vec<u64>,
+    /// The same frames' one-way latency in hdrhistogram's layout for 2
+    /// significant digits at 1 ns (linerate's `model::hdr`: slot i is the
+    /// histogram's counts index i): `[slot, frames]` of each slot that
+    /// counted any (XDP receiver). Same clock caveat.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub one_way_latency_hdr: Vec<(u32, u64)>,
     /// Frames counted per DSCP value they arrived with (UDP receivers of
     /// a test that marks its packets; a DUT may have remarked them).
     #[serde(

@@ -64,6 +64,14 @@
 #define LR_SINK_WINDOW 512
 #define LR_SINK_WORDS 8
 #define LR_SINK_LAT_BUCKETS 64
+/* And one-way latency in hdrhistogram's layout for 2 significant digits
+ * (src/model/hdr.rs): values below 2^(SUB_BITS+1) ns exact, each power of
+ * two above in 2^SUB_BITS equal sub-buckets (width under 0.8 % of the
+ * value), up to HDR_MAX_NS (2^36 - 1 ns, 68.7 s; later frames count
+ * there). One per-CPU counter per slot, read once at the job's end. */
+#define LR_SINK_HDR_SUB_BITS 7
+#define LR_SINK_HDR_SLOTS 3840
+#define LR_SINK_HDR_MAX_NS 68719476735
 /* Frames counted per DSCP value they arrived with (IPv4 TOS or IPv6
  * traffic class >> 2): one counter per value of six bits. */
 #define LR_SINK_DSCP 64

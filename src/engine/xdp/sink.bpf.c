@@ -37,6 +37,14 @@ struct {
 	__type(value, struct lr_sink_totals);
 } lr_sink_totals SEC(".maps");
 
+/* Key: slot of the HDR layout (linerate.h, src/model/hdr.rs). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LR_SINK_HDR_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} lr_sink_hdr SEC(".maps");
+
 /* floor(log2(v)) for v > 0, 0 for 0: the BPF ISA has no clz. */
 static __always_inline __u32 log2_u64(__u64 v)
 {
@@ -48,6 +56,17 @@ static __always_inline __u32 log2_u64(__u64 v)
 	if (v >> 2) { v >>= 2; r += 2; }
 	if (v >> 1) r += 1;
 	return r;
+}
+
+/* hdrhistogram's counts index of ns (unit 1 ns, 2^SUB_BITS sub-buckets
+ * per power of two): below 2^(SUB_BITS+1) the value itself; above, the
+ * power's offset times 2^SUB_BITS plus the value's top SUB_BITS+1 bits. */
+static __always_inline __u32 hdr_slot(__u64 ns)
+{
+	if (ns > LR_SINK_HDR_MAX_NS)
+		ns = LR_SINK_HDR_MAX_NS;
+	__u32 b = log2_u64(ns | ((1ULL << (LR_SINK_HDR_SUB_BITS + 1)) - 1)) - LR_SINK_HDR_SUB_BITS;
+	return (b << LR_SINK_HDR_SUB_BITS) + (__u32)(ns >> b);
 }
 
 /* Clears the window's bits of sequence numbers [from, to), to - from
@@ -201,8 +220,13 @@ int lr_sink(struct xdp_md *ctx)
 	t->packets++;
 	t->bytes += bytes;
 	__u64 now = bpf_ktime_get_ns() + cfg->clock_offset;
-	__u32 b = now > sent ? log2_u64(now - sent) : 0;
+	__u64 owd = now > sent ? now - sent : 0;
+	__u32 b = owd ? log2_u64(owd) : 0;
 	t->latency[b & (LR_SINK_LAT_BUCKETS - 1)]++;
+	__u32 slot = hdr_slot(owd);
+	__u64 *n = bpf_map_lookup_elem(&lr_sink_hdr, &slot);
+	if (n)
+		(*n)++;
 	t->dscp[dscp & (LR_SINK_DSCP - 1)]++;
 	return XDP_DROP;
 }

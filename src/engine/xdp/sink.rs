@@ -98,6 +98,8 @@ pub struct Sink {
     attached: Option<Attached>,
     flows_map: PerCpuArray<MapData, [u64; FLOW_WORDS]>,
     totals: PerCpuArray<MapData, [u64; TOTALS_WORDS]>,
+    /// One-way latency per slot of the HDR layout (`model::hdr`).
+    hdr: PerCpuArray<MapData, u64>,
     _config: Array<MapData, [u8; CONFIG_LEN]>,
     pub obj: Object,
     flows: u16,
@@ -127,6 +129,7 @@ impl Sink {
             attached: None,
             flows_map: obj.percpu("lr_sink_flows")?,
             totals: obj.percpu("lr_sink_totals")?,
+            hdr: obj.percpu_u64("lr_sink_hdr")?,
             _config: config,
             obj,
             flows,
@@ -173,6 +176,14 @@ impl Sink {
             }
         }
         Ok(t)
+    }
+
+    /// Frames per slot of the HDR latency layout (`model::hdr`), summed
+    /// over the CPUs: one lookup per slot (3,840), read once at the end.
+    pub fn latency_hdr(&self) -> Result<Vec<u64>, EngineError> {
+        (0..consts::SINK_HDR_SLOTS as u32)
+            .map(|i| super::percpu_sum(&self.hdr, i))
+            .collect()
     }
 
     /// Flow `id`'s state merged over the CPUs (as FlowTracker::absorb:
@@ -374,6 +385,7 @@ pub fn receive(
     let (split, cpu_flows) = (merged.split, &merged.cpu_flows);
     let (flows_out, lost_total) = flow_results(ctx, &merged.flows);
     let t = sink.totals()?;
+    let hdr = sink.latency_hdr()?;
     let (a, b) = match clock.as_mut() {
         Some(c) => c.close(Instant::now()),
         None => (0.0, 0.0),
@@ -425,6 +437,7 @@ pub fn receive(
         per_thread,
         rx_engine: "xdp".into(),
         one_way_latency_log2_ns: latency,
+        one_way_latency_hdr: crate::model::hdr::sparse(&hdr),
         dscp_received: crate::engine::udp::dscp_counts(&t.dscp),
         ..Default::default()
     })

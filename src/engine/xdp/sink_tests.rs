@@ -239,6 +239,23 @@ fn latency_lands_in_its_log2_bucket() {
     }
     let l = s.totals().expect("totals").latency_log2_ns;
     assert_eq!((l[29], l[0], l.iter().sum::<u64>()), (1, 1, 2), "{l:?}");
+    // The HDR slots (model::hdr's layout): the future one in slot 0, the
+    // second-old one in the slot of 1 s plus the time the run took.
+    let h = s.latency_hdr().expect("hdr");
+    let later = sys::monotonic_ns() - now;
+    let lo = crate::model::hdr::slot(1_000_000_000);
+    let hi = crate::model::hdr::slot(1_000_000_000 + later);
+    let got: Vec<usize> = (0..h.len()).filter(|&i| h[i] > 0).collect();
+    assert_eq!((h[0], h.iter().sum::<u64>()), (1, 2), "{got:?}");
+    assert!(got[1] >= lo && got[1] <= hi, "{got:?} not in {lo}..={hi}");
+}
+
+#[test]
+fn the_hdr_layout_is_the_same_in_c_and_rust() {
+    use crate::model::hdr;
+    assert_eq!(super::consts::SINK_HDR_SUB_BITS, u64::from(hdr::SUB_BITS));
+    assert_eq!(super::consts::SINK_HDR_SLOTS, hdr::SLOTS as u64);
+    assert_eq!(super::consts::SINK_HDR_MAX_NS, hdr::MAX_NS);
 }
 
 #[test]

@@ -44,6 +44,7 @@
       case 'bit/s': return si(v, d) + 'bit/s';
       case '%': return v.toFixed(short ? (v < 1 ? 2 : 1) : 3) + ' %';
       case 's': return v.toFixed(short ? 0 : 2) + ' s';
+      case 'µs': return v.toFixed(short ? 0 : 1) + ' µs';
       case 'count': return Math.round(v).toLocaleString('en-US');
       default: return String(v);
     }

@@ -90,6 +90,13 @@ const CSV_COLUMNS: &[&str] = &[
     "dut_cpu_ns_per_packet",
     "dut_cycles_per_packet",
     "dut_energy_uj_per_packet",
+    "load_pct",
+    "owd_min_s",
+    "owd_p50_s",
+    "owd_p90_s",
+    "owd_p99_s",
+    "owd_p99_9_s",
+    "owd_max_s",
 ];
 
 /// The DUT's step (summary rows: the sending phase; interval rows: that
@@ -344,6 +351,39 @@ pub fn csv(runs: &[Run]) -> String {
                         p.lost_reverse.to_string(),
                         opt(l.added_latency_s.filter(|_| p.name == "loaded")),
                     ]);
+                    row(cells);
+                }
+            }
+        }
+        for s in &r.searches {
+            let Some(l) = &s.latency_at else { continue };
+            for p in &l.points {
+                for d in &p.directions {
+                    let mut cells = vec![
+                        r.name.clone(),
+                        run.label.clone(),
+                        run.dut_mode().unwrap_or("").to_string(),
+                        s.name.clone(),
+                    ];
+                    cells.resize(column("direction"), String::new());
+                    cells.extend([d.direction.clone(), "latency_at".into()]);
+                    cells.resize(column("target_pps"), String::new());
+                    cells.extend([
+                        p.rate_pps.to_string(),
+                        d.tx_packets.to_string(),
+                        d.rx_packets.to_string(),
+                        d.dut_lost.to_string(),
+                    ]);
+                    cells.resize(column("loss_ratio"), String::new());
+                    cells.push(d.loss_ratio.to_string());
+                    cells.resize(column("load_pct"), String::new());
+                    cells.push(p.load_pct.to_string());
+                    if let Some(o) = &d.latency {
+                        cells.extend(
+                            [o.min_ns, o.p50_ns, o.p90_ns, o.p99_ns, o.p99_9_ns, o.max_ns]
+                                .map(|ns| (ns as f64 / 1e9).to_string()),
+                        );
+                    }
                     row(cells);
                 }
             }
