@@ -19,6 +19,8 @@ pub enum MethodArg {
     Rfc2544,
     /// Both, one after the other.
     Both,
+    /// RFC 2544 §26.4 / RFC 9004 back-to-back frames: the longest burst forwarded whole.
+    BackToBack,
 }
 
 /// Flags of `linerate search`.
@@ -53,6 +55,16 @@ pub struct SearchArgs {
     /// RFC 2544: also measure the frame loss rate at 100 %, 90 % … of --max-rate.
     #[arg(long)]
     pub frame_loss: bool,
+    /// Back-to-back: repetitions of the burst search (RFC 2544 asks for 50; fewer is labelled).
+    #[arg(long, default_value_t = 50, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub b2b_trials: u16,
+    /// Back-to-back: the longest burst, frames (default: 2 s at the burst rate).
+    #[arg(long, value_name = "FRAMES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_burst: Option<u64>,
+    /// Back-to-back: the DUT's throughput for RFC 9004's corrected buffer time (pps, bit/s or
+    /// %; default: its forwarding rate measured under overload).
+    #[arg(long, value_parser = parse_rate_arg)]
+    pub b2b_throughput: Option<Rate>,
     /// MLRsearch goal NAME=LOSS% (repeatable; default ndr=0 and pdr=0.5).
     #[arg(long = "goal", value_name = "NAME=LOSS%")]
     pub goals: Vec<String>,
@@ -134,6 +146,7 @@ pub fn search_cfg(a: &SearchArgs) -> Result<SearchConfig> {
                 MethodArg::Mlr => Method::Mlr,
                 MethodArg::Rfc2544 => Method::Rfc2544,
                 MethodArg::Both => Method::Both,
+                MethodArg::BackToBack => Method::BackToBack,
             },
             min_rate: a.min_rate,
             max_rate: a.max_rate,
@@ -144,6 +157,11 @@ pub fn search_cfg(a: &SearchArgs) -> Result<SearchConfig> {
             rfc_resolution: a.width / 100.0,
             frame_loss: a.frame_loss,
             cap_pps: None,
+            b2b: crate::orchestrate::config::B2bPlan {
+                trials: a.b2b_trials.into(),
+                max_burst: a.max_burst,
+                throughput: a.b2b_throughput,
+            },
         },
         line_rate_bps: a.common.line_rate_bps(),
     })

@@ -537,6 +537,12 @@ fn pace(
             }
         }
         n = n.min(usize::try_from(limit - sent_total).unwrap_or(usize::MAX));
+        if let (Some(p), Some(_)) = (pacing.as_mut(), spec.max_frames) {
+            // A burst is its frames at the rate from whenever it starts: a
+            // run cut to the burst's last frames must not be due in the
+            // past, where the engine gives up what is late.
+            p.first_due_ns = p.first_due_ns.max(sys::monotonic_ns());
+        }
         let g = behind(&group_sent, &groups);
         let flows = &groups[g];
         let now_ns = sys::monotonic_ns();

@@ -298,7 +298,7 @@ pub fn ramp_samples(
         .collect()
 }
 
-fn line_rate_pps(line_rate_bps: f64, p: &Profile) -> f64 {
+pub(super) fn line_rate_pps(line_rate_bps: f64, p: &Profile) -> f64 {
     crate::model::units::line_rate_pps(line_rate_bps, crate::engine::frame::average_frame(p.frame))
 }
 
@@ -574,6 +574,9 @@ pub fn run_search(
     run: &mut Run,
 ) -> Result<Vec<String>> {
     let plan: &SearchPlan = &cfg.plan;
+    if plan.method == Method::BackToBack {
+        return super::b2b::run_back_to_back(ends, p, cfg, run);
+    }
     let base = base_test(p, &cfg.stream)?;
     let lr_pps = line_rate_pps(cfg.line_rate_bps, p);
     let frame = crate::engine::frame::average_frame(p.frame);
@@ -606,6 +609,7 @@ pub fn run_search(
         mlr: None,
         rfc2544: None,
         frame_loss: None,
+        back_to_back: None,
         sweep: None,
     };
     let mut lines = Vec::new();

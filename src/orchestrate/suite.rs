@@ -422,6 +422,7 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
             rfc_resolution: 0.02,
             frame_loss: false,
             cap_pps: None,
+            b2b: Default::default(),
         };
         let cfg = SearchConfig {
             profiles: vec![p.clone()],

@@ -47,7 +47,7 @@ use serde::{Deserialize, Serialize};
 /// the comparison's `within_noise` and `inconclusive` counts.
 /// 1.16.0: the run's and a test's status `aborted` and the run's `abort`
 /// (`--abort-on-fail`: the criterion that stopped the run).
-pub const SCHEMA_VERSION: &str = "1.16.0";
+pub const SCHEMA_VERSION: &str = "1.17.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -186,6 +186,9 @@ pub struct SearchResult {
     pub mlr: Option<crate::search::MlrResult>,
     pub rfc2544: Option<crate::search::rfc2544::Rfc2544Result>,
     pub frame_loss: Option<crate::search::rfc2544::FrameLossResult>,
+    /// RFC 2544 §26.4 / RFC 9004 back-to-back frames (`--method back-to-back`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub back_to_back: Option<crate::search::BackToBackResult>,
     /// The sweep point this search is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<crate::model::sweep::SweepPoint>,
