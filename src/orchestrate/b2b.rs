@@ -126,18 +126,17 @@ struct Probe {
     dut_lost: u64,
 }
 
-/// Runs the back-to-back search of one profile and records it; returns
-/// the summary lines.
+/// Runs the back-to-back search of one profile (with the UDP test its
+/// bursts repeat and its line rate, pps) and records it; returns the
+/// summary lines.
 pub fn run_back_to_back(
     ends: Ends,
-    p: &Profile,
+    (p, base, lr_pps): (&Profile, UdpTest, f64),
     cfg: &SearchConfig,
     run: &mut Run,
 ) -> Result<Vec<String>> {
     let plan = &cfg.plan;
-    let base = super::loadtest::base_test(p, &cfg.stream)?;
     let frame = crate::engine::frame::average_frame(p.frame);
-    let lr_pps = super::loadtest::line_rate_pps(cfg.line_rate_bps, p);
     let mut max_pps = plan.max_rate.pps(frame, cfg.line_rate_bps);
     if let Some(cap) = plan.cap_pps {
         max_pps = max_pps.min(cap);

@@ -298,7 +298,7 @@ pub fn ramp_samples(
         .collect()
 }
 
-pub(super) fn line_rate_pps(line_rate_bps: f64, p: &Profile) -> f64 {
+fn line_rate_pps(line_rate_bps: f64, p: &Profile) -> f64 {
     crate::model::units::line_rate_pps(line_rate_bps, crate::engine::frame::average_frame(p.frame))
 }
 
@@ -574,10 +574,11 @@ pub fn run_search(
     run: &mut Run,
 ) -> Result<Vec<String>> {
     let plan: &SearchPlan = &cfg.plan;
-    if plan.method == Method::BackToBack {
-        return super::b2b::run_back_to_back(ends, p, cfg, run);
-    }
     let base = base_test(p, &cfg.stream)?;
+    if plan.method == Method::BackToBack {
+        let lr_pps = line_rate_pps(cfg.line_rate_bps, p);
+        return super::b2b::run_back_to_back(ends, (p, base, lr_pps), cfg, run);
+    }
     let lr_pps = line_rate_pps(cfg.line_rate_bps, p);
     let frame = crate::engine::frame::average_frame(p.frame);
     let mut max = plan.max_rate.pps(frame, cfg.line_rate_bps);
