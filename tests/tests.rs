@@ -12,6 +12,7 @@ mod util;
 
 mod abort;
 mod adhoc;
+mod back_to_back;
 mod bottleneck;
 mod cli_habits;
 mod criteria;

@@ -156,6 +156,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             threads,
             vlan,
             dscp,
+            max_frames,
             ..
         } => {
             let spec = engine::frame::SendSpec {
@@ -170,6 +171,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
                 threads,
                 vlan,
                 dscp,
+                max_frames,
             };
             udp_send(spec, limits)
         }

@@ -160,6 +160,7 @@ impl Command {
             search::MethodArg::Mlr => vec!["--method mlr"],
             search::MethodArg::Rfc2544 => vec!["--method rfc2544"],
             search::MethodArg::Both => vec!["--method mlr", "--method rfc2544"],
+            search::MethodArg::BackToBack => Vec::new(),
         };
         match self {
             Command::Tcp(a) if a.probes.latency => vec!["--latency"],

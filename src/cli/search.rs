@@ -19,6 +19,8 @@ pub enum MethodArg {
     Rfc2544,
     /// Both, one after the other.
     Both,
+    /// RFC 2544 §26.4 / RFC 9004 back-to-back frames: the longest burst forwarded whole.
+    BackToBack,
 }
 
 /// Flags of `linerate search`.
@@ -57,6 +59,16 @@ pub struct SearchArgs {
     /// (RFC 2544 §26.2 at 100), e.g. 10,50,90,100: a trial each.
     #[arg(long, value_delimiter = ',', value_name = "PCT", value_parser = crate::orchestrate::latency_at::parse_load_pct)]
     pub latency_at: Vec<f64>,
+    /// Back-to-back: repetitions of the burst search (RFC 2544 asks for 50; fewer is labelled).
+    #[arg(long, default_value_t = 50, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub b2b_trials: u16,
+    /// Back-to-back: the longest burst, frames (default: 2 s at the burst rate).
+    #[arg(long, value_name = "FRAMES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_burst: Option<u64>,
+    /// Back-to-back: the DUT's throughput for RFC 9004's corrected buffer time (pps, bit/s or
+    /// %; default: its forwarding rate measured under overload).
+    #[arg(long, value_parser = parse_rate_arg)]
+    pub b2b_throughput: Option<Rate>,
     /// MLRsearch goal NAME=LOSS% (repeatable; default ndr=0 and pdr=0.5).
     #[arg(long = "goal", value_name = "NAME=LOSS%")]
     pub goals: Vec<String>,
@@ -98,6 +110,9 @@ pub fn parse_goal(s: &str, base: &search::MlrGoal) -> Result<search::MlrGoal> {
 
 /// `linerate search`: the validated search.
 pub fn search_cfg(a: &SearchArgs) -> Result<SearchConfig> {
+    if a.method == MethodArg::BackToBack && !a.latency_at.is_empty() {
+        anyhow::bail!("--latency-at needs a throughput to take shares of, and --method back-to-back finds none: use --method mlr, rfc2544 or both");
+    }
     let p = a.profile.resolve(a.target.lab)?;
     let base = search::MlrGoal {
         final_trial_duration_s: a.final_trial,
@@ -138,6 +153,7 @@ pub fn search_cfg(a: &SearchArgs) -> Result<SearchConfig> {
                 MethodArg::Mlr => Method::Mlr,
                 MethodArg::Rfc2544 => Method::Rfc2544,
                 MethodArg::Both => Method::Both,
+                MethodArg::BackToBack => Method::BackToBack,
             },
             min_rate: a.min_rate,
             max_rate: a.max_rate,
@@ -149,6 +165,11 @@ pub fn search_cfg(a: &SearchArgs) -> Result<SearchConfig> {
             frame_loss: a.frame_loss,
             cap_pps: None,
             latency_at: a.latency_at.clone(),
+            b2b: crate::orchestrate::config::B2bPlan {
+                trials: a.b2b_trials.into(),
+                max_burst: a.max_burst,
+                throughput: a.b2b_throughput,
+            },
         },
         line_rate_bps: a.common.line_rate_bps(),
     })

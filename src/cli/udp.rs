@@ -125,6 +125,7 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
         interval: a.common.line_interval()?,
         omit: std::time::Duration::from_secs_f64(super::parse::omit_secs(a.omit)?),
         dscp: a.ends.dscp,
+        max_frames: None,
     };
     Ok((pair, a.probes.wrap(crate::runner::Load::Udp(t))?))
 }

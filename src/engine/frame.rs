@@ -33,6 +33,9 @@ pub struct SendSpec {
     /// The DSCP of every frame: in the templates' IP header, set on the
     /// sockets of the socket engine; none: 0.
     pub dscp: Option<Dscp>,
+    /// Stop after this many frames (a back-to-back burst) or at the
+    /// duration's end, whichever comes first; none: at the end.
+    pub max_frames: Option<u64>,
 }
 
 impl SendSpec {

@@ -195,13 +195,16 @@ pub fn open(spec: SendSpec) -> Result<Sender, EngineError> {
     let total_flows = spec.flows.len() as f64;
     let mut shares = Vec::with_capacity(n);
     let mut note = None;
-    for (i, idx) in workers::shares(spec.flows.len(), n).into_iter().enumerate() {
+    let split = workers::shares(spec.flows.len(), n);
+    let counts = spec.max_frames.map(|m| frame_shares(m, &split));
+    for (i, idx) in split.into_iter().enumerate() {
         let mut sub = spec.clone();
         sub.flows = idx.iter().map(|&f| spec.flows[f].clone()).collect();
         // Each worker paces its flows' share of the job's rate, so every
         // flow gets the same rate however the flows divide.
         let part = sub.flows.len() as f64 / total_flows;
         sub.rate = spec.rate.as_ref().map(|r| r.scaled(part));
+        sub.max_frames = counts.as_ref().map(|c| c[i]);
         let (tx, why) = open_engine(&sub, &sizes, ipv6, batch)?;
         note = note.or(why);
         shares.push(Share {
@@ -445,9 +448,11 @@ fn pace(
         .as_ref()
         .map_or(u64::MAX, |p| p.due(duration_s) as u64);
 
+    // A burst's frames: the loop stops when they are all sent.
+    let limit = spec.max_frames.unwrap_or(u64::MAX);
     loop {
         let now = Instant::now();
-        if now >= deadline || stopped() {
+        if now >= deadline || stopped() || sent_total >= limit {
             break;
         }
         let mut n = batch;
@@ -543,6 +548,13 @@ fn pace(
                 n = batch.min((due - sent) as usize);
             }
         }
+        n = n.min(usize::try_from(limit - sent_total).unwrap_or(usize::MAX));
+        if let (Some(p), Some(_)) = (pacing.as_mut(), spec.max_frames) {
+            // A burst is its frames at the rate from whenever it starts: a
+            // run cut to the burst's last frames must not be due in the
+            // past, where the engine gives up what is late.
+            p.first_due_ns = p.first_due_ns.max(sys::monotonic_ns());
+        }
         let g = behind(&group_sent, &groups);
         let flows = &groups[g];
         let now_ns = sys::monotonic_ns();
@@ -621,6 +633,26 @@ fn pace(
     Ok(seq)
 }
 
+/// A burst of `frames` divided among workers in proportion to their
+/// flows (`split`: each worker's flow indices), the remainder to the first
+/// ones, so the workers' counts add up to the burst.
+fn frame_shares(frames: u64, split: &[Vec<usize>]) -> Vec<u64> {
+    let total: u64 = split.iter().map(|s| s.len() as u64).sum::<u64>().max(1);
+    let mut counts: Vec<u64> = split
+        .iter()
+        .map(|s| frames * s.len() as u64 / total)
+        .collect();
+    let mut left = frames - counts.iter().sum::<u64>();
+    for c in counts.iter_mut() {
+        if left == 0 {
+            break;
+        }
+        *c += 1;
+        left -= 1;
+    }
+    counts
+}
+
 /// The group whose flows have had the fewest packets each so far (the
 /// first of equals), so every flow gets the same share over time.
 fn behind(sent: &[u64], groups: &[Vec<usize>]) -> usize {
@@ -665,6 +697,10 @@ mod tests {
     }
 
     fn paced(pps: f64, secs: f64) -> (u64, Vec<usize>, f64) {
+        paced_burst(Some(pps), secs, None)
+    }
+
+    fn paced_burst(pps: Option<f64>, secs: f64, frames: Option<u64>) -> (u64, Vec<usize>, f64) {
         let spec = SendSpec {
             flows: vec![FlowSpec {
                 id: 0,
@@ -673,7 +709,7 @@ mod tests {
                 dst: "198.18.0.2:9".parse().unwrap(),
             }],
             frame: FrameSpec::Fixed(64),
-            rate: Some(RateProfile::constant(pps)),
+            rate: pps.map(RateProfile::constant),
             duration: Duration::from_secs_f64(secs),
             batch: 32,
             cpus: Vec::new(),
@@ -682,6 +718,7 @@ mod tests {
             threads: 1,
             vlan: None,
             dscp: None,
+            max_frames: frames,
         };
         let mut tx = Recorder { calls: Vec::new() };
         let c = Counters::default();
@@ -689,6 +726,33 @@ mod tests {
         let _ = sys::set_timer_slack_ns(SENDER_TIMER_SLACK_NS);
         let seq = pace(&|| false, &spec, &[64], 32, &mut tx, &c, Instant::now()).unwrap();
         (seq[0], tx.calls, sys::thread_cpu_seconds() - cpu0)
+    }
+
+    #[test]
+    fn a_burst_stops_at_its_frame_count() {
+        // Unpaced: 1,000 frames in batches of 32, the last one cut to fit,
+        // long before the 5 s deadline.
+        let t = Instant::now();
+        let (sent, calls, _) = paced_burst(None, 5.0, Some(1_000));
+        assert_eq!(sent, 1_000);
+        assert_eq!(calls.iter().sum::<usize>(), 1_000);
+        assert_eq!(calls.last(), Some(&(1_000 % 32)));
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+        // Paced at 100 kpps: 500 frames take about 5 ms, not the 5 s.
+        let t = Instant::now();
+        let (sent, _, _) = paced_burst(Some(100_000.0), 5.0, Some(500));
+        assert_eq!(sent, 500);
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn a_burst_divides_among_workers_by_their_flows() {
+        let split = vec![vec![0, 1, 2], vec![3, 4], vec![5]];
+        assert_eq!(frame_shares(600, &split), vec![300, 200, 100]);
+        let c = frame_shares(7, &split);
+        assert_eq!(c.iter().sum::<u64>(), 7);
+        assert_eq!(c, vec![4, 2, 1]);
+        assert_eq!(frame_shares(1, &split), vec![1, 0, 0]);
     }
 
     #[test]

@@ -185,6 +185,31 @@ pub enum Method {
     Rfc2544,
     /// Both, one after the other.
     Both,
+    /// RFC 2544 §26.4 / RFC 9004 back-to-back frames: the longest burst
+    /// the DUT forwards whole.
+    BackToBack,
+}
+
+/// A back-to-back search's own settings (`search --method back-to-back`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct B2bPlan {
+    /// Repetitions of the burst search (RFC 2544: at least 50).
+    pub trials: usize,
+    /// The longest burst, frames; `None`: 2 s at the burst rate.
+    pub max_burst: Option<u64>,
+    /// The DUT's throughput for RFC 9004's corrected buffer time; `None`:
+    /// its forwarding rate under overload, measured.
+    pub throughput: Option<Rate>,
+}
+
+impl Default for B2bPlan {
+    fn default() -> Self {
+        B2bPlan {
+            trials: search::b2b::RFC_B2B_TRIALS,
+            max_burst: None,
+            throughput: None,
+        }
+    }
 }
 
 /// Resolved settings of one search, shared by `linerate search`, plans and
@@ -208,6 +233,7 @@ pub struct SearchPlan {
     /// `--latency-at`: after the search, a latency trial at each of these
     /// % (0 < x <= 100) of the throughput found (`orchestrate::latency_at`).
     pub latency_at: Vec<f64>,
+    pub b2b: B2bPlan,
 }
 
 #[derive(Debug, Clone)]

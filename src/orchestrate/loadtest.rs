@@ -256,6 +256,7 @@ pub fn base_test(p: &Profile, s: &Stream) -> Result<UdpTest> {
         interval: Duration::from_secs(1),
         omit: Duration::ZERO,
         dscp: None,
+        max_frames: None,
     })
 }
 
@@ -574,6 +575,10 @@ pub fn run_search(
 ) -> Result<Vec<String>> {
     let plan: &SearchPlan = &cfg.plan;
     let base = base_test(p, &cfg.stream)?;
+    if plan.method == Method::BackToBack {
+        let lr_pps = line_rate_pps(cfg.line_rate_bps, p);
+        return super::b2b::run_back_to_back(ends, (p, base, lr_pps), cfg, run);
+    }
     let lr_pps = line_rate_pps(cfg.line_rate_bps, p);
     let frame = crate::engine::frame::average_frame(p.frame);
     let mut max = plan.max_rate.pps(frame, cfg.line_rate_bps);
@@ -606,6 +611,7 @@ pub fn run_search(
         rfc2544: None,
         frame_loss: None,
         latency_at: None,
+        back_to_back: None,
         sweep: None,
     };
     let mut lines = Vec::new();

@@ -11,7 +11,8 @@
 //! one-way latency, and the refusal of two clocks) → `run` (the results document, its directory, the final
 //! table and exit status), `sweep` (a sweep point's tagging and list),
 //! `abort` (`--abort-on-fail`: criteria held against a test's intervals
-//! while it runs, used by `run`).
+//! while it runs, used by `run`), `b2b` (back-to-back bursts: the burst
+//! runner of `search --method back-to-back`, used by `loadtest`).
 //! Beside them, commands that run no tests: `iperf3_serve` (stock iperf3
 //! clients, each served test a run), `check` (a finished run held to
 //! criteria), `summary` (`monitor` and `serve`, and their summary
@@ -19,6 +20,7 @@
 
 pub mod abort;
 pub mod app;
+pub mod b2b;
 pub mod check;
 pub mod config;
 pub mod iperf3_serve;

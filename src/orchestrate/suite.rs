@@ -81,6 +81,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         interval: std::time::Duration::from_secs(1),
         omit: std::time::Duration::ZERO,
         dscp: None,
+        max_frames: None,
     };
     let tcp = |name: &str, streams: u16, ipv6: bool| TcpTest {
         name: name.into(),
@@ -422,6 +423,7 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
             frame_loss: false,
             cap_pps: None,
             latency_at: Vec::new(),
+            b2b: Default::default(),
         };
         let cfg = SearchConfig {
             profiles: vec![p.clone()],

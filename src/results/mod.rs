@@ -51,7 +51,8 @@ use serde::{Deserialize, Serialize};
 /// 1.17.0: RFC 2544 throughput results' `contradicting_trials`.
 /// 1.18.0: searches' `latency_at` (one-way latency at load points) and
 /// endpoint summaries' `one_way_latency_hdr`.
-pub const SCHEMA_VERSION: &str = "1.18.0";
+/// 1.19.0: searches' `back_to_back` (RFC 2544 §26.4, RFC 9004).
+pub const SCHEMA_VERSION: &str = "1.19.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -193,6 +194,9 @@ pub struct SearchResult {
     /// `--latency-at`: one-way latency at shares of the throughput found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_at: Option<latency_at::LatencyAt>,
+    /// RFC 2544 §26.4 / RFC 9004 back-to-back frames (`--method back-to-back`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub back_to_back: Option<crate::search::BackToBackResult>,
     /// The sweep point this search is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<crate::model::sweep::SweepPoint>,

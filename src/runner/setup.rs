@@ -145,6 +145,9 @@ pub struct UdpTest {
     /// The DSCP of every frame (`--dscp`); the receivers then count what
     /// arrived per DSCP value.
     pub dscp: Option<crate::proto::Dscp>,
+    /// Send this many frames and stop (a back-to-back burst), or at the
+    /// duration's end if that comes first.
+    pub max_frames: Option<u64>,
 }
 
 #[derive(Debug, Clone)]

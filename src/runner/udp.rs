@@ -132,6 +132,7 @@ fn udp_inner(
                 threads: t.threads,
                 vlan: leg.from.vlan,
                 dscp: t.dscp,
+                max_frames: t.max_frames,
             },
             start_at,
         )?;

@@ -15,8 +15,12 @@
 //!   rate (§26.3), with the §23 waits.
 //! - [`mlr`]: MLRsearch (RFC 9971, FD.io CSIT): several loss goals (NDR, PDR)
 //!   in one search, short trials first.
-//! - [`sim`]: a deterministic simulated DUT for tests and benchmarks.
+//! - [`b2b`]: RFC 2544 back-to-back frames (§26.4) as RFC 9004 updates it:
+//!   the longest burst the DUT forwards whole, and its buffer time.
+//! - [`sim`]: a deterministic simulated DUT for tests and benchmarks (and
+//!   one with a buffer for bursts).
 
+pub mod b2b;
 mod load_class;
 pub mod mlr;
 pub mod ramp;
@@ -27,6 +31,7 @@ pub mod viz;
 #[cfg(test)]
 mod compare_tests;
 
+pub use b2b::{back_to_back, BackToBackConfig, BackToBackResult, BurstOutcome, BurstRunner};
 pub use mlr::{mlr_search, Irregular, MlrConfig, MlrEnd, MlrGoal, MlrGoalResult, MlrResult};
 pub use ramp::{
     saturation, summarize_ramp, RampPhase, RampSample, RampSpec, RampSummary, Saturation,
@@ -36,7 +41,7 @@ pub use rfc2544::{
     frame_loss_rate, rfc2544_throughput, FrameLossConfig, FrameLossEnd, FrameLossResult,
     FrameLossStep, Resolution, Rfc2544Config, Rfc2544Result, ThroughputEnd,
 };
-pub use sim::{SimConfig, SimDut};
+pub use sim::{SimBuffer, SimConfig, SimDut};
 pub use viz::viz_export;
 
 use schemars::JsonSchema;

@@ -240,6 +240,49 @@ impl SimDut {
     }
 }
 
+/// A DUT with a buffer for back-to-back bursts: frames arrive at
+/// `burst_pps`, leave at `forward_pps`, and the buffer holds
+/// `buffer_frames`; a burst of N leaves N × (1 − forward/burst) queued at
+/// its end, and loses what does not fit. No noise: its truth is
+/// ⌊buffer / (1 − forward/burst)⌋ frames.
+#[derive(Debug, Clone)]
+pub struct SimBuffer {
+    pub buffer_frames: f64,
+    pub forward_pps: f64,
+    pub burst_pps: f64,
+    /// The tester sends at most this many frames whole (none: any).
+    pub tester_most: Option<u64>,
+}
+
+impl SimBuffer {
+    pub fn new(buffer_frames: f64, forward_pps: f64, burst_pps: f64) -> Self {
+        SimBuffer {
+            buffer_frames,
+            forward_pps,
+            burst_pps,
+            tester_most: None,
+        }
+    }
+}
+
+impl super::b2b::BurstRunner for SimBuffer {
+    fn burst(&mut self, frames: u64) -> Result<super::b2b::BurstOutcome, TrialError> {
+        let short = self.tester_most.is_some_and(|m| frames > m);
+        let sent = if short { frames / 2 } else { frames };
+        let kept = (1.0 - self.forward_pps / self.burst_pps).max(0.0);
+        let lost = (sent as f64 * kept - self.buffer_frames).ceil().max(0.0) as u64;
+        Ok(super::b2b::BurstOutcome {
+            frames,
+            tx_packets: sent,
+            rx_packets: sent - lost.min(sent),
+            lost: lost.min(sent),
+            tester_drops: 0,
+            send_s: sent as f64 / self.burst_pps,
+            tester_short: short,
+        })
+    }
+}
+
 impl TrialRunner for SimDut {
     fn trial(&mut self, rate_pps: f64, duration: Duration) -> Result<TrialOutcome, TrialError> {
         Ok(self.simulate(rate_pps, duration.as_secs_f64()))

@@ -377,6 +377,11 @@ pub enum Job {
         /// IPV6_TCLASS); older controllers: none, 0.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dscp: Option<crate::Dscp>,
+        /// Stop after this many frames (a back-to-back burst), or at the
+        /// duration's end if that comes first; none (older controllers
+        /// too): until the duration ends.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_frames: Option<u64>,
     },
     /// Answer latency probes of one session: only `token`, only from
     /// `client`, for `duration_ms` at most, at most `max_pps`.
@@ -588,6 +593,7 @@ mod tests {
                     inner: Some(200),
                 }),
                 dscp: crate::Dscp::new(46),
+                max_frames: Some(5_000),
             },
             start_at_unix_ns: Some(1_700_000_000_000_000_000),
         });

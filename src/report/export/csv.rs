@@ -97,6 +97,11 @@ const CSV_COLUMNS: &[&str] = &[
     "owd_p99_s",
     "owd_p99_9_s",
     "owd_max_s",
+    "b2b_frames_avg",
+    "b2b_burst_pps",
+    "b2b_implied_buffer_time_s",
+    "b2b_corrected_buffer_time_s",
+    "b2b_drain_time_s",
 ];
 
 /// The DUT's step (summary rows: the sending phase; interval rows: that
@@ -113,6 +118,49 @@ fn dut_cells(cells: &mut [String], d: Option<&crate::host::efficiency::DutStep>)
             *c = opt(v);
         }
     }
+}
+
+/// A back-to-back search's row (`kind` = `back_to_back`): the burst rate
+/// as `target_pps`, the repetitions' longest bursts in `min`, `max` and
+/// `repetitions`, and the benchmark and buffer times in the `b2b_*` columns.
+fn back_to_back_cells(
+    run: &Run,
+    s: &crate::results::SearchResult,
+    b: &crate::search::BackToBackResult,
+) -> Vec<String> {
+    let mut cells = vec![String::new(); CSV_COLUMNS.len()];
+    let frame = match s.frame {
+        crate::proto::FrameSpec::Fixed(n) => n.to_string(),
+        crate::proto::FrameSpec::Imix => "imix".into(),
+    };
+    let u = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+    for (name, v) in [
+        ("run", run.results.name.clone()),
+        ("label", run.label.clone()),
+        ("dut", run.dut_mode().unwrap_or("").to_string()),
+        ("test", s.name.clone()),
+        ("status", "ok".into()),
+        ("protocol", "udp".into()),
+        ("frame", frame),
+        ("kind", "back_to_back".into()),
+        ("target_pps", b.config.burst_pps.to_string()),
+        ("min", u(b.frames_min)),
+        ("max", u(b.frames_max)),
+        ("repetitions", b.trials.len().to_string()),
+        ("b2b_frames_avg", opt(b.frames_avg)),
+        ("b2b_burst_pps", b.config.burst_pps.to_string()),
+        ("b2b_implied_buffer_time_s", opt(b.implied_buffer_time_s)),
+        (
+            "b2b_corrected_buffer_time_s",
+            opt(b.corrected_buffer_time_s),
+        ),
+        ("b2b_drain_time_s", opt(b.drain_time_s)),
+    ] {
+        if let Some(c) = cells.get_mut(column(name)) {
+            *c = v;
+        }
+    }
+    cells
 }
 
 /// Where a column is (the list above is fixed; a typo fails the tests).
@@ -356,6 +404,9 @@ pub fn csv(runs: &[Run]) -> String {
             }
         }
         for s in &r.searches {
+            if let Some(b) = &s.back_to_back {
+                row(back_to_back_cells(run, s, b));
+            }
             let Some(l) = &s.latency_at else { continue };
             for p in &l.points {
                 for d in &p.directions {
