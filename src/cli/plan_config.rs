@@ -245,8 +245,11 @@ mod tests {
     }
 
     fn load_text(text: &str) -> Result<Command> {
-        let dir =
-            std::env::temp_dir().join(format!("lr-plan-cfg-{}-{}", std::process::id(), text.len()));
+        // One directory per call: tests run in parallel, and two plans of
+        // the same length once shared a file (and a test read the other's).
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("lr-plan-cfg-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         let p = dir.join(format!("p{}.toml", text.len()));
         std::fs::write(&p, text)?;

@@ -198,6 +198,7 @@ mod tests {
             mlr: None,
             rfc2544: None,
             frame_loss: None,
+            back_to_back: None,
             latency_at: Some(at()),
             sweep: None,
         };
