@@ -328,6 +328,8 @@ fn http_rows(d: Duration, allow: &[crate::proto::Cidr], cc: Option<&str>) -> Vec
                 ktls: false,
                 http2: false,
                 dscp: None,
+                request: Default::default(),
+                ramp: vec![],
                 connections: n,
                 duration: d.min(Duration::from_secs(2)),
                 requests: None,

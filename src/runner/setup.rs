@@ -217,6 +217,10 @@ pub struct Progress {
     /// The test hands out `slices`: interval lines come from them, not
     /// from the rates of each update.
     pub sliced: bool,
+    /// HTTP: the client's open connections and responses per second in
+    /// its latest 1 s sample.
+    pub connections: Option<u32>,
+    pub requests_per_s: f64,
 }
 
 pub type OnProgress<'a> = &'a mut dyn FnMut(&Progress);
