@@ -176,6 +176,7 @@ fn agent_refuses_unsafe_destinations_and_over_cap_durations() {
             threads: 0,
             vlan: None,
             dscp: None,
+            window: None,
         },
         start_at_unix_ns: None,
     };

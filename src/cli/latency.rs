@@ -130,6 +130,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 interval: a.common.line_interval()?,
                 omit: std::time::Duration::ZERO,
                 dscp: a.dscp,
+                window: None,
             })
         }
     };

@@ -73,7 +73,7 @@ pub fn get_spec(j: &HttpGetJob, duration: Duration) -> Result<GetSpec, HttpError
     }
     // A plan's job is checked as the command line's flags are.
     for (n, v) in &j.request.headers {
-        super::request::parse_header(&format!("{n}: {v}")).map_err(HttpError::Config)?;
+        super::request::parse_header(&format!("{n}: {v}")).map_err(|e| HttpError::Config(e.0))?;
     }
     if j.request.body.len() > super::request::MAX_BODY {
         return Err(HttpError::Config(format!(

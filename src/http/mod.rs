@@ -8,6 +8,8 @@
 //!   epoll event loops on non-blocking sockets, one thread per CPU.
 //! - `h2`: HTTP/2 frames, HPACK and a connection's protocol state, without
 //!   I/O; `client_h2` drives it on the client's event loops (`--http2`).
+//! - `request`: what the client sends and when (no I/O): `--header`
+//!   checks, bodies, the HTTP/1.1 request built once, ramp stages.
 //! - `tls`: rustls configurations, the kTLS key structures.
 //! - `stats`: the summary types (results.json) and HDR histograms.
 //! - `ffi`: the few syscalls `sys` lacks (TCP_ULP, SOL_TLS, fadvise).

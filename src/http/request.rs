@@ -7,6 +7,18 @@ use crate::proto::http::{HttpMethod, HttpRequest, RampStage};
 use std::path::Path;
 use std::time::Duration;
 
+/// Why a `--header`, a body or `--ramp-connections` cannot be used; the
+/// message names the flag and the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RequestError(pub String);
+
+impl From<String> for RequestError {
+    fn from(s: String) -> Self {
+        RequestError(s)
+    }
+}
+
 /// The largest request body `--body`/`--body-file` takes: it travels to
 /// the client's agent in a control message, and linerate's server reads
 /// bodies up to 1 MiB.
@@ -40,25 +52,29 @@ const FRAMING: [(&str, &str); 5] = [
 
 /// A `--header 'Name: value'`: a token name (RFC 9110 5.1), a value
 /// without CR, LF or NUL, and not a header that frames the request.
-pub fn parse_header(s: &str) -> Result<(String, String), String> {
+pub fn parse_header(s: &str) -> Result<(String, String), RequestError> {
     let Some((name, value)) = s.split_once(':') else {
-        return Err(format!("'{s}': write the header as 'Name: value'"));
+        return Err(RequestError(format!(
+            "'{s}': write the header as 'Name: value'"
+        )));
     };
     let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
     if name.is_empty() || !name.bytes().all(tchar) {
-        return Err(format!(
+        return Err(RequestError(format!(
             "'{name}' is not a header name: use letters, digits and !#$%&'*+-.^_`|~ only, \
              with no space before the colon"
-        ));
+        )));
     }
     if value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
-        return Err(format!(
+        return Err(RequestError(format!(
             "the value of {name} holds a CR, LF or NUL, which would end the header early \
              (request smuggling); give a value on one line"
-        ));
+        )));
     }
     if let Some((_, why)) = FRAMING.iter().find(|(n, _)| name.eq_ignore_ascii_case(n)) {
-        return Err(format!("{name} cannot be set with --header: {why}"));
+        return Err(RequestError(format!(
+            "{name} cannot be set with --header: {why}"
+        )));
     }
     Ok((name.to_string(), value.trim().to_string()))
 }
@@ -70,7 +86,7 @@ pub fn request(
     headers: &[(String, String)],
     body: Option<&str>,
     body_file: Option<&Path>,
-) -> Result<HttpRequest, String> {
+) -> Result<HttpRequest, RequestError> {
     let body = match (body, body_file) {
         (Some(b), _) => b.as_bytes().to_vec(),
         (None, Some(p)) => {
@@ -88,10 +104,10 @@ pub fn request(
         return Err(body_too_big(body.len() as u64));
     }
     if !body.is_empty() && matches!(method, HttpMethod::Get | HttpMethod::Head) {
-        return Err(format!(
+        return Err(RequestError(format!(
             "--body with --method {method}: a {method} request has no body (servers may ignore \
              or refuse it); use --method POST or PUT"
-        ));
+        )));
     }
     Ok(HttpRequest {
         method,
@@ -100,13 +116,13 @@ pub fn request(
     })
 }
 
-fn body_too_big(len: u64) -> String {
-    format!(
+fn body_too_big(len: u64) -> RequestError {
+    RequestError(format!(
         "a request body of {len} bytes: linerate sends bodies up to {} KiB (it measures what \
          servers answer, not uploads); give a smaller --body/--body-file, or measure uploads \
          with `linerate tcp`",
         MAX_BODY >> 10
-    )
+    ))
 }
 
 /// The HTTP/1.1 request, head and body, built once: every request of a
@@ -134,26 +150,26 @@ pub fn h1_request(r: &HttpRequest, path: &str, host: &str) -> Vec<u8> {
 pub struct RampStages(pub Vec<RampStage>);
 
 /// The flag's parser: [`parse_stages`].
-pub fn ramp_stages(s: &str) -> Result<RampStages, String> {
+pub fn ramp_stages(s: &str) -> Result<RampStages, RequestError> {
     parse_stages(s).map(RampStages)
 }
 
 /// `--ramp-connections 10s:1,20s:64,10s:0`: stages of DURATION:CONNECTIONS.
-pub fn parse_stages(s: &str) -> Result<Vec<RampStage>, String> {
+pub fn parse_stages(s: &str) -> Result<Vec<RampStage>, RequestError> {
     let mut stages = Vec::new();
     for part in s.split(',') {
         let part = part.trim();
         let Some((d, n)) = part.split_once(':') else {
-            return Err(format!(
+            return Err(RequestError(format!(
                 "'{part}': write each stage as DURATION:CONNECTIONS, e.g. 10s:1,20s:64,10s:0"
-            ));
+            )));
         };
         let secs = crate::model::values::parse_secs(d.trim())
             .map_err(|e| format!("stage '{part}': {e}"))?;
         if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
-            return Err(format!(
+            return Err(RequestError(format!(
                 "stage '{part}': a stage lasts more than 0 s and at most a day"
-            ));
+            )));
         }
         let n: u16 = n
             .trim()
@@ -169,10 +185,15 @@ pub fn parse_stages(s: &str) -> Result<Vec<RampStage>, String> {
         });
     }
     if stages.len() > MAX_STAGES {
-        return Err(format!("{} stages: at most {MAX_STAGES}", stages.len()));
+        return Err(RequestError(format!(
+            "{} stages: at most {MAX_STAGES}",
+            stages.len()
+        )));
     }
     if stages.iter().all(|s| s.connections == 0) {
-        return Err("every stage asks for 0 connections: nothing would run".into());
+        return Err(RequestError(
+            "every stage asks for 0 connections: nothing would run".into(),
+        ));
     }
     Ok(stages)
 }
@@ -264,7 +285,7 @@ mod tests {
             "Connection: close",
         ] {
             let e = parse_header(framing).unwrap_err();
-            assert!(e.contains("cannot be set with --header"), "{e}");
+            assert!(e.0.contains("cannot be set with --header"), "{e}");
         }
     }
 
@@ -274,7 +295,7 @@ mod tests {
         assert_eq!(r.body, b"hello");
         let big = "x".repeat(MAX_BODY + 1);
         let e = request(HttpMethod::Put, &[], Some(&big), None).unwrap_err();
-        assert!(e.contains("up to 64 KiB"), "{e}");
+        assert!(e.0.contains("up to 64 KiB"), "{e}");
         assert!(request(HttpMethod::Get, &[], Some("x"), None).is_err());
         let e = request(
             HttpMethod::Post,
@@ -283,7 +304,7 @@ mod tests {
             Some(Path::new("/nonexistent/b")),
         )
         .unwrap_err();
-        assert!(e.contains("--body-file /nonexistent/b"), "{e}");
+        assert!(e.0.contains("--body-file /nonexistent/b"), "{e}");
     }
 
     #[test]

@@ -256,6 +256,7 @@ pub fn base_test(p: &Profile, s: &Stream) -> Result<UdpTest> {
         interval: Duration::from_secs(1),
         omit: Duration::ZERO,
         dscp: None,
+        window: None,
     })
 }
 

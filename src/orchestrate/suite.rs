@@ -81,6 +81,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         interval: std::time::Duration::from_secs(1),
         omit: std::time::Duration::ZERO,
         dscp: None,
+        window: None,
     };
     let tcp = |name: &str, streams: u16, ipv6: bool| TcpTest {
         name: name.into(),

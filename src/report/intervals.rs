@@ -81,7 +81,7 @@ impl Period {
         }
         if let Some(c) = self.connections {
             let r = self.requests_per_s / f64::from(self.updates);
-            l.push_str(&format!("  {c} conn  {} req/s", units::si(r)));
+            l.push_str(&format!("  {c} conn  {r:.0} req/s"));
         }
         Some(l)
     }

@@ -347,6 +347,10 @@ pub enum Job {
         /// (older controllers too): not counted.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dscp: Option<crate::Dscp>,
+        /// SO_RCVBUF of each receiver socket, bytes (`udp -w`; socket
+        /// receivers only); none: linerate's default (32 MiB).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        window: Option<u32>,
     },
     UdpSend {
         flows: Vec<FlowSpec>,
@@ -377,6 +381,10 @@ pub enum Job {
         /// IPV6_TCLASS); older controllers: none, 0.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dscp: Option<crate::Dscp>,
+        /// SO_SNDBUF of each sender socket, bytes (`udp -w`; the socket
+        /// engine only); none: linerate's default (4 MiB).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        window: Option<u32>,
     },
     /// Answer latency probes of one session: only `token`, only from
     /// `client`, for `duration_ms` at most, at most `max_pps`.
@@ -588,6 +596,7 @@ mod tests {
                     inner: Some(200),
                 }),
                 dscp: crate::Dscp::new(46),
+                window: Some(1 << 20),
             },
             start_at_unix_ns: Some(1_700_000_000_000_000_000),
         });
@@ -607,6 +616,7 @@ mod tests {
                     inner: None,
                 }),
                 dscp: crate::Dscp::new(10),
+                window: None,
             },
             start_at_unix_ns: None,
         });
@@ -667,6 +677,7 @@ mod tests {
             target: Some("198.18.0.2".parse().unwrap()),
             vlan: None,
             dscp: None,
+            window: None,
         };
         // What an older controller sends: neither field.
         let mut v = serde_json::to_value(&job).unwrap();

@@ -180,15 +180,20 @@ impl std::fmt::Display for HttpMethod {
     }
 }
 
+/// A `--method` linerate does not send.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "'{0}' is not a method linerate sends; give GET, HEAD, POST, PUT, DELETE, PATCH or OPTIONS"
+)]
+pub struct UnknownMethod(pub String);
+
 impl std::str::FromStr for HttpMethod {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownMethod;
+    fn from_str(s: &str) -> Result<Self, UnknownMethod> {
         HttpMethod::ALL
             .into_iter()
             .find(|m| m.as_str().eq_ignore_ascii_case(s))
-            .ok_or_else(|| {
-                format!("'{s}' is not a method linerate sends; give GET, HEAD, POST, PUT, DELETE, PATCH or OPTIONS")
-            })
+            .ok_or_else(|| UnknownMethod(s.to_string()))
     }
 }
 

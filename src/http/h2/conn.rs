@@ -184,6 +184,7 @@ impl Session {
             ended: false,
             reset: None,
         });
+        self.pump();
         true
     }
 
