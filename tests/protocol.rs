@@ -177,6 +177,7 @@ fn agent_refuses_unsafe_destinations_and_over_cap_durations() {
             vlan: None,
             dscp: None,
             max_frames: None,
+            window: None,
         },
         start_at_unix_ns: None,
     };

@@ -25,6 +25,7 @@ mod fuzz_replay;
 mod hardening;
 mod http;
 mod http_loops;
+mod http_methods;
 mod http_requests;
 mod http_serve;
 mod intervals;

@@ -132,6 +132,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             target,
             vlan,
             dscp,
+            window,
             ..
         } => udp_receive(engine::rx::RxSpec {
             bind,
@@ -143,6 +144,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             target,
             vlan,
             dscp,
+            window,
         }),
         Job::UdpSend {
             flows,
@@ -157,9 +159,11 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             vlan,
             dscp,
             max_frames,
+            window,
             ..
         } => {
             let spec = engine::frame::SendSpec {
+                window,
                 flows,
                 frame,
                 rate,

@@ -85,6 +85,24 @@ pub struct HttpArgs {
     /// Run the T1 HTTP / T2 HTTPS / T3 HTTPS+kTLS × 1 / -c N connection matrix.
     #[arg(long)]
     pub matrix: bool,
+    /// The request method (HEAD: responses carry no body).
+    #[arg(long, default_value = "GET")]
+    pub method: crate::proto::http::HttpMethod,
+    /// Add a request header 'Name: value' (repeatable); Host, Content-Length, Transfer-Encoding
+    /// and Connection are the client's own.
+    #[arg(long, short = 'H', value_name = "'NAME: VALUE'", value_parser = crate::http::request::parse_header)]
+    pub header: Vec<(String, String)>,
+    /// The request body (sent with a Content-Length; at most 64 KiB).
+    #[arg(long, value_name = "STRING", conflicts_with = "body_file")]
+    pub body: Option<String>,
+    /// The request body, read from this file (at most 64 KiB).
+    #[arg(long, value_name = "PATH")]
+    pub body_file: Option<PathBuf>,
+    /// Ramp the open connections through k6-like stages DURATION:CONNECTIONS,... (e.g.
+    /// 10s:1,20s:64,10s:0), each linear from the previous target (0 at first); replaces -c and -t.
+    #[arg(long, value_name = "STAGES", value_parser = crate::http::request::ramp_stages,
+          conflicts_with_all = ["connections", "duration", "matrix", "rate", "requests"])]
+    pub ramp_connections: Option<crate::http::request::RampStages>,
     /// Mark the client's and linerate's server's packets with this DSCP (as `linerate tcp --dscp`).
     #[arg(long, value_name = "DSCP")]
     pub dscp: Option<crate::proto::Dscp>,
@@ -141,8 +159,20 @@ fn parse_url(url: &str) -> Result<(bool, HttpUrl)> {
 /// `linerate http`: the endpoints and the test (or the matrix's six).
 pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
     let allow = a.common.allow_target.clone();
-    let duration = secs("--duration", a.duration)?;
-    let n = a.connections.unwrap_or(if a.matrix { 4 } else { 1 });
+    let request = crate::http::request::request(
+        a.method,
+        &a.header,
+        a.body.as_deref(),
+        a.body_file.as_deref(),
+    )
+    .map_err(|e| anyhow!(e))?;
+    let ramp = a.ramp_connections.clone().map(|r| r.0).unwrap_or_default();
+    let duration = match ramp.is_empty() {
+        true => secs("--duration", a.duration)?,
+        false => crate::http::request::ramp_duration(&ramp),
+    };
+    let n = crate::http::request::ramp_peak(&ramp);
+    let n = a.connections.unwrap_or(if a.matrix { 4 } else { n.max(1) });
     if n == 0 || n > 1024 {
         bail!("--connections {n} is outside 1..=1024");
     }
@@ -231,6 +261,8 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
         http2: a.http2,
         allow,
         dscp: a.dscp,
+        request,
+        ramp,
     };
     let plural = |n: u16| if n == 1 { "" } else { "s" };
     let tests = if a.matrix {
@@ -260,8 +292,15 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
             (true, false, _) => "https",
             (true, true, _) => "https+ktls",
         };
+        let m = base.request.method;
+        let m = if m.is_get() {
+            String::new()
+        } else {
+            format!("{m} ")
+        };
+        let ramp = if base.ramp.is_empty() { "" } else { "ramp to " };
         vec![HttpTest {
-            name: format!("{label} {n} connection{}", plural(n)),
+            name: format!("{label} {m}{ramp}{n} connection{}", plural(n)),
             ..base
         }]
     };

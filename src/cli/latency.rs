@@ -131,6 +131,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 omit: std::time::Duration::ZERO,
                 dscp: a.dscp,
                 max_frames: None,
+                window: None,
             })
         }
     };

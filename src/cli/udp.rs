@@ -67,6 +67,10 @@ pub struct UdpArgs {
     /// linerate creates and removes (802.1Q in the kernel). Tags count in --frame-size.
     #[arg(long, value_name = "ID[.INNER]", value_parser = parse_vlan)]
     pub vlan: Option<Vlan>,
+    /// SO_SNDBUF/SO_RCVBUF of linerate's UDP sockets (as iperf3 -w; socket engines only: auto
+    /// picks them); the results say what the kernel gave.
+    #[arg(long, short = 'w', value_name = "SIZE", value_parser = super::parse::parse_window)]
+    pub window: Option<u32>,
     #[command(flatten)]
     pub probes: ProbeArgs,
     #[command(flatten)]
@@ -95,6 +99,9 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
         );
     }
     let dir = direction(&a.ends);
+    let (tx_engine, rx_engine) =
+        crate::engine::socket::window_engines(a.window, a.tx_engine, a.rx_engine)
+            .map_err(|e| anyhow!(e))?;
     let rate = a.rate.map(|r| {
         r.pps(
             crate::engine::frame::average_frame(a.frame_size),
@@ -118,14 +125,15 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
         batch: a.batch.clamp(1, 1024),
         cpus: a.common.cpus.clone().map(|c| c.0).unwrap_or_default(),
         allow: a.common.allow_target.clone(),
-        tx_engine: a.tx_engine,
-        rx_engine: a.rx_engine,
+        tx_engine,
+        rx_engine,
         threads: a.threads.unwrap_or(0),
         port: a.ends.port.unwrap_or(0),
         interval: a.common.line_interval()?,
         omit: std::time::Duration::from_secs_f64(super::parse::omit_secs(a.omit)?),
         dscp: a.ends.dscp,
         max_frames: None,
+        window: a.window,
     };
     Ok((pair, a.probes.wrap(crate::runner::Load::Udp(t))?))
 }

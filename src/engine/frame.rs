@@ -36,6 +36,8 @@ pub struct SendSpec {
     /// Stop after this many frames (a back-to-back burst) or at the
     /// duration's end, whichever comes first; none: at the end.
     pub max_frames: Option<u64>,
+    /// SO_SNDBUF of the socket engine's sockets (`udp -w`); none: 4 MiB.
+    pub window: Option<u32>,
 }
 
 impl SendSpec {
@@ -94,6 +96,11 @@ pub trait Transmit: Send {
     /// [`Transmit::send_paced`] instead of sending each batch when due.
     fn paces_itself(&self) -> bool {
         false
+    }
+    /// What the kernel gave `udp -w` on the engine's sockets (the socket
+    /// engine; the others refuse `-w`).
+    fn socket_buffers(&self) -> Option<crate::proto::SocketBuffers> {
+        None
     }
     /// Sends `msgs`, all of group `group`, frame i not before
     /// `first_due_ns + i * gap_ns`, for about one run of the engine;
@@ -385,6 +392,22 @@ impl Template {
         let mut buf = vec![FILL; self.frame_len];
         self.write(h, &mut buf);
         buf
+    }
+}
+
+/// What the kernel gave a `-w` request of `requested` bytes on `fd`:
+/// SO_SNDBUF and SO_RCVBUF as it reports them (twice the request, capped
+/// by wmem_max/rmem_max where the agent may not pass them).
+pub fn socket_buffers(fd: std::os::fd::RawFd, requested: u32) -> crate::proto::SocketBuffers {
+    let get = |receive| {
+        crate::sys::get_buffer(fd, receive)
+            .map(|v| u32::try_from(v).unwrap_or(u32::MAX))
+            .unwrap_or(0)
+    };
+    crate::proto::SocketBuffers {
+        requested_bytes: requested,
+        sndbuf_bytes: get(false),
+        rcvbuf_bytes: get(true),
     }
 }
 

@@ -30,6 +30,8 @@ pub struct RxSpec {
     /// The DSCP the senders mark with: the frames that arrive are then
     /// counted per DSCP value (a DUT may remark them).
     pub dscp: Option<crate::proto::Dscp>,
+    /// SO_RCVBUF of the socket receiver's sockets (`udp -w`); none: 32 MiB.
+    pub window: Option<u32>,
 }
 
 enum Engine {
@@ -67,10 +69,12 @@ fn open_socket(spec: &RxSpec) -> Result<(Engine, u16), EngineError> {
         _ => None,
     };
     let n = workers::thread_count(spec.threads, &spec.cpus, usize::from(spec.flows));
-    let socks = udp::bind_receivers(spec.bind, spec.port, n).map_err(EngineError::io(format!(
-        "binding the UDP receiver on {}",
-        SocketAddr::new(spec.bind, spec.port)
-    )))?;
+    let socks = udp::bind_receivers(spec.bind, spec.port, n, spec.window).map_err(
+        EngineError::io(format!(
+            "binding the UDP receiver on {}",
+            SocketAddr::new(spec.bind, spec.port)
+        )),
+    )?;
     if spec.dscp.is_some() {
         for s in &socks {
             crate::sys::set_recv_tos(s.as_raw_fd()).map_err(EngineError::io(
@@ -97,7 +101,7 @@ fn open_xdp(spec: &RxSpec) -> Result<(Engine, u16), EngineError> {
     let ifname = sink::interface_of(target)?;
     // The socket keeps the port, so no other process takes it and the
     // frames the sink passes on find a receiver instead of an ICMP error.
-    let sock = udp::bind_receivers(spec.bind, spec.port, 1)
+    let sock = udp::bind_receivers(spec.bind, spec.port, 1, None)
         .map_err(EngineError::io(format!(
             "binding the UDP receiver on {}",
             spec.bind
@@ -170,6 +174,12 @@ impl Receiver {
 
     /// Counts until the controller stops the job.
     pub fn run(self, ctx: &JobCtx) -> Result<EndpointSummary, EngineError> {
+        let buffers = match (&self.engine, self.spec.window) {
+            (Engine::Socket(socks, _), Some(w)) => socks
+                .first()
+                .map(|s| super::frame::socket_buffers(s.as_raw_fd(), w)),
+            _ => None,
+        };
         let mut s = match self.engine {
             Engine::Socket(socks, _vlan) => udp::receive(
                 ctx,
@@ -184,6 +194,7 @@ impl Receiver {
             s.dscp_received.clear();
         }
         s.rx_engine_note = self.note;
+        s.socket_buffers = buffers;
         Ok(s)
     }
 }

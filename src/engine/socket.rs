@@ -5,6 +5,7 @@
 use super::frame::{frame_sequence, Msg, SendSpec, Transmit};
 use super::EngineError;
 use crate::proto::frame::HEADER_LEN;
+use crate::proto::{RxEngine, TxEngine};
 use crate::sys::{self, Cmsg, Sendmmsg, SockAddr};
 use std::collections::BTreeMap;
 use std::io;
@@ -35,7 +36,7 @@ fn open_tx_sockets(spec: &SendSpec, ipv6: bool) -> io::Result<Vec<TxSocket>> {
     for (port, flows) in by_port {
         let sock = UdpSocket::bind(unspecified(ipv6, port))?;
         let fd = sock.as_raw_fd();
-        sys::set_buffer(fd, false, 4 << 20)?;
+        sys::set_buffer(fd, false, spec.window.map_or(4 << 20, |w| w as usize))?;
         if flows.iter().any(|&i| spec.flows[i].src.is_some()) {
             sys::set_transparent(fd, ipv6)?;
         }
@@ -72,6 +73,8 @@ pub struct SocketTx {
     /// The VLAN sub-interface the frames leave by (`--vlan`), held for
     /// the job.
     _vlan: Option<crate::netops::vlan::SubIf>,
+    /// `udp -w`: the SO_SNDBUF asked for.
+    window: Option<u32>,
 }
 
 impl SocketTx {
@@ -110,6 +113,7 @@ impl SocketTx {
             bufs: vec![0x78u8; batch * max_payload],
             mm: Sendmmsg::new(batch),
             _vlan: vlan,
+            window: spec.window,
         })
     }
 }
@@ -139,7 +143,50 @@ impl Transmit for SocketTx {
         })
     }
 
+    fn socket_buffers(&self) -> Option<crate::proto::SocketBuffers> {
+        let w = self.window?;
+        let s = self.sockets.first()?;
+        Some(super::frame::socket_buffers(s.sock.as_raw_fd(), w))
+    }
+
     fn name(&self) -> &'static str {
         "socket"
     }
+}
+
+/// The engines `udp -w` runs on: socket buffers exist only on the socket
+/// engines' sockets, so `auto` means `socket` there, and an engine that
+/// builds its own frames (packet, xdp, live) or counts them in XDP is
+/// refused.
+pub fn window_engines(
+    window: Option<u32>,
+    tx: TxEngine,
+    rx: RxEngine,
+) -> Result<(TxEngine, RxEngine), EngineError> {
+    if window.is_none() {
+        return Ok((tx, rx));
+    }
+    let tx = match tx {
+        TxEngine::Auto | TxEngine::Socket => TxEngine::Socket,
+        e => {
+            return Err(EngineError::Invalid(format!(
+                "-w/--window with --tx-engine {}: that engine sends without a UDP socket, so \
+                 there is no SO_SNDBUF to set; use --tx-engine socket (or auto) with -w, or \
+                 leave -w out",
+                e.name()
+            )))
+        }
+    };
+    let rx = match rx {
+        RxEngine::Auto | RxEngine::Socket => RxEngine::Socket,
+        RxEngine::Xdp => {
+            return Err(EngineError::Invalid(
+                "-w/--window with --rx-engine xdp: the XDP sink counts frames before any \
+                 socket, so there is no SO_RCVBUF to set; use --rx-engine socket (or auto) \
+                 with -w, or leave -w out"
+                    .into(),
+            ))
+        }
+    };
+    Ok((tx, rx))
 }

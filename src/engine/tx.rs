@@ -241,6 +241,7 @@ impl Sender {
             note,
         } = self;
         let engine = shares.first().map(|s| s.tx.name()).unwrap_or("socket");
+        let socket_buffers = shares.first().and_then(|s| s.tx.socket_buffers());
         let check_frames = shares.iter().map(|s| s.tx.own_frames()).sum();
         let cpu0 = sys::process_cpu_seconds();
         let abort = Arc::new(AtomicBool::new(false));
@@ -330,6 +331,7 @@ impl Sender {
             tx_engine_note: note,
             check_frames,
             per_thread,
+            socket_buffers,
             ..Default::default()
         })
     }
@@ -719,6 +721,7 @@ mod tests {
             vlan: None,
             dscp: None,
             max_frames: frames,
+            window: None,
         };
         let mut tx = Recorder { calls: Vec::new() };
         let c = Counters::default();

@@ -159,7 +159,13 @@ impl FlowTracker {
 /// Opens `threads` receiving sockets sharing `port` of `bind` (0: one
 /// ephemeral port) (SO_REUSEPORT: the kernel spreads flows over them by
 /// address hash, one flow always to the same socket).
-pub fn bind_receivers(bind: IpAddr, port: u16, threads: usize) -> io::Result<Vec<UdpSocket>> {
+/// `window`: SO_RCVBUF (`udp -w`), else 32 MiB.
+pub fn bind_receivers(
+    bind: IpAddr,
+    port: u16,
+    threads: usize,
+    window: Option<u32>,
+) -> io::Result<Vec<UdpSocket>> {
     let first = sys::udp_reuseport(SocketAddr::new(bind, port))?;
     let port = first.local_addr()?.port();
     let mut socks = vec![first];
@@ -167,7 +173,7 @@ pub fn bind_receivers(bind: IpAddr, port: u16, threads: usize) -> io::Result<Vec
         socks.push(sys::udp_reuseport(SocketAddr::new(bind, port))?);
     }
     for s in &socks {
-        sys::set_buffer(s.as_raw_fd(), true, 32 << 20)?;
+        sys::set_buffer(s.as_raw_fd(), true, window.map_or(32 << 20, |w| w as usize))?;
         s.set_read_timeout(Some(Duration::from_millis(20)))?;
     }
     Ok(socks)

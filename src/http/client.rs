@@ -51,7 +51,7 @@ pub fn run(
     } else {
         spec.duration
     };
-    let sh = Arc::new(Shared::new(spec, stop, start + cap));
+    let sh = Arc::new(Shared::new(spec, stop, start, start + cap));
     let n = sh.spec.connections.max(1);
     // Each connection's share of the rate, its first request offset by its
     // place so the connections' schedules interleave.
@@ -166,5 +166,9 @@ pub fn run(
         connections,
         cache: None,
         object_bytes: sh.object_bytes.load(Ordering::Relaxed),
+        method: sh.spec.request.method,
+        extra_headers: sh.spec.request.headers.len() as u32,
+        request_body_bytes: sh.request_body_bytes.load(Ordering::Relaxed),
+        ramp: sh.spec.ramp.clone(),
     })
 }

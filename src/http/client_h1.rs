@@ -7,6 +7,7 @@ use super::client_conn::{would_block, Conn, Link, State};
 use super::client_loop::{no_link, Driver, Step, DISCARD};
 use super::client_shared::{Failure, Kind};
 use super::wire;
+use crate::proto::http::HttpMethod;
 use crate::sys::{self, Interest};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
@@ -79,7 +80,11 @@ impl Driver {
                 Err(e) => return Err(Failure::io("reading a response", tls)(e)),
             }
         };
-        let Some(len) = resp.content_length else {
+        // A HEAD response's Content-Length is the GET's, and 204 and 304
+        // have no body: none follows the head.
+        let bodiless =
+            self.sh.spec.request.method == HttpMethod::Head || matches!(resp.status, 204 | 304);
+        let Some(len) = resp.content_length.or(bodiless.then_some(0)) else {
             return Err(Failure::protocol(
                 format!(
                     "HTTP {} without Content-Length; linerate needs sized bodies",
@@ -89,6 +94,7 @@ impl Driver {
             ));
         };
         self.sh.object_bytes.fetch_max(len, Ordering::Relaxed);
+        let len = if bodiless { 0 } else { len };
         let early = ((c.have - resp.len) as u64).min(len);
         c.st.bytes.fetch_add(early, Ordering::Relaxed);
         c.status = resp.status;

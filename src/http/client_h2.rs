@@ -17,6 +17,7 @@ use super::client_shared::{Failure, Kind, Shared};
 use super::h2::conn::{Answer, ConnError, Session};
 use super::h2::{frame, hpack};
 use super::HttpError;
+use crate::proto::http::HttpMethod;
 use crate::sys::{self, Interest};
 use std::io::{self, Write};
 use std::net::SocketAddr;
@@ -33,8 +34,9 @@ const READ_WRITE: Interest = Interest {
     exclusive: false,
 };
 
-/// The request's header block: every request of the run is the same GET,
-/// only its stream id changes.
+/// The request's header block: every request of the run is the same
+/// (`--method`, `--header`; content-length with `--body`), only its
+/// stream id changes.
 pub(super) fn request_block(sh: &Shared) -> Result<Vec<u8>, HttpError> {
     let tls = sh.spec.tls.is_some();
     let host = &sh.spec.host;
@@ -57,7 +59,15 @@ pub(super) fn request_block(sh: &Shared) -> Result<Vec<u8>, HttpError> {
         format!("{host}:{port}")
     };
     let agent = concat!("linerate/", env!("CARGO_PKG_VERSION"));
-    Ok(hpack::request_block(tls, path, &authority, agent))
+    let r = &sh.spec.request;
+    let mut b = hpack::request_block_with(tls, r.method.as_str(), path, &authority, agent);
+    for (name, value) in &r.headers {
+        hpack::put_header(&mut b, name, value);
+    }
+    if !r.body.is_empty() {
+        hpack::put_content_length(&mut b, r.body.len());
+    }
+    Ok(b)
 }
 
 impl Driver {
@@ -77,7 +87,8 @@ impl Driver {
         let (Some(s), Some(block)) = (c.h2.as_mut(), self.h2_block.as_ref()) else {
             return Err(no_link());
         };
-        if !s.request(block) {
+        let head = self.sh.spec.request.method == HttpMethod::Head;
+        if !s.request_with(block, &self.body, head) {
             // `begin` closed a connection that takes no more requests.
             return Err(no_link());
         }

@@ -31,6 +31,8 @@ use std::time::{Duration, Instant};
 pub(super) const DISCARD: usize = 4 << 20;
 /// How often stalls are looked for, and the longest wait (a stop is seen).
 const TICK: Duration = Duration::from_millis(100);
+/// The least a ramp's waiting connection sleeps (rounding never spins).
+const RAMP_STEP: Duration = Duration::from_millis(1);
 /// Ready sockets taken per wait.
 const BATCH: usize = 256;
 const READ_WRITE: Interest = Interest {
@@ -59,8 +61,10 @@ pub(super) struct Driver {
     ep: Epoll,
     /// The request, built once: every request of the run is the same.
     pub(super) request: Vec<u8>,
-    /// With HTTP/2: the request's header block, built once too.
+    /// With HTTP/2: the request's header block, built once too, and its
+    /// body (`--body`), shared by every request.
     pub(super) h2_block: Option<Vec<u8>>,
+    pub(super) body: Arc<[u8]>,
     server_name: Option<ServerName<'static>>,
     every: Option<Duration>,
     /// Wake-ups of idle connections: (when, slot); stale entries skipped.
@@ -71,6 +75,8 @@ pub(super) struct Driver {
     pub(super) wire: u64,
     /// Bytes queued unread in sockets when they were closed.
     unread: u64,
+    /// Request body bytes of the completed requests.
+    body_bytes: u64,
     status: Vec<StatusCount>,
     kinds: ErrorKinds,
 }
@@ -85,13 +91,8 @@ impl Loop {
         h2_block: Option<Vec<u8>>,
     ) -> Result<Loop, HttpError> {
         let ep = Epoll::new(BATCH).map_err(HttpError::io("creating an epoll set"))?;
-        let request = format!(
-            "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: linerate/{}\r\nAccept: */*\r\n\r\n",
-            sh.spec.path,
-            sh.spec.host,
-            env!("CARGO_PKG_VERSION")
-        )
-        .into_bytes();
+        let request = super::request::h1_request(&sh.spec.request, &sh.spec.path, &sh.spec.host);
+        let body: Arc<[u8]> = Arc::from(sh.spec.request.body.as_slice());
         let server_name = match sh.spec.tls {
             None => None,
             Some(_) => Some(ServerName::try_from(sh.spec.host.clone()).map_err(|e| {
@@ -111,12 +112,14 @@ impl Loop {
                 ep,
                 request,
                 h2_block,
+                body,
                 server_name,
                 every,
                 timers: BinaryHeap::new(),
                 discard: vec![0u8; DISCARD],
                 wire: 0,
                 unread: 0,
+                body_bytes: 0,
                 status: Vec::new(),
                 kinds: ErrorKinds::default(),
             },
@@ -196,6 +199,8 @@ impl Loop {
         }
         let d = &self.drv;
         d.sh.add_totals(d.wire, d.unread, &d.status, &d.kinds);
+        d.sh.request_body_bytes
+            .fetch_add(d.body_bytes, Ordering::Relaxed);
     }
 }
 
@@ -321,6 +326,20 @@ impl Driver {
     /// A request's time has come: claim it from the budget, then connect
     /// or send.
     fn begin(&mut self, c: &mut Conn, now: Instant) -> Result<Step, Failure> {
+        // A ramp's connection past the target closes (the request it had in
+        // flight is done) and waits for the target to come back above it.
+        if let Some(wake) = self.sh.ramp_hold(c.st.id, now) {
+            self.close(c);
+            match wake.filter(|&w| w < self.sh.deadline) {
+                Some(w) => {
+                    c.state = State::Idle {
+                        wake: w.max(now + RAMP_STEP),
+                    }
+                }
+                None => self.done(c),
+            }
+            return Ok(Step::Go);
+        }
         if c.due.is_some_and(|d| d >= self.sh.deadline) || !self.sh.claim(now) {
             self.done(c);
             return Ok(Step::Go);
@@ -464,6 +483,7 @@ impl Driver {
         c.times
             .record(c.t0, c.first.unwrap_or(now), c.intended, now);
         c.st.requests.fetch_add(1, Ordering::Relaxed);
+        self.body_bytes += self.body.len() as u64;
         crate::proto::http::add_status(&mut self.status, c.status, 1);
         if !c.keep_alive {
             self.close(c);

@@ -3,7 +3,7 @@
 //! to when it finishes, and how a failed request is classified.
 
 use super::{stats, ConnStats, HttpError};
-use crate::proto::http::{ErrorKinds, StatusCount};
+use crate::proto::http::{ErrorKinds, HttpRequest, RampStage, StatusCount};
 use hdrhistogram::Histogram;
 use rustls::ClientConfig;
 use std::io;
@@ -31,6 +31,11 @@ pub struct GetSpec {
     pub http2: bool,
     /// The DSCP of every connection's packets, from the SYN on.
     pub dscp: Option<crate::proto::Dscp>,
+    /// Method, extra headers and body of every request.
+    pub request: HttpRequest,
+    /// `--ramp-connections`: connection `id` runs while the stages' target
+    /// is above it (`connections` is their peak).
+    pub ramp: Vec<RampStage>,
 }
 
 /// A response that sends nothing for this long fails the request (and a
@@ -57,11 +62,16 @@ pub(super) struct Shared {
     pub ktls_note: Mutex<Option<String>>,
     pub tls_version: Mutex<Option<(String, String)>>,
     pub object_bytes: AtomicU64,
+    pub request_body_bytes: AtomicU64,
+    /// When the run started: a ramp's clock.
+    pub start: Instant,
 }
 
 impl Shared {
-    pub fn new(spec: GetSpec, stop: Arc<AtomicBool>, deadline: Instant) -> Self {
+    pub fn new(spec: GetSpec, stop: Arc<AtomicBool>, start: Instant, deadline: Instant) -> Self {
         Shared {
+            start,
+            request_body_bytes: AtomicU64::new(0),
             budget: AtomicI64::new(spec.requests.map_or(-1, |r| r.min(i64::MAX as u64) as i64)),
             deadline,
             spec,
@@ -99,6 +109,20 @@ impl Shared {
         if let Ok(mut k) = self.error_kinds.lock() {
             k.add(kinds);
         }
+    }
+
+    /// With a ramp, whether connection `id` must wait before its next
+    /// request: `None` runs now; `Some(Some(t))` waits until `t`;
+    /// `Some(None)`: the stages never reach it again.
+    pub fn ramp_hold(&self, id: u16, now: Instant) -> Option<Option<Instant>> {
+        if self.spec.ramp.is_empty() {
+            return None;
+        }
+        let t = now.saturating_duration_since(self.start);
+        if super::request::ramp_target(&self.spec.ramp, t) > id {
+            return None;
+        }
+        Some(super::request::ramp_next_active(&self.spec.ramp, id, t).map(|d| self.start + d))
     }
 
     /// Takes one request from the budget; false when the run is over.
@@ -272,6 +296,8 @@ mod tests {
             rate_per_s: None,
             http2: false,
             dscp: None,
+            request: HttpRequest::default(),
+            ramp: vec![],
         }
     }
 
@@ -282,10 +308,16 @@ mod tests {
         let sh = Shared::new(
             spec(Some(3)),
             Arc::clone(&stop),
+            now,
             now + Duration::from_secs(60),
         );
         assert_eq!((0..5).filter(|_| sh.claim(now)).count(), 3);
-        let open = Shared::new(spec(None), Arc::clone(&stop), now + Duration::from_secs(60));
+        let open = Shared::new(
+            spec(None),
+            Arc::clone(&stop),
+            now,
+            now + Duration::from_secs(60),
+        );
         assert!((0..100).all(|_| open.claim(now)));
         // Past the end nothing is claimed; the cut comes a grace later.
         let end = now + Duration::from_secs(60);

@@ -71,18 +71,36 @@ pub fn get_spec(j: &HttpGetJob, duration: Duration) -> Result<GetSpec, HttpError
             j.path
         )));
     }
+    // A plan's job is checked as the command line's flags are.
+    for (n, v) in &j.request.headers {
+        super::request::parse_header(&format!("{n}: {v}")).map_err(|e| HttpError::Config(e.0))?;
+    }
+    if j.request.body.len() > super::request::MAX_BODY {
+        return Err(HttpError::Config(format!(
+            "a request body of {} bytes: at most {} bytes",
+            j.request.body.len(),
+            super::request::MAX_BODY
+        )));
+    }
+    let connections = if j.ramp.is_empty() {
+        j.connections.max(1)
+    } else {
+        super::request::ramp_peak(&j.ramp).max(1)
+    };
     Ok(GetSpec {
         target: j.target,
         host: j.host.clone(),
         path: j.path.clone(),
         tls,
         ktls: j.ktls,
-        connections: j.connections.max(1),
+        connections,
         duration,
         requests: j.requests,
         rate_per_s: j.rate_per_s,
         http2: j.http2,
         dscp: j.dscp,
+        request: j.request.clone(),
+        ramp: j.ramp.clone(),
     })
 }
 

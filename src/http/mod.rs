@@ -8,6 +8,8 @@
 //!   epoll event loops on non-blocking sockets, one thread per CPU.
 //! - `h2`: HTTP/2 frames, HPACK and a connection's protocol state, without
 //!   I/O; `client_h2` drives it on the client's event loops (`--http2`).
+//! - `request`: what the client sends and when (no I/O): `--header`
+//!   checks, bodies, the HTTP/1.1 request built once, ramp stages.
 //! - `tls`: rustls configurations, the kTLS key structures.
 //! - `stats`: the summary types (results.json) and HDR histograms.
 //! - `ffi`: the few syscalls `sys` lacks (TCP_ULP, SOL_TLS, fadvise).
@@ -23,6 +25,7 @@ mod content;
 mod error;
 pub mod h2;
 pub mod job;
+pub mod request;
 pub mod serve_cmd;
 mod serve_loop;
 mod serve_shared;
@@ -37,7 +40,7 @@ use crate::proto::{IntervalSample, StreamSample};
 use crate::sys;
 use hdrhistogram::Histogram;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// TCP_INFO counters of one connection, summed over its sockets.
@@ -59,7 +62,6 @@ pub struct ConnStats {
     reord_closed: AtomicU32,
     pub bytes: AtomicU64,
     pub requests: AtomicU64,
-    done: AtomicBool,
     pub error: Mutex<Option<String>>,
     pub ttfb: Mutex<Option<Histogram<u64>>>,
     pub latency: Mutex<Option<Histogram<u64>>>,
@@ -79,7 +81,6 @@ impl ConnStats {
             reord_closed: AtomicU32::new(0),
             bytes: AtomicU64::new(0),
             requests: AtomicU64::new(0),
-            done: AtomicBool::new(false),
             error: Mutex::new(None),
             ttfb: Mutex::new(None),
             latency: Mutex::new(None),
@@ -128,7 +129,6 @@ impl ConnStats {
     /// The connection is over: its last figures are final.
     pub fn finish(&self) {
         self.detach();
-        self.done.store(true, Ordering::Release);
     }
 
     pub fn record(&self, elapsed_s: f64) -> crate::proto::http::HttpConnection {
@@ -159,11 +159,12 @@ impl ConnStats {
 }
 
 /// One interval of many connections: bytes per connection as streams
-/// (`sender`: the server side) and their sum.
+/// (`sender`: the server side) and their sum, the requests completed and
+/// the connections open at its end.
 pub fn interval_of(
     conns: &[std::sync::Arc<ConnStats>],
     span: (f64, f64),
-    last: &mut Vec<(u64, u64)>,
+    last: &mut Vec<(u64, u64, u64)>,
     sender: bool,
 ) -> IntervalSample {
     let mut iv = IntervalSample {
@@ -171,14 +172,20 @@ pub fn interval_of(
         t_end: span.1,
         ..Default::default()
     };
-    last.resize(conns.len(), (0, 0));
+    last.resize(conns.len(), (0, 0, 0));
     for (c, l) in conns.iter().zip(last.iter_mut()) {
         let bytes = c.bytes.load(Ordering::Relaxed);
         let retr = u64::from(c.retrans());
+        let reqs = c.requests.load(Ordering::Relaxed);
         let (db, dr) = (bytes.saturating_sub(l.0), retr.saturating_sub(l.1));
-        *l = (bytes, retr);
-        if c.done.load(Ordering::Acquire) && db == 0 {
-            continue; // a closed connection says nothing more
+        iv.requests += reqs.saturating_sub(l.2);
+        *l = (bytes, retr, reqs);
+        let open = c.fd.load(Ordering::Acquire) >= 0;
+        iv.connections += u32::from(open);
+        // A connection without a socket that moved nothing (done, or a
+        // ramp's waiting one) says nothing.
+        if !open && db == 0 {
+            continue;
         }
         if sender {
             iv.tx_bytes += db;

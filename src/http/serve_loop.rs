@@ -741,6 +741,9 @@ impl<'a> Worker<'a> {
             };
             let take = (*left).min(conn.inbuf.len() as u64) as usize;
             conn.inbuf.drain(..take);
+            self.sh
+                .request_body_bytes
+                .fetch_add(take as u64, Ordering::Relaxed);
             *left -= take as u64;
             if *left == 0 {
                 let State::Discard { req, .. } = std::mem::replace(&mut conn.state, State::Head)

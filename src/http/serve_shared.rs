@@ -86,6 +86,8 @@ pub struct Shared {
     /// handshake) within the request timeout.
     pub timeouts: AtomicU64,
     pub wire_bytes: AtomicU64,
+    /// Request body bytes read and discarded (POST, PUT…).
+    pub request_body_bytes: AtomicU64,
     pub tls_version: Mutex<Option<(String, String)>>,
     stop: Arc<AtomicBool>,
 }
@@ -115,6 +117,7 @@ impl Shared {
             errors: AtomicU64::new(0),
             timeouts: AtomicU64::new(0),
             wire_bytes: AtomicU64::new(0),
+            request_body_bytes: AtomicU64::new(0),
             tls_version: Mutex::new(None),
             stop,
         }

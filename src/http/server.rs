@@ -300,6 +300,7 @@ impl Server {
             connections,
             cache,
             object_bytes: self.object_bytes,
+            request_body_bytes: sh.request_body_bytes.load(Ordering::Relaxed),
             ..Default::default()
         };
         let counts = ServeCounts {

@@ -82,6 +82,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         omit: std::time::Duration::ZERO,
         dscp: None,
         max_frames: None,
+        window: None,
     };
     let tcp = |name: &str, streams: u16, ipv6: bool| TcpTest {
         name: name.into(),
@@ -329,6 +330,8 @@ fn http_rows(d: Duration, allow: &[crate::proto::Cidr], cc: Option<&str>) -> Vec
                 ktls: false,
                 http2: false,
                 dscp: None,
+                request: Default::default(),
+                ramp: vec![],
                 connections: n,
                 duration: d.min(Duration::from_secs(2)),
                 requests: None,

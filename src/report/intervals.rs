@@ -45,6 +45,10 @@ struct Period {
     tx_bps: f64,
     rx_bps: f64,
     loss: f64,
+    /// HTTP: the last update's open connections, and the sum of the
+    /// updates' responses per second.
+    connections: Option<u32>,
+    requests_per_s: f64,
 }
 
 impl Period {
@@ -74,6 +78,10 @@ impl Period {
         if self.tx_pps > 0.0 || self.rx_pps > 0.0 {
             let n = f64::from(self.rx_n.max(1));
             l.push_str(&format!("  loss {:.3} %", self.loss / n * 100.0));
+        }
+        if let Some(c) = self.connections {
+            let r = self.requests_per_s / f64::from(self.updates);
+            l.push_str(&format!("  {c} conn  {r:.0} req/s"));
         }
         Some(l)
     }
@@ -164,6 +172,8 @@ impl IntervalLines {
         }
         s.to_s = p.elapsed_s;
         s.updates += 1;
+        s.connections = p.connections.or(s.connections);
+        s.requests_per_s += p.requests_per_s;
         if p.tx_bps > 0.0 {
             s.tx_n += 1;
             s.tx_pps += p.tx_pps;

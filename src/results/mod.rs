@@ -52,7 +52,10 @@ use serde::{Deserialize, Serialize};
 /// 1.18.0: searches' `latency_at` (one-way latency at load points) and
 /// endpoint summaries' `one_way_latency_hdr`.
 /// 1.19.0: searches' `back_to_back` (RFC 2544 §26.4, RFC 9004).
-pub const SCHEMA_VERSION: &str = "1.19.0";
+/// 1.20.0: HTTP summaries' `method`, `extra_headers`, `request_body_bytes`
+/// and `ramp` (`--ramp-connections`); interval samples' `connections` and
+/// `requests` (HTTP).
+pub const SCHEMA_VERSION: &str = "1.20.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -757,6 +760,23 @@ pub struct DirectionBuffers {
     pub sender_sndbuf_bytes: u32,
     /// SO_RCVBUF of the receiving end's socket as the kernel reports it.
     pub receiver_rcvbuf_bytes: u32,
+}
+
+impl DirectionBuffers {
+    /// From what the sending and the receiving end reported (`-w`).
+    pub fn of(
+        tx: Option<crate::proto::SocketBuffers>,
+        rx: Option<crate::proto::SocketBuffers>,
+    ) -> Option<DirectionBuffers> {
+        if tx.is_none() && rx.is_none() {
+            return None;
+        }
+        Some(DirectionBuffers {
+            requested_bytes: tx.or(rx).map(|x| x.requested_bytes).unwrap_or(0),
+            sender_sndbuf_bytes: tx.map(|x| x.sndbuf_bytes).unwrap_or(0),
+            receiver_rcvbuf_bytes: rx.map(|x| x.rcvbuf_bytes).unwrap_or(0),
+        })
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]

@@ -64,6 +64,11 @@ pub struct HttpTest {
     pub allow: Vec<Cidr>,
     /// The DSCP of the client's and (linerate's) server's packets (`--dscp`).
     pub dscp: Option<crate::proto::Dscp>,
+    /// Method, extra headers and body of every request.
+    pub request: crate::proto::http::HttpRequest,
+    /// `--ramp-connections`: the stages (`connections` is their peak,
+    /// `duration` their sum).
+    pub ramp: Vec<crate::proto::http::RampStage>,
 }
 
 pub fn run_http(
@@ -261,6 +266,8 @@ fn download(
             dscp: t.dscp,
             interval_ms: INTERVAL_MS,
             allow: t.allow.clone(),
+            request: t.request.clone(),
+            ramp: t.ramp.clone(),
         }),
         None,
     )?;
@@ -290,6 +297,8 @@ fn download(
             if id == client_id {
                 live.update(id, s, s.rx_bytes, 0);
                 (_, last.rx_bps, _) = live.sum(&[client_id]);
+                last.connections = Some(s.connections);
+                last.requests_per_s = s.requests as f64 / (s.t_end - s.t_start).max(1e-3);
                 last.elapsed_s = t0.elapsed().as_secs_f64().min(dur);
                 on_progress(&last);
             }

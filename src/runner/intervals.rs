@@ -130,6 +130,8 @@ mod tests {
             } else {
                 vec![]
             },
+            connections: (k % 5) as u32,
+            requests: k % 11,
         }
     }
 

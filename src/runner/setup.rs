@@ -142,6 +142,8 @@ pub struct UdpTest {
     /// The first seconds, sent and shown but left out of the totals
     /// (iperf3 -O); the test runs `duration` after them.
     pub omit: Duration,
+    /// SO_SNDBUF/SO_RCVBUF of the socket engines' sockets (`udp -w`).
+    pub window: Option<u32>,
     /// The DSCP of every frame (`--dscp`); the receivers then count what
     /// arrived per DSCP value.
     pub dscp: Option<crate::proto::Dscp>,
@@ -220,6 +222,10 @@ pub struct Progress {
     /// The test hands out `slices`: interval lines come from them, not
     /// from the rates of each update.
     pub sliced: bool,
+    /// HTTP: the client's open connections and responses per second in
+    /// its latest 1 s sample.
+    pub connections: Option<u32>,
+    pub requests_per_s: f64,
 }
 
 pub type OnProgress<'a> = &'a mut dyn FnMut(&Progress);
@@ -389,8 +395,11 @@ pub fn fail_if_nothing_sent(result: &mut TestResult) {
     let idle = |d: &crate::results::DirectionResult| {
         d.tx_packets == 0 && d.rx_packets == 0 && d.rx_l2_bps == 0.0
     };
+    // HEAD (or 204) responses carry no body: answered requests are traffic.
+    let answered = result.http.as_ref().is_some_and(|h| h.client.requests > 0);
     if result.status != TestStatus::Ok
         || result.directions.is_empty()
+        || answered
         || !result.directions.iter().all(idle)
     {
         return;

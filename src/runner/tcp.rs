@@ -472,14 +472,7 @@ fn direction(
         rx_iv.iter().map(|r| side(r, false)).collect(),
     );
     mark_omitted(&mut intervals, omit_s);
-    let socket_buffers = match (txs.socket_buffers, rxs.socket_buffers) {
-        (None, None) => None,
-        (a, b) => Some(DirectionBuffers {
-            requested_bytes: a.or(b).map(|x| x.requested_bytes).unwrap_or(0),
-            sender_sndbuf_bytes: a.map(|x| x.sndbuf_bytes).unwrap_or(0),
-            receiver_rcvbuf_bytes: b.map(|x| x.rcvbuf_bytes).unwrap_or(0),
-        }),
-    };
+    let socket_buffers = DirectionBuffers::of(txs.socket_buffers, rxs.socket_buffers);
     DirectionResult {
         direction: leg.name.clone(),
         sender: ends.role(leg.tx_agent),

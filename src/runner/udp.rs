@@ -47,7 +47,7 @@ pub fn run_udp(
         cpus: t.cpus.clone(),
         lab: ends.lab,
         omit_s: t.omit.as_secs_f64(),
-        window_bytes: None,
+        window_bytes: t.window,
         dscp: t.dscp,
     };
     finish_test(TestResult::new(&t.name, started_at, params), |r| {
@@ -96,6 +96,7 @@ fn udp_inner(
                 target: leg.to.main(t.ipv6),
                 vlan: leg.to.vlan,
                 dscp: t.dscp,
+                window: t.window,
             },
             None,
         )?;
@@ -133,6 +134,7 @@ fn udp_inner(
                 vlan: leg.from.vlan,
                 dscp: t.dscp,
                 max_frames: t.max_frames,
+                window: t.window,
             },
             start_at,
         )?;
@@ -435,7 +437,10 @@ fn direction(
         dut_lost: rx.lost.saturating_sub(tester_drops),
         retransmits: None,
         intervals,
-        socket_buffers: None,
+        socket_buffers: crate::results::DirectionBuffers::of(
+            tx_whole.socket_buffers,
+            rx_whole.socket_buffers,
+        ),
         dscp_received: rx_whole.dscp_received.clone(),
         dscp_note: None,
         sender_summary: tx_whole,

@@ -28,7 +28,10 @@ pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 /// A peer silent for this long is gone (hung ssh session, stopped process).
 pub const PEER_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// What the controller asks an agent to do.
+/// What the controller asks an agent to do. A few per test, parsed once
+/// each: `Start`'s job is the large variant, and boxing it would buy
+/// nothing but an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Request {
@@ -347,6 +350,10 @@ pub enum Job {
         /// (older controllers too): not counted.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dscp: Option<crate::Dscp>,
+        /// SO_RCVBUF of each receiver socket, bytes (`udp -w`; socket
+        /// receivers only); none: linerate's default (32 MiB).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        window: Option<u32>,
     },
     UdpSend {
         flows: Vec<FlowSpec>,
@@ -382,6 +389,10 @@ pub enum Job {
         /// too): until the duration ends.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_frames: Option<u64>,
+        /// SO_SNDBUF of each sender socket, bytes (`udp -w`; the socket
+        /// engine only); none: linerate's default (4 MiB).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        window: Option<u32>,
     },
     /// Answer latency probes of one session: only `token`, only from
     /// `client`, for `duration_ms` at most, at most `max_pps`.
@@ -594,6 +605,7 @@ mod tests {
                 }),
                 dscp: crate::Dscp::new(46),
                 max_frames: Some(5_000),
+                window: Some(1 << 20),
             },
             start_at_unix_ns: Some(1_700_000_000_000_000_000),
         });
@@ -613,6 +625,7 @@ mod tests {
                     inner: None,
                 }),
                 dscp: crate::Dscp::new(10),
+                window: None,
             },
             start_at_unix_ns: None,
         });
@@ -673,6 +686,7 @@ mod tests {
             target: Some("198.18.0.2".parse().unwrap()),
             vlan: None,
             dscp: None,
+            window: None,
         };
         // What an older controller sends: neither field.
         let mut v = serde_json::to_value(&job).unwrap();

@@ -132,6 +132,93 @@ pub struct CacheState {
     pub storage_read_bps: f64,
 }
 
+/// The request method of `linerate http --method`.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum HttpMethod {
+    #[default]
+    Get,
+    Head,
+    Post,
+    Put,
+    Delete,
+    Patch,
+    Options,
+}
+
+impl HttpMethod {
+    pub const ALL: [HttpMethod; 7] = [
+        HttpMethod::Get,
+        HttpMethod::Head,
+        HttpMethod::Post,
+        HttpMethod::Put,
+        HttpMethod::Delete,
+        HttpMethod::Patch,
+        HttpMethod::Options,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpMethod::Get => "GET",
+            HttpMethod::Head => "HEAD",
+            HttpMethod::Post => "POST",
+            HttpMethod::Put => "PUT",
+            HttpMethod::Delete => "DELETE",
+            HttpMethod::Patch => "PATCH",
+            HttpMethod::Options => "OPTIONS",
+        }
+    }
+
+    pub fn is_get(&self) -> bool {
+        *self == HttpMethod::Get
+    }
+}
+
+impl std::fmt::Display for HttpMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A `--method` linerate does not send.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "'{0}' is not a method linerate sends; give GET, HEAD, POST, PUT, DELETE, PATCH or OPTIONS"
+)]
+pub struct UnknownMethod(pub String);
+
+impl std::str::FromStr for HttpMethod {
+    type Err = UnknownMethod;
+    fn from_str(s: &str) -> Result<Self, UnknownMethod> {
+        HttpMethod::ALL
+            .into_iter()
+            .find(|m| m.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| UnknownMethod(s.to_string()))
+    }
+}
+
+/// What every request of a download test is: its method, the headers
+/// added to linerate's own (validated: no framing headers, no CR/LF) and
+/// its body (sent with a Content-Length).
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpRequest {
+    #[serde(default)]
+    pub method: HttpMethod,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<(String, String)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub body: Vec<u8>,
+}
+
+/// One stage of `--ramp-connections`: over `duration_ms` the open
+/// connections go linearly from the previous stage's target (0 before the
+/// first) to `connections`, as k6's stages do.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+pub struct RampStage {
+    pub duration_ms: u64,
+    pub connections: u16,
+}
+
 /// One side's HTTP summary (inside the agent's endpoint summary).
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
 pub struct HttpSummary {
@@ -183,6 +270,29 @@ pub struct HttpSummary {
     /// The size of the object served or downloaded, when one.
     #[serde(default)]
     pub object_bytes: u64,
+    /// Client: the method of every request (`--method`).
+    #[serde(default, skip_serializing_if = "HttpMethod::is_get")]
+    pub method: HttpMethod,
+    /// Client: headers added to linerate's own (`--header`), counted only:
+    /// their values may hold tokens.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub extra_headers: u32,
+    /// Request body bytes: sent (client, `--body`) or read and discarded
+    /// (server), in all.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub request_body_bytes: u64,
+    /// Client: the stages of `--ramp-connections`; the intervals' `connections`
+    /// say how many were open.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ramp: Vec<RampStage>,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
@@ -268,6 +378,14 @@ pub struct HttpGetJob {
     /// As for `HttpServeJob`: the DSCP of the client's packets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dscp: Option<crate::Dscp>,
+    /// The method, extra headers and body of every request (older
+    /// controllers: a plain GET).
+    #[serde(default)]
+    pub request: HttpRequest,
+    /// `--ramp-connections`: the connections follow these stages (their
+    /// durations add up to `duration_ms`); empty: `connections` throughout.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ramp: Vec<RampStage>,
 }
 
 #[cfg(test)]

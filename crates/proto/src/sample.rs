@@ -43,6 +43,22 @@ pub struct IntervalSample {
     /// may be the link's, not the device's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub links_down: Vec<String>,
+    /// HTTP client: connections open at the interval's end (a ramp's
+    /// `--ramp-connections` shows here how many were running).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub connections: u32,
+    /// HTTP: responses completed (client) or requests answered (server)
+    /// in the interval.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub requests: u64,
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }
 
 /// One TCP stream in one interval.

@@ -11,6 +11,7 @@
 
 use super::frame::{self, error, FrameError, Head, PeerSettings, HEADER_LEN};
 use super::hpack::{self, HpackError};
+use std::sync::Arc;
 
 /// Bytes read per turn: a few DATA frames of a large body at once.
 const RECV_BUF: usize = 256 << 10;
@@ -22,6 +23,8 @@ const MAX_BLOCK: usize = 1 << 20;
 /// Windows are given back in large steps: a WINDOW_UPDATE per this many
 /// body bytes, far below the 2^31-1 each window starts with.
 const REFILL: u32 = 1 << 28;
+/// Every flow-control window's size until the peer says otherwise.
+const DEFAULT_WINDOW: u32 = 65_535;
 
 /// Why a connection cannot go on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -60,6 +63,14 @@ pub enum Answer {
 
 struct Stream {
     id: u32,
+    /// A HEAD request: the response has no body whatever its
+    /// content-length says.
+    head_request: bool,
+    /// The request body still to send, from this offset, and the stream's
+    /// send window (the server's SETTINGS_INITIAL_WINDOW_SIZE, then its
+    /// WINDOW_UPDATEs).
+    body: Option<(Arc<[u8]>, usize)>,
+    send_window: i64,
     head: Option<hpack::Head>,
     got: u64,
     unacked: u32,
@@ -102,6 +113,8 @@ pub struct Session {
     goaway: Option<(u32, u32)>,
     conn_unacked: u32,
     seen_frame: bool,
+    /// The connection's send window for request bodies.
+    send_conn: i64,
 }
 
 impl Default for Session {
@@ -126,12 +139,14 @@ impl Session {
             hpack: hpack::Decoder::default(),
             peer: PeerSettings {
                 max_frame: frame::DEFAULT_MAX_FRAME,
+                initial_window: DEFAULT_WINDOW,
             },
             next_id: 1,
             stream: None,
             goaway: None,
             conn_unacked: 0,
             seen_frame: false,
+            send_conn: i64::from(DEFAULT_WINDOW),
         }
     }
 
@@ -144,20 +159,32 @@ impl Session {
     /// Queues a GET with `block` on a new stream; false when the
     /// connection takes no more requests (see `can_request`).
     pub fn request(&mut self, block: &[u8]) -> bool {
+        self.request_with(block, &Arc::from(&[][..]), false)
+    }
+
+    /// Queues a request with `block` and `body` (DATA frames within the
+    /// server's flow-control windows, the rest as WINDOW_UPDATEs come);
+    /// `head_request`: its response has no body (HEAD).
+    pub fn request_with(&mut self, block: &[u8], body: &Arc<[u8]>, head_request: bool) -> bool {
         if !self.can_request() {
             return false;
         }
         let id = self.next_id;
         self.next_id += 2;
-        frame::put_headers(&mut self.out, id, block, self.peer.max_frame);
+        let end = body.is_empty();
+        frame::put_headers_then(&mut self.out, id, block, self.peer.max_frame, end);
         self.stream = Some(Stream {
             id,
+            head_request,
+            body: (!end).then(|| (Arc::clone(body), 0)),
+            send_window: i64::from(self.peer.initial_window),
             head: None,
             got: 0,
             unacked: 0,
             ended: false,
             reset: None,
         });
+        self.pump();
         true
     }
 
@@ -233,7 +260,44 @@ impl Session {
             self.end = 0;
         }
         self.refill();
+        self.pump();
         r
+    }
+
+    /// Queues as much of the request body as the send windows allow, in
+    /// DATA frames no larger than the server takes; END_STREAM on the last.
+    fn pump(&mut self) {
+        let max_frame = i64::from(self.peer.max_frame);
+        let Some(s) = self
+            .stream
+            .as_mut()
+            .filter(|s| !s.ended && s.reset.is_none())
+        else {
+            return;
+        };
+        let Some((body, at)) = s.body.as_mut() else {
+            return;
+        };
+        while *at < body.len() {
+            let room = self.send_conn.min(s.send_window).min(max_frame);
+            if room <= 0 {
+                return;
+            }
+            let n = (body.len() - *at).min(room as usize);
+            let last = *at + n == body.len();
+            let flags = if last { frame::END_STREAM } else { 0 };
+            frame::put_head(&mut self.out, n, frame::DATA, flags, s.id);
+            self.out.extend_from_slice(&body[*at..*at + n]);
+            *at += n;
+            self.send_conn -= n as i64;
+            s.send_window -= n as i64;
+        }
+        s.body = None;
+    }
+
+    /// The request body is queued whole (or there is none).
+    pub fn body_sent(&self) -> bool {
+        self.stream.as_ref().is_none_or(|s| s.body.is_none())
     }
 
     fn frames(&mut self, buf: &[u8]) -> Result<Progress, ConnError> {
@@ -399,7 +463,12 @@ impl Session {
                         .into());
                     }
                 } else {
+                    let before = self.peer.initial_window;
                     frame::apply_settings(&mut self.peer, payload)?;
+                    // A new initial window moves the open stream's by the difference.
+                    if let Some(s) = self.stream.as_mut() {
+                        s.send_window += i64::from(self.peer.initial_window) - i64::from(before);
+                    }
                     frame::put_head(&mut self.out, 0, frame::SETTINGS, frame::ACK, 0);
                 }
             }
@@ -421,8 +490,19 @@ impl Session {
                 self.goaway = Some((last, code));
             }
             frame::WINDOW_UPDATE => {
-                // The client sends no body: its send windows do not matter.
-                frame::word(payload, "WINDOW_UPDATE not 4 bytes")?;
+                let inc = i64::from(
+                    frame::word(payload, "WINDOW_UPDATE not 4 bytes")? & frame::MAX_WINDOW,
+                );
+                if h.stream == 0 {
+                    self.send_conn += inc;
+                } else if let Some(s) = self.stream.as_mut().filter(|s| s.id == h.stream) {
+                    s.send_window += inc;
+                }
+                if self.send_conn > i64::from(frame::MAX_WINDOW) {
+                    return Err(
+                        error(frame::FLOW_CONTROL_ERROR, "a send window above 2^31-1").into(),
+                    );
+                }
             }
             frame::PRIORITY if payload.len() != 5 => {
                 return Err(error(frame::FRAME_SIZE_ERROR, "PRIORITY not 5 bytes").into());
@@ -511,7 +591,12 @@ impl Session {
 /// The response is whole: its body must be as long as it said.
 fn end_stream_of(s: &mut Stream) -> Result<(), ConnError> {
     s.ended = true;
-    match s.head.and_then(|h| h.content_length) {
+    // A HEAD response's content-length is the GET's; 204 and 304 have none.
+    let bodiless = s.head_request
+        || s.head
+            .and_then(|h| h.status)
+            .is_some_and(|c| c == 204 || c == 304);
+    match s.head.and_then(|h| h.content_length).filter(|_| !bodiless) {
         Some(n) if n != s.got => Err(ConnError::Malformed(
             "a body not as long as its content-length",
         )),

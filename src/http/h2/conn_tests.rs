@@ -201,3 +201,84 @@ fn h2_session_gives_windows_back_in_large_steps() {
     // One update for the connection, one for the stream.
     assert_eq!(s.outgoing().len(), 2 * 13);
 }
+
+/// DATA frames of a request body: (stream, payload bytes, END_STREAM) of
+/// each, from what the session wrote.
+fn data_frames(mut out: &[u8]) -> Vec<(u32, usize, bool)> {
+    let mut v = Vec::new();
+    while let Some(hb) = out.first_chunk::<HEADER_LEN>() {
+        let h = Head::parse(hb);
+        if h.kind == frame::DATA {
+            v.push((h.stream, h.len as usize, h.has(frame::END_STREAM)));
+        }
+        out = &out[HEADER_LEN + h.len as usize..];
+    }
+    v
+}
+
+#[test]
+fn h2_request_body_stays_within_the_send_windows() {
+    let mut s = Session::new();
+    let n = s.outgoing().len();
+    s.wrote(n);
+    // The server's stream window is 20000 bytes; the connection's 65535.
+    feed(
+        &mut s,
+        &frame(frame::SETTINGS, 0, 0, &[0, 4, 0, 0, 0x4e, 0x20]),
+    )
+    .unwrap();
+    let n = s.outgoing().len();
+    s.wrote(n);
+    let body: Arc<[u8]> = Arc::from(vec![b'x'; 70_000]);
+    assert!(s.request_with(&[0x83, 0x86, 0x84], &body, false));
+    let h = Head::parse(s.outgoing()[..9].try_into().unwrap());
+    assert_eq!(h.kind, frame::HEADERS);
+    assert!(!h.has(frame::END_STREAM), "a body follows the HEADERS");
+    let sent: usize = data_frames(s.outgoing()).iter().map(|d| d.1).sum();
+    assert_eq!(sent, 20_000, "the stream's window");
+    assert!(data_frames(s.outgoing())
+        .iter()
+        .all(|d| d.1 <= 16_384 && !d.2));
+    assert!(!s.body_sent());
+    let n = s.outgoing().len();
+    s.wrote(n);
+    // More stream window: the connection's 65535 is the limit now.
+    feed(
+        &mut s,
+        &frame(frame::WINDOW_UPDATE, 0, 1, &100_000u32.to_be_bytes()),
+    )
+    .unwrap();
+    let sent: usize = data_frames(s.outgoing()).iter().map(|d| d.1).sum();
+    assert_eq!(sent, 65_535 - 20_000);
+    let n = s.outgoing().len();
+    s.wrote(n);
+    feed(
+        &mut s,
+        &frame(frame::WINDOW_UPDATE, 0, 0, &10_000u32.to_be_bytes()),
+    )
+    .unwrap();
+    let last = data_frames(s.outgoing());
+    assert_eq!(last.iter().map(|d| d.1).sum::<usize>(), 70_000 - 65_535);
+    assert!(
+        last.last().is_some_and(|d| d.2),
+        "END_STREAM on the last DATA"
+    );
+    assert!(s.body_sent());
+    // A HEAD response's content-length is not a body to wait for.
+    let n = s.outgoing().len();
+    s.wrote(n);
+    s.finish();
+    assert!(s.request_with(&[0x82], &Arc::from(&[][..]), true));
+    let p = feed(
+        &mut s,
+        &frame(
+            frame::HEADERS,
+            frame::END_HEADERS | frame::END_STREAM,
+            3,
+            &ok_block(1000),
+        ),
+    )
+    .unwrap();
+    assert!(p.headers);
+    assert_eq!(s.answer(), Answer::Done(200));
+}

@@ -134,6 +134,9 @@ pub fn headers_fragment<'a>(h: &Head, p: &'a [u8]) -> Result<&'a [u8], FrameErro
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerSettings {
     pub max_frame: u32,
+    /// SETTINGS_INITIAL_WINDOW_SIZE: each new stream's send window (a
+    /// request body's DATA frames stay within it).
+    pub initial_window: u32,
 }
 
 /// Applies a SETTINGS payload (not an ACK) to `s`.
@@ -157,6 +160,7 @@ pub fn apply_settings(s: &mut PeerSettings, p: &[u8]) -> Result<(), FrameError> 
                     "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1",
                 ))
             }
+            SETTINGS_INITIAL_WINDOW_SIZE => s.initial_window = v,
             SETTINGS_MAX_FRAME_SIZE => {
                 if !(DEFAULT_MAX_FRAME..=LARGEST_MAX_FRAME).contains(&v) {
                     return Err(error(
@@ -222,12 +226,23 @@ pub fn put_window_update(out: &mut Vec<u8>, stream: u32, increment: u32) {
 /// A request's header block as HEADERS (END_STREAM: a GET has no body)
 /// and as many CONTINUATIONs as the peer's frame size asks for.
 pub fn put_headers(out: &mut Vec<u8>, stream: u32, block: &[u8], max_frame: u32) {
+    put_headers_then(out, stream, block, max_frame, true);
+}
+
+/// As [`put_headers`]; `end_stream` false when DATA frames (a body) follow.
+pub fn put_headers_then(
+    out: &mut Vec<u8>,
+    stream: u32,
+    block: &[u8],
+    max_frame: u32,
+    end_stream: bool,
+) {
     let max = max_frame.max(DEFAULT_MAX_FRAME) as usize;
     let mut parts = block.chunks(max).peekable();
     let mut kind = HEADERS;
-    let mut flags = END_STREAM;
+    let mut flags = if end_stream { END_STREAM } else { 0 };
     if parts.peek().is_none() {
-        put_head(out, 0, HEADERS, END_STREAM | END_HEADERS, stream);
+        put_head(out, 0, HEADERS, flags | END_HEADERS, stream);
         return;
     }
     while let Some(part) = parts.next() {
@@ -301,6 +316,7 @@ mod tests {
     fn h2_settings_are_checked() {
         let mut s = PeerSettings {
             max_frame: DEFAULT_MAX_FRAME,
+            initial_window: 65_535,
         };
         let mut p = Vec::new();
         p.extend_from_slice(&SETTINGS_MAX_FRAME_SIZE.to_be_bytes());

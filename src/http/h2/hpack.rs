@@ -140,8 +140,25 @@ fn put_literal(out: &mut Vec<u8>, name: usize, value: &str) {
 /// The request's header block: GET, the scheme, path and authority, and
 /// the headers the HTTP/1.1 client sends (User-Agent, Accept).
 pub fn request_block(https: bool, path: &str, authority: &str, agent: &str) -> Vec<u8> {
+    request_block_with(https, "GET", path, authority, agent)
+}
+
+/// As [`request_block`] with another `method` (static entries for GET and
+/// POST, a literal otherwise); the caller appends headers with
+/// [`put_header`].
+pub fn request_block_with(
+    https: bool,
+    method: &str,
+    path: &str,
+    authority: &str,
+    agent: &str,
+) -> Vec<u8> {
     let mut b = Vec::with_capacity(32 + path.len() + authority.len() + agent.len());
-    b.push(0x80 | 2); // :method GET
+    match method {
+        "GET" => b.push(0x80 | 2),
+        "POST" => b.push(0x80 | 3),
+        m => put_literal(&mut b, 2, m),
+    }
     b.push(0x80 | if https { 7 } else { 6 }); // :scheme
     if path == "/" {
         b.push(0x80 | 4);
@@ -152,6 +169,21 @@ pub fn request_block(https: bool, path: &str, authority: &str, agent: &str) -> V
     put_literal(&mut b, 58, agent); // user-agent
     put_literal(&mut b, 19, "*/*"); // accept
     b
+}
+
+/// Appends a header field as a literal without indexing with a new name;
+/// HTTP/2 wants the name in lowercase.
+pub fn put_header(out: &mut Vec<u8>, name: &str, value: &str) {
+    out.push(0x00);
+    put_int(out, 0x00, 7, name.len());
+    out.extend(name.bytes().map(|c| c.to_ascii_lowercase()));
+    put_int(out, 0x00, 7, value.len());
+    out.extend_from_slice(value.as_bytes());
+}
+
+/// Appends content-length (static name 28).
+pub fn put_content_length(out: &mut Vec<u8>, len: usize) {
+    put_literal(out, 28, &len.to_string());
 }
 
 /// Reads an integer with an `n`-bit prefix at `*at`.
