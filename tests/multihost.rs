@@ -242,6 +242,13 @@ fn agent_for<'a>(doc: &'a Value, endpoint: &str) -> &'a Value {
 
 /// Every agent is an ssh one, connected, with a sane clock.
 fn check_ssh_agents(doc: &Value, n: usize) {
+    check_ssh_agents_within(doc, n, CONNECT_TIMEOUT as f64);
+}
+
+/// [`check_ssh_agents`] with the agent's start allowed `connect_max` s:
+/// with `--push` it includes copying the binary (about 90 MB, 7 s over a
+/// loopback ssh in a loaded CI run), which no connect timeout bounds.
+fn check_ssh_agents_within(doc: &Value, n: usize, connect_max: f64) {
     let agents = doc["agents"].as_array().unwrap();
     assert_eq!(agents.len(), n, "{}", doc["agents"]);
     for a in agents {
@@ -259,7 +266,7 @@ fn check_ssh_agents(doc: &Value, n: usize) {
         assert!(ssh > 0.0 && ssh < CONNECT_TIMEOUT as f64, "{a}");
         // connect_s counts from spawning the agent command over the
         // already-open master, so it does not include ssh_connect_s.
-        assert!(connect > 0.0 && connect < CONNECT_TIMEOUT as f64, "{a}");
+        assert!(connect > 0.0 && connect < connect_max, "{a}");
         assert!(rtt > 0.0 && rtt < 1.0, "{a}");
         // Same machine, same clock.
         assert!(off.abs() < 0.05, "{a}");
@@ -532,7 +539,7 @@ fn push_to_host_without_linerate() {
         let t = &doc["tests"][0];
         assert_eq!(t["status"], "ok", "{}", t["error"]);
         assert!(t["directions"][0]["rx_packets"].as_u64().unwrap() > 15_000);
-        check_ssh_agents(&doc, 2);
+        check_ssh_agents_within(&doc, 2, 60.0);
         for i in 0..2 {
             let p = pushed(&lab, i);
             assert_eq!(std::fs::read(&p).unwrap(), std::fs::read(bin()).unwrap());
