@@ -700,8 +700,7 @@ pub fn run_search(
                 0 => String::new(),
                 n => format!(
                     "; {n} trial{} contradicted an earlier one (loss below a rate that had \
-                     passed, or the reverse): the DUT's loss-free rate moved while it was measured, \
-                     the newer trial counted",
+                     passed, or the reverse): the DUT's loss-free rate moved while it was measured",
                     if n == 1 { "" } else { "s" }
                 ),
             },
