@@ -41,7 +41,9 @@ LINERATE_SKIP_LOG="$skips" LINERATE_TEST_TIMES="$times" cargo test --workspace -
 if [ -s "$times" ]; then
     echo
     echo "slowest tests under the lock (seconds, host CPU busy, test); all $(wc -l <"$times") took $(awk '{s += $1} END {printf "%.0f", s}' "$times") s:"
-    sort -rn "$times" | head -15 | sed 's/^/  /'
+    # awk reads all of sort's output: head would close the pipe early, and
+    # sort's SIGPIPE (141) ended the script under pipefail with every test green.
+    sort -rn "$times" | awk 'NR <= 15 {print "  " $0}'
 fi
 # The failures in short, where a long log's tail would cut them: each
 # failing test's own lines up to its backtrace.
