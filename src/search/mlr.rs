@@ -44,6 +44,14 @@ const SAME_LOAD_MAX: usize = 24;
 /// Relative slack when comparing loads.
 const SAME_LOAD: f64 = 1e-12;
 
+/// Trials at one load that the tester fell short of (by more than
+/// [`TESTER_BACKOFF`]), after which the load counts as out of its reach
+/// (unless it was offered in full before) and the ceiling comes below it. A sender preempted on a loaded host
+/// falls short by a different share each trial: without this, a bracket
+/// the tester could not narrow asked the same load until the same-load
+/// guard stopped the search (24 trials at 30,707 pps, 29.6 k offered).
+const SHORT_AT_ONE_LOAD: usize = 6;
+
 /// A goal's target: the final one or a coarser one before it.
 #[derive(Debug, Clone)]
 struct Target {
@@ -182,12 +190,21 @@ impl Search<'_> {
     /// allows: DUT evidence above a lower bound that must be settled before
     /// the lower bound can be called the tester's limit.
     fn high_loss_above(&self, load: f64, c: &Criterion) -> bool {
-        self.loads.iter().any(|r| {
-            r.load > load * (1.0 + SAME_LOAD)
-                && r.trials
-                    .iter()
-                    .any(|t| t.applies(c) && t.loss_ratio > c.loss_ratio)
-        })
+        self.first_loss_above(load, c).is_some()
+    }
+
+    /// The lowest load above `load` at which a trial lost more than the
+    /// goal allows.
+    fn first_loss_above(&self, load: f64, c: &Criterion) -> Option<f64> {
+        self.loads
+            .iter()
+            .find(|r| {
+                r.load > load * (1.0 + SAME_LOAD)
+                    && r.trials
+                        .iter()
+                        .any(|t| t.applies(c) && t.loss_ratio > c.loss_ratio)
+            })
+            .map(|r| r.load)
     }
 
     /// The lower bound sits at the tester's ceiling and the bracket above it
@@ -203,9 +220,12 @@ impl Search<'_> {
                 (self.loads[hi].load / self.loads[lo].load).ln() <= t.log_width * (1.0 + 1e-9)
                     || self.tester_bounds_bracket(self.loads[lo].load)
             }
+            // At the ceiling with loss above: the tester cannot offer the
+            // loads between to confirm an upper bound of this target's own.
             (Some(lo), None) => {
                 self.at_ceiling(self.loads[lo].load)
-                    && !self.high_loss_above(self.loads[lo].load, &t.criterion)
+                    && (self.tester_limit.is_some()
+                        || !self.high_loss_above(self.loads[lo].load, &t.criterion))
             }
             (None, Some(hi)) => self.at_min(self.loads[hi].load),
             (None, None) => false,
@@ -241,15 +261,30 @@ impl Search<'_> {
                 action,
             })
         };
+        // Nothing above the tester's ceiling can be measured: a bracket
+        // whose lower bound is the ceiling is not halved (the tester would
+        // offer less than asked again and again), and a halving above the
+        // ceiling asks the ceiling, the nearest load it can offer.
         if let (Some(lo), Some(hi)) = (tb.lower, tb.upper) {
-            if (load(hi) / load(lo)).ln() > t.log_width * (1.0 + 1e-9) {
-                return at((load(lo) * load(hi)).sqrt(), Action::Halve);
+            if (load(hi) / load(lo)).ln() > t.log_width * (1.0 + 1e-9)
+                && !self.tester_bounds_bracket(load(lo))
+            {
+                return at(
+                    (load(lo) * load(hi)).sqrt().min(self.ceiling),
+                    Action::Halve,
+                );
             }
         }
         if let Some(lo) = tb.lower.filter(|&i| own[i] == LoadClass::Undecided) {
-            return at(load(lo), Action::ConfirmLower);
+            return at(load(lo).min(self.ceiling), Action::ConfirmLower);
         }
         if let Some(hi) = tb.upper.filter(|&i| own[i] == LoadClass::Undecided) {
+            // An upper bound above the tester's ceiling cannot be confirmed
+            // (the tester offers less than it is asked there): a lower
+            // bound at the ceiling ends the target instead.
+            if self.tester_limit.is_some() && load(hi) > self.ceiling * (1.0 + 1e-9) {
+                return at(self.ceiling, Action::ConfirmLower);
+            }
             return at(load(hi), Action::ConfirmUpper);
         }
         match (tb.lower, tb.upper) {
@@ -324,6 +359,9 @@ impl Search<'_> {
         // Short by more than the backoff: the tester cannot offer this load,
         // so it is not asked for again, unless it has offered more in full.
         if o.short_of_asked() {
+            // Asked again and again and never offered: out of the tester's
+            // reach, so the ceiling comes down to just below it.
+            let beyond = self.shortfalls.at_ask(asked) + 1 >= SHORT_AT_ONE_LOAD;
             // Asks below the ceiling repeat to confirm a bound: only
             // different asks that offered the same show the tester's limit.
             // An ask at the ceiling repeats because nothing above it may
@@ -332,8 +370,15 @@ impl Search<'_> {
             let again = self
                 .shortfalls
                 .show_a_ceiling(asked, offered, distinct, o.lost == 0);
-            let most = (offered * (1.0 - TESTER_BACKOFF)).max(self.demonstrated);
-            if again && most < self.ceiling {
+            let best = self.shortfalls.best_offered().max(offered);
+            let most = (best * (1.0 - TESTER_BACKOFF)).max(self.demonstrated);
+            let most = if beyond {
+                most.min(asked * (1.0 - TESTER_BACKOFF))
+                    .max(self.demonstrated)
+            } else {
+                most
+            };
+            if (again || beyond) && most < self.ceiling {
                 self.ceiling = most;
                 self.tester_limit = Some(most);
             }
@@ -362,12 +407,12 @@ impl Search<'_> {
         let t = &chain[chain.len() - 1];
         let own = bounds(&self.classes(&t.criterion));
         let load = |i: Option<usize>| i.map(|i| self.loads[i].load);
-        let (lower, upper) = (load(own.lower), load(own.upper));
-        let regular = match (lower, upper) {
+        let (lower, own_upper) = (load(own.lower), load(own.upper));
+        let regular = match (lower, own_upper) {
             (Some(lo), Some(hi)) => (hi / lo).ln() <= t.log_width * (1.0 + 1e-9),
             _ => false,
         };
-        let irregular = match (regular, lower, upper) {
+        let irregular = match (regular, lower, own_upper) {
             (true, ..) => None,
             (false, Some(lo), None)
                 if self.at_ceiling(lo) && !self.high_loss_above(lo, &t.criterion) =>
@@ -378,11 +423,19 @@ impl Search<'_> {
                     Irregular::MaxLoadIsLowerBound
                 })
             }
-            (false, Some(lo), Some(_)) if self.tester_bounds_bracket(lo) => {
+            (false, Some(lo), _) if self.tester_bounds_bracket(lo) => {
                 Some(Irregular::TesterLimitInBracket)
             }
             (false, None, Some(hi)) if self.at_min(hi) => Some(Irregular::MinLoadIsUpperBound),
             _ => Some(Irregular::Unfinished),
+        };
+        // A bracket the tester bounds without an upper bound of the
+        // target's own: the lowest load where the DUT lost is its top.
+        let upper = match (irregular, lower) {
+            (Some(Irregular::TesterLimitInBracket), Some(lo)) => {
+                own_upper.or_else(|| self.first_loss_above(lo, &t.criterion))
+            }
+            _ => own_upper,
         };
         // An unfinished goal has no conditional throughput: its lower bound
         // may lack the trials the quantile needs, which would count as
@@ -547,10 +600,24 @@ pub fn mlr_search(
             .take_while(|t| t.rate_pps == c.load)
             .count();
         if same >= same_load_max {
-            errln!(
-                "search: {same} trials in a row at {:.0} pps without an answer; stopping (a bug: please report it with results.json)",
-                c.load
-            );
+            let short = log
+                .trials
+                .iter()
+                .rev()
+                .take(same)
+                .filter(|t| t.outcome.short_of_asked())
+                .count();
+            if short > 0 {
+                errln!(
+                    "search: {same} trials in a row at {:.0} pps without an answer; the tester fell short of it in {short}: this host could not offer that load steadily (other work on its cores?); stopping",
+                    c.load
+                );
+            } else {
+                errln!(
+                    "search: {same} trials in a row at {:.0} pps without an answer; stopping (a bug: please report it with results.json)",
+                    c.load
+                );
+            }
             break MlrEnd::TrialLimit;
         }
         if let Some(max) = config.max_search_s {

@@ -417,6 +417,24 @@ impl Shortfalls {
         let clean_seen = self.seen.iter().filter(|s| s.2).count();
         limit || (clean && clean_seen >= CLEAN_SHORTFALLS)
     }
+
+    /// The most any shortfall offered, packets/s (0 before the first). A
+    /// ceiling is put just below it, not below the last offer: a sender
+    /// preempted on a loaded host falls short by a different share each
+    /// trial, and a ceiling that followed each offer would ratchet down
+    /// trial after trial (seen: to the search's minimum load).
+    /// How many shortfalls were seen at the load `asked` (the same ask,
+    /// to 1e-9).
+    pub fn at_ask(&self, asked: f64) -> usize {
+        self.seen
+            .iter()
+            .filter(|s| (s.0 - asked).abs() <= 1e-9 * s.0.max(asked))
+            .count()
+    }
+
+    pub fn best_offered(&self) -> f64 {
+        self.seen.iter().map(|s| s.1).fold(0.0, f64::max)
+    }
 }
 
 /// Runs trials with their waits and keeps the books every search reports.

@@ -249,12 +249,16 @@ pub fn rfc2544_throughput(
             (_, false) => rate,
             (false, true) => offered,
             (true, true) => {
-                let most = (offered * (1.0 - TESTER_BACKOFF)).max(demonstrated);
+                let best = shortfalls.best_offered().max(offered);
+                let most = (best * (1.0 - TESTER_BACKOFF)).max(demonstrated);
                 if ceiling_shown && most < ceiling {
                     ceiling = most;
                     tester_limit = Some(ceiling);
                 }
-                most.min(offered)
+                // The pass counts at what this trial offered.
+                (offered * (1.0 - TESTER_BACKOFF))
+                    .max(demonstrated)
+                    .min(offered)
             }
         };
         // A binary search assumes that loss only grows with the load. A

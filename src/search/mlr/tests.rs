@@ -614,3 +614,82 @@ fn a_tester_that_sends_nothing_ends_the_search_and_never_asks_zero() {
         r.trials
     );
 }
+
+/// A tester that cannot reach the loads a bracket needs: its ceiling just
+/// below the DUT's capacity (a policer at 30 kpps, a sender that offers
+/// 29.6 kpps at most), or a sender preempted on a loaded host that falls a
+/// different share short of every load. Seen in the lab with the load
+/// average at 7 on 2 cores: 3.6 to 9.8 % short of every ask, and the
+/// search asked 30,707 pps 24 times until its same-load guard stopped it
+/// ("a bug: please report it"). Each load is asked a bounded number of
+/// times; the search ends with a lower bound and, when the tester bounded
+/// it, says so.
+#[test]
+fn a_bracket_the_tester_cannot_narrow_ends_without_asking_the_same_load() {
+    for (capacity, tester, shortfall, seed) in [
+        (30_000.0, Some(29_600.0), 0.0, 1),
+        (30_000.0, Some(29_600.0), 0.01, 2),
+        (1_000_000.0, Some(960_000.0), 0.0, 3),
+        (250_000.0, Some(247_000.0), 0.005, 4),
+        (30_000.0, None, 0.10, 5),
+        (30_000.0, None, 0.10, 6),
+        (30_000.0, None, 0.10, 7),
+        (30_000.0, None, 0.06, 8),
+    ] {
+        let tag =
+            format!("capacity {capacity}, tester {tester:?}, shortfall {shortfall}, seed {seed}");
+        let mut d = SimDut::new(SimConfig {
+            seed,
+            tester_max_pps: tester,
+            tester_shortfall: shortfall,
+            capacity_pps: capacity,
+            ..SimConfig::default()
+        });
+        // The lab's searches: 0.5 s trials, then 1 s, 2 s sums, 2 % wide.
+        let mut config = MlrConfig::new(2_879.0, 2_879_362.0);
+        for g in &mut config.goals {
+            g.initial_trial_duration_s = 0.5;
+            g.final_trial_duration_s = 1.0;
+            g.duration_sum_s = 2.0;
+            g.relative_width = 0.02;
+        }
+        let r = mlr_search(&mut d, &config).unwrap();
+        assert_eq!(r.end, MlrEnd::AllGoalsDone, "{tag}: {:?}", r.goals);
+        assert!(r.trials.len() <= 80, "{tag}: {} trials", r.trials.len());
+        let mut run = 1;
+        for w in r.trials.windows(2) {
+            run = if w[0].rate_pps == w[1].rate_pps {
+                run + 1
+            } else {
+                1
+            };
+            assert!(
+                run <= 20,
+                "{tag}: {run} trials in a row at {}",
+                w[1].rate_pps
+            );
+        }
+        for g in &r.goals {
+            let truth = d.true_throughput(g.goal.loss_ratio, 1.0);
+            let most = tester.map_or(truth, |t| t.min(truth));
+            let lo = g.relevant_lower_bound_pps.expect(&tag);
+            // Never above what the DUT or the tester can do, and not far
+            // below: a tester at most 10 % short.
+            assert!(
+                lo <= most / (1.0 - TESTER_BACKOFF) && lo >= most * 0.8,
+                "{tag}: {g:?}"
+            );
+            match g.irregular {
+                None => assert!(lo >= most * (1.0 - shortfall - 0.03), "{tag}: {g:?}"),
+                Some(Irregular::TesterLimitInBracket) => {
+                    let hi = g.relevant_upper_bound_pps.expect(&tag);
+                    assert!(hi >= capacity * 0.999, "{tag}: {g:?}");
+                }
+                Some(Irregular::TesterLimitIsLowerBound) => {
+                    assert!(tester.is_some() || shortfall > 0.0)
+                }
+                other => panic!("{tag}: {other:?} {g:?}"),
+            }
+        }
+    }
+}
