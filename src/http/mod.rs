@@ -160,8 +160,7 @@ impl ConnStats {
 
 /// One interval of many connections: bytes per connection as streams
 /// (`sender`: the server side) and their sum, the requests completed and
-/// the connections open in it (at its end, or moving bytes during it: the
-/// last interval of a test counts those that closed at its end).
+/// the connections open at its end.
 pub fn interval_of(
     conns: &[std::sync::Arc<ConnStats>],
     span: (f64, f64),
@@ -182,7 +181,7 @@ pub fn interval_of(
         iv.requests += reqs.saturating_sub(l.2);
         *l = (bytes, retr, reqs);
         let open = c.fd.load(Ordering::Acquire) >= 0;
-        iv.connections += u32::from(open || db > 0);
+        iv.connections += u32::from(open);
         // A connection without a socket that moved nothing (done, or a
         // ramp's waiting one) says nothing.
         if !open && db == 0 {

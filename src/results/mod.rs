@@ -55,9 +55,7 @@ use serde::{Deserialize, Serialize};
 /// 1.20.0: HTTP summaries' `method`, `extra_headers`, `request_body_bytes`
 /// and `ramp` (`--ramp-connections`); interval samples' `connections` and
 /// `requests` (HTTP).
-/// 1.21.0: an HTTP interval sample's `connections` counts those open in
-/// the interval (at its end, or moving bytes in it), not only at its end.
-pub const SCHEMA_VERSION: &str = "1.21.0";
+pub const SCHEMA_VERSION: &str = "1.20.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {

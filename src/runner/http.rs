@@ -322,7 +322,9 @@ fn download(
                     sender: false,
                     bytes: s.rx_bytes,
                     requests: s.requests,
-                    connections: s.connections,
+                    // Open in the sample: at its end, or moving bytes in
+                    // it (the last sample's closed at the test's end).
+                    connections: s.connections.max(s.streams.len() as u32),
                     ..Default::default()
                 };
                 last.slices = slicer.add(id, s.t_start, s.t_end, &[part]);

@@ -43,7 +43,7 @@ pub struct IntervalSample {
     /// may be the link's, not the device's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub links_down: Vec<String>,
-    /// HTTP client: connections open in the interval (at its end, or moving bytes in it; a ramp's
+    /// HTTP client: connections open at the interval's end (a ramp's
     /// `--ramp-connections` shows here how many were running).
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub connections: u32,
