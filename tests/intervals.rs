@@ -229,3 +229,105 @@ fn issue38_bad_interval_or_window_is_a_usage_error() {
         assert!(out.stdout.is_empty(), "{args:?} wrote to stdout");
     }
 }
+
+/// The number just before the last `word` in a line (`44758 req/s` →
+/// 44758).
+fn figure_before(line: &str, word: &str) -> f64 {
+    let head = &line[..line.rfind(word).unwrap()];
+    head.split_whitespace().last().unwrap().parse().unwrap()
+}
+
+#[test]
+fn issue38_http_prints_a_line_per_second_with_its_connections_and_requests() {
+    let _g = serial();
+    // linerate starts its own server; per-second lines by default.
+    let http = [
+        "http",
+        "--size",
+        "1K",
+        "--target",
+        "127.0.0.1",
+        "--no-results",
+    ];
+    let (stdout, _) = ok(&[&http[..], &["-c", "4", "-t", "3"]].concat());
+    let l = lines(&stdout);
+    assert_spans(&l, &[(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)]);
+    for line in &l {
+        assert!(!line.contains(" -"), "a figure left out: {line}");
+        assert!(line.ends_with(" 4 conn"), "{line}");
+        assert!(figure_before(line, " req/s") > 0.0, "{line}");
+        assert!(figure_after(line, "goodput ") > 0.0, "{line}");
+    }
+    // A ramp's stages under -i 0.5: half-second lines, each with the
+    // connections that ran in it (never 0 while the ramp had some open).
+    let (stdout, _) = ok(&[&http[..], &["--ramp-connections", "1s:2,1s:4", "-i", "0.5"]].concat());
+    let l = lines(&stdout);
+    assert_spans(&l, &[(0.0, 0.5), (0.5, 1.0), (1.0, 1.5), (1.5, 2.0)]);
+    let conns: Vec<f64> = l.iter().map(|x| figure_before(x, " conn")).collect();
+    assert!(l.iter().all(|x| x.ends_with(" conn")), "{l:#?}");
+    assert!(conns.iter().all(|&c| (1.0..=4.0).contains(&c)), "{l:#?}");
+    assert!(conns[3] > conns[0], "the ramp does not show: {l:#?}");
+    // A count of requests ends early: the last line says how wide it is.
+    let (stdout, _) = ok(&[&http[..], &["-c", "2", "--requests", "2000"]].concat());
+    let l = lines(&stdout);
+    let (from, to) = span(l.last().unwrap());
+    assert!(from == 0.0 && to > 0.0 && to < 1.0, "{l:#?}");
+}
+
+#[test]
+fn issue38_iperf3_client_prints_this_ends_figures_per_second() {
+    if !crate::util::require_root() || !crate::iperf3::have_iperf3() {
+        return;
+    }
+    let _g = serial();
+    let port = (20000 + std::process::id() % 20000).to_string();
+    let mut server = std::process::Command::new("iperf3")
+        .args(["-s", "-1", "-B", "127.0.0.1", "-p", &port])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("iperf3 -s starts");
+    let t0 = std::time::Instant::now();
+    let target = format!("iperf3://127.0.0.1:{port}");
+    let mut out = run(&[
+        "tcp",
+        "--server",
+        &target,
+        "-t",
+        "3",
+        "--no-results",
+        "--json",
+    ]);
+    // The server may take a moment to listen.
+    while !out.status.success() && t0.elapsed() < std::time::Duration::from_secs(3) {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        out = run(&[
+            "tcp",
+            "--server",
+            &target,
+            "-t",
+            "3",
+            "--no-results",
+            "--json",
+        ]);
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let l = lines(&stderr);
+    assert_spans(&l, &[(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = &doc["tests"][0]["directions"][0];
+    let sent = d["sender_summary"]["tx_bytes"].as_f64().unwrap();
+    let mut sum = 0.0;
+    for line in &l {
+        assert!(!line.contains(" -") && line.contains("retr "), "{line}");
+        assert!(figure_after(line, "sent ") > 0.0, "{line}");
+        sum += figure_after(line, "sent ");
+    }
+    assert!(
+        (sum - sent).abs() <= sent * 0.05,
+        "lines sum to {sum} B, the test sent {sent} B:\n{stderr}"
+    );
+}

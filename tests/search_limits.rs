@@ -215,6 +215,7 @@ fn issue38_search_trials_show_no_unexplained_dut_counters() {
         "--final-trial",
         "1",
         "--no-progress",
+        "-v",
         "--results-dir",
         base.to_str().unwrap(),
     ]);
@@ -231,4 +232,54 @@ fn issue38_search_trials_show_no_unexplained_dut_counters() {
         }
     }
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Issue 38: a search's trials are folded. In a pipe (stderr not a
+/// terminal) it prints the goal's line and no `trial:` line; with `-v` a
+/// line per trial, as many as results.json records.
+#[test]
+fn issue38_search_trial_lines_only_with_verbose() {
+    if !require_root() {
+        return;
+    }
+    let _s = serial();
+    let args = [
+        "search",
+        "--lab",
+        "--method",
+        "rfc2544",
+        "--no-waits",
+        "--trial",
+        "0.5",
+        "--min-rate",
+        "5kpps",
+        "--max-rate",
+        "20kpps",
+        "--width",
+        "30",
+        "--no-results",
+        "--json",
+    ];
+    for verbose in [false, true] {
+        let mut v = args.to_vec();
+        if verbose {
+            v.push("-v");
+        }
+        let out = run(&v);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{v:?}:\n{stderr}");
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let trials = doc["searches"][0]["rfc2544"]["trials"]
+            .as_array()
+            .unwrap()
+            .len();
+        assert!(trials >= 2, "{trials} trials:\n{stderr}");
+        let lines = stderr.lines().filter(|l| l.starts_with("trial:")).count();
+        assert_eq!(
+            lines,
+            if verbose { trials } else { 0 },
+            "-v {verbose}:\n{stderr}"
+        );
+        assert!(stderr.contains("RFC 2544 throughput:"), "{stderr}");
+    }
 }

@@ -263,6 +263,7 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
         dscp: a.dscp,
         request,
         ramp,
+        interval: a.common.line_interval()?,
     };
     let plural = |n: u16| if n == 1 { "" } else { "s" };
     let tests = if a.matrix {

@@ -111,6 +111,9 @@ pub fn client_test(
             allow: common.allow_target.clone(),
         },
         params,
+        interval: common
+            .line_interval()
+            .unwrap_or(std::time::Duration::from_secs(1)),
     }
 }
 

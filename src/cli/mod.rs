@@ -221,11 +221,11 @@ pub fn to_config(command: Command) -> Result<Cmd> {
         Command::Lab(a) => lab::lab_config(&a),
         Command::Tcp(a) if iperf3::is_iperf3(&a.ends.server) => {
             let (client, t) = iperf3::tcp_test(&a)?;
-            Ok(Cmd::Iperf3(client, t, a.common.run_opts()?))
+            Ok(Cmd::Iperf3(client, t, a.common.run_opts_with_lines()?))
         }
         Command::Udp(a) if iperf3::is_iperf3(&a.ends.server) => {
             let (client, t) = iperf3::udp_test(&a)?;
-            Ok(Cmd::Iperf3(client, t, a.common.run_opts()?))
+            Ok(Cmd::Iperf3(client, t, a.common.run_opts_with_lines()?))
         }
         Command::Tcp(a) => {
             let (pair, spec) = tcp::tcp(&a)?;
@@ -269,7 +269,7 @@ pub fn to_config(command: Command) -> Result<Cmd> {
         }
         Command::Http(a) => {
             let (pair, spec) = http::http_tests(&a)?;
-            let opts = a.common.run_opts()?;
+            let opts = a.common.run_opts_with_lines()?;
             // As for tcp: the server (the sender) on this host's kernel.
             if let Some(cc) = &a.cc {
                 if a.lab || !a.server.starts_with("ssh://") {

@@ -84,6 +84,9 @@ pub struct SearchArgs {
     /// MLRsearch: share of trial time allowed to exceed the loss ratio.
     #[arg(long, default_value_t = 0.5)]
     pub exceed_ratio: f64,
+    /// A line per trial (folded into the live line otherwise; results.json has them all).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     #[command(flatten)]
     pub common: Common,
     #[command(flatten)]
@@ -170,6 +173,7 @@ pub fn search_cfg(a: &SearchArgs) -> Result<SearchConfig> {
                 max_burst: a.max_burst,
                 throughput: a.b2b_throughput,
             },
+            verbose: a.verbose,
         },
         line_rate_bps: a.common.line_rate_bps(),
     })

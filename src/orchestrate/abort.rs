@@ -284,8 +284,9 @@ mod tests {
                 rx_packets: tx - lost,
                 rx_bytes: (tx - lost) * 1518,
                 lost,
-                retransmits: 0,
+                ..Default::default()
             }],
+            ..Default::default()
         }
     }
 
@@ -304,6 +305,7 @@ mod tests {
                 retransmits,
                 ..Default::default()
             }],
+            ..Default::default()
         }
     }
 

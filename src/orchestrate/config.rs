@@ -234,6 +234,8 @@ pub struct SearchPlan {
     /// % (0 < x <= 100) of the throughput found (`orchestrate::latency_at`).
     pub latency_at: Vec<f64>,
     pub b2b: B2bPlan,
+    /// `-v`: a line per trial besides the live line.
+    pub verbose: bool,
 }
 
 #[derive(Debug, Clone)]

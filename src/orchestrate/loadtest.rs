@@ -8,6 +8,7 @@
 
 use crate::model::signals::stop_requested;
 use crate::model::stderr::errln;
+use crate::model::units;
 use crate::orchestrate::config::{
     Method, Profile, RampConfig, SearchConfig, SearchPlan, Stream, TestSpec,
 };
@@ -28,6 +29,57 @@ pub struct UdpTrials<'a, 'b> {
     progress: &'b ProgressLine,
     /// Every trial's full test result, kept for results.json.
     pub log: Vec<crate::results::TestResult>,
+    /// What the live line shows while trials run.
+    pub fold: TrialFold,
+}
+
+/// Trials folded into the search's progress: on a terminal one redrawn
+/// line (the goal, its bracket so far, the trial count); a line of its
+/// own per trial only with `-v` (results.json has every trial anyway).
+#[derive(Debug, Clone, Default)]
+pub struct TrialFold {
+    /// `search 64b NDR/PDR` and the like.
+    pub goal: String,
+    /// The strictest goal's loss ratio: a trial losing more is above it.
+    pub loss_ratio: f64,
+    pub verbose: bool,
+    pub trials: usize,
+    /// Highest load that met the goal, lowest that did not, pps.
+    pub lower: Option<f64>,
+    pub upper: Option<f64>,
+}
+
+impl TrialFold {
+    pub fn new(goal: String, loss_ratio: f64, verbose: bool) -> Self {
+        TrialFold {
+            goal,
+            loss_ratio,
+            verbose,
+            ..Default::default()
+        }
+    }
+
+    /// The live line's label during a trial at `rate_pps`.
+    pub fn label(&self, rate_pps: f64) -> String {
+        let pps = |v: Option<f64>| v.map_or("?".into(), |v| format!("{}pps", units::si(v)));
+        format!(
+            "{}: trial {} at {}pps, bracket {} .. {}",
+            self.goal,
+            self.trials,
+            units::si(rate_pps),
+            pps(self.lower),
+            pps(self.upper)
+        )
+    }
+
+    /// Narrows the bracket with a finished trial.
+    pub fn record(&mut self, rate_pps: f64, loss_ratio: f64) {
+        if loss_ratio <= self.loss_ratio {
+            self.lower = Some(self.lower.map_or(rate_pps, |l| l.max(rate_pps)));
+        } else {
+            self.upper = Some(self.upper.map_or(rate_pps, |u| u.min(rate_pps)));
+        }
+    }
 }
 
 impl TrialRunner for UdpTrials<'_, '_> {
@@ -43,7 +95,18 @@ impl TrialRunner for UdpTrials<'_, '_> {
             ..self.base.clone()
         };
         let progress = self.progress;
-        let mut cb = |p: &runner::Progress| progress.update(p);
+        self.fold.trials += 1;
+        let label = self.fold.label(rate_pps);
+        let mut cb = |p: &runner::Progress| {
+            if progress.is_live() {
+                progress.update(&runner::Progress {
+                    test: label.clone(),
+                    ..p.clone()
+                });
+            } else {
+                progress.update(p);
+            }
+        };
         let r = runner::run_udp(&mut self.ends, &t, self.dir.as_deref_mut(), &mut cb);
         progress.clear();
         if r.status != TestStatus::Ok {
@@ -79,7 +142,8 @@ impl TrialRunner for UdpTrials<'_, '_> {
             dut: r.dut_efficiency.as_ref().and_then(|e| e.test),
             steal_ms: r.steal_ms,
         };
-        if !progress.is_live() {
+        self.fold.record(rate_pps, outcome.loss_ratio());
+        if self.fold.verbose {
             errln!(
                 "trial: {} asked {:.0} pps, offered {:.0}{}, DUT lost {}{}{}",
                 self.base.name,
@@ -108,6 +172,27 @@ impl TrialRunner for UdpTrials<'_, '_> {
         }
         self.log.push(r);
         Ok(outcome)
+    }
+}
+
+/// The goals a search looks for, for its live line: `NDR/PDR`, `RFC 2544`.
+fn goal_names(plan: &SearchPlan) -> String {
+    let mlr: Vec<String> = plan.goals.iter().map(|g| g.name.to_uppercase()).collect();
+    match plan.method {
+        Method::Rfc2544 => "RFC 2544".into(),
+        Method::Both => format!("{} + RFC 2544", mlr.join("/")),
+        _ => mlr.join("/"),
+    }
+}
+
+/// The loss ratio the bracket of the live line is kept for: the
+/// strictest goal's (NDR's 0 when it is searched).
+fn strictest_loss(plan: &SearchPlan) -> f64 {
+    let mlr = plan.goals.iter().map(|g| g.loss_ratio);
+    match plan.method {
+        Method::Rfc2544 => plan.rfc_acceptable_loss,
+        Method::Both => mlr.fold(plan.rfc_acceptable_loss, f64::min),
+        _ => mlr.fold(f64::INFINITY, f64::min).min(1.0),
     }
 }
 
@@ -600,6 +685,11 @@ pub fn run_search(
         dir: run.dir.as_mut(),
         progress: &run.progress,
         log: Vec::new(),
+        fold: TrialFold::new(
+            format!("search {} {}", p.name, goal_names(plan)),
+            strictest_loss(plan),
+            plan.verbose,
+        ),
     };
     let mut result = crate::results::SearchResult {
         name: format!("search {}", p.name),
@@ -744,6 +834,25 @@ pub fn run_search(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_live_line_folds_trials_into_a_bracket() {
+        let mut f = TrialFold::new("search 64b NDR/PDR".into(), 0.0, false);
+        f.trials = 1;
+        assert_eq!(
+            f.label(1e6),
+            "search 64b NDR/PDR: trial 1 at 1.00 Mpps, bracket ? .. ?"
+        );
+        f.record(1e6, 0.01);
+        f.record(5e5, 0.0);
+        f.record(8e5, 0.02);
+        f.record(6e5, 0.0);
+        f.trials = 5;
+        assert_eq!(
+            f.label(7e5),
+            "search 64b NDR/PDR: trial 5 at 700.00 kpps, bracket 600.00 kpps .. 800.00 kpps"
+        );
+    }
 
     #[test]
     fn a_rerun_replaces_a_ramp_second_with_its_own_counts() {

@@ -332,6 +332,7 @@ fn http_rows(d: Duration, allow: &[crate::proto::Cidr], cc: Option<&str>) -> Vec
                 dscp: None,
                 request: Default::default(),
                 ramp: vec![],
+                interval: Duration::from_secs(1),
                 connections: n,
                 duration: d.min(Duration::from_secs(2)),
                 requests: None,
@@ -427,6 +428,7 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
             cap_pps: None,
             latency_at: Vec::new(),
             b2b: Default::default(),
+            verbose: false,
         };
         let cfg = SearchConfig {
             profiles: vec![p.clone()],

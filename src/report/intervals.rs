@@ -7,7 +7,7 @@
 
 use crate::model::stderr::errln;
 use crate::model::units;
-use crate::runner::slices::Slice;
+use crate::runner::slices::{LineStyle, Slice, SliceFigures};
 use crate::runner::Progress;
 use std::sync::Mutex;
 
@@ -236,6 +236,10 @@ fn merge(a: &mut Slice, b: &Slice) {
                 x.rx_packets += f.rx_packets;
                 x.lost += f.lost;
                 x.retransmits += f.retransmits;
+                x.requests += f.requests;
+                x.connections = x.connections.max(f.connections);
+                x.tx_seen |= f.tx_seen;
+                x.rx_seen |= f.rx_seen;
             }
             None => a.directions.push(f.clone()),
         }
@@ -264,7 +268,11 @@ pub fn slice_lines(test: &str, s: &Slice, width: Option<usize>) -> Vec<String> {
             } else {
                 test.to_string()
             };
-            let (full, short, shortest) = if s.packets {
+            let (full, short, shortest) = if s.style == LineStyle::Http {
+                http_figures(f, w)
+            } else if s.style == LineStyle::LocalEnd {
+                local_figures(f, w, s.packets)
+            } else if s.packets {
                 let l1 = |bytes: u64, pkts: u64| (bytes + 20 * pkts) as f64 * 8.0 / w;
                 let expected = f.rx_packets + f.lost;
                 let pct = if expected > 0 {
@@ -313,6 +321,74 @@ pub fn slice_lines(test: &str, s: &Slice, width: Option<usize>) -> Vec<String> {
             fit(&variants, width)
         })
         .collect()
+}
+
+/// An HTTP client's line: goodput, the body bytes received, responses
+/// per second and the connections open in the slice.
+fn http_figures(f: &SliceFigures, w: f64) -> (String, String, String) {
+    let rx = units::si(f.rx_bytes as f64 * 8.0 / w);
+    let rps = f.requests as f64 / w;
+    let tail = format!("{rps:.0} req/s  {} conn", f.connections);
+    (
+        format!(
+            "goodput {rx}bit/s  received {}B  {tail}",
+            units::si(f.rx_bytes as f64)
+        ),
+        format!("goodput {rx}bit/s  {tail}"),
+        format!("{rx}bit/s  {tail}"),
+    )
+}
+
+/// A line of what this end measured alone (a stock iperf3 server's test):
+/// what it sent (with TCP's retransmits) where it sent, what it received
+/// (with UDP's loss) where it received.
+fn local_figures(f: &SliceFigures, w: f64, packets: bool) -> (String, String, String) {
+    let rate = |bytes: u64, pkts: u64, full: bool| {
+        let bps = if packets {
+            (bytes + 20 * pkts) as f64 * 8.0 / w
+        } else {
+            bytes as f64 * 8.0 / w
+        };
+        match (packets, full) {
+            (true, true) => format!("{}pps {}bit/s", units::si(pkts as f64 / w), units::si(bps)),
+            (true, false) => format!("{}pps", units::si(pkts as f64 / w)),
+            (false, true) => format!("{}B {}bit/s", units::si(bytes as f64), units::si(bps)),
+            (false, false) => format!("{}bit/s", units::si(bps)),
+        }
+    };
+    let side = |full: bool, short_words: bool| {
+        let mut v = Vec::new();
+        if f.tx_seen {
+            let retr = if packets {
+                String::new()
+            } else {
+                format!("  retr {}", f.retransmits)
+            };
+            v.push(format!(
+                "sent {}{retr}",
+                rate(f.tx_bytes, f.tx_packets, full)
+            ));
+        }
+        if f.rx_seen {
+            let word = if short_words { "recv" } else { "received" };
+            let mut r = format!("{word} {}", rate(f.rx_bytes, f.rx_packets, full));
+            if packets {
+                let expected = f.rx_packets + f.lost;
+                let pct = if expected > 0 {
+                    f.lost as f64 / expected as f64 * 100.0
+                } else {
+                    0.0
+                };
+                r.push_str(&format!("  lost {}/{expected} ({pct:.3} %)", f.lost));
+            }
+            v.push(r);
+        }
+        if v.is_empty() {
+            v.push("no sample".to_string());
+        }
+        v.join("  ")
+    };
+    (side(true, false), side(false, false), side(false, true))
 }
 
 /// The first of `variants` (fullest first) that fits `width`, else the
@@ -394,6 +470,7 @@ mod tests {
             jobs: 2,
             of_jobs: 2,
             packets: false,
+            style: LineStyle::BothEnds,
             directions: vec![figures("gen_to_sink", 125_000_000, 120_000_000)],
         };
         let l = slice_lines("tcp 4 streams", &s, None);
@@ -448,6 +525,45 @@ mod tests {
             l[0]
         );
         assert!(slice_lines("udp 64b one", &udp, Some(60))[0].ends_with('…'));
+    }
+
+    #[test]
+    fn http_and_one_end_lines_show_only_what_was_measured() {
+        let http = Slice {
+            from_s: 2.0,
+            to_s: 2.5,
+            jobs: 1,
+            of_jobs: 1,
+            style: LineStyle::Http,
+            directions: vec![SliceFigures {
+                requests: 500,
+                connections: 4,
+                rx_seen: true,
+                ..figures("sink_to_gen", 0, 50_000_000)
+            }],
+            ..Default::default()
+        };
+        assert_eq!(
+            slice_lines("http 4 connections", &http, None),
+            vec![
+                "[    2.00-2.50 s] http 4 connections: goodput 800.00 Mbit/s  received 50.00 MB  \
+                 1000 req/s  4 conn"
+            ]
+        );
+        let iperf3 = Slice {
+            style: LineStyle::LocalEnd,
+            directions: vec![SliceFigures {
+                retransmits: 3,
+                tx_seen: true,
+                ..figures("client_to_server", 125_000_000, 0)
+            }],
+            ..http
+        };
+        let l = slice_lines("iperf3 tcp", &iperf3, None);
+        assert_eq!(
+            l,
+            vec!["[    2.00-2.50 s] iperf3 tcp: sent 125.00 MB 2.00 Gbit/s  retr 3"]
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use super::jobs::{collect, collect_stopped, Collected, Jobs, LiveSum};
 use super::record::{self, delta_ns};
 use super::setup::{finish_test, unspecified, Ends, OnProgress, Progress, Side, INTERVAL_MS};
+use super::slices::{sample_ms, LineStyle, Part, Slicer};
 use crate::proto::http::Content;
 use crate::proto::http::HttpSummary;
 use crate::proto::http::Trust;
@@ -69,6 +70,8 @@ pub struct HttpTest {
     /// `--ramp-connections`: the stages (`connections` is their peak,
     /// `duration` their sum).
     pub ramp: Vec<crate::proto::http::RampStage>,
+    /// The interval lines' width (`-i`).
+    pub interval: Duration,
 }
 
 pub fn run_http(
@@ -208,7 +211,7 @@ fn open_server(
                         ktls: t.ktls,
                         cold: s.cold,
                         duration_ms: ms(t.duration),
-                        interval_ms: INTERVAL_MS,
+                        interval_ms: INTERVAL_MS.min(sample_ms(t.interval)),
                         request_timeout_ms: ms(s.request_timeout),
                         congestion: s.congestion.clone(),
                         dscp: t.dscp,
@@ -264,7 +267,7 @@ fn download(
             rate_per_s: t.rate_per_s,
             http2: t.http2,
             dscp: t.dscp,
-            interval_ms: INTERVAL_MS,
+            interval_ms: sample_ms(t.interval),
             allow: t.allow.clone(),
             request: t.request.clone(),
             ramp: t.ramp.clone(),
@@ -274,17 +277,30 @@ fn download(
     let mut col = Collected::new(dir.as_deref().map(|d| d.path.as_path()));
     let dur = t.duration.as_secs_f64();
     let mut live = LiveSum::default();
-    let mut last = Progress {
-        test: t.name.clone(),
-        duration_s: dur,
-        ..Default::default()
-    };
     let cap = if t.requests.is_some() {
         Duration::from_secs(3600)
     } else {
         t.duration
     };
+    let label = "sink_to_gen".to_string();
+    // Lines on the client's clock: goodput, responses and the connections
+    // open in each slice (a test of N requests ends when they are done).
+    let mut slicer = Slicer::new(
+        t.interval.as_secs_f64(),
+        cap.as_secs_f64(),
+        0.0,
+        &[ids.client],
+        std::slice::from_ref(&label),
+    )
+    .styled(LineStyle::Http);
+    let mut last = Progress {
+        test: t.name.clone(),
+        duration_s: dur,
+        sliced: true,
+        ..Default::default()
+    };
     let client_id = ids.client;
+    let mut ended_s = 0.0f64;
     let done = collect(
         jobs.fleet,
         &mut col,
@@ -300,6 +316,18 @@ fn download(
                 last.connections = Some(s.connections);
                 last.requests_per_s = s.requests as f64 / (s.t_end - s.t_start).max(1e-3);
                 last.elapsed_s = t0.elapsed().as_secs_f64().min(dur);
+                ended_s = ended_s.max(s.t_end);
+                let part = Part {
+                    direction: label.clone(),
+                    sender: false,
+                    bytes: s.rx_bytes,
+                    requests: s.requests,
+                    // Open in the sample: at its end, or moving bytes in
+                    // it (the last sample's closed at the test's end).
+                    connections: s.connections.max(s.streams.len() as u32),
+                    ..Default::default()
+                };
+                last.slices = slicer.add(id, s.t_start, s.t_end, &[part]);
                 on_progress(&last);
             }
         },
@@ -320,6 +348,13 @@ fn download(
         Instant::now() + Duration::from_secs(5),
         |_, _| {},
     );
+    if t.requests.is_some() || !done {
+        slicer.end_at(ended_s);
+    }
+    last.slices = slicer.finish();
+    if !last.slices.is_empty() {
+        on_progress(&last);
+    }
     Ok((col, done))
 }
 

@@ -28,7 +28,43 @@ pub struct Iperf3Test {
     pub direction: Direction,
     /// The test as the client sends it (the agent validates it again).
     pub params: TestParams,
+    /// The interval lines' width (whole seconds: the client samples every
+    /// second).
+    pub interval: Duration,
     pub job: ClientJob,
+}
+
+/// One sample of this end as the slicer's parts: what it sent towards
+/// the server (with the streams' retransmits) and what it received back.
+fn local_parts(s: &IntervalSample, fwd: bool, rev: bool) -> Vec<super::slices::Part> {
+    use super::slices::Part;
+    let mut v = Vec::new();
+    if fwd {
+        v.push(Part {
+            direction: "client_to_server".into(),
+            sender: true,
+            bytes: s.tx_bytes,
+            packets: s.tx_packets,
+            retransmits: s
+                .streams
+                .iter()
+                .filter(|st| st.sender)
+                .map(|st| st.retransmits)
+                .sum(),
+            ..Default::default()
+        });
+    }
+    if rev {
+        v.push(Part {
+            direction: "server_to_client".into(),
+            sender: false,
+            bytes: s.rx_bytes,
+            packets: s.rx_packets,
+            lost: s.lost,
+            ..Default::default()
+        });
+    }
+    v
 }
 
 /// Runs `t` from the first generator of `ends`, whose sink is that same
@@ -72,22 +108,38 @@ fn iperf3_inner(
     // The test, then the results exchange, each with its answer timeout.
     let deadline = Instant::now() + Duration::from_secs_f64(whole) + answer * 3;
     let mut col = Collected::new(dir.as_deref().map(|d| d.path.as_path()));
+    // Lines on the test's clock, iperf3's figures of this end: the agent's
+    // client samples every second, so lines are whole seconds wide.
+    let width = t.interval.as_secs_f64().ceil().max(1.0);
+    let fwd = matches!(t.direction, Direction::Forward | Direction::Both);
+    let rev = matches!(t.direction, Direction::Reverse | Direction::Both);
+    let labels: Vec<String> = [(fwd, "client_to_server"), (rev, "server_to_client")]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, l)| l.to_string())
+        .collect();
+    let mut slicer = super::slices::Slicer::new(width, whole, t.params.omit_s, &[id], &labels)
+        .styled(super::slices::LineStyle::LocalEnd);
+    if t.params.transport == crate::proto::iperf3::Transport::Udp {
+        slicer = slicer.counting_packets();
+    }
+    let mut last = Progress {
+        test: t.name.clone(),
+        duration_s: whole,
+        sliced: true,
+        ..Default::default()
+    };
     let mut progress = |_: u32, s: &IntervalSample| {
         if let Some(d) = dir.as_deref_mut() {
             d.log_interval(&t.name, "gen", s);
         }
         let span = (s.t_end - s.t_start).max(1e-6);
-        on_progress(&Progress {
-            test: t.name.clone(),
-            elapsed_s: s.t_end,
-            duration_s: whole,
-            tx_pps: s.tx_packets as f64 / span,
-            rx_pps: s.rx_packets as f64 / span,
-            tx_bps: s.tx_bytes as f64 * 8.0 / span,
-            rx_bps: s.rx_bytes as f64 * 8.0 / span,
-            loss_ratio: 0.0,
-            ..Default::default()
-        });
+        last.elapsed_s = s.t_end.min(whole);
+        (last.tx_pps, last.rx_pps) = (s.tx_packets as f64 / span, s.rx_packets as f64 / span);
+        last.tx_bps = s.tx_bytes as f64 * 8.0 / span;
+        last.rx_bps = s.rx_bytes as f64 * 8.0 / span;
+        last.slices = slicer.add(id, s.t_start, s.t_end, &local_parts(s, fwd, rev));
+        on_progress(&last);
     };
     let done = collect(jobs.fleet, &mut col, &[id], deadline, &mut progress)?;
     if !done {
@@ -101,6 +153,10 @@ fn iperf3_inner(
             Instant::now() + answer + Duration::from_secs(5),
             &mut progress,
         )?;
+    }
+    last.slices = slicer.finish();
+    if !last.slices.is_empty() {
+        on_progress(&last);
     }
     let after = jobs.snapshot(&agents)?;
     jobs.disarm();

@@ -29,6 +29,11 @@ pub struct Part {
     pub lost: u64,
     /// Retransmitted segments (senders of TCP).
     pub retransmits: u64,
+    /// HTTP: responses completed.
+    pub requests: u64,
+    /// HTTP: connections open in the sample (a level: a slice shows the
+    /// most any of its samples saw).
+    pub connections: u32,
 }
 
 /// One direction's sums in one slice.
@@ -41,6 +46,25 @@ pub struct SliceFigures {
     pub rx_packets: u64,
     pub lost: u64,
     pub retransmits: u64,
+    pub requests: u64,
+    pub connections: u32,
+    /// A sample of the sending (`tx_seen`) or receiving side counted here:
+    /// with [`LineStyle::LocalEnd`] a line shows only the sides measured.
+    pub tx_seen: bool,
+    pub rx_seen: bool,
+}
+
+/// What an interval line of a test shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LineStyle {
+    /// Both ends measured (tcp, udp): offered and received.
+    #[default]
+    BothEnds,
+    /// Only this end measured (a stock iperf3 server's tests): what it
+    /// sent and what it received, each where it did.
+    LocalEnd,
+    /// An HTTP client: goodput, responses per second, connections open.
+    Http,
 }
 
 /// One interval line's worth: a slice of the test clock and the sums of
@@ -57,6 +81,7 @@ pub struct Slice {
     pub of_jobs: usize,
     /// The test counts packets (UDP); TCP counts bytes only.
     pub packets: bool,
+    pub style: LineStyle,
     pub directions: Vec<SliceFigures>,
 }
 
@@ -75,6 +100,7 @@ pub struct Slicer {
     acc: BTreeMap<usize, Acc>,
     next: usize,
     packets: bool,
+    style: LineStyle,
 }
 
 #[derive(Debug, Default)]
@@ -106,7 +132,20 @@ impl Slicer {
             acc: BTreeMap::new(),
             next: 0,
             packets: false,
+            style: LineStyle::BothEnds,
         }
+    }
+
+    /// Slices whose lines show `style`.
+    pub fn styled(mut self, style: LineStyle) -> Self {
+        self.style = style;
+        self
+    }
+
+    /// The test ended at `t_s` seconds, before the length it was cut for
+    /// (a count of requests done early): the last slice ends there.
+    pub fn end_at(&mut self, t_s: f64) {
+        self.whole_s = self.whole_s.min(t_s.max(0.0));
     }
 
     /// Slices of a test that counts packets (UDP).
@@ -175,15 +214,20 @@ impl Slicer {
                         &mut acc.figures[i]
                     }
                 };
+                let requests = take(p.requests, &mut rest.requests);
                 if p.sender {
                     f.tx_bytes += bytes;
                     f.tx_packets += packets;
                     f.retransmits += retr;
+                    f.tx_seen = true;
                 } else {
                     f.rx_bytes += bytes;
                     f.rx_packets += packets;
+                    f.rx_seen = true;
                 }
                 f.lost += lost;
+                f.requests += requests;
+                f.connections = f.connections.max(p.connections);
             }
         }
         if let Some(&(k, _)) = shares.last() {
@@ -251,6 +295,7 @@ impl Slicer {
             jobs: acc.jobs.len(),
             of_jobs: self.reached.len(),
             packets: self.packets,
+            style: self.style,
             directions,
         }
     }
@@ -415,6 +460,38 @@ mod tests {
         assert_eq!(out.len(), 2);
         assert_eq!(out[1].to_s, 2.0);
         assert_eq!(out[1].directions[0].rx_bytes, 2);
+    }
+
+    #[test]
+    fn http_slices_keep_the_most_connections_and_end_where_the_test_did() {
+        let mut s = Slicer::new(1.0, 3600.0, 0.0, &[1], &labels()).styled(LineStyle::Http);
+        let p = |conns, reqs| Part {
+            direction: "a_to_b".into(),
+            bytes: 1000,
+            requests: reqs,
+            connections: conns,
+            ..Default::default()
+        };
+        let mut out = s.add(1, 0.0, 1.0, &[p(4, 10)]);
+        // The closing sample: its connections have shut.
+        out.extend(s.add(1, 1.0, 1.4, &[p(2, 5)]));
+        out.extend(s.add(1, 1.4, 1.41, &[p(0, 0)]));
+        s.end_at(1.41);
+        out.extend(s.finish());
+        let got: Vec<(f64, f64, u32, u64)> = out
+            .iter()
+            .map(|l| {
+                (
+                    l.from_s,
+                    l.to_s,
+                    l.directions[0].connections,
+                    l.directions[0].requests,
+                )
+            })
+            .collect();
+        assert_eq!(got, vec![(0.0, 1.0, 4, 10), (1.0, 1.41, 2, 5)]);
+        assert!(out.iter().all(|l| l.style == LineStyle::Http));
+        assert!(out[0].directions[0].rx_seen && !out[0].directions[0].tx_seen);
     }
 
     #[test]

@@ -186,7 +186,7 @@ fn udp_inner(
                 bytes: if sender { s.tx_bytes } else { s.rx_bytes },
                 packets: if sender { s.tx_packets } else { s.rx_packets },
                 lost: if sender { 0 } else { s.lost },
-                retransmits: 0,
+                ..Default::default()
             };
             last.slices = slicer.add(id, s.t_start, s.t_end, &[part]);
         }
