@@ -111,6 +111,7 @@ pub fn client_test(
             allow: common.allow_target.clone(),
         },
         params,
+        serve: None,
     }
 }
 

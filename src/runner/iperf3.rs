@@ -29,6 +29,10 @@ pub struct Iperf3Test {
     /// The test as the client sends it (the agent validates it again).
     pub params: TestParams,
     pub job: ClientJob,
+    /// linerate's own iperf3 server to start on the sink's agent first (a
+    /// plan's `iperf3_server` host); every generator and instance is then
+    /// a client of it at once. None: a stock server, one client.
+    pub serve: Option<crate::proto::iperf3::ServerJob>,
 }
 
 /// Runs `t` from the first generator of `ends`, whose sink is that same
@@ -180,7 +184,7 @@ fn iperf3_inner(
 /// connection adds a few dozen packets; more than 1 % apart means the
 /// datagrams went another way than the interfaces recorded, or were
 /// dropped before the wire (qdisc, socket buffer).
-fn kernel_check(result: &mut TestResult, role: &str) {
+pub(super) fn kernel_check(result: &mut TestResult, role: &str) {
     if result.params.protocol != Protocol::Udp {
         return;
     }
@@ -221,7 +225,7 @@ fn kernel_check(result: &mut TestResult, role: &str) {
     result.cross_checks.extend(checks);
 }
 
-fn params_of(p: &TestParams) -> crate::results::TestParams {
+pub(super) fn params_of(p: &TestParams) -> crate::results::TestParams {
     crate::results::TestParams {
         protocol: match p.transport {
             Transport::Tcp => Protocol::Tcp,
