@@ -55,7 +55,9 @@ use serde::{Deserialize, Serialize};
 /// 1.20.0: HTTP summaries' `method`, `extra_headers`, `request_body_bytes`
 /// and `ramp` (`--ramp-connections`); interval samples' `connections` and
 /// `requests` (HTTP).
-pub const SCHEMA_VERSION: &str = "1.20.0";
+/// 1.21.0: tests' `server_record` (a client of linerate's own iperf3
+/// server in a plan: that server's count of its test).
+pub const SCHEMA_VERSION: &str = "1.21.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {

@@ -169,7 +169,7 @@ fn iperf3_inner(
         std::slice::from_ref(&leg),
         result,
     );
-    kernel_check(result, &role);
+    kernel_check(result, &role, CLIENT_ROLES.1);
     if let Some(lost) = report.lost {
         bail!("{lost}");
     }
@@ -184,7 +184,7 @@ fn iperf3_inner(
 /// connection adds a few dozen packets; more than 1 % apart means the
 /// datagrams went another way than the interfaces recorded, or were
 /// dropped before the wire (qdisc, socket buffer).
-pub(super) fn kernel_check(result: &mut TestResult, role: &str) {
+pub(super) fn kernel_check(result: &mut TestResult, role: &str, far_role: &str) {
     if result.params.protocol != Protocol::Udp {
         return;
     }
@@ -206,7 +206,7 @@ pub(super) fn kernel_check(result: &mut TestResult, role: &str) {
         .sum();
     let mut checks = Vec::new();
     for d in &result.directions {
-        let (app, kernel, what) = if d.sender != CLIENT_ROLES.1 {
+        let (app, kernel, what) = if d.sender != far_role {
             (d.tx_packets, if_tx, "sent")
         } else {
             (d.rx_packets, if_rx, "received")

@@ -202,7 +202,7 @@ fn served_inner(
                 counters::bottleneck(ends, &before, &after, &col, std::slice::from_ref(&leg), r);
             }
             if one_per_host {
-                kernel_check(r, &ends.role(c.agent));
+                kernel_check(r, &ends.role(c.agent), &far_role);
             }
             if !done {
                 anyhow::bail!("{}", cut_short());

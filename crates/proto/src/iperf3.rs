@@ -556,8 +556,9 @@ pub struct ClientReport {
     pub lost: Option<String>,
     /// The cookie this client sent (older agents: none): linerate's own
     /// server reports it too, so each client finds the server's count of
-    /// its test. Worthless once the test is over.
+    /// its test. Worthless once the test is over; never in results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
     pub cookie: Option<String>,
 }
 
