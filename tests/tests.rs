@@ -31,6 +31,7 @@ mod http_serve;
 mod intervals;
 mod iperf3;
 mod iperf3_clients;
+mod iperf3_plan;
 mod issue38;
 mod lab;
 mod lab_queues;

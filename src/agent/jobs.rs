@@ -42,7 +42,7 @@ pub(super) fn interval_ms(job: &Job) -> u64 {
         Job::LatencyRespond { .. } | Job::LatencyProbe { .. } => 1000,
         Job::HttpServe(j) => j.interval_ms,
         Job::HttpGet(j) => j.interval_ms,
-        Job::Iperf3Client(_) => 1000,
+        Job::Iperf3Client(_) | Job::Iperf3Server(_) => 1000,
     }
 }
 
@@ -239,6 +239,21 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
                 thread: "lr-iperf3-client",
                 run: Box::new(move |c| {
                     crate::iperf3::job::run(c, &cfg).map_err(anyhow::Error::msg)
+                }),
+            })
+        }
+        Job::Iperf3Server(j) => {
+            use crate::iperf3::server_job;
+            let cfg = server_job::config(&j)?;
+            let d = capped(j.duration_ms, limits)?;
+            // Listening before the start is answered: the clients the
+            // controller starts next find the port open.
+            let listener = server_job::open(&cfg)?;
+            Ok(Opened {
+                port: Some(listener.local_addr()?.port()),
+                thread: "lr-iperf3-serve",
+                run: Box::new(move |c| {
+                    server_job::run(c, &cfg, &listener, d).map_err(anyhow::Error::msg)
                 }),
             })
         }

@@ -114,6 +114,7 @@ pub fn client_test(
         interval: common
             .line_interval()
             .unwrap_or(std::time::Duration::from_secs(1)),
+        serve: None,
     }
 }
 

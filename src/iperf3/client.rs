@@ -23,6 +23,9 @@ pub struct ClientConfig {
     pub answer_timeout: Duration,
     /// Where intervals go while the test runs (an agent's job).
     pub live: Option<data::Live>,
+    /// The cookie to send (an agent's job picks it, to find the server's
+    /// count of this test later); none: a new one.
+    pub cookie: Option<[u8; wire::COOKIE_LEN]>,
 }
 
 /// Runs the test. `stop` (Ctrl-C) ends it early with CLIENT_TERMINATE.
@@ -61,7 +64,10 @@ fn run_once(cfg: &ClientConfig, stop: &AtomicBool) -> Result<Outcome, Iperf3Erro
         .map_err(|e| connect_error(&cfg.server, e))?;
     let mut ctl = Control::new(conn, peer.clone())
         .map_err(Iperf3Error::io("setting up the control connection"))?;
-    let cookie = new_cookie()?;
+    let cookie = match cfg.cookie {
+        Some(c) => c,
+        None => new_cookie()?,
+    };
     ctl.write_all(&cookie, "the cookie")?;
     let p = &cfg.params;
     let mut running: Option<data::Running> = None;
@@ -223,7 +229,7 @@ fn connect_error(server: &SocketAddr, e: io::Error) -> Iperf3Error {
     }
 }
 
-fn new_cookie() -> Result<[u8; wire::COOKIE_LEN], Iperf3Error> {
+pub fn new_cookie() -> Result<[u8; wire::COOKIE_LEN], Iperf3Error> {
     let mut r = [0u8; 36];
     getrandom::fill(&mut r)
         .map_err(|e| Iperf3Error::Io(format!("drawing a random cookie: {e}")))?;

@@ -17,7 +17,7 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -56,6 +56,8 @@ pub struct Shared {
     changed: Condvar,
     /// Wakes the door when a test's needs change.
     waker: UnixDatagram,
+    /// New tests answered busy (every slot taken).
+    busy: AtomicU64,
 }
 
 impl Shared {
@@ -72,8 +74,14 @@ impl Shared {
             }),
             changed: Condvar::new(),
             waker,
+            busy: AtomicU64::new(0),
         };
         Ok((shared, wakee))
+    }
+
+    /// New tests answered busy so far.
+    pub fn busy(&self) -> u64 {
+        self.busy.load(Ordering::Relaxed)
     }
 
     fn lock(&self) -> MutexGuard<'_, Front> {
@@ -97,6 +105,7 @@ impl Shared {
 pub struct Admitted<'a> {
     pub conn: TcpStream,
     pub peer: SocketAddr,
+    pub cookie: Cookie,
     pub slot: Slot<'a>,
 }
 
@@ -340,6 +349,7 @@ impl<'a, F: FnMut(Admitted<'a>)> Door<'a, F> {
                 !f.slots.full() || f.slots.taking_tcp()
             };
             if !read || self.pending.len() >= MAX_PENDING {
+                self.shared.busy.fetch_add(1, Ordering::Relaxed);
                 deny(conn);
                 continue;
             }
@@ -411,11 +421,20 @@ impl<'a, F: FnMut(Admitted<'a>)> Door<'a, F> {
                     id,
                 };
                 match conn.set_nonblocking(false) {
-                    Ok(()) => (self.admit)(Admitted { conn, peer, slot }),
+                    Ok(()) => (self.admit)(Admitted {
+                        conn,
+                        peer,
+                        cookie,
+                        slot,
+                    }),
                     Err(e) => errln!("iperf3: {peer}: setting up its control connection: {e}"),
                 }
             }
-            Route::Busy | Route::Denied => deny(conn),
+            Route::Busy => {
+                self.shared.busy.fetch_add(1, Ordering::Relaxed);
+                deny(conn)
+            }
+            Route::Denied => deny(conn),
         }
     }
 

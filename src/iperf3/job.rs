@@ -33,6 +33,7 @@ pub fn config(j: &ClientJob) -> Result<ClientConfig, Iperf3Error> {
         cpus: j.cpus.clone(),
         answer_timeout: Duration::from_millis(j.answer_timeout_ms),
         live: None,
+        cookie: None,
     })
 }
 
@@ -41,11 +42,15 @@ pub fn config(j: &ClientJob) -> Result<ClientConfig, Iperf3Error> {
 /// after streams ran is not an error here: its partial figures come back
 /// with `lost` set, and the controller keeps them.
 pub fn run(ctx: &JobCtx, cfg: &ClientConfig) -> Result<EndpointSummary, Iperf3Error> {
+    // Drawn here and reported, so a linerate server's count of this
+    // test can be found by it.
+    let cookie = client::new_cookie()?;
     let cfg = ClientConfig {
         live: Some(Live {
             test: ctx.test,
             out: ctx.out.clone(),
         }),
+        cookie: Some(cookie),
         ..cfg.clone()
     };
     let (outcome, lost) = match client::run(&cfg, &ctx.stop) {
@@ -61,6 +66,7 @@ pub fn run(ctx: &JobCtx, cfg: &ClientConfig) -> Result<EndpointSummary, Iperf3Er
         streams: outcome.local.streams,
         far: outcome.far,
         lost,
+        cookie: Some(super::server::cookie_text(&cookie)),
     }));
     Ok(summary)
 }

@@ -6,7 +6,8 @@
 //! - `data`: the data streams, measured like linerate's own (TCP through
 //!   `engine::tcp`, with TCP_INFO; UDP with iperf3's datagram header).
 //! - `client`, `server`: the two conversations; `job`: the client as an
-//!   agent's job, so it runs on any endpoint.
+//!   agent's job, so it runs on any endpoint; `server_job`: the server as
+//!   an agent's job, for a plan's `iperf3_server` host.
 //! - `front`: the server's front door (connections routed by cookie, UDP
 //!   hellos by address, slots); `slots`: its bookkeeping, without I/O.
 //!
@@ -19,6 +20,7 @@ pub mod data;
 mod front;
 pub mod job;
 pub mod server;
+pub mod server_job;
 pub mod slots;
 mod udp;
 

@@ -131,14 +131,15 @@ pub fn check_descriptors(max_clients: usize) -> Result<(), Iperf3Error> {
 
 /// Serves tests until `stop`, up to `max_clients` at once, each on a
 /// thread of its own; each one's outcome (or why it failed) goes to
-/// `on_test`, on this thread, with the client's address. Returns when
-/// `stop` is set and every running test has ended.
+/// `on_test`, on this thread, with the client's address and cookie.
+/// Returns when `stop` is set and every running test has ended, with the
+/// number of new tests it answered busy.
 pub fn serve(
     cfg: &ServerConfig,
     listener: &TcpListener,
     stop: &AtomicBool,
-    mut on_test: impl FnMut(SocketAddr, Result<Outcome, Iperf3Error>),
-) -> Result<(), Iperf3Error> {
+    mut on_test: impl FnMut(SocketAddr, String, Result<Outcome, Iperf3Error>),
+) -> Result<u64, Iperf3Error> {
     let (shared, wakee) = front::Shared::new(cfg.limits.max_clients)
         .map_err(Iperf3Error::io("setting up the iperf3 server"))?;
     let port = listener
@@ -154,10 +155,11 @@ pub fn serve(
             front::run(listener, udp_listen, shared, wakee, stop, |a: Admitted| {
                 let done = done.clone();
                 let peer = a.peer;
+                let cookie = cookie_text(&a.cookie);
                 let started = std::thread::Builder::new()
                     .name("lr-iperf3-test".into())
                     .spawn_scoped(s, move || {
-                        let _ = done.send((peer, one_test(cfg, a, stop)));
+                        let _ = done.send((peer, cookie, one_test(cfg, a, stop)));
                     });
                 if let Err(e) = started {
                     errln!("iperf3: {peer}: no thread for its test ({e}); closed");
@@ -165,12 +167,21 @@ pub fn serve(
             })
         });
         // Tests are recorded here, one after another, as they end.
-        for (peer, r) in finished {
-            on_test(peer, r);
+        for (peer, cookie, r) in finished {
+            on_test(peer, cookie, r);
         }
         door.join()
             .map_err(|_| Iperf3Error::Io("the iperf3 server's front door panicked".into()))?
-    })
+    })?;
+    Ok(shared.busy())
+}
+
+/// A cookie as text, without its NUL (checked by the front door already:
+/// iperf3's cookie characters only).
+pub fn cookie_text(c: &[u8]) -> String {
+    String::from_utf8_lossy(c)
+        .trim_end_matches('\0')
+        .to_string()
 }
 
 /// One test's conversation on its control connection, its cookie already
@@ -180,7 +191,9 @@ fn one_test(
     a: Admitted<'_>,
     stop: &AtomicBool,
 ) -> Result<Outcome, Iperf3Error> {
-    let Admitted { conn, peer, slot } = a;
+    let Admitted {
+        conn, peer, slot, ..
+    } = a;
     let mut ctl = Control::new(conn, format!("iperf3 client {peer}"))
         .map_err(Iperf3Error::io("setting up a control connection"))?;
     let soon = || Instant::now() + cfg.answer_timeout;

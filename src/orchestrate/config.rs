@@ -369,6 +369,10 @@ pub struct HostConfig {
     /// A stock iperf3 server (`iperf3 = "..."`): no agent is started
     /// there; tests against it are iperf3 tests.
     pub iperf3: Option<std::net::SocketAddr>,
+    /// linerate's own iperf3 server runs here for the tests sent to this
+    /// host (a plan's `iperf3_server`): its settings, listening on the
+    /// test's target address at `listen`'s port.
+    pub iperf3_server: Option<crate::proto::iperf3::ServerJob>,
 }
 
 /// A test of a plan: what runs, from which generators to which sink.

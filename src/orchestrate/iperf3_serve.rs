@@ -82,7 +82,7 @@ pub fn serve(c: &Iperf3Serve) -> i32 {
             }
         });
         // Tests run at once; each is recorded as it ends, one at a time.
-        broken = server::serve(cfg, &listener, &stop, |peer, r| {
+        broken = server::serve(cfg, &listener, &stop, |peer, _, r| {
             failed |= record_served(opts, peer, r) != 0;
         })
         .err();

@@ -299,6 +299,13 @@ impl Run {
     pub fn iperf3(&mut self, ends: &mut runner::Ends, t: &runner::Iperf3Test) {
         let progress = &self.progress;
         let mut cb = |p: &runner::Progress| progress.update(p);
+        if let Some(server) = &t.serve {
+            // linerate's own server: a result per client.
+            for r in runner::run_iperf3_served(ends, t, server, self.dir.as_mut(), &mut cb) {
+                self.add_test(r);
+            }
+            return;
+        }
         let r = runner::run_iperf3(ends, t, self.dir.as_mut(), &mut cb);
         self.add_test(r);
     }

@@ -430,6 +430,19 @@ fn host(plan: &Plan, h: &super::PlanHost) -> Result<HostConfig, PlanError> {
             HostKind::Iperf3(a) => Some(a),
             _ => None,
         },
+        iperf3_server: h.iperf3_server.map(|s| crate::proto::iperf3::ServerJob {
+            listen: std::net::SocketAddr::new(
+                std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+                s.port,
+            ),
+            max_clients: s.max_clients,
+            max_time_s: f64::from(s.max_test_time_s),
+            max_udp_send_bps: s.max_udp_send_bps,
+            // Set per test, from the client's own.
+            answer_timeout_ms: 0,
+            cpus: vec![],
+            duration_ms: 0,
+        }),
     })
 }
 
@@ -458,7 +471,13 @@ fn test(
     let to = index(&t.to)?;
     let dut = t.dut.as_deref().map(index).transpose()?;
     let client_address = from.iter().find_map(|&i| hosts[i].address);
-    let iperf3 = hosts[to].iperf3;
+    // linerate's own iperf3 server on `to` listens on the test's target.
+    let served = hosts[to].iperf3_server.clone();
+    let iperf3 = hosts[to].iperf3.or_else(|| {
+        served
+            .as_ref()
+            .map(|s| std::net::SocketAddr::new(t.target, s.listen.port()))
+    });
     let mut argv = vec![
         "linerate".to_string(),
         kind.to_string(),
@@ -511,6 +530,7 @@ fn test(
         TestSpec::Iperf3(x) => {
             x.name = t.name.clone();
             x.job.allow = opts.allow_target.clone();
+            x.serve = served.map(|s| served_for(s, x));
         }
     }
     crate::engine::check_destination(t.target, &opts.allow_target).map_err(|m| {
@@ -532,4 +552,22 @@ fn test(
         sweep: None,
         lab: None,
     })
+}
+
+/// The server a test against an `iperf3_server` host starts: on the
+/// test's target, as patient as its clients, and bounded by the test (its
+/// time, then the results exchange), so it never outlives it by long even
+/// when the controller is gone.
+fn served_for(
+    s: crate::proto::iperf3::ServerJob,
+    x: &crate::runner::Iperf3Test,
+) -> crate::proto::iperf3::ServerJob {
+    let answer_ms = x.job.answer_timeout_ms;
+    let test_ms = ((x.params.time_s + x.params.omit_s) * 1e3).ceil() as u64;
+    crate::proto::iperf3::ServerJob {
+        listen: x.job.server,
+        answer_timeout_ms: answer_ms,
+        duration_ms: test_ms + answer_ms * 4 + 10_000,
+        ..s
+    }
 }

@@ -9,7 +9,14 @@ use std::collections::HashMap;
 use toml::de::DeTable;
 
 const HOST_KEYS: &[&str] = &[
-    "ssh", "netns", "local", "iperf3", "linerate", "ports", "address",
+    "ssh",
+    "netns",
+    "local",
+    "iperf3",
+    "linerate",
+    "ports",
+    "address",
+    "iperf3_server",
 ];
 /// Hosts one range may define: a typo like gen[1-1000] should not start a thousand agents.
 const MAX_RANGE: u32 = 256;
@@ -269,12 +276,14 @@ fn parse_host(
             ));
         }
     }
+    let iperf3_server = super::served::parse(src, t, &kind, name)?;
     Ok(PlanHost {
         name: name.to_string(),
         kind,
         linerate,
         ports,
         address,
+        iperf3_server,
         span: at,
     })
 }

@@ -1,7 +1,8 @@
 //! Plan files for `linerate run PLAN.toml`: parsing and validation, nothing else.
 //!
 //! Owns the plan format: the hosts (ssh, netns, local, and `gen[1-12]`
-//! ranges), the `[ssh]` settings and the `[[test]]` list. Parsing reads no
+//! ranges; a stock iperf3 server, or linerate's own on a host,
+//! `served`), the `[ssh]` settings and the `[[test]]` list. Parsing reads no
 //! file and starts nothing: the caller passes the file's name and text and
 //! gets a validated [`Plan`] or a [`PlanError`] that says `file:line:column`.
 //! The one exception is [`trust`], what an untrusted plan may not do: it
@@ -29,6 +30,7 @@
 
 pub mod config;
 mod hosts;
+pub mod served;
 mod sweep;
 mod test_table;
 pub mod trust;
@@ -223,6 +225,9 @@ pub struct PlanHost {
     pub ports: Vec<String>,
     /// The host's test address: a test's default target, and a generator's client address.
     pub address: Option<IpAddr>,
+    /// `iperf3_server`: linerate's own iperf3 server runs here for the
+    /// tests sent to this host, each generator and instance a client.
+    pub iperf3_server: Option<served::PlanServer>,
     /// The host's table (`[hosts.gen1]`); for a range, the range's table.
     pub span: Span,
 }

@@ -72,6 +72,7 @@ pub(super) fn lab_hosts() -> Vec<PlanHost> {
         linerate: None,
         ports: vec![],
         address: Some(std::net::IpAddr::from(a)),
+        iperf3_server: None,
         span: Span::default(),
     };
     vec![host("gen", LAB_GEN), host("sink", LAB_SINK)]

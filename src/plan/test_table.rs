@@ -139,6 +139,15 @@ pub(super) fn parse_test(
             ));
         }
     }
+    if sink.iperf3_server.is_some() && !matches!(kind, TestKind::Tcp | TestKind::Udp) {
+        return Err(src.err(
+            span(to_value),
+            format!(
+                "'{to}' runs linerate's iperf3 server: only tcp and udp tests can be sent to it, \
+                 not {kind}; send {kind} to another host"
+            ),
+        ));
+    }
     if from.contains(&to) {
         return Err(src.err(
             span(to_value),
@@ -204,6 +213,28 @@ pub(super) fn parse_test(
             u16::try_from(src.int(v, "instances", 1, i64::from(MAX_INSTANCES))?).unwrap_or(1)
         }
     };
+    if let Some(s) = &sink.iperf3_server {
+        // Every client starts at once: one over the server's slots would
+        // hear "busy" at once, so the plan is refused here instead.
+        let clients = from.len() * usize::from(instances);
+        if clients > usize::from(s.max_clients) {
+            let at = t.get("instances").map_or(span(to_value), span);
+            return Err(src.err(
+                at,
+                format!(
+                    "{place} starts {clients} iperf3 clients at once ({} generator{} × {instances} \
+                     instance{}) but the iperf3 server on '{to}' takes max_clients = {}: the \
+                     others would be refused as busy; raise max_clients in [hosts.{to}] \
+                     iperf3_server (at most {}), or send from fewer hosts",
+                    from.len(),
+                    if from.len() == 1 { "" } else { "s" },
+                    if instances == 1 { "" } else { "s" },
+                    s.max_clients,
+                    crate::iperf3::slots::MAX_CLIENTS
+                ),
+            ));
+        }
+    }
 
     let mut args = Vec::new();
     for (key, value) in entries(t) {

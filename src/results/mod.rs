@@ -55,7 +55,9 @@ use serde::{Deserialize, Serialize};
 /// 1.20.0: HTTP summaries' `method`, `extra_headers`, `request_body_bytes`
 /// and `ramp` (`--ramp-connections`); interval samples' `connections` and
 /// `requests` (HTTP).
-pub const SCHEMA_VERSION: &str = "1.20.0";
+/// 1.21.0: tests' `server_record` (a client of linerate's own iperf3
+/// server in a plan: that server's count of its test).
+pub const SCHEMA_VERSION: &str = "1.21.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -401,6 +403,11 @@ pub struct TestResult {
     /// figures from the results exchange, beside this end's measurements.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub far_end: Option<crate::proto::iperf3::FarEnd>,
+    /// A client of linerate's own iperf3 server (a plan's `iperf3_server`
+    /// host): that server's count of this client's test, from its own
+    /// agent; `cross_checks` hold the client's figures against it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_record: Option<crate::proto::iperf3::ServedTest>,
     /// The sweep point this test is (issue 21): sweep name and coordinates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<crate::model::sweep::SweepPoint>,
@@ -589,6 +596,7 @@ impl TestResult {
             http: None,
             link_events: vec![],
             far_end: None,
+            server_record: None,
             sweep: None,
             counters_span_ns: None,
         }

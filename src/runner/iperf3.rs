@@ -32,6 +32,10 @@ pub struct Iperf3Test {
     /// second).
     pub interval: Duration,
     pub job: ClientJob,
+    /// linerate's own iperf3 server to start on the sink's agent first (a
+    /// plan's `iperf3_server` host); every generator and instance is then
+    /// a client of it at once. None: a stock server, one client.
+    pub serve: Option<crate::proto::iperf3::ServerJob>,
 }
 
 /// One sample of this end as the slicer's parts: what it sent towards
@@ -221,7 +225,7 @@ fn iperf3_inner(
         std::slice::from_ref(&leg),
         result,
     );
-    kernel_check(result, &role);
+    kernel_check(result, &role, CLIENT_ROLES.1);
     if let Some(lost) = report.lost {
         bail!("{lost}");
     }
@@ -236,7 +240,7 @@ fn iperf3_inner(
 /// connection adds a few dozen packets; more than 1 % apart means the
 /// datagrams went another way than the interfaces recorded, or were
 /// dropped before the wire (qdisc, socket buffer).
-fn kernel_check(result: &mut TestResult, role: &str) {
+pub(super) fn kernel_check(result: &mut TestResult, role: &str, far_role: &str) {
     if result.params.protocol != Protocol::Udp {
         return;
     }
@@ -258,7 +262,7 @@ fn kernel_check(result: &mut TestResult, role: &str) {
         .sum();
     let mut checks = Vec::new();
     for d in &result.directions {
-        let (app, kernel, what) = if d.sender != CLIENT_ROLES.1 {
+        let (app, kernel, what) = if d.sender != far_role {
             (d.tx_packets, if_tx, "sent")
         } else {
             (d.rx_packets, if_rx, "received")
@@ -277,7 +281,7 @@ fn kernel_check(result: &mut TestResult, role: &str) {
     result.cross_checks.extend(checks);
 }
 
-fn params_of(p: &TestParams) -> crate::results::TestParams {
+pub(super) fn params_of(p: &TestParams) -> crate::results::TestParams {
     crate::results::TestParams {
         protocol: match p.transport {
             Transport::Tcp => Protocol::Tcp,

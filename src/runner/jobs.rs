@@ -124,6 +124,8 @@ pub(super) struct Collected {
     pub intervals: IntervalStore,
     pub finished: HashMap<u32, EndpointSummary>,
     pub errors: Vec<String>,
+    /// Each failed job's error, by its id.
+    pub failed: HashMap<u32, String>,
 }
 
 impl Collected {
@@ -134,6 +136,7 @@ impl Collected {
             intervals: IntervalStore::new(results_dir),
             finished: HashMap::new(),
             errors: Vec::new(),
+            failed: HashMap::new(),
         }
     }
 
@@ -224,6 +227,7 @@ fn gather(
                 test: Some(test),
                 message,
             } => {
+                col.failed.insert(test, message.clone());
                 col.errors.push(message);
                 col.finished.insert(test, EndpointSummary::default());
             }

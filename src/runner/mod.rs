@@ -17,6 +17,7 @@ mod dut;
 mod http;
 mod intervals;
 pub mod iperf3;
+mod iperf3_served;
 mod jobs;
 pub mod latency;
 mod record;
@@ -28,6 +29,7 @@ mod udp;
 
 pub use http::{run_http, HttpServerSide, HttpTest, HttpUrl};
 pub use iperf3::{run_iperf3, Iperf3Test};
+pub use iperf3_served::run_iperf3_served;
 pub use latency::{run_latency, LatencyTest, Load, ProbeOpts};
 pub use setup::{
     apply_line_rate, build_flows, fail_if_nothing_sent, Ends, OnProgress, Progress, Side, TcpTest,

@@ -422,6 +422,9 @@ pub enum Job {
     HttpGet(HttpGetJob),
     /// Be the client of a stock iperf3 server.
     Iperf3Client(Box<crate::iperf3::ClientJob>),
+    /// Be an iperf3 server for many clients at once (a plan's
+    /// `iperf3_server` host); older agents do not know it and say so.
+    Iperf3Server(Box<crate::iperf3::ServerJob>),
 }
 
 /// Why a frame could not be read.

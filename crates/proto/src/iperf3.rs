@@ -554,6 +554,61 @@ pub struct ClientReport {
     pub far: Option<FarEnd>,
     /// Why the test ended early, when it did: the figures are partial.
     pub lost: Option<String>,
+    /// The cookie this client sent (older agents: none): linerate's own
+    /// server reports it too, so each client finds the server's count of
+    /// its test. Worthless once the test is over; never in results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub cookie: Option<String>,
+}
+
+/// linerate's iperf3 server as an agent job (`Job::Iperf3Server`, a plan
+/// host with `iperf3_server`): it serves stock or linerate clients until
+/// the controller stops it or `duration_ms` ends, whichever is first.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ServerJob {
+    /// Where it listens (TCP control and streams; UDP on the same port).
+    pub listen: std::net::SocketAddr,
+    /// Tests at once; one more client hears iperf3's busy answer.
+    pub max_clients: u16,
+    /// Longest test (-t plus -O) a client may ask for, seconds.
+    pub max_time_s: f64,
+    /// Most UDP payload this server sends for one test, bit/s (0: no cap).
+    pub max_udp_send_bps: u64,
+    /// The longest a client may stay silent when an answer is due.
+    pub answer_timeout_ms: u64,
+    pub cpus: Vec<usize>,
+    /// The longest the server runs, whatever the controller does.
+    pub duration_ms: u64,
+}
+
+/// One test linerate's iperf3 server served, as its agent counted it:
+/// the server's own view of that client, beside the client's figures.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct ServedTest {
+    /// The client's control connection, as the server saw it.
+    pub peer: String,
+    /// The client's cookie (matching only; not kept in results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub cookie: Option<String>,
+    pub transport: Transport,
+    /// This server's streams: bytes it received from (or sent to) the
+    /// client, omitted seconds excluded.
+    pub streams: Vec<StreamTotals>,
+    /// Why the test failed at the server, when it did (the figures are
+    /// what it counted up to then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What an agent's iperf3 server job hands back in its job summary.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct ServerReport {
+    pub served: Vec<ServedTest>,
+    /// Clients refused as busy (every slot taken) while it ran.
+    #[serde(default)]
+    pub busy: u64,
 }
 
 /// The figures the other end's iperf3 reported for one stream.

@@ -153,6 +153,10 @@ pub struct EndpointSummary {
     /// iperf3 client jobs: stream totals and the server's own figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iperf3: Option<Box<crate::iperf3::ClientReport>>,
+    /// iperf3 server jobs: each served test as the server counted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub iperf3_served: Option<Box<crate::iperf3::ServerReport>>,
     /// TCP jobs given a window (iperf3 -w): what was asked and what the
     /// kernel gave.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -2,6 +2,7 @@
 
 mod bad;
 mod fuzz;
+mod served;
 
 use super::*;
 
