@@ -55,7 +55,10 @@ use serde::{Deserialize, Serialize};
 /// 1.20.0: HTTP summaries' `method`, `extra_headers`, `request_body_bytes`
 /// and `ramp` (`--ramp-connections`); interval samples' `connections` and
 /// `requests` (HTTP).
-pub const SCHEMA_VERSION: &str = "1.20.0";
+/// 1.21.0: bottlenecks' `vcpus` (a guest's qemu vCPU threads over the
+/// test); agents' `vm` (a plan's VM host: accelerator, vCPUs, NIC model,
+/// guest kernel).
+pub const SCHEMA_VERSION: &str = "1.21.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -456,6 +459,32 @@ pub struct Bottleneck {
     pub cpu: Option<u32>,
     /// Per host and core, in % of that core over the test.
     pub host_cpus: Vec<CpuLoad>,
+    /// The vCPUs of the test's guests (VM agents), as this host's qemu
+    /// threads used them: under TCG the guest's own /proc/stat is not the
+    /// truth. Absent: no agent of the test ran in a VM.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vcpus: Vec<VcpuLoad>,
+}
+
+/// One vCPU of a guest over a test: its qemu thread on the host that ran
+/// qemu, in % of one host core.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct VcpuLoad {
+    /// The guest agent's role (`dut`, a plan's host name).
+    pub role: String,
+    /// Whether that guest is the test's DUT.
+    pub dut: bool,
+    /// The guest's host name, as `host_cpus` names its cores.
+    pub host: String,
+    /// The vCPU's number (the guest's CPU of that number).
+    pub vcpu: u32,
+    /// qemu's thread (`CPU 0/TCG`, `CPU 0/KVM`) and its id on the host.
+    pub thread: String,
+    pub tid: u32,
+    /// The host CPU the thread last ran on.
+    pub host_cpu: u32,
+    /// % of one host core (user + system), 0..=100.
+    pub cpu_pct: f64,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, JsonSchema)]
