@@ -367,6 +367,9 @@ pub struct HostConfig {
     /// A stock iperf3 server (`iperf3 = "..."`): no agent is started
     /// there; tests against it are iperf3 tests.
     pub iperf3: Option<std::net::SocketAddr>,
+    /// A guest linerate boots as this host (`vm = { ... }`): its agent is
+    /// reached through qemu, not `endpoint`.
+    pub vm: Option<crate::vm::host::VmHost>,
 }
 
 /// A test of a plan: what runs, from which generators to which sink.

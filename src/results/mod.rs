@@ -152,6 +152,10 @@ pub struct AgentRecord {
     /// Why the agent was lost mid-run, if it was.
     #[serde(default)]
     pub error: Option<String>,
+    /// A plan's VM host: the guest linerate booted for this agent (its
+    /// accelerator, vCPUs, NIC model, kernel). Absent: not a VM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<crate::model::lab::LabVm>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
