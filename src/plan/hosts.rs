@@ -382,7 +382,7 @@ fn check_ssh_target(s: &str) -> Result<(), Invalid> {
     }
 }
 
-pub(super) fn check_netns(s: &str) -> Result<(), Invalid> {
+fn check_netns(s: &str) -> Result<(), Invalid> {
     let ok = (1..=15).contains(&s.len())
         && s != "."
         && s != ".."

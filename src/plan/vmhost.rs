@@ -114,7 +114,12 @@ fn nic(src: Src, name: &str, i: usize, v: &Value) -> Result<VmNic, PlanError> {
     };
     let netns = match text("netns")? {
         Some((ns, at)) => {
-            super::hosts::check_netns(&ns).map_err(|m| src.err(at, m))?;
+            crate::netops::check_ifname(&ns).map_err(|_| {
+                src.err(
+                    at,
+                    format!("netns '{ns}' is not a namespace name: use 1 to 15 letters, digits, _ . - (as `ip netns` lists them)"),
+                )
+            })?;
             Some(ns)
         }
         None => None,
