@@ -42,6 +42,7 @@ pub fn snapshot() -> io::Result<Snapshot> {
         energy_uj: read_u64(super::efficiency::RAPL),
         energy_range_uj: read_u64(super::efficiency::RAPL_RANGE),
         stick: None,
+        vcpus: Vec::new(),
     })
 }
 
@@ -264,6 +265,30 @@ fn own_threads() -> Vec<ThreadTicks> {
     out
 }
 
+/// qemu's vCPU threads of process `pid` on this host (qemu names them
+/// `CPU N/TCG` or `CPU N/KVM`), by vCPU number; none when `pid` is not a
+/// running qemu.
+pub fn vcpu_threads(pid: u32) -> Vec<ThreadTicks> {
+    let mut out: Vec<ThreadTicks> = fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| fs::read_to_string(e.path().join("stat")).ok())
+                .filter_map(|text| parse_task_stat(&text))
+                .filter(|t| vcpu_index(&t.name).is_some())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort_by_key(|t| vcpu_index(&t.name));
+    out
+}
+
+/// The vCPU number of a qemu vCPU thread's name (`CPU 3/TCG` is 3).
+pub fn vcpu_index(name: &str) -> Option<u32> {
+    let (n, accel) = name.strip_prefix("CPU ")?.split_once('/')?;
+    (!accel.is_empty()).then_some(())?;
+    n.parse().ok()
+}
+
 /// Parses /proc/net/dev: two header lines, then `name: rx(8 fields) tx(8)`.
 pub fn parse_net_dev(text: &str) -> Vec<IfCounters> {
     text.lines()
@@ -438,6 +463,17 @@ pub fn parse_task_stat(text: &str) -> Option<ThreadTicks> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vcpu_thread_names() {
+        assert_eq!(vcpu_index("CPU 0/TCG"), Some(0));
+        assert_eq!(vcpu_index("CPU 12/KVM"), Some(12));
+        assert_eq!(vcpu_index("CPU 0/"), None);
+        assert_eq!(vcpu_index("qemu-system-x86"), None);
+        assert_eq!(vcpu_index("lr-udp-send"), None);
+        // This test's own process is no qemu.
+        assert!(vcpu_threads(std::process::id()).is_empty());
+    }
 
     #[test]
     fn cpuinfo_clocks_per_processor() {

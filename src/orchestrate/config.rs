@@ -373,6 +373,9 @@ pub struct HostConfig {
     /// host (a plan's `iperf3_server`): its settings, listening on the
     /// test's target address at `listen`'s port.
     pub iperf3_server: Option<crate::proto::iperf3::ServerJob>,
+    /// A guest linerate boots as this host (`vm = { ... }`): its agent is
+    /// reached through qemu, not `endpoint`.
+    pub vm: Option<crate::vm::host::VmHost>,
 }
 
 /// A test of a plan: what runs, from which generators to which sink.

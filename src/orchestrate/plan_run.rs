@@ -39,9 +39,11 @@ fn used_hosts(plan: &PlanConfig) -> BTreeSet<usize> {
 pub fn preflight(plan: &PlanConfig) -> Result<()> {
     for i in used_hosts(plan) {
         let h = &plan.hosts[i];
-        h.endpoint
-            .preflight()
-            .with_context(|| format!("plan {}: host {}", plan.file.display(), h.name))?;
+        match &h.vm {
+            Some(vm) => crate::vm::host::preflight(vm),
+            None => h.endpoint.preflight(),
+        }
+        .with_context(|| format!("plan {}: host {}", plan.file.display(), h.name))?;
     }
     Ok(())
 }
@@ -73,20 +75,33 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         } else {
             Netns::New
         };
-        let spawned = hosts.spawn(
-            &h.name,
-            &h.endpoint,
-            netns,
-            h.binary.as_deref(),
-            log.as_deref(),
-        );
+        let spawned = match &h.vm {
+            // A guest: the same agent, reached through qemu.
+            Some(vm) => crate::vm::host::boot(&mut hosts.fleet, &h.name, vm, log.as_deref()).map(
+                |(idx, rec)| {
+                    hosts.vms.push((idx, rec));
+                    idx
+                },
+            ),
+            None => hosts.spawn(
+                &h.name,
+                &h.endpoint,
+                netns,
+                h.binary.as_deref(),
+                log.as_deref(),
+            ),
+        };
         run.record_agents(&hosts);
         let idx = spawned.map_err(|e| e.context(format!("starting host {}", h.name)))?;
         let a = hosts.fleet.agent(idx);
+        let at = match hosts.vms.iter().find(|(i, _)| *i == idx) {
+            Some((_, vm)) => format!("a VM ({}, kernel {})", vm.kind(), vm.kernel_release),
+            None => h.endpoint.to_string(),
+        };
         errln!(
             "host {}: {} ({}) up in {:.2} s, clock offset {:+.3} ms (rtt {:.3} ms)",
             h.name,
-            h.endpoint,
+            at,
             a.hostname,
             a.connect_s,
             a.clock.offset_s * 1e3,

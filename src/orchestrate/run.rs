@@ -204,8 +204,13 @@ impl Run {
     /// Records every agent of `hosts`: where it runs, connect time, clock.
     pub fn record_agents(&mut self, hosts: &Hosts) {
         let ssh = hosts.ssh_connect_times();
-        for a in hosts.fleet.agents() {
+        for (idx, a) in hosts.fleet.agents().iter().enumerate() {
             let rec = results::AgentRecord {
+                vm: hosts
+                    .vms
+                    .iter()
+                    .find(|(i, _)| *i == idx)
+                    .map(|(_, v)| v.clone()),
                 role: a.role.clone(),
                 endpoint: a.host.clone(),
                 hostname: a.hostname.clone(),

@@ -414,7 +414,8 @@ fn host(plan: &Plan, h: &super::PlanHost) -> Result<HostConfig, PlanError> {
     let endpoint = match &h.kind {
         // Never spawned: a plan with [lab] runs in the lab it builds, and
         // an iperf3 server has no agent.
-        HostKind::Local | HostKind::Lab | HostKind::Iperf3(_) => Endpoint::Local,
+        // A VM host's agent is reached through qemu (`vm`).
+        HostKind::Local | HostKind::Lab | HostKind::Iperf3(_) | HostKind::Vm(_) => Endpoint::Local,
         HostKind::Netns(n) => Endpoint::Netns(n.clone()),
         HostKind::Ssh(s) => Endpoint::Ssh(
             SshTarget::parse_bare(s).map_err(|e| plan.error_at(h.span, e.to_string()))?,
@@ -443,6 +444,10 @@ fn host(plan: &Plan, h: &super::PlanHost) -> Result<HostConfig, PlanError> {
             cpus: vec![],
             duration_ms: 0,
         }),
+        vm: match &h.kind {
+            HostKind::Vm(vm) => Some((**vm).clone()),
+            _ => None,
+        },
     })
 }
 

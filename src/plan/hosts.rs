@@ -17,6 +17,7 @@ const HOST_KEYS: &[&str] = &[
     "ports",
     "address",
     "iperf3_server",
+    "vm",
 ];
 /// Hosts one range may define: a typo like gen[1-1000] should not start a thousand agents.
 const MAX_RANGE: u32 = 256;
@@ -167,7 +168,7 @@ fn parse_host(
             .map(|s| Some((s, span(v))))
             .map_err(|m| src.err(span(v), format!("{key} {m}")))
     };
-    let mut kinds: Vec<(&str, Span)> = ["ssh", "netns", "local", "iperf3"]
+    let mut kinds: Vec<(&str, Span)> = ["ssh", "netns", "local", "iperf3", "vm"]
         .into_iter()
         .filter_map(|k| t.get_key_value(k).map(|(key, _)| (k, span(key))))
         .collect();
@@ -178,7 +179,8 @@ fn parse_host(
                 at,
                 format!(
                     "host '{name}' says nowhere how to reach it: add one of ssh = \"user@host\", \
-                     netns = \"NAME\", local = true or iperf3 = \"host[:port]\" (a stock iperf3 server)"
+                     netns = \"NAME\", local = true, iperf3 = \"host[:port]\" (a stock iperf3 server) \
+                     or vm = {{ ... }} (a guest linerate boots)"
                 ),
             ))
         }
@@ -206,6 +208,7 @@ fn parse_host(
             let (server, s) = get("iperf3")?.unwrap_or_default();
             HostKind::Iperf3(iperf3_server(&server).map_err(|m| src.err(s, m))?)
         }
+        "vm" => super::vmhost::host_kind(src, name, n, t)?,
         "netns" => {
             let (ns, s) = get("netns")?.unwrap_or_default();
             if n.is_some() && !t.get("netns").is_some_and(|v| has_n(v.get_ref().as_str())) {
@@ -266,13 +269,16 @@ fn parse_host(
     };
     let address = match &kind {
         HostKind::Iperf3(server) => Some(server.ip()),
+        HostKind::Vm(vm) => {
+            address.or_else(|| vm.nics.iter().find_map(|n| n.address).map(|a| a.addr))
+        }
         _ => address,
     };
-    if matches!(kind, HostKind::Iperf3(_)) {
+    if matches!(kind, HostKind::Iperf3(_) | HostKind::Vm(_)) {
         if let Some(v) = t.get("ports") {
             return Err(src.err(
                 span(v),
-                format!("'{name}' is an iperf3 server, not a linerate host: it has no ports here"),
+                format!("'{name}' is an iperf3 server or a VM: it has no ports here (a VM's NICs are its nics)"),
             ));
         }
     }

@@ -35,6 +35,7 @@ mod sweep;
 mod test_table;
 pub mod trust;
 mod value;
+mod vmhost;
 
 #[cfg(test)]
 mod tests;
@@ -246,6 +247,9 @@ pub enum HostKind {
     /// A stock iperf3 server (`iperf3 = "host[:port]"`): no agent runs
     /// there; tcp and udp tests use it as their far end.
     Iperf3(std::net::SocketAddr),
+    /// A guest linerate boots (`vm = { kernel, cpus, memory, nics }`), its
+    /// agent inside; its NICs are taps placed as each NIC says.
+    Vm(Box<crate::vm::host::VmHost>),
 }
 
 /// One `[[test]]`.

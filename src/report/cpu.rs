@@ -176,6 +176,7 @@ mod tests {
             host: "lab".into(),
             cpu: Some(0),
             host_cpus: vec![load(0, 10.0, 40.0, 50.0), load(1, 20.0, 5.0, 0.0)],
+            vcpus: Vec::new(),
         });
         let c = cpu_chart("cpu0", &t).unwrap();
         assert_eq!(c.x_labels, ["CPU0", "CPU1"]);

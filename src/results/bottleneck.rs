@@ -8,7 +8,7 @@
 
 use crate::model::lab::LabCores;
 use crate::proto::{CpuTicks, Snapshot, ThreadTicks};
-use crate::results::{Bottleneck, BottleneckKind, CpuLoad, DirectionResult, ThreadLoad};
+use crate::results::{Bottleneck, BottleneckKind, CpuLoad, DirectionResult, ThreadLoad, VcpuLoad};
 use crate::search::RampSample;
 
 /// A core this busy counts as full. Below 100 because ticks are 10 ms
@@ -301,6 +301,22 @@ pub fn analyse(
     traffic: Option<Traffic>,
     roles: Option<&CoreRoles>,
 ) -> Option<Bottleneck> {
+    analyse_with_dut(agents, wall_s, traffic, roles, None)
+}
+
+/// [`analyse`] knowing which agent watches the DUT (`dut_role`): when
+/// that agent runs in a VM, its vCPUs are qemu threads of this host
+/// ([`AgentCpu`]'s snapshots carry them), and one of them saturated while
+/// frames were lost at the DUT names the DUT's vCPU, never a tester core.
+/// Every guest's vCPUs are recorded in the verdict's `vcpus`.
+pub fn analyse_with_dut(
+    agents: &[AgentCpu],
+    wall_s: f64,
+    traffic: Option<Traffic>,
+    roles: Option<&CoreRoles>,
+    dut_role: Option<&str>,
+) -> Option<Bottleneck> {
+    let vcpus = vcpu_loads(agents, wall_s, dut_role);
     let mut hosts: Vec<&str> = Vec::new();
     for a in agents {
         if !hosts.contains(&a.host.as_str()) {
@@ -330,8 +346,62 @@ pub fn analyse(
     let names = Names {
         many_hosts: hosts.len() > 1,
         roles: roles.as_ref(),
+        vcpus: &vcpus,
     };
-    Some(verdict(loads, &names, traffic.unwrap_or_default()))
+    let mut b = verdict(loads, &names, traffic.unwrap_or_default());
+    b.vcpus = vcpus;
+    Some(b)
+}
+
+/// Each guest's vCPU threads over the test, in % of one host core: their
+/// ticks between the snapshots over the traffic's `wall_s` (capped at a
+/// full core: the snapshots' window is a little longer than the traffic).
+fn vcpu_loads(agents: &[AgentCpu], wall_s: f64, dut_role: Option<&str>) -> Vec<VcpuLoad> {
+    if wall_s < 0.1 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for a in agents {
+        for t in &a.after.vcpus {
+            let Some(vcpu) = crate::host::kernel::vcpu_index(&t.name) else {
+                continue;
+            };
+            let before = a.before.vcpus.iter().find(|x| x.tid == t.tid);
+            let used = ticks(t).saturating_sub(before.map(ticks).unwrap_or(0)) as f64;
+            out.push(VcpuLoad {
+                role: a.role.clone(),
+                dut: dut_role == Some(a.role.as_str()),
+                host: a.host.clone(),
+                vcpu,
+                thread: t.name.clone(),
+                tid: t.tid,
+                host_cpu: t.cpu,
+                cpu_pct: round1((used / (wall_s * TICKS_PER_S) * 100.0).min(100.0)),
+            });
+        }
+    }
+    out
+}
+
+/// A verdict naming the DUT's saturated vCPU `v`, after `lead` (what the
+/// frames said, if anything).
+fn vcpu_verdict(v: &VcpuLoad, lead: Option<String>, loads: &[CpuLoad]) -> Bottleneck {
+    let named = format!(
+        "DUT vCPU {} (qemu thread {}, tid {} on host CPU{}) {:.0} % busy: the virtual DUT's \
+         forwarding is the limit",
+        v.vcpu, v.thread, v.tid, v.host_cpu, v.cpu_pct
+    );
+    Bottleneck {
+        verdict: match lead {
+            Some(l) => format!("{l}; {named}"),
+            None => named,
+        },
+        kind: BottleneckKind::Dut,
+        host: v.host.clone(),
+        cpu: Some(v.vcpu),
+        host_cpus: loads.to_vec(),
+        vcpus: Vec::new(),
+    }
 }
 
 fn core_load(host: &str, b: &CpuTicks, a: &CpuTicks, wall_s: f64, agents: &[&AgentCpu]) -> CpuLoad {
@@ -414,9 +484,19 @@ fn is_receiver(name: &str) -> bool {
 struct Names<'a> {
     many_hosts: bool,
     roles: Option<&'a CoreRoles>,
+    /// The test's guests' vCPUs.
+    vcpus: &'a [VcpuLoad],
 }
 
 impl Names<'_> {
+    /// The DUT's busiest vCPU, if it is saturated.
+    fn full_dut_vcpu(&self) -> Option<&VcpuLoad> {
+        self.vcpus
+            .iter()
+            .filter(|v| v.dut && v.cpu_pct >= SATURATED_PCT)
+            .max_by(|a, b| a.cpu_pct.total_cmp(&b.cpu_pct))
+    }
+
     fn role(&self, c: &CpuLoad) -> Option<&CoreRole> {
         self.roles?.of(c)
     }
@@ -536,6 +616,13 @@ fn verdict(loads: Vec<CpuLoad>, names: &Names, traffic: Traffic) -> Bottleneck {
     if traffic.sender_short() && !why.as_ref().is_some_and(|(_, (k, ..))| tester(k)) {
         return short_verdict(&loads, &order, pick, names, traffic, shared, also);
     }
+    // No tester core explains the limit and the virtual DUT's vCPU was
+    // full (a TCP test through it): its forwarding is the limit.
+    if !why.as_ref().is_some_and(|(_, (k, ..))| tester(k)) {
+        if let Some(v) = names.full_dut_vcpu() {
+            return vcpu_verdict(v, None, &loads);
+        }
+    }
     let (kind, text, host, cpu) = match why {
         None => match order.first() {
             Some(c) => (
@@ -576,6 +663,7 @@ fn verdict(loads: Vec<CpuLoad>, names: &Names, traffic: Traffic) -> Bottleneck {
         host,
         cpu,
         host_cpus: loads,
+        vcpus: Vec::new(),
     }
 }
 
@@ -732,6 +820,7 @@ fn short_verdict(
         host: core.map(|c| c.host.clone()).unwrap_or_default(),
         cpu: core.map(|c| c.cpu),
         host_cpus: loads.to_vec(),
+        vcpus: Vec::new(),
     }
 }
 
@@ -773,6 +862,7 @@ fn frames_verdict(
         .or_else(|| loads.iter().filter(|c| fallback(c)).max_by(busiest));
     let lost = if at_dut { t.dut_lost } else { t.tester_drops };
     let share = 100.0 * lost as f64 / t.offered.max(1) as f64;
+    let dut_vcpu = names.full_dut_vcpu().filter(|_| at_dut);
     let (kind, mut text) = if at_dut && t.sender_short() {
         (
             BottleneckKind::Dut,
@@ -801,6 +891,11 @@ fn frames_verdict(
             ),
         )
     };
+    // A virtual DUT's forwarding runs on its vCPUs, qemu threads of the
+    // host: a full one is its limit, whatever the host's cores show.
+    if let Some(v) = dut_vcpu {
+        return vcpu_verdict(v, Some(text), loads);
+    }
     if let Some(c) = core {
         text.push_str(&format!(
             "; {} {:.0} %: {}",
@@ -815,6 +910,7 @@ fn frames_verdict(
         host: core.map(|c| c.host.clone()).unwrap_or_default(),
         cpu: core.map(|c| c.cpu),
         host_cpus: loads.to_vec(),
+        vcpus: Vec::new(),
     }
 }
 
@@ -867,6 +963,7 @@ fn rate_verdict(loads: &[CpuLoad], order: &[&CpuLoad], names: &Names, t: Traffic
         host: busiest.map(|c| c.host.clone()).unwrap_or_default(),
         cpu: busiest.map(|c| c.cpu),
         host_cpus: loads.to_vec(),
+        vcpus: Vec::new(),
     }
 }
 
@@ -896,6 +993,7 @@ fn link_verdict(loads: &[CpuLoad], t: Traffic) -> Bottleneck {
             .unwrap_or_default(),
         cpu: None,
         host_cpus: loads.to_vec(),
+        vcpus: Vec::new(),
     }
 }
 
@@ -912,6 +1010,7 @@ fn nothing_arrived(loads: &[CpuLoad], t: Traffic) -> Bottleneck {
         host: String::new(),
         cpu: None,
         host_cpus: loads.to_vec(),
+        vcpus: Vec::new(),
     }
 }
 
@@ -1325,6 +1424,95 @@ mod tests {
             vec![thread(9, "lr-udp-send", 970, 0)],
         );
         (before(), a)
+    }
+
+    /// A DUT in a VM (TCG): the tester's sender core is full, the guest's
+    /// own /proc/stat shows its one CPU half idle, but qemu's vCPU thread
+    /// on the host ran the whole test. Frames were lost at the DUT: the
+    /// verdict names the DUT's vCPU, never the tester's full core.
+    #[test]
+    fn a_saturated_vcpu_names_the_virtual_dut() {
+        let (b, a) = sender_and_dut_full();
+        let guest = |idle: u64, vcpu_ticks: u64| Snapshot {
+            per_cpu: vec![core(0, 100, 200, 100, idle, 10)],
+            vcpus: vec![thread(4242, "CPU 0/TCG", vcpu_ticks, 1)],
+            ..Default::default()
+        };
+        let (gb, ga) = (guest(1000, 300), guest(1500, 1290));
+        let agents = [
+            AgentCpu {
+                host: "lab".into(),
+                role: "gen".into(),
+                before: &b,
+                after: &a,
+            },
+            AgentCpu {
+                host: "dut-vm".into(),
+                role: "dut".into(),
+                before: &gb,
+                after: &ga,
+            },
+        ];
+        let lost = Traffic {
+            offered: 13_000_000,
+            dut_lost: 12_300_000,
+            received: 700_000,
+            ..Default::default()
+        };
+        let v = analyse_with_dut(&agents, 10.0, Some(lost.clone()), None, Some("dut")).unwrap();
+        assert_eq!(v.kind, BottleneckKind::Dut, "{}", v.verdict);
+        assert_eq!(
+            (v.host.as_str(), v.cpu),
+            ("dut-vm", Some(0)),
+            "{}",
+            v.verdict
+        );
+        assert!(
+            v.verdict
+                .starts_with("the DUT is the limit: 12300000 of 13000000"),
+            "{}",
+            v.verdict
+        );
+        assert!(
+            v.verdict.ends_with(
+                "DUT vCPU 0 (qemu thread CPU 0/TCG, tid 4242 on host CPU1) 99 % busy: the \
+                 virtual DUT's forwarding is the limit"
+            ),
+            "{}",
+            v.verdict
+        );
+        assert!(
+            !v.verdict.contains("lr-udp-send") && !v.verdict.contains("tester"),
+            "never the tester's core: {}",
+            v.verdict
+        );
+        assert_eq!(v.vcpus.len(), 1);
+        assert!(v.vcpus[0].dut);
+        assert_eq!(v.vcpus[0].cpu_pct, 99.0);
+        // A vCPU with room to spare is recorded, but names nothing.
+        let (gb, ga) = (guest(1000, 300), guest(1500, 600));
+        let idle = [
+            AgentCpu {
+                host: "lab".into(),
+                role: "gen".into(),
+                before: &b,
+                after: &a,
+            },
+            AgentCpu {
+                host: "dut-vm".into(),
+                role: "dut".into(),
+                before: &gb,
+                after: &ga,
+            },
+        ];
+        let v = analyse_with_dut(&idle, 10.0, Some(lost.clone()), None, Some("dut")).unwrap();
+        assert_eq!(v.kind, BottleneckKind::Dut, "{}", v.verdict);
+        assert!(!v.verdict.contains("vCPU"), "{}", v.verdict);
+        assert_eq!(v.vcpus[0].cpu_pct, 30.0);
+        // A full vCPU of a guest that is not the DUT names nothing either.
+        let v = analyse_with_dut(&agents, 10.0, Some(lost), None, Some("gen")).unwrap();
+        assert!(!v.verdict.contains("vCPU"), "{}", v.verdict);
+        assert!(!v.vcpus[0].dut);
     }
 
     /// Two cores with the sender's full: the 200 kpps case of issue 23.

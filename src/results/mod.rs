@@ -57,7 +57,10 @@ use serde::{Deserialize, Serialize};
 /// `requests` (HTTP).
 /// 1.21.0: tests' `server_record` (a client of linerate's own iperf3
 /// server in a plan: that server's count of its test).
-pub const SCHEMA_VERSION: &str = "1.21.0";
+/// 1.22.0: bottlenecks' `vcpus` (a guest's qemu vCPU threads over the
+/// test); agents' `vm` (a plan's VM host: accelerator, vCPUs, NIC model,
+/// guest kernel).
+pub const SCHEMA_VERSION: &str = "1.22.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -151,6 +154,10 @@ pub struct AgentRecord {
     /// Why the agent was lost mid-run, if it was.
     #[serde(default)]
     pub error: Option<String>,
+    /// A plan's VM host: the guest linerate booted for this agent (its
+    /// accelerator, vCPUs, NIC model, kernel). Absent: not a VM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<crate::model::lab::LabVm>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
@@ -463,6 +470,32 @@ pub struct Bottleneck {
     pub cpu: Option<u32>,
     /// Per host and core, in % of that core over the test.
     pub host_cpus: Vec<CpuLoad>,
+    /// The vCPUs of the test's guests (VM agents), as this host's qemu
+    /// threads used them: under TCG the guest's own /proc/stat is not the
+    /// truth. Absent: no agent of the test ran in a VM.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vcpus: Vec<VcpuLoad>,
+}
+
+/// One vCPU of a guest over a test: its qemu thread on the host that ran
+/// qemu, in % of one host core.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+pub struct VcpuLoad {
+    /// The guest agent's role (`dut`, a plan's host name).
+    pub role: String,
+    /// Whether that guest is the test's DUT.
+    pub dut: bool,
+    /// The guest's host name, as `host_cpus` names its cores.
+    pub host: String,
+    /// The vCPU's number (the guest's CPU of that number).
+    pub vcpu: u32,
+    /// qemu's thread (`CPU 0/TCG`, `CPU 0/KVM`) and its id on the host.
+    pub thread: String,
+    pub tid: u32,
+    /// The host CPU the thread last ran on.
+    pub host_cpu: u32,
+    /// % of one host core (user + system), 0..=100.
+    pub cpu_pct: f64,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, JsonSchema)]

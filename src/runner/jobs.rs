@@ -72,7 +72,13 @@ impl<'f> Jobs<'f> {
                 .fleet
                 .call(a, &Request::Snapshot, Duration::from_secs(10))?
             {
-                Response::Snapshot { snapshot } => {
+                Response::Snapshot { mut snapshot } => {
+                    // A guest's vCPUs are threads of qemu on this host:
+                    // read here, where they run.
+                    let agent = self.fleet.agent(a);
+                    if agent.host.starts_with("vm:") {
+                        snapshot.vcpus = crate::host::kernel::vcpu_threads(agent.pid);
+                    }
                     out.insert(a, snapshot);
                 }
                 other => bail!("unexpected answer to snapshot: {other:?}"),

@@ -328,8 +328,19 @@ pub(super) fn bottleneck(
     let roles = ends
         .lab
         .and_then(|_| crate::results::bottleneck::CoreRoles::from_agents(&agents));
-    result.bottleneck =
-        crate::results::bottleneck::analyse(&agents, traffic_s(col, legs), traffic, roles.as_ref());
+    // The first observer watches the DUT: a VM DUT's vCPUs are its limit's
+    // evidence.
+    let dut_role = ends
+        .observers
+        .first()
+        .map(|&a| ends.fleet.agent(a).role.clone());
+    result.bottleneck = crate::results::bottleneck::analyse_with_dut(
+        &agents,
+        traffic_s(col, legs),
+        traffic,
+        roles.as_ref(),
+        dut_role.as_deref(),
+    );
 }
 
 /// Frames lost (by sequence, at the receiver) in the intervals an endpoint

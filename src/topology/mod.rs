@@ -173,6 +173,9 @@ pub struct Hosts {
     allow_target: Vec<crate::proto::Cidr>,
     control: Option<ControlDir>,
     sessions: Vec<(SshTarget, SshSession, String)>,
+    /// The guests booted as hosts (`crate::vm::host`), by agent index:
+    /// what the results record of each.
+    pub vms: Vec<(usize, crate::model::lab::LabVm)>,
 }
 
 impl Hosts {
@@ -183,6 +186,7 @@ impl Hosts {
             allow_target: Vec::new(),
             control: None,
             sessions: Vec::new(),
+            vms: Vec::new(),
         }
     }
 

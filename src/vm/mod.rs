@@ -13,6 +13,7 @@
 
 pub mod cpio;
 pub mod guest;
+pub mod host;
 pub mod kernel;
 pub mod modules;
 pub mod qemu;
@@ -28,7 +29,7 @@ pub mod router;
 pub struct BadSetting(pub String);
 
 /// What runs inside a guest.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Guest {
     /// linerate's own initramfs, its agent configuring the guest.
     #[default]
@@ -52,7 +53,7 @@ impl Guest {
 }
 
 /// A VM to boot for an agent, or a user's router to boot.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VmSpec {
     pub kernel: KernelSource,
     pub cpus: u16,

@@ -245,6 +245,12 @@ pub struct Snapshot {
     /// agent runs it (totals since it attached).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stick: Option<StickCounters>,
+    /// A guest agent's vCPUs: qemu's vCPU threads (`CPU 0/TCG`, `CPU
+    /// 0/KVM`) as the host that runs qemu sees them. Filled by the
+    /// controller, never by an agent: inside the guest, its own /proc/stat
+    /// is not the truth (under TCG a vCPU is a host thread emulating it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vcpus: Vec<ThreadTicks>,
 }
 
 /// What the router-on-a-stick DUT's XDP program did with the frames it

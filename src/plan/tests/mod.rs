@@ -309,3 +309,86 @@ fn a_test_names_its_dut_host() {
         "watches the lab's own DUT",
     );
 }
+
+const VM_PLAN: &str = r#"name = "vm"
+[hosts.gen]
+netns = "vmgen"
+[hosts.r1.vm]
+kernel = "debian:bookworm"
+cpus = 2
+memory = 512
+nics = [{ netns = "vmgen", address = "198.18.5.1/24", peer = "198.18.5.2/24" }, { netns = "vmsink", bridge = "br0", address = "198.19.5.1/24", gateway = "198.19.5.254", mtu = 9000 }]
+[[test]]
+kind = "udp"
+from = "gen"
+to = "r1"
+"#;
+
+#[test]
+fn vm_hosts_name_their_guest_and_nics() {
+    let p = ok(VM_PLAN);
+    let HostKind::Vm(vm) = &p.hosts[1].kind else {
+        panic!("r1 is not a VM: {:?}", p.hosts[1].kind)
+    };
+    assert_eq!(
+        vm.spec.kernel,
+        crate::vm::KernelSource::Debian("bookworm".into())
+    );
+    assert_eq!((vm.spec.cpus, vm.spec.memory_mib), (2, 512));
+    assert_eq!(vm.nics.len(), 2);
+    assert_eq!(vm.nics[0].netns.as_deref(), Some("vmgen"));
+    assert_eq!(
+        vm.nics[0].peer.map(|c| c.to_string()).as_deref(),
+        Some("198.18.5.2/24")
+    );
+    assert_eq!(vm.nics[1].bridge.as_deref(), Some("br0"));
+    assert_eq!(vm.nics[1].mtu, Some(9000));
+    assert_eq!(vm.nics[1].gateway, Some("198.19.5.254".parse().unwrap()));
+    // The guest's first address is the host's: the test's default target.
+    assert_eq!(p.hosts[1].address, Some("198.18.5.1".parse().unwrap()));
+    assert_eq!(p.tests[0].target, "198.18.5.1".parse::<IpAddr>().unwrap());
+}
+
+#[test]
+fn bad_vm_hosts_say_where() {
+    let with = |vm: &str| VM_PLAN.replacen(VM_PLAN.lines().nth(7).unwrap_or(""), vm, 1);
+    bad(&with("nics = []"), 8, 8, "1 to 8 NICs");
+    bad(
+        &with("nics = [{ netns = \"vmgen\", address = \"198.18.5.1\" }]"),
+        8,
+        38,
+        "no prefix length",
+    );
+    bad(
+        &with("nics = [{ netns = \"vmgen\", bridge = \"br0\", peer = \"198.18.5.2/24\" }]"),
+        8,
+        51,
+        "not both",
+    );
+    bad(
+        &with("nics = [{ netns = \"vmgen\", adress = \"198.18.5.1/24\" }]"),
+        8,
+        28,
+        "adress",
+    );
+    bad(
+        &VM_PLAN.replace("cpus = 2", "cpus = 0"),
+        6,
+        8,
+        "cpus must be 1..=64",
+    );
+    bad(
+        &VM_PLAN.replace("debian:bookworm", "debian:../x"),
+        5,
+        10,
+        "not a Debian release",
+    );
+    bad(&VM_PLAN.replace("cpus = 2", "speed = 1"), 6, 1, "speed");
+    // A range of VM hosts would give each guest the same addresses.
+    bad(
+        &VM_PLAN.replace("[hosts.r1.vm]", "[\"hosts\".\"r[1-2]\".vm]"),
+        4,
+        19,
+        "cannot be a range",
+    );
+}
