@@ -272,6 +272,9 @@ pub struct LabConfig {
 }
 
 /// One kind of test with its settings, as ad-hoc commands and plans give it.
+/// A few of these exist per run: the size of the largest variant costs
+/// nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum TestSpec {
     Tcp(TcpTest),
