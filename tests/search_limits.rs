@@ -249,6 +249,10 @@ fn issue38_search_trial_lines_only_with_verbose() {
         "--method",
         "rfc2544",
         "--no-waits",
+        // A policer below the highest rate: the first trial fails and the
+        // search takes more than one (an unpoliced DUT passes at once).
+        "--dut-police",
+        "12kpps",
         "--trial",
         "0.5",
         "--min-rate",
