@@ -1,4 +1,7 @@
-//! The README's shell blocks: every ```sh, ```bash and ```console block
+//! The README's and docs/'s shell blocks: the README is the first hour and
+//! its "Reference" section lists the pages of docs/ in reading order; the
+//! README and then each page in that order are read as one document.
+//! Every ```sh, ```bash and ```console block
 //! carries a marker on the line before it, either `<!-- readme-test: NAME
 //! -->` (the block runs here as it stands, in order, with this build of
 //! linerate first on PATH) or `<!-- readme-skip: REASON -->` (why it
@@ -88,27 +91,74 @@ fn shell_blocks(readme: &str) -> Vec<Block> {
 /// What is wrong with the marks of `readme`'s shell blocks: a block with
 /// no marker, a skip without a reason, a name used twice.
 fn unmarked(readme: &str) -> Vec<String> {
+    unmarked_in("README.md", readme, &mut Vec::new())
+}
+
+/// As [`unmarked`], for the page `file`, with the names of the pages read
+/// before it.
+fn unmarked_in(file: &str, readme: &str, names: &mut Vec<String>) -> Vec<String> {
     let mut errors = Vec::new();
-    let mut names = Vec::new();
     for b in shell_blocks(readme) {
         match &b.mark {
             Mark::None => errors.push(format!(
-                "README.md:{}: a shell block with neither <!-- readme-test: NAME --> nor \
+                "{file}:{}: a shell block with neither <!-- readme-test: NAME --> nor \
                  <!-- readme-skip: REASON --> on the line before it",
                 b.line
             )),
             Mark::Skip(r) if r.len() < 10 => errors.push(format!(
-                "README.md:{}: readme-skip needs a reason (why it cannot run here)",
+                "{file}:{}: readme-skip needs a reason (why it cannot run here)",
                 b.line
             )),
             Mark::Run(n) if names.contains(n) => {
-                errors.push(format!("README.md:{}: readme-test {n} twice", b.line))
+                errors.push(format!("{file}:{}: readme-test {n} twice", b.line))
             }
             Mark::Run(n) => names.push(n.clone()),
             Mark::Skip(_) => {}
         }
     }
     errors
+}
+
+/// The README and the pages its "Reference" section links in docs/, in
+/// that order: (path, text). Fails when a page of docs/ is not linked
+/// there, so no page is left out of the checks.
+fn pages() -> Vec<(String, String)> {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let reference = readme
+        .split("\n## Reference\n")
+        .nth(1)
+        .expect("the README has a Reference section")
+        .split("\n## ")
+        .next()
+        .unwrap_or("");
+    let mut linked: Vec<String> = Vec::new();
+    for part in reference.split("](docs/").skip(1) {
+        if let Some(name) = part.split(')').next() {
+            let path = format!("docs/{name}");
+            if !linked.contains(&path) {
+                linked.push(path);
+            }
+        }
+    }
+    let mut on_disk: Vec<String> = std::fs::read_dir(repo().join("docs"))
+        .expect("docs/")
+        .filter_map(|e| e.ok())
+        .map(|e| format!("docs/{}", e.file_name().to_string_lossy()))
+        .filter(|p| p.ends_with(".md"))
+        .collect();
+    on_disk.sort();
+    let mut sorted = linked.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted, on_disk,
+        "every page of docs/ is linked from the README's Reference, once"
+    );
+    let mut out = vec![("README.md".to_string(), readme)];
+    for path in linked {
+        let text = std::fs::read_to_string(repo().join(&path)).expect(&path);
+        out.push((path, text));
+    }
+    out
 }
 
 /// The blocks marked `readme-test`, by name.
@@ -176,10 +226,17 @@ fn shortened(block: &str) -> String {
 
 #[test]
 fn the_readme_blocks_are_marked_and_parse() {
-    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
-    let errors = unmarked(&readme);
+    let pages = pages();
+    let mut names = Vec::new();
+    let errors: Vec<String> = pages
+        .iter()
+        .flat_map(|(file, text)| unmarked_in(file, text, &mut names))
+        .collect();
     assert!(errors.is_empty(), "{}", errors.join("\n"));
-    let blocks = marked_blocks(&readme);
+    let blocks: Vec<(String, String)> = pages
+        .iter()
+        .flat_map(|(_, text)| marked_blocks(text))
+        .collect();
     let names: Vec<&str> = blocks.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
@@ -198,10 +255,18 @@ fn the_readme_blocks_are_marked_and_parse() {
         blocks[2].1
     );
     assert!(blocks[3].1.contains("--dscp ef"), "{}", blocks[3].1);
-    let skipped = shell_blocks(&readme)
+    let skipped = pages
         .iter()
+        .flat_map(|(_, text)| shell_blocks(text))
         .filter(|b| matches!(b.mark, Mark::Skip(_)))
         .count();
+    // The README is the first hour: its first page has the first test and
+    // the ad-hoc examples, both run here.
+    assert_eq!(blocks[0].0, "first");
+    assert!(
+        marked_blocks(&pages[0].1).len() >= 2,
+        "the README's own tested blocks"
+    );
     assert!(skipped >= 10, "{skipped} skipped blocks");
 }
 
@@ -239,7 +304,7 @@ fn the_readme_first_test_adhoc_examples_and_example_plans_run() {
         }
     }
     let _cleanup = Namespaces;
-    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let pages = pages();
     let bin_dir = Path::new(bin()).parent().expect("the binary's directory");
     let path = format!(
         "{}:{}",
@@ -247,7 +312,7 @@ fn the_readme_first_test_adhoc_examples_and_example_plans_run() {
         std::env::var("PATH").unwrap_or_default()
     );
     let work = tempdir("readme");
-    for (name, block) in marked_blocks(&readme) {
+    for (name, block) in pages.iter().flat_map(|(_, text)| marked_blocks(text)) {
         eprintln!("README block {name}");
         sh(&shortened(&block), &path, &work);
     }
