@@ -84,22 +84,13 @@ pub fn boot(
             )
         })?;
     let boot_s = began.elapsed().as_secs_f64();
-    let record = LabVm {
-        role: "dut".into(),
-        accel: accel.name().into(),
-        accel_reason,
-        vcpus: spec.cpus.max(1),
-        memory_mib: spec.memory_mib.max(256),
-        nic_model: "virtio-net-pci".into(),
-        kernel_release: prepared.kernel.release.clone(),
-        kernel_origin: prepared.kernel.origin.clone(),
-        modules: prepared.modules.clone(),
-        missing_modules: prepared.missing.clone(),
+    let record = prepared.record(
+        "dut",
+        spec,
+        (accel, accel_reason),
         boot_s,
-        qemu_pid: fleet.agent(dut).pid,
-        host_cpus: Vec::new(),
-        user_router: None,
-    };
+        fleet.agent(dut).pid,
+    );
     Ok(VmDut { dut, vmnet, record })
 }
 

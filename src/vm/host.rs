@@ -189,22 +189,7 @@ pub fn boot(
     }
     configure_guest(fleet, idx, &vm.nics)
         .with_context(|| format!("configuring VM host {name}'s NICs"))?;
-    let record = LabVm {
-        role: name.to_string(),
-        accel: accel.name().into(),
-        accel_reason,
-        vcpus: vm.spec.cpus.max(1),
-        memory_mib: vm.spec.memory_mib.max(256),
-        nic_model: "virtio-net-pci".into(),
-        kernel_release: prepared.kernel.release.clone(),
-        kernel_origin: prepared.kernel.origin.clone(),
-        modules: prepared.modules.clone(),
-        missing_modules: prepared.missing.clone(),
-        boot_s,
-        qemu_pid,
-        host_cpus: Vec::new(),
-        user_router: None,
-    };
+    let record = prepared.record(name, &vm.spec, (accel, accel_reason), boot_s, qemu_pid);
     Ok((idx, record))
 }
 

@@ -68,6 +68,36 @@ pub struct Prepared {
     pub missing: Vec<String>,
 }
 
+impl Prepared {
+    /// The results' record of a guest booted from this (linerate's agent
+    /// inside): the DUT VM and a plan's VM hosts alike.
+    pub fn record(
+        &self,
+        role: &str,
+        spec: &VmSpec,
+        (accel, accel_reason): (Accel, String),
+        boot_s: f64,
+        qemu_pid: u32,
+    ) -> crate::model::lab::LabVm {
+        crate::model::lab::LabVm {
+            role: role.to_string(),
+            accel: accel.name().into(),
+            accel_reason,
+            vcpus: spec.cpus.max(1),
+            memory_mib: spec.memory_mib.max(256),
+            nic_model: "virtio-net-pci".into(),
+            kernel_release: self.kernel.release.clone(),
+            kernel_origin: self.kernel.origin.clone(),
+            modules: self.modules.clone(),
+            missing_modules: self.missing.clone(),
+            boot_s,
+            qemu_pid,
+            host_cpus: Vec::new(),
+            user_router: None,
+        }
+    }
+}
+
 /// Checks what booting a guest needs on this host before anything starts.
 pub fn preflight() -> Result<()> {
     if !crate::netops::tool_exists(QEMU) {
