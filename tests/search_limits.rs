@@ -91,9 +91,11 @@ fn policed(rate: f64, flag: &str, name: &str) {
             .filter(|t| t["purpose"].as_str().unwrap().contains("run again"))
             .collect();
         assert!(disturbed.len() >= 2, "{counted} counted but none repeated");
-        assert!(disturbed
-            .iter()
-            .all(|t| t["counted"] == false && t["outcome"]["steal_ms"].as_f64() >= Some(10.0)));
+        // Disturbed by the hypervisor's steal (10 ms ticks) or by stalls
+        // the stall watch saw.
+        assert!(disturbed.iter().all(|t| t["counted"] == false
+            && (t["outcome"]["steal_ms"].as_f64() >= Some(10.0)
+                || t["outcome"]["stall_ms"].as_f64() > Some(0.0))));
         return;
     }
     // The policer's bucket lets ~1 % through above its rate; the search's

@@ -26,6 +26,12 @@ pub fn snapshot() -> io::Result<Snapshot> {
             }
         }
     }
+    for (cpu, held, stalls) in super::stalls::counters().unwrap_or_default() {
+        if let Some(c) = per_cpu.iter_mut().find(|c| c.cpu == cpu) {
+            c.stalled_ns = Some(held);
+            c.stalls = Some(stalls);
+        }
+    }
     let mut interfaces = parse_net_dev(&fs::read_to_string("/proc/net/dev")?);
     link_speeds(&mut interfaces);
     let (clocks, clock_source) = cpu_clocks();
@@ -399,6 +405,8 @@ pub fn parse_proc_stat_cpus(text: &str) -> Vec<CpuTicks> {
                 steal: get(7),
                 net_rx: 0,
                 net_tx: 0,
+                stalled_ns: None,
+                stalls: None,
             })
         })
         .collect()

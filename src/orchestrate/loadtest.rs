@@ -141,6 +141,7 @@ impl TrialRunner for UdpTrials<'_, '_> {
             dut_counted_lost: r.dut_counted_lost,
             dut: r.dut_efficiency.as_ref().and_then(|e| e.test),
             steal_ms: r.steal_ms,
+            stall_ms: r.stall_ms,
         };
         self.fold.record(rate_pps, outcome.loss_ratio());
         if self.fold.verbose {
@@ -161,10 +162,7 @@ impl TrialRunner for UdpTrials<'_, '_> {
                     outcome.tx_packets
                 ),
                 if outcome.disturbed() {
-                    format!(
-                        "; the hypervisor held a CPU {:.0} ms meanwhile",
-                        outcome.steal_ms.unwrap_or(0.0)
-                    )
+                    format!("; {} meanwhile", outcome.disturbance())
                 } else {
                     String::new()
                 }

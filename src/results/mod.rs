@@ -60,7 +60,9 @@ use serde::{Deserialize, Serialize};
 /// 1.22.0: bottlenecks' `vcpus` (a guest's qemu vCPU threads over the
 /// test); agents' `vm` (a plan's VM host: accelerator, vCPUs, NIC model,
 /// guest kernel).
-pub const SCHEMA_VERSION: &str = "1.22.0";
+/// 1.23.0: tests' and trials' `stall_ms` (the stall watch), per-CPU
+/// `stalled_ns` and `stalls` in agents' snapshots.
+pub const SCHEMA_VERSION: &str = "1.23.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -386,6 +388,13 @@ pub struct TestResult {
     /// DUT or tester whose CPU is taken away drops or stalls for that long.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steal_ms: Option<f64>,
+    /// How long the CPUs of the hosts taking part were kept from running a
+    /// real-time thread while the test ran, ms, summed over CPUs and hosts
+    /// (the stall watch, [`crate::host::stalls`]: the lateness of its 1 ms
+    /// wakes that were 0.3 ms or more late). Sees the short stalls
+    /// `steal_ms` rounds away. Absent where no host watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_ms: Option<f64>,
     /// With the lab's router-on-a-stick DUT: what its XDP program
     /// forwarded and dropped per direction over the test.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -623,6 +632,7 @@ impl TestResult {
             aggregate: None,
             dut_counted_lost: None,
             steal_ms: None,
+            stall_ms: None,
             dut_stick: None,
             bottleneck: None,
             latency: None,

@@ -387,6 +387,11 @@ pub(super) fn cpu(
         if let Some(ms) = steal_ms(&b.per_cpu, &a.per_cpu) {
             result.steal_ms = Some(result.steal_ms.map_or(ms, |m: f64| m.max(ms)));
         }
+        // One agent per host watches (the others report none): the sum
+        // over agents is the sum over hosts.
+        if let Some(ms) = crate::host::stalls::held_ms_between(&b.per_cpu, &a.per_cpu) {
+            result.stall_ms = Some(result.stall_ms.unwrap_or(0.0) + ms);
+        }
         // The agent's own host's CPUs (its snapshot lists them), so every
         // figure is a share of one host, 0-100 %, whatever its threads.
         let cpus = if a.per_cpu.is_empty() {

@@ -621,6 +621,7 @@ mod tests {
                 dut_counted_lost: None,
                 dut: None,
                 steal_ms: None,
+                stall_ms: None,
             })
         }
     }

@@ -236,6 +236,7 @@ impl SimDut {
             dut_counted_lost: None,
             dut: None,
             steal_ms: stalled.then_some(c.stall_s * 1e3),
+            stall_ms: None,
         }
     }
 }

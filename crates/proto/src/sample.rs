@@ -326,6 +326,16 @@ pub struct CpuTicks {
     pub net_rx: u64,
     #[serde(default)]
     pub net_tx: u64,
+    /// The stall watch's count of how long this core was kept from running
+    /// a real-time thread since the watch began, ns: the lateness of its
+    /// wakes that were 0.3 ms or more late, summed. Absent where this agent
+    /// does not watch (another process of its host does, or it has no
+    /// root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalled_ns: Option<u64>,
+    /// The stalls behind [`CpuTicks::stalled_ns`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalls: Option<u64>,
 }
 
 impl CpuTicks {

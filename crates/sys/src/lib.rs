@@ -32,8 +32,9 @@ pub use perf::{perf_cycles_on_cpu, perf_read};
 pub use process::{
     allowed_cpus, die_with_parent, enter_netns, enter_netns_file, euid, is_root, memfd_with,
     monotonic_ns, netns_on_exec, peak_rss_bytes, pin_pid, pin_thread, private_sysfs,
-    process_cpu_seconds, realtime_ns, set_fifo, set_parent_death_signal, set_timer_slack_ns,
-    terminal_columns, thread_cpu_seconds, unshare_netns,
+    process_cpu_seconds, realtime_ns, set_fifo, set_fifo_self, set_parent_death_signal,
+    set_timer_slack_ns, sleep_until_monotonic_ns, terminal_columns, thread_cpu_seconds,
+    try_lock_exclusive, unshare_netns,
 };
 pub use socket::{
     connect_marked, connect_nonblocking, connect_nonblocking_marked, fin_acked, get_buffer,

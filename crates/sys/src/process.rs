@@ -109,6 +109,48 @@ pub fn set_fifo(pid: u32) -> io::Result<()> {
     cvt(unsafe { libc::sched_setscheduler(pid, libc::SCHED_FIFO, &param) }).map(drop)
 }
 
+/// Gives the calling thread SCHED_FIFO priority `priority` (1..=99): only
+/// threads of a higher real-time priority, interrupts and the hypervisor
+/// keep it from running when it wakes.
+pub fn set_fifo_self(priority: i32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `param` outlives the call; pid 0 is the calling thread.
+    cvt(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) }).map(drop)
+}
+
+/// Sleeps until CLOCK_MONOTONIC reads `ns` (an absolute time, so a late
+/// wake does not push the next one later). Returns early only on a signal.
+pub fn sleep_until_monotonic_ns(ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: `ts` outlives the call; no remainder is asked for with
+    // TIMER_ABSTIME.
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
+}
+
+/// Takes an exclusive advisory lock (flock) on `file` without waiting:
+/// `Ok(false)` when another open file description holds it. The lock ends
+/// when the file is closed (or the process exits).
+pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+    // SAFETY: the fd is owned by `file` for the duration of the call.
+    match cvt(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// User + system CPU seconds of the whole process so far.
 pub fn process_cpu_seconds() -> f64 {
     // SAFETY: rusage is plain data, getrusage fills it.

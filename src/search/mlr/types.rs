@@ -304,7 +304,7 @@ impl MlrConfidence {
         }
         if self.disturbed_trials > 0 {
             s.push_str(&format!(
-                "; {} run again (lossy while the hypervisor held a CPU)",
+                "; {} run again (lossy while the host's CPUs stalled: the hypervisor's steal or the stall watch)",
                 trials(self.disturbed_trials)
             ));
         }
