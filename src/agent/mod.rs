@@ -320,9 +320,6 @@ impl Agent {
 
     /// Kernel counters now, with the stick DUT's when this agent runs it.
     fn snapshot(&self) -> Result<proto::Snapshot> {
-        // Tests read snapshots around their traffic: from the first, one
-        // agent of the host watches its CPUs for stalls.
-        crate::host::stalls::ensure_started();
         let mut snap = kernel::snapshot().context("reading kernel counters")?;
         if let Some(s) = &self.stick {
             snap.stick = Some(

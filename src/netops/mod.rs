@@ -123,6 +123,10 @@ pub fn apply(op: &NetOp) -> Result<()> {
                 None,
             )
         }
+        NetOp::StallWatch { on } => {
+            crate::host::stalls::set_active(*on);
+            Ok(())
+        }
         NetOp::Nft { ruleset } => run("nft", &["-f", "-"], Some(ruleset)),
         NetOp::Rps { dev, cpus } => {
             check_ifname(dev)?;

@@ -689,6 +689,8 @@ pub fn run_search(
             plan.verbose,
         ),
     };
+    // The trials' disturbed rule reads the stall watch: on for the search.
+    trials.ends.watch_stalls(true);
     let mut result = crate::results::SearchResult {
         name: format!("search {}", p.name),
         profile: p.name.clone(),
@@ -814,6 +816,7 @@ pub fn run_search(
         result.rfc2544 = Some(r);
     }
     let UdpTrials { mut ends, base, .. } = trials;
+    ends.watch_stalls(false);
     result.latency_at = crate::orchestrate::latency_at::run_points(
         &mut ends,
         &base,

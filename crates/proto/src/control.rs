@@ -161,6 +161,11 @@ pub enum Response {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum NetOp {
+    /// Watch this host's CPUs for stalls (on) or stop counting (off): a
+    /// real-time thread per CPU, only one process of a host at a time.
+    StallWatch {
+        on: bool,
+    },
     LinkUp {
         dev: String,
     },
