@@ -173,7 +173,8 @@ pub struct LiveTx {
     /// Pass-all programs attached to drivers' NICs so that they transmit
     /// XDP frames (see [`probe::bare_driver`]), detached with the engine.
     egress_xdp: Vec<(String, super::stick::PassHold)>,
-    /// The frame every run starts from: the largest size, filled.
+    /// The frame every run starts from: the largest size and a byte more,
+    /// filled.
     frame: Vec<u8>,
     slots: u32,
     /// Wall-clock ns one paced invocation costs (sent or dropped), a
@@ -493,7 +494,13 @@ impl LiveTx {
             };
             groups.push(g);
         }
-        let frame = with_meta(&vec![FILL; r.slot - 4]);
+        // One byte longer than the largest frame, so that gen.bpf.c trims
+        // every frame's tail: kernels before 6.4 (6.1's test_run) rebuild a
+        // recycled page's xdp_frame from the context only when the program
+        // moved its bounds, and a driver that pushes its own header in front
+        // of the frame (virtio_net's 12 bytes) would otherwise see its push
+        // again on the page's next use, sending the frame shifted and cut.
+        let frame = with_meta(&vec![FILL; r.slot - 4 + 1]);
         Ok(LiveTx {
             groups,
             egress_xdp,
