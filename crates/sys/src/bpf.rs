@@ -377,19 +377,6 @@ pub fn percpu_array_read(
     Ok((layout, (attr.count as usize).min(count)))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0-1"), Some(2));
-        assert_eq!(parse_cpu_list("0"), Some(1));
-        assert_eq!(parse_cpu_list("0,2-5"), Some(5));
-        assert_eq!(parse_cpu_list("x"), None);
-    }
-}
-
 /// Lifts RLIMIT_MEMLOCK to unlimited where this process may (root, or a hard
 /// limit that allows it): kernels before 5.11 charge BPF maps to it, and
 /// its usual 8 MiB refuses a map of a few MiB with EPERM. Later kernels
@@ -405,5 +392,18 @@ pub fn raise_memlock_limit() -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-1"), Some(2));
+        assert_eq!(parse_cpu_list("0"), Some(1));
+        assert_eq!(parse_cpu_list("0,2-5"), Some(5));
+        assert_eq!(parse_cpu_list("x"), None);
     }
 }
