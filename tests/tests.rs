@@ -57,5 +57,6 @@ mod threads;
 mod txengine;
 mod vlan;
 mod vm;
+mod vm_kernels;
 mod xdplive;
 mod xdprx;

@@ -284,8 +284,9 @@ impl Agent {
     /// rest is stateless (netops).
     fn configure(&mut self, op: &proto::NetOp) -> Result<()> {
         if let proto::NetOp::XdpPass { dev } = op {
-            let hold =
-                crate::engine::xdp::stick::PassHold::open(dev).map_err(|e| anyhow!("{e}"))?;
+            let hold = crate::engine::xdp::stick::PassHold::open(dev).map_err(|e| {
+                anyhow!("the stick DUT's switch receives the DUT's XDP_TX frames only so: {e}")
+            })?;
             self.passes.push(hold);
             return Ok(());
         }

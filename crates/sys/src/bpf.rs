@@ -377,6 +377,24 @@ pub fn percpu_array_read(
     Ok((layout, (attr.count as usize).min(count)))
 }
 
+/// Lifts RLIMIT_MEMLOCK to unlimited where this process may (root, or a hard
+/// limit that allows it): kernels before 5.11 charge BPF maps to it, and
+/// its usual 8 MiB refuses a map of a few MiB with EPERM. Later kernels
+/// charge maps to the memory cgroup and ignore it.
+pub fn raise_memlock_limit() -> io::Result<()> {
+    let want = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: `want` is a live rlimit the kernel only reads.
+    let ret = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &want) };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,9 +20,9 @@ pub mod tls;
 mod xsk;
 
 pub use bpf::{
-    ifindex, percpu_array_layout, percpu_array_read, possible_cpus, xdp_link_create, xdp_test_run,
-    PerCpuLayout, XdpRun, XdpRunResult, BPF_F_TEST_XDP_LIVE_FRAMES, XDP_FLAGS_DRV_MODE,
-    XDP_FLAGS_SKB_MODE,
+    ifindex, percpu_array_layout, percpu_array_read, possible_cpus, raise_memlock_limit,
+    xdp_link_create, xdp_test_run, PerCpuLayout, XdpRun, XdpRunResult, BPF_F_TEST_XDP_LIVE_FRAMES,
+    XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE,
 };
 pub use epoll::{
     raise_nofile_limit, send_nonblocking, unacked_bytes, unread_bytes, Epoll, Interest, Ready,

@@ -170,7 +170,11 @@ struct Group {
 /// The live engine's transmitter.
 pub struct LiveTx {
     groups: Vec<Group>,
-    /// The frame every run starts from: the largest size, filled.
+    /// Pass-all programs attached to drivers' NICs so that they transmit
+    /// XDP frames (see [`probe::bare_driver`]), detached with the engine.
+    egress_xdp: Vec<(String, super::stick::PassHold)>,
+    /// The frame every run starts from: the largest size and a byte more,
+    /// filled.
     frame: Vec<u8>,
     slots: u32,
     /// Wall-clock ns one paced invocation costs (sent or dropped), a
@@ -471,15 +475,35 @@ impl LiveTx {
         probe::check_kernel()?;
         let r = resolve(flows, sizes, ipv6, marks)?;
         let mut groups = Vec::new();
+        let mut egress_xdp = Vec::new();
         let mut check_frames = 0;
         for (&ifindex, fl) in &r.by_if {
             let g = Group::open(&r, flows, fl.clone(), ifindex, sizes)?;
-            check_frames += probe::check_egress(&g.ifname, ifindex)?;
+            check_frames += match probe::check_egress(&g.ifname, ifindex) {
+                Ok(n) => n,
+                // A driver sends XDP frames once a program is attached to
+                // the device: attach a pass-all one and probe again.
+                Err(refused) if probe::bare_driver(ifindex).unwrap_or(false) => {
+                    let hold = super::stick::PassHold::open(&g.ifname)
+                        .map_err(|e| EngineError::Unavailable(format!("{refused}; and {e}")))?;
+                    let n = probe::check_egress(&g.ifname, ifindex)?;
+                    egress_xdp.push((g.ifname.clone(), hold));
+                    n
+                }
+                Err(refused) => return Err(refused),
+            };
             groups.push(g);
         }
-        let frame = with_meta(&vec![FILL; r.slot - 4]);
+        // One byte longer than the largest frame, so that gen.bpf.c trims
+        // every frame's tail: kernels before 6.4 (6.1's test_run) rebuild a
+        // recycled page's xdp_frame from the context only when the program
+        // moved its bounds, and a driver that pushes its own header in front
+        // of the frame (virtio_net's 12 bytes) would otherwise see its push
+        // again on the page's next use, sending the frame shifted and cut.
+        let frame = with_meta(&vec![FILL; r.slot - 4 + 1]);
         Ok(LiveTx {
             groups,
+            egress_xdp,
             frame,
             slots: sizes.len() as u32,
             invocation_ns: 50.0,
@@ -496,11 +520,21 @@ impl LiveTx {
     /// Why runs are slower than they could be, for the results: lo's
     /// generic XDP slot was taken, so every run waits for the dispatcher.
     pub fn note(&self) -> Option<String> {
-        self.groups.iter().any(|g| g.hold.is_none()).then(|| {
-            "lo of the sender's namespace already has a generic XDP program, so the \
-             generator could not stay in the XDP dispatcher: each run waits ~25 ms"
-                .to_string()
-        })
+        let mut notes = Vec::new();
+        if self.groups.iter().any(|g| g.hold.is_none()) {
+            notes.push(
+                "lo of the sender's namespace already has a generic XDP program, so the \
+                 generator could not stay in the XDP dispatcher: each run waits ~25 ms"
+                    .to_string(),
+            );
+        }
+        for (ifname, _) in &self.egress_xdp {
+            notes.push(format!(
+                "{ifname}'s driver transmits XDP frames only with an XDP program on the \
+                 device: a pass-all program is attached while the live engine sends"
+            ));
+        }
+        (!notes.is_empty()).then(|| notes.join("; "))
     }
 }
 

@@ -122,6 +122,13 @@ impl Object {
                 "loading the BPF object {name}: refused because {DENY_ENV} is set"
             )));
         }
+        // Kernels before 5.11 charge maps to RLIMIT_MEMLOCK (5.10's 8 MiB
+        // refuses the sink's maps); where it cannot be lifted, the load's
+        // own error says what failed.
+        static MEMLOCK: std::sync::Once = std::sync::Once::new();
+        MEMLOCK.call_once(|| {
+            let _ = crate::sys::raise_memlock_limit();
+        });
         let mut loader = EbpfLoader::new();
         for (map, n) in max_entries {
             loader.set_max_entries(map, *n);

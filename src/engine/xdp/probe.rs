@@ -131,6 +131,19 @@ pub fn check_egress(ifname: &str, ifindex: u32) -> Result<u64, EngineError> {
     )
 }
 
+/// Whether interface `ifindex` is a driver's NIC (not a veth) with no XDP
+/// program of its own: most drivers (virtio_net, i40e, mlx5…) allocate
+/// their XDP send queues, and so transmit XDP frames, only while a program
+/// is attached to the device itself.
+pub fn bare_driver(ifindex: u32) -> Result<bool, EngineError> {
+    let links = ip_json(&["-j", "-d", "link", "show"])?;
+    Ok(links
+        .iter()
+        .find(|l| l["ifindex"].as_u64() == Some(u64::from(ifindex)))
+        .map(link_facts)
+        .is_some_and(|f| f.kind != "veth" && !f.has_xdp))
+}
+
 /// "02:4c:52:00:00:0a" as bytes.
 fn mac_bytes(s: &str) -> Option<[u8; 6]> {
     let mut m = [0u8; 6];

@@ -126,7 +126,8 @@ impl Stick {
 }
 
 /// A pass-all XDP program held on a veth so that frames its peer sends by
-/// XDP_TX are received (see the module doc); detached when dropped.
+/// XDP_TX are received (see the module doc), or on a driver's NIC so that
+/// it transmits XDP frames (the live engine); detached when dropped.
 pub struct PassHold {
     _attached: Attached,
     _obj: Object,
@@ -138,8 +139,7 @@ impl PassHold {
         let mut obj = Object::load("pass", &[])?;
         let attached = obj.attach("lr_pass", ifname, true).map_err(|e| {
             EngineError::Unavailable(format!(
-                "the stick DUT's switch needs a pass-all XDP program on {ifname} to receive \
-                 the DUT's XDP_TX frames: {e}"
+                "attaching a pass-all XDP program to {ifname} in the driver: {e}"
             ))
         })?;
         Ok(PassHold {

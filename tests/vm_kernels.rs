@@ -1,0 +1,244 @@
+//! The kernel matrix (issue 35, item 4): linerate's agent inside guests on
+//! Debian's three stock kernels, bullseye's 5.10, bookworm's 6.1 and
+//! trixie's 6.12, one guest boot per kernel running every check as one
+//! plan. On each: the XDP sink loads in the guest and counts, natively in
+//! virtio_net's driver, every frame sent to it; `% of line` comes from the
+//! virtio NIC's 10 Gbit/s. Where the kernel has live frames (5.18 and
+//! later) the guest's live generator sends through virtio_net's own XDP
+//! transmit, every frame counted; on 5.10 `auto` falls back to the packet
+//! engine and the results say why.
+//!
+//! The kernels are Debian's own packages, fetched by linerate with apt
+//! (a private sources list) into its cache on first use.
+
+use crate::util::*;
+use serde_json::Value;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+fn have_qemu() -> bool {
+    let ok = Command::new("qemu-system-x86_64")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have qemu-system-x86 (scripts/test.sh installs it)"
+        );
+        skip("needs qemu-system-x86_64 (apt-get install qemu-system-x86 busybox-static)");
+    }
+    ok
+}
+
+/// The guest's kernel, fetched (or taken from the cache); `None` with a
+/// skip line when the Debian archive cannot be reached.
+fn fetch(release: &str) -> Option<String> {
+    match linerate::vm::kernel::resolve(&linerate::vm::KernelSource::Debian(release.into()), &|m| {
+        eprintln!("{m}")
+    }) {
+        Ok(k) => Some(k.release),
+        Err(e) => {
+            skip(&format!(
+                "debian:{release}'s kernel could not be fetched ({e:#}): no Debian archive?"
+            ));
+            None
+        }
+    }
+}
+
+/// A namespace of the test's, deleted on drop.
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// One plan per kernel: `gen` a namespace whose tap faces the guest `r1`.
+fn plan(ns: &str, release: &str, live: bool) -> String {
+    let mut p = format!(
+        r#"name = "kernel {release}"
+[hosts.gen]
+netns = "{ns}"
+address = "198.18.5.2"
+[hosts.r1.vm]
+kernel = "debian:{release}"
+cpus = 1
+memory = 512
+accel = "tcg"
+nics = [{{ netns = "{ns}", address = "198.18.5.1/24", peer = "198.18.5.2/24" }}]
+[[test]]
+name = "to the guest's xdp sink"
+kind = "udp"
+from = "gen"
+to = "r1"
+rate = "20kpps"
+duration = 2
+tx_engine = "packet"
+rx_engine = "xdp"
+[[test]]
+name = "guest auto"
+kind = "udp"
+from = "r1"
+to = "gen"
+rate = "60kpps"
+duration = 1
+tx_engine = "auto"
+rx_engine = "xdp"
+"#
+    );
+    if live {
+        p.push_str(
+            r#"[[test]]
+name = "guest live"
+kind = "udp"
+from = "r1"
+to = "gen"
+rate = "20kpps"
+duration = 2
+tx_engine = "live"
+rx_engine = "xdp"
+"#,
+        );
+    }
+    p
+}
+
+/// Boots `debian:release` once and checks it; `live`: the kernel has live
+/// frames (5.18 and later).
+fn matrix(release: &str, version: &str, live: bool) {
+    if !require_root() || !have_qemu() {
+        return;
+    }
+    let _s = serial();
+    let Some(kernel) = fetch(release) else {
+        return;
+    };
+    assert!(kernel.starts_with(version), "{release} is {kernel}");
+    let began = Instant::now();
+    let dir = tempdir(&format!("vmk-{release}"));
+    let ns = Netns(format!(
+        "lrk{}{}",
+        std::process::id() % 100_000,
+        &release[..2]
+    ));
+    ip(&["netns", "add", &ns.0]);
+    let file = dir.join("plan.toml");
+    std::fs::write(&file, plan(&ns.0, release, live)).unwrap();
+    let res = dir.join("results");
+    let out = run(&[
+        "run",
+        file.to_str().unwrap(),
+        "--results-dir",
+        res.to_str().unwrap(),
+        "--no-progress",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let doc: Value = serde_json::from_slice(
+        &std::fs::read(only_run_dir(&res).join("results.json")).unwrap_or_default(),
+    )
+    .unwrap_or_else(|e| panic!("no results ({e}):\n{stderr}"));
+    let r1 = doc["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["role"] == "r1")
+        .expect("the guest's agent");
+    assert!(
+        r1["vm"]["kernel_release"]
+            .as_str()
+            .unwrap()
+            .starts_with(version),
+        "{}",
+        r1["vm"]
+    );
+
+    // 1. The XDP sink loads in the guest and counts every frame natively
+    //    in virtio_net; `% of line` is from the NIC's 10000 Mb/s.
+    let sink = test_named(&doc, "to the guest's xdp sink");
+    assert_eq!(sink["status"], "ok", "{sink}\n{stderr}");
+    let d = &sink["directions"][0];
+    assert_eq!(d["receiver_summary"]["rx_engine"], "xdp", "{d}");
+    let (tx, rx) = (
+        d["tx_packets"].as_u64().unwrap(),
+        d["rx_packets"].as_u64().unwrap(),
+    );
+    assert!(tx >= 20_000, "20 kpps for 2 s: {d}");
+    assert_eq!(rx, tx, "{d}");
+    assert_eq!(d["lost"].as_u64(), Some(0), "{d}");
+    let speed = sink["kernel_counters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["role"] == "r1")
+        .find_map(|k| k["after"]["speed_mbps"].as_u64());
+    assert_eq!(speed, Some(10_000), "the guest's NIC speed: {sink}");
+    let l1 = f(&d["rx_l1_bps"]);
+    let pct = f(&d["line_rate_pct"]);
+    assert!(l1 > 0.0, "{d}");
+    assert!(
+        (pct - l1 / 1e10 * 100.0).abs() < 1e-9,
+        "{pct} % of 10G: {d}"
+    );
+
+    // 2. auto in the guest: live on a kernel with live frames, else the
+    //    packet engine with the reason.
+    let auto = test_named(&doc, "guest auto");
+    assert_eq!(auto["status"], "ok", "{auto}");
+    let s = &auto["directions"][0]["sender_summary"];
+    let note = s["tx_engine_note"].as_str().unwrap_or_default();
+    if live {
+        assert_eq!(s["tx_engine"], "live", "{s}");
+        assert!(
+            note.contains("nic0's driver transmits XDP frames only with an XDP program"),
+            "{s}"
+        );
+    } else {
+        assert_eq!(s["tx_engine"], "packet", "{s}");
+        assert!(
+            note.contains(&format!(
+                "live refused: kernel {kernel} has no XDP live frames (needs 5.18 or newer)"
+            )),
+            "{s}"
+        );
+    }
+
+    // 3. The live generator through virtio_net's XDP transmit, every frame
+    //    counted at the far end.
+    if live {
+        let t = test_named(&doc, "guest live");
+        assert_eq!(t["status"], "ok", "{t}");
+        let d = &t["directions"][0];
+        assert_eq!(d["sender_summary"]["tx_engine"], "live", "{d}");
+        let (tx, rx) = (
+            d["tx_packets"].as_u64().unwrap(),
+            d["rx_packets"].as_u64().unwrap(),
+        );
+        assert!(tx >= 20_000, "20 kpps for 2 s: {d}");
+        assert_eq!(rx, tx, "{d}");
+        assert_eq!(d["lost"].as_u64(), Some(0), "{d}");
+    }
+    assert!(out.status.success(), "{stderr}");
+    drop(ns);
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("kernel {kernel}: {:.1} s", began.elapsed().as_secs_f64());
+}
+
+#[test]
+fn bullseye_5_10_sink_loads_and_auto_falls_back_without_live_frames() {
+    matrix("bullseye", "5.10.", false);
+}
+
+#[test]
+fn bookworm_6_1_live_frames_through_virtio_and_the_xdp_sink() {
+    matrix("bookworm", "6.1.", true);
+}
+
+#[test]
+fn trixie_6_12_live_frames_through_virtio_and_the_xdp_sink() {
+    matrix("trixie", "6.12.", true);
+}
