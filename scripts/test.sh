@@ -35,12 +35,18 @@ if [ "$fuzz_secs" != 0 ]; then
     fuzz_pid=$!
 fi
 status=0
-LINERATE_SKIP_LOG="$skips" LINERATE_TEST_TIMES="$times" cargo test --workspace --release --locked 2>&1 | tee "$out" || status=$?
-# Where the suite's time went: the slowest tests under the one-at-a-time
-# lock, with how busy the host's cores were meanwhile.
+# The integration tests hold the suite's lock (tests/util.rs): exclusive
+# for those that measure rates or times, shared for those that only check
+# behaviour. Shared tests overlap on these threads; an exclusive one runs
+# alone whatever the count. TEST_THREADS=N changes it.
+threads=${TEST_THREADS:-4}
+LINERATE_SKIP_LOG="$skips" LINERATE_TEST_TIMES="$times" cargo test --workspace --release --locked -- --test-threads="$threads" 2>&1 | tee "$out" || status=$?
+# Where the suite's time went: the slowest tests under the lock, with how
+# busy the host's cores were meanwhile and which kind of lock they held.
 if [ -s "$times" ]; then
     echo
-    echo "slowest tests under the lock (seconds, host CPU busy, test); all $(wc -l <"$times") took $(awk '{s += $1} END {printf "%.0f", s}' "$times") s:"
+    awk '{n[$3]++; s[$3] += $1} END {printf "under the lock: %d exclusive tests took %.0f s, %d shared tests %.0f s (side by side)\n", n["exclusive"], s["exclusive"], n["shared"], s["shared"]}' "$times"
+    echo "slowest tests under the lock (seconds, host CPU busy, lock, test):"
     # awk reads all of sort's output: head would close the pipe early, and
     # sort's SIGPIPE (141) ended the script under pipefail with every test green.
     sort -rn "$times" | awk 'NR <= 15 {print "  " $0}'

@@ -167,6 +167,7 @@ fn issue37_a_criterion_that_holds_does_not_abort() {
 
 #[test]
 fn issue37_abort_on_fail_that_could_never_stop_a_run_is_a_usage_error() {
+    let _g = crate::util::shared();
     let code = |out: &Output| out.status.code();
     // No criterion at all.
     let out = run(&["udp", "--target", "198.18.0.2", "--abort-on-fail"]);

@@ -283,6 +283,7 @@ fn dut_host_is_watched_between_user_namespaces() {
 
 #[test]
 fn refuses_targets_outside_the_benchmark_ranges() {
+    let _g = crate::util::shared();
     let out = run(&["udp", "--target", "192.0.2.1", "-t", "1", "--no-results"]);
     assert_eq!(out.status.code(), Some(2));
     let e = String::from_utf8_lossy(&out.stderr);

@@ -127,6 +127,7 @@ fn back_to_back_follows_the_shapers_queue() {
 
 #[test]
 fn a_zero_trial_back_to_back_is_a_usage_error_that_writes_nothing() {
+    let _g = crate::util::shared();
     let base = tempdir("b2b-usage");
     let out = run(&[
         "search",

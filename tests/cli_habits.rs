@@ -3,7 +3,7 @@
 //! flags never do nothing in silence, iperf3 habits get a hint, and
 //! `--interval` prints lines off a terminal.
 
-use crate::util::{bin, run, run_json, serial};
+use crate::util::{bin, run, run_json, serial, shared};
 use std::process::Command;
 
 /// Runs linerate with its stdout a pipe whose reader has already gone
@@ -38,7 +38,7 @@ fn issue23_closed_stdout_ends_quietly() {
     assert_quiet(&["--help"]);
     assert_quiet(&["tcp", "--help"]);
     assert_quiet(&["schema"]);
-    let _g = serial();
+    let _g = shared();
     let base = crate::util::tempdir("pipe");
     let b = base.to_str().unwrap();
     let tcp = [
@@ -78,6 +78,7 @@ fn usage_error(args: &[&str]) -> String {
 
 #[test]
 fn issue23_rates_need_units() {
+    let _g = crate::util::shared();
     let udp = ["udp", "--target", "127.0.0.1", "--rate"];
     let e = usage_error(&[&udp[..], &["100000"]].concat());
     assert!(
@@ -96,6 +97,7 @@ fn issue23_rates_need_units() {
 
 #[test]
 fn issue23_no_silent_no_ops() {
+    let _g = crate::util::shared();
     let e = usage_error(&[
         "udp",
         "--target",
@@ -124,6 +126,7 @@ fn issue23_no_silent_no_ops() {
 
 #[test]
 fn issue23_iperf3_flags_get_hints() {
+    let _g = crate::util::shared();
     for (args, hint) in [
         (&["tcp", "-c", "127.0.0.1"][..], "--target HOST"),
         (
@@ -156,7 +159,7 @@ fn issue23_iperf3_flags_get_hints() {
 /// per second off a terminal.
 #[test]
 fn issue23_flows_names_durations_and_intervals() {
-    let _g = serial();
+    let _g = shared();
     let out = run(&[
         "udp",
         "--target",
@@ -210,7 +213,7 @@ fn issue23_flows_names_durations_and_intervals() {
 /// after it) and results.json says which port each direction used.
 #[test]
 fn issue23_port_is_used_and_recorded() {
-    let _g = serial();
+    let _g = shared();
     let doc = run_json(&[
         "udp",
         "--target",
@@ -300,7 +303,7 @@ fn issue23_tcp_rate_paces_goodput() {
 /// prints every column; without a width (a pipe) nothing is cut.
 #[test]
 fn issue23_tables_fit_the_width_and_wide_shows_all() {
-    let _g = serial();
+    let _g = shared();
     let table = |columns: Option<&str>, extra: &[&str]| {
         let mut c = Command::new(bin());
         c.args([

@@ -106,6 +106,7 @@ fn junit_cases(file: &Path) -> Vec<(String, usize)> {
 
 #[test]
 fn issue_19_a_criterion_that_does_not_parse_is_a_usage_error() {
+    let _g = crate::util::shared();
     let out = run(&[
         "udp",
         "--target",
@@ -359,6 +360,7 @@ fn scaled_fixture(dir: &Path, name: &str, k: f64) -> String {
 /// the tester's limit keeps its ≥ and is compared as a bound.
 #[test]
 fn issue_38_a_baseline_weighs_changes_against_noise_and_bounds() {
+    let _g = crate::util::shared();
     let base = tempdir("baseline-noise");
     let first = scaled_fixture(&base, "first", 1.0);
     let again = scaled_fixture(&base, "again", 0.97);

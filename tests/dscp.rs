@@ -4,7 +4,7 @@
 //! arrived), the receivers count what arrived per value, and a lab DUT
 //! that remarks (`dut_remark`) is counted as remarked.
 
-use crate::util::{ip, require_root, run, serial, skip, tempdir, NsPair};
+use crate::util::{ip, require_root, run, serial, shared, skip, tempdir, NsPair};
 use serde_json::Value;
 use std::process::{Command, Stdio};
 
@@ -277,7 +277,7 @@ fn every_engine_marks_its_packets_and_the_socket_receiver_counts_them() {
 /// test marked otherwise passes unchanged and stays quiet.
 #[test]
 fn a_remarking_lab_dut_is_counted_as_remarked_at_the_sink() {
-    let _s = serial();
+    let _s = shared();
     if !require_root() {
         return;
     }

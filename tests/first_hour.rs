@@ -265,7 +265,7 @@ fn issue_23_a_routed_target_behind_a_dut_still_runs() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = shared();
     // The server is the DUT's far side: it does not hold 198.19.1.2 as
     // the sink does, but routes to it; and the sink itself holds it.
     let lab = Lab::with_prefix("lrf", "d", true);
@@ -320,7 +320,7 @@ fn issue_23_all_frames_lost_fails_the_test_unless_expected() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = shared();
     let lab = lab("l");
     // The sink's namespace drops every UDP datagram before the stack.
     for cmd in [

@@ -43,6 +43,7 @@ fn longs(cmd: &clap::Command) -> Vec<String> {
 /// --client-address.
 #[test]
 fn issue19_every_result_command_takes_the_common_flags() {
+    let _g = crate::util::shared();
     // Clap checks its definitions (ids flattened twice, bad references)
     // only in debug builds: check them here too.
     Cli::command().debug_assert();
@@ -114,6 +115,7 @@ fn ensure_man() -> bool {
 
 #[test]
 fn issue19_completions_parse_and_man_pages_render() {
+    let _g = crate::util::shared();
     let dir = tempdir("completions");
     // bash must parse the script; zsh and fish where installed.
     for (shell, checker) in [("bash", "bash"), ("zsh", "zsh"), ("fish", "fish")] {
@@ -351,6 +353,7 @@ fn free_port() -> u16 {
 /// directory and the same document on stdout with --json.
 #[test]
 fn issue19_monitor_and_serve_write_their_summaries() {
+    let _g = crate::util::shared();
     let base = tempdir("summaries");
     let results = base.join("results");
     let r = results.to_str().unwrap();
@@ -536,6 +539,7 @@ fn issue19_latency_cc_shows_bufferbloat() {
 /// bodies on: `ss` shows it on an open download.
 #[test]
 fn issue19_serve_cc_sets_the_servers_sockets() {
+    let _g = crate::util::shared();
     if !require_root() {
         return;
     }

@@ -64,6 +64,7 @@ fn replay(target: &str) -> usize {
 /// Every target has a corpus to replay, and every corpus a target.
 #[test]
 fn fuzz_corpora_match_targets() {
+    let _g = crate::util::shared();
     let names: Vec<&str> = checks::TARGETS.iter().map(|(n, _)| *n).collect();
     for n in &names {
         let dir = fuzz_dir().join("corpus").join(n);
@@ -94,51 +95,61 @@ fn fuzz_corpora_match_targets() {
 
 #[test]
 fn fuzz_replay_control() {
+    let _g = crate::util::shared();
     assert!(replay("control") > 0);
 }
 
 #[test]
 fn fuzz_replay_plan() {
+    let _g = crate::util::shared();
     assert!(replay("plan") > 0);
 }
 
 #[test]
 fn fuzz_replay_http_head() {
+    let _g = crate::util::shared();
     assert!(replay("http_head") > 0);
 }
 
 #[test]
 fn fuzz_replay_probe() {
+    let _g = crate::util::shared();
     assert!(replay("probe") > 0);
 }
 
 #[test]
 fn fuzz_replay_frame() {
+    let _g = crate::util::shared();
     assert!(replay("frame") > 0);
 }
 
 #[test]
 fn fuzz_replay_units() {
+    let _g = crate::util::shared();
     assert!(replay("units") > 0);
 }
 
 #[test]
 fn fuzz_replay_criteria() {
+    let _g = crate::util::shared();
     assert!(replay("criteria") > 0);
 }
 
 #[test]
 fn fuzz_replay_iperf3() {
+    let _g = crate::util::shared();
     assert!(replay("iperf3") > 0);
 }
 
 #[test]
 fn fuzz_replay_h2() {
+    let _g = crate::util::shared();
     assert!(replay("h2") > 0);
 }
 
 #[test]
 fn fuzz_replay_ssh_config() {
+    let _g = crate::util::shared();
     assert!(replay("ssh_config") > 0);
     // The oracle sees what the check must refuse: a command run while ssh
     // reads the file, and a proxy it would start (where ssh is installed).

@@ -190,7 +190,7 @@ fn issue22_results_base_writable_by_others_cannot_be_redirected() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = shared();
     let d = tempdir("hrl-base");
     let shared = d.join("shared");
     std::fs::create_dir(&shared).unwrap();
@@ -254,7 +254,7 @@ fn issue22_ssh_hosts_behind_a_default_route_are_refused() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = shared();
     let _nets = crate::util::DefaultRoutePair::new("hrl", "10.251.0", "198.18.98.2");
     let d = tempdir("hrl-ssh");
     let cfg = d.join("ssh_config");

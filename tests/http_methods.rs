@@ -26,7 +26,7 @@ fn http_ok(args: &[&str]) -> Value {
 
 #[test]
 fn post_with_a_body_and_headers_is_counted_by_both_ends() {
-    let _g = serial();
+    let _g = shared();
     let t = http_ok(&[
         "--size",
         "1k",
@@ -63,7 +63,7 @@ fn post_with_a_body_and_headers_is_counted_by_both_ends() {
 
 #[test]
 fn head_has_no_body_over_http1() {
-    let _g = serial();
+    let _g = shared();
     let t = http_ok(&["--size", "1M", "--method", "HEAD", "-t", "1", "-c", "2"]);
     let c = &t["http"]["client"];
     assert_eq!(c["method"], "HEAD", "{c}");
@@ -82,6 +82,7 @@ fn head_has_no_body_over_http1() {
 
 #[test]
 fn bad_headers_and_bodies_are_usage_errors() {
+    let _g = crate::util::shared();
     let dir = tempdir("http-methods-usage");
     let results = dir.join("results");
     let big = dir.join("big.bin");
@@ -270,7 +271,7 @@ fn head_and_post_over_http2() {
 /// engines' buffers, and what the kernel made of them (twice the request).
 #[test]
 fn udp_window_reports_the_effective_buffers() {
-    let _g = serial();
+    let _g = shared();
     let doc = run_json(&[
         "udp",
         "--target",

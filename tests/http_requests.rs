@@ -273,7 +273,7 @@ fn failed_requests_by_kind() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = shared();
     let dir = tempdir("http-requests-errors");
     let mut p = Pair::new_requests("e");
     // Every second request on a connection is answered with a reset.
@@ -482,10 +482,10 @@ fn http2_against_nghttpd_that_indexes_its_headers() {
         crate::util::skip("nghttp2-server is not installed and apt-get could not install it");
         return;
     }
-    let _g = serial();
+    let _g = shared();
     let dir = tempdir("http-requests-nghttpd");
     std::fs::write(dir.join("1k.bin"), vec![5u8; 1024]).unwrap();
-    let mut p = Pair::new_requests("d");
+    let mut p = Pair::new_requests("n");
     let address = format!("--address={SERVER}");
     let root = dir.to_str().unwrap();
     p.spawn_server(&["nghttpd", "--no-tls", "-d", root, &address, "8096"]);
@@ -512,7 +512,7 @@ fn http2_against_an_http1_server_says_so() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = shared();
     let mut p = Pair::new_requests("g");
     let listen = format!("{SERVER}:8094");
     p.spawn_server(&[

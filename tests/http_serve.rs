@@ -139,7 +139,8 @@ fn serve_answers_while_ten_thousand_idle_connections_are_open() {
     if idle_n < 10_000 {
         eprintln!("open-files limit {limit}: holding {idle_n} idle connections, not 10,000");
     }
-    let _g = serial();
+    // Shared: it asserts answers, not how fast 10,000 connections open.
+    let _g = shared();
     let s = Serve::start(
         "idle",
         &[
@@ -176,6 +177,7 @@ fn serve_answers_while_ten_thousand_idle_connections_are_open() {
 /// refuses the next without falling over.
 #[test]
 fn serve_at_its_open_files_limit_says_so() {
+    let _g = crate::util::shared();
     let dir = tempdir("fdlimit");
     let stderr = dir.join("stderr");
     let mut child = Command::new("sh")
@@ -244,6 +246,7 @@ fn serve_at_its_open_files_limit_says_so() {
 
 #[test]
 fn per_client_limit_refuses_and_logs_while_others_are_served() {
+    let _g = crate::util::shared();
     let s = Serve::start("perclient", &["--size", "1000", "--max-per-client", "20"]);
     let held: Vec<TcpStream> = (0..20).map(|_| s.connect()).collect();
     std::thread::sleep(Duration::from_millis(200));
@@ -265,6 +268,7 @@ fn per_client_limit_refuses_and_logs_while_others_are_served() {
 
 #[test]
 fn tls_port_over_the_cap_gets_no_plaintext() {
+    let _g = crate::util::shared();
     let s = Serve::start(
         "tlscap",
         &["--size", "1000", "--tls", "--max-connections", "3"],
@@ -291,6 +295,7 @@ fn tls_port_over_the_cap_gets_no_plaintext() {
 
 #[test]
 fn slowloris_is_closed_after_the_request_timeout() {
+    let _g = crate::util::shared();
     let s = Serve::start("slow", &["--size", "1000", "--request-timeout", "1"]);
     let t0 = Instant::now();
     // A head trickled a byte at a time never completes in time.
@@ -327,6 +332,7 @@ fn slowloris_is_closed_after_the_request_timeout() {
 
 #[test]
 fn oversize_head_gets_431_and_bodies_are_never_requests() {
+    let _g = crate::util::shared();
     let s = Serve::start("heads", &["--size", "1000"]);
     let mut big = s.connect();
     let head = format!(
@@ -369,6 +375,7 @@ fn oversize_head_gets_431_and_bodies_are_never_requests() {
 
 #[test]
 fn size_is_streamed_and_bounded() {
+    let _g = crate::util::shared();
     let out = run(&[
         "serve",
         "--listen",
@@ -444,7 +451,7 @@ fn download_twice(port: u16, size: u64) -> u64 {
 
 #[test]
 fn downloads_at_1_4_and_64_connections_are_byte_exact() {
-    let _g = serial();
+    let _g = shared();
     let size: u64 = 5_000_000; // over one pattern period: the wrap is crossed
     let s = Serve::start("exact", &["--size", "5000000"]);
     for conns in [1usize, 4, 64] {

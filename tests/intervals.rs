@@ -6,7 +6,7 @@
 //! sets the streams' socket buffers and the results say what the kernel
 //! gave. Loopback only.
 
-use crate::util::{run, serial};
+use crate::util::{run, serial, shared};
 use serde_json::Value;
 
 /// The interval lines of a run's output.
@@ -72,7 +72,7 @@ fn issue38_tcp_prints_a_line_per_second_by_default_every_figure_filled_in() {
 
 #[test]
 fn issue38_udp_half_second_lines_and_none_with_i_0() {
-    let _g = serial();
+    let _g = shared();
     let udp = [
         "udp",
         "--target",
@@ -191,7 +191,7 @@ fn issue38_omit_shows_the_first_second_and_leaves_it_out_of_the_totals() {
 
 #[test]
 fn issue38_window_is_set_and_what_the_kernel_gave_recorded() {
-    let _g = serial();
+    let _g = shared();
     let (stdout, _) = ok(&[
         "tcp",
         "--target",
@@ -218,6 +218,7 @@ fn issue38_window_is_set_and_what_the_kernel_gave_recorded() {
 
 #[test]
 fn issue38_bad_interval_or_window_is_a_usage_error() {
+    let _g = crate::util::shared();
     for args in [
         &["tcp", "--target", "127.0.0.1", "-i", "0.01"][..],
         &["tcp", "--target", "127.0.0.1", "-w", "12"],

@@ -3,7 +3,7 @@
 //! against `linerate serve --iperf3`. Both ends' figures must agree; a busy
 //! server, a refused port and a server killed mid-test give clear errors.
 
-use crate::util::{bin, ip, require_root, serial, tempdir};
+use crate::util::{bin, ip, require_root, serial, shared, tempdir};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -588,7 +588,7 @@ fn stock_server_refusals_are_named() {
     if !require_root() || !have_iperf3() {
         return;
     }
-    let _g = serial();
+    let _g = shared();
     let mut ns = Ns::new("r");
     let target = format!("iperf3://{SERVER}");
     let srv = ns.spawn(
@@ -673,7 +673,7 @@ fn busy_refused_and_killed_servers_give_clear_errors() {
     if !require_root() || !have_iperf3() {
         return;
     }
-    let _g = serial();
+    let _g = shared();
     let mut ns = Ns::new("c");
     let target = format!("iperf3://{SERVER}");
     // Nothing listens: refused, with what to do.
@@ -798,7 +798,7 @@ fn plan_files_name_iperf3_servers() {
     }
     let _g = serial();
     let mut ns = Ns::new("p");
-    let tmp = tempdir("iperf3-plan");
+    let tmp = tempdir("iperf3-plan-files");
     ns.spawn(&ns.server.clone(), &["iperf3", "-s", "-B", SERVER], None);
     ns.wait_listening(5201);
     let plan = tmp.join("plan.toml");
@@ -931,8 +931,8 @@ fn udp_hellos_from_strangers_get_no_stream() {
     if !require_root() || !have_iperf3() {
         return;
     }
-    let _g = serial();
-    let mut ns = Ns::new("r");
+    let _g = shared();
+    let mut ns = Ns::new("u");
     let stranger = "198.18.120.3";
     ip(&[
         "-n",

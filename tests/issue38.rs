@@ -3,7 +3,7 @@
 //! ends the messages, never the run; a bad argument found before anything
 //! starts exits 2 and writes nothing.
 
-use crate::util::{bin, require_root, run, serial, tempdir};
+use crate::util::{bin, require_root, run, serial, shared, tempdir};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -37,7 +37,7 @@ fn results(base: &Path) -> Value {
 
 #[test]
 fn issue38_a_closed_stderr_ends_the_messages_not_the_run() {
-    let _g = serial();
+    let _g = shared();
     let base = tempdir("i38-tcp");
     let b = base.to_str().unwrap();
     // Interval lines on stdout, "done:" and the results path on stderr:
@@ -103,7 +103,7 @@ fn issue38_a_search_under_head_finishes_and_writes_its_results() {
 
 #[test]
 fn issue38_dash_b_is_rate_and_a_bit_rate_is_said_in_pps() {
-    let _g = serial();
+    let _g = shared();
     let out = run(&[
         "udp",
         "--target",
@@ -138,6 +138,7 @@ fn refused_before_the_run(args: &[&str], base: &Path) -> String {
 
 #[test]
 fn issue38_a_namespace_that_does_not_exist_is_a_usage_error() {
+    let _g = crate::util::shared();
     let base = tempdir("i38-ns");
     let b = base.to_str().unwrap();
     for (flag, args) in [
@@ -168,6 +169,7 @@ fn issue38_a_namespace_that_does_not_exist_is_a_usage_error() {
 
 #[test]
 fn issue38_report_of_a_path_that_does_not_exist_is_a_usage_error() {
+    let _g = crate::util::shared();
     for cmd in ["report", "check"] {
         let out = run(&[cmd, "/nonexistent-lr-run"]);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -181,6 +183,7 @@ fn issue38_report_of_a_path_that_does_not_exist_is_a_usage_error() {
 
 #[test]
 fn issue38_a_plan_host_in_a_missing_namespace_is_refused_before_anything_runs() {
+    let _g = crate::util::shared();
     let base = tempdir("i38-nons");
     let plan = base.join("plan.toml");
     // A name no test makes: the check must find it missing.

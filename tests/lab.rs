@@ -240,6 +240,7 @@ fn lab_dut_loss_is_reported_as_dut_loss() {
 
 #[test]
 fn bad_input_gets_a_clear_error() {
+    let _g = crate::util::shared();
     let out = run(&[
         "lab",
         "--only",
@@ -274,6 +275,7 @@ fn bad_input_gets_a_clear_error() {
 
 #[test]
 fn lab_without_root_says_why() {
+    let _g = crate::util::shared();
     if !require_root() {
         return;
     }

@@ -41,6 +41,7 @@ fn probe(token: u64, seq: u32, len: usize) -> Vec<u8> {
 /// and no faster than its cap: every reply counted at the client socket.
 #[test]
 fn latency_responder_answers_only_its_session() {
+    let _g = crate::util::shared();
     let token = 0x5eed_1234_abcd_0042u64;
     let session = Duration::from_millis(2500);
     let mut resp = crate::util::local_responder(token, session, 50);

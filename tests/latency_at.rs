@@ -189,6 +189,7 @@ fn latency_rises_with_load_through_a_queue() {
 /// (c) Usage errors exit 2 before anything runs, with the reason.
 #[test]
 fn latency_at_usage_errors() {
+    let _g = crate::util::shared();
     for (v, says) in [
         ("0", "outside (0, 100]"),
         ("150", "outside (0, 100]"),

@@ -315,6 +315,7 @@ fn show(m: &Module) -> String {
 
 #[test]
 fn every_top_level_module_has_a_layer() {
+    let _g = crate::util::shared();
     let t = read_tree();
     let missing: BTreeSet<String> = t
         .modules
@@ -331,6 +332,7 @@ fn every_top_level_module_has_a_layer() {
 
 #[test]
 fn no_module_imports_a_higher_layer() {
+    let _g = crate::util::shared();
     let up = upward_imports(&read_tree());
     assert!(
         up.is_empty(),
@@ -363,6 +365,7 @@ fn upward_imports(t: &Tree) -> Vec<String> {
 
 #[test]
 fn no_files_import_each_other_in_a_circle() {
+    let _g = crate::util::shared();
     let base = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut shown = Vec::new();
     for dir in [
@@ -453,6 +456,7 @@ fn circles(t: &Tree) -> Vec<String> {
 /// The checker itself: it must see the imports a file really has.
 #[test]
 fn the_reader_sees_use_groups_super_and_inline_paths() {
+    let _g = crate::util::shared();
     let me: Module = vec!["engine".into(), "tx".into()];
     let code = code_of(
         "use super::{frame::{Msg, Transmit}, IntervalClock};\n\
@@ -482,6 +486,7 @@ fn the_reader_sees_use_groups_super_and_inline_paths() {
 /// the workspace's `forbid(unsafe_code)`.
 #[test]
 fn unsafe_lives_only_in_crates_sys() {
+    let _g = crate::util::shared();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
@@ -508,6 +513,7 @@ fn unsafe_lives_only_in_crates_sys() {
 /// found, and a clean tree passes.
 #[test]
 fn the_checks_find_planted_faults() {
+    let _g = crate::util::shared();
     let m = |p: &str| -> Module { p.split('/').map(String::from).collect() };
     let tree = |edges: &[(&str, &str)]| {
         let mut modules = BTreeMap::new();
@@ -544,6 +550,7 @@ fn the_checks_find_planted_faults() {
 /// anywhere; typed errors at boundaries, anyhow in the command layer.
 #[test]
 fn no_result_with_a_string_error() {
+    let _g = crate::util::shared();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
@@ -591,6 +598,7 @@ fn string_error(rest: &str) -> bool {
 
 #[test]
 fn the_string_error_check_reads_generics() {
+    let _g = crate::util::shared();
     assert!(string_error("(), String>"));
     assert!(string_error("Vec<(u8, String)>, String> {"));
     assert!(!string_error("String>"));
@@ -604,6 +612,7 @@ fn the_string_error_check_reads_generics() {
 /// configuration; the command layer is on top of both.
 #[test]
 fn orchestrate_sits_between_report_and_plan() {
+    let _g = crate::util::shared();
     let at = |name: &str| {
         linerate::LAYERS
             .iter()
@@ -712,6 +721,7 @@ fn cli_facts(root: &Path) -> CliFacts {
 
 #[test]
 fn cli_holds_no_trial_runner_and_writes_no_results() {
+    let _g = crate::util::shared();
     let f = cli_facts(&src_dir());
     assert!(
         f.trial_runners.is_empty(),
@@ -729,6 +739,7 @@ fn cli_holds_no_trial_runner_and_writes_no_results() {
 
 #[test]
 fn cli_stays_thin() {
+    let _g = crate::util::shared();
     let f = cli_facts(&src_dir());
     assert!(
         f.lines <= CLI_MAX_LINES,
@@ -749,6 +760,7 @@ fn cli_stays_thin() {
 /// into the results document and a planted import, in a tree on disk.
 #[test]
 fn the_cli_checks_find_planted_faults() {
+    let _g = crate::util::shared();
     let root = std::env::temp_dir().join(format!("lr-layers-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     for d in ["cli", "results", "search", "lab"] {

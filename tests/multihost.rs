@@ -433,8 +433,8 @@ fn quotes_ssh(e: &str) {
 
 #[test]
 fn cli_expired_certificate_fails_fast() {
-    // Light, but it would disturb the load tests' trials on two cores.
-    let _g = crate::util::serial();
+    // Light: shared, so it never runs beside a load test's trials.
+    let _g = crate::util::shared();
     if !require_root() || !require_sshd() {
         return;
     }
@@ -452,8 +452,8 @@ fn cli_expired_certificate_fails_fast() {
 
 #[test]
 fn cli_wrong_principal_fails_fast() {
-    // Light, but it would disturb the load tests' trials on two cores.
-    let _g = crate::util::serial();
+    // Light: shared, so it never runs beside a load test's trials.
+    let _g = crate::util::shared();
     if !require_root() || !require_sshd() {
         return;
     }
@@ -471,8 +471,8 @@ fn cli_wrong_principal_fails_fast() {
 
 #[test]
 fn cli_unknown_host_key_fails_fast() {
-    // Light, but it would disturb the load tests' trials on two cores.
-    let _g = crate::util::serial();
+    // Light: shared, so it never runs beside a load test's trials.
+    let _g = crate::util::shared();
     if !require_root() || !require_sshd() {
         return;
     }
@@ -492,8 +492,8 @@ fn cli_unknown_host_key_fails_fast() {
 
 #[test]
 fn cli_missing_linerate_without_push_fails_fast() {
-    // Light, but it would disturb the load tests' trials on two cores.
-    let _g = crate::util::serial();
+    // Light: shared, so it never runs beside a load test's trials.
+    let _g = crate::util::shared();
     if !require_root() || !require_sshd() {
         return;
     }
@@ -790,8 +790,8 @@ fn plan_two_generators_with_instances() {
 
 #[test]
 fn plan_unknown_key_is_placed() {
-    // Light, but it would disturb the load tests' trials on two cores.
-    let _g = crate::util::serial();
+    // Light: shared, so it never runs beside a load test's trials.
+    let _g = crate::util::shared();
     let dir = tempdir("mh-badplan");
     let plan = write_plan(
         &dir,
@@ -817,8 +817,8 @@ fn plan_unknown_key_is_placed() {
 
 #[test]
 fn plan_ssh_table_login_failure_fails_fast() {
-    // Light, but it would disturb the load tests' trials on two cores.
-    let _g = crate::util::serial();
+    // Light: shared, so it never runs beside a load test's trials.
+    let _g = crate::util::shared();
     if !require_root() || !require_sshd() {
         return;
     }
@@ -871,8 +871,8 @@ fn plan_ssh_table_login_failure_fails_fast() {
 
 #[test]
 fn cli_unreachable_host_fails_within_connect_timeout() {
-    // Light, but it would disturb the load tests' trials on two cores.
-    let _g = crate::util::serial();
+    // Light: shared, so it never runs beside a load test's trials.
+    let _g = crate::util::shared();
     if !require_root() || !require_sshd() {
         return;
     }

@@ -405,16 +405,19 @@ fn interrupted_run_gives_ports_back(sig: &str, group: bool) {
 
 #[test]
 fn sigint_to_the_controller_gives_ports_back() {
+    // interrupted_run_gives_ports_back takes the exclusive lock.
     interrupted_run_gives_ports_back("-INT", false);
 }
 
 #[test]
 fn ctrl_c_to_the_process_group_gives_ports_back() {
+    // interrupted_run_gives_ports_back takes the exclusive lock.
     interrupted_run_gives_ports_back("-INT", true);
 }
 
 #[test]
 fn sigterm_to_the_controller_gives_ports_back() {
+    // interrupted_run_gives_ports_back takes the exclusive lock.
     interrupted_run_gives_ports_back("-TERM", false);
 }
 
@@ -486,6 +489,7 @@ fn sigkill_of_everything_leaves_no_lab_and_destroys_veth_stand_ins() {
 
 #[test]
 fn a_port_in_use_is_refused_without_force() {
+    let _g = crate::util::shared();
     if !require_root() {
         return;
     }
@@ -541,6 +545,7 @@ fn a_dut_that_does_not_answer_arp_is_named_and_the_ports_come_back() {
 
 #[test]
 fn a_missing_port_is_refused() {
+    let _g = crate::util::shared();
     let out = run(&[
         "lab",
         "--gen-port",

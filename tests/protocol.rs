@@ -37,6 +37,7 @@ fn hello(version: u16) -> Request {
 
 #[test]
 fn handshake_snapshot_and_exit_on_eof() {
+    let _g = crate::util::shared();
     let mut a = agent();
     let mut w = a.stdin.take().unwrap();
     let mut r = std::io::BufReader::new(a.stdout.take().unwrap());
@@ -71,6 +72,7 @@ fn handshake_snapshot_and_exit_on_eof() {
 
 #[test]
 fn version_mismatch_is_refused() {
+    let _g = crate::util::shared();
     let mut a = agent();
     let mut w = a.stdin.take().unwrap();
     let mut r = std::io::BufReader::new(a.stdout.take().unwrap());
@@ -86,6 +88,7 @@ fn version_mismatch_is_refused() {
 
 #[test]
 fn another_linerate_version_is_refused() {
+    let _g = crate::util::shared();
     let mut a = agent();
     let mut w = a.stdin.take().unwrap();
     let mut r = std::io::BufReader::new(a.stdout.take().unwrap());
@@ -109,6 +112,7 @@ fn another_linerate_version_is_refused() {
 
 #[test]
 fn requests_before_hello_are_refused() {
+    let _g = crate::util::shared();
     let mut a = agent();
     let mut w = a.stdin.take().unwrap();
     let mut r = std::io::BufReader::new(a.stdout.take().unwrap());
@@ -123,6 +127,7 @@ fn requests_before_hello_are_refused() {
 
 #[test]
 fn garbage_and_oversize_input_end_the_agent_cleanly() {
+    let _g = crate::util::shared();
     for bytes in [
         vec![0xff, 0xff, 0xff, 0xff, b'{'], // 4 GiB announced
         b"\x00\x00\x00\x05hello".to_vec(),  // not JSON
@@ -145,6 +150,7 @@ fn garbage_and_oversize_input_end_the_agent_cleanly() {
 
 #[test]
 fn agent_refuses_unsafe_destinations_and_over_cap_durations() {
+    let _g = crate::util::shared();
     use linerate::proto::{FlowSpec, FrameSpec, Job};
     let mut a = Command::new(bin())
         .args(["agent", "--stdio", "--max-duration", "5"])
@@ -207,6 +213,7 @@ fn agent_refuses_unsafe_destinations_and_over_cap_durations() {
 /// (the controller's writes wait) and its RSS stays flat.
 #[test]
 fn an_unread_agent_keeps_its_memory_bounded() {
+    let _g = crate::util::shared();
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Arc;
     let mut a = agent();

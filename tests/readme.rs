@@ -226,6 +226,7 @@ fn shortened(block: &str) -> String {
 
 #[test]
 fn the_readme_blocks_are_marked_and_parse() {
+    let _g = crate::util::shared();
     let pages = pages();
     let mut names = Vec::new();
     let errors: Vec<String> = pages
@@ -274,6 +275,7 @@ fn the_readme_blocks_are_marked_and_parse() {
 /// the shells' fences, indented or not; other fences are not shell.
 #[test]
 fn a_shell_block_without_a_marker_is_found() {
+    let _g = crate::util::shared();
     let doc = "text\n\n<!-- readme-test: a -->\n```sh\nlinerate tcp\n```\n\n\
                ```console\n$ linerate udp\n```\n\n  ```bash\n  ls\n  ```\n\n\
                <!-- readme-skip: x -->\n```sh\nls\n```\n\n```toml\na = 1\n```\n\n```\nplain\n```\n";

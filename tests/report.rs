@@ -50,6 +50,7 @@ fn lab_run(base: &Path, extra: &[&str]) -> PathBuf {
 
 #[test]
 fn chart_data_matches_the_snapshot() {
+    let _g = crate::util::shared();
     let dir = tempdir("report-snapshot");
     let mut got = serde_json::Map::new();
     for (name, args) in [
@@ -112,6 +113,7 @@ fn chart_data_matches_the_snapshot() {
 
 #[test]
 fn csv_has_a_row_per_direction_and_per_interval() {
+    let _g = crate::util::shared();
     let doc = read_json(&fixture("lab-both.json"));
     let out = ok(&[
         "report",
@@ -175,6 +177,7 @@ fn csv_has_a_row_per_direction_and_per_interval() {
 
 #[test]
 fn prometheus_exposition_parses() {
+    let _g = crate::util::shared();
     let dir = tempdir("report-prom");
     let out = dir.join("linerate.prom");
     ok(&[
@@ -364,7 +367,7 @@ fn report_opens_with_no_network_at_all() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = shared();
     let Some(browser) = chromium() else { return };
     let dir = tempdir("report-offline");
     let page = dir.join("report.html");
@@ -398,7 +401,7 @@ fn ramp_and_search_reports_render() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = shared();
     let Some(browser) = chromium() else { return };
     let dir = tempdir("report-ramps");
     let ramp = read_json(&fixture("ramp.json"));
@@ -497,7 +500,7 @@ fn browser_checks_catch_charts_that_do_not_render() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = shared();
     let Some(browser) = chromium() else { return };
     let dir = tempdir("report-broken");
     let page = dir.join("good.html");
@@ -538,6 +541,7 @@ fn browser_checks_catch_charts_that_do_not_render() {
 
 #[test]
 fn usage_errors_say_what_to_do() {
+    let _g = crate::util::shared();
     // A run that is not there is a usage error, as with `check` (issue 38).
     let out = run(&["report", "/nonexistent/run"]);
     assert_eq!(out.status.code(), Some(2));

@@ -27,6 +27,7 @@ fn stamp_in(secs: u64) -> String {
 /// followed; the run takes a new name and the link's target stays empty.
 #[test]
 fn issue22_planted_run_directory_symlinks_are_not_followed() {
+    let _g = crate::util::shared();
     let d = tempdir("sec-symlink");
     let base = d.join("results");
     let victim = d.join("victim");
@@ -79,6 +80,7 @@ fn issue22_planted_run_directory_symlinks_are_not_followed() {
 /// file and the reason, leaves no temp file and no earlier result touched.
 #[test]
 fn issue22_full_results_disk_fails_the_run_clearly() {
+    let _g = crate::util::shared();
     if !require_root() {
         return;
     }
@@ -134,6 +136,7 @@ fn issue22_full_results_disk_fails_the_run_clearly() {
 /// and known hosts cannot be sent to /dev/null.
 #[test]
 fn issue22_ssh_options_are_read_as_ssh_reads_them() {
+    let _g = crate::util::shared();
     for o in [
         "StrictHostKeyChecking=\"no\"",
         "StrictHostKeyChecking='off'",
@@ -178,6 +181,7 @@ fn issue22_ssh_options_are_read_as_ssh_reads_them() {
 /// Hole 3: a plan may not run local commands through ssh unless trusted.
 #[test]
 fn issue22_plans_cannot_run_local_commands_untrusted() {
+    let _g = crate::util::shared();
     let d = tempdir("sec-trust");
     let marker = d.join("ran");
     let hosts = "[hosts.a]\nssh = \"root@198.18.0.9\"\n[hosts.b]\nnetns = \"hse-b\"\n\
@@ -221,6 +225,7 @@ fn issue22_plans_cannot_run_local_commands_untrusted() {
 /// where traffic goes. Nothing runs, nothing connects.
 #[test]
 fn issue34_plan_ssh_configs_are_read_as_openssh_reads_them() {
+    let _g = crate::util::shared();
     let d = tempdir("sec-trust34");
     let marker = d.join("ran");
     let touch = format!("touch {}", marker.display());
@@ -278,6 +283,7 @@ fn issue34_plan_ssh_configs_are_read_as_openssh_reads_them() {
 /// Hole 8: the allow-list hint names exactly one address.
 #[test]
 fn issue22_ipv6_hints_name_one_address() {
+    let _g = crate::util::shared();
     for (target, want) in [
         ("2001:db8:99::2", "--allow-target 2001:db8:99::2/128 "),
         ("::ffff:10.99.0.2", "--allow-target ::ffff:10.99.0.2/128 "),
@@ -294,6 +300,7 @@ fn issue22_ipv6_hints_name_one_address() {
 /// of too many tests is refused before it is parsed.
 #[test]
 fn issue22_rates_need_units_and_empty_tests_fail() {
+    let _g = crate::util::shared();
     let out = run(&[
         "udp",
         "--target",
@@ -352,7 +359,7 @@ fn issue22_benchmark_targets_behind_a_default_route_are_refused() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = shared();
     let _nets = crate::util::DefaultRoutePair::new("hse", "10.250.0", "198.18.99.2");
     let udp = |extra: &[&str]| {
         let mut a = vec![

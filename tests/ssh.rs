@@ -47,8 +47,8 @@ fn open_fails(lab: &SshLab, i: usize, opts: &SshOptions) -> String {
 
 #[test]
 fn ssh_connects_with_a_valid_certificate() {
-    // Light, but it would disturb the load tests' trials on two cores.
-    let _g = crate::util::serial();
+    // Light: shared, so it never runs beside a load test's trials.
+    let _g = crate::util::shared();
     if !require_sshd() {
         return;
     }
@@ -95,8 +95,8 @@ fn ssh_connects_with_a_valid_certificate() {
 
 #[test]
 fn ssh_expired_certificate_is_refused_and_explained() {
-    // Light, but it would disturb the load tests' trials on two cores.
-    let _g = crate::util::serial();
+    // Light: shared, so it never runs beside a load test's trials.
+    let _g = crate::util::shared();
     if !require_sshd() {
         return;
     }
@@ -117,8 +117,8 @@ fn ssh_expired_certificate_is_refused_and_explained() {
 
 #[test]
 fn ssh_wrong_principal_is_refused_and_explained() {
-    // Light, but it would disturb the load tests' trials on two cores.
-    let _g = crate::util::serial();
+    // Light: shared, so it never runs beside a load test's trials.
+    let _g = crate::util::shared();
     if !require_sshd() {
         return;
     }
@@ -141,8 +141,8 @@ fn ssh_wrong_principal_is_refused_and_explained() {
 
 #[test]
 fn ssh_unknown_host_key_is_refused_not_accepted() {
-    // Light, but it would disturb the load tests' trials on two cores.
-    let _g = crate::util::serial();
+    // Light: shared, so it never runs beside a load test's trials.
+    let _g = crate::util::shared();
     if !require_sshd() {
         return;
     }
@@ -169,8 +169,8 @@ fn ssh_unknown_host_key_is_refused_not_accepted() {
 
 #[test]
 fn ssh_unreachable_hosts_fail_within_the_timeout() {
-    // Light, but it would disturb the load tests' trials on two cores.
-    let _g = crate::util::serial();
+    // Light: shared, so it never runs beside a load test's trials.
+    let _g = crate::util::shared();
     if !require_sshd() {
         return;
     }
@@ -195,8 +195,8 @@ fn ssh_unreachable_hosts_fail_within_the_timeout() {
 
 #[test]
 fn ssh_resolve_binary_missing_then_pushed_then_reused() {
-    // Light, but it would disturb the load tests' trials on two cores.
-    let _g = crate::util::serial();
+    // Light: shared, so it never runs beside a load test's trials.
+    let _g = crate::util::shared();
     if !require_sshd() {
         return;
     }
@@ -287,8 +287,8 @@ fn ssh_resolve_binary_missing_then_pushed_then_reused() {
 
 #[test]
 fn ssh_host_dying_ends_remote_commands() {
-    // Light, but it would disturb the load tests' trials on two cores.
-    let _g = crate::util::serial();
+    // Light: shared, so it never runs beside a load test's trials.
+    let _g = crate::util::shared();
     if !require_sshd() {
         return;
     }

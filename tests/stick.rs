@@ -349,6 +349,7 @@ fn killing_the_dut_agent_leaves_no_xdp_program() {
 
 #[test]
 fn stick_errors_name_the_fix() {
+    let _g = crate::util::shared();
     for (args, want) in [
         (
             &["lab", "--dut", "stick", "--tx-engine", "socket"][..],
@@ -409,7 +410,7 @@ fn stick_says_why_bpf_was_refused() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = shared();
     let dir = tempdir("stick-deny");
     let out = Command::new(bin())
         .args([

@@ -31,7 +31,7 @@ fn issue21_sweep_flag_runs_every_point() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = shared();
     let pair = NsPair::new("hsw", "f", "hsw", "198.18.31");
     let dir = tempdir("sweep-flag");
     let out = run(&[
@@ -122,7 +122,7 @@ fn issue21_plan_sweeps_the_lab_dut() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = shared();
     let dir = tempdir("sweep-lab");
     let plan = dir.join("matrix.toml");
     std::fs::write(

@@ -39,6 +39,7 @@ mod latency;
 mod latency_at;
 mod layers;
 mod loadtest;
+mod locks;
 mod multihost;
 mod pivot;
 mod ports;

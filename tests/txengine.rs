@@ -74,7 +74,7 @@ fn packet_engine_frames_pass_the_lab_with_kernel_checked_checksums() {
 
 #[test]
 fn auto_falls_back_to_sockets_on_loopback_and_says_why() {
-    let _g = serial();
+    let _g = shared();
     let doc = run_json(&[
         "udp",
         "--target",
@@ -100,7 +100,7 @@ fn auto_falls_back_to_sockets_on_loopback_and_says_why() {
 
 #[test]
 fn packet_engine_refuses_loopback_with_a_reason() {
-    let _g = serial();
+    let _g = shared();
     let out = run(&[
         "udp",
         "--target",

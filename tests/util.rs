@@ -1,26 +1,55 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-/// Lab tests use both cores flat out; run them one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
+/// The suite's lock, of two kinds. Tests that measure rates or durations,
+/// or use both cores flat out (labs with searches and ramps, VM boots,
+/// anything asserting a rate or a time), hold it exclusively: `serial()`.
+/// Tests that only check behaviour (errors, refusals, flags, protocol
+/// exchanges, short functional runs whose assertions do not depend on the
+/// machine's speed) share it, `shared()`, and run beside each other but
+/// never beside an exclusive test. Shared tests name their namespaces,
+/// links, ports and files uniquely, and check no global state (such as
+/// `assert_nothing_left`'s "no lr-* namespace at all"). std's RwLock on
+/// Linux prefers a waiting writer, so an exclusive test is not starved by
+/// a stream of shared ones.
+static LOCK: RwLock<()> = RwLock::new(());
 
-/// Holds the one-at-a-time lock for a test. With `LINERATE_TEST_TIMES`
-/// set to a file, each test's seconds under the lock (not its wait for
-/// it) are appended there: where the suite's time goes.
+enum Held {
+    Exclusive(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
+    Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
+}
+
+/// Holds the suite's lock for a test. With `LINERATE_TEST_TIMES` set to a
+/// file, each test's seconds under the lock (not its wait for it) are
+/// appended there with the kind it held: where the suite's time goes.
 pub struct Serial {
-    _lock: MutexGuard<'static, ()>,
+    lock: Held,
     since: std::time::Instant,
     cpu: Option<(u64, u64)>,
 }
 
+/// The exclusive lock: no other test that takes a lock runs meanwhile.
 pub fn serial() -> Serial {
-    let lock = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    Serial {
-        _lock: lock,
-        since: std::time::Instant::now(),
-        cpu: cpu_ticks(),
+    let lock = LOCK.write().unwrap_or_else(|e| e.into_inner());
+    Serial::held(Held::Exclusive(lock))
+}
+
+/// The shared lock: other shared tests run beside this one, exclusive
+/// tests wait for all of them.
+pub fn shared() -> Serial {
+    let lock = LOCK.read().unwrap_or_else(|e| e.into_inner());
+    Serial::held(Held::Shared(lock))
+}
+
+impl Serial {
+    fn held(lock: Held) -> Serial {
+        Serial {
+            lock,
+            since: std::time::Instant::now(),
+            cpu: cpu_ticks(),
+        }
     }
 }
 
@@ -45,14 +74,21 @@ impl Drop for Serial {
         };
         let name = std::thread::current().name().unwrap_or("?").to_string();
         // How busy the host's cores were while the test held the lock:
-        // tests that mostly wait are the ones that could run beside others.
+        // exclusive tests that mostly wait could share it.
         let busy = match (self.cpu, cpu_ticks()) {
             (Some((b0, t0)), Some((b1, t1))) if t1 > t0 => {
                 format!("{:.0}%", 100.0 * (b1 - b0) as f64 / (t1 - t0) as f64)
             }
             _ => "?".into(),
         };
-        let line = format!("{:.1} {busy} {name}\n", self.since.elapsed().as_secs_f64());
+        let kind = match self.lock {
+            Held::Exclusive(_) => "exclusive",
+            Held::Shared(_) => "shared",
+        };
+        let line = format!(
+            "{:.1} {busy} {kind} {name}\n",
+            self.since.elapsed().as_secs_f64()
+        );
         let _ = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

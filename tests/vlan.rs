@@ -366,6 +366,7 @@ fn vlan_tags_on_the_wire_and_counted_exactly() {
 
 #[test]
 fn vlan_errors_say_what_to_do() {
+    let _g = crate::util::shared();
     for (args, want) in [
         (vec!["--vlan", "0"], "1..4094"),
         (vec!["--vlan", "4095"], "out of range"),

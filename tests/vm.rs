@@ -263,6 +263,7 @@ fn a_killed_controller_leaves_no_vm_behind() {
 
 #[test]
 fn vm_flags_are_checked_before_anything_starts() {
+    let _g = crate::util::shared();
     let out = run(&["lab", "--dut-kernel", KERNEL]);
     assert!(!out.status.success());
     let e = String::from_utf8_lossy(&out.stderr);

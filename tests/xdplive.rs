@@ -306,7 +306,7 @@ fn live_frames_all_arrive_at_several_rates_sizes_and_ip_versions() {
 
 #[test]
 fn a_veth_peer_without_napi_is_refused_and_auto_falls_back() {
-    let _g = serial();
+    let _g = shared();
     if !require_root() {
         return;
     }

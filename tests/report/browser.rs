@@ -172,8 +172,12 @@ fn chromium_args(profile: &Path) -> Vec<String> {
 /// at all when `offline`), returns the DOM after scripts ran; takes a
 /// screenshot into `shot` when given.
 pub fn open(browser: &str, page: &Path, shot: Option<&Path>, offline: bool) -> Opened {
+    // A profile of its own per opening: tests that share the suite's lock
+    // open pages of the same name at once.
+    static OPENED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let profile = tempdir(&format!(
-        "chromium-{}",
+        "chromium-{}-{}",
+        OPENED.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         page.file_name().unwrap().to_string_lossy()
     ));
     let url = format!("file://{}", page.canonicalize().unwrap().display());
