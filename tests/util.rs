@@ -131,6 +131,25 @@ pub fn require_root() -> bool {
 /// names (scripts/test.sh sets it and counts the lines beside the passes),
 /// so a run without root or a tool cannot look green by accident. The
 /// test's name is its thread's, as the test harness names it.
+/// Whether qemu-system-x86_64 runs here; a skip line when not (and a
+/// failure in CI, whose setup installs it). For the VM tests.
+pub fn have_qemu() -> bool {
+    let ok = Command::new("qemu-system-x86_64")
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have qemu-system-x86 (scripts/test.sh installs it)"
+        );
+        skip("needs qemu-system-x86_64 (apt-get install qemu-system-x86 busybox-static)");
+    }
+    ok
+}
+
 pub fn skip(why: &str) {
     let thread = std::thread::current();
     let line = format!("SKIP: {}: {why}", thread.name().unwrap_or("?"));

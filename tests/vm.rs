@@ -14,23 +14,6 @@ use std::time::{Duration, Instant};
 
 const KERNEL: &str = "debian:bookworm";
 
-fn have_qemu() -> bool {
-    let ok = Command::new("qemu-system-x86_64")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must have qemu-system-x86 (scripts/test.sh installs it)"
-        );
-        skip("needs qemu-system-x86_64 (apt-get install qemu-system-x86 busybox-static)");
-    }
-    ok
-}
-
 /// Pids of the processes whose parent is `pid`.
 fn children(pid: u32) -> Vec<(u32, String)> {
     let mut out = Vec::new();

@@ -230,6 +230,8 @@ mod tests {
             return;
         }
         set_active(true);
+        // A watcher that was off sleeps IDLE_NS before it counts again.
+        std::thread::sleep(std::time::Duration::from_nanos(IDLE_NS + 30_000_000));
         let Some(first) = counters() else {
             // Another process of this host holds the watch (a lab running
             // beside the unit tests): nothing to check here.

@@ -93,6 +93,22 @@ pub struct LabVm {
 }
 
 impl LabVm {
+    /// One line for footers and reports: "virtual (TCG-emulated) — a VM
+    /// with kernel K, N vCPU, M MiB, MODEL NICs on taps; booted in S s
+    /// (why that accelerator)".
+    pub fn describe(&self) -> String {
+        format!(
+            "{} — a VM with kernel {}, {} vCPU, {} MiB, {} NICs on taps; booted in {:.1} s ({})",
+            self.kind(),
+            self.kernel_release,
+            self.vcpus,
+            self.memory_mib,
+            self.nic_model,
+            self.boot_s,
+            self.accel_reason
+        )
+    }
+
     /// "virtual (TCG-emulated)" or "virtual (KVM)": how the terminal, the
     /// report and the verdict name such a DUT.
     pub fn kind(&self) -> &'static str {

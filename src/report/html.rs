@@ -597,6 +597,19 @@ mod tests {
     }
 
     #[test]
+    fn a_plan_s_vm_host_is_named_virtual_in_the_report() {
+        let page = one(testdata::with_vm_host());
+        assert!(page.contains("<h3>VM hosts</h3>"), "no VM hosts section");
+        assert!(
+            page.contains(
+                "<tr><th>r1</th><td>virtual (TCG-emulated) — a VM with kernel 6.1.0-41-amd64"
+            ),
+            "VM host row missing"
+        );
+        assert!(!one(testdata::lab()).contains("<h3>VM hosts</h3>"));
+    }
+
+    #[test]
     fn tables_carry_values_and_flags() {
         let page = one(testdata::paced());
         assert!(

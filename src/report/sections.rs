@@ -464,6 +464,26 @@ pub fn context(r: &RunResults) -> String {
             esc(e)
         ));
     }
+    // A plan's VM hosts: their figures are a virtual machine's.
+    let vms: Vec<_> = r
+        .agents
+        .iter()
+        .filter_map(|a| Some((a, a.vm.as_ref()?)))
+        .collect();
+    if !vms.is_empty() {
+        s.push_str(
+            "<h3>VM hosts</h3><p>Figures measured on these hosts are a virtual machine's, \
+             not hardware's.</p><table class=\"kv\"><tbody>",
+        );
+        for (a, vm) in vms {
+            s.push_str(&format!(
+                "<tr><th>{}</th><td>{}</td></tr>",
+                esc(&a.role),
+                esc(&vm.describe())
+            ));
+        }
+        s.push_str("</tbody></table>");
+    }
     if !h.sysctls.is_empty() {
         s.push_str("<h3>Sysctls</h3><table class=\"kv\"><tbody>");
         for (k, v) in &h.sysctls {

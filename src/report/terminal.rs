@@ -539,18 +539,22 @@ pub fn table_fit(r: &RunResults, style: Style, width: Option<usize>) -> String {
             ));
         } else if let Some(vm) = &lab.vm {
             footer.push(format!(
-                "DUT: {} — a VM with kernel {}, {} vCPU, {} MiB, {} NICs on taps; booted in {:.1} s ({}). Its figures are a virtual DUT's, not hardware's.",
-                vm.kind(),
-                vm.kernel_release,
-                vm.vcpus,
-                vm.memory_mib,
-                vm.nic_model,
-                vm.boot_s,
-                vm.accel_reason
+                "DUT: {}. Its figures are a virtual DUT's, not hardware's.",
+                vm.describe()
             ));
         }
         for n in &lab.notes {
             footer.push(format!("Note: {n}"));
+        }
+    }
+    // A plan's VM hosts: what every figure measured on them ran on.
+    for a in &r.agents {
+        if let Some(vm) = &a.vm {
+            footer.push(format!(
+                "Host {}: {}. Its figures are a virtual host's, not hardware's.",
+                a.role,
+                vm.describe()
+            ));
         }
     }
     // The stick DUT's own counts, beside what the ends counted.
@@ -917,6 +921,21 @@ mod tests {
             assert!(!(tester && dut), "both verdicts on one row: {texts:#?}");
             assert_eq!((tester, dut), (lossless, !lossless), "{texts:#?}");
         }
+    }
+
+    #[test]
+    fn a_plan_s_vm_host_is_named_virtual_under_the_table() {
+        let out = table_styled(&testdata::with_vm_host(), Style::PLAIN);
+        assert!(
+            out.contains(
+                "Host r1: virtual (TCG-emulated) — a VM with kernel 6.1.0-41-amd64, 2 vCPU, \
+                 512 MiB, virtio-net-pci NICs on taps; booted in 6.2 s (asked for). Its figures \
+                 are a virtual host's, not hardware's."
+            ),
+            "{out}"
+        );
+        let plain = table_styled(&testdata::lab(), Style::PLAIN);
+        assert!(!plain.contains("virtual host"), "{plain}");
     }
 
     #[test]

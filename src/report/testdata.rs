@@ -85,3 +85,29 @@ pub fn three_runs() -> Vec<Run> {
         })
         .collect()
 }
+
+/// The lab run with its first agent a plan's VM host `r1` under TCG.
+pub fn with_vm_host() -> RunResults {
+    let mut r = lab();
+    let vm: crate::model::lab::LabVm = serde_json::from_value(serde_json::json!({
+        "role": "r1",
+        "accel": "tcg",
+        "accel_reason": "asked for",
+        "vcpus": 2,
+        "memory_mib": 512,
+        "nic_model": "virtio-net-pci",
+        "kernel_release": "6.1.0-41-amd64",
+        "kernel_origin": "debian:bookworm",
+        "modules": ["virtio_net"],
+        "boot_s": 6.2,
+        "qemu_pid": 4242
+    }))
+    .unwrap();
+    r.agents.push(crate::results::AgentRecord {
+        role: "r1".into(),
+        endpoint: "vm".into(),
+        vm: Some(vm),
+        ..Default::default()
+    });
+    r
+}
