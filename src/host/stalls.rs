@@ -81,7 +81,7 @@ fn lock_path() -> std::path::PathBuf {
 /// Starts this host's watch if no process of it watches yet (idempotent).
 /// Why it did not start is not an error: the tests then have steal ticks
 /// only, as before.
-pub fn ensure_started() {
+fn ensure_started() {
     WATCH.get_or_init(start);
 }
 

@@ -161,11 +161,10 @@ impl TrialRunner for UdpTrials<'_, '_> {
                     outcome.dut_counted_lost,
                     outcome.tx_packets
                 ),
-                if outcome.disturbed() {
-                    format!("; {} meanwhile", outcome.disturbance())
-                } else {
-                    String::new()
-                }
+                outcome
+                    .disturbance()
+                    .map(|d| format!("; {d} meanwhile"))
+                    .unwrap_or_default()
             );
         }
         self.log.push(r);

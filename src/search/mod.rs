@@ -117,24 +117,22 @@ impl TrialOutcome {
     /// no more frames than the tester offered while the host's CPUs were
     /// stalled ([`watched_stall_explains`]).
     pub fn disturbed(&self) -> bool {
-        let lost = self.lost as f64;
-        self.steal_ms
-            .is_some_and(|ms| stall_explains(lost, self.offered_pps, ms))
-            || self
-                .stall_ms
-                .is_some_and(|ms| watched_stall_explains(lost, self.offered_pps, ms))
+        self.disturbance().is_some()
     }
 
-    /// What disturbed the trial, for its line: the hypervisor's steal
-    /// where that explains the loss, else the stall watch's count.
-    pub fn disturbance(&self) -> String {
+    /// What disturbed the trial, for its line, when something did: the
+    /// hypervisor's steal where that explains the loss, else the stall
+    /// watch's count where that does.
+    pub fn disturbance(&self) -> Option<String> {
         let lost = self.lost as f64;
         match (self.steal_ms, self.stall_ms) {
             (Some(ms), _) if stall_explains(lost, self.offered_pps, ms) => {
-                format!("the hypervisor held a CPU {ms:.0} ms")
+                Some(format!("the hypervisor held a CPU {ms:.0} ms"))
             }
-            (_, Some(ms)) => format!("the host's CPUs stalled {ms:.1} ms"),
-            _ => "nothing seen".into(),
+            (_, Some(ms)) if watched_stall_explains(lost, self.offered_pps, ms) => {
+                Some(format!("the host's CPUs stalled {ms:.1} ms"))
+            }
+            _ => None,
         }
     }
 
@@ -513,15 +511,16 @@ impl TrialLog {
             self.wait_time_s += wait_s;
             let elapsed_s = self.time_spent_s();
             // A disturbed trial is kept, not counted, and run again.
-            let again = outcome.disturbed() && repeats < DISTURBED_REPEATS;
-            let purpose = if again {
-                self.disturbed += 1;
-                format!(
-                    "{purpose} (disturbed: {}; run again)",
-                    outcome.disturbance()
-                )
-            } else {
-                purpose.clone()
+            let disturbance = outcome
+                .disturbance()
+                .filter(|_| repeats < DISTURBED_REPEATS);
+            let again = disturbance.is_some();
+            let purpose = match disturbance {
+                Some(d) => {
+                    self.disturbed += 1;
+                    format!("{purpose} (disturbed: {d}; run again)")
+                }
+                None => purpose.clone(),
             };
             self.trials.push(SearchTrial {
                 index,
@@ -673,8 +672,8 @@ mod tests {
         assert!(!o(40, Some(0.0)).disturbed(), "no stall");
         assert!(!o(40, None).disturbed(), "no watch");
         assert_eq!(
-            o(40, Some(2.5)).disturbance(),
-            "the host's CPUs stalled 2.5 ms"
+            o(40, Some(2.5)).disturbance().as_deref(),
+            Some("the host's CPUs stalled 2.5 ms")
         );
     }
 
