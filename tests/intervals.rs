@@ -275,22 +275,52 @@ fn issue38_http_prints_a_line_per_second_with_its_connections_and_requests() {
     assert!(from == 0.0 && to > 0.0 && to < 1.0, "{l:#?}");
 }
 
+/// Starts a one-off `iperf3 -s -1` on a free loopback port and waits until
+/// it listens (checked with `ss`, since a probe connection would be its one
+/// client). A port taken between choosing and binding ends that server; the
+/// next port is tried.
+fn one_off_iperf3_server() -> (std::process::Child, u16) {
+    use std::time::{Duration, Instant};
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        let mut server = std::process::Command::new("iperf3")
+            .args(["-s", "-1", "-B", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("iperf3 -s starts");
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(20) {
+            if let Ok(Some(_)) = server.try_wait() {
+                break;
+            }
+            let ss = std::process::Command::new("ss")
+                .args(["-Htln", &format!("sport = :{port}")])
+                .output()
+                .expect("ss runs");
+            if !String::from_utf8_lossy(&ss.stdout).trim().is_empty() {
+                return (server, port);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+    panic!("iperf3 -s did not listen on any of five free loopback ports");
+}
+
 #[test]
 fn issue38_iperf3_client_prints_this_ends_figures_per_second() {
     if !crate::util::require_root() || !crate::iperf3::have_iperf3() {
         return;
     }
     let _g = serial();
-    let port = (20000 + std::process::id() % 20000).to_string();
-    let mut server = std::process::Command::new("iperf3")
-        .args(["-s", "-1", "-B", "127.0.0.1", "-p", &port])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("iperf3 -s starts");
-    let t0 = std::time::Instant::now();
+    let (mut server, port) = one_off_iperf3_server();
     let target = format!("iperf3://127.0.0.1:{port}");
-    let mut out = run(&[
+    let out = run(&[
         "tcp",
         "--server",
         &target,
@@ -299,19 +329,6 @@ fn issue38_iperf3_client_prints_this_ends_figures_per_second() {
         "--no-results",
         "--json",
     ]);
-    // The server may take a moment to listen.
-    while !out.status.success() && t0.elapsed() < std::time::Duration::from_secs(3) {
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        out = run(&[
-            "tcp",
-            "--server",
-            &target,
-            "-t",
-            "3",
-            "--no-results",
-            "--json",
-        ]);
-    }
     let _ = server.kill();
     let _ = server.wait();
     let stderr = String::from_utf8_lossy(&out.stderr);
