@@ -159,6 +159,17 @@ fn ramp_saturates_where_the_dut_is_policed() {
     );
     let peak = f(&sat["peak_received_pps"]);
     assert!(near_police(peak), "peak received {peak}");
+    // The stall watch ran during the ramp, on the DUT's agent: every
+    // second the DUT was read in says how long the host's CPUs were held.
+    let watched = samples
+        .iter()
+        .filter(|s| s["dut"]["stall_ms"].as_f64().is_some_and(|ms| ms >= 0.0))
+        .count();
+    assert!(
+        watched + 1 >= samples.len(),
+        "{watched} of {} samples carry the stall watch's stall_ms",
+        samples.len()
+    );
     // The export carries what graph.rb reads.
     let v: Value = serde_json::from_slice(&std::fs::read(&viz).unwrap()).unwrap();
     let _ = std::fs::remove_file(&viz);

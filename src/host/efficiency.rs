@@ -160,6 +160,12 @@ pub struct DutStep {
     /// DUT's readings just outside the step), ms. Absent: not read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steal_ms: Option<f64>,
+    /// The time the stall watch saw the DUT's host's CPUs held around the
+    /// step, summed over them (1 ms resolution; the same window as
+    /// `steal_ms`), ms. Absent: no watch on the DUT's host (it runs during
+    /// searches and ramps, as root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_ms: Option<f64>,
 }
 
 /// Which count a step's packets are.
@@ -359,6 +365,7 @@ pub fn dut_step(a: &DutReading, b: &DutReading, received: u64) -> DutStep {
         cycles_per_packet: clock_hz.and_then(|hz| per(cpu_ns * 1e-9 * hz)),
         energy_uj_per_packet: energy.and_then(per),
         steal_ms: None,
+        stall_ms: None,
     }
 }
 
@@ -385,6 +392,20 @@ pub fn steal_between(readings: &[(f64, StealTicks)], from: f64, to: f64) -> Opti
         .max()
         .unwrap_or(0);
     Some(most as f64 * TICK_NS / 1e6)
+}
+
+/// The time the stall watch saw the DUT's host's CPUs held, summed over
+/// them ([`crate::host::stalls`]), from the last reading at or before
+/// `from` to the first at or after `to` (`readings` in time order, each
+/// `(t_s, ns so far)`), ms: the same window as [`steal_between`]. `None`
+/// without a reading on both sides (the DUT's agent did not watch).
+pub fn stall_between(readings: &[(f64, u64)], from: f64, to: f64) -> Option<f64> {
+    let i = readings
+        .partition_point(|(t, _)| *t <= from)
+        .checked_sub(1)?;
+    let j = readings.partition_point(|(t, _)| *t < to);
+    let (a, b) = (readings[i].1, readings.get(j)?.1);
+    Some(b.saturating_sub(a) as f64 / 1e6)
 }
 
 /// The DUT's counters at `t_s`, interpolated between the readings around

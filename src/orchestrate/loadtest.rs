@@ -428,7 +428,16 @@ fn probe_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<search
 }
 
 /// Runs one ramp and records it; returns a verdict line per direction.
+/// The stall watch is on meanwhile: a lossy second it explains is run
+/// again and left out of the saturation, as a search's disturbed trial.
 pub fn run_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<String>> {
+    ends.watch_stalls(true);
+    let lines = ramp_watched(ends, cfg, run);
+    ends.watch_stalls(false);
+    lines
+}
+
+fn ramp_watched(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<String>> {
     let probed;
     let spec = if cfg.probe {
         probed = probe_ramp(ends, cfg, run)?;
@@ -464,7 +473,7 @@ pub fn run_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<
     if reruns > 0 {
         lines.push(format!(
             "ramp {}: {reruns} disturbed second{} run again as 1 s trials at {} rate{} (the \
-             hypervisor held a CPU long enough to lose what {} lost)",
+             DUT's host stalled long enough to lose what {} lost)",
             p.name,
             if reruns == 1 { "" } else { "s" },
             if reruns == 1 { "its" } else { "their" },
@@ -528,7 +537,8 @@ pub fn run_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<
 const RAMP_RERUNS_MOST: usize = 4;
 
 /// Runs again, as 1 s trials at their intended rates, the ramp seconds whose
-/// loss the hypervisor's steal explains ([`search::RampSample::disturbed`]),
+/// loss the host's stalls explain ([`search::RampSample::disturbed`]: the
+/// hypervisor's steal or the stall watch),
 /// as a search runs a disturbed trial again, and puts the trials' figures in
 /// their place (marked `rerun`). A rerun that is disturbed too stays so and
 /// is left out of the saturation as before. Returns how many ran.

@@ -91,7 +91,7 @@ pub fn summary_table_fit(r: &crate::results::RunResults, width: Option<usize>) -
                 .filter(|y| y.summary.disturbed_samples > 0)
                 .map(|y| {
                     format!(
-                        "{} lossy sample{} of {} left out of the saturation: the hypervisor held a CPU long enough to lose all {} lost",
+                        "{} lossy sample{} of {} left out of the saturation: the DUT's host stalled long enough to lose all {} lost",
                         y.summary.disturbed_samples,
                         if y.summary.disturbed_samples == 1 { "" } else { "s" },
                         y.summary.samples,

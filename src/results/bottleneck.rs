@@ -1054,7 +1054,15 @@ fn evidence(c: &CpuLoad) -> String {
         .iter()
         .filter(|t| t.cpu_pct >= 1.0)
         .take(3)
-        .map(|t| format!("{}'s {} at {:.0} %", t.role, t.name, t.cpu_pct))
+        .map(|t| {
+            // The stall watch's threads are the tester's own, whichever
+            // agent runs them (the DUT's, in a lab).
+            if t.name.starts_with("lr-stall") {
+                format!("linerate's stall watch at {:.0} %", t.cpu_pct)
+            } else {
+                format!("{}'s {} at {:.0} %", t.role, t.name, t.cpu_pct)
+            }
+        })
         .collect();
     if !threads.is_empty() {
         s.push_str(&format!(", with {}", threads.join(", ")));
@@ -1094,6 +1102,33 @@ mod tests {
             net_rx,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_stall_watch_is_named_as_the_testers_own() {
+        let c = CpuLoad {
+            cpu: 1,
+            busy_pct: 100.0,
+            system_pct: 96.0,
+            threads: vec![
+                ThreadLoad {
+                    role: "dut".into(),
+                    name: "lr-stall1".into(),
+                    cpu_pct: 4.0,
+                },
+                ThreadLoad {
+                    role: "dut".into(),
+                    name: "lr-agent".into(),
+                    cpu_pct: 2.0,
+                },
+            ],
+            ..CpuLoad::default()
+        };
+        let e = evidence(&c);
+        assert!(
+            e.ends_with("with linerate's stall watch at 4 %, dut's lr-agent at 2 %"),
+            "{e}"
+        );
     }
 
     fn thread(tid: u32, name: &str, ticks: u64, cpu: u32) -> ThreadTicks {

@@ -7,7 +7,8 @@
 
 use super::setup::{Ends, Leg};
 use crate::host::efficiency::{
-    dut_method, dut_reading, dut_step, reading_at, steal_between, DutReading, StealTicks,
+    dut_method, dut_reading, dut_step, reading_at, stall_between, steal_between, DutReading,
+    StealTicks,
 };
 use crate::model::spill::Spill;
 use crate::proto::{Request, Response, Snapshot};
@@ -31,6 +32,9 @@ pub(super) struct DutWatch {
     readings: Option<Spill<Spilled>>,
     /// Each reading's steal per CPU, for the hypervisor's share in a step.
     steal: Option<Spill<(f64, StealTicks)>>,
+    /// Each reading's stall-watch total over the host's CPUs, ns, where
+    /// the DUT's agent watches ([`crate::host::stalls`]).
+    stalls: Option<Spill<(f64, u64)>>,
     first: Option<Snapshot>,
     /// Failed reads: how many, and the first one's reason.
     failed: (usize, Option<String>),
@@ -46,6 +50,7 @@ impl DutWatch {
             next: Instant::now(),
             readings: agent.map(|_| Spill::new("the DUT's CPU readings", results_dir)),
             steal: agent.map(|_| Spill::new("the DUT's steal readings", results_dir)),
+            stalls: agent.map(|_| Spill::new("the DUT's stall readings", results_dir)),
             first: None,
             failed: (0, None),
         }
@@ -82,6 +87,11 @@ impl DutWatch {
                     let ticks = snapshot.per_cpu.iter().map(|c| (c.cpu, c.steal)).collect();
                     spill.push((t_s, ticks));
                 }
+                let watched = snapshot.per_cpu.iter().filter_map(|c| c.stalled_ns);
+                let held = watched.clone().next().map(|_| watched.sum::<u64>());
+                if let (Some(spill), Some(ns)) = (&mut self.stalls, held) {
+                    spill.push((t_s, ns));
+                }
                 self.first.get_or_insert(snapshot);
             }
             Ok(other) => self.failed(format!("unexpected answer {other:?}")),
@@ -116,6 +126,10 @@ impl DutWatch {
         if let Some(spill) = &mut self.steal {
             spill.for_each(|x| steals.push(x));
         }
+        let mut stalls: Vec<(f64, u64)> = Vec::new();
+        if let Some(spill) = &mut self.stalls {
+            spill.for_each(|x| stalls.push(x));
+        }
         let r = &readings;
         let (mut begin, mut end) = (f64::MAX, f64::MIN);
         for (leg, d) in legs.iter().zip(result.directions.iter_mut()) {
@@ -140,6 +154,7 @@ impl DutWatch {
                 ) {
                     let mut step = dut_step(&a, &b, received);
                     step.steal_ms = steal_between(&steals, a.t_s, b.t_s);
+                    step.stall_ms = stall_between(&stalls, a.t_s, b.t_s);
                     p.dut = Some(step);
                 }
             }

@@ -113,12 +113,17 @@ impl<'a> Ends<'a> {
     }
 
     /// Turns the stall watch ([`crate::host::stalls`]) on or off on every
-    /// agent of these ends; one per host takes it. Searches turn it on for
-    /// their trials: it costs each CPU about 2 % (a 1 ms wake of ~18 µs on
-    /// a VM), which tests and ramps outside a search need not pay. An agent
-    /// that cannot watch leaves its trials with steal ticks alone.
+    /// agent of these ends; one per host takes it. Searches and ramps turn
+    /// it on for their trials: it costs each CPU about 2 % (a 1 ms wake of
+    /// ~18 µs on a VM), which single tests need not pay. An agent that
+    /// cannot watch leaves its trials with steal ticks alone. Observers are
+    /// asked first, so on a host they share with the tester (the lab) the
+    /// DUT's agent takes the watch, and its readings, which a ramp reads
+    /// every quarter second, carry the host's stalls.
     pub fn watch_stalls(&mut self, on: bool) {
-        for agent in self.agents() {
+        let mut agents = self.agents();
+        agents.sort_by_key(|a| !self.observers.contains(a));
+        for agent in agents {
             let _ = self.fleet.call(
                 agent,
                 &crate::proto::Request::Configure {

@@ -154,19 +154,20 @@ pub struct RampSample {
 }
 
 impl RampSample {
-    /// Whether this sample's loss is all the host's: the hypervisor held a
-    /// CPU of the DUT's host long enough meanwhile to lose every frame it
-    /// lost ([`super::stall_explains`], the rule of a search's disturbed
-    /// trial). Needs the DUT's readings (the lab's DUT).
+    /// Whether this sample's loss is all the host's: a CPU of the DUT's
+    /// host was held long enough meanwhile to lose every frame it lost,
+    /// by the hypervisor's steal ([`super::stall_explains`]) or as the
+    /// stall watch saw it ([`super::watched_stall_explains`]): the rules of
+    /// a search's disturbed trial. Needs the DUT's readings (the lab's DUT).
     pub fn disturbed(&self) -> bool {
         let Some(d) = &self.dut else {
             return false;
         };
-        let Some(ms) = d.steal_ms else {
-            return false;
-        };
         let lost = self.loss_ratio * self.offered_pps * d.duration_s;
-        super::stall_explains(lost, self.offered_pps, ms)
+        d.steal_ms
+            .is_some_and(|ms| super::stall_explains(lost, self.offered_pps, ms))
+            || d.stall_ms
+                .is_some_and(|ms| super::watched_stall_explains(lost, self.offered_pps, ms))
     }
 }
 
@@ -414,7 +415,7 @@ pub fn summarize_ramp(
     let undecided = sat.is_none() && trailing > 0;
     let verdict = if undecided {
         format!(
-            "saturation unknown: the last {trailing} sample{} lost frames while the hypervisor held a CPU long enough to lose them all (run the ramp again)",
+            "saturation unknown: the last {trailing} sample{} lost frames while the DUT's host stalled long enough to lose them all (steal or the stall watch; run the ramp again)",
             if trailing == 1 { "" } else { "s" }
         )
     } else {
@@ -422,7 +423,7 @@ pub fn summarize_ramp(
     };
     let verdict = if disturbed > 0 && !undecided {
         format!(
-            "{verdict}; {disturbed} lossy sample{} left out: the hypervisor held a CPU long enough to lose all {} lost",
+            "{verdict}; {disturbed} lossy sample{} left out: the DUT's host stalled long enough to lose all {} lost",
             if disturbed == 1 { "" } else { "s" },
             if disturbed == 1 { "it" } else { "they" }
         )
@@ -610,7 +611,64 @@ mod tests {
             cycles_per_packet: None,
             energy_uj_per_packet: None,
             steal_ms: Some(steal_ms),
+            stall_ms: None,
         })
+    }
+
+    #[test]
+    fn lossy_samples_the_stall_watch_explains_do_not_saturate() {
+        // A policer at 500 kpps; at 300 kpps a second lost 400 frames while
+        // the watch saw the host's CPUs held 2 ms in all (at most 600
+        // frames' worth), with no steal tick: the host's, not the DUT's.
+        let mut s = samples(&[
+            (Ramp, 100_000.0, 0.0),
+            (Ramp, 200_000.0, 0.0),
+            (Ramp, 300_000.0, 400.0 / 300_000.0),
+            (Ramp, 400_000.0, 0.0),
+            (Ramp, 500_000.0, 0.0),
+            (Ramp, 600_000.0, 0.15),
+            (Hold, 700_000.0, 0.3),
+        ]);
+        let watched = |steal: f64, stall: f64| {
+            stolen(steal).map(|d| crate::host::efficiency::DutStep {
+                stall_ms: Some(stall),
+                ..d
+            })
+        };
+        // Two more such seconds before the limit: without the watch they
+        // decide the ramp, at 300 kpps.
+        s[3].loss_ratio = 0.002;
+        s[4].loss_ratio = 0.002;
+        assert_eq!(
+            saturation(&s, DEFAULT_SATURATION_LOSS, 14_880_952.0)
+                .unwrap()
+                .sample_index,
+            2,
+            "without the watch the ramp saturates at 300 kpps"
+        );
+        // Left out, the saturation is the policer's.
+        s[2].dut = watched(0.0, 2.0);
+        assert!(s[2].disturbed());
+        s[3].dut = watched(0.0, 2.5);
+        s[4].dut = watched(0.0, 2.5);
+        let sat = saturation(&s, DEFAULT_SATURATION_LOSS, 14_880_952.0).unwrap();
+        assert_eq!(sat.sample_index, 5, "{sat:?}");
+        assert_eq!(
+            summarize_ramp(&s, DEFAULT_SATURATION_LOSS, 14_880_952.0).disturbed_samples,
+            3
+        );
+        // More loss than the stalled time holds is the DUT's.
+        s[4].dut = watched(0.0, 0.5);
+        assert!(!s[4].disturbed());
+        assert_eq!(
+            saturation(&s, DEFAULT_SATURATION_LOSS, 14_880_952.0)
+                .unwrap()
+                .sample_index,
+            4
+        );
+        // No watch (absent), no steal: nothing is explained.
+        s[2].dut = stolen(0.0);
+        assert!(!s[2].disturbed());
     }
 
     #[test]
