@@ -195,6 +195,27 @@ fn matrix(release: &str, version: &str, live: bool) {
         );
     }
 
+    // The host's XDP receiver on the tap: tun's native XDP ends frames
+    // before the device's counters, so that check is said to be not
+    // comparable, and nothing is flagged as a disagreement.
+    let checks = auto["cross_checks"].as_array().unwrap();
+    assert!(
+        checks.iter().any(|c| c["what"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("gen: datagrams received vs kernel rx_packets: not comparable")),
+        "{checks:?}"
+    );
+    for t in [sink, auto] {
+        let flagged: Vec<&Value> = t["cross_checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["flagged"] == true)
+            .collect();
+        assert!(flagged.is_empty(), "{}: {flagged:?}", t["name"]);
+    }
+
     // 3. The live generator through virtio_net's XDP transmit, every frame
     //    counted at the far end.
     if live {

@@ -154,11 +154,13 @@ pub fn parse_cpuinfo_mhz(text: &str) -> Vec<CpuClock> {
     out
 }
 
-/// Link speeds of this namespace's interfaces, looked up once per name.
-static SPEEDS: Mutex<std::collections::BTreeMap<String, Option<u64>>> =
+/// Link speeds of this namespace's interfaces and whether each is a tun,
+/// looked up once per name.
+static SPEEDS: Mutex<std::collections::BTreeMap<String, (Option<u64>, bool)>> =
     Mutex::new(std::collections::BTreeMap::new());
 
-/// Fills in each interface's real link speed (see [`IfCounters::speed_mbps`]).
+/// Fills in each interface's real link speed (see [`IfCounters::speed_mbps`])
+/// and whether it is a tun/tap ([`IfCounters::tun`]).
 /// /sys/class/net shows the namespace sysfs was mounted in, so the lookup
 /// runs on a thread of its own with this namespace's sysfs mounted; without
 /// that mount (not root) /sys is trusted only in the namespace of pid 1.
@@ -182,8 +184,12 @@ fn link_speeds(ifs: &mut [IfCounters]) {
             missing
                 .into_iter()
                 .map(|n| {
-                    let speed = if trusted { read_speed(&n) } else { None };
-                    (n, speed)
+                    let kind = if trusted {
+                        (read_speed(&n), is_tun(&n))
+                    } else {
+                        (None, false)
+                    };
+                    (n, kind)
                 })
                 .collect::<Vec<_>>()
         })
@@ -192,8 +198,18 @@ fn link_speeds(ifs: &mut [IfCounters]) {
         cache.extend(found);
     }
     for i in ifs.iter_mut() {
-        i.speed_mbps = cache.get(&i.name).copied().flatten();
+        let (speed, tun) = cache.get(&i.name).copied().unwrap_or((None, false));
+        i.speed_mbps = speed;
+        i.tun = tun;
     }
+}
+
+/// Whether `name` is a tun/tap device (only those have `tun_flags`).
+fn is_tun(name: &str) -> bool {
+    std::path::Path::new("/sys/class/net")
+        .join(name)
+        .join("tun_flags")
+        .exists()
 }
 
 /// A physical interface's speed from sysfs; virtual ones (no `device`)
@@ -319,6 +335,7 @@ pub fn parse_net_dev(text: &str) -> Vec<IfCounters> {
                 tx_errors: v[10],
                 tx_dropped: v[11],
                 speed_mbps: None,
+                tun: false,
             })
         })
         .collect()

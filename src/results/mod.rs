@@ -62,7 +62,8 @@ use serde::{Deserialize, Serialize};
 /// guest kernel).
 /// 1.23.0: tests' and trials' `stall_ms` (the stall watch), per-CPU
 /// `stalled_ns` and `stalls` in agents' snapshots.
-/// 1.24.0: DUT steps' `stall_ms` (ramps watch for stalls too).
+/// 1.24.0: DUT steps' `stall_ms` (ramps watch for stalls too); interface
+/// counters' `tun`.
 pub const SCHEMA_VERSION: &str = "1.24.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]

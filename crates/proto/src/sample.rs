@@ -379,6 +379,11 @@ pub struct IfCounters {
     /// interfaces only (a veth's 10000 is made up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speed_mbps: Option<u64>,
+    /// A tun/tap device (a VM's NIC on the host side). Frames its native
+    /// XDP program ends (dropped or redirected) are in none of its
+    /// counters, unlike veth's and NIC drivers'.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tun: bool,
 }
 
 /// The UDP lines of /proc/net/snmp: receive overruns show up here.
