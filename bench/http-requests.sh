@@ -8,7 +8,10 @@
 #
 # Beside each rate it prints the client's CPU time per request (user +
 # system of the client process), which shows how much of a request's cost
-# is the client's own and how much the kernel's.
+# is the client's own and how much the kernel's, and the client's sleeps
+# per request (voluntary context switches of all its threads): a client
+# that sleeps between responses must be woken by the response's arrival,
+# which is work on the server's side (see bench/README.md).
 #
 # Each round runs every client against every server for --seconds; after
 # --rounds rounds it prints requests/s per tool (median, min-max) and the
@@ -28,7 +31,9 @@
 # each rate it then prints how busy each core was (user + system + softirq
 # from /proc/stat): with the server's core full and the client's not, the
 # client is not the limit, and its core's time per request is what the
-# client costs, the kernel's TCP work it triggers included.
+# client costs, the kernel's TCP work it triggers included; the server
+# core's time per request (busy share / rate) is what each request costs
+# the server, waking the client included.
 #
 # A benchmark, not a test: exits 0 whatever the figures; non-zero only when
 # the lab cannot be built or a tool is missing. Needs root; installs nginx,
@@ -44,7 +49,7 @@ while [ $# -gt 0 ]; do
     --connections) conns=${2:?--connections needs a value}; shift ;;
     --pin) pin=1 ;;
     --http2-only) h2only=1 ;;
-    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -100,11 +105,11 @@ stat_busy() { awk -v c="cpu$1" '$1 == c {print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7
 timed() {
   local b0 b1
   b0=$(stat_busy 0); b1=$(stat_busy 1)
-  /usr/bin/time -f "%U %S" -o "$work/cpu" $cpin "$@"
+  /usr/bin/time -f "%U %S %w" -o "$work/cpu" $cpin "$@"
   python3 -c "import sys; a=list(map(float,sys.argv[1:])); print(' '.join('%.0f' % (100*(a[i+4]-a[i])/max(a[i+5]-a[i+1],1)) for i in (0,2)))" \
     $b0 $b1 $(stat_busy 0) $(stat_busy 1) > "$work/cores"
 }
-cpu_s() { awk '{print $1 + $2}' "$work/cpu"; }
+cpu_s() { awk '{print $1 + $2, $3}' "$work/cpu"; }
 rps_linerate() {
   local v
   v=$(timed ip netns exec "$cns" "$lr" http --url "$1" -c "$conns" -t "$secs" --json --no-progress \
@@ -136,7 +141,7 @@ rps_h2load_h2() {
   echo "$v $(cpu_s)"
 }
 
-declare -A got cpu cores
+declare -A got cpu cores sleeps
 # HTTP/1.1 against both servers (linerate, wrk, h2load --h1); HTTP/2 with
 # prior knowledge (h2c) against nginx's second port (linerate --http2, h2load).
 runs="nginx:linerate:http://$S:8081/1k.bin nginx:wrk:http://$S:8081/1k.bin
@@ -151,16 +156,20 @@ fi
 for r in $(seq "$rounds"); do
   for run in $runs; do
     name=${run%%:*}; rest=${run#*:}; tool=${rest%%:*}; url=${rest#*:}
-    read -r v c < <("rps_$tool" "$url" || true)
-    v=${v:-0}; c=${c:-0}
+    read -r v c w < <("rps_$tool" "$url" || true)
+    v=${v:-0}; c=${c:-0}; w=${w:-0}
     got[$name.$tool.$r]=$v
     # CPU microseconds per request: cpu seconds / (requests/s x seconds)
     cpu[$name.$tool.$r]=$(python3 -c "import sys; v,c,s=map(float,sys.argv[1:]); print(c*1e6/(v*s) if v>0 else 0)" "$v" "$c" "$secs")
+    # The client's sleeps (voluntary context switches) per request.
+    sleeps[$name.$tool.$r]=$(python3 -c "import sys; v,w,s=map(float,sys.argv[1:]); print(w/(v*s) if v>0 else 0)" "$v" "$w" "$secs")
     cores[$name.$tool.$r]=$(cat "$work/cores" 2>/dev/null || echo "- -")
-    printf 'round %d  %-8s %-12s %12.0f requests/s  %6.1f us CPU/request' "$r" "$name" "$tool" "$v" "${cpu[$name.$tool.$r]}" >&2
+    printf 'round %d  %-8s %-12s %12.0f requests/s  %6.1f us CPU/request  %5.2f sleeps/request' \
+      "$r" "$name" "$tool" "$v" "${cpu[$name.$tool.$r]}" "${sleeps[$name.$tool.$r]}" >&2
     if [ -n "$pin" ]; then
       read -r cc sc <<<"${cores[$name.$tool.$r]}"
-      printf '  client core %s %%, server core %s %%' "$cc" "$sc" >&2
+      printf '  client core %s %%, server core %s %% (%.1f us/request)' "$cc" "$sc" \
+        "$(python3 -c "import sys; v,b=map(float,sys.argv[1:]); print(b*1e4/v if v>0 else 0)" "$v" "$sc")" >&2
     fi
     echo >&2
   done
@@ -174,17 +183,22 @@ echo " kernel's softirq work charged elsewhere are not in it)"
   for name in $names; do
     if [ "$name" = nginx-h2 ]; then tools="linerate_h2 h2load_h2"; else tools="linerate wrk h2load"; fi
     for tool in $tools; do
-      vals=""; cpus=""
-      for r in $(seq "$rounds"); do vals="$vals ${got[$name.$tool.$r]}"; cpus="$cpus ${cpu[$name.$tool.$r]}"; done
+      vals=""; cpus=""; slps=""
+      for r in $(seq "$rounds"); do
+        vals="$vals ${got[$name.$tool.$r]}"; cpus="$cpus ${cpu[$name.$tool.$r]}"; slps="$slps ${sleeps[$name.$tool.$r]}"
+      done
       echo "$name $tool $vals"
       echo "$name cpu:$tool $cpus"
+      echo "$name slp:$tool $slps"
       if [ -n "$pin" ]; then
-        cc=""; sc=""
+        cc=""; sc=""; su=""
         for r in $(seq "$rounds"); do
           read -r a b <<<"${cores[$name.$tool.$r]}"; cc="$cc $a"; sc="$sc $b"
+          su="$su $(python3 -c "import sys; v,b=map(float,sys.argv[1:]); print(b*1e4/v if v>0 else 0)" "${got[$name.$tool.$r]}" "$b")"
         done
         echo "$name ccore:$tool $cc"
         echo "$name score:$tool $sc"
+        echo "$name sus:$tool $su"
       fi
     done
     ratios=""
@@ -210,6 +224,10 @@ for line in sys.stdin:
     elif tool.startswith("ccore:") or tool.startswith("score:"):
         side = "client" if tool.startswith("c") else "server"
         print(f"  {name:8} {tool[6:]:12} {side} core busy median {statistics.median(v):5.0f} %  (min-max {min(v):.0f}-{max(v):.0f})")
+    elif tool.startswith("sus:"):
+        print(f"  {name:8} {tool[4:]:12} server core per request median {statistics.median(v):5.1f} us  (min-max {min(v):.1f}-{max(v):.1f})")
+    elif tool.startswith("slp:"):
+        print(f"  {name:8} {tool[4:]:12} client sleeps/request median {statistics.median(v):5.2f}  (min-max {min(v):.2f}-{max(v):.2f})")
     elif tool.startswith("cpu:"):
         print(f"  {name:8} {tool[4:]:12} CPU/request median {statistics.median(v):8.1f} us  (min-max {min(v):.1f}-{max(v):.1f})")
     else:
