@@ -205,11 +205,44 @@ pub fn skip(why: &str) {
     }
 }
 
+/// A scratch directory of this test process's (`/tmp/lr-test-PID-NAME`),
+/// empty. The first call also removes what earlier test processes left
+/// there (a failed test keeps its files, and some tests never remove
+/// theirs): every `lr-test-PID-*` whose process is gone.
 pub fn tempdir(name: &str) -> PathBuf {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(sweep_stale_scratch);
     let d = std::env::temp_dir().join(format!("lr-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// Removes the scratch files and directories of test processes that have
+/// ended.
+fn sweep_stale_scratch() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("lr-test-")
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() || pid_alive(pid) {
+            continue;
+        }
+        let p = e.path();
+        let _ = if p.is_dir() {
+            std::fs::remove_dir_all(&p)
+        } else {
+            std::fs::remove_file(&p)
+        };
+    }
 }
 
 pub fn run(args: &[&str]) -> Output {
