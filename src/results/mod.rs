@@ -62,7 +62,8 @@ use serde::{Deserialize, Serialize};
 /// guest kernel).
 /// 1.23.0: tests' and trials' `stall_ms` (the stall watch), per-CPU
 /// `stalled_ns` and `stalls` in agents' snapshots.
-pub const SCHEMA_VERSION: &str = "1.23.0";
+/// 1.24.0: labs' `dut_netem` (`--dut-delay`, `--dut-jitter`, `--dut-reorder`).
+pub const SCHEMA_VERSION: &str = "1.24.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
