@@ -150,3 +150,148 @@ fn netem_is_refused_where_the_kernel_lacks_it() {
         assert!(!out.status.success(), "{bad:?}");
     }
 }
+
+/// A namespace of the test's, deleted on drop.
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .status();
+    }
+}
+
+/// One guest `r1` (bookworm, TCG) beside a namespace `gen` on its tap:
+/// HTTPS with kTLS served in the guest and fetched by the guest, and UDP
+/// to a VLAN sub-interface the guest's socket receiver gets.
+fn guest_plan(ns: &str) -> String {
+    format!(
+        r#"name = "guest features"
+[hosts.gen]
+netns = "{ns}"
+address = "198.18.5.2"
+[hosts.r1.vm]
+kernel = "debian:bookworm"
+cpus = 1
+memory = 512
+accel = "tcg"
+nics = [{{ netns = "{ns}", address = "198.18.5.1/24", peer = "198.18.5.2/24" }}]
+[[test]]
+name = "ktls served by the guest"
+kind = "http"
+from = "gen"
+to = "r1"
+ktls = true
+duration = 2
+connections = 1
+size = "1M"
+[[test]]
+name = "ktls fetched by the guest"
+kind = "http"
+from = "r1"
+to = "gen"
+ktls = true
+duration = 2
+connections = 1
+size = "1M"
+[[test]]
+name = "vlan 100 to the guest's socket"
+kind = "udp"
+from = "gen"
+to = "r1"
+vlan = 100
+frame_size = 128
+rate = "2kpps"
+duration = 2
+tx_engine = "packet"
+rx_engine = "socket"
+"#
+    )
+}
+
+/// In a stock Debian guest: kTLS in use on the guest's side of both HTTPS
+/// tests (the server's `ktls.in_use`, then the client's; this host's
+/// kernel has no tls ULP, so its side must say so, which shows the figure
+/// is read per end), and UDP frames tagged 100 by this host's packet
+/// engine received by a UDP socket in the guest: its kernel hands them to
+/// the socket only through the VLAN sub-interface linerate made there
+/// (802.1Q), so every frame counted is a tagged frame the guest untagged.
+#[test]
+fn ktls_and_a_vlan_sub_interface_in_a_guest() {
+    if !require_root() || !have_qemu() {
+        return;
+    }
+    let _s = serial();
+    let began = Instant::now();
+    let dir = tempdir("vm-guest-features");
+    let ns = Netns(format!("lrf{}", std::process::id() % 100_000));
+    ip(&["netns", "add", &ns.0]);
+    let file = dir.join("plan.toml");
+    std::fs::write(&file, guest_plan(&ns.0)).unwrap();
+    let res = dir.join("results");
+    let out = run(&[
+        "run",
+        file.to_str().unwrap(),
+        "--results-dir",
+        res.to_str().unwrap(),
+        "--no-progress",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let doc: Value = serde_json::from_slice(
+        &std::fs::read(only_run_dir(&res).join("results.json")).unwrap_or_default(),
+    )
+    .unwrap_or_else(|e| panic!("no results ({e}):\n{stderr}"));
+    let host_ulp = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp")
+        .unwrap_or_default()
+        .split_whitespace()
+        .any(|u| u == "tls");
+
+    let served = test_named(&doc, "ktls served by the guest");
+    assert_eq!(served["status"], "ok", "{served}\n{stderr}");
+    let h = &served["http"];
+    assert!(h["server"]["requests"].as_u64().unwrap_or(0) >= 1, "{h}");
+    assert_eq!(h["server"]["ktls"]["requested"], true, "{h}");
+    assert_eq!(
+        h["server"]["ktls"]["in_use"], true,
+        "the guest's server: {h}"
+    );
+    assert_eq!(
+        h["client"]["ktls"]["in_use"], host_ulp,
+        "this host's client: {h}"
+    );
+
+    let fetched = test_named(&doc, "ktls fetched by the guest");
+    assert_eq!(fetched["status"], "ok", "{fetched}\n{stderr}");
+    let h = &fetched["http"];
+    assert!(h["client"]["requests"].as_u64().unwrap_or(0) >= 1, "{h}");
+    assert_eq!(h["client"]["ktls"]["requested"], true, "{h}");
+    assert_eq!(
+        h["client"]["ktls"]["in_use"], true,
+        "the guest's client: {h}"
+    );
+    assert_eq!(
+        h["server"]["ktls"]["in_use"], host_ulp,
+        "this host's server: {h}"
+    );
+
+    let vlan = test_named(&doc, "vlan 100 to the guest's socket");
+    assert_eq!(vlan["status"], "ok", "{vlan}\n{stderr}");
+    let d = &vlan["directions"][0];
+    assert_eq!(d["receiver_summary"]["rx_engine"], "socket", "{d}");
+    let (tx, rx) = (
+        d["tx_packets"].as_u64().unwrap(),
+        d["rx_packets"].as_u64().unwrap(),
+    );
+    assert!(
+        tx >= 3_000 && rx * 100 >= tx * 99,
+        "2 kpps for 2 s, tagged: {d}"
+    );
+    assert!(out.status.success(), "{stderr}");
+    drop(ns);
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!(
+        "kTLS and VLAN in a guest: {:.1} s",
+        began.elapsed().as_secs_f64()
+    );
+}
