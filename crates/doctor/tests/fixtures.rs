@@ -538,13 +538,16 @@ fn cli_capture_writes_the_archive() {
 
 /// Copies a fixture tree into `to` (plain files and directories).
 fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap().flatten() {
+    fs::create_dir_all(to).expect("creating a copy's directory");
+    for e in fs::read_dir(from)
+        .expect("listing a fixture directory")
+        .flatten()
+    {
         let (src, dst) = (e.path(), to.join(e.file_name()));
         if src.is_dir() {
             copy_tree(&src, &dst);
         } else {
-            fs::copy(&src, &dst).unwrap();
+            fs::copy(&src, &dst).expect("copying a fixture file");
         }
     }
 }
@@ -564,7 +567,7 @@ fn virtio_net_irqs_map_to_their_nic() {
         nic.join("uevent"),
         "DRIVER=virtio_net\nMODALIAS=virtio:d00000001v00001AF4\n",
     )
-    .unwrap();
+    .expect("writing the fixture copy");
     for f in [
         "current_link_speed",
         "current_link_width",
@@ -573,7 +576,7 @@ fn virtio_net_irqs_map_to_their_nic() {
     ] {
         let _ = fs::remove_file(nic.join(f));
     }
-    let irqs = fs::read_to_string(root.join("proc/interrupts")).unwrap();
+    let irqs = fs::read_to_string(root.join("proc/interrupts")).expect("writing the fixture copy");
     let mut renamed = irqs.replace("mlx5_async0@pci:0000:01:00.0", "virtio2-config");
     for q in 0..8 {
         let kind = if q % 2 == 0 { "input" } else { "output" };
@@ -582,13 +585,13 @@ fn virtio_net_irqs_map_to_their_nic() {
             &format!("virtio2-{kind}.{}", q / 2),
         );
     }
-    fs::write(root.join("proc/interrupts"), renamed).unwrap();
+    fs::write(root.join("proc/interrupts"), renamed).expect("writing the fixture copy");
     let opts = || Options {
         root: root.clone(),
         ..Options::default()
     };
 
-    let before = inspect(&opts()).unwrap();
+    let before = inspect(&opts()).expect("inspecting the copy");
     assert!(before.facts.nics[0].irqs.is_empty());
     let skip = before
         .skipped
@@ -600,9 +603,11 @@ fn virtio_net_irqs_map_to_their_nic() {
         "{skip}"
     );
 
-    fs::create_dir_all(root.join("sys/bus/virtio/devices/virtio1/block")).unwrap();
-    fs::create_dir_all(root.join("sys/bus/virtio/devices/virtio2/net/eth0")).unwrap();
-    let after = inspect(&opts()).unwrap();
+    fs::create_dir_all(root.join("sys/bus/virtio/devices/virtio1/block"))
+        .expect("writing the fixture copy");
+    fs::create_dir_all(root.join("sys/bus/virtio/devices/virtio2/net/eth0"))
+        .expect("writing the fixture copy");
+    let after = inspect(&opts()).expect("inspecting the copy");
     let irqs: Vec<u32> = after.facts.nics[0].irqs.iter().map(|i| i.irq).collect();
     assert_eq!(
         irqs,
