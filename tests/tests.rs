@@ -58,6 +58,7 @@ mod threads;
 mod txengine;
 mod vlan;
 mod vm;
+mod vm_features;
 mod vm_kernels;
 mod xdplive;
 mod xdprx;

@@ -69,6 +69,16 @@ pub struct LabArgs {
     /// nftables), to see a remark counted at the sink (`udp --dscp` in a plan's [lab]).
     #[arg(long, value_name = "FROM=TO")]
     pub dut_remark: Option<crate::lab::rules::Remark>,
+    /// Delay what the DUT forwards, both ways (tc netem on its two egresses): 20ms, 500us.
+    /// Needs sch_netem in the DUT's kernel (--dut-vm's have it).
+    #[arg(long, value_name = "TIME", value_parser = crate::lab::netem::parse_time)]
+    pub dut_delay: Option<std::time::Duration>,
+    /// Vary --dut-delay by up to ± this (packets closer than that overtake each other).
+    #[arg(long, value_name = "TIME", value_parser = crate::lab::netem::parse_time)]
+    pub dut_jitter: Option<std::time::Duration>,
+    /// Send this % of packets at once, ahead of those --dut-delay holds (reordering).
+    #[arg(long, value_name = "PERCENT")]
+    pub dut_reorder: Option<f64>,
     /// Run the DUT in a virtual machine with its own kernel (qemu; KVM where it works, else
     /// emulated with TCG), configured by a linerate agent inside: the same --dut modes and
     /// impairments, on a stock kernel and a real NIC driver (virtio-net). See "Router VMs and
@@ -138,7 +148,7 @@ pub struct LabArgs {
     /// back in its old state after. The DUT is then the external box the ports are cabled to
     /// (so --dut and its impairments do not apply).
     #[arg(long, value_name = "IF", requires = "sink_port",
-          conflicts_with_all = ["dut", "fw_rules", "dut_loss", "dut_police", "dut_shape", "dut_remark"])]
+          conflicts_with_all = ["dut", "fw_rules", "dut_loss", "dut_police", "dut_shape", "dut_remark", "dut_delay"])]
     pub gen_port: Option<String>,
     /// Physical port for the sink (see --gen-port).
     #[arg(long, value_name = "IF", requires = "gen_port")]
@@ -264,6 +274,7 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
         senders: crate::lab::CpuSet::senders(&opts.cpus, threads),
         dut_shape: a.dut_shape,
         dut_remark: a.dut_remark,
+        dut_netem: crate::lab::netem::Netem::from_flags(a.dut_delay, a.dut_jitter, a.dut_reorder)?,
         stick_vlans: a.stick_vlans.unwrap_or(crate::lab::DEFAULT_STICK_VLANS),
         dut_vm: vm_spec(a)?,
     };

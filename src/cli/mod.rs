@@ -288,6 +288,7 @@ pub fn to_config(command: Command) -> Result<Cmd> {
                     senders: Default::default(),
                     dut_shape: None,
                     dut_remark: None,
+                    dut_netem: None,
                     stick_vlans: crate::lab::DEFAULT_STICK_VLANS,
                     dut_vm: None,
                 };

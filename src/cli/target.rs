@@ -130,6 +130,7 @@ pub fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
                 rps: Default::default(),
                 senders: Default::default(),
                 dut_shape: t.dut_shape,
+                dut_netem: None,
                 dut_remark: None,
                 stick_vlans: crate::lab::DEFAULT_STICK_VLANS,
                 dut_vm: None,

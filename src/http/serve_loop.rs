@@ -615,9 +615,19 @@ impl<'a> Worker<'a> {
         tls::remember_version(&self.sh.tls_version, t);
         conn.state = State::Head;
         if conn.ktls_pending {
-            let Some(t) = conn.tls.take() else {
+            let Some(mut t) = conn.tls.take() else {
                 return Ok(None);
             };
+            // A client's first request often comes with its Finished, and
+            // rustls has decrypted it already: the kernel will never see
+            // it, so it is kept here (a slow server, e.g. a guest under
+            // TCG, read both at once and waited forever for the request).
+            loop {
+                match t.reader().read(&mut self.scratch) {
+                    Ok(n) if n > 0 => conn.inbuf.extend_from_slice(&self.scratch[..n]),
+                    _ => break,
+                }
+            }
             let tls13 = t.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3);
             let secrets = (*t)
                 .dangerous_extract_secrets()

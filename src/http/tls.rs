@@ -331,9 +331,23 @@ pub fn enable_ktls(
 ) -> Result<(), HttpError> {
     let tx = crypto_info_of(tls13, secrets.tx.0, &secrets.tx.1)?;
     let rx = crypto_info_of(tls13, secrets.rx.0, &secrets.rx.1)?;
-    ffi::set_tls_keys(fd, ffi::TLS_TX, &tx).map_err(|e| HttpError::Tls(format!("kTLS TX: {e}")))?;
-    ffi::set_tls_keys(fd, ffi::TLS_RX, &rx).map_err(|e| HttpError::Tls(format!("kTLS RX: {e}")))?;
+    ffi::set_tls_keys(fd, ffi::TLS_TX, &tx).map_err(|e| ktls_error("TX", &e))?;
+    ffi::set_tls_keys(fd, ffi::TLS_RX, &rx).map_err(|e| ktls_error("RX", &e))?;
     Ok(())
+}
+
+/// A refused kTLS key; ENOENT is the kernel's crypto layer without the
+/// cipher (the tls module loaded, its AEAD's modules not), which a guest
+/// or a minimal kernel shows and the bare errno does not explain.
+fn ktls_error(dir: &str, e: &std::io::Error) -> HttpError {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        return HttpError::Tls(format!(
+            "kTLS {dir}: the kernel has the tls ULP but not the negotiated cipher ({e}): load \
+             its crypto modules (modprobe gcm ghash_generic ctr chacha20poly1305), or leave \
+             out --ktls"
+        ));
+    }
+    HttpError::Tls(format!("kTLS {dir}: {e}"))
 }
 
 #[cfg(test)]

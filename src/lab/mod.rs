@@ -9,6 +9,7 @@
 //! veth in them. Nothing is ever created in the caller's own namespace.
 
 pub mod cores;
+pub mod netem;
 pub mod ports;
 pub mod rules;
 pub mod stick;
@@ -76,6 +77,9 @@ pub struct LabSpec {
     pub dut_shape: Option<Shape>,
     /// The DUT rewrites the DSCP of what it forwards (`--dut-remark`).
     pub dut_remark: Option<rules::Remark>,
+    /// Delay, jitter and reordering on both of the DUT's egresses
+    /// (`--dut-delay`, `--dut-jitter`, `--dut-reorder`: tc netem).
+    pub dut_netem: Option<netem::Netem>,
     /// The stick DUT's VLANs: A (the generator's), B (the sink's).
     pub stick_vlans: (u16, u16),
     /// Run the DUT in a VM with its own kernel ([`vmdut`]), not in a
@@ -412,6 +416,17 @@ pub fn preflight(spec: &LabSpec) -> Result<()> {
     if spec.dut_shape.is_some() && !netops::tool_exists("tc") {
         bail!("--dut-shape needs tc (iproute2), which is not installed; install it with: apt-get install iproute2");
     }
+    if spec.dut_netem.is_some() {
+        if !netops::tool_exists("tc") {
+            bail!("--dut-delay needs tc (iproute2), which is not installed; install it with: apt-get install iproute2");
+        }
+        if spec.dut_shape.is_some() {
+            bail!(
+                "--dut-shape and --dut-delay both need the root qdisc of the DUT's egress \
+                 towards the sink (tc tbf and tc netem): use one of them per run"
+            );
+        }
+    }
     if spec.dut_police_pps == Some(0) {
         bail!("--dut-police must be above 0 packets per second");
     }
@@ -626,6 +641,9 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
                 ruleset: rules::remark(r, bridge),
             });
         }
+        if let Some(n) = spec.dut_netem {
+            d.ops.extend(n.ops(["dut0", "dut1"]));
+        }
         if let Some(sh) = spec.dut_shape {
             d.ops.push(NetOp::Shape {
                 dev: "dut1".into(),
@@ -765,6 +783,10 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
             .dut_remark
             .filter(|_| dut.is_some())
             .map(|r| r.to_string()),
+        dut_netem: spec
+            .dut_netem
+            .filter(|_| dut.is_some())
+            .map(|n| n.describe()),
         nodes,
         links,
         offloads: if cores.is_some() {

@@ -412,6 +412,7 @@ pub fn configure(
         dut_mode: ports.dut.as_ref().map(|_| "external".to_string()),
         fw_rules: None,
         dut_shape: None,
+        dut_netem: None,
         queues: None,
         dut_remark: None,
         nodes,

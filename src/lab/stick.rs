@@ -46,6 +46,7 @@ pub(super) fn preflight(spec: &LabSpec) -> Result<()> {
         (spec.dut_police_pps.is_some(), "--dut-police"),
         (spec.dut_shape.is_some(), "--dut-shape"),
         (spec.dut_remark.is_some(), "--dut-remark"),
+        (spec.dut_netem.is_some(), "--dut-delay"),
     ];
     if let Some((_, flag)) = impairment.iter().find(|(on, _)| *on) {
         bail!(
@@ -232,6 +233,7 @@ pub(super) fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
         dut_mode: Some("stick".into()),
         fw_rules: None,
         dut_shape: None,
+        dut_netem: None,
         queues: Some(spec.queues),
         dut_remark: None,
         nodes,

@@ -134,6 +134,7 @@ pub fn check_user_router(spec: &super::LabSpec) -> Result<()> {
         (spec.dut_police_pps.is_some(), "--dut-police"),
         (spec.dut_shape.is_some(), "--dut-shape"),
         (spec.dut_remark.is_some(), "--dut-remark"),
+        (spec.dut_netem.is_some(), "--dut-delay"),
     ];
     if let Some((_, imp)) = impairments.iter().find(|(on, _)| *on) {
         bail!(

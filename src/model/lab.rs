@@ -26,6 +26,11 @@ pub struct LabTopology {
     /// The DUT's DSCP rewrite (`--dut-remark`), described.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dut_remark: Option<String>,
+    /// The DUT's delay, jitter and reordering (`--dut-delay`,
+    /// `--dut-jitter`, `--dut-reorder`: tc netem on both its egresses),
+    /// described.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dut_netem: Option<String>,
     pub nodes: Vec<LabNode>,
     pub links: Vec<LabLink>,
     /// How GSO/GRO were handled so that each datagram is one packet.

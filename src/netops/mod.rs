@@ -169,6 +169,16 @@ pub fn apply(op: &NetOp) -> Result<()> {
                 None,
             )
         }
+        NetOp::Netem {
+            dev,
+            delay_us,
+            jitter_us,
+            reorder_pct,
+            limit_packets,
+        } => {
+            check_ifname(dev)?;
+            netem(dev, *delay_us, *jitter_us, *reorder_pct, *limit_packets)
+        }
         NetOp::TakePort { dev, force } => port::take(dev, *force),
         NetOp::ResolveNeigh { dev, addr, also } => port::resolve(dev, *addr, also).map(drop),
         NetOp::Fdb { dev, mac } => {
@@ -185,6 +195,45 @@ pub fn apply(op: &NetOp) -> Result<()> {
         NetOp::Stick { dev, .. } | NetOp::XdpPass { dev } => anyhow::bail!(
             "the router-on-a-stick program for {dev} is attached by the agent itself; this agent build did not: use the same linerate build for controller and agents"
         ),
+    }
+}
+
+/// tc netem on `dev`'s egress; a kernel without sch_netem is refused with
+/// what to do instead.
+fn netem(dev: &str, delay_us: u32, jitter_us: u32, reorder: Option<f64>, limit: u32) -> Result<()> {
+    if reorder.is_some_and(|p| !(p > 0.0 && p < 100.0)) || limit == 0 {
+        bail!(
+            "netem on {dev}: reorder must be a percentage between 0 and 100 and the limit above 0"
+        );
+    }
+    let (delay, jitter, limit) = (
+        format!("{delay_us}us"),
+        format!("{jitter_us}us"),
+        limit.to_string(),
+    );
+    let mut args = vec![
+        "qdisc", "replace", "dev", dev, "root", "netem", "limit", &limit,
+    ];
+    args.extend(["delay", &delay]);
+    if jitter_us > 0 {
+        args.push(&jitter);
+    }
+    let pct = reorder.map(|p| format!("{p}%"));
+    if let Some(p) = &pct {
+        args.extend(["reorder", p]);
+    }
+    match run("tc", &args, None) {
+        Err(e) if e.to_string().contains("qdisc kind is unknown") => {
+            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+            bail!(
+                "the DUT's delay, jitter and reorder need tc netem, and this kernel ({}) has no \
+                 sch_netem (neither built in nor a module it can load): run the DUT in a VM \
+                 with a kernel that has it, e.g. `linerate lab --dut-vm` (Debian's kernels \
+                 do), or drop --dut-delay, --dut-jitter and --dut-reorder",
+                release.trim()
+            )
+        }
+        other => other,
     }
 }
 

@@ -31,6 +31,9 @@ pub const LAB_KEYS: &[&str] = &[
     "dut_police",
     "dut_shape",
     "dut_remark",
+    "dut_delay",
+    "dut_jitter",
+    "dut_reorder",
     "stick_vlans",
     // The DUT in a VM: `dut_vm = true`, its kernel, vCPUs, memory and
     // accelerator.

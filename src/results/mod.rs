@@ -63,7 +63,8 @@ use serde::{Deserialize, Serialize};
 /// 1.23.0: tests' and trials' `stall_ms` (the stall watch), per-CPU
 /// `stalled_ns` and `stalls` in agents' snapshots.
 /// 1.24.0: DUT steps' `stall_ms` (ramps watch for stalls too); interface
-/// counters' `tun`.
+/// counters' `tun`; labs' `dut_netem` (`--dut-delay`, `--dut-jitter`,
+/// `--dut-reorder`).
 pub const SCHEMA_VERSION: &str = "1.24.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]

@@ -35,6 +35,20 @@ pub const FEATURE_MODULES: &[&str] = &[
     "8021q",
     "bonding",
     "tls",
+    // kTLS's ciphers: tls asks the crypto layer for gcm(aes) or
+    // rfc7539(chacha20,poly1305) only when keys are set, and a guest has
+    // no modprobe to fetch them then (setsockopt fails with ENOENT).
+    // Generic ones first; the x86 ones take over where the vCPU has
+    // AES-NI/PCLMUL/AVX (KVM's host CPU, TCG's `max`).
+    "aes_generic",
+    "ctr",
+    "ghash_generic",
+    "gcm",
+    "chacha_generic",
+    "poly1305_generic",
+    "chacha20poly1305",
+    "aesni_intel",
+    "ghash_clmulni_intel",
     "veth",
 ];
 

@@ -91,9 +91,12 @@ pub(crate) fn contains_token(hay: &str, needle: &str) -> bool {
 
 /// Whether an action is a data queue of the NIC rather than its control,
 /// async-event or link interrupt (mlx5_async, i40e ...:misc, ixgbe's plain
-/// `eth0`), which carry no packets and would only blur the placement check.
-fn is_queue_action(action: &str, nic: &str, pci: Option<&str>) -> bool {
-    let ours = contains_token(action, nic) || pci.is_some_and(|p| contains_token(action, p));
+/// `eth0`, virtio's `virtio2-config`), which carry no packets and would
+/// only blur the placement check. `alias` is another name the driver uses
+/// for the NIC's IRQs: its PCI address (mlx5) or virtio device (virtio_net:
+/// `virtio2-input.0`).
+fn is_queue_action(action: &str, nic: &str, alias: &[&str]) -> bool {
+    let ours = contains_token(action, nic) || alias.iter().any(|p| contains_token(action, p));
     let control = ["async", "config", "misc", "cmd", "ctrl", "lsc"]
         .iter()
         .any(|w| action.contains(w));
@@ -114,13 +117,19 @@ pub(crate) fn check(ctx: &mut Ctx) {
         }
         let nic = ctx.facts.nics[i].name.clone();
         let pci = ctx.facts.nics[i].pci_address.clone();
+        let virtio = virtio_device(ctx, &nic);
+        let alias: Vec<&str> = pci
+            .iter()
+            .chain(virtio.iter())
+            .map(String::as_str)
+            .collect();
         let mut irqs = Vec::new();
         let mut ev = Vec::new();
         for line in &lines {
             let Some(action) = line
                 .actions
                 .iter()
-                .find(|a| is_queue_action(a, &nic, pci.as_deref()))
+                .find(|a| is_queue_action(a, &nic, &alias))
             else {
                 continue;
             };
@@ -131,15 +140,14 @@ pub(crate) fn check(ctx: &mut Ctx) {
         }
         if irqs.is_empty() {
             // virtio-net names its IRQs after the virtio device (virtio2-input.0),
-            // which only the `device` symlink reveals; captures keep no symlinks.
-            let virtio = ctx.facts.nics[i].driver.as_deref() == Some("virtio_net");
+            // found under /sys/bus/virtio/devices (a capture without it cannot).
+            let virtio_net = ctx.facts.nics[i].driver.as_deref() == Some("virtio_net");
             ctx.skip(format!(
                 "irq placement {nic}: no queue IRQs named after {nic}{} in /proc/interrupts{}",
-                pci.as_deref()
-                    .map(|p| format!(" or {p}"))
-                    .unwrap_or_default(),
-                if virtio {
-                    " (virtio-net names them after its virtio device)"
+                alias.iter().map(|p| format!(" or {p}")).collect::<String>(),
+                if virtio_net && virtio.is_none() {
+                    " (virtio-net names them after its virtio device, and no \
+                     /sys/bus/virtio/devices/virtioN/net/ names this NIC)"
                 } else {
                     ""
                 }
@@ -151,6 +159,21 @@ pub(crate) fn check(ctx: &mut Ctx) {
         check_test_cpus(ctx, &nic, &irqs, &ev);
         ctx.facts.nics[i].irqs = irqs;
     }
+}
+
+/// The virtio device (`virtio2`) whose `net/` directory holds `nic`: the
+/// name virtio_net gives the NIC's IRQs. Directory listings only, so a
+/// capture and a fixture tree answer as the live host does.
+fn virtio_device(ctx: &Ctx, nic: &str) -> Option<String> {
+    const BUS: &str = "sys/bus/virtio/devices";
+    ctx.host
+        .list_dirs(BUS, |d| d.starts_with("virtio"))
+        .into_iter()
+        .find(|d| {
+            !ctx.host
+                .list_dirs(&format!("{BUS}/{d}/net"), |n| n == nic)
+                .is_empty()
+        })
 }
 
 fn read_affinity(ctx: &mut Ctx, irq: u32, action: &str) -> Option<(IrqFacts, Evidence)> {
@@ -441,7 +464,7 @@ mod tests {
 
     #[test]
     fn queue_actions_match_by_name_or_pci_address() {
-        let pci = Some("0000:01:00.0");
+        let pci = &["0000:01:00.0"];
         assert!(is_queue_action("mlx5_comp0@pci:0000:01:00.0", "eth0", pci));
         assert!(!is_queue_action(
             "mlx5_async0@pci:0000:01:00.0",
@@ -449,11 +472,18 @@ mod tests {
             pci
         ));
         assert!(!is_queue_action("mlx5_comp0@pci:0000:01:00.1", "eth0", pci));
-        assert!(is_queue_action("eth1-TxRx-0", "eth1", None));
-        assert!(!is_queue_action("eth1", "eth1", None));
-        assert!(!is_queue_action("veth1-TxRx-0", "eth1", None));
-        assert!(!is_queue_action("eth10-TxRx-0", "eth1", None));
-        assert!(is_queue_action("ice-ens1f0-TxRx-0", "ens1f0", None));
+        assert!(is_queue_action("eth1-TxRx-0", "eth1", &[]));
+        assert!(!is_queue_action("eth1", "eth1", &[]));
+        assert!(!is_queue_action("veth1-TxRx-0", "eth1", &[]));
+        assert!(!is_queue_action("eth10-TxRx-0", "eth1", &[]));
+        assert!(is_queue_action("ice-ens1f0-TxRx-0", "ens1f0", &[]));
+        // virtio_net: queues named after the virtio device, not the NIC.
+        let virtio = &["virtio2"];
+        assert!(is_queue_action("virtio2-input.0", "eth0", virtio));
+        assert!(is_queue_action("virtio2-output.3", "eth0", virtio));
+        assert!(!is_queue_action("virtio2-config", "eth0", virtio));
+        assert!(!is_queue_action("virtio21-input.0", "eth0", virtio));
+        assert!(!is_queue_action("virtio2-input.0", "eth0", &[]));
     }
 
     #[test]

@@ -535,3 +535,88 @@ fn cli_capture_writes_the_archive() {
     let report: Report = serde_json::from_slice(&out).unwrap();
     assert_eq!(ids(&report), ["nic_temperature_high"]);
 }
+
+/// Copies a fixture tree into `to` (plain files and directories).
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).expect("creating a copy's directory");
+    for e in fs::read_dir(from)
+        .expect("listing a fixture directory")
+        .flatten()
+    {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if src.is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            fs::copy(&src, &dst).expect("copying a fixture file");
+        }
+    }
+}
+
+/// A guest's virtio_net NIC: its queue IRQs are named after the virtio
+/// device (`virtio2-input.0`), not the NIC, and doctor finds that device
+/// by the NIC's directory under /sys/bus/virtio/devices/virtio2/net/; its
+/// config IRQ carries no packets and is left out. Without the bus entry
+/// the IRQs cannot be mapped and the skip says why.
+#[test]
+fn virtio_net_irqs_map_to_their_nic() {
+    let tmp = TempDir::new("virtio");
+    let root = tmp.0.join("host");
+    copy_tree(&fixture("vm-no-aes"), &root);
+    let nic = root.join("sys/class/net/eth0/device");
+    fs::write(
+        nic.join("uevent"),
+        "DRIVER=virtio_net\nMODALIAS=virtio:d00000001v00001AF4\n",
+    )
+    .expect("writing the fixture copy");
+    for f in [
+        "current_link_speed",
+        "current_link_width",
+        "max_link_speed",
+        "max_link_width",
+    ] {
+        let _ = fs::remove_file(nic.join(f));
+    }
+    let irqs = fs::read_to_string(root.join("proc/interrupts")).expect("writing the fixture copy");
+    let mut renamed = irqs.replace("mlx5_async0@pci:0000:01:00.0", "virtio2-config");
+    for q in 0..8 {
+        let kind = if q % 2 == 0 { "input" } else { "output" };
+        renamed = renamed.replace(
+            &format!("mlx5_comp{q}@pci:0000:01:00.0"),
+            &format!("virtio2-{kind}.{}", q / 2),
+        );
+    }
+    fs::write(root.join("proc/interrupts"), renamed).expect("writing the fixture copy");
+    let opts = || Options {
+        root: root.clone(),
+        ..Options::default()
+    };
+
+    let before = inspect(&opts()).expect("inspecting the copy");
+    assert!(before.facts.nics[0].irqs.is_empty());
+    let skip = before
+        .skipped
+        .iter()
+        .find(|s| s.contains("irq placement eth0"))
+        .expect("a skip for eth0's IRQs");
+    assert!(
+        skip.contains("virtio-net names them after its virtio device"),
+        "{skip}"
+    );
+
+    fs::create_dir_all(root.join("sys/bus/virtio/devices/virtio1/block"))
+        .expect("writing the fixture copy");
+    fs::create_dir_all(root.join("sys/bus/virtio/devices/virtio2/net/eth0"))
+        .expect("writing the fixture copy");
+    let after = inspect(&opts()).expect("inspecting the copy");
+    let irqs: Vec<u32> = after.facts.nics[0].irqs.iter().map(|i| i.irq).collect();
+    assert_eq!(
+        irqs,
+        (97..=104).collect::<Vec<_>>(),
+        "{:?}",
+        after.facts.nics[0]
+    );
+    assert!(!after
+        .skipped
+        .iter()
+        .any(|s| s.contains("irq placement eth0")));
+}

@@ -245,6 +245,17 @@ pub enum NetOp {
         burst_bytes: u32,
         limit_bytes: u32,
     },
+    /// Delay (and jitter, and reorder) what leaves `dev` with tc netem:
+    /// `delay_us` ± `jitter_us` on every packet, `reorder_pct` % of them
+    /// sent at once instead (ahead of the delayed ones), at most
+    /// `limit_packets` waiting.
+    Netem {
+        dev: String,
+        delay_us: u32,
+        jitter_us: u32,
+        reorder_pct: Option<f64>,
+        limit_packets: u32,
+    },
     /// Route between two VLANs on one trunk link `dev` in XDP (the lab's
     /// router-on-a-stick DUT): frames to `dut_mac` tagged `vlan_a` leave
     /// tagged `vlan_b` towards `mac_b`, and back. The agent holds the
