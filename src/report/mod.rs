@@ -45,6 +45,7 @@ pub mod latency_at;
 pub mod matrix;
 pub mod pivot;
 pub mod profiles;
+pub mod registry;
 mod ramps;
 mod run;
 mod sections;
