@@ -45,9 +45,9 @@ pub struct Figure {
     /// Its name in results documents, CSV columns, the HTML tables'
     /// `data-key` and comparisons.
     pub key: &'static str,
-    /// The `--expect` figure it is, if criteria can name it: its unit and
-    /// direction come from there.
-    pub criterion: Option<&'static str>,
+    /// The `--expect` figures it is, if criteria can name it (received L2
+    /// is also TCP's goodput): its unit and direction come from the first.
+    pub criteria: &'static [&'static str],
     /// How a comparison table names it.
     pub label: &'static str,
     /// Its unit when no criterion names it.
@@ -65,7 +65,7 @@ pub struct Figure {
 impl Figure {
     /// The `--expect` figure it is.
     pub fn criterion(&self) -> Option<&'static criteria::Figure> {
-        self.criterion.and_then(criteria::figure)
+        self.criteria.first().and_then(|c| criteria::figure(c))
     }
 
     /// What it measures, which decides its unit.
@@ -100,7 +100,7 @@ impl Figure {
 /// Packets per second sent.
 pub const TX_PPS: Figure = Figure {
     key: "tx_pps",
-    criterion: Some("tx_pps"),
+    criteria: &["tx_pps"],
     label: "offered",
     unit: Kind::Pps,
     tests: Tests::Packets,
@@ -117,7 +117,7 @@ pub const TX_PPS: Figure = Figure {
 /// Packets per second received.
 pub const RX_PPS: Figure = Figure {
     key: "rx_pps",
-    criterion: Some("rx_pps"),
+    criteria: &["rx_pps"],
     label: "received",
     unit: Kind::Pps,
     tests: Tests::Packets,
@@ -134,7 +134,7 @@ pub const RX_PPS: Figure = Figure {
 /// L2 bit/s sent (TCP: payload).
 pub const TX_L2_BPS: Figure = Figure {
     key: "tx_l2_bps",
-    criterion: None,
+    criteria: &[],
     label: "offered L2",
     unit: Kind::Bps,
     tests: Tests::All,
@@ -152,7 +152,7 @@ pub const TX_L2_BPS: Figure = Figure {
 /// L2 bit/s received (TCP, HTTP: goodput).
 pub const RX_L2_BPS: Figure = Figure {
     key: "rx_l2_bps",
-    criterion: Some("l2_bps"),
+    criteria: &["l2_bps", "goodput"],
     label: "goodput",
     unit: Kind::Bps,
     tests: Tests::All,
@@ -164,7 +164,7 @@ pub const RX_L2_BPS: Figure = Figure {
 /// L1 bit/s received (L2 plus 20 B per frame).
 pub const RX_L1_BPS: Figure = Figure {
     key: "rx_l1_bps",
-    criterion: Some("l1_bps"),
+    criteria: &["l1_bps"],
     label: "received L1",
     unit: Kind::Bps,
     tests: Tests::All,
@@ -176,7 +176,7 @@ pub const RX_L1_BPS: Figure = Figure {
 /// Received L1 rate (TCP: goodput) in % of the line rate.
 pub const LINE_RATE_PCT: Figure = Figure {
     key: "line_rate_pct",
-    criterion: Some("line_pct"),
+    criteria: &["line_pct"],
     label: "line rate",
     unit: Kind::Percent,
     tests: Tests::All,
@@ -198,7 +198,7 @@ pub const LINE_RATE_PCT: Figure = Figure {
 /// Lost frames as a share of those sent, 0..1.
 pub const LOSS_RATIO: Figure = Figure {
     key: "loss_ratio",
-    criterion: Some("loss"),
+    criteria: &["loss"],
     label: "loss",
     unit: Kind::Ratio,
     tests: Tests::Packets,
@@ -215,7 +215,7 @@ pub const LOSS_RATIO: Figure = Figure {
 /// TCP segments retransmitted.
 pub const RETRANSMITS: Figure = Figure {
     key: "retransmits",
-    criterion: Some("retransmits"),
+    criteria: &["retransmits"],
     label: "retransmits",
     unit: Kind::Count,
     tests: Tests::All,
@@ -265,7 +265,7 @@ mod tests {
         for (i, f) in ALL.iter().enumerate() {
             assert_eq!(by_key(f.key).map(|g| g.key), Some(f.key));
             assert!(ALL[..i].iter().all(|g| g.key != f.key), "{} twice", f.key);
-            if let Some(c) = f.criterion {
+            for c in f.criteria {
                 assert!(criteria::figure(c).is_some(), "{c} is no --expect figure");
             }
         }
