@@ -30,14 +30,14 @@ pub enum Tests {
 }
 
 /// How Prometheus exposes a figure: one series, its value the figure
-/// times `scale` (bytes from bits, ratios 0–1 from %).
+/// divided by `per` (ratios 0–1 from %).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Series {
     pub name: &'static str,
     /// `gauge` or `counter`.
     pub kind: &'static str,
     pub help: &'static str,
-    pub scale: f64,
+    pub per: f64,
 }
 
 /// One figure of a test direction.
@@ -108,7 +108,7 @@ pub const TX_PPS: Figure = Figure {
         name: "linerate_offered_packets_per_second",
         kind: "gauge",
         help: "Packets per second the sender sent.",
-        scale: 1.0,
+        per: 1.0,
     }),
     summary: |_, d| Some(d.tx_pps),
     interval: |f, _| f.tx_pps,
@@ -125,7 +125,7 @@ pub const RX_PPS: Figure = Figure {
         name: "linerate_received_packets_per_second",
         kind: "gauge",
         help: "Packets per second that arrived.",
-        scale: 1.0,
+        per: 1.0,
     }),
     summary: |_, d| Some(d.rx_pps),
     interval: |f, _| f.rx_pps,
@@ -184,7 +184,7 @@ pub const LINE_RATE_PCT: Figure = Figure {
         name: "linerate_line_rate_ratio",
         kind: "gauge",
         help: "Received L1 rate (TCP: goodput) as a share of the line rate, 0-1.",
-        scale: 0.01,
+        per: 100.0,
     }),
     summary: |_, d| d.line_rate_pct,
     interval: |f, line_rate| {
@@ -206,7 +206,7 @@ pub const LOSS_RATIO: Figure = Figure {
         name: "linerate_loss_ratio",
         kind: "gauge",
         help: "Lost packets as a share of packets sent, 0-1.",
-        scale: 1.0,
+        per: 1.0,
     }),
     summary: |_, d| Some(d.loss_ratio),
     interval: |f, _| f.loss_ratio,
@@ -223,7 +223,7 @@ pub const RETRANSMITS: Figure = Figure {
         name: "linerate_tcp_retransmitted_segments_total",
         kind: "counter",
         help: "TCP segments the sender retransmitted.",
-        scale: 1.0,
+        per: 1.0,
     }),
     summary: |_, d| d.retransmits.map(|r| r as f64),
     interval: |f, _| f.retransmits.map(|r| r as f64),
