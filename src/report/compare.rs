@@ -198,10 +198,7 @@ fn groups(runs: &[Run]) -> Vec<Group> {
         };
         let mut rows = vec![
             figure_row(rate, vals(&|t, d| figures::received(t, d))),
-            figure_row(
-                trouble,
-                vals(&|t, d| trouble.value(t, d).unwrap_or(0.0)),
-            ),
+            figure_row(trouble, vals(&|t, d| trouble.value(t, d).unwrap_or(0.0))),
         ];
         // Each run's intervals are read once for all of the group's rows.
         let noise: Vec<Option<Noise>> = found
