@@ -798,3 +798,182 @@ fn the_cli_checks_find_planted_faults() {
     // The unit tests at the file's end are not the layer's code.
     assert_eq!(f.lines, 6);
 }
+
+/// Issue 36: a figure is one entry in the figure registry
+/// (`src/report/registry.rs`), and every output reads its name from there.
+/// The registry's names (`key: "rx_l2_bps"`) as strings, in the order it
+/// lists them.
+fn registry_names(root: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(root.join("src/report/registry.rs")).unwrap();
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("key: \""))
+        .filter_map(|l| l.strip_suffix("\","))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A source file without its `#[cfg(test)]` items (string literals kept:
+/// they are what is counted).
+fn without_tests(src: &str) -> String {
+    let mut out = String::with_capacity(src.len());
+    let mut rest = src;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at..];
+        // The item ends at the brace that closes its first one (or at `;`
+        // for an item without a body).
+        let mut depth = 0usize;
+        let mut end = after.len();
+        for (i, c) in after.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        end = i + 1;
+                        break;
+                    }
+                }
+                ';' if depth == 0 => {
+                    end = i + 1;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Per name, the places outside the registry that spell it as a string:
+/// files, except that all of `src/results/` (the results structs and their
+/// serde names) is one place. Test code (`tests/`, `testdata.rs`,
+/// `tests.rs`, `#[cfg(test)]` items) does not count.
+fn name_spread(names: &[String], files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (path, text) in files {
+        let skip = path.ends_with("report/registry.rs")
+            || path.ends_with("testdata.rs")
+            || path.ends_with("/tests.rs")
+            || path.contains("/tests/");
+        if skip {
+            continue;
+        }
+        let code = without_tests(text);
+        let place = if path.contains("src/results/") {
+            "src/results/".to_string()
+        } else {
+            path.clone()
+        };
+        for n in names {
+            if code.contains(&format!("\"{n}\"")) {
+                out.entry(n.clone()).or_default().insert(place.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The most places a figure's name may be spelled in outside the registry.
+const NAME_PLACES: usize = 3;
+
+/// Names the registry shares with the `--expect` grammar, still spelled
+/// where criteria are computed and tested (`results::criteria`,
+/// `orchestrate::abort`, `cli::criteria_args`, the pivot, `search::viz`),
+/// with the most places each may have until those read the registry too.
+/// The count may only go down: an allowance above what is found fails.
+const NOT_YET: &[(&str, usize)] = &[("tx_pps", 5), ("rx_pps", 7), ("retransmits", 6)];
+
+fn source_files(root: &Path) -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    for c in ["proto", "doctor", "sys"] {
+        let dir = root.join("crates").join(c).join("src");
+        if dir.is_dir() {
+            rust_files(&dir, &mut files);
+        }
+    }
+    files
+        .into_iter()
+        .map(|f| {
+            let rel = f.strip_prefix(root).unwrap().display().to_string();
+            (rel, std::fs::read_to_string(&f).unwrap())
+        })
+        .collect()
+}
+
+fn name_faults(names: &[String], files: &[(String, String)]) -> Vec<String> {
+    let spread = name_spread(names, files);
+    let mut bad = Vec::new();
+    for n in names {
+        let places = spread.get(n).cloned().unwrap_or_default();
+        let allowed = NOT_YET
+            .iter()
+            .find(|(x, _)| x == n)
+            .map_or(NAME_PLACES, |(_, k)| *k);
+        if places.len() > allowed {
+            bad.push(format!(
+                "\"{n}\" is spelled in {} places (at most {allowed}): {}",
+                places.len(),
+                places.iter().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        } else if allowed > NAME_PLACES && places.len() < allowed {
+            bad.push(format!(
+                "\"{n}\" is down to {} places: lower its allowance in NOT_YET",
+                places.len()
+            ));
+        }
+    }
+    bad
+}
+
+#[test]
+fn a_figure_name_is_spelled_in_few_files_outside_the_registry() {
+    let _g = crate::util::shared();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let names = registry_names(root);
+    assert!(
+        names.iter().any(|n| n == "rx_l2_bps") && names.len() >= 8,
+        "the registry's names were not read: {names:?}"
+    );
+    let bad = name_faults(&names, &source_files(root));
+    assert!(
+        bad.is_empty(),
+        "figure names outside the figure registry (read the key from \
+         report::registry instead, see ARCHITECTURE.md):\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn the_name_check_finds_planted_faults() {
+    let _g = crate::util::shared();
+    let names = vec!["rx_l2_bps".to_string()];
+    let file = |p: &str, t: &str| (p.to_string(), t.to_string());
+    let spelled = "fn f() -> &'static str { \"rx_l2_bps\" }\n";
+    let mut files = vec![
+        file("src/report/registry.rs", spelled),
+        file("src/results/mod.rs", spelled),
+        file("src/results/criteria.rs", spelled),
+        file("src/report/a.rs", spelled),
+        file("src/report/testdata.rs", spelled),
+        file("src/report/pivot/tests.rs", spelled),
+        file(
+            "src/report/b.rs",
+            "fn g() {}\n#[cfg(test)]\nmod tests { fn t() { \"rx_l2_bps\"; } }\n",
+        ),
+        file("src/report/c.rs", spelled),
+    ];
+    // results/ is one place, test code none: 3 places, allowed.
+    assert!(name_faults(&names, &files).is_empty());
+    files.push(file("src/cli/d.rs", spelled));
+    let bad = name_faults(&names, &files);
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(bad[0].contains("4 places"), "{bad:?}");
+    // An allowance above the count fails too.
+    let few = vec![file("src/report/a.rs", "\"rx_pps\"")];
+    let bad = name_faults(&["rx_pps".to_string()], &few);
+    assert!(bad[0].contains("lower its allowance"), "{bad:?}");
+}

@@ -62,6 +62,10 @@ pub struct Figure {
     /// baseline comparison is.
     pub lower_is_better: bool,
     pub about: &'static str,
+    /// A baseline comparison weighs it: a result, not a setting or a
+    /// count of rare events (a count going from 0 to 3 has no meaningful
+    /// % change).
+    pub compared: bool,
 }
 
 const fn fig(
@@ -77,6 +81,17 @@ const fn fig(
         kind,
         lower_is_better,
         about,
+        compared: false,
+    }
+}
+
+impl Figure {
+    /// The same figure, weighed by baseline comparisons.
+    const fn compared(self) -> Figure {
+        Figure {
+            compared: true,
+            ..self
+        }
     }
 }
 
@@ -88,7 +103,8 @@ pub const FIGURES: &[Figure] = &[
         Kind::Pps,
         false,
         "packets received per second",
-    ),
+    )
+    .compared(),
     fig("tx_pps", &[], Kind::Pps, false, "packets sent per second"),
     fig(
         "l1_bps",
@@ -96,21 +112,24 @@ pub const FIGURES: &[Figure] = &[
         Kind::Bps,
         false,
         "received L1 bit/s (+20 B per frame)",
-    ),
+    )
+    .compared(),
     fig(
         "l2_bps",
         &["l2", "rx_l2_bps"],
         Kind::Bps,
         false,
         "received L2 bit/s (TCP: goodput)",
-    ),
+    )
+    .compared(),
     fig(
         "goodput",
         &["goodput_bps"],
         Kind::Bps,
         false,
         "TCP payload or HTTP body bit/s",
-    ),
+    )
+    .compared(),
     fig(
         "line_pct",
         &["line", "line_rate_pct"],
@@ -124,7 +143,8 @@ pub const FIGURES: &[Figure] = &[
         Kind::Ratio,
         true,
         "frames lost by sequence number, in %",
-    ),
+    )
+    .compared(),
     fig(
         "dut_loss",
         &[],
@@ -161,21 +181,24 @@ pub const FIGURES: &[Figure] = &[
         Kind::Seconds,
         true,
         "latency median (RTT under load; HTTP: per download)",
-    ),
+    )
+    .compared(),
     fig(
         "p90",
         &["latency_p90"],
         Kind::Seconds,
         true,
         "latency 90th percentile",
-    ),
+    )
+    .compared(),
     fig(
         "p99",
         &["latency_p99"],
         Kind::Seconds,
         true,
         "latency 99th percentile",
-    ),
+    )
+    .compared(),
     fig(
         "latency_max",
         &["max"],
@@ -189,7 +212,8 @@ pub const FIGURES: &[Figure] = &[
         Kind::Seconds,
         true,
         "mean delay variation between probes under load",
-    ),
+    )
+    .compared(),
     fig(
         "added_latency",
         &[],
@@ -203,24 +227,27 @@ pub const FIGURES: &[Figure] = &[
         Kind::PerSecond,
         false,
         "HTTP requests per second",
-    ),
+    )
+    .compared(),
     fig("errors", &[], Kind::Count, true, "HTTP errors"),
-    fig("ndr", &[], Kind::Pps, false, "search: no-drop rate"),
-    fig("pdr", &[], Kind::Pps, false, "search: partial-drop rate"),
+    fig("ndr", &[], Kind::Pps, false, "search: no-drop rate").compared(),
+    fig("pdr", &[], Kind::Pps, false, "search: partial-drop rate").compared(),
     fig(
         "throughput",
         &["rfc2544"],
         Kind::Pps,
         false,
         "search: RFC 2544 throughput",
-    ),
+    )
+    .compared(),
     fig(
         "saturation",
         &[],
         Kind::Pps,
         false,
         "ramp: offered load where the DUT saturated",
-    ),
+    )
+    .compared(),
     fig(
         "cpu",
         &[],

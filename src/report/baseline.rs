@@ -8,6 +8,7 @@
 //! bound ([`classify`]).
 
 use super::compare::{spread, Noise};
+use super::registry;
 use crate::model::criteria::{self, Figure, Kind, Stat};
 use crate::results::criteria::{
     classify, subjects, BaselineComparison, Change, FigureChange, Marks, NoiseSource, Subject,
@@ -17,25 +18,6 @@ use crate::search::RampPhase;
 use anyhow::Result;
 use std::collections::BTreeMap;
 use std::path::Path;
-
-/// Figures a baseline compares: results, not settings or counts of rare
-/// events (a count going from 0 to 3 has no meaningful % change).
-const COMPARED: [&str; 14] = [
-    "rx_pps",
-    "l1_bps",
-    "l2_bps",
-    "goodput",
-    "loss",
-    "p50",
-    "p90",
-    "p99",
-    "jitter",
-    "requests_per_s",
-    "ndr",
-    "pdr",
-    "throughput",
-    "saturation",
-];
 
 /// The smallest loss change (pp) that counts, whatever the runs say.
 const LOSS_FLOOR_PP: f64 = 0.01;
@@ -136,13 +118,20 @@ fn noisy_subjects(r: &RunResults) -> Vec<Noisy> {
             }
             for d in &t.directions {
                 let n = Noise::of(t, d);
-                if let Some(x) = n.rate {
-                    for f in ["rx_pps", "l1_bps", "l2_bps", "goodput"] {
-                        widen(&mut spread, f, x, NoiseSource::Intervals);
+                // A direction's rates share its rate's spread; loss has its own.
+                for f in registry::ALL {
+                    let x = match f.kind() {
+                        Kind::Pps | Kind::Bps => n.rate,
+                        Kind::Ratio => n.loss,
+                        _ => None,
+                    };
+                    if let Some(x) = x {
+                        for c in f.criteria {
+                            if let Some(c) = criteria::figure(c) {
+                                widen(&mut spread, c.name, x, NoiseSource::Intervals);
+                            }
+                        }
                     }
-                }
-                if let Some(x) = n.loss {
-                    widen(&mut spread, "loss", x, NoiseSource::Intervals);
                 }
             }
         }
@@ -222,7 +211,7 @@ pub fn compare(
             continue;
         };
         for f in s.figures() {
-            if !COMPARED.contains(&f.name) {
+            if !f.compared {
                 continue;
             }
             let (Some(v), Some(bv)) = (

@@ -7,6 +7,7 @@
 
 use super::figures::{self, IntervalFigures};
 use super::format::esc;
+use super::registry;
 use super::run::Run;
 use crate::results::{DirectionResult, RunResults, TestResult, TestStatus};
 use serde::Serialize;
@@ -232,18 +233,22 @@ pub fn test_chart(id: &str, t: &TestResult) -> Option<Chart> {
             n,
             |f| if tcp { f.rx_l2_bps } else { f.rx_pps },
         ));
-        if tcp {
-            series_list.push(series(
-                format!("retransmits {dir}"),
-                "extra",
-                loss_color,
-                "retransmits",
-            ));
-            data.push(column(list, n, |f| f.retransmits.map(|r| r as f64)));
+        // What goes wrong, on its own axis: retransmits per interval, or
+        // loss in %.
+        let (trouble, per) = if tcp {
+            (&registry::RETRANSMITS, 1.0)
         } else {
-            series_list.push(series(format!("loss {dir}"), "extra", loss_color, "loss"));
-            data.push(column(list, n, |f| f.loss_ratio.map(|r| r * 100.0)));
-        }
+            (&registry::LOSS_RATIO, 100.0)
+        };
+        series_list.push(series(
+            format!("{} {dir}", trouble.label),
+            "extra",
+            loss_color,
+            trouble.label,
+        ));
+        data.push(column(list, n, |f| {
+            (trouble.interval)(f, 0.0).map(|r| r * per)
+        }));
     }
     let y = if tcp {
         vec![

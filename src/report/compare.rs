@@ -6,8 +6,10 @@ use super::charts::{comparison_keys, find, RUN_COLORS};
 use super::figures::{self, dir_label, is_tcp};
 use super::format::{self as fmt, esc};
 use super::ramps;
+use super::registry::{self, Figure};
 use super::run::Run;
 use super::sections::{bar, dash, num};
+use crate::model::criteria::Kind;
 use crate::results::criteria::Change;
 
 /// One row per run: label, name, DUT mode, when, where.
@@ -73,17 +75,45 @@ fn count_text(v: f64) -> String {
     fmt::count(v as u64)
 }
 
-fn row(figure: &str, key: &'static str, show: fn(f64) -> String, values: Vec<Option<f64>>) -> Row {
+/// A row of a ramp's or a search's packet rate; `bar` draws a bar behind
+/// it.
+fn row(
+    figure: &str,
+    key: &'static str,
+    show: fn(f64) -> String,
+    bar: bool,
+    values: Vec<Option<f64>>,
+) -> Row {
     Row {
         figure: figure.into(),
         key,
         show,
-        in_points: key == "loss_ratio",
-        bar: matches!(
-            key,
-            "rx_pps" | "rx_l2_bps" | "rate_pps" | "peak_received_pps"
-        ),
-        lower_is_better: matches!(key, "loss_ratio" | "retransmits"),
+        in_points: false,
+        bar,
+        lower_is_better: false,
+        noise: vec![None; values.len()],
+        at_least: vec![false; values.len()],
+        values,
+    }
+}
+
+/// A row of a registered figure of a test direction: its label, key,
+/// unit and direction from the registry; rates get a bar, loss is
+/// compared in percentage points.
+fn figure_row(f: &'static Figure, values: Vec<Option<f64>>) -> Row {
+    let kind = f.kind();
+    Row {
+        figure: f.label.into(),
+        key: f.key,
+        show: match kind {
+            Kind::Pps => fmt::pps,
+            Kind::Bps => fmt::bps,
+            Kind::Ratio => loss_text,
+            _ => count_text,
+        },
+        in_points: kind == Kind::Ratio,
+        bar: matches!(kind, Kind::Pps | Kind::Bps),
+        lower_is_better: f.lower_is_better(),
         noise: vec![None; values.len()],
         at_least: vec![false; values.len()],
         values,
@@ -131,11 +161,12 @@ impl Noise {
         }
     }
 
-    /// The noise of the figure `key` (none for counts).
-    fn of_figure(self, key: &str) -> Option<f64> {
-        match key {
-            "loss_ratio" => self.loss,
-            "rx_pps" | "rx_l2_bps" => self.rate,
+    /// The noise of a figure of the kind `kind`: rates their rate's, loss
+    /// its own (none for counts).
+    fn of_kind(self, kind: Kind) -> Option<f64> {
+        match kind {
+            Kind::Ratio => self.loss,
+            Kind::Pps | Kind::Bps => self.rate,
             _ => None,
         }
     }
@@ -158,32 +189,17 @@ fn groups(runs: &[Run]) -> Vec<Group> {
                     .map(|x| x.map(|(t, d)| f(t, d)))
                     .collect::<Vec<_>>()
             };
-        let mut rows = if is_tcp(t0) {
-            vec![
-                row(
-                    "goodput",
-                    "rx_l2_bps",
-                    fmt::bps,
-                    vals(&|t, d| figures::received(t, d)),
-                ),
-                row(
-                    "retransmits",
-                    "retransmits",
-                    count_text,
-                    vals(&|_, d| d.retransmits.unwrap_or(0) as f64),
-                ),
-            ]
+        // The received rate, then what goes wrong: retransmits (counted
+        // as 0 where a stream recorded none) or loss.
+        let (rate, trouble) = if is_tcp(t0) {
+            (&registry::RX_L2_BPS, &registry::RETRANSMITS)
         } else {
-            vec![
-                row(
-                    "received",
-                    "rx_pps",
-                    fmt::pps,
-                    vals(&|t, d| figures::received(t, d)),
-                ),
-                row("loss", "loss_ratio", loss_text, vals(&|_, d| d.loss_ratio)),
-            ]
+            (&registry::RX_PPS, &registry::LOSS_RATIO)
         };
+        let mut rows = vec![
+            figure_row(rate, vals(&|t, d| figures::received(t, d))),
+            figure_row(trouble, vals(&|t, d| trouble.value(t, d).unwrap_or(0.0))),
+        ];
         // Each run's intervals are read once for all of the group's rows.
         let noise: Vec<Option<Noise>> = found
             .iter()
@@ -192,7 +208,7 @@ fn groups(runs: &[Run]) -> Vec<Group> {
         for r in &mut rows {
             r.noise = noise
                 .iter()
-                .map(|n| n.and_then(|n| n.of_figure(r.key)))
+                .map(|n| n.and_then(|n| n.of_kind(kind_of(r.key))))
                 .collect();
         }
         out.push(Group {
@@ -240,6 +256,7 @@ fn groups(runs: &[Run]) -> Vec<Group> {
                     "saturation (offered)",
                     "saturation_offered_pps",
                     fmt::pps,
+                    false,
                     sums.iter()
                         .map(|s| s.as_ref().and_then(|s| s.saturation.map(|x| x.offered_pps)))
                         .collect(),
@@ -248,6 +265,7 @@ fn groups(runs: &[Run]) -> Vec<Group> {
                     "peak received",
                     "peak_received_pps",
                     fmt::pps,
+                    true,
                     sums.iter()
                         .map(|s| s.as_ref().map(|s| s.peak_received_pps))
                         .collect(),
@@ -273,6 +291,7 @@ fn groups(runs: &[Run]) -> Vec<Group> {
             &label,
             "rate_pps",
             fmt::pps,
+            true,
             found.iter().map(|x| x.map(|x| x.0)).collect(),
         );
         new_row.at_least = found.iter().map(|x| x.is_some_and(|x| x.1)).collect();
@@ -412,11 +431,17 @@ pub fn differences(runs: &[Run]) -> String {
 /// The smallest difference coloured when the runs say nothing of their
 /// noise: 1 % of a rate, 0.01 pp of loss, 10 % of a count.
 fn floor(fig: &Row) -> f64 {
-    match fig.key {
-        "loss_ratio" => 0.01,
-        "retransmits" => 10.0,
+    match kind_of(fig.key) {
+        Kind::Ratio => 0.01,
+        Kind::Count => 10.0,
         _ => 1.0,
     }
+}
+
+/// The unit of the row `key`: a registered figure's, else a packet rate
+/// (ramps and searches).
+fn kind_of(key: &str) -> Kind {
+    registry::by_key(key).map_or(Kind::Pps, |f| f.kind())
 }
 
 /// A difference's cell: coloured better or worse only beyond twice the

@@ -46,6 +46,7 @@ pub mod matrix;
 pub mod pivot;
 pub mod profiles;
 mod ramps;
+pub mod registry;
 mod run;
 mod sections;
 pub mod smoke;

@@ -7,6 +7,7 @@
 
 use super::figures::{self, dir_label, is_tcp};
 use super::format::{self as fmt, esc};
+use super::registry;
 use crate::results::{RunResults, TestResult, TestStatus};
 
 /// Loss above this ratio is marked bad; any loss at all is marked as a warning.
@@ -147,24 +148,38 @@ pub fn summary_table(r: &RunResults, prefix: &str) -> String {
                 esc(&figures::flows_label(t)),
             ));
             s.push_str(&num(
-                if tcp { "tx_goodput_bps" } else { "tx_pps" },
+                if tcp {
+                    "tx_goodput_bps"
+                } else {
+                    registry::TX_PPS.key
+                },
                 offered,
                 &offered_text,
                 "",
             ));
             s.push_str(&num(
-                if tcp { "rx_l2_bps" } else { "rx_pps" },
+                registry::received(t).key,
                 figures::received(t, d),
                 &unit_fmt(figures::received(t, d)),
                 "strong",
             ));
-            s.push_str(&num("rx_l2_bps", d.rx_l2_bps, &fmt::bps(d.rx_l2_bps), ""));
+            s.push_str(&num(
+                registry::RX_L2_BPS.key,
+                d.rx_l2_bps,
+                &fmt::bps(d.rx_l2_bps),
+                "",
+            ));
             s.push_str(&match d.rx_l1_bps {
-                Some(v) => num("rx_l1_bps", v, &fmt::bps(v), ""),
+                Some(v) => num(registry::RX_L1_BPS.key, v, &fmt::bps(v), ""),
                 None => dash(),
             });
             s.push_str(&match d.line_rate_pct {
-                Some(p) => bar(p / 100.0, &format!("{p:.1} %"), "line_rate_pct", p),
+                Some(p) => bar(
+                    p / 100.0,
+                    &format!("{p:.1} %"),
+                    registry::LINE_RATE_PCT.key,
+                    p,
+                ),
                 None => dash(),
             });
             if tcp {
@@ -173,14 +188,14 @@ pub fn summary_table(r: &RunResults, prefix: &str) -> String {
                 s.push_str(&dash());
                 let retr = d.retransmits.unwrap_or(0);
                 s.push_str(&num(
-                    "retransmits",
+                    registry::RETRANSMITS.key,
                     retr as f64,
                     &fmt::count(retr),
                     if retr > 0 { "warn" } else { "" },
                 ));
             } else {
                 s.push_str(&num(
-                    "loss_ratio",
+                    registry::LOSS_RATIO.key,
                     d.loss_ratio,
                     &fmt::pct(d.loss_ratio, 3),
                     loss_tone(d.loss_ratio),

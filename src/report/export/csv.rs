@@ -7,10 +7,13 @@
 //! summary rows, per interval on interval rows (ramp samples are these).
 
 use crate::report::figures::{self, is_tcp};
+use crate::report::registry;
 use crate::report::run::Run;
 use crate::results::TestStatus;
+use std::sync::LazyLock;
 
-const CSV_COLUMNS: &[&str] = &[
+/// The columns before the figures of the registry.
+const HEAD_COLUMNS: &[&str] = &[
     "run",
     "label",
     "dut",
@@ -33,14 +36,10 @@ const CSV_COLUMNS: &[&str] = &[
     "duplicates",
     "tx_errors",
     "tester_drops",
-    "tx_pps",
-    "rx_pps",
-    "tx_l2_bps",
-    "rx_l2_bps",
-    "rx_l1_bps",
-    "line_rate_pct",
-    "loss_ratio",
-    "retransmits",
+];
+
+/// The columns after the figures of the registry.
+const TAIL_COLUMNS: &[&str] = &[
     "tx_bytes",
     "rx_bytes",
     "bottleneck",
@@ -103,6 +102,17 @@ const CSV_COLUMNS: &[&str] = &[
     "b2b_corrected_buffer_time_s",
     "b2b_drain_time_s",
 ];
+
+/// Every column: the head, each figure of `registry::ALL` by its key, the
+/// tail.
+static CSV_COLUMNS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+    HEAD_COLUMNS
+        .iter()
+        .copied()
+        .chain(registry::ALL.iter().map(|f| f.key))
+        .chain(TAIL_COLUMNS.iter().copied())
+        .collect()
+});
 
 /// The DUT's step (summary rows: the sending phase; interval rows: that
 /// interval) in its columns; blank without one.
@@ -292,11 +302,6 @@ pub fn csv(runs: &[Run]) -> String {
             }
             for d in &t.directions {
                 let mut cells = head(&d.direction, "summary");
-                let tx_l2 = if tcp {
-                    Some(figures::offered(t, d))
-                } else {
-                    figures::avg_frame(t).map(|f| crate::model::units::l2_bps(d.tx_pps, f))
-                };
                 cells.extend([
                     String::new(),
                     "0".into(),
@@ -309,14 +314,9 @@ pub fn csv(runs: &[Run]) -> String {
                     d.duplicates.to_string(),
                     d.tx_errors.to_string(),
                     d.tester_drops.to_string(),
-                    opt((!tcp).then_some(d.tx_pps)),
-                    opt((!tcp).then_some(d.rx_pps)),
-                    opt(tx_l2),
-                    d.rx_l2_bps.to_string(),
-                    opt(d.rx_l1_bps),
-                    opt(d.line_rate_pct),
-                    opt((!tcp).then_some(d.loss_ratio)),
-                    d.retransmits.map(|x| x.to_string()).unwrap_or_default(),
+                ]);
+                cells.extend(registry::ALL.iter().map(|f| opt(f.value(t, d))));
+                cells.extend([
                     d.sender_summary.tx_bytes.to_string(),
                     d.receiver_summary.rx_bytes.to_string(),
                     t.bottleneck
@@ -334,11 +334,6 @@ pub fn csv(runs: &[Run]) -> String {
                 row(cells);
                 for f in figures::intervals(t, d) {
                     let mut cells = head(&d.direction, "interval");
-                    let pct = f
-                        .rx_l1_bps
-                        .or(f.rx_l2_bps)
-                        .map(|b| b / line_rate * 100.0)
-                        .filter(|_| line_rate > 0.0);
                     cells.extend([
                         f.index.to_string(),
                         f.t_start.to_string(),
@@ -351,14 +346,13 @@ pub fn csv(runs: &[Run]) -> String {
                         f.duplicates.to_string(),
                         f.tx_errors.to_string(),
                         String::new(),
-                        opt(f.tx_pps),
-                        opt(f.rx_pps),
-                        opt(f.tx_l2_bps),
-                        opt(f.rx_l2_bps),
-                        opt(f.rx_l1_bps),
-                        opt(pct),
-                        opt(f.loss_ratio),
-                        f.retransmits.map(|x| x.to_string()).unwrap_or_default(),
+                    ]);
+                    cells.extend(
+                        registry::ALL
+                            .iter()
+                            .map(|x| opt((x.interval)(&f, line_rate))),
+                    );
+                    cells.extend([
                         f.tx_bytes.to_string(),
                         f.rx_bytes.to_string(),
                         String::new(),
@@ -425,7 +419,7 @@ pub fn csv(runs: &[Run]) -> String {
                         d.rx_packets.to_string(),
                         d.dut_lost.to_string(),
                     ]);
-                    cells.resize(column("loss_ratio"), String::new());
+                    cells.resize(column(registry::LOSS_RATIO.key), String::new());
                     cells.push(d.loss_ratio.to_string());
                     cells.resize(column("load_pct"), String::new());
                     cells.push(p.load_pct.to_string());

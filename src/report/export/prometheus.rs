@@ -5,6 +5,7 @@
 
 use crate::report::figures::{self, is_tcp};
 use crate::report::ramps;
+use crate::report::registry::{self, Figure};
 use crate::report::run::Run;
 use crate::results::{DirectionResult, TestResult, TestStatus};
 
@@ -121,16 +122,15 @@ fn direction_metrics(e: &mut Exposition, l: &[(&str, &str)], t: &TestResult, d: 
         l,
         d.duration_s,
     );
-    let layers: Vec<(&str, f64)> = if tcp {
-        vec![("payload", d.rx_l2_bps / 8.0)]
+    // One series of bytes per second, its layers the received figures.
+    let layers: &[(&str, &Figure)] = if tcp {
+        &[("payload", &registry::RX_L2_BPS)]
     } else {
-        let mut v = vec![("l2", d.rx_l2_bps / 8.0)];
-        if let Some(l1) = d.rx_l1_bps {
-            v.push(("l1", l1 / 8.0));
-        }
-        v
+        &[("l2", &registry::RX_L2_BPS), ("l1", &registry::RX_L1_BPS)]
     };
-    for (layer, v) in layers {
+    for (layer, f) in layers {
+        let Some(v) = f.value(t, d) else { continue };
+        let v = v / 8.0;
         e.add(
             "linerate_received_bytes_per_second",
             "gauge",
@@ -139,26 +139,16 @@ fn direction_metrics(e: &mut Exposition, l: &[(&str, &str)], t: &TestResult, d: 
             v,
         );
     }
-    if let Some(p) = d.line_rate_pct {
-        e.add(
-            "linerate_line_rate_ratio",
-            "gauge",
-            "Received L1 rate (TCP: goodput) as a share of the line rate, 0-1.",
-            l,
-            p / 100.0,
-        );
+    if let Some(p) = registry::LINE_RATE_PCT.value(t, d) {
+        e.figure(&registry::LINE_RATE_PCT, l, p);
     }
     if !tcp {
         packet_metrics(e, l, t, d);
         return;
     }
-    e.add(
-        "linerate_tcp_retransmitted_segments_total",
-        "counter",
-        "TCP segments the sender retransmitted.",
-        l,
-        d.retransmits.unwrap_or(0) as f64,
-    );
+    // A stream without a count counts none.
+    let r = &registry::RETRANSMITS;
+    e.figure(r, l, r.value(t, d).unwrap_or(0.0));
     e.add(
         "linerate_sent_payload_bytes_total",
         "counter",
@@ -170,20 +160,11 @@ fn direction_metrics(e: &mut Exposition, l: &[(&str, &str)], t: &TestResult, d: 
 
 /// A packet stream's rates, counters, loss and whether the tester kept up.
 fn packet_metrics(e: &mut Exposition, l: &[(&str, &str)], t: &TestResult, d: &DirectionResult) {
-    e.add(
-        "linerate_offered_packets_per_second",
-        "gauge",
-        "Packets per second the sender sent.",
-        l,
-        d.tx_pps,
-    );
-    e.add(
-        "linerate_received_packets_per_second",
-        "gauge",
-        "Packets per second that arrived.",
-        l,
-        d.rx_pps,
-    );
+    for f in [&registry::TX_PPS, &registry::RX_PPS] {
+        if let Some(v) = f.value(t, d) {
+            e.figure(f, l, v);
+        }
+    }
     if let Some(p) = figures::target_pps(t, d) {
         e.add(
             "linerate_target_packets_per_second",
@@ -234,13 +215,9 @@ fn packet_metrics(e: &mut Exposition, l: &[(&str, &str)], t: &TestResult, d: &Di
     for (name, help, v) in counters {
         e.add(name, "counter", help, l, v as f64);
     }
-    e.add(
-        "linerate_loss_ratio",
-        "gauge",
-        "Lost packets as a share of packets sent, 0-1.",
-        l,
-        d.loss_ratio,
-    );
+    if let Some(v) = registry::LOSS_RATIO.value(t, d) {
+        e.figure(&registry::LOSS_RATIO, l, v);
+    }
     e.add(
         "linerate_tester_limited",
         "gauge",
@@ -430,6 +407,13 @@ fn number(v: f64) -> String {
 }
 
 impl Exposition {
+    /// A registered figure's own series (none for a figure without one).
+    fn figure(&mut self, f: &Figure, labels: &[(&str, &str)], v: f64) {
+        if let Some(s) = &f.series {
+            self.add(s.name, s.kind, s.help, labels, v / s.per);
+        }
+    }
+
     fn add(&mut self, name: &str, kind: &'static str, help: &str, labels: &[(&str, &str)], v: f64) {
         let labels: Vec<String> = labels
             .iter()
