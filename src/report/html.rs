@@ -10,7 +10,7 @@ use super::format::{self as fmt, esc, script_json};
 use super::pivot::{self, PivotOpts};
 use super::run::{self, Run};
 use super::sections;
-use super::{compare, figures, ramps};
+use super::{compare, figures, ramps, registry};
 use crate::results::{RunResults, RunStatus, TestStatus};
 
 const UPLOT_JS: &str = include_str!("assets/uPlot.iife.min.js");
@@ -189,28 +189,34 @@ fn cards(r: &RunResults) -> String {
         ok.iter()
             .filter(through_dut)
             .filter(|t| figures::is_tcp(t) == tcp)
-            .flat_map(|t| t.directions.iter().map(move |d| (t, d)))
-            .max_by(|a, b| figures::received(a.0, a.1).total_cmp(&figures::received(b.0, b.1)))
+            .flat_map(|t| {
+                let f = registry::received(t);
+                t.directions
+                    .iter()
+                    .filter_map(move |d| Some((t, d, f.value(t, d)?)))
+            })
+            .max_by(|a, b| a.2.total_cmp(&b.2))
     };
-    if let Some((t, d)) = best(false) {
+    if let Some((t, d, received)) = best(false) {
         s.push_str(&card(
             "Most packets forwarded",
-            &fmt::pps(d.rx_pps),
+            &fmt::pps(received),
             &format!(
                 "{} · {}{}",
                 t.name,
                 figures::dir_label(&d.direction),
-                d.line_rate_pct
+                registry::LINE_RATE_PCT
+                    .value(t, d)
                     .map(|p| format!(" · {p:.1} % of line"))
                     .unwrap_or_default()
             ),
             "",
         ));
     }
-    if let Some((t, d)) = best(true) {
+    if let Some((t, d, goodput)) = best(true) {
         s.push_str(&card(
             "Best TCP goodput",
-            &fmt::bps(d.rx_l2_bps),
+            &fmt::bps(goodput),
             &format!("{} · {}", t.name, figures::dir_label(&d.direction)),
             "",
         ));

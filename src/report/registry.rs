@@ -9,7 +9,9 @@
 //! The outputs read figures through it: the CSV writer's figure columns
 //! are [`ALL`] in order, comparisons and baselines take direction and unit
 //! from [`Figure::kind`] and [`Figure::lower_is_better`], Prometheus its
-//! series names. A new figure is one entry here plus its computation (the
+//! series names, the terminal tables their figure columns' heads and text
+//! ([`Figure::head`], [`Figure::text`]), the HTML summary cards the rate
+//! a test is judged by ([`received`]). A new figure is one entry here plus its computation (the
 //! `summary` and `interval` functions).
 //!
 //! A figure's name appears as a string only here (and in the `--expect`
@@ -50,6 +52,11 @@ pub struct Figure {
     pub criteria: &'static [&'static str],
     /// How a comparison table names it.
     pub label: &'static str,
+    /// Its column's head in the terminal tables, unit included (the
+    /// value as [`Figure::text`] writes it).
+    pub head: &'static str,
+    /// Its head in the TCP and HTTP table, where that differs.
+    pub tcp_head: Option<&'static str>,
     /// Its unit when no criterion names it.
     pub unit: Kind,
     pub tests: Tests,
@@ -86,6 +93,27 @@ impl Figure {
         }
     }
 
+    /// Its column's head in the terminal table of TCP and HTTP tests
+    /// (`tcp`) or of packet streams.
+    pub fn head(&self, tcp: bool) -> &'static str {
+        match self.tcp_head {
+            Some(h) if tcp => h,
+            _ => self.head,
+        }
+    }
+
+    /// Value `v` as the terminal tables write it under [`Figure::head`]:
+    /// whole packets per second and counts, Gbit/s with 3 decimals, loss
+    /// in % with 3, % of the line rate with 1.
+    pub fn text(&self, v: f64) -> String {
+        match self.kind() {
+            Kind::Bps => format!("{:.3}", v / 1e9),
+            Kind::Ratio => format!("{:.3}", v * 100.0),
+            Kind::Percent => format!("{v:.1}"),
+            _ => format!("{v:.0}"),
+        }
+    }
+
     /// The figure over direction `d` of test `t`; none where the test
     /// does not have it.
     pub fn value(&self, t: &TestResult, d: &DirectionResult) -> Option<f64> {
@@ -102,6 +130,8 @@ pub const TX_PPS: Figure = Figure {
     key: "tx_pps",
     criteria: &["tx_pps"],
     label: "offered",
+    head: "Offered pps",
+    tcp_head: None,
     unit: Kind::Pps,
     tests: Tests::Packets,
     series: Some(Series {
@@ -119,6 +149,8 @@ pub const RX_PPS: Figure = Figure {
     key: "rx_pps",
     criteria: &["rx_pps"],
     label: "received",
+    head: "Received pps",
+    tcp_head: None,
     unit: Kind::Pps,
     tests: Tests::Packets,
     series: Some(Series {
@@ -136,6 +168,8 @@ pub const TX_L2_BPS: Figure = Figure {
     key: "tx_l2_bps",
     criteria: &[],
     label: "offered L2",
+    head: "Offered L2 Gbit/s",
+    tcp_head: None,
     unit: Kind::Bps,
     tests: Tests::All,
     series: None,
@@ -154,6 +188,8 @@ pub const RX_L2_BPS: Figure = Figure {
     key: "rx_l2_bps",
     criteria: &["l2_bps", "goodput"],
     label: "goodput",
+    head: "L2 Gbit/s",
+    tcp_head: Some("Goodput Gbit/s"),
     unit: Kind::Bps,
     tests: Tests::All,
     series: None,
@@ -166,6 +202,8 @@ pub const RX_L1_BPS: Figure = Figure {
     key: "rx_l1_bps",
     criteria: &["l1_bps"],
     label: "received L1",
+    head: "L1 Gbit/s",
+    tcp_head: None,
     unit: Kind::Bps,
     tests: Tests::All,
     series: None,
@@ -178,6 +216,8 @@ pub const LINE_RATE_PCT: Figure = Figure {
     key: "line_rate_pct",
     criteria: &["line_pct"],
     label: "line rate",
+    head: "% line",
+    tcp_head: None,
     unit: Kind::Percent,
     tests: Tests::All,
     series: Some(Series {
@@ -200,6 +240,8 @@ pub const LOSS_RATIO: Figure = Figure {
     key: "loss_ratio",
     criteria: &["loss"],
     label: "loss",
+    head: "Loss %",
+    tcp_head: None,
     unit: Kind::Ratio,
     tests: Tests::Packets,
     series: Some(Series {
@@ -217,6 +259,8 @@ pub const RETRANSMITS: Figure = Figure {
     key: "retransmits",
     criteria: &["retransmits"],
     label: "retransmits",
+    head: "Retransmits",
+    tcp_head: None,
     unit: Kind::Count,
     tests: Tests::All,
     series: Some(Series {
@@ -272,6 +316,25 @@ mod tests {
         assert_eq!(LOSS_RATIO.kind(), Kind::Ratio);
         assert!(LOSS_RATIO.lower_is_better() && RETRANSMITS.lower_is_better());
         assert!(!RX_PPS.lower_is_better() && !TX_L2_BPS.lower_is_better());
+    }
+
+    #[test]
+    fn terminal_heads_and_text_follow_the_unit() {
+        assert_eq!(RX_L2_BPS.head(false), "L2 Gbit/s");
+        assert_eq!(RX_L2_BPS.head(true), "Goodput Gbit/s");
+        assert_eq!(RX_PPS.head(true), RX_PPS.head);
+        assert_eq!(RX_L2_BPS.text(12_345_678_901.0), "12.346");
+        assert_eq!(RX_PPS.text(1_234_567.4), "1234567");
+        assert_eq!(LOSS_RATIO.text(0.001_23), "0.123");
+        assert_eq!(LINE_RATE_PCT.text(99.94), "99.9");
+        assert_eq!(RETRANSMITS.text(1710.0), "1710");
+        for (i, f) in ALL.iter().enumerate() {
+            assert!(
+                ALL[..i].iter().all(|g| g.head != f.head),
+                "{} twice",
+                f.head
+            );
+        }
     }
 
     #[test]

@@ -3,6 +3,9 @@
 //! TERM=dumb; the layout is the same with or without it.
 
 use super::columns::{self, Column, KEEP};
+use super::registry::{
+    Figure, LINE_RATE_PCT, LOSS_RATIO, RETRANSMITS, RX_L1_BPS, RX_L2_BPS, RX_PPS, TX_PPS,
+};
 use crate::model::stderr::errln;
 use crate::model::units;
 use crate::results::bottleneck::direction_tester_limited as tester_limited;
@@ -93,6 +96,20 @@ fn pps(v: f64) -> String {
     format!("{v:.0}")
 }
 
+/// The column of registered figure `f` in the TCP and HTTP (`tcp`) or
+/// the packet table, dropped `drop`-th to fit the width.
+fn figure_column(f: &Figure, tcp: bool, drop: u8) -> Column<Tone> {
+    Column::new(f.head(tcp), false, drop)
+}
+
+/// Figure `f` of direction `d` of `t` as its column writes it, "-" where
+/// the direction has none.
+fn figure_cell(f: &Figure, t: &TestResult, d: &crate::results::DirectionResult) -> String {
+    f.value(t, d)
+        .map(|v| f.text(v))
+        .unwrap_or_else(|| "-".into())
+}
+
 /// The UDP (and latency) table's columns for `rows`, its notes added to
 /// `notes`.
 fn udp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Column<Tone>> {
@@ -100,12 +117,12 @@ fn udp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
         Column::new("Test", true, KEEP),
         Column::new("Dir", true, KEEP),
         Column::new("Asked pps", false, 6),
-        Column::new("Offered pps", false, 7),
-        Column::new("Received pps", false, KEEP),
-        Column::new("L1 Gbit/s", false, 5),
-        Column::new("L2 Gbit/s", false, 1),
-        Column::new("% line", false, 4),
-        Column::new("Loss %", false, KEEP),
+        figure_column(&TX_PPS, false, 7),
+        figure_column(&RX_PPS, false, KEEP),
+        figure_column(&RX_L1_BPS, false, 5),
+        figure_column(&RX_L2_BPS, false, 1),
+        figure_column(&LINE_RATE_PCT, false, 4),
+        figure_column(&LOSS_RATIO, false, KEEP),
         Column::new("Tester drops", false, 8),
         Column::new("CPU gen %", false, 3),
         Column::new("CPU sink %", false, 2),
@@ -136,28 +153,20 @@ fn udp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
                 plain(super::figures::dir_label(&d.direction)),
                 plain(asked),
                 (
-                    pps(d.tx_pps),
+                    figure_cell(&TX_PPS, t, d),
                     if tester_limited(d) {
                         Tone::Bad
                     } else {
                         Tone::Plain
                     },
                 ),
-                plain(pps(d.rx_pps)),
-                plain(
-                    d.rx_l1_bps
-                        .map(|v| format!("{:.3}", v / 1e9))
-                        .unwrap_or_else(|| "-".into()),
-                ),
-                plain(format!("{:.3}", d.rx_l2_bps / 1e9)),
-                plain(
-                    d.line_rate_pct
-                        .map(|p| format!("{p:.1}"))
-                        .unwrap_or_else(|| "-".into()),
-                ),
+                plain(figure_cell(&RX_PPS, t, d)),
+                plain(figure_cell(&RX_L1_BPS, t, d)),
+                plain(figure_cell(&RX_L2_BPS, t, d)),
+                plain(figure_cell(&LINE_RATE_PCT, t, d)),
                 (
-                    format!("{:.3}", d.loss_ratio * 100.0),
-                    loss_tone(d.loss_ratio),
+                    figure_cell(&LOSS_RATIO, t, d),
+                    loss_tone(LOSS_RATIO.value(t, d).unwrap_or(0.0)),
                 ),
                 (
                     d.tester_drops.to_string(),
@@ -192,7 +201,7 @@ fn udp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
     // "% line" needs a line rate: a veth reports none, and without
     // --line-rate every row would show "-". Such a column says nothing.
     c.retain(|col| {
-        col.head != LINE_PCT
+        col.head != LINE_RATE_PCT.head
             || col
                 .cells
                 .iter()
@@ -201,27 +210,24 @@ fn udp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
     c
 }
 
-/// The UDP table's share of the line rate, shown only when a row has one.
-const LINE_PCT: &str = "% line";
-
 /// The legend of the columns shown, a sentence for each that needs one:
 /// a column left out (or never printed) takes its sentence with it.
 fn legend(shown: &[&str], line_rate_bps: f64) -> String {
     let has = |h: &str| shown.contains(&h);
     let mut parts: Vec<String> = Vec::new();
-    if has(LINE_PCT) {
+    if has(LINE_RATE_PCT.head) {
         parts.push(format!(
             "Line rate {} bit/s (L1); % line is of it.",
             units::si(line_rate_bps).trim()
         ));
     }
-    if has("L1 Gbit/s") || has("L2 Gbit/s") {
+    if has(RX_L1_BPS.head(false)) || has(RX_L2_BPS.head(false)) {
         parts.push("Frames include the 4-byte FCS; L1 adds 20 B per frame.".into());
     }
     if has("Asked pps") {
         parts.push("Asked: the rate asked for (max: as fast as the sender can).".into());
     }
-    if has("Goodput Gbit/s") {
+    if has(RX_L2_BPS.head(true)) {
         parts.push("TCP and HTTP: payload goodput.".into());
     }
     match (has("RTT ms"), has("cwnd")) {
@@ -246,8 +252,8 @@ fn tcp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
     let mut c = [
         Column::new("Test", true, KEEP),
         Column::new("Dir", true, KEEP),
-        Column::new("Goodput Gbit/s", false, KEEP),
-        Column::new("Retransmits", false, KEEP),
+        figure_column(&RX_L2_BPS, true, KEEP),
+        figure_column(&RETRANSMITS, true, KEEP),
         Column::new("RTT ms", false, 5),
         Column::new("cwnd", false, 4),
         Column::new("CPU gen %", false, 3),
@@ -260,7 +266,8 @@ fn tcp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
             continue;
         }
         for d in &t.directions {
-            let retr = d.retransmits.unwrap_or(0);
+            // No retransmit count (HTTP) reads as none.
+            let retr = RETRANSMITS.value(t, d).unwrap_or(0.0);
             let streams: Vec<_> = d
                 .sender_summary
                 .streams
@@ -274,10 +281,10 @@ fn tcp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
             let cells = [
                 plain(t.name.clone()),
                 plain(super::figures::dir_label(&d.direction)),
-                plain(format!("{:.3}", d.rx_l2_bps / 1e9)),
+                plain(figure_cell(&RX_L2_BPS, t, d)),
                 (
-                    retr.to_string(),
-                    if retr > 0 { Tone::Warn } else { Tone::Plain },
+                    RETRANSMITS.text(retr),
+                    if retr > 0.0 { Tone::Warn } else { Tone::Plain },
                 ),
                 plain(
                     mean(&|s| f64::from(s.rtt_us) / 1e3)
