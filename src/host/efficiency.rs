@@ -378,11 +378,7 @@ pub type StealTicks = Vec<(u32, u64)>;
 /// is never missed (one beside it may be counted). `None` without a
 /// reading on both sides.
 pub fn steal_between(readings: &[(f64, StealTicks)], from: f64, to: f64) -> Option<f64> {
-    let i = readings
-        .partition_point(|(t, _)| *t <= from)
-        .checked_sub(1)?;
-    let j = readings.partition_point(|(t, _)| *t < to);
-    let (a, b) = (&readings[i].1, &readings.get(j)?.1);
+    let (a, b) = around(readings, from, to)?;
     let most = b
         .iter()
         .map(|&(cpu, after)| {
@@ -400,12 +396,18 @@ pub fn steal_between(readings: &[(f64, StealTicks)], from: f64, to: f64) -> Opti
 /// `(t_s, ns so far)`), ms: the same window as [`steal_between`]. `None`
 /// without a reading on both sides (the DUT's agent did not watch).
 pub fn stall_between(readings: &[(f64, u64)], from: f64, to: f64) -> Option<f64> {
+    let (a, b) = around(readings, from, to)?;
+    Some(b.saturating_sub(*a) as f64 / 1e6)
+}
+
+/// The last reading at or before `from` and the first at or after `to`
+/// (`readings` in time order): a window that holds the step whole.
+fn around<T>(readings: &[(f64, T)], from: f64, to: f64) -> Option<(&T, &T)> {
     let i = readings
         .partition_point(|(t, _)| *t <= from)
         .checked_sub(1)?;
     let j = readings.partition_point(|(t, _)| *t < to);
-    let (a, b) = (readings[i].1, readings.get(j)?.1);
-    Some(b.saturating_sub(a) as f64 / 1e6)
+    Some((&readings[i].1, &readings.get(j)?.1))
 }
 
 /// The DUT's counters at `t_s`, interpolated between the readings around
@@ -457,6 +459,25 @@ pub fn nominal_hz(root: &Path) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn steal_and_stalls_are_read_over_a_window_holding_the_step() {
+        // Readings every 0.25 s; a step from 0.3 to 0.6 s is read from the
+        // one at 0.25 to the one at 0.75.
+        let stalls = [
+            (0.0, 0),
+            (0.25, 1_000_000),
+            (0.5, 3_000_000),
+            (0.75, 3_500_000),
+        ];
+        assert_eq!(stall_between(&stalls, 0.3, 0.6), Some(2.5));
+        assert_eq!(stall_between(&stalls, 0.25, 0.5), Some(2.0));
+        assert_eq!(stall_between(&stalls, 0.3, 0.8), None, "no reading after");
+        assert_eq!(stall_between(&stalls, -0.1, 0.2), None, "none before");
+        let steal: Vec<(f64, StealTicks)> =
+            vec![(0.0, vec![(0, 0), (1, 0)]), (0.5, vec![(0, 1), (1, 3)])];
+        assert_eq!(steal_between(&steal, 0.1, 0.4), Some(30.0));
+    }
 
     #[test]
     fn estimate_when_no_counters() {
