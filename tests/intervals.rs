@@ -260,14 +260,19 @@ fn issue38_http_prints_a_line_per_second_with_its_connections_and_requests() {
         assert!(figure_after(line, "goodput ") > 0.0, "{line}");
     }
     // A ramp's stages under -i 0.5: half-second lines, each with the
-    // connections that ran in it (never 0 while the ramp had some open).
+    // connections that ran in it. The line from 0 to 2 over the first
+    // second, rounded down, opens connection 0 at 0.5 s (docs/http.md): the
+    // first half-second has at most the one that opens at its end, every
+    // later one at least that one, and the last all four.
     let (stdout, _) = ok(&[&http[..], &["--ramp-connections", "1s:2,1s:4", "-i", "0.5"]].concat());
     let l = lines(&stdout);
     assert_spans(&l, &[(0.0, 0.5), (0.5, 1.0), (1.0, 1.5), (1.5, 2.0)]);
     let conns: Vec<f64> = l.iter().map(|x| figure_before(x, " conn")).collect();
     assert!(l.iter().all(|x| x.ends_with(" conn")), "{l:#?}");
-    assert!(conns.iter().all(|&c| (1.0..=4.0).contains(&c)), "{l:#?}");
-    assert!(conns[3] > conns[0], "the ramp does not show: {l:#?}");
+    assert!(conns[0] <= 1.0, "{l:#?}");
+    assert!(conns[1..].iter().all(|&c| (1.0..=4.0).contains(&c)), "{l:#?}");
+    assert!(conns[3] > conns[1], "the ramp does not show: {l:#?}");
+    assert!(figure_before(&l[3], " req/s") > 0.0, "{l:#?}");
     // A count of requests ends early: the last line says how wide it is.
     let (stdout, _) = ok(&[&http[..], &["-c", "2", "--requests", "2000"]].concat());
     let l = lines(&stdout);
