@@ -977,3 +977,160 @@ fn the_name_check_finds_planted_faults() {
     let bad = name_faults(&["rx_pps".to_string()], &few);
     assert!(bad[0].contains("lower its allowance"), "{bad:?}");
 }
+
+/// Issue 36's size goals: at most 30 functions over 80 lines and at most 8
+/// files over 600 lines in src/ and crates/, and `anyhow` only in the
+/// command layer. Lines are non-blank lines of code (comments, strings'
+/// contents and test items left out). The caps are today's counts and may
+/// only go down: a count above its cap fails, and so does one below it
+/// (lower the cap in the same change).
+const LONG_FN_LINES: usize = 80;
+const BIG_FILE_LINES: usize = 600;
+const MAX_LONG_FNS: usize = 93;
+const MAX_BIG_FILES: usize = 8;
+const MAX_ANYHOW_FILES: usize = 49;
+
+/// Non-blank lines of `s`.
+fn code_lines(s: &str) -> usize {
+    s.lines().filter(|l| !l.trim().is_empty()).count()
+}
+
+/// Each function with a body in `code` (as [`code_of`] leaves it): its
+/// name and its non-blank lines, signature to closing brace.
+fn functions(code: &str) -> Vec<(String, usize)> {
+    let b = code.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(at) = code[i..].find("fn ").map(|k| k + i) {
+        i = at + 3;
+        if at > 0 && (b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_') {
+            continue;
+        }
+        let name: String = code[i..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() {
+            continue;
+        }
+        // The body's opening brace, unless a `;` ends a declaration first.
+        let Some(open) = code[i..].find(['{', ';']).map(|k| k + i) else {
+            break;
+        };
+        if b[open] == b';' {
+            continue;
+        }
+        let mut depth = 0usize;
+        let mut close = code.len();
+        for (k, c) in code[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        close = open + k + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.push((name, code_lines(&code[at..close])));
+    }
+    out
+}
+
+/// Long functions, big files and files below the command layer that use
+/// `anyhow`, as `path: what` lines.
+fn size_facts(files: &[(String, String)]) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let (mut long, mut big, mut anyhow) = (Vec::new(), Vec::new(), Vec::new());
+    for (path, text) in files {
+        if path.ends_with("tests.rs") || path.ends_with("testdata.rs") {
+            continue;
+        }
+        let code = without_tests(&code_of(text));
+        let n = code_lines(&code);
+        if n > BIG_FILE_LINES {
+            big.push(format!("{path}: {n} lines"));
+        }
+        for (name, n) in functions(&code) {
+            if n > LONG_FN_LINES {
+                long.push(format!("{path}: {name} {n} lines"));
+            }
+        }
+        let command_layer = path.starts_with("src/cli/") || path == "src/main.rs";
+        if !command_layer && code.contains("anyhow") {
+            anyhow.push(path.clone());
+        }
+    }
+    (long, big, anyhow)
+}
+
+/// A count against its ratchet: over the cap or under it is a fault.
+fn ratchet(what: &str, found: &[String], cap: usize, goal: usize) -> Option<String> {
+    match found.len().cmp(&cap) {
+        std::cmp::Ordering::Equal => None,
+        std::cmp::Ordering::Greater => Some(format!(
+            "{} {what}, more than the {cap} allowed (the goal is {goal}); make the new one \
+             smaller:\n  {}",
+            found.len(),
+            found.join("\n  ")
+        )),
+        std::cmp::Ordering::Less => Some(format!(
+            "{} {what}, fewer than the cap of {cap}: lower the cap to {} in tests/layers.rs",
+            found.len(),
+            found.len()
+        )),
+    }
+}
+
+#[test]
+fn long_functions_big_files_and_anyhow_only_go_down() {
+    let _g = crate::util::shared();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (long, big, anyhow) = size_facts(&source_files(root));
+    let faults: Vec<String> = [
+        ratchet("functions over 80 lines", &long, MAX_LONG_FNS, 30),
+        ratchet("files over 600 lines", &big, MAX_BIG_FILES, 8),
+        ratchet(
+            "files below the command layer using anyhow",
+            &anyhow,
+            MAX_ANYHOW_FILES,
+            0,
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    assert!(faults.is_empty(), "{}", faults.join("\n"));
+}
+
+#[test]
+fn the_size_checks_find_planted_faults() {
+    let _g = crate::util::shared();
+    let body = "    let x = 1;\n".repeat(81);
+    let long = format!("pub fn big() -> u32 {{\n{body}    x\n}}\ntrait T {{ fn f(); }}\n");
+    let short = "fn small() {\n    // a comment\n\n    call();\n}\n";
+    let fns = functions(&code_of(&format!("{long}{short}")));
+    assert_eq!(fns.len(), 2, "{fns:?}");
+    assert_eq!(fns[0], ("big".to_string(), 84));
+    assert_eq!(fns[1], ("small".to_string(), 3));
+    let file = |p: &str, t: &str| (p.to_string(), t.to_string());
+    let (l, b, a) = size_facts(&[
+        file("src/a.rs", &long),
+        file("src/b.rs", &"use anyhow::Result;\n".repeat(601)),
+        file("src/cli/c.rs", "use anyhow::Result;\n"),
+        file(
+            "src/d.rs",
+            "#[cfg(test)]\nmod tests { use anyhow::Result; }\n",
+        ),
+    ]);
+    assert_eq!(l.len(), 1, "{l:?}");
+    assert_eq!(b, vec!["src/b.rs: 601 lines".to_string()]);
+    assert_eq!(a, vec!["src/b.rs".to_string()]);
+    assert!(ratchet("x", &l, 1, 0).is_none());
+    assert!(ratchet("x", &l, 0, 0).unwrap().contains("more than"));
+    assert!(ratchet("x", &l, 2, 0)
+        .unwrap()
+        .contains("lower the cap to 1"));
+}
