@@ -14,6 +14,18 @@ use crate::topology::Endpoint;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+/// `linerate agent`: where its data plane lives and what it accepts.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// `None`: this namespace; `new`: an anonymous one that dies with the
+    /// agent; another name: that existing namespace.
+    pub netns: Option<String>,
+    /// Longest test the agent accepts.
+    pub max_duration: std::time::Duration,
+    /// Highest UDP send rate the agent accepts, in pps.
+    pub max_rate_pps: Option<f64>,
+}
+
 /// What every run shares: where results go, how they are shown, what the
 /// generator may send to.
 #[derive(Debug, Clone)]
