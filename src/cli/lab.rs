@@ -181,8 +181,8 @@ pub struct LabArgs {
 
 impl LabArgs {
     /// The port flags, for [`crate::orchestrate::config::PortsSpec::from_flags`].
-    pub fn port_flags(&self) -> crate::orchestrate::config::PortFlags<'_> {
-        crate::orchestrate::config::PortFlags {
+    pub fn port_flags(&self) -> crate::orchestrate::values::PortFlags<'_> {
+        crate::orchestrate::values::PortFlags {
             gen_port: self.gen_port.as_deref(),
             sink_port: self.sink_port.as_deref(),
             force: self.force_port,

@@ -20,7 +20,7 @@ pub use crate::http::server::{Limits as ServeLimits, ServeSpec};
 pub use crate::iperf3::server::{
     ServerConfig as Iperf3ServerConfig, ServerLimits as Iperf3ServerLimits,
 };
-pub use crate::lab::ports::{PortFlags, PortsSpec};
+pub use crate::lab::ports::PortsSpec;
 pub use crate::lab::rules::Remark;
 pub use crate::lab::{netem::Netem, CpuSet, DutMode, LabSpec, Shape};
 pub use crate::latency::monitor::MonitorConfig;

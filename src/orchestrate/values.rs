@@ -25,6 +25,8 @@ pub use crate::iperf3::slots::MAX_CLIENTS;
 /// DUT's source address.
 pub use crate::lab::cores::default_cpus;
 pub use crate::lab::netem::parse_time;
+/// The port flags (`--gen-port`, `--sink-port`…) that `PortsSpec::from_flags` reads.
+pub use crate::lab::ports::PortFlags;
 pub use crate::lab::stick::socket_reason;
 pub use crate::lab::{nat_source, queues_error, DEFAULT_STICK_VLANS};
 /// `monitor --responder` and `--icmp` targets.
