@@ -5,7 +5,7 @@
 use linerate::cli::{self, plan_config};
 use linerate::model::signals;
 use linerate::orchestrate::app;
-use linerate::{agent, results};
+use linerate::results;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -34,16 +34,7 @@ fn main() -> ExitCode {
     };
     linerate::report::columns::set_wide(cli.wide);
     let code = match cli.command {
-        cli::Command::Agent(a) => {
-            let (netns, limits) = cli::agent::agent(&a);
-            match agent::run(netns, limits) {
-                Ok(()) => 0,
-                Err(e) => {
-                    errln!("agent: {e:#}");
-                    1
-                }
-            }
-        }
+        cli::Command::Agent(a) => app::agent(&cli::agent::agent(&a)),
         cli::Command::Report(a) => linerate::report::run(&cli::report::report(&a)),
         cli::Command::Check(a) => cli::check::check(&a),
         cli::Command::Monitor(a) => match cli::monitor::monitor_config(&a) {

@@ -635,9 +635,12 @@ fn orchestrate_sits_between_report_and_plan() {
 /// ratchet: lower it when cli/ shrinks, and never raise either to make room
 /// (move the work into `src/orchestrate/` or below instead). On
 /// 2026-11-27, before the orchestration layer: 9,059 lines in all (tests
-/// included) and 16 modules; after it, 4,437 lines of code.
+/// included) and 16 modules; after it, 4,437 lines of code. On 2026-11-28,
+/// 5 modules: `orchestrate`, `model`, `proto`, `plan`, `report`; a command
+/// names a feature's config types through `orchestrate::config` and its
+/// value parsers through `orchestrate::values`.
 const CLI_MAX_LINES: usize = 4_500;
-const CLI_MAX_IMPORTS: usize = 15;
+const CLI_MAX_IMPORTS: usize = 5;
 
 /// What the command layer holds, read from the source under `root`.
 struct CliFacts {
@@ -749,8 +752,9 @@ fn cli_stays_thin() {
     );
     assert!(
         f.imports.len() <= CLI_MAX_IMPORTS,
-        "src/cli/ imports {} crate modules, more than {CLI_MAX_IMPORTS} (the goal is 6): {:?}; \
-         a command builds its config (src/orchestrate/config.rs) and dispatches",
+        "src/cli/ imports {} crate modules, more than {CLI_MAX_IMPORTS}: {:?}; a command \
+         builds its config (src/orchestrate/config.rs, which also names the config types \
+         features own; their value parsers are in src/orchestrate/values.rs) and dispatches",
         f.imports.len(),
         f.imports
     );

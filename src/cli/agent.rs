@@ -1,7 +1,6 @@
 //! `linerate agent`: its flags and the namespace and limits they describe.
 
-use crate::agent::Limits;
-use crate::topology::Netns;
+use crate::orchestrate::config::AgentConfig;
 use clap::Args;
 use std::time::Duration;
 
@@ -23,15 +22,10 @@ pub struct AgentArgs {
 }
 
 /// `linerate agent`: where the data plane lives and what the agent accepts.
-pub fn agent(a: &AgentArgs) -> (Netns, Limits) {
-    let netns = match a.netns.as_deref() {
-        None => Netns::Current,
-        Some("new") => Netns::New,
-        Some(n) => Netns::Named(n.to_string()),
-    };
-    let limits = Limits {
+pub fn agent(a: &AgentArgs) -> AgentConfig {
+    AgentConfig {
+        netns: a.netns.clone(),
         max_duration: Duration::from_secs(a.max_duration),
         max_rate_pps: a.max_rate,
-    };
-    (netns, limits)
+    }
 }

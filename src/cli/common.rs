@@ -3,15 +3,15 @@
 //! command file imports this one; it imports none of them.
 
 use super::parse::{parse_bps, parse_cpu_list, parse_host, CpuList, HostAddr};
-use crate::engine::check_destination;
-use crate::lab::DutMode;
 use crate::model::flows::FlowMode;
 use crate::model::stderr::errln;
+use crate::orchestrate::config::DutMode;
+use crate::orchestrate::config::Endpoint;
+use crate::orchestrate::config::SshOptions;
 use crate::orchestrate::config::{Pair, RunOpts, TestSpec};
 use crate::orchestrate::summary::SummaryOut;
+use crate::orchestrate::values::check_destination;
 use crate::proto::{Cidr, Direction};
-use crate::topology::ssh::SshOptions;
-use crate::topology::Endpoint;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use std::net::IpAddr;
@@ -160,7 +160,7 @@ impl SshArgs {
             .ssh_option
             .iter()
             .map(|o| {
-                crate::topology::ssh::option_pair(o).ok_or_else(|| {
+                crate::orchestrate::values::option_pair(o).ok_or_else(|| {
                     anyhow!("--ssh-option '{o}': write KEY=VALUE, e.g. --ssh-option Port=2222")
                 })
             })
@@ -375,7 +375,7 @@ impl ProbeArgs {
         .find_map(|(set, name)| set.then_some(name))
     }
 
-    pub fn opts(&self) -> Result<crate::runner::ProbeOpts> {
+    pub fn opts(&self) -> Result<crate::orchestrate::config::ProbeOpts> {
         let probe_interval = self.probe_interval.unwrap_or(PROBE_INTERVAL_MS);
         let probe_size = self
             .probe_size
@@ -396,7 +396,7 @@ impl ProbeArgs {
         if !(0.0..=600.0).contains(&idle) {
             bail!("--idle {idle} is outside 0..=600 s");
         }
-        Ok(crate::runner::ProbeOpts {
+        Ok(crate::orchestrate::config::ProbeOpts {
             interval: Duration::from_secs_f64(probe_interval / 1000.0),
             payload: probe_size,
             idle: Duration::from_secs_f64(idle),
@@ -405,17 +405,17 @@ impl ProbeArgs {
     }
 
     /// The test itself, or with probes around it when --latency asks.
-    pub fn wrap(&self, load: crate::runner::Load) -> Result<TestSpec> {
+    pub fn wrap(&self, load: crate::orchestrate::config::Load) -> Result<TestSpec> {
         if !self.latency {
             if let Some(flag) = self.given() {
                 bail!("{flag} sets the latency probes, which only --latency sends: add --latency, or drop {flag}");
             }
             return Ok(match load {
-                crate::runner::Load::Tcp(t) => TestSpec::Tcp(t),
-                crate::runner::Load::Udp(t) => TestSpec::Udp(t),
+                crate::orchestrate::config::Load::Tcp(t) => TestSpec::Tcp(t),
+                crate::orchestrate::config::Load::Udp(t) => TestSpec::Udp(t),
             });
         }
-        Ok(TestSpec::Latency(crate::runner::LatencyTest {
+        Ok(TestSpec::Latency(crate::orchestrate::config::LatencyTest {
             load,
             probes: self.opts()?,
         }))

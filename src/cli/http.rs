@@ -2,11 +2,11 @@
 
 use super::common::{secs, Common};
 use super::parse::parse_size;
-use crate::engine::check_destination;
+use crate::orchestrate::config::{HttpServerSide, HttpTest, HttpUrl};
 use crate::orchestrate::config::{Pair, TestSpec};
+use crate::orchestrate::values::check_destination;
 use crate::proto::http::Content;
 use crate::proto::http::Trust;
-use crate::runner::{HttpServerSide, HttpTest, HttpUrl};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use std::net::{IpAddr, ToSocketAddrs};
@@ -90,7 +90,7 @@ pub struct HttpArgs {
     pub method: crate::proto::http::HttpMethod,
     /// Add a request header 'Name: value' (repeatable); Host, Content-Length, Transfer-Encoding
     /// and Connection are the client's own.
-    #[arg(long, short = 'H', value_name = "'NAME: VALUE'", value_parser = crate::http::request::parse_header)]
+    #[arg(long, short = 'H', value_name = "'NAME: VALUE'", value_parser = crate::orchestrate::values::parse_header)]
     pub header: Vec<(String, String)>,
     /// The request body (sent with a Content-Length; at most 64 KiB).
     #[arg(long, value_name = "STRING", conflicts_with = "body_file")]
@@ -100,9 +100,9 @@ pub struct HttpArgs {
     pub body_file: Option<PathBuf>,
     /// Ramp the open connections through k6-like stages DURATION:CONNECTIONS,... (e.g.
     /// 10s:1,20s:64,10s:0), each linear from the previous target (0 at first); replaces -c and -t.
-    #[arg(long, value_name = "STAGES", value_parser = crate::http::request::ramp_stages,
+    #[arg(long, value_name = "STAGES", value_parser = crate::orchestrate::values::ramp_stages,
           conflicts_with_all = ["connections", "duration", "matrix", "rate", "requests"])]
-    pub ramp_connections: Option<crate::http::request::RampStages>,
+    pub ramp_connections: Option<crate::orchestrate::values::RampStages>,
     /// Mark the client's and linerate's server's packets with this DSCP (as `linerate tcp --dscp`).
     #[arg(long, value_name = "DSCP")]
     pub dscp: Option<crate::proto::Dscp>,
@@ -159,7 +159,7 @@ fn parse_url(url: &str) -> Result<(bool, HttpUrl)> {
 /// `linerate http`: the endpoints and the test (or the matrix's six).
 pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
     let allow = a.common.allow_target.clone();
-    let request = crate::http::request::request(
+    let request = crate::orchestrate::values::request(
         a.method,
         &a.header,
         a.body.as_deref(),
@@ -169,9 +169,9 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
     let ramp = a.ramp_connections.clone().map(|r| r.0).unwrap_or_default();
     let duration = match ramp.is_empty() {
         true => secs("--duration", a.duration)?,
-        false => crate::http::request::ramp_duration(&ramp),
+        false => crate::orchestrate::values::ramp_duration(&ramp),
     };
-    let n = crate::http::request::ramp_peak(&ramp);
+    let n = crate::orchestrate::values::ramp_peak(&ramp);
     let n = a.connections.unwrap_or(if a.matrix { 4 } else { n.max(1) });
     if n == 0 || n > 1024 {
         bail!("--connections {n} is outside 1..=1024");

@@ -9,15 +9,15 @@
 use super::common::{direction, duration, Common, Endpoints};
 use super::parse::parse_host;
 use super::serve::ServeArgs;
-use crate::iperf3::server::{self, ServerConfig};
 use crate::model::stderr::errln;
 use crate::model::units::Rate;
+use crate::orchestrate::config::Endpoint;
+use crate::orchestrate::config::Iperf3Test;
 use crate::orchestrate::config::RunOpts;
+use crate::orchestrate::config::{Iperf3ServerConfig as ServerConfig, Iperf3ServerLimits};
 use crate::orchestrate::iperf3_serve::Iperf3Serve;
 use crate::proto::iperf3::{self as wire, ClientJob, Mode, TestParams, Transport};
 use crate::proto::{Direction, FrameSpec};
-use crate::runner::Iperf3Test;
-use crate::topology::Endpoint;
 use anyhow::{anyhow, bail, Result};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -80,7 +80,7 @@ fn server_of(e: &Endpoints, common: &Common) -> Result<SocketAddr> {
         bail!("--dut-host: tests against an iperf3 server do not watch a DUT; drop --dut-host, or run linerate at both ends (--server ns:NAME or ssh://HOST) to watch one");
     }
     let server = parse_server(&e.server, e.ipv6)?;
-    crate::engine::check_destination(server.ip(), &common.allow_target).map_err(|m| {
+    crate::orchestrate::values::check_destination(server.ip(), &common.allow_target).map_err(|m| {
         anyhow!("{m}; an iperf3 server on the internet is outside them: name it with --allow-target {}/{} if you mean to load it",
             server.ip(), if server.is_ipv6() { 128 } else { 32 })
     })?;
@@ -300,7 +300,7 @@ fn serve_config(a: &ServeArgs) -> Result<Iperf3Serve> {
         listen,
         cpus: vec![],
         answer_timeout: ANSWER_TIMEOUT,
-        limits: server::ServerLimits {
+        limits: Iperf3ServerLimits {
             max_time_s: a.max_test_time,
             max_udp_send_bps: a.max_udp_send_rate.round() as u64,
             max_clients: a.max_clients as usize,

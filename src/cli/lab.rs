@@ -2,7 +2,7 @@
 
 use super::common::{Common, DirectionArg, DutArg};
 use super::parse::parse_pps_u64;
-use crate::lab::LabSpec;
+use crate::orchestrate::config::LabSpec;
 use crate::orchestrate::config::{Command as Cmd, LabConfig};
 use crate::proto::{RxEngine, TxEngine};
 use anyhow::{bail, Result};
@@ -63,18 +63,18 @@ pub struct LabArgs {
     /// Shape the DUT's egress towards the sink with tc tbf: RATE (20M, 1G) and an optional
     /// QUEUE in bytes (125000, 64k) or time at the rate (50ms; default 100ms). A load above
     /// RATE fills the queue: a bufferbloated DUT, for latency under load.
-    #[arg(long, value_name = "RATE[,QUEUE]", value_parser = crate::lab::Shape::parse)]
-    pub dut_shape: Option<crate::lab::Shape>,
+    #[arg(long, value_name = "RATE[,QUEUE]", value_parser = crate::orchestrate::config::Shape::parse)]
+    pub dut_shape: Option<crate::orchestrate::config::Shape>,
     /// Make the DUT rewrite the DSCP of what it forwards: FROM=TO (e.g. ef=af11, any=cs1;
     /// nftables), to see a remark counted at the sink (`udp --dscp` in a plan's [lab]).
     #[arg(long, value_name = "FROM=TO")]
-    pub dut_remark: Option<crate::lab::rules::Remark>,
+    pub dut_remark: Option<crate::orchestrate::config::Remark>,
     /// Delay what the DUT forwards, both ways (tc netem on its two egresses): 20ms, 500us.
     /// Needs sch_netem in the DUT's kernel (--dut-vm's have it).
-    #[arg(long, value_name = "TIME", value_parser = crate::lab::netem::parse_time)]
+    #[arg(long, value_name = "TIME", value_parser = crate::orchestrate::values::parse_time)]
     pub dut_delay: Option<std::time::Duration>,
     /// Vary --dut-delay by up to ± this (packets closer than that overtake each other).
-    #[arg(long, value_name = "TIME", value_parser = crate::lab::netem::parse_time)]
+    #[arg(long, value_name = "TIME", value_parser = crate::orchestrate::values::parse_time)]
     pub dut_jitter: Option<std::time::Duration>,
     /// Send this % of packets at once, ahead of those --dut-delay holds (reordering).
     #[arg(long, value_name = "PERCENT")]
@@ -111,8 +111,8 @@ pub struct LabArgs {
     /// The DUT VM's kernel: debian:RELEASE (Debian's own kernel package, downloaded with apt
     /// and cached, e.g. debian:bookworm), a kernel .deb, or a bzImage (its modules from
     /// /lib/modules/RELEASE). Default: debian:stable. With --dut-initrd: your router's kernel.
-    #[arg(long, value_name = "KERNEL", value_parser = crate::vm::KernelSource::parse, requires = "vm_dut")]
-    pub dut_kernel: Option<crate::vm::KernelSource>,
+    #[arg(long, value_name = "KERNEL", value_parser = crate::orchestrate::config::KernelSource::parse, requires = "vm_dut")]
+    pub dut_kernel: Option<crate::orchestrate::config::KernelSource>,
     /// vCPUs of the DUT VM (default 1).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64), requires = "vm_dut")]
     pub dut_vcpus: Option<u16>,
@@ -121,8 +121,8 @@ pub struct LabArgs {
     pub dut_memory: Option<u32>,
     /// How the DUT VM runs: kvm, tcg (emulated, slow) or auto (KVM if a probe guest boots
     /// with it within 20 s, else TCG; the choice and its reason are in the results).
-    #[arg(long, value_name = "ACCEL", value_parser = crate::vm::Accel::parse, default_value = "auto", requires = "vm_dut")]
-    pub vm_accel: crate::vm::Accel,
+    #[arg(long, value_name = "ACCEL", value_parser = crate::orchestrate::config::Accel::parse, default_value = "auto", requires = "vm_dut")]
+    pub vm_accel: crate::orchestrate::config::Accel,
     /// Run only the suite's tests whose names contain this text (case-insensitive; repeatable),
     /// e.g. --only "udp 64B" --only "tcp 1".
     #[arg(long, value_name = "TEXT")]
@@ -180,9 +180,9 @@ pub struct LabArgs {
 }
 
 impl LabArgs {
-    /// The port flags, for [`crate::lab::ports::PortsSpec::from_flags`].
-    pub fn port_flags(&self) -> crate::lab::ports::PortFlags<'_> {
-        crate::lab::ports::PortFlags {
+    /// The port flags, for [`crate::orchestrate::config::PortsSpec::from_flags`].
+    pub fn port_flags(&self) -> crate::orchestrate::values::PortFlags<'_> {
+        crate::orchestrate::values::PortFlags {
             gen_port: self.gen_port.as_deref(),
             sink_port: self.sink_port.as_deref(),
             force: self.force_port,
@@ -196,8 +196,8 @@ impl LabArgs {
 }
 
 /// The DUT VM the flags ask for, checked against the DUT mode.
-fn vm_spec(a: &LabArgs) -> Result<Option<Box<crate::vm::VmSpec>>> {
-    use crate::vm::Guest;
+fn vm_spec(a: &LabArgs) -> Result<Option<Box<crate::orchestrate::config::VmSpec>>> {
+    use crate::orchestrate::config::Guest;
     let guest = match (&a.dut_image, &a.dut_initrd) {
         (Some(img), _) => Guest::Image(img.clone()),
         (None, Some(initrd)) => Guest::Initrd {
@@ -212,8 +212,8 @@ fn vm_spec(a: &LabArgs) -> Result<Option<Box<crate::vm::VmSpec>>> {
             "--dut-vm runs the DUT in a VM, and --dut stick is an XDP program on this host's switch namespace: use --dut route, bridge, nat or fw with --dut-vm"
         );
     }
-    let d = crate::vm::VmSpec::default();
-    Ok(Some(Box::new(crate::vm::VmSpec {
+    let d = crate::orchestrate::config::VmSpec::default();
+    Ok(Some(Box::new(crate::orchestrate::config::VmSpec {
         kernel: a.dut_kernel.clone().unwrap_or(d.kernel),
         cpus: a.dut_vcpus.unwrap_or(d.cpus),
         memory_mib: a.dut_memory.unwrap_or(d.memory_mib),
@@ -235,7 +235,7 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
     }
     // Pinned senders let the lab give the DUT cores of its own.
     if opts.cpus.is_empty() {
-        opts.cpus = crate::lab::cores::default_cpus();
+        opts.cpus = crate::orchestrate::values::default_cpus();
     }
     let threads = a.threads.unwrap_or(0);
     if let Some(n) = a.fw_rules {
@@ -249,7 +249,7 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
         }
     }
     if let Some(n) = a.queues {
-        if let Some(e) = crate::lab::queues_error(n) {
+        if let Some(e) = crate::orchestrate::values::queues_error(n) {
             bail!("{e}");
         }
         if let Some(port) = &a.gen_port {
@@ -270,17 +270,23 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
         queues: a.queues.unwrap_or(1),
         dut_loss_pct: a.dut_loss,
         dut_police_pps: a.dut_police,
-        rps: crate::lab::CpuSet::receive_side(&opts.cpus, threads),
-        senders: crate::lab::CpuSet::senders(&opts.cpus, threads),
+        rps: crate::orchestrate::config::CpuSet::receive_side(&opts.cpus, threads),
+        senders: crate::orchestrate::config::CpuSet::senders(&opts.cpus, threads),
         dut_shape: a.dut_shape,
         dut_remark: a.dut_remark,
-        dut_netem: crate::lab::netem::Netem::from_flags(a.dut_delay, a.dut_jitter, a.dut_reorder)?,
-        stick_vlans: a.stick_vlans.unwrap_or(crate::lab::DEFAULT_STICK_VLANS),
+        dut_netem: crate::orchestrate::config::Netem::from_flags(
+            a.dut_delay,
+            a.dut_jitter,
+            a.dut_reorder,
+        )?,
+        stick_vlans: a
+            .stick_vlans
+            .unwrap_or(crate::orchestrate::values::DEFAULT_STICK_VLANS),
         dut_vm: vm_spec(a)?,
     };
     let cfg = LabConfig {
         spec,
-        ports: crate::lab::ports::PortsSpec::from_flags(&a.port_flags())?,
+        ports: crate::orchestrate::config::PortsSpec::from_flags(&a.port_flags())?,
         quick: a.quick,
         no_search: a.no_search,
         duration_s: a.duration,

@@ -6,8 +6,8 @@ use super::target::TargetArgs;
 use crate::model::flows::FlowMode;
 use crate::model::units::Rate;
 use crate::orchestrate::config::TestSpec;
+use crate::orchestrate::config::{TcpTest, UdpTest};
 use crate::proto::{Direction, FrameSpec, RxEngine, TxEngine};
-use crate::runner::{TcpTest, UdpTest};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 
@@ -71,7 +71,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
     if a.target.lab && !a.target.back_to_back && a.target.dut == super::common::DutArg::Stick {
         bail!(
             "--lab --dut stick cannot carry latency probes: {}",
-            crate::lab::stick::socket_reason()
+            crate::orchestrate::values::socket_reason()
         );
     }
     if let (Some(cc), LoadArg::Udp) = (&a.cc, a.load) {
@@ -82,7 +82,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
             if a.streams == 0 || a.streams > 1024 {
                 bail!("--streams {} is outside 1..=1024", a.streams);
             }
-            crate::runner::Load::Tcp(TcpTest {
+            crate::orchestrate::config::Load::Tcp(TcpTest {
                 name: name("tcp"),
                 ipv6,
                 streams: a.streams,
@@ -104,8 +104,9 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
             })
         }
         LoadArg::Udp => {
-            crate::engine::frame::check_frames(a.frame_size, ipv6, None).map_err(|m| anyhow!(m))?;
-            crate::runner::Load::Udp(UdpTest {
+            crate::orchestrate::values::check_frames(a.frame_size, ipv6, None)
+                .map_err(|m| anyhow!(m))?;
+            crate::orchestrate::config::Load::Udp(UdpTest {
                 name: name("udp"),
                 ipv6,
                 frame: a.frame_size,
@@ -115,7 +116,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 duration: duration(a.duration)?,
                 rate_pps: a.rate.map(|r| {
                     r.pps(
-                        crate::engine::frame::average_frame(a.frame_size),
+                        crate::orchestrate::values::average_frame(a.frame_size),
                         a.common.line_rate_bps(),
                     )
                 }),
@@ -137,9 +138,9 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
     };
     let mut probes = a.probes.opts()?;
     if a.target.lab && !a.target.back_to_back {
-        probes.client_seen_as = crate::lab::nat_source(Some(a.target.dut.into()));
+        probes.client_seen_as = crate::orchestrate::values::nat_source(Some(a.target.dut.into()));
     }
-    Ok(TestSpec::Latency(crate::runner::LatencyTest {
+    Ok(TestSpec::Latency(crate::orchestrate::config::LatencyTest {
         load,
         probes,
     }))

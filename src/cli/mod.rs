@@ -36,8 +36,8 @@ pub mod target;
 pub mod tcp;
 pub mod udp;
 
-use crate::lab::{DutMode, LabSpec};
 use crate::orchestrate::config::{Command as Cmd, TestSpec};
+use crate::orchestrate::config::{DutMode, LabSpec};
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 
@@ -207,7 +207,7 @@ fn say_rate_in_pps(
     common: &common::Common,
 ) {
     let Some(rate) = rate else { return };
-    let avg = crate::engine::frame::average_frame(frame);
+    let avg = crate::orchestrate::values::average_frame(frame);
     if let Some(note) =
         crate::model::units::rate_as_pps_note(rate, frame, avg, common.line_rate_bps())
     {
@@ -231,8 +231,9 @@ pub fn to_config(command: Command) -> Result<Cmd> {
             let (pair, spec) = tcp::tcp(&a)?;
             // Endpoints on this host share its kernel: check --cc here. On
             // ssh hosts (and in plans) their agent refuses it, naming the host.
-            let here =
-                |e: &crate::topology::Endpoint| !matches!(e, crate::topology::Endpoint::Ssh(_));
+            let here = |e: &crate::orchestrate::config::Endpoint| {
+                !matches!(e, crate::orchestrate::config::Endpoint::Ssh(_))
+            };
             if let Some(cc) = &a.cc {
                 if here(&pair.client) && here(&pair.server) {
                     tcp::check_cc(cc)?;
@@ -289,7 +290,7 @@ pub fn to_config(command: Command) -> Result<Cmd> {
                     dut_shape: None,
                     dut_remark: None,
                     dut_netem: None,
-                    stick_vlans: crate::lab::DEFAULT_STICK_VLANS,
+                    stick_vlans: crate::orchestrate::values::DEFAULT_STICK_VLANS,
                     dut_vm: None,
                 };
                 return Ok(Cmd::LabBench(lab, spec, opts));
@@ -314,7 +315,7 @@ pub fn to_config(command: Command) -> Result<Cmd> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::Endpoint;
+    use crate::orchestrate::config::Endpoint;
 
     /// Clap checks its definitions (duplicate short flags, bad
     /// references) only in debug builds when parsing: check them always.

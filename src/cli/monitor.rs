@@ -90,22 +90,22 @@ fn window_warning(a: &MonitorArgs) -> Option<String> {
 
 /// Monitors, then prints the per-target table and writes the summary;
 /// returns the exit status.
-pub fn run(a: &MonitorArgs, cfg: crate::latency::monitor::MonitorConfig) -> i32 {
+pub fn run(a: &MonitorArgs, cfg: crate::orchestrate::config::MonitorConfig) -> i32 {
     crate::orchestrate::summary::monitor(cfg, window_warning(a), &a.output.summary_out())
 }
 
 /// `linerate monitor`'s flags, validated.
-pub fn monitor_config(a: &MonitorArgs) -> Result<crate::latency::monitor::MonitorConfig> {
+pub fn monitor_config(a: &MonitorArgs) -> Result<crate::orchestrate::config::MonitorConfig> {
     let responders = a
         .responders
         .iter()
-        .map(|r| crate::latency::monitor::parse_responder(r))
+        .map(|r| crate::orchestrate::values::parse_responder(r))
         .collect::<Result<Vec<_>>>()?;
     if responders.is_empty() && a.icmp.is_empty() {
         bail!("nothing to monitor: give --responder ENDPOINT=ADDR and/or --icmp ADDR");
     }
     for ip in responders.iter().map(|r| r.1).chain(a.icmp.iter().copied()) {
-        crate::latency::monitor::check_probe_target(ip, &a.allow_target)?;
+        crate::orchestrate::values::check_probe_target(ip, &a.allow_target)?;
     }
     let window = window_s(a);
     if !(0.1..=86_400.0).contains(&window) {
@@ -146,7 +146,7 @@ pub fn monitor_config(a: &MonitorArgs) -> Result<crate::latency::monitor::Monito
     if !(0.01..=4096.0).contains(&a.max_file_mib) || !(1..=1000).contains(&a.max_files) {
         bail!("--max-file-mib must be 0.01..=4096 and --max-files 1..=1000");
     }
-    Ok(crate::latency::monitor::MonitorConfig {
+    Ok(crate::orchestrate::config::MonitorConfig {
         responders,
         icmp: a.icmp.clone(),
         window: Duration::from_secs_f64(window),

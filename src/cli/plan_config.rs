@@ -7,8 +7,8 @@
 
 use crate::cli::run_args::RunArgs;
 use crate::cli::{self, Cli};
-use crate::lab::LabSpec;
 use crate::model::criteria::Criterion;
+use crate::orchestrate::config::LabSpec;
 use crate::orchestrate::config::{AbortOpts, Command, RunOpts, TestSpec};
 use crate::plan::config::TestParser;
 use crate::plan::{self, Plan, PlanError, TestKind};
@@ -223,7 +223,7 @@ fn clap_error(plan: &Plan, t: &plan::PlanTest, e: &clap::Error) -> PlanError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::Endpoint;
+    use crate::orchestrate::config::Endpoint;
     use std::time::Duration;
 
     fn opts() -> RunOpts {
@@ -445,7 +445,7 @@ mod tests {
         assert_eq!(t.name, "ndr dut=bridge profile=bench-var2-1514b bidir=true");
         assert_eq!(
             t.lab.as_ref().and_then(|l| l.dut),
-            Some(crate::lab::DutMode::Bridge)
+            Some(crate::orchestrate::config::DutMode::Bridge)
         );
         let TestSpec::Search(s) = &t.spec else {
             panic!("not a search")
@@ -469,10 +469,16 @@ mod tests {
             panic!("not a plan")
         };
         let lab = p.tests[0].lab.as_ref().unwrap();
-        assert_eq!(lab.dut, Some(crate::lab::DutMode::Nat));
+        assert_eq!(lab.dut, Some(crate::orchestrate::config::DutMode::Nat));
         let vm = lab.dut_vm.as_ref().expect("a DUT VM");
-        assert_eq!(vm.kernel, crate::vm::KernelSource::Debian("trixie".into()));
-        assert_eq!((vm.cpus, vm.accel), (2, crate::vm::Accel::Tcg));
+        assert_eq!(
+            vm.kernel,
+            crate::orchestrate::config::KernelSource::Debian("trixie".into())
+        );
+        assert_eq!(
+            (vm.cpus, vm.accel),
+            (2, crate::orchestrate::config::Accel::Tcg)
+        );
         let Command::Plan(p, _) = load_text("[lab]\n[[test]]\nkind = \"udp\"\n").unwrap() else {
             panic!("not a plan")
         };

@@ -5,7 +5,7 @@ use super::parse::parse_rate_arg;
 use super::target::{ProfileArgs, TargetArgs};
 use crate::model::units::Rate;
 use crate::orchestrate::config::RampConfig;
-use crate::search;
+use crate::orchestrate::config::RampSpec;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use std::path::PathBuf;
@@ -67,8 +67,8 @@ fn parse_ramp_to(s: &str) -> Result<RampTo> {
 /// `linerate ramp`: the validated ramp.
 pub fn ramp(a: &RampArgs) -> Result<RampConfig> {
     let p = a.profile.resolve(a.target.lab)?;
-    let frame = crate::engine::frame::average_frame(p.frame);
-    let spec = search::RampSpec {
+    let frame = crate::orchestrate::values::average_frame(p.frame);
+    let spec = RampSpec {
         warmup_pps: a.warmup_rate.pps(frame, a.common.line_rate_bps()),
         warmup_s: a.warmup,
         start_pps: 0.0,

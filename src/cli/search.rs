@@ -4,9 +4,9 @@ use super::common::Common;
 use super::parse::{parse_frame, parse_rate_arg};
 use super::target::{ProfileArgs, TargetArgs};
 use crate::model::units::Rate;
+use crate::orchestrate::config::MlrGoal;
 use crate::orchestrate::config::{Method, Profile, SearchConfig, SearchPlan};
 use crate::proto::FrameSpec;
-use crate::search;
 use anyhow::{anyhow, Result};
 use clap::Args;
 
@@ -96,7 +96,7 @@ pub struct SearchArgs {
 }
 
 /// One `--goal NAME=LOSS%` on top of the shared goal settings.
-pub fn parse_goal(s: &str, base: &search::MlrGoal) -> Result<search::MlrGoal> {
+pub fn parse_goal(s: &str, base: &MlrGoal) -> Result<MlrGoal> {
     let (name, loss) = s
         .split_once('=')
         .ok_or_else(|| anyhow!("--goal '{s}': write NAME=LOSS%, e.g. ndr=0 or pdr=0.5"))?;
@@ -104,7 +104,7 @@ pub fn parse_goal(s: &str, base: &search::MlrGoal) -> Result<search::MlrGoal> {
         .trim_end_matches('%')
         .parse()
         .map_err(|_| anyhow!("--goal '{s}': the loss must be a percentage, e.g. 0.5"))?;
-    Ok(search::MlrGoal {
+    Ok(MlrGoal {
         name: name.trim().into(),
         loss_ratio: loss / 100.0,
         ..base.clone()
@@ -117,18 +117,18 @@ pub fn search_cfg(a: &SearchArgs) -> Result<SearchConfig> {
         anyhow::bail!("--latency-at needs a throughput to take shares of, and --method back-to-back finds none: use --method mlr, rfc2544 or both");
     }
     let p = a.profile.resolve(a.target.lab)?;
-    let base = search::MlrGoal {
+    let base = MlrGoal {
         final_trial_duration_s: a.final_trial,
         initial_trial_duration_s: a.final_trial.min(1.0),
         duration_sum_s: a.duration_sum,
         relative_width: a.width / 100.0,
         exceed_ratio: a.exceed_ratio,
-        ..search::MlrGoal::ndr()
+        ..MlrGoal::ndr()
     };
     let goals = if a.goals.is_empty() {
         vec![
             base.clone(),
-            search::MlrGoal {
+            MlrGoal {
                 name: "pdr".into(),
                 loss_ratio: 0.005,
                 ..base.clone()

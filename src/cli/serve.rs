@@ -2,8 +2,9 @@
 
 use super::common::{secs, OutputArgs};
 use super::parse::parse_size;
-use crate::http::serve_cmd::ServeConfig;
-use crate::http::server::{Limits, ServeSpec, DEFAULT_MAX_PER_CLIENT};
+use crate::orchestrate::config::ServeConfig;
+use crate::orchestrate::config::{ServeLimits as Limits, ServeSpec};
+use crate::orchestrate::values::DEFAULT_MAX_PER_CLIENT;
 use crate::proto::http::Content;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -27,7 +28,7 @@ pub struct ServeArgs {
     /// With --iperf3: the longest test a client may ask for (-t plus -O); longer ones
     /// are refused with iperf3's "test duration too long". At most 86400.
     #[arg(long, value_name = "SECS", requires = "iperf3",
-          default_value_t = crate::iperf3::server::DEFAULT_MAX_TIME_S,
+          default_value_t = crate::orchestrate::values::DEFAULT_MAX_TIME_S,
           value_parser = super::parse::parse_secs)]
     pub max_test_time: f64,
     /// With --iperf3: the most UDP payload this server sends for one test (-u -R or
@@ -41,7 +42,7 @@ pub struct ServeArgs {
     /// one more hears iperf3's "the server is busy running a test". Each test holds at most
     /// 393 open files and 3 threads plus one per stream.
     #[arg(long, value_name = "N", requires = "iperf3", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=crate::iperf3::slots::MAX_CLIENTS as i64))]
+          value_parser = clap::value_parser!(u32).range(1..=crate::orchestrate::values::MAX_CLIENTS as i64))]
     pub max_clients: u32,
     /// Serve the files under this directory (never a path outside it).
     #[arg(

@@ -4,10 +4,10 @@
 
 use super::common::{Common, DutArg, FlowModeArg, ModeSource, DEFAULT_FW_RULES};
 use super::parse::{parse_frame, parse_host, parse_pps_u64, HostAddr};
-use crate::engine::check_destination;
-use crate::lab::LabSpec;
 use crate::model::flows::FlowMode;
+use crate::orchestrate::config::LabSpec;
 use crate::orchestrate::config::{self, Bench, Command as Cmd, Pair, Profile, Stream, TestSpec};
+use crate::orchestrate::values::check_destination;
 use crate::proto::FrameSpec;
 use crate::proto::{RxEngine, TxEngine};
 use anyhow::{anyhow, bail, Result};
@@ -41,8 +41,8 @@ pub struct TargetArgs {
     pub dut_police: Option<u64>,
     /// With --lab: shape the DUT's egress towards the sink with tc tbf, RATE[,QUEUE]
     /// (e.g. 20M,50ms): a bufferbloated DUT (see `linerate lab --dut-shape`).
-    #[arg(long, value_name = "RATE[,QUEUE]", value_parser = crate::lab::Shape::parse, requires = "lab")]
-    pub dut_shape: Option<crate::lab::Shape>,
+    #[arg(long, value_name = "RATE[,QUEUE]", value_parser = crate::orchestrate::config::Shape::parse, requires = "lab")]
+    pub dut_shape: Option<crate::orchestrate::config::Shape>,
     /// With --lab: test over IPv6. Without: use the IPv6 address of a --target host name.
     #[arg(long)]
     pub ipv6: bool,
@@ -132,7 +132,7 @@ pub fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
                 dut_shape: t.dut_shape,
                 dut_netem: None,
                 dut_remark: None,
-                stick_vlans: crate::lab::DEFAULT_STICK_VLANS,
+                stick_vlans: crate::orchestrate::values::DEFAULT_STICK_VLANS,
                 dut_vm: None,
             },
             ipv6: t.ipv6,
@@ -166,8 +166,8 @@ pub fn bench_command(t: &TargetArgs, spec: TestSpec, common: &Common) -> Result<
                 _ => None,
             };
             if let Some(s) = stream {
-                lab.rps = crate::lab::CpuSet::receive_side(&s.cpus, s.threads);
-                lab.senders = crate::lab::CpuSet::senders(&s.cpus, s.threads);
+                lab.rps = crate::orchestrate::config::CpuSet::receive_side(&s.cpus, s.threads);
+                lab.senders = crate::orchestrate::config::CpuSet::senders(&s.cpus, s.threads);
             }
             Cmd::LabBench(lab, with_ipv6(spec, ipv6), opts)
         }
@@ -190,8 +190,8 @@ fn with_ipv6(spec: TestSpec, ipv6: bool) -> TestSpec {
         }
         TestSpec::Latency(mut l) => {
             match &mut l.load {
-                crate::runner::Load::Tcp(t) => t.ipv6 = ipv6,
-                crate::runner::Load::Udp(t) => t.ipv6 = ipv6,
+                crate::orchestrate::config::Load::Tcp(t) => t.ipv6 = ipv6,
+                crate::orchestrate::config::Load::Udp(t) => t.ipv6 = ipv6,
             }
             TestSpec::Latency(l)
         }
@@ -237,7 +237,7 @@ impl ProfileArgs {
         let flows = self.flows.unwrap_or(super::common::DEFAULT_FLOWS);
         let mut cpus = common.cpus.clone().map(|c| c.0).unwrap_or_default();
         if lab && cpus.is_empty() {
-            cpus = crate::lab::cores::default_cpus();
+            cpus = crate::orchestrate::values::default_cpus();
         }
         Stream {
             flows: flows.max(1),

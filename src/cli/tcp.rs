@@ -2,8 +2,8 @@
 
 use super::common::{direction, duration, pair, Common, Endpoints, ProbeArgs};
 use crate::model::units::Rate;
+use crate::orchestrate::config::TcpTest;
 use crate::orchestrate::config::{Pair, TestSpec};
-use crate::runner::TcpTest;
 use anyhow::{bail, Result};
 use clap::Args;
 use std::time::Duration;
@@ -133,7 +133,10 @@ pub fn tcp(a: &TcpArgs) -> Result<(Pair, TestSpec)> {
         window: a.window,
         dscp: a.ends.dscp,
     };
-    Ok((pair, a.probes.wrap(crate::runner::Load::Tcp(t))?))
+    Ok((
+        pair,
+        a.probes.wrap(crate::orchestrate::config::Load::Tcp(t))?,
+    ))
 }
 
 #[cfg(test)]

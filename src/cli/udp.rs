@@ -6,10 +6,10 @@ use super::common::{
 use super::parse::{parse_frame, parse_rate_arg};
 use crate::model::flows::FlowMode;
 use crate::model::units::Rate;
+use crate::orchestrate::config::UdpTest;
 use crate::orchestrate::config::{self, Pair, TestSpec};
 use crate::proto::{FrameSpec, Vlan};
 use crate::proto::{RxEngine, TxEngine};
-use crate::runner::UdpTest;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 
@@ -90,7 +90,7 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
     let mut pair = pair(&a.ends, &a.common)?;
     pair.vlan = a.vlan;
     let ipv6 = pair.target.is_ipv6();
-    crate::engine::frame::check_frames(a.frame_size, ipv6, a.vlan).map_err(|m| anyhow!(m))?;
+    crate::orchestrate::values::check_frames(a.frame_size, ipv6, a.vlan).map_err(|m| anyhow!(m))?;
     if a.vlan.is_some() && a.ends.server.starts_with("iperf3://") {
         bail!(
             "--vlan applies to linerate's own ends; an iperf3 server sends and receives \
@@ -100,11 +100,11 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
     }
     let dir = direction(&a.ends);
     let (tx_engine, rx_engine) =
-        crate::engine::socket::window_engines(a.window, a.tx_engine, a.rx_engine)
+        crate::orchestrate::values::window_engines(a.window, a.tx_engine, a.rx_engine)
             .map_err(|e| anyhow!(e))?;
     let rate = a.rate.map(|r| {
         r.pps(
-            crate::engine::frame::average_frame(a.frame_size),
+            crate::orchestrate::values::average_frame(a.frame_size),
             a.common.line_rate_bps(),
         )
     });
@@ -135,5 +135,8 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
         max_frames: None,
         window: a.window,
     };
-    Ok((pair, a.probes.wrap(crate::runner::Load::Udp(t))?))
+    Ok((
+        pair,
+        a.probes.wrap(crate::orchestrate::config::Load::Udp(t))?,
+    ))
 }

@@ -4,7 +4,7 @@
 
 use crate::lab::{self, LabSpec};
 use crate::model::stderr::errln;
-use crate::orchestrate::config::{Command, Pair, RunOpts, SweepConfig, TestSpec};
+use crate::orchestrate::config::{AgentConfig, Command, Pair, RunOpts, SweepConfig, TestSpec};
 use crate::orchestrate::loadtest;
 use crate::orchestrate::run::Run;
 use crate::results::criteria::Marks;
@@ -12,6 +12,28 @@ use crate::runner::Ends;
 use crate::topology::Netns;
 use crate::topology::{Addressing, Hosts};
 use anyhow::Result;
+
+/// `linerate agent`: serves the controller on stdin/stdout in the
+/// namespace it names, until the controller hangs up. Returns the exit
+/// status.
+pub fn agent(cfg: &AgentConfig) -> i32 {
+    let netns = match cfg.netns.as_deref() {
+        None => Netns::Current,
+        Some("new") => Netns::New,
+        Some(n) => Netns::Named(n.to_string()),
+    };
+    let limits = crate::agent::Limits {
+        max_duration: cfg.max_duration,
+        max_rate_pps: cfg.max_rate_pps,
+    };
+    match crate::agent::run(netns, limits) {
+        Ok(()) => 0,
+        Err(e) => {
+            errln!("agent: {e:#}");
+            1
+        }
+    }
+}
 
 /// Runs a command; returns the process exit status.
 pub fn execute(cmd: Command) -> i32 {

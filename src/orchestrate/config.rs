@@ -3,16 +3,46 @@
 //! type in this module knows where its values came from, and nothing below
 //! the CLI sees a flag.
 
-use crate::lab::LabSpec;
 use crate::model::units::Rate;
 use crate::proto::{Cidr, Direction, FrameSpec, RxEngine, TxEngine};
 use crate::results::FlowMode;
-use crate::runner::{TcpTest, UdpTest};
 use crate::search;
-use crate::topology::ssh::SshOptions;
-use crate::topology::Endpoint;
 use std::net::IpAddr;
 use std::path::PathBuf;
+
+// The parts of these configurations that the features below own: each is
+// a field of a config this module defines, or the config itself of a
+// command that runs no tests (`serve`, `monitor`, `agent`). The command
+// layer builds them from flags and names them from here, not from the
+// feature; their value parsers are in `orchestrate::values`.
+pub use crate::http::serve_cmd::ServeConfig;
+pub use crate::http::server::{Limits as ServeLimits, ServeSpec};
+pub use crate::iperf3::server::{
+    ServerConfig as Iperf3ServerConfig, ServerLimits as Iperf3ServerLimits,
+};
+pub use crate::lab::ports::PortsSpec;
+pub use crate::lab::rules::Remark;
+pub use crate::lab::{netem::Netem, CpuSet, DutMode, LabSpec, Shape};
+pub use crate::latency::monitor::MonitorConfig;
+pub use crate::runner::{
+    HttpServerSide, HttpTest, HttpUrl, Iperf3Test, LatencyTest, Load, ProbeOpts, TcpTest, UdpTest,
+};
+pub use crate::search::{MlrGoal, RampSpec};
+pub use crate::topology::ssh::SshOptions;
+pub use crate::topology::Endpoint;
+pub use crate::vm::{Accel, Guest, KernelSource, VmSpec};
+
+/// `linerate agent`: where its data plane lives and what it accepts.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// `None`: this namespace; `new`: an anonymous one that dies with the
+    /// agent; another name: that existing namespace.
+    pub netns: Option<String>,
+    /// Longest test the agent accepts.
+    pub max_duration: std::time::Duration,
+    /// Highest UDP send rate the agent accepts, in pps.
+    pub max_rate_pps: Option<f64>,
+}
 
 /// What every run shares: where results go, how they are shown, what the
 /// generator may send to.

@@ -16,7 +16,12 @@
 //! Beside them, commands that run no tests: `iperf3_serve` (stock iperf3
 //! clients, each served test a run), `check` (a finished run held to
 //! criteria), `summary` (`monitor` and `serve`, and their summary
-//! document).
+//! document); `app::agent` runs `linerate agent`.
+//!
+//! The command layer depends on this layer, not on the features below it:
+//! `config` also names the config types the features own and its configs
+//! carry (a `LabSpec`, a `TcpTest`, an `Endpoint`…), and `values` the
+//! features' value parsers, checks and defaults that flags use.
 
 pub mod abort;
 pub mod app;
@@ -31,3 +36,4 @@ pub mod run;
 pub mod suite;
 pub mod summary;
 pub mod sweep;
+pub mod values;
