@@ -138,8 +138,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
                 d,
                 cpus,
                 (congestion, pacing_bytes_per_s, window, dscp),
-                buffer_len,
-                vlan,
+                (buffer_len, vlan),
             )
         }
         Job::UdpReceive {
@@ -342,8 +341,7 @@ fn tcp_connect(
     d: Duration,
     cpus: Vec<usize>,
     tune: StreamTuning,
-    buffer_len: u32,
-    vlan: Option<TcpVlan>,
+    (buffer_len, vlan): (u32, Option<TcpVlan>),
 ) -> Result<Opened> {
     let run: JobFn = Box::new(move |c| {
         let buffer_len = buffer_len as usize;
