@@ -9,7 +9,7 @@ use super::Limits;
 use crate::engine::{self, tcp, JobCtx};
 use crate::host::kernel;
 use crate::proto::{self, Dscp, Job, Response};
-use crate::{latency, sys};
+use crate::{latency, netops, sys};
 use anyhow::{anyhow, bail, Context, Result};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -85,15 +85,28 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             pacing_bytes_per_s,
             window,
             dscp,
+            vlan,
+            target,
             ..
         } => {
             let d = capped(duration_ms, limits)?;
+            let vlan = match (vlan, target) {
+                (Some(v), Some(t)) => {
+                    Some(netops::vlan::holder(t).and_then(|dev| netops::vlan::hold(&dev, v))?)
+                }
+                (Some(v), None) => bail!(
+                    "the controller named no target address, so the interface to put VLAN {v} on \
+                     is unknown (an older controller): use the same linerate build on both"
+                ),
+                (None, _) => None,
+            };
             tcp_listen(
                 SocketAddr::new(bind, port),
                 expect_streams,
                 d,
                 cpus,
                 (congestion, pacing_bytes_per_s, window, dscp),
+                vlan,
             )
         }
         Job::TcpConnect {
@@ -108,10 +121,16 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             pacing_bytes_per_s,
             window,
             dscp,
+            vlan,
             ..
         } => {
             let d = capped(duration_ms, limits)?;
             allowed(target.ip(), &allow)?;
+            let vlan = vlan
+                .map(|v| {
+                    netops::vlan::egress(target.ip()).and_then(|dev| netops::vlan::hold(&dev, v))
+                })
+                .transpose()?;
             tcp_connect(
                 target,
                 streams,
@@ -119,7 +138,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
                 d,
                 cpus,
                 (congestion, pacing_bytes_per_s, window, dscp),
-                buffer_len,
+                (buffer_len, vlan),
             )
         }
         Job::UdpReceive {
@@ -273,12 +292,28 @@ fn tuning(t: &StreamTuning) -> tcp::Tuning<'_> {
     }
 }
 
+/// A TCP job's VLAN sub-interface (held while the job runs) and the
+/// device its streams used.
+type TcpVlan = (Option<netops::vlan::SubIf>, String);
+
+/// The job's summary naming the VLAN device its streams used; the
+/// sub-interface goes back when this returns.
+fn with_vlan(
+    s: Result<proto::EndpointSummary>,
+    vlan: Option<TcpVlan>,
+) -> Result<proto::EndpointSummary> {
+    let mut s = s?;
+    s.vlan_device = vlan.map(|(_held, dev)| dev);
+    Ok(s)
+}
+
 fn tcp_listen(
     bind: SocketAddr,
     expect_streams: u16,
     d: Duration,
     cpus: Vec<usize>,
     tune: StreamTuning,
+    vlan: Option<TcpVlan>,
 ) -> Result<Opened> {
     let l = tcp::listen(bind.ip(), bind.port()).with_context(|| match bind.port() {
         0 => format!("listening on {}", bind.ip()),
@@ -293,7 +328,8 @@ fn tcp_listen(
         port: Some(port),
         thread: "lr-tcp-serve",
         run: Box::new(move |c| {
-            tcp::serve(c, l, expect_streams, d, &cpus, tuning(&tune)).map_err(anyhow::Error::msg)
+            let s = tcp::serve(c, l, expect_streams, d, &cpus, tuning(&tune));
+            with_vlan(s.map_err(anyhow::Error::msg), vlan)
         }),
     })
 }
@@ -305,11 +341,11 @@ fn tcp_connect(
     d: Duration,
     cpus: Vec<usize>,
     tune: StreamTuning,
-    buffer_len: u32,
+    (buffer_len, vlan): (u32, Option<TcpVlan>),
 ) -> Result<Opened> {
     let run: JobFn = Box::new(move |c| {
         let buffer_len = buffer_len as usize;
-        tcp::connect(
+        let s = tcp::connect(
             c,
             target,
             streams,
@@ -318,8 +354,8 @@ fn tcp_connect(
             &cpus,
             tuning(&tune),
             buffer_len,
-        )
-        .map_err(anyhow::Error::msg)
+        );
+        with_vlan(s.map_err(anyhow::Error::msg), vlan)
     });
     Ok(Opened {
         port: None,

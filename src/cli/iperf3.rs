@@ -163,6 +163,9 @@ pub fn tcp_test(a: &super::tcp::TcpArgs) -> Result<(Endpoint, Iperf3Test)> {
     if a.probes.latency {
         bail!("--latency needs linerate's responder at the far end; an iperf3 server has none");
     }
+    if a.vlan.is_some() {
+        bail!("--vlan puts linerate's own ends on a VLAN sub-interface; an iperf3 server uses its host's own interfaces: put it on a VLAN device there and leave --vlan out");
+    }
     let mode = mode(direction(&a.ends));
     let len = a
         .buffer

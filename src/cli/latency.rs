@@ -101,6 +101,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 omit: std::time::Duration::ZERO,
                 window: None,
                 dscp: a.dscp,
+                vlan: None,
             })
         }
         LoadArg::Udp => {
@@ -132,6 +133,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 omit: std::time::Duration::ZERO,
                 dscp: a.dscp,
                 max_frames: None,
+                vlan: None,
                 window: None,
             })
         }

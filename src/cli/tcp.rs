@@ -40,6 +40,10 @@ pub struct TcpArgs {
     /// gave (Linux reports twice the request).
     #[arg(long, short = 'w', value_name = "SIZE", value_parser = super::parse::parse_window)]
     pub window: Option<u32>,
+    /// Run the streams over VLAN ID (or QinQ OUTER.INNER): each end puts its address on a
+    /// VLAN sub-interface for the test (needs 802.1Q in its kernel; docs/vlans.md).
+    #[arg(long, value_name = "ID[.INNER]", value_parser = super::udp::parse_vlan)]
+    pub vlan: Option<crate::proto::Vlan>,
     #[command(flatten)]
     pub probes: ProbeArgs,
     #[command(flatten)]
@@ -132,6 +136,7 @@ pub fn tcp(a: &TcpArgs) -> Result<(Pair, TestSpec)> {
         omit: Duration::from_secs_f64(super::parse::omit_secs(a.omit)?),
         window: a.window,
         dscp: a.ends.dscp,
+        vlan: a.vlan,
     };
     Ok((
         pair,

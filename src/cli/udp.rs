@@ -133,6 +133,7 @@ pub fn udp_cmd(a: &UdpArgs) -> Result<(Pair, TestSpec)> {
         omit: std::time::Duration::from_secs_f64(super::parse::omit_secs(a.omit)?),
         dscp: a.ends.dscp,
         max_frames: None,
+        vlan: a.vlan,
         window: a.window,
     };
     Ok((

@@ -49,6 +49,7 @@ pub fn snapshot() -> io::Result<Snapshot> {
         energy_range_uj: read_u64(super::efficiency::RAPL_RANGE),
         stick: None,
         vcpus: Vec::new(),
+        bonds: super::bond::read_all(),
     })
 }
 

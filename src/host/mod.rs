@@ -5,6 +5,7 @@
 //! ([`stalls`]). Below the engines, which report these figures, and above
 //! `model` and `sys`.
 
+pub mod bond;
 pub mod efficiency;
 pub mod kernel;
 pub mod links;

@@ -261,6 +261,23 @@ fn restore(m: &Moved) -> Result<()> {
     readd(m, &m.parent)
 }
 
+/// For a TCP job with `--vlan`: `dev` made `vlan`'s device (a
+/// sub-interface held until the first value drops, as [`ensure`]), and the
+/// name of the device the streams then use, for the results.
+pub fn hold(dev: &str, vlan: Vlan) -> Result<(Option<SubIf>, String)> {
+    let sub = ensure(dev, vlan).with_context(|| {
+        format!(
+            "putting this end of the TCP test on VLAN {vlan}: TCP runs on the kernel's sockets, \
+             which send tagged segments only through a VLAN device; run it where the kernel has \
+             802.1Q (e.g. in a guest linerate boots, `[hosts.NAME.vm]`), or leave vlan out"
+        )
+    })?;
+    let name = sub
+        .as_ref()
+        .map_or_else(|| dev.to_string(), |s| s.dev.clone());
+    Ok((sub, name))
+}
+
 /// The interface that holds `addr` here (a receiver's address).
 pub fn holder(addr: IpAddr) -> Result<String> {
     json(&["-j", "addr", "show"])?

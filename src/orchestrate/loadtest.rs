@@ -339,6 +339,7 @@ pub fn base_test(p: &Profile, s: &Stream) -> Result<UdpTest> {
         omit: Duration::ZERO,
         dscp: None,
         max_frames: None,
+        vlan: None,
         window: None,
     })
 }

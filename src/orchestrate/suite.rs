@@ -82,6 +82,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         omit: std::time::Duration::ZERO,
         dscp: None,
         max_frames: None,
+        vlan: None,
         window: None,
     };
     let tcp = |name: &str, streams: u16, ipv6: bool| TcpTest {
@@ -100,6 +101,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         omit: std::time::Duration::ZERO,
         window: None,
         dscp: None,
+        vlan: None,
     };
     let log_dir = run.dir.as_ref().map(|r| r.path.join("agents"));
 

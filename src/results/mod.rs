@@ -4,6 +4,7 @@
 //!
 //! Bump [`SCHEMA_VERSION`]'s major number on an incompatible change.
 
+pub mod bond;
 pub mod bottleneck;
 pub mod criteria;
 mod dir;
@@ -65,7 +66,11 @@ use serde::{Deserialize, Serialize};
 /// 1.24.0: DUT steps' `stall_ms` (ramps watch for stalls too); interface
 /// counters' `tun`; labs' `dut_netem` (`--dut-delay`, `--dut-jitter`,
 /// `--dut-reorder`).
-pub const SCHEMA_VERSION: &str = "1.24.0";
+/// 1.25.0: tests' `vlan` (the tags and each end's VLAN device, TCP
+/// `--vlan` too) and `dut_bond` (`lab --dut-bond`: the DUT's bond as
+/// /proc/net/bonding shows it, and each port's counters); endpoint
+/// summaries' `vlan_device`; snapshots' `bonds`.
+pub const SCHEMA_VERSION: &str = "1.25.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {
@@ -402,6 +407,14 @@ pub struct TestResult {
     /// forwarded and dropped per direction over the test.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dut_stick: Option<crate::proto::StickCounters>,
+    /// The VLAN the test's traffic crossed (`--vlan`, a plan test's
+    /// `vlan`), and the VLAN devices its ends used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vlan: Option<TestVlan>,
+    /// A bond of the DUT's (`lab --dut-bond`): its state after the test
+    /// and what each of its ports carried during it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dut_bond: Option<crate::results::bond::BondRecord>,
     /// Which core (if any) was full during the test and whose work filled
     /// it, from per-core CPU time and the agents' own threads.
     #[serde(default)]
@@ -637,6 +650,8 @@ impl TestResult {
             steal_ms: None,
             stall_ms: None,
             dut_stick: None,
+            vlan: None,
+            dut_bond: None,
             bottleneck: None,
             latency: None,
             http: None,
@@ -892,6 +907,19 @@ pub struct CpuUse {
     /// The host's CPUs the shares are of (cores used = pct × cpus / 100).
     #[serde(default)]
     pub cpus: u32,
+}
+
+/// The VLAN a test ran over.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+pub struct TestVlan {
+    /// The tags: `id`, and `inner` for QinQ.
+    #[serde(flatten)]
+    pub tags: crate::proto::Vlan,
+    /// `role: device` of each end whose agent reported the VLAN device its
+    /// traffic went through (socket engines: the sub-interface it made,
+    /// e.g. `r1: nic0.100`); frame-building engines write the tags
+    /// themselves and name none.
+    pub devices: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]

@@ -86,6 +86,38 @@ pub(super) fn counters(
             }
         }
     }
+    dut_bond(ends, before, after, result);
+}
+
+/// The DUT's bond (`lab --dut-bond`): its state after the test and what
+/// each port counted over it.
+fn dut_bond(
+    ends: &Ends,
+    before: &HashMap<usize, Snapshot>,
+    after: &HashMap<usize, Snapshot>,
+    result: &mut TestResult,
+) {
+    for agent in &ends.observers {
+        let (Some(b), Some(a)) = (before.get(agent), after.get(agent)) else {
+            continue;
+        };
+        let Some(bond) = a.bonds.first() else {
+            continue;
+        };
+        let delta = |port: &str| {
+            let ia = a.interfaces.iter().find(|i| i.name == port)?;
+            let ib = b.interfaces.iter().find(|i| i.name == port)?;
+            Some([
+                ia.rx_packets.saturating_sub(ib.rx_packets),
+                ia.tx_packets.saturating_sub(ib.tx_packets),
+                ia.rx_bytes.saturating_sub(ib.rx_bytes),
+                ia.tx_bytes.saturating_sub(ib.tx_bytes),
+                ia.rx_dropped.saturating_sub(ib.rx_dropped),
+            ])
+        };
+        result.dut_bond = Some(crate::results::bond::record(bond, &delta));
+        return;
+    }
 }
 
 /// Datagrams counted by linerate against the kernel's packets, per network

@@ -172,6 +172,9 @@ pub struct UdpTest {
     /// Send this many frames and stop (a back-to-back burst), or at the
     /// duration's end if that comes first.
     pub max_frames: Option<u64>,
+    /// Both ends' frames carry these VLAN tags (`--vlan`), besides any an
+    /// end's addressing gives (a `--target` pair's).
+    pub vlan: Option<crate::proto::Vlan>,
 }
 
 #[derive(Debug, Clone)]
@@ -200,6 +203,9 @@ pub struct TcpTest {
     pub window: Option<u32>,
     /// The DSCP of every segment both ends send (`--dscp`).
     pub dscp: Option<crate::proto::Dscp>,
+    /// Both ends' streams carry these VLAN tags (`--vlan`): each agent
+    /// puts its end on a VLAN sub-interface for the test.
+    pub vlan: Option<crate::proto::Vlan>,
 }
 
 /// The port of the `i`-th receiver or server of a test whose first is

@@ -90,7 +90,7 @@ fn tcp_inner(
     let agents = ends.agents();
     let sink = ends.sink.agent;
     let mut jobs = Jobs::new(ends.fleet);
-    let ports = start_servers(&mut jobs, t, sink, &pairs, &cpus)?;
+    let ports = start_servers(&mut jobs, t, (sink, target_ip), &pairs, &cpus)?;
     let before = jobs.snapshot(&agents)?;
     let targets: Vec<SocketAddr> = ports
         .iter()
@@ -112,6 +112,7 @@ fn tcp_inner(
         bail!("{}", col.errors.join("; "));
     }
     record::counters(ends, &before, &after, result);
+    record_vlan(ends, t, &pairs, &col, result);
     record_pairs(
         ends,
         t,
@@ -125,6 +126,26 @@ fn tcp_inner(
         bail!("{}", super::setup::cut_short());
     }
     Ok(())
+}
+
+/// With `--vlan`: the tags and the VLAN device each end's agent used.
+fn record_vlan(ends: &Ends, t: &TcpTest, pairs: &[Pair], col: &Collected, result: &mut TestResult) {
+    let Some(tags) = t.vlan else { return };
+    let mut devices = Vec::new();
+    for p in pairs {
+        for (agent, id) in [
+            (p.client_agent, p.client_id),
+            (ends.sink.agent, p.server_id),
+        ] {
+            if let Some(dev) = &col.summary(id).vlan_device {
+                let d = format!("{}: {dev}", ends.role(agent));
+                if !devices.contains(&d) {
+                    devices.push(d);
+                }
+            }
+        }
+    }
+    result.vlan = Some(crate::results::TestVlan { tags, devices });
 }
 
 /// The cores TCP streams use. Both ends of stream i share cpus[i % n]: on
@@ -147,7 +168,7 @@ fn stream_cpus(t: &TcpTest) -> Vec<usize> {
 fn start_servers(
     jobs: &mut Jobs,
     t: &TcpTest,
-    sink: usize,
+    (sink, target): (usize, std::net::IpAddr),
     pairs: &[Pair],
     cpus: &[usize],
 ) -> Result<Vec<u16>> {
@@ -174,6 +195,8 @@ fn start_servers(
                     congestion: t.congestion.clone(),
                     window: t.window,
                     dscp: t.dscp,
+                    vlan: t.vlan,
+                    target: Some(target),
                 },
                 None,
             )?
@@ -225,6 +248,7 @@ fn run_clients(
                 pacing_bytes_per_s: t.pacing_bytes_per_s(),
                 window: t.window,
                 dscp: t.dscp,
+                vlan: t.vlan,
             },
             start_at,
         )?;

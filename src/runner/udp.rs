@@ -62,7 +62,18 @@ fn udp_inner(
     on_progress: OnProgress,
     result: &mut TestResult,
 ) -> Result<()> {
-    let legs = legs(ends, t.direction);
+    let mut legs = legs(ends, t.direction);
+    // The test's own tags (a plan test's `vlan`) apply to both ends.
+    for leg in legs.iter_mut().filter(|_| t.vlan.is_some()) {
+        leg.from.vlan = t.vlan;
+        leg.to.vlan = t.vlan;
+    }
+    if let Some(tags) = legs.iter().find_map(|l| l.from.vlan.or(l.to.vlan)) {
+        result.vlan = Some(crate::results::TestVlan {
+            tags,
+            devices: Vec::new(),
+        });
+    }
     for leg in &legs {
         for vlan in [leg.from.vlan, leg.to.vlan] {
             crate::engine::frame::check_frames(t.frame, t.ipv6, vlan).map_err(|e| anyhow!(e))?;

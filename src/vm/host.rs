@@ -60,11 +60,13 @@ impl VmNic {
 /// Taps made by this process so far: every VM host's tap name is new.
 static TAPS: AtomicU32 = AtomicU32::new(0);
 
-/// A tap's name: `lrvm` + this process's id + a count (at most 15 bytes).
+/// A tap's name: `lrvm` + this process's id + a count, at most 11 bytes,
+/// so a VLAN sub-interface of it (`TAP.100`, made for `--vlan` under
+/// socket engines) still fits the kernel's 15.
 fn tap_name() -> String {
     let n = TAPS.fetch_add(1, Ordering::Relaxed);
     let name = format!("lrvm{}.{n}", std::process::id());
-    if name.len() <= 15 {
+    if name.len() <= 11 {
         name
     } else {
         format!("lrvm{:x}.{n}", std::process::id() % 0xffff)
@@ -273,7 +275,7 @@ mod tests {
     fn tap_names_fit_and_differ() {
         let a = super::tap_name();
         let b = super::tap_name();
-        assert!(a.len() <= 15 && b.len() <= 15, "{a} {b}");
+        assert!(a.len() <= 11 && b.len() <= 11, "{a} {b}");
         assert_ne!(a, b);
         assert!(a.starts_with("lrvm"));
     }

@@ -315,6 +315,15 @@ pub enum Job {
         /// sockets; older controllers: none, the kernel's default 0).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dscp: Option<crate::Dscp>,
+        /// The tags the streams carry (`--vlan`; older controllers: none):
+        /// the listener's end receives and answers through a VLAN
+        /// sub-interface of the interface holding `target`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        vlan: Option<crate::Vlan>,
+        /// The address the client connects to (with `vlan`: where the
+        /// sub-interface goes).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<IpAddr>,
     },
     TcpConnect {
         target: SocketAddr,
@@ -336,6 +345,11 @@ pub enum Job {
         /// sockets; older controllers: none, the kernel's default 0).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dscp: Option<crate::Dscp>,
+        /// The tags the streams carry (`--vlan`; older controllers: none):
+        /// this end connects through a VLAN sub-interface of the
+        /// interface its route to `target` leaves by.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        vlan: Option<crate::Vlan>,
     },
     UdpReceive {
         bind: IpAddr,
@@ -661,6 +675,11 @@ mod tests {
                 pacing_bytes_per_s: Some(12_500_000),
                 window: Some(262_144),
                 dscp: crate::Dscp::new(8),
+                vlan: Some(crate::Vlan {
+                    id: 100,
+                    inner: None,
+                }),
+                target: Some("198.18.0.2".parse().unwrap()),
             },
             start_at_unix_ns: None,
         });
@@ -679,6 +698,10 @@ mod tests {
                 pacing_bytes_per_s: Some(6_250_000),
                 window: None,
                 dscp: None,
+                vlan: Some(crate::Vlan {
+                    id: 100,
+                    inner: Some(200),
+                }),
             },
             start_at_unix_ns: None,
         });

@@ -161,6 +161,10 @@ pub struct EndpointSummary {
     /// kernel gave.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket_buffers: Option<SocketBuffers>,
+    /// The VLAN device this end's traffic went through (`--vlan` under
+    /// socket engines: the sub-interface the agent made, e.g. `nic0.100`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vlan_device: Option<String>,
 }
 
 /// A socket buffer request (iperf3 -w) and what the kernel made of it,
@@ -251,6 +255,50 @@ pub struct Snapshot {
     /// is not the truth (under TCG a vCPU is a host thread emulating it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub vcpus: Vec<ThreadTicks>,
+    /// The namespace's bonds as /proc/net/bonding shows them (none where
+    /// the kernel has no bonding driver loaded or no bond exists).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bonds: Vec<BondState>,
+}
+
+/// A bond as its driver reports it (/proc/net/bonding/NAME).
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+pub struct BondState {
+    pub name: String,
+    /// "Bonding Mode", e.g. "IEEE 802.3ad Dynamic link aggregation".
+    pub mode: String,
+    /// The bond's MII status ("up", "down").
+    pub mii_status: String,
+    /// MII link monitoring interval, ms (0: not monitored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub miimon_ms: Option<u32>,
+    /// 802.3ad: the LACP rate ("slow", "fast").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lacp_rate: Option<String>,
+    /// 802.3ad: the aggregator that carries the bond's traffic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_aggregator: Option<u32>,
+    /// 802.3ad: the LACP partner's system MAC of the active aggregator;
+    /// 00:00:00:00:00:00 when no partner answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partner_mac: Option<String>,
+    pub ports: Vec<BondPortState>,
+}
+
+/// One port (slave) of a bond.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+pub struct BondPortState {
+    pub name: String,
+    pub mii_status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed_mbps: Option<u32>,
+    /// 802.3ad: the aggregator this port is in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregator: Option<u32>,
+    /// 802.3ad: the partner's system MAC this port heard in LACPDUs
+    /// (00:00:00:00:00:00: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partner_mac: Option<String>,
 }
 
 /// What the router-on-a-stick DUT's XDP program did with the frames it
