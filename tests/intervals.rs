@@ -270,7 +270,10 @@ fn issue38_http_prints_a_line_per_second_with_its_connections_and_requests() {
     let conns: Vec<f64> = l.iter().map(|x| figure_before(x, " conn")).collect();
     assert!(l.iter().all(|x| x.ends_with(" conn")), "{l:#?}");
     assert!(conns[0] <= 1.0, "{l:#?}");
-    assert!(conns[1..].iter().all(|&c| (1.0..=4.0).contains(&c)), "{l:#?}");
+    assert!(
+        conns[1..].iter().all(|&c| (1.0..=4.0).contains(&c)),
+        "{l:#?}"
+    );
     assert!(conns[3] > conns[1], "the ramp does not show: {l:#?}");
     assert!(figure_before(&l[3], " req/s") > 0.0, "{l:#?}");
     // A count of requests ends early: the last line says how wide it is.
