@@ -249,7 +249,11 @@ pub fn chunked(data: &[u8]) {
             "bytes left before the end"
         );
     }
-    let mut rng = u64::from(seed) * 0x9E37_79B9_7F4A_7C15 + body.len() as u64 + 1;
+    // xorshift needs a state that is not 0.
+    let mut rng = u64::from(seed)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(body.len() as u64)
+        | 1;
     let mut next = move |most: usize| {
         rng ^= rng << 13;
         rng ^= rng >> 7;
