@@ -148,6 +148,12 @@ fn fuzz_replay_h2() {
 }
 
 #[test]
+fn fuzz_replay_chunked() {
+    let _g = crate::util::shared();
+    assert!(replay("chunked") > 0);
+}
+
+#[test]
 fn fuzz_replay_ssh_config() {
     let _g = crate::util::shared();
     assert!(replay("ssh_config") > 0);

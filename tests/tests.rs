@@ -24,6 +24,7 @@ mod flags;
 mod fuzz_replay;
 mod hardening;
 mod http;
+mod http_chunked;
 mod http_loops;
 mod http_methods;
 mod http_requests;

@@ -32,6 +32,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("iperf3", iperf3),
     ("ssh_config", ssh_config),
     ("h2", h2),
+    ("chunked", chunked),
 ];
 
 /// The control protocol: length-prefixed JSON frames from a peer.
@@ -190,6 +191,10 @@ pub fn http_head(data: &[u8]) {
             }
             // The head alone parses the same: nothing after it counts.
             assert_eq!(wire::parse_request(head), Ok(h.clone()));
+            if h.body == wire::RequestBody::Chunked {
+                let lower = head.to_ascii_lowercase();
+                assert!(contains(&lower, b"transfer-encoding"), "chunked, unasked");
+            }
             for len in [0, 1, h.len as u64, u64::MAX] {
                 range_within(h.range.as_deref(), len);
             }
@@ -212,6 +217,125 @@ pub fn http_head(data: &[u8]) {
         Ok(Some(r)) => assert!(r.len <= data.len()),
         Ok(None) => assert!(data.len() < wire::MAX_HEAD),
         Err(e) => assert!(!e.to_string().is_empty()),
+    }
+}
+
+/// The chunked transfer coding's decoder (`http::chunked`), which `serve`
+/// feeds request bodies and the client responses, in whatever pieces the
+/// socket gave.
+///
+/// The first byte seeds the cuts; the rest is the body. Fed whole, in
+/// pieces of random length, and in other pieces with chunk data dropped
+/// unseen (`skip`, as the client drops it in the kernel), the decoder
+/// agrees on the bytes used, the data decoded, the end and the error; an
+/// error is final. Data never exceeds the bytes used, a finished body ends
+/// with CRLF, and a limit drawn from the input is never passed.
+pub fn chunked(data: &[u8]) {
+    use linerate::http::chunked::Decoder;
+    let Some((&seed, body)) = data.split_first() else {
+        return;
+    };
+    let whole = decode_chunked(Decoder::new(), body, &mut |_| usize::MAX, false);
+    if let (Ok(used), true) = (whole.used, whole.done) {
+        assert!(
+            body[..used].ends_with(b"\r\n"),
+            "a body that ends without CRLF"
+        );
+    }
+    if let Ok(used) = whole.used {
+        assert!(whole.body <= used as u64, "more data than bytes");
+        assert!(
+            whole.done || used == body.len(),
+            "bytes left before the end"
+        );
+    }
+    // xorshift needs a state that is not 0.
+    let mut rng = u64::from(seed)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(body.len() as u64)
+        | 1;
+    let mut next = move |most: usize| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        1 + (rng % most.clamp(1, 64) as u64) as usize
+    };
+    let pieces = decode_chunked(Decoder::new(), body, &mut next, false);
+    assert_eq!(pieces, whole, "fed in pieces");
+    let skipped = decode_chunked(Decoder::new(), body, &mut next, true);
+    assert_eq!(skipped, whole, "in pieces, data skipped");
+    let limit = u64::from(seed) * 3;
+    let limited = decode_chunked(Decoder::with_limit(limit), body, &mut next, false);
+    assert!(
+        limited.body <= limit,
+        "{} bytes past a limit of {limit}",
+        limited.body
+    );
+    if whole.done && whole.body <= limit {
+        assert_eq!(limited, whole, "a limit the body keeps changed it");
+    }
+}
+
+/// What a decoder made of a body: bytes used (or the error), data, end.
+#[derive(Debug, PartialEq, Eq)]
+struct ChunkedRun {
+    used: Result<usize, linerate::http::chunked::ChunkError>,
+    body: u64,
+    done: bool,
+}
+
+/// Feeds `body` in pieces of `piece(left)` bytes; with `skip`, data the
+/// decoder says is due is taken by `skip` instead of `feed`.
+fn decode_chunked(
+    mut dec: linerate::http::chunked::Decoder,
+    body: &[u8],
+    piece: &mut dyn FnMut(usize) -> usize,
+    skip: bool,
+) -> ChunkedRun {
+    let mut at = 0;
+    let mut counted = 0u64;
+    let used = loop {
+        if at == body.len() || dec.is_done() {
+            break Ok(at);
+        }
+        let left = body.len() - at;
+        if skip && dec.data_left() > 0 {
+            let n = (dec.data_left().min(left as u64) as usize).min(piece(left));
+            assert_eq!(dec.skip(n as u64), n as u64);
+            at += n;
+            counted += n as u64;
+            continue;
+        }
+        let n = piece(left).min(left);
+        match dec.feed(&body[at..at + n]) {
+            Ok(f) => {
+                assert!(f.used <= n && f.body <= f.used as u64);
+                assert!(f.used == n || dec.is_done(), "bytes left before the end");
+                at += f.used;
+                counted += f.body;
+            }
+            Err(e) => {
+                assert_eq!(dec.feed(b"0\r\n\r\n"), Err(e), "an error that passed");
+                assert!(!e.to_string().is_empty());
+                break Err(e);
+            }
+        }
+    };
+    // A feed that fails returns no count: the data before its error is
+    // only in `body_bytes` (the message is refused anyway).
+    if used.is_ok() {
+        assert_eq!(
+            counted,
+            dec.body_bytes(),
+            "data counted twice or not at all"
+        );
+    } else {
+        assert!(counted <= dec.body_bytes(), "data counted twice");
+    }
+    ChunkedRun {
+        used,
+        body: dec.body_bytes(),
+        done: dec.is_done(),
     }
 }
 

@@ -3,6 +3,7 @@
 //! wire), where it is in a request (`State`) and what it measures. The
 //! loop (`client_loop`) drives it; this file does no waiting of its own.
 
+use super::chunked;
 use super::client_shared::Timings;
 use super::h2::conn::Session;
 use super::wire::MAX_HEAD;
@@ -147,8 +148,16 @@ pub(super) enum State {
         at: usize,
     },
     Head,
+    /// A body of known length (`Content-Length`): `left` bytes to come.
     Body {
         left: u64,
+    },
+    /// A chunked body, as far as it decoded.
+    Chunked(chunked::Decoder),
+    /// A body without length or chunking: it ends when the server closes
+    /// the connection; `got` bytes of it so far.
+    UntilClose {
+        got: u64,
     },
     Done,
 }

@@ -241,12 +241,20 @@ impl Driver {
                 State::Idle { .. } => self.begin(c, now),
                 State::Connecting { .. } => self.connecting(c, now),
                 State::Handshake { .. } => self.handshake(c, now),
-                State::Sending { .. } | State::Head | State::Body { .. } if c.h2.is_some() => {
+                State::Sending { .. }
+                | State::Head
+                | State::Body { .. }
+                | State::Chunked(_)
+                | State::UntilClose { .. }
+                    if c.h2.is_some() =>
+                {
                     self.h2_step(c, now)
                 }
                 State::Sending { at } => self.send(c, at),
                 State::Head => self.head(c, now),
                 State::Body { left } => self.body(c, left, now),
+                State::Chunked(dec) => self.chunked(c, dec, now),
+                State::UntilClose { got } => self.until_close(c, got, now),
             };
             match step {
                 Ok(Step::Go) => {}
@@ -499,7 +507,11 @@ impl Driver {
         let since = |t: Instant| now.saturating_duration_since(t);
         // A slow body may sit under SO_RCVLOWAT for seconds: take what is
         // queued, so slow is not mistaken for stalled.
-        if matches!(c.state, State::Body { .. }) && since(c.quiet) > STALL / 4 {
+        let in_body = matches!(
+            c.state,
+            State::Body { .. } | State::Chunked(_) | State::UntilClose { .. }
+        );
+        if in_body && since(c.quiet) > STALL / 4 {
             if let Some(l) = c.link.as_mut() {
                 l.wait_for(0);
             }
@@ -516,7 +528,9 @@ impl Driver {
             State::Sending { .. } | State::Head if since(c.t0) > STALL => {
                 Failure::protocol(format!("no response within {STALL:?}"), Kind::Timeout)
             }
-            State::Body { .. } if since(c.quiet) > STALL => {
+            State::Body { .. } | State::Chunked(_) | State::UntilClose { .. }
+                if since(c.quiet) > STALL =>
+            {
                 Failure::protocol(format!("the body stalled for {STALL:?}"), Kind::Timeout)
             }
             _ => return,

@@ -3,6 +3,7 @@
 //! the per-connection counters both report.
 //!
 //! - `wire`: request/response heads, Range, paths inside a root (no I/O).
+//! - `chunked`: the chunked transfer coding's decoder both sides use.
 //! - `server` (with `serve_loop`, `serve_shared`) and `client` (with
 //!   `client_loop`, `client_conn`, `client_shared`): the data planes,
 //!   epoll event loops on non-blocking sockets, one thread per CPU.
@@ -15,6 +16,7 @@
 //! - `ffi`: the few syscalls `sys` lacks (TCP_ULP, SOL_TLS, fadvise).
 //! - `serve_cmd`: the standalone `linerate serve` command.
 
+pub mod chunked;
 pub mod client;
 mod client_conn;
 mod client_h1;

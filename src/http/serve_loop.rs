@@ -1,15 +1,17 @@
 //! One worker of the download server: an epoll event loop (level
 //! triggered, non-blocking sockets) that accepts from the shared listener
 //! and drives each connection's state machine: TLS handshake, request head
-//! (within the request timeout), request body read and discarded, response
+//! (within the request timeout), request body (`Content-Length` or
+//! chunked, decoded by `chunked`) read and discarded, response
 //! head (MSG_MORE) and body by sendfile(2) from the object (plain TCP and
 //! kTLS) or through rustls, and a lingering close that lets the client
 //! read an error answer. `serve_shared` holds what the loops share.
 
+use super::chunked::{self, ChunkError};
 use super::content;
 use super::serve_shared::{Body, Refusal, Shared, TLS_REFUSAL_ALERT};
 use super::tls;
-use super::wire::{self, RangeAsk, Reject, MAX_HEAD};
+use super::wire::{self, RangeAsk, Reject, RequestBody, MAX_HEAD, MAX_REQUEST_BODY};
 use super::ConnStats;
 use crate::sys::tls as ffi;
 use crate::sys::{self, Epoll, Interest, Ready};
@@ -57,6 +59,11 @@ enum State {
     Head,
     /// Reading and dropping the request body before answering it.
     Discard { left: u64, req: wire::RequestHead },
+    /// The same for a chunked body, as it decodes.
+    DiscardChunked {
+        dec: chunked::Decoder,
+        req: wire::RequestHead,
+    },
     /// Sending `out` and then `body`.
     Send,
     /// Write side shut; reading and dropping until the client closes.
@@ -481,7 +488,12 @@ impl<'a> Worker<'a> {
                     Step::Close
                 }
                 State::Linger if now >= conn.deadline => Step::Close,
-                State::Handshake | State::Head | State::Discard { .. } if now >= conn.deadline => {
+                State::Handshake
+                | State::Head
+                | State::Discard { .. }
+                | State::DiscardChunked { .. }
+                    if now >= conn.deadline =>
+                {
                     self.timed_out(&mut conn)
                 }
                 _ => Step::Wait(conn.interest),
@@ -495,7 +507,7 @@ impl<'a> Worker<'a> {
     fn timed_out(&mut self, conn: &mut Conn) -> Step {
         self.sh.timeouts.fetch_add(1, Ordering::Relaxed);
         let started = match conn.state {
-            State::Discard { .. } => true,
+            State::Discard { .. } | State::DiscardChunked { .. } => true,
             State::Head => !conn.inbuf.is_empty(),
             _ => false,
         };
@@ -549,6 +561,7 @@ impl<'a> Worker<'a> {
                 State::Handshake => self.handshake(conn),
                 State::Head => self.head(conn),
                 State::Discard { .. } => self.discard(conn),
+                State::DiscardChunked { .. } => self.discard_chunked(conn),
                 State::Send => self.send(conn),
                 State::Linger => return self.drain_linger(conn),
             };
@@ -705,13 +718,15 @@ impl<'a> Worker<'a> {
                 match wire::parse_request(&conn.inbuf) {
                     Ok(req) => {
                         conn.inbuf.drain(..req.len);
-                        if req.body_len > 0 {
-                            conn.state = State::Discard {
-                                left: req.body_len,
-                                req,
-                            };
-                        } else {
-                            self.respond(conn, &req);
+                        match req.body {
+                            RequestBody::Length(0) => self.respond(conn, &req),
+                            RequestBody::Length(left) => conn.state = State::Discard { left, req },
+                            RequestBody::Chunked => {
+                                conn.state = State::DiscardChunked {
+                                    dec: chunked::Decoder::with_limit(MAX_REQUEST_BODY),
+                                    req,
+                                }
+                            }
                         }
                         return Ok(None);
                     }
@@ -765,6 +780,52 @@ impl<'a> Worker<'a> {
             }
             let want = (*left).min(self.scratch.len() as u64) as usize;
             if self.fill(conn, want)? {
+                return Ok(Some(Step::Close));
+            }
+            if conn.inbuf.is_empty() {
+                return Ok(Some(Step::Wait(Interest::READ)));
+            }
+        }
+    }
+
+    /// A chunked body, decoded as it arrives: what `inbuf` holds goes
+    /// through the decoder and away, so a body is never held whole, and
+    /// what follows its end stays for the next request. Malformed
+    /// chunking gets 400, a body over [`MAX_REQUEST_BODY`] 413 (as soon as
+    /// a chunk size says so), and both close the connection.
+    fn discard_chunked(&mut self, conn: &mut Conn) -> io::Result<Option<Step>> {
+        loop {
+            let State::DiscardChunked { dec, .. } = &mut conn.state else {
+                return Ok(None);
+            };
+            let done = match dec.feed(&conn.inbuf) {
+                Ok(fed) => {
+                    conn.inbuf.drain(..fed.used);
+                    self.sh
+                        .request_body_bytes
+                        .fetch_add(fed.body, Ordering::Relaxed);
+                    dec.is_done()
+                }
+                Err(e) => {
+                    let status = match e {
+                        ChunkError::TooLarge { .. } => 413,
+                        _ => 400,
+                    };
+                    self.answer_error(conn, status, false);
+                    return Ok(None);
+                }
+            };
+            if done {
+                let State::DiscardChunked { req, .. } =
+                    std::mem::replace(&mut conn.state, State::Head)
+                else {
+                    return Ok(None);
+                };
+                self.respond(conn, &req);
+                return Ok(None);
+            }
+            let cap = self.scratch.len();
+            if self.fill(conn, cap)? {
                 return Ok(Some(Step::Close));
             }
             if conn.inbuf.is_empty() {

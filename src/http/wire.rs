@@ -39,9 +39,18 @@ pub struct RequestHead {
     pub range: Option<String>,
     /// Bytes of the head, CRLFCRLF included.
     pub len: usize,
-    /// Bytes of body after the head (Content-Length), read and discarded
-    /// before the answer so a body is never taken for the next request.
-    pub body_len: u64,
+    /// The body after the head, read and discarded before the answer so a
+    /// body is never taken for the next request.
+    pub body: RequestBody,
+}
+
+/// How a request's body is framed (RFC 9112 section 6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestBody {
+    /// `Content-Length` bytes (0: no body).
+    Length(u64),
+    /// `Transfer-Encoding: chunked`, decoded by [`super::chunked`].
+    Chunked,
 }
 
 /// Why a request gets an error answer.
@@ -130,29 +139,33 @@ pub fn parse_request(buf: &[u8]) -> Result<RequestHead, Reject> {
     if version == 1 && header("host").is_none() {
         return Err(Reject::Status(400));
     }
-    let body_len = body_length(req.headers)?;
+    let body = body_framing(req.headers, version)?;
     Ok(RequestHead {
         head,
         target,
         keep_alive,
         range: header("range"),
         len,
-        body_len,
+        body,
     })
 }
 
-/// The length of a request's body, from its framing headers (RFC 9112
-/// section 6). A request body is never chunked here: any Transfer-Encoding
-/// is refused (501; with a Content-Length too it is a smuggling attempt,
-/// 400), as are Content-Length values that are not one number (400) and
-/// bodies over [`MAX_REQUEST_BODY`] (413). Every refusal closes the
-/// connection, since the next request's start is unknown.
-fn body_length(headers: &[httparse::Header<'_>]) -> Result<u64, Reject> {
+/// How a request's body is framed, from its framing headers (RFC 9112
+/// section 6). Refused, and the connection closed since the next
+/// request's start is unknown: `Content-Length` values that are not one
+/// number (400), lengths over [`MAX_REQUEST_BODY`] (413), both
+/// `Transfer-Encoding` and `Content-Length` (400: section 6.3 allows
+/// taking it as an error, and a proxy in front that reads the other one
+/// would see another request: smuggling), `Transfer-Encoding` on
+/// HTTP/1.0 (400, section 6.1), a coding list whose final coding is not
+/// `chunked` (400, section 6.3; `identity` too), that has codings before
+/// it (501: the server decodes none) or `chunked` twice (400).
+fn body_framing(headers: &[httparse::Header<'_>], version: u8) -> Result<RequestBody, Reject> {
     let mut length: Option<u64> = None;
-    let mut chunked = false;
+    let mut codings = Codings::None;
     for h in headers {
         if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            chunked = true;
+            codings = codings.add(h.value, true);
         } else if h.name.eq_ignore_ascii_case("content-length") {
             let v = std::str::from_utf8(h.value).map_err(|_| Reject::Status(400))?;
             // "5, 5" is one length said twice; "5, 6" is two.
@@ -169,11 +182,72 @@ fn body_length(headers: &[httparse::Header<'_>]) -> Result<u64, Reject> {
             }
         }
     }
-    match (chunked, length) {
-        (true, Some(_)) => Err(Reject::Status(400)),
-        (true, None) => Err(Reject::Status(501)),
-        (false, Some(n)) if n > MAX_REQUEST_BODY => Err(Reject::Status(413)),
-        (false, n) => Ok(n.unwrap_or(0)),
+    match (codings, length) {
+        (Codings::None, Some(n)) if n > MAX_REQUEST_BODY => Err(Reject::Status(413)),
+        (Codings::None, n) => Ok(RequestBody::Length(n.unwrap_or(0))),
+        (_, Some(_)) => Err(Reject::Status(400)),
+        (_, None) if version == 0 => Err(Reject::Status(400)),
+        (Codings::Chunked, None) => Ok(RequestBody::Chunked),
+        (Codings::ChunkedAfterOthers, None) => Err(Reject::Status(501)),
+        (Codings::NotChunkedLast { .. } | Codings::Broken, None) => Err(Reject::Status(400)),
+    }
+}
+
+/// What the `Transfer-Encoding` fields of a message say, all of them read
+/// as one list (RFC 9110 5.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Codings {
+    /// No field (or, in a response, only `identity`, which RFC 9112
+    /// dropped and servers still send).
+    None,
+    /// Exactly `chunked`.
+    Chunked,
+    /// Other codings, then `chunked` (once).
+    ChunkedAfterOthers,
+    /// Codings whose final one is not `chunked`.
+    NotChunkedLast { had_chunked: bool },
+    /// `chunked` twice (RFC 9112 6.1 forbids it), no coding at all, or
+    /// not text.
+    Broken,
+}
+
+impl Codings {
+    /// The list so far with one more field's value. A request's field is
+    /// read strictly (`identity` is a coding the server does not know, an
+    /// empty value is broken); a response's leniently.
+    fn add(self, value: &[u8], request: bool) -> Codings {
+        let Ok(v) = std::str::from_utf8(value) else {
+            return Codings::Broken;
+        };
+        let mut c = self;
+        let mut any = false;
+        for token in v.split(',').map(str::trim) {
+            if token.is_empty() || (!request && token.eq_ignore_ascii_case("identity")) {
+                continue;
+            }
+            any = true;
+            let chunked = token.eq_ignore_ascii_case("chunked");
+            c = match (c, chunked) {
+                (Codings::Broken, _) => Codings::Broken,
+                (Codings::None, true) => Codings::Chunked,
+                (Codings::NotChunkedLast { had_chunked: false }, true) => {
+                    Codings::ChunkedAfterOthers
+                }
+                (_, true) => Codings::Broken,
+                (c, false) => Codings::NotChunkedLast {
+                    had_chunked: matches!(
+                        c,
+                        Codings::Chunked
+                            | Codings::ChunkedAfterOthers
+                            | Codings::NotChunkedLast { had_chunked: true }
+                    ),
+                },
+            };
+        }
+        if request && !any {
+            return Codings::Broken;
+        }
+        c
     }
 }
 
@@ -332,9 +406,23 @@ pub fn error_response(status: u16, keep_alive: bool) -> Vec<u8> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResponseHead {
     pub status: u16,
-    pub content_length: Option<u64>,
+    pub body: ResponseBody,
     pub keep_alive: bool,
     pub len: usize,
+}
+
+/// How a response's body is framed (RFC 9112 section 6.3), as its head
+/// says; a HEAD request's answer and 204 and 304 have none whatever it
+/// says, and the client knows which it asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseBody {
+    /// `Content-Length` bytes.
+    Length(u64),
+    /// `Transfer-Encoding` with `chunked` last, decoded by [`super::chunked`].
+    Chunked,
+    /// Neither, or codings without `chunked` last: the body ends when the
+    /// server closes the connection.
+    UntilClose,
 }
 
 pub fn parse_response(buf: &[u8]) -> Result<Option<ResponseHead>, HttpError> {
@@ -359,11 +447,11 @@ pub fn parse_response(buf: &[u8]) -> Result<Option<ResponseHead>, HttpError> {
             .and_then(|h| std::str::from_utf8(h.value).ok())
             .map(str::trim)
     };
-    if header("transfer-encoding").is_some_and(|t| !t.eq_ignore_ascii_case("identity")) {
-        return Err(HttpError::Protocol(
-            "chunked responses are not supported; serve a file with a length".into(),
-        ));
-    }
+    let codings = resp
+        .headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("transfer-encoding"))
+        .fold(Codings::None, |c, h| c.add(h.value, false));
     let content_length = match header("content-length") {
         Some(v) => Some(
             v.parse::<u64>()
@@ -371,13 +459,34 @@ pub fn parse_response(buf: &[u8]) -> Result<Option<ResponseHead>, HttpError> {
         ),
         None => None,
     };
+    let body = match (codings, content_length) {
+        (Codings::None, Some(n)) => ResponseBody::Length(n),
+        (Codings::None, None) => ResponseBody::UntilClose,
+        // RFC 9112 6.3: Transfer-Encoding overrides, but a server that
+        // sends both is broken in a way a load test should show.
+        (_, Some(_)) => {
+            return Err(HttpError::Protocol(
+                "a response with both Transfer-Encoding and Content-Length \
+                 (RFC 9112 6.3: a sender must not send both); fix the server"
+                    .into(),
+            ))
+        }
+        (Codings::Chunked | Codings::ChunkedAfterOthers, None) => ResponseBody::Chunked,
+        (Codings::NotChunkedLast { .. }, None) => ResponseBody::UntilClose,
+        (Codings::Broken, None) => {
+            return Err(HttpError::Protocol(format!(
+                "a Transfer-Encoding of '{}' (chunked twice, or not text)",
+                header("transfer-encoding").unwrap_or("?")
+            )))
+        }
+    };
     let close = header("connection").is_some_and(|v| {
         v.split(',')
             .any(|token| token.trim().eq_ignore_ascii_case("close"))
     });
     Ok(Some(ResponseHead {
         status: resp.code.unwrap_or(0),
-        content_length,
+        body,
         keep_alive: resp.version == Some(1) && !close,
         len,
     }))
@@ -416,14 +525,17 @@ mod tests {
             Err(Reject::Status(405))
         );
         let post = parse_request(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc");
-        assert_eq!(post.map(|r| (r.head, r.body_len)), Ok((false, 3)));
+        assert_eq!(
+            post.map(|r| (r.head, r.body)),
+            Ok((false, RequestBody::Length(3)))
+        );
         assert_eq!(
             parse_request(b"GET / HTTP/1.1\r\n\r\n"),
             Err(Reject::Status(400))
         );
         let c = parse_request(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
         assert!(!c.keep_alive);
-        assert_eq!(c.body_len, 0);
+        assert_eq!(c.body, RequestBody::Length(0));
         let big = format!("GET / HTTP/1.1\r\nHost: x\r\nX: {}", "a".repeat(MAX_HEAD));
         assert_eq!(parse_request(big.as_bytes()), Err(Reject::Status(431)));
         let mut many = String::from("GET / HTTP/1.1\r\nHost: x\r\n");
@@ -436,10 +548,11 @@ mod tests {
 
     #[test]
     fn request_bodies_are_framed_once() {
+        use RequestBody::*;
         let get =
             |h: &str| parse_request(format!("GET / HTTP/1.1\r\nHost: x\r\n{h}\r\n").as_bytes());
-        assert_eq!(get("Content-Length: 12\r\n").unwrap().body_len, 12);
-        assert_eq!(get("Content-Length: 5, 5\r\n").unwrap().body_len, 5);
+        assert_eq!(get("Content-Length: 12\r\n").unwrap().body, Length(12));
+        assert_eq!(get("Content-Length: 5, 5\r\n").unwrap().body, Length(5));
         assert_eq!(
             get("Content-Length: 5\r\nContent-Length: 6\r\n"),
             Err(Reject::Status(400))
@@ -451,13 +564,33 @@ mod tests {
             get("Content-Length: 99999999999999999999999\r\n"),
             Err(Reject::Status(400))
         );
+        // Transfer codings: chunked alone is read; anything else refused.
+        let te = |v: &str| get(&format!("Transfer-Encoding: {v}\r\n")).map(|r| r.body);
+        assert_eq!(te("chunked"), Ok(Chunked));
+        assert_eq!(te(" Chunked "), Ok(Chunked));
+        assert_eq!(te("chunked,"), Ok(Chunked), "empty list elements");
+        assert_eq!(te("gzip, chunked"), Err(Reject::Status(501)));
         assert_eq!(
-            get("Transfer-Encoding: chunked\r\n"),
-            Err(Reject::Status(501))
+            get("Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"),
+            Err(Reject::Status(501)),
+            "two fields are one list"
+        );
+        for bad in ["gzip", "chunked, gzip", "identity", "chunked, chunked", ""] {
+            assert_eq!(te(bad), Err(Reject::Status(400)), "{bad:?}");
+        }
+        assert_eq!(
+            te("chunked, gzip, chunked"),
+            Err(Reject::Status(400)),
+            "chunked twice"
         );
         assert_eq!(
             get("Transfer-Encoding: chunked\r\nContent-Length: 3\r\n"),
             Err(Reject::Status(400))
+        );
+        assert_eq!(
+            parse_request(b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            Err(Reject::Status(400)),
+            "HTTP/1.0 has no transfer codings"
         );
         let over = format!("Content-Length: {}\r\n", MAX_REQUEST_BODY + 1);
         assert_eq!(get(&over), Err(Reject::Status(413)));
@@ -524,11 +657,39 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(
-            (r.status, r.content_length, r.keep_alive),
-            (206, Some(10), true)
+            (r.status, r.body, r.keep_alive),
+            (206, ResponseBody::Length(10), true)
         );
         assert_eq!(parse_response(b"HTTP/1.1 200 OK\r\n").unwrap(), None);
-        assert!(parse_response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n").is_err());
+        let body = |h: &str| {
+            parse_response(format!("HTTP/1.1 200 OK\r\n{h}\r\n").as_bytes())
+                .map(|r| r.map(|r| r.body))
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            body("Transfer-Encoding: chunked\r\n"),
+            Ok(Some(ResponseBody::Chunked))
+        );
+        assert_eq!(
+            body("Transfer-Encoding: gzip, chunked\r\n"),
+            Ok(Some(ResponseBody::Chunked))
+        );
+        // Codings without chunked last, or no framing: read to the close.
+        assert_eq!(
+            body("Transfer-Encoding: gzip\r\n"),
+            Ok(Some(ResponseBody::UntilClose))
+        );
+        assert_eq!(body(""), Ok(Some(ResponseBody::UntilClose)));
+        assert_eq!(
+            body("Transfer-Encoding: identity\r\nContent-Length: 3\r\n"),
+            Ok(Some(ResponseBody::Length(3)))
+        );
+        assert!(body("Transfer-Encoding: chunked\r\nContent-Length: 3\r\n")
+            .unwrap_err()
+            .contains("both Transfer-Encoding and Content-Length"));
+        assert!(body("Transfer-Encoding: chunked, chunked\r\n")
+            .unwrap_err()
+            .contains("chunked twice"));
         let e = error_response(404, false);
         let p = parse_response(&e).unwrap().unwrap();
         assert_eq!((p.status, p.keep_alive), (404, false));
@@ -539,7 +700,7 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        assert_eq!((r.content_length, r.keep_alive), (Some(7), false));
+        assert_eq!((r.body, r.keep_alive), (ResponseBody::Length(7), false));
         let r = parse_response(
             b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: Keep-Alive\r\n\r\n",
         )
