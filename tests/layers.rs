@@ -990,7 +990,7 @@ fn the_name_check_finds_planted_faults() {
 /// (lower the cap in the same change).
 const LONG_FN_LINES: usize = 80;
 const BIG_FILE_LINES: usize = 600;
-const MAX_LONG_FNS: usize = 93;
+const MAX_LONG_FNS: usize = 92;
 const MAX_BIG_FILES: usize = 8;
 const MAX_ANYHOW_FILES: usize = 49;
 
@@ -1049,7 +1049,7 @@ fn functions(code: &str) -> Vec<(String, usize)> {
 fn size_facts(files: &[(String, String)]) -> (Vec<String>, Vec<String>, Vec<String>) {
     let (mut long, mut big, mut anyhow) = (Vec::new(), Vec::new(), Vec::new());
     for (path, text) in files {
-        if path.ends_with("tests.rs") || path.ends_with("testdata.rs") {
+        if path.ends_with("tests.rs") || path.ends_with("testdata.rs") || path.contains("/tests/") {
             continue;
         }
         let code = without_tests(&code_of(text));
