@@ -7,6 +7,7 @@
 //! shell string, and a missing tool is reported with the package to install.
 //! Physical ports (take, check, give back) live in [`port`].
 
+mod bond;
 mod cmd;
 pub mod port;
 pub mod reach;
@@ -63,6 +64,7 @@ pub fn apply(op: &NetOp) -> Result<()> {
             }
             run("ip", &["link", "set", "dev", name, "up"], None)
         }
+        NetOp::Bond { name, ports } => bond::bond(name, ports),
         NetOp::Addr { dev, addr, prefix } => {
             check_ifname(dev)?;
             let cidr = format!("{addr}/{prefix}");
