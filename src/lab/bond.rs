@@ -19,7 +19,6 @@
 use super::{LabInterface, LabLink, Node, MAC_DUT0, MAC_DUT1};
 use crate::proto::NetOp;
 use crate::vm::Nic;
-use anyhow::{bail, Result};
 
 /// The second port's MAC (the guest renames its NIC by it).
 const MAC_DUT0B: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x07];
@@ -42,15 +41,20 @@ pub(super) fn nics() -> Vec<Nic> {
     ]
 }
 
+/// A guest kernel without the bonding driver (`release`), refused at boot.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "--dut-bond needs the bonding driver in the DUT VM's kernel, and {0} has none (no bonding \
+     module, not built in): give --dut-kernel a kernel that has it, e.g. debian:bookworm, or \
+     drop --dut-bond"
+)]
+pub struct NoBonding(String);
+
 /// A guest kernel without the bonding driver is refused at boot, before
 /// any step: the initramfs found no `bonding` module and it is not built in.
-pub(super) fn check_modules(missing: &[String], release: &str) -> Result<()> {
+pub(super) fn check_modules(missing: &[String], release: &str) -> Result<(), NoBonding> {
     if missing.iter().any(|m| m == "bonding") {
-        bail!(
-            "--dut-bond needs the bonding driver in the DUT VM's kernel, and {release} has none \
-             (no bonding module, not built in): give --dut-kernel a kernel that has it, e.g. \
-             debian:bookworm, or drop --dut-bond"
-        );
+        return Err(NoBonding(release.to_string()));
     }
     Ok(())
 }

@@ -452,7 +452,7 @@ pub fn preflight(spec: &LabSpec) -> Result<()> {
         stick::preflight(spec)?;
     }
     vmdut::check_user_router(spec)?;
-    if spec.dut_bond && !spec.dut_vm.as_ref().is_some_and(|v| !v.guest.is_opaque()) {
+    if spec.dut_bond && spec.dut_vm.as_ref().is_none_or(|v| v.guest.is_opaque()) {
         bail!(
             "--dut-bond makes an 802.3ad bond inside linerate's DUT VM, which its agent \
              configures: add --dut-vm (a namespace DUT or your own router VM has no such step)"
