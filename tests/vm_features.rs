@@ -339,3 +339,141 @@ fn ktls_and_a_vlan_sub_interface_in_a_guest() {
         began.elapsed().as_secs_f64()
     );
 }
+
+/// Issue 35: `--dut-bond` makes the VM DUT's gen side `dut0`, an 802.3ad
+/// bond of two virtio NICs whose taps share the gen side's bridge. No LACP
+/// partner answers there, so one port is the active aggregator and
+/// carries everything: its counters account for what the tests moved (TCP
+/// goodput's bytes, every UDP datagram the sink counted), the other port
+/// next to nothing, and the terminal says it is not load sharing.
+#[test]
+fn an_802_3ad_bond_on_a_dut_vm_carries_the_tests() {
+    if !require_root() || !have_qemu() {
+        return;
+    }
+    let _s = serial();
+    let dir = tempdir("vm-bond");
+    let began = Instant::now();
+    let out = run(&[
+        "lab",
+        "--dut-vm",
+        "--dut-kernel",
+        "debian:bookworm",
+        "--vm-accel",
+        "tcg",
+        "--dut-bond",
+        "--quick",
+        "--duration",
+        "2",
+        "--only",
+        "tcp 1 stream",
+        "--only",
+        "udp 64B one flow",
+        "--results-dir",
+        dir.to_str().unwrap(),
+        "--no-progress",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "lab --dut-vm --dut-bond:\n{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("dut0: 802.3ad without an LACP partner")
+            && stdout.contains("not load sharing"),
+        "the terminal's note on the bond:\n{stdout}"
+    );
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(only_run_dir(&dir).join("results.json")).unwrap())
+            .unwrap();
+    let lab = &doc["labs"][0];
+    assert!(
+        lab["vm"]["modules"].to_string().contains("\"bonding\""),
+        "{lab}"
+    );
+
+    let tcp = test_named(&doc, "tcp 1 stream");
+    let (active, other) = bond_ports(tcp);
+    let d = &tcp["directions"][0];
+    let goodput_bytes = f(&d["rx_l2_bps"]) * f(&d["duration_s"]) / 8.0;
+    assert!(goodput_bytes > 1e6, "TCP moved something: {d}");
+    assert!(f(&active["rx_bytes"]) >= goodput_bytes, "{active} vs {d}");
+    eprintln!(
+        "bond, tcp: {:.3} Gbit/s; {} rx {} pkts {} B, {} rx {} pkts",
+        f(&d["rx_l2_bps"]) / 1e9,
+        active["name"],
+        active["rx_packets"],
+        active["rx_bytes"],
+        other["name"],
+        other["rx_packets"]
+    );
+
+    let udp = test_named(&doc, "udp 64B one flow");
+    let (active, other) = bond_ports(udp);
+    let rx = udp["directions"][0]["rx_packets"].as_u64().unwrap();
+    let (a_rx, o_rx) = (
+        active["rx_packets"].as_u64().unwrap(),
+        other["rx_packets"].as_u64().unwrap(),
+    );
+    assert!(rx > 1000 && a_rx >= rx, "sink {rx}, {active}");
+    assert!(
+        o_rx * 100 <= a_rx,
+        "the other port carries next to nothing: {other}"
+    );
+    eprintln!(
+        "bond, udp: sink {rx} packets; {} rx {a_rx}, {} rx {o_rx}",
+        active["name"], other["name"]
+    );
+    assert_nothing_left(&lab_pids(&doc));
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!(
+        "802.3ad bond on a DUT VM: {:.1} s",
+        began.elapsed().as_secs_f64()
+    );
+}
+
+/// A test through the bond: ok, its `dut_bond` an 802.3ad bond `dut0` of
+/// two ports up, without a partner, exactly one port active; (the active
+/// port, the other).
+fn bond_ports(t: &Value) -> (&Value, &Value) {
+    assert_eq!(t["status"], "ok", "{t}");
+    let b = &t["dut_bond"];
+    assert_eq!(b["name"], "dut0", "{b}");
+    assert!(
+        b["mode"].as_str().unwrap_or_default().contains("802.3ad"),
+        "{b}"
+    );
+    assert_eq!(
+        (&b["mii_status"], &b["lacp_partner"]),
+        (&"up".into(), &false.into()),
+        "{b}"
+    );
+    let ports = b["ports"].as_array().unwrap();
+    assert_eq!(ports.len(), 2, "{b}");
+    assert!(ports.iter().all(|p| p["mii_status"] == "up"), "{b}");
+    let active: Vec<&Value> = ports.iter().filter(|p| p["active"] == true).collect();
+    assert_eq!(active.len(), 1, "one active aggregator: {b}");
+    let other = ports.iter().find(|p| p["active"] != true).unwrap();
+    (active[0], other)
+}
+
+/// `--dut-bond` configures linerate's DUT VM: without `--dut-vm`, or with
+/// the user's own router, it is a usage error before anything is built.
+#[test]
+fn dut_bond_needs_the_dut_vm() {
+    let _s = shared();
+    for args in [
+        &["lab", "--dut-bond", "--quick", "--no-results"][..],
+        &[
+            "lab",
+            "--dut-bond",
+            "--dut-image",
+            "/nonexistent.qcow2",
+            "--no-results",
+        ],
+    ] {
+        let out = run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("--dut-vm"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("lab:"), "nothing was built: {stderr}");
+    }
+}

@@ -85,6 +85,11 @@ pub struct LabArgs {
     /// real kernels" in the README.
     #[arg(long, conflicts_with_all = ["gen_port"])]
     pub dut_vm: bool,
+    /// Make the DUT VM's gen side an 802.3ad bond of two NICs (dut0a, dut0b on taps in one
+    /// bridge); each test records the bond and what each port carried (`dut_bond`). Needs
+    /// --dut-vm.
+    #[arg(long, requires = "dut_vm")]
+    pub dut_bond: bool,
     /// Your own router VM as the DUT, from its disk image (qcow2 or raw; booted with
     /// snapshot=on, so the file is never written). No linerate agent inside: configure it
     /// as the lab's router (first NIC gen side 198.18.0.254/24, second sink side
@@ -283,6 +288,7 @@ pub fn lab_config(a: &LabArgs) -> Result<Cmd> {
             .stick_vlans
             .unwrap_or(crate::orchestrate::values::DEFAULT_STICK_VLANS),
         dut_vm: vm_spec(a)?,
+        dut_bond: a.dut_bond,
     };
     let cfg = LabConfig {
         spec,

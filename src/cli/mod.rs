@@ -292,6 +292,7 @@ pub fn to_config(command: Command) -> Result<Cmd> {
                     dut_netem: None,
                     stick_vlans: crate::orchestrate::values::DEFAULT_STICK_VLANS,
                     dut_vm: None,
+                    dut_bond: false,
                 };
                 return Ok(Cmd::LabBench(lab, spec, opts));
             }

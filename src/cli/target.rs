@@ -134,6 +134,7 @@ pub fn bench(t: &TargetArgs, common: &Common) -> Result<Bench> {
                 dut_remark: None,
                 stick_vlans: crate::orchestrate::values::DEFAULT_STICK_VLANS,
                 dut_vm: None,
+                dut_bond: false,
             },
             ipv6: t.ipv6,
         });

@@ -8,6 +8,7 @@
 //! controller killed with SIGKILL) the kernel removes the namespaces and every
 //! veth in them. Nothing is ever created in the caller's own namespace.
 
+pub mod bond;
 pub mod cores;
 pub mod netem;
 pub mod ports;
@@ -85,6 +86,9 @@ pub struct LabSpec {
     /// Run the DUT in a VM with its own kernel ([`vmdut`]), not in a
     /// namespace of this host's.
     pub dut_vm: Option<Box<crate::vm::VmSpec>>,
+    /// The VM DUT's gen side is an 802.3ad bond of two NICs
+    /// (`--dut-bond`, [`bond`]).
+    pub dut_bond: bool,
 }
 
 /// How many tx and rx queues a lab veth may have (`--queues`).
@@ -448,6 +452,12 @@ pub fn preflight(spec: &LabSpec) -> Result<()> {
         stick::preflight(spec)?;
     }
     vmdut::check_user_router(spec)?;
+    if spec.dut_bond && spec.dut_vm.as_ref().is_none_or(|v| v.guest.is_opaque()) {
+        bail!(
+            "--dut-bond makes an 802.3ad bond inside linerate's DUT VM, which its agent \
+             configures: add --dut-vm (a namespace DUT or your own router VM has no such step)"
+        );
+    }
     if let Some(vm) = &spec.dut_vm {
         // Before any test runs: qemu, taps, and the kernel (fetched now if
         // it is not cached; the build finds it in the cache).
@@ -488,7 +498,7 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
             None
         }
         (Some(_), Some(v)) => {
-            let booted = vmdut::boot(&mut fleet, v, &log)?;
+            let booted = vmdut::boot(&mut fleet, v, &log, spec.dut_bond)?;
             let d = booted.dut;
             vm = Some(booted);
             Some(d)
@@ -504,6 +514,9 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     let mut g = Node::new();
     let mut s = Node::new();
     let mut d = Node::new();
+    if spec.dut_bond && vm.is_some() {
+        bond::guest_ops(&mut d, mtu);
+    }
     let mut links = Vec::new();
     // The links: gen — dut — sink, or gen — sink back to back.
     let vmnet = vm
@@ -516,12 +529,16 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
             netops::create_veth("gen0", MAC_GEN0, pid(gen), "hv0", MAC_HV0, vn, q)?;
             netops::create_veth("hv1", MAC_HV1, vn, "sink0", MAC_SINK0, pid(sink), q)?;
             links.push(link("gen/gen0", "vmnet/hv0"));
-            links.push(LabLink {
-                a: "vmnet/tap0".into(),
-                b: "dut/dut0".into(),
-                kind: "tap, virtio-net".into(),
-                ports: Vec::new(),
-            });
+            if spec.dut_bond && vm.is_some() {
+                links.extend(bond::links());
+            } else {
+                links.push(LabLink {
+                    a: "vmnet/tap0".into(),
+                    b: "dut/dut0".into(),
+                    kind: "tap, virtio-net".into(),
+                    ports: Vec::new(),
+                });
+            }
             links.push(LabLink {
                 a: "dut/dut1".into(),
                 b: "vmnet/tap1".into(),
@@ -670,7 +687,7 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     let mut guest = None;
     for (idx, node, role) in [
         (Some(gen), g, "gen"),
-        (vmnet, vmdut::vmnet_node(mtu), "vmnet"),
+        (vmnet, vmdut::vmnet_node(mtu, spec.dut_bond), "vmnet"),
         (dut, d, "dut"),
         (Some(sink), s, "sink"),
     ] {
@@ -704,6 +721,9 @@ pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
         },
     );
     let mut notes = Vec::new();
+    if spec.dut_bond && vm.is_some() {
+        notes.push(bond::NOTE.to_string());
+    }
     let mut vm_record = vm.map(|v| v.record);
     if let (Some(mut r), Some(vmnet)) = (router, vmnet) {
         let (boot_s, more) = vmdut::wait_forwarding(

@@ -232,6 +232,7 @@ pub fn preflight_ports(spec: &LabSpec, ports: &PortsSpec) -> Result<(PortState, 
     preflight(&LabSpec {
         dut: None,
         dut_vm: None,
+        dut_bond: false,
         ..spec.clone()
     })?;
     let gen = port::inspect(&ports.gen)?;

@@ -34,15 +34,20 @@ pub struct VmDut {
     pub record: LabVm,
 }
 
-/// Boots the DUT's guest with its NICs on taps in a new vmnet namespace.
+/// Boots the DUT's guest with its NICs on taps in a new vmnet namespace
+/// (three with `bond`: the gen side's two are the bond's ports).
 /// `log` names the agents' log files.
 pub fn boot(
     fleet: &mut Fleet,
     spec: &VmSpec,
     log: &dyn Fn(&str) -> Option<std::path::PathBuf>,
+    bond: bool,
 ) -> Result<VmDut> {
     let say = |m: &str| errln!("lab: {m}");
     let prepared = qemu::prepare(spec, &say)?;
+    if bond {
+        super::bond::check_modules(&prepared.missing, &prepared.kernel.release)?;
+    }
     let (accel, accel_reason) = qemu::choose(spec, &prepared)?;
     if accel == qemu::Accel::Tcg {
         say(&format!(
@@ -54,7 +59,11 @@ pub fn boot(
     let ns_path = format!("/proc/{}/ns/net", fleet.agent(vmnet).pid);
     let ns = std::fs::File::open(&ns_path)
         .with_context(|| format!("opening the vmnet namespace ({ns_path})"))?;
-    let nics = lab_nics();
+    let nics = if bond {
+        super::bond::nics()
+    } else {
+        lab_nics().to_vec()
+    };
     // Its CPUs read "dut-vm CPU0" in verdicts, beside this host's.
     let cmd = qemu::command(
         spec,
@@ -533,19 +542,29 @@ pub fn wait_forwarding(
 }
 
 /// The vmnet namespace's steps: each tap bridged with the veth towards
-/// its side of the tester, everything up at the lab's MTU.
-pub(super) fn vmnet_node(mtu: u32) -> Node {
+/// its side of the tester (with `bond`, the bond's second tap on the gen
+/// side too), everything up at the lab's MTU.
+pub(super) fn vmnet_node(mtu: u32, bond: bool) -> Node {
     let mut n = Node::new();
     n.iface("hv0", MAC_HV0, mtu, &[]);
     n.iface("hv1", MAC_HV1, mtu, &[]);
-    for dev in ["tap0", "tap1"] {
+    let mut taps = vec!["tap0", "tap1"];
+    if bond {
+        taps.push(super::bond::TAP);
+    }
+    for &dev in &taps {
         n.ops.push(NetOp::Mtu {
             dev: dev.into(),
             mtu,
         });
         n.ops.push(NetOp::LinkUp { dev: dev.into() });
     }
-    for (br, ports) in [("br0", ["hv0", "tap0"]), ("br1", ["hv1", "tap1"])] {
+    let gen_side = if bond {
+        &["hv0", "tap0", super::bond::TAP][..]
+    } else {
+        &["hv0", "tap0"]
+    };
+    for (br, ports) in [("br0", gen_side), ("br1", &["hv1", "tap1"])] {
         n.ops.push(NetOp::Bridge {
             name: br.into(),
             ports: ports.iter().map(|p| p.to_string()).collect(),
@@ -553,7 +572,7 @@ pub(super) fn vmnet_node(mtu: u32) -> Node {
     }
     // Taps and bridges: no MAC recorded, so no NAPI thread is looked for
     // (a tap has none; qemu's threads do its work).
-    for dev in ["tap0", "tap1", "br0", "br1"] {
+    for dev in taps.into_iter().chain(["br0", "br1"]) {
         n.ifaces.push(LabInterface {
             name: dev.into(),
             mac: String::new(),

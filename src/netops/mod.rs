@@ -63,6 +63,7 @@ pub fn apply(op: &NetOp) -> Result<()> {
             }
             run("ip", &["link", "set", "dev", name, "up"], None)
         }
+        NetOp::Bond { name, ports } => bond(name, ports),
         NetOp::Addr { dev, addr, prefix } => {
             check_ifname(dev)?;
             let cidr = format!("{addr}/{prefix}");
@@ -196,6 +197,43 @@ pub fn apply(op: &NetOp) -> Result<()> {
             "the router-on-a-stick program for {dev} is attached by the agent itself; this agent build did not: use the same linerate build for controller and agents"
         ),
     }
+}
+
+/// Makes `name` an 802.3ad bond (`lab --dut-vm --dut-bond`) (MII link monitoring every 100 ms) of
+/// `ports`: each is taken down and enslaved, in order, so the bond takes
+/// the first one's MAC. The bond stays down; its MTU, addresses and link
+/// are the next steps'.
+pub fn bond(name: &str, ports: &[String]) -> Result<()> {
+    check_ifname(name)?;
+    if ports.is_empty() {
+        bail!("bond {name}: give it at least one port");
+    }
+    let made = run(
+        "ip",
+        &[
+            "link", "add", name, "type", "bond", "mode", "802.3ad", "miimon", "100",
+        ],
+        None,
+    );
+    if let Err(e) = made {
+        let text = e.to_string();
+        if text.contains("Unknown device type") || text.contains("not supported") {
+            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+            bail!(
+                "the DUT's 802.3ad bond needs the bonding driver, and this kernel ({}) has none \
+                 (neither built in nor a module it can load): give the DUT VM a kernel that has \
+                 it, e.g. --dut-kernel debian:bookworm (Debian's kernels do), or drop --dut-bond",
+                release.trim()
+            );
+        }
+        return Err(e);
+    }
+    for p in ports {
+        check_ifname(p)?;
+        run("ip", &["link", "set", "dev", p, "down"], None)?;
+        run("ip", &["link", "set", "dev", p, "master", name], None)?;
+    }
+    Ok(())
 }
 
 /// tc netem on `dev`'s egress; a kernel without sch_netem is refused with

@@ -128,6 +128,7 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
             LabSpec {
                 dut: None,
                 dut_vm: None,
+                dut_bond: false,
                 ..spec.clone()
             },
             self_log.as_deref(),

@@ -42,6 +42,7 @@ pub const LAB_KEYS: &[&str] = &[
     "dut_vcpus",
     "dut_memory",
     "vm_accel",
+    "dut_bond",
     // The user's own router VM: its image, or its kernel (dut_kernel) and
     // initramfs, extra kernel arguments, and how long it may take.
     "dut_image",

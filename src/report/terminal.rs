@@ -374,6 +374,9 @@ fn test_notes(t: &TestResult, notes: &mut Vec<(String, Tone)>) {
     if let Some(n) = super::dscp::note(t) {
         notes.push((format!("{}: {n}", t.name), Tone::Warn));
     }
+    if let Some(b) = &t.dut_bond {
+        notes.push((format!("{}: {}", t.name, b.note), Tone::Plain));
+    }
     if let Some(l) = &t.latency {
         notes.push((
             format!("{}: {}", t.name, super::latency::note(l)),

@@ -101,7 +101,9 @@ fn dut_bond(
         let (Some(b), Some(a)) = (before.get(agent), after.get(agent)) else {
             continue;
         };
-        let Some(bond) = a.bonds.first() else {
+        // The bond with ports (a kernel with bonding built in also has
+        // an empty bond0).
+        let Some(bond) = a.bonds.iter().max_by_key(|b| b.ports.len()) else {
             continue;
         };
         let delta = |port: &str| {

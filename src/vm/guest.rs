@@ -58,7 +58,8 @@ pub const PORT_NAME: &str = "linerate.0";
 /// What the initramfs carries besides linerate.
 const TOOLS: &[(&str, &str)] = &[("ip", "iproute2"), ("tc", "iproute2"), ("nft", "nftables")];
 
-/// The init script: mounts, modules, NIC names by MAC from the kernel
+/// The init script: mounts, modules (bonding without its default bond0:
+/// a bond is made by the step that wants one), NIC names by MAC from the kernel
 /// command line (`linerate.nic=MAC/NAME`), then the agent on the serial
 /// port as PID 1. When the agent exits the kernel panics, `panic=-1`
 /// reboots, and qemu's `-no-reboot` ends the VM: the guest lives exactly as
@@ -74,7 +75,8 @@ mount -t tmpfs tmpfs /tmp
 mount -t bpf bpf /sys/fs/bpf 2>/dev/null
 hostname linerate-guest
 while read -r m; do
-  insmod "/lib/modules/linerate/$m.ko" 2>/dev/null || echo "linerate-init: module $m did not load"
+  a=; [ "$m" = bonding ] && a=max_bonds=0
+  insmod "/lib/modules/linerate/$m.ko" $a 2>/dev/null || echo "linerate-init: module $m did not load"
 done < /lib/modules/linerate/order
 for arg in $(cat /proc/cmdline); do
   case "$arg" in

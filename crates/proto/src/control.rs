@@ -177,6 +177,13 @@ pub enum NetOp {
         name: String,
         ports: Vec<String>,
     },
+    /// An 802.3ad bond `name` (miimon 100) of `ports`, each taken down
+    /// and enslaved, the first one's MAC the bond's; the bond is left
+    /// down (its addresses and link come after).
+    Bond {
+        name: String,
+        ports: Vec<String>,
+    },
     Addr {
         dev: String,
         addr: IpAddr,
