@@ -3,7 +3,7 @@
 //! and each port's aggregator and partner. Read with every snapshot of a
 //! namespace that has bonds (the lab's `--dut-bond` DUT).
 
-use crate::proto::{BondPortState, BondState};
+use crate::proto::{BondHead, BondPortState, BondState};
 use std::path::Path;
 
 const DIR: &str = "/proc/net/bonding";
@@ -24,7 +24,7 @@ fn read_dir(dir: &Path) -> Vec<BondState> {
             Some(parse(&e.file_name().to_string_lossy(), &text))
         })
         .collect();
-    bonds.sort_by(|a, b| a.name.cmp(&b.name));
+    bonds.sort_by(|a, b| a.head.name.cmp(&b.head.name));
     bonds
 }
 
@@ -42,7 +42,10 @@ enum Part {
 /// between kernel releases.
 pub fn parse(name: &str, text: &str) -> BondState {
     let mut b = BondState {
-        name: name.to_string(),
+        head: BondHead {
+            name: name.to_string(),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let mut part = Part::Bond;
@@ -83,15 +86,15 @@ pub fn parse(name: &str, text: &str) -> BondState {
         let number = || value.split_whitespace().next()?.parse::<u32>().ok();
         match part {
             Part::Bond => match key {
-                "Bonding Mode" => b.mode = value.to_string(),
-                "MII Status" => b.mii_status = value.to_string(),
-                "MII Polling Interval (ms)" => b.miimon_ms = number(),
-                "LACP rate" => b.lacp_rate = Some(value.to_string()),
+                "Bonding Mode" => b.head.mode = value.to_string(),
+                "MII Status" => b.head.mii_status = value.to_string(),
+                "MII Polling Interval (ms)" => b.head.miimon_ms = number(),
+                "LACP rate" => b.head.lacp_rate = Some(value.to_string()),
                 _ => {}
             },
             Part::ActiveAggregator => match key {
-                "Aggregator ID" => b.active_aggregator = number(),
-                "Partner Mac Address" => b.partner_mac = Some(value.to_lowercase()),
+                "Aggregator ID" => b.head.active_aggregator = number(),
+                "Partner Mac Address" => b.head.partner_mac = Some(value.to_lowercase()),
                 _ => {}
             },
             Part::Port | Part::PortPartner | Part::PortOther => {
@@ -201,13 +204,13 @@ details partner lacp pdu:
     #[test]
     fn an_8023ad_bond_without_partner() {
         let b = parse("dut0", NO_PARTNER);
-        assert_eq!(b.name, "dut0");
-        assert_eq!(b.mode, "IEEE 802.3ad Dynamic link aggregation");
-        assert_eq!(b.mii_status, "up");
-        assert_eq!(b.miimon_ms, Some(100));
-        assert_eq!(b.lacp_rate.as_deref(), Some("slow"));
-        assert_eq!(b.active_aggregator, Some(1));
-        assert_eq!(b.partner_mac.as_deref(), Some("00:00:00:00:00:00"));
+        assert_eq!(b.head.name, "dut0");
+        assert_eq!(b.head.mode, "IEEE 802.3ad Dynamic link aggregation");
+        assert_eq!(b.head.mii_status, "up");
+        assert_eq!(b.head.miimon_ms, Some(100));
+        assert_eq!(b.head.lacp_rate.as_deref(), Some("slow"));
+        assert_eq!(b.head.active_aggregator, Some(1));
+        assert_eq!(b.head.partner_mac.as_deref(), Some("00:00:00:00:00:00"));
         assert_eq!(b.ports.len(), 2);
         let (a, c) = (&b.ports[0], &b.ports[1]);
         assert_eq!((a.name.as_str(), a.aggregator), ("dut0a", Some(1)));
@@ -224,9 +227,9 @@ details partner lacp pdu:
                     Currently Active Slave: eth0\nMII Status: up\nMII Polling Interval (ms): 0\n\n\
                     Slave Interface: eth0\nMII Status: up\nSpeed: Unknown\n";
         let b = parse("bond1", text);
-        assert_eq!(b.mode, "fault-tolerance (active-backup)");
-        assert_eq!(b.miimon_ms, Some(0));
-        assert_eq!(b.active_aggregator, None);
+        assert_eq!(b.head.mode, "fault-tolerance (active-backup)");
+        assert_eq!(b.head.miimon_ms, Some(0));
+        assert_eq!(b.head.active_aggregator, None);
         assert_eq!(b.ports[0].speed_mbps, None);
         assert!(read_dir(Path::new("/nonexistent/bonding")).is_empty());
     }

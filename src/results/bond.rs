@@ -4,7 +4,7 @@
 //! nobody reads an 802.3ad bond without an LACP partner as two ports
 //! sharing the load.
 
-use crate::proto::{BondPortState, BondState};
+use crate::proto::{BondHead, BondPortState, BondState};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -16,29 +16,13 @@ pub struct BondRecord {
     /// The bond's interface, its mode, MII status, LACP rate, active
     /// aggregator and that aggregator's partner MAC, after the test.
     #[serde(flatten)]
-    pub state: BondRecordState,
+    pub state: BondHead,
     /// An LACP partner answered (the active aggregator's partner MAC is
     /// not 00:00:00:00:00:00).
     pub lacp_partner: bool,
     pub ports: Vec<BondPortRecord>,
     /// What carried the traffic, in a sentence.
     pub note: String,
-}
-
-/// The bond's own lines of /proc/net/bonding (its ports are apart).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
-pub struct BondRecordState {
-    pub name: String,
-    pub mode: String,
-    pub mii_status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub miimon_ms: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lacp_rate: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub active_aggregator: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub partner_mac: Option<String>,
 }
 
 /// One port: its state after the test and its counters over the test.
@@ -64,8 +48,9 @@ pub type PortDelta = [u64; 5];
 /// The record of `state` with each port's counters over the test
 /// (`delta`, by port name; none read: zeros).
 pub fn record(state: &BondState, delta: &dyn Fn(&str) -> Option<PortDelta>) -> BondRecord {
-    let lacp = state.mode.contains("802.3ad");
+    let lacp = state.head.mode.contains("802.3ad");
     let lacp_partner = state
+        .head
         .partner_mac
         .as_deref()
         .is_some_and(|m| m != NO_PARTNER);
@@ -78,7 +63,7 @@ pub fn record(state: &BondState, delta: &dyn Fn(&str) -> Option<PortDelta>) -> B
             BondPortRecord {
                 state: p.clone(),
                 active: !lacp
-                    || (p.aggregator.is_some() && p.aggregator == state.active_aggregator),
+                    || (p.aggregator.is_some() && p.aggregator == state.head.active_aggregator),
                 rx_packets,
                 tx_packets,
                 rx_bytes,
@@ -108,6 +93,7 @@ pub fn record(state: &BondState, delta: &dyn Fn(&str) -> Option<PortDelta>) -> B
         .map(|p| p.state.name.as_str())
         .collect();
     let agg = state
+        .head
         .active_aggregator
         .map_or("none".to_string(), |a| a.to_string());
     let note = match (lacp, lacp_partner) {
@@ -116,33 +102,25 @@ pub fn record(state: &BondState, delta: &dyn Fn(&str) -> Option<PortDelta>) -> B
              other side answers LACP), so each port is an aggregator of its own and only the \
              active one, aggregator {agg} ({}), sends and receives; this is not load sharing. \
              Over the test {carried}",
-            state.name,
+            state.head.name,
             active.join(", ")
         ),
         (true, true) => format!(
             "{}: 802.3ad with LACP partner {}: aggregator {agg} of {} port{} ({}) carries the \
              traffic, spread by the transmit hash; over the test {carried}",
-            state.name,
-            state.partner_mac.as_deref().unwrap_or_default(),
+            state.head.name,
+            state.head.partner_mac.as_deref().unwrap_or_default(),
             active.len(),
             if active.len() == 1 { "" } else { "s" },
             active.join(", ")
         ),
         (false, _) => format!(
             "{}: mode {}; over the test {carried}",
-            state.name, state.mode
+            state.head.name, state.head.mode
         ),
     };
     BondRecord {
-        state: BondRecordState {
-            name: state.name.clone(),
-            mode: state.mode.clone(),
-            mii_status: state.mii_status.clone(),
-            miimon_ms: state.miimon_ms,
-            lacp_rate: state.lacp_rate.clone(),
-            active_aggregator: state.active_aggregator,
-            partner_mac: state.partner_mac.clone(),
-        },
+        state: state.head.clone(),
         lacp_partner,
         ports,
         note,
@@ -165,13 +143,15 @@ mod tests {
 
     fn bond(partner: &str, aggs: [u32; 2]) -> BondState {
         BondState {
-            name: "dut0".into(),
-            mode: "IEEE 802.3ad Dynamic link aggregation".into(),
-            mii_status: "up".into(),
-            miimon_ms: Some(100),
-            lacp_rate: Some("slow".into()),
-            active_aggregator: Some(1),
-            partner_mac: Some(partner.into()),
+            head: BondHead {
+                name: "dut0".into(),
+                mode: "IEEE 802.3ad Dynamic link aggregation".into(),
+                mii_status: "up".into(),
+                miimon_ms: Some(100),
+                lacp_rate: Some("slow".into()),
+                active_aggregator: Some(1),
+                partner_mac: Some(partner.into()),
+            },
             ports: vec![
                 port("dut0a", aggs[0], partner),
                 port("dut0b", aggs[1], partner),

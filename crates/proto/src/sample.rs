@@ -264,6 +264,15 @@ pub struct Snapshot {
 /// A bond as its driver reports it (/proc/net/bonding/NAME).
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
 pub struct BondState {
+    /// The bond's own lines.
+    #[serde(flatten)]
+    pub head: BondHead,
+    pub ports: Vec<BondPortState>,
+}
+
+/// A bond's own lines of /proc/net/bonding (its ports are apart).
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+pub struct BondHead {
     pub name: String,
     /// "Bonding Mode", e.g. "IEEE 802.3ad Dynamic link aggregation".
     pub mode: String,
@@ -282,7 +291,6 @@ pub struct BondState {
     /// 00:00:00:00:00:00 when no partner answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partner_mac: Option<String>,
-    pub ports: Vec<BondPortState>,
 }
 
 /// One port (slave) of a bond.
