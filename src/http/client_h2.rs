@@ -37,7 +37,7 @@ const READ_WRITE: Interest = Interest {
 /// The request's header block: every request of the run is the same
 /// (`--method`, `--header`; content-length with `--body`), only its
 /// stream id changes.
-pub(super) fn request_block(sh: &Shared) -> Result<Vec<u8>, HttpError> {
+pub(super) fn request_block(sh: &Shared) -> Result<hpack::RequestBlock, HttpError> {
     let tls = sh.spec.tls.is_some();
     let host = &sh.spec.host;
     let path = &sh.spec.path;
@@ -60,14 +60,14 @@ pub(super) fn request_block(sh: &Shared) -> Result<Vec<u8>, HttpError> {
     };
     let agent = concat!("linerate/", env!("CARGO_PKG_VERSION"));
     let r = &sh.spec.request;
-    let mut b = hpack::request_block_with(tls, r.method.as_str(), path, &authority, agent);
+    let mut f = hpack::RequestFields::new(tls, r.method.as_str(), path, &authority, agent);
     for (name, value) in &r.headers {
-        hpack::put_header(&mut b, name, value);
+        f.header(name, value);
     }
     if !r.body.is_empty() {
-        hpack::put_content_length(&mut b, r.body.len());
+        f.content_length(r.body.len());
     }
-    Ok(b)
+    Ok(f.encode())
 }
 
 impl Driver {

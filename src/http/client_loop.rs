@@ -14,6 +14,7 @@ use super::client_shared::{
     count, handshake_failure, Failure, Kind, Shared, CONNECT_BACKOFF, CONNECT_TIMEOUT,
     FINISH_GRACE, STALL,
 };
+use super::h2::hpack::RequestBlock;
 use super::{tls, HttpError};
 use crate::proto::http::{ErrorKinds, StatusCount};
 use crate::sys::{self, Epoll, Interest, Ready};
@@ -63,7 +64,7 @@ pub(super) struct Driver {
     pub(super) request: Vec<u8>,
     /// With HTTP/2: the request's header block, built once too, and its
     /// body (`--body`), shared by every request.
-    pub(super) h2_block: Option<Vec<u8>>,
+    pub(super) h2_block: Option<RequestBlock>,
     pub(super) body: Arc<[u8]>,
     server_name: Option<ServerName<'static>>,
     every: Option<Duration>,
@@ -88,7 +89,7 @@ impl Loop {
         sh: Arc<Shared>,
         mut conns: Vec<Conn>,
         every: Option<Duration>,
-        h2_block: Option<Vec<u8>>,
+        h2_block: Option<RequestBlock>,
     ) -> Result<Loop, HttpError> {
         let ep = Epoll::new(BATCH).map_err(HttpError::io("creating an epoll set"))?;
         let request = super::request::h1_request(&sh.spec.request, &sh.spec.path, &sh.spec.host);

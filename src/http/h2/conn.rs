@@ -105,7 +105,10 @@ pub struct Session {
     /// A header block waiting for CONTINUATION: (stream, END_STREAM).
     block_for: Option<(u32, bool)>,
     block: Vec<u8>,
+    /// The next request's header block, as encoded (kept for its buffer).
+    block_out: Vec<u8>,
     hpack: hpack::Decoder,
+    encoder: hpack::Encoder,
     peer: PeerSettings,
     next_id: u32,
     stream: Option<Stream>,
@@ -136,10 +139,13 @@ impl Session {
             skip: Skip::default(),
             block_for: None,
             block: Vec::new(),
+            block_out: Vec::new(),
             hpack: hpack::Decoder::default(),
+            encoder: hpack::Encoder::default(),
             peer: PeerSettings {
                 max_frame: frame::DEFAULT_MAX_FRAME,
                 initial_window: DEFAULT_WINDOW,
+                header_table: hpack::TABLE_SIZE as u32,
             },
             next_id: 1,
             stream: None,
@@ -156,23 +162,37 @@ impl Session {
         self.goaway.is_none() && self.next_id <= frame::MAX_WINDOW && self.stream.is_none()
     }
 
-    /// Queues a GET with `block` on a new stream; false when the
-    /// connection takes no more requests (see `can_request`).
+    /// Queues a GET with `block` (encoded, leaving the dynamic table
+    /// alone) on a new stream; false when the connection takes no more
+    /// requests (see `can_request`).
     pub fn request(&mut self, block: &[u8]) -> bool {
-        self.request_with(block, &Arc::from(&[][..]), false)
+        self.request_with(
+            &hpack::RequestBlock::fixed(block),
+            &Arc::from(&[][..]),
+            false,
+        )
     }
 
     /// Queues a request with `block` and `body` (DATA frames within the
     /// server's flow-control windows, the rest as WINDOW_UPDATEs come);
     /// `head_request`: its response has no body (HEAD).
-    pub fn request_with(&mut self, block: &[u8], body: &Arc<[u8]>, head_request: bool) -> bool {
+    pub fn request_with(
+        &mut self,
+        block: &hpack::RequestBlock,
+        body: &Arc<[u8]>,
+        head_request: bool,
+    ) -> bool {
         if !self.can_request() {
             return false;
         }
         let id = self.next_id;
         self.next_id += 2;
         let end = body.is_empty();
-        frame::put_headers_then(&mut self.out, id, block, self.peer.max_frame, end);
+        let mut fields = std::mem::take(&mut self.block_out);
+        fields.clear();
+        self.encoder.put(block, &mut fields);
+        frame::put_headers_then(&mut self.out, id, &fields, self.peer.max_frame, end);
+        self.block_out = fields;
         self.stream = Some(Stream {
             id,
             head_request,
@@ -465,6 +485,7 @@ impl Session {
                 } else {
                     let before = self.peer.initial_window;
                     frame::apply_settings(&mut self.peer, payload)?;
+                    self.encoder.peer_table_size(self.peer.header_table);
                     // A new initial window moves the open stream's by the difference.
                     if let Some(s) = self.stream.as_mut() {
                         s.send_window += i64::from(self.peer.initial_window) - i64::from(before);

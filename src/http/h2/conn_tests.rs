@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::http::h2::frame::put_head;
+use crate::http::h2::hpack::RequestBlock;
 
 fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -230,7 +231,7 @@ fn h2_request_body_stays_within_the_send_windows() {
     let n = s.outgoing().len();
     s.wrote(n);
     let body: Arc<[u8]> = Arc::from(vec![b'x'; 70_000]);
-    assert!(s.request_with(&[0x83, 0x86, 0x84], &body, false));
+    assert!(s.request_with(&RequestBlock::fixed(&[0x83, 0x86, 0x84]), &body, false));
     let h = Head::parse(s.outgoing()[..9].try_into().unwrap());
     assert_eq!(h.kind, frame::HEADERS);
     assert!(!h.has(frame::END_STREAM), "a body follows the HEADERS");
@@ -268,7 +269,7 @@ fn h2_request_body_stays_within_the_send_windows() {
     let n = s.outgoing().len();
     s.wrote(n);
     s.finish();
-    assert!(s.request_with(&[0x82], &Arc::from(&[][..]), true));
+    assert!(s.request_with(&RequestBlock::fixed(&[0x82]), &Arc::from(&[][..]), true));
     let p = feed(
         &mut s,
         &frame(

@@ -137,6 +137,9 @@ pub struct PeerSettings {
     /// SETTINGS_INITIAL_WINDOW_SIZE: each new stream's send window (a
     /// request body's DATA frames stay within it).
     pub initial_window: u32,
+    /// SETTINGS_HEADER_TABLE_SIZE: the dynamic table the server keeps for
+    /// the client's header blocks.
+    pub header_table: u32,
 }
 
 /// Applies a SETTINGS payload (not an ACK) to `s`.
@@ -170,9 +173,9 @@ pub fn apply_settings(s: &mut PeerSettings, p: &[u8]) -> Result<(), FrameError> 
                 }
                 s.max_frame = v;
             }
-            // The client's header block uses no dynamic table, so any
-            // SETTINGS_HEADER_TABLE_SIZE is honoured as it is; the rest
-            // concern what a client does not do (push, sending bodies).
+            SETTINGS_HEADER_TABLE_SIZE => s.header_table = v,
+            // The rest concern what a client does not do (push, sending
+            // bodies).
             _ => {}
         }
     }
@@ -317,6 +320,7 @@ mod tests {
         let mut s = PeerSettings {
             max_frame: DEFAULT_MAX_FRAME,
             initial_window: 65_535,
+            header_table: 4096,
         };
         let mut p = Vec::new();
         p.extend_from_slice(&SETTINGS_MAX_FRAME_SIZE.to_be_bytes());
@@ -325,6 +329,7 @@ mod tests {
         p.extend_from_slice(&0u32.to_be_bytes());
         apply_settings(&mut s, &p).unwrap();
         assert_eq!(s.max_frame, 65_536);
+        assert_eq!(s.header_table, 0);
         assert_eq!(
             apply_settings(&mut s, &p[..5]).unwrap_err().code,
             FRAME_SIZE_ERROR
