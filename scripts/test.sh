@@ -46,10 +46,10 @@ LINERATE_SKIP_LOG="$skips" LINERATE_TEST_TIMES="$times" cargo test --workspace -
 if [ -s "$times" ]; then
     echo
     awk '{n[$3]++; s[$3] += $1} END {printf "under the lock: %d exclusive tests took %.0f s, %d shared tests %.0f s (side by side)\n", n["exclusive"], s["exclusive"], n["shared"], s["shared"]}' "$times"
-    echo "slowest tests under the lock (seconds, host CPU busy, lock, test):"
+    echo "tests that took 5 s or more under the lock (seconds, host CPU busy, lock, test):"
     # awk reads all of sort's output: head would close the pipe early, and
     # sort's SIGPIPE (141) ended the script under pipefail with every test green.
-    sort -rn "$times" | awk 'NR <= 15 {print "  " $0}'
+    sort -rn "$times" | awk '$1 >= 5 {print "  " $0}'
 fi
 # The failures in short, where a long log's tail would cut them: each
 # failing test's own lines up to its backtrace.
