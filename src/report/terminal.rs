@@ -9,7 +9,7 @@ use super::registry::{
 use crate::model::stderr::errln;
 use crate::model::units;
 use crate::results::bottleneck::direction_tester_limited as tester_limited;
-use crate::results::{RunResults, TestResult, TestStatus};
+use crate::results::{DirectionResult, RunResults, TestResult, TestStatus};
 use crate::runner::Progress;
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
@@ -110,6 +110,56 @@ fn figure_cell(f: &Figure, t: &TestResult, d: &crate::results::DirectionResult) 
         .unwrap_or_else(|| "-".into())
 }
 
+/// One direction's row of the UDP table, each cell with its tone.
+fn udp_row(t: &TestResult, d: &DirectionResult) -> [(String, Tone); 12] {
+    let plain = |s: String| (s, Tone::Plain);
+    // A ramp's row averages a changing rate: say so, it is not a
+    // throughput (its saturation point is in the profile table).
+    let name = if t.params.rate_profile.is_some() {
+        format!("{} (ramp mean)", t.name)
+    } else {
+        t.name.clone()
+    };
+    let asked = if let Some(r) = super::figures::target_pps(t, d) {
+        pps(r)
+    } else if t.params.rate_pps.is_some() || t.params.rate_profile.is_some() {
+        "-".into()
+    } else {
+        "max".into()
+    };
+    [
+        plain(name),
+        plain(super::figures::dir_label(&d.direction)),
+        plain(asked),
+        (
+            figure_cell(&TX_PPS, t, d),
+            if tester_limited(d) {
+                Tone::Bad
+            } else {
+                Tone::Plain
+            },
+        ),
+        plain(figure_cell(&RX_PPS, t, d)),
+        plain(figure_cell(&RX_L1_BPS, t, d)),
+        plain(figure_cell(&RX_L2_BPS, t, d)),
+        plain(figure_cell(&LINE_RATE_PCT, t, d)),
+        (
+            figure_cell(&LOSS_RATIO, t, d),
+            loss_tone(LOSS_RATIO.value(t, d).unwrap_or(0.0)),
+        ),
+        (
+            d.tester_drops.to_string(),
+            if d.tester_drops > 0 {
+                Tone::Warn
+            } else {
+                Tone::Plain
+            },
+        ),
+        plain(cpu_pct(t, "gen")),
+        plain(cpu_pct(t, "sink")),
+    ]
+}
+
 /// The UDP (and latency) table's columns for `rows`, its notes added to
 /// `notes`.
 fn udp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Column<Tone>> {
@@ -127,58 +177,12 @@ fn udp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
         Column::new("CPU gen %", false, 3),
         Column::new("CPU sink %", false, 2),
     ];
-    let plain = |s: String| (s, Tone::Plain);
     for t in tests {
-        let cpu = |role: &str| cpu_pct(t, role);
         if !has_rows(t, &mut c, notes) {
             continue;
         }
         for d in &t.directions {
-            // A ramp's row averages a changing rate: say so, it is not a
-            // throughput (its saturation point is in the profile table).
-            let name = if t.params.rate_profile.is_some() {
-                format!("{} (ramp mean)", t.name)
-            } else {
-                t.name.clone()
-            };
-            let asked = if let Some(r) = super::figures::target_pps(t, d) {
-                pps(r)
-            } else if t.params.rate_pps.is_some() || t.params.rate_profile.is_some() {
-                "-".into()
-            } else {
-                "max".into()
-            };
-            let cells = [
-                plain(name),
-                plain(super::figures::dir_label(&d.direction)),
-                plain(asked),
-                (
-                    figure_cell(&TX_PPS, t, d),
-                    if tester_limited(d) {
-                        Tone::Bad
-                    } else {
-                        Tone::Plain
-                    },
-                ),
-                plain(figure_cell(&RX_PPS, t, d)),
-                plain(figure_cell(&RX_L1_BPS, t, d)),
-                plain(figure_cell(&RX_L2_BPS, t, d)),
-                plain(figure_cell(&LINE_RATE_PCT, t, d)),
-                (
-                    figure_cell(&LOSS_RATIO, t, d),
-                    loss_tone(LOSS_RATIO.value(t, d).unwrap_or(0.0)),
-                ),
-                (
-                    d.tester_drops.to_string(),
-                    if d.tester_drops > 0 {
-                        Tone::Warn
-                    } else {
-                        Tone::Plain
-                    },
-                ),
-                plain(cpu("gen")),
-                plain(cpu("sink")),
-            ];
+            let cells = udp_row(t, d);
             for (col, cell) in c.iter_mut().zip(cells) {
                 col.cells.push(cell);
             }
