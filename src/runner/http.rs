@@ -358,6 +358,63 @@ fn download(
     Ok((col, done))
 }
 
+/// The client's run as a leg of the test: the leg CPU is measured over.
+fn client_leg(ends: &Ends, t: &HttpTest, gen: usize, client: u32) -> super::setup::Leg {
+    super::setup::Leg {
+        name: t.name.clone(),
+        tx_agent: gen,
+        rx_agent: gen,
+        tx_id: client,
+        rx_id: client,
+        from: ends.gens[0].addr.clone(),
+        to: ends.sink.addr.clone(),
+        instance: None,
+        gen_agent: gen,
+    }
+}
+
+/// The test's HTTP figures from the client's (and linerate's server's)
+/// summary over `elapsed` seconds; without them (no download completed),
+/// zero rates and no verdict.
+fn download_result(
+    t: &HttpTest,
+    url: String,
+    chttp: HttpSummary,
+    shttp: Option<HttpSummary>,
+    elapsed: Option<f64>,
+) -> HttpResult {
+    let Some(elapsed) = elapsed else {
+        return HttpResult {
+            row: t.row.clone(),
+            url,
+            tls: t.tls,
+            connections: t.connections,
+            goodput_bps: 0.0,
+            requests_per_s: 0.0,
+            client: chttp,
+            server: shttp,
+            bound: None,
+            bound_reason: None,
+            retransmit_note: None,
+        };
+    };
+    let (bound, why) = bound(t, &chttp, shttp.as_ref());
+    let retransmit_note = retransmit_note(shttp.as_ref().unwrap_or(&chttp));
+    HttpResult {
+        row: t.row.clone(),
+        url,
+        tls: t.tls,
+        connections: t.connections,
+        goodput_bps: chttp.body_bytes as f64 * 8.0 / elapsed,
+        requests_per_s: chttp.requests as f64 / elapsed,
+        client: chttp,
+        server: shttp,
+        bound,
+        bound_reason: why,
+        retransmit_note,
+    }
+}
+
 /// Turns the two sides' summaries into the test's direction, checks, CPU
 /// figures and HTTP result.
 #[allow(clippy::too_many_arguments)]
@@ -387,19 +444,7 @@ fn record_download(
             .find_map(|c| c.error.clone())
             .unwrap_or_else(|| "no response".into());
         // The failed requests by kind stay in the results.
-        result.http = Some(HttpResult {
-            row: t.row.clone(),
-            url,
-            tls: t.tls,
-            connections: t.connections,
-            goodput_bps: 0.0,
-            requests_per_s: 0.0,
-            client: chttp,
-            server: None,
-            bound: None,
-            bound_reason: None,
-            retransmit_note: None,
-        });
+        result.http = Some(download_result(t, url, chttp, None, None));
         bail!("no download completed: {why}");
     }
     let shttp = server_summary
@@ -444,33 +489,9 @@ fn record_download(
         result,
     );
     // CPU over the client's run: the client is this test's timing leg.
-    let timing = vec![super::setup::Leg {
-        name: t.name.clone(),
-        tx_agent: gen,
-        rx_agent: gen,
-        tx_id: ids.client,
-        rx_id: ids.client,
-        from: ends.gens[0].addr.clone(),
-        to: ends.sink.addr.clone(),
-        instance: None,
-        gen_agent: gen,
-    }];
+    let timing = vec![client_leg(ends, t, gen, ids.client)];
     record::cpu(ends, before, after, col, &timing, result);
-    let (bound, why) = bound(t, &chttp, shttp.as_ref());
-    let retransmit_note = retransmit_note(shttp.as_ref().unwrap_or(&chttp));
-    result.http = Some(HttpResult {
-        row: t.row.clone(),
-        url,
-        tls: t.tls,
-        connections: t.connections,
-        goodput_bps: goodput,
-        requests_per_s: chttp.requests as f64 / elapsed,
-        client: chttp,
-        server: shttp,
-        bound,
-        bound_reason: why,
-        retransmit_note,
-    });
+    result.http = Some(download_result(t, url, chttp, shttp, Some(elapsed)));
     Ok(())
 }
 

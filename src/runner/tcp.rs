@@ -429,6 +429,30 @@ fn record_pairs(
     }
 }
 
+/// One side's part of an interval: the sender's (or the receiver's)
+/// streams and their bytes.
+fn one_side(iv: &IntervalSample, sender: bool) -> IntervalSample {
+    let bytes: u64 = iv
+        .streams
+        .iter()
+        .filter(|s| s.sender == sender)
+        .map(|s| s.bytes)
+        .sum();
+    IntervalSample {
+        t_start: iv.t_start,
+        t_end: iv.t_end,
+        tx_bytes: if sender { bytes } else { 0 },
+        rx_bytes: if sender { 0 } else { bytes },
+        streams: iv
+            .streams
+            .iter()
+            .filter(|s| s.sender == sender)
+            .cloned()
+            .collect(),
+        ..Default::default()
+    }
+}
+
 /// One direction of one client/server pair. Its figures leave out the
 /// first `omit_s` seconds (by the receiver's samples; the sender's for what
 /// was sent); the summaries stay the jobs' own counts.
@@ -470,30 +494,9 @@ fn direction(
     };
     let elapsed = (txs.elapsed_s - omit_s).max(1e-6);
     let goodput = got_kept as f64 * 8.0 / elapsed;
-    let side = |iv: &IntervalSample, sender: bool| {
-        let bytes: u64 = iv
-            .streams
-            .iter()
-            .filter(|s| s.sender == sender)
-            .map(|s| s.bytes)
-            .sum();
-        IntervalSample {
-            t_start: iv.t_start,
-            t_end: iv.t_end,
-            tx_bytes: if sender { bytes } else { 0 },
-            rx_bytes: if sender { 0 } else { bytes },
-            streams: iv
-                .streams
-                .iter()
-                .filter(|s| s.sender == sender)
-                .cloned()
-                .collect(),
-            ..Default::default()
-        }
-    };
     let mut intervals = pair_intervals(
-        tx_iv.iter().map(|s| side(s, true)).collect(),
-        rx_iv.iter().map(|r| side(r, false)).collect(),
+        tx_iv.iter().map(|s| one_side(s, true)).collect(),
+        rx_iv.iter().map(|r| one_side(r, false)).collect(),
     );
     mark_omitted(&mut intervals, omit_s);
     let socket_buffers = DirectionBuffers::of(txs.socket_buffers, rxs.socket_buffers);
