@@ -516,24 +516,61 @@ pub fn parse(input: &str) -> Result<Criterion, ParseError> {
 /// Why a unit does not fit a figure, in words.
 struct BadUnit(String);
 
-/// The factor from `unit` to `figure`'s base unit, or why it does not fit.
-fn scale(figure: &Figure, unit: &str) -> Result<f64, BadUnit> {
-    let wrong = || {
-        BadUnit(format!(
-            "'{unit}' is not a unit of {} ({}): use {}",
-            figure.name,
-            figure.kind.what(),
-            figure.kind.units()
-        ))
-    };
-    let prefix = |p: &str| match p {
+/// The error for a unit that is not one of the figure's kind.
+fn wrong_unit(figure: &Figure, unit: &str) -> BadUnit {
+    BadUnit(format!(
+        "'{unit}' is not a unit of {} ({}): use {}",
+        figure.name,
+        figure.kind.what(),
+        figure.kind.units()
+    ))
+}
+
+/// The factor of an SI prefix ("" is 1; k and K are both kilo).
+fn prefix(p: &str) -> Option<f64> {
+    match p {
         "" => Some(1.0),
         "k" | "K" => Some(1e3),
         "M" => Some(1e6),
         "G" => Some(1e9),
         "T" => Some(1e12),
         _ => None,
-    };
+    }
+}
+
+/// The factor of a bit rate's unit (bit/s, bps or b/s after a prefix);
+/// a unit in bytes is refused.
+fn bps_scale(figure: &Figure, unit: &str) -> Result<f64, BadUnit> {
+    let wrong = || wrong_unit(figure, unit);
+    if unit.contains('B') {
+        return Err(BadUnit(format!(
+            "'{unit}' counts bytes; {} is in bits: write bit/s (e.g. 10Gbit/s)",
+            figure.name
+        )));
+    }
+    let p = ["bit/s", "bps", "b/s"]
+        .iter()
+        .find_map(|s| unit.strip_suffix(s));
+    match p {
+        _ if unit.is_empty() => Ok(1.0),
+        Some(p) => prefix(if p == "g" || p == "m" || p == "t" {
+            // Bit rates are never milli: gbit/s means Gbit/s.
+            match p {
+                "g" => "G",
+                "m" => "M",
+                _ => "T",
+            }
+        } else {
+            p
+        })
+        .ok_or_else(wrong),
+        None => Err(wrong()),
+    }
+}
+
+/// The factor from `unit` to `figure`'s base unit, or why it does not fit.
+fn scale(figure: &Figure, unit: &str) -> Result<f64, BadUnit> {
+    let wrong = || wrong_unit(figure, unit);
     match figure.kind {
         Kind::Ratio => match unit {
             "%" => Ok(0.01),
@@ -570,32 +607,7 @@ fn scale(figure: &Figure, unit: &str) -> Result<f64, BadUnit> {
                 None => Err(wrong()),
             }
         }
-        Kind::Bps => {
-            if unit.contains('B') {
-                return Err(BadUnit(format!(
-                    "'{unit}' counts bytes; {} is in bits: write bit/s (e.g. 10Gbit/s)",
-                    figure.name
-                )));
-            }
-            let p = ["bit/s", "bps", "b/s"]
-                .iter()
-                .find_map(|s| unit.strip_suffix(s));
-            match p {
-                _ if unit.is_empty() => Ok(1.0),
-                Some(p) => prefix(if p == "g" || p == "m" || p == "t" {
-                    // Bit rates are never milli: gbit/s means Gbit/s.
-                    match p {
-                        "g" => "G",
-                        "m" => "M",
-                        _ => "T",
-                    }
-                } else {
-                    p
-                })
-                .ok_or_else(wrong),
-                None => Err(wrong()),
-            }
-        }
+        Kind::Bps => bps_scale(figure, unit),
         Kind::Count => prefix(unit).ok_or_else(wrong),
         Kind::PerSecond => {
             let p = unit

@@ -254,25 +254,20 @@ fn in_lab(spec: &mut TestSpec) {
     }
 }
 
-/// Hosts with a port make a lab around the external DUT: exactly one on the
-/// generator side and one on the sink side, and tests between those two.
-fn port_lab(
+/// Which host with a port generates and which sinks, from the tests that
+/// use them: one of each, each on one side of the DUT.
+fn port_sides(
     plan: &Plan,
     hosts: &[HostConfig],
     tests: &[PlanTest],
-) -> Result<Option<PortLabConfig>, LoadError> {
-    let with_port: Vec<usize> = (0..hosts.len())
-        .filter(|&i| !hosts[i].ports.is_empty())
-        .collect();
-    if with_port.is_empty() {
-        return Ok(None);
-    }
+    with_port: &[usize],
+) -> Result<(usize, usize), LoadError> {
     let at = |i: usize, msg: String| LoadError::Plan(plan.error_at(plan.hosts[i].span, msg));
     let sends = |i: usize| tests.iter().any(|t| t.from.contains(&i));
     let receives = |i: usize| tests.iter().any(|t| t.to == i);
     let mut gen = None;
     let mut sink = None;
-    for &i in &with_port {
+    for &i in with_port {
         let name = &hosts[i].name;
         let slot = match (sends(i), receives(i)) {
             (true, false) => &mut gen,
@@ -304,6 +299,23 @@ fn port_lab(
             "a port lab needs a generator host with a port and a sink host with a port".into(),
         ));
     };
+    Ok((gen, sink))
+}
+
+/// Hosts with a port make a lab around the external DUT: exactly one on the
+/// generator side and one on the sink side, and tests between those two.
+fn port_lab(
+    plan: &Plan,
+    hosts: &[HostConfig],
+    tests: &[PlanTest],
+) -> Result<Option<PortLabConfig>, LoadError> {
+    let with_port: Vec<usize> = (0..hosts.len())
+        .filter(|&i| !hosts[i].ports.is_empty())
+        .collect();
+    if with_port.is_empty() {
+        return Ok(None);
+    }
+    let (gen, sink) = port_sides(plan, hosts, tests, &with_port)?;
     let ports = PortsSpec::from_flags(&PortFlags {
         gen_port: Some(&hosts[gen].ports[0]),
         sink_port: Some(&hosts[sink].ports[0]),
