@@ -463,6 +463,59 @@ fn host(plan: &Plan, h: &super::PlanHost) -> Result<HostConfig, PlanError> {
     })
 }
 
+/// Gives the parsed test the plan's name for it (a matrix row keeps its
+/// own), the plan's allowed targets, its address family and, for iperf3,
+/// linerate's own server on the receiving host.
+fn set_test_fields(
+    spec: &mut TestSpec,
+    t: &super::PlanTest,
+    allow_target: &[crate::proto::Cidr],
+    served: Option<crate::proto::iperf3::ServerJob>,
+) {
+    let ipv6 = t.target.is_ipv6();
+    match spec {
+        TestSpec::Tcp(x) => {
+            x.name = t.name.clone();
+            x.allow = allow_target.to_vec();
+        }
+        TestSpec::Udp(x) => {
+            x.name = t.name.clone();
+            x.allow = allow_target.to_vec();
+        }
+        TestSpec::Latency(l) => match &mut l.load {
+            crate::runner::Load::Tcp(x) => {
+                x.name = t.name.clone();
+                x.allow = allow_target.to_vec();
+            }
+            crate::runner::Load::Udp(x) => {
+                x.name = t.name.clone();
+                x.allow = allow_target.to_vec();
+            }
+        },
+        TestSpec::Ramp(r) => {
+            r.stream.ipv6 = ipv6;
+            r.stream.allow = allow_target.to_vec();
+        }
+        TestSpec::Search(s) => {
+            s.stream.ipv6 = ipv6;
+            s.stream.allow = allow_target.to_vec();
+        }
+        TestSpec::Http(tests) => {
+            for x in tests.iter_mut() {
+                if x.row.is_none() {
+                    x.name = t.name.clone();
+                }
+                x.allow = allow_target.to_vec();
+            }
+        }
+        TestSpec::Iperf3(x) => {
+            x.name = t.name.clone();
+            x.job.allow = allow_target.to_vec();
+            x.serve = served.map(|s| served_for(s, x));
+        }
+    }
+}
+
 fn test(
     plan: &Plan,
     t: &super::PlanTest,
@@ -508,48 +561,7 @@ fn test(
     }
     argv.extend(t.argv());
     let (mut spec, expect, abort) = parser.test(plan, t, &argv, iperf3.is_some())?;
-    let ipv6 = t.target.is_ipv6();
-    match &mut spec {
-        TestSpec::Tcp(x) => {
-            x.name = t.name.clone();
-            x.allow = opts.allow_target.clone();
-        }
-        TestSpec::Udp(x) => {
-            x.name = t.name.clone();
-            x.allow = opts.allow_target.clone();
-        }
-        TestSpec::Latency(l) => match &mut l.load {
-            crate::runner::Load::Tcp(x) => {
-                x.name = t.name.clone();
-                x.allow = opts.allow_target.clone();
-            }
-            crate::runner::Load::Udp(x) => {
-                x.name = t.name.clone();
-                x.allow = opts.allow_target.clone();
-            }
-        },
-        TestSpec::Ramp(r) => {
-            r.stream.ipv6 = ipv6;
-            r.stream.allow = opts.allow_target.clone();
-        }
-        TestSpec::Search(s) => {
-            s.stream.ipv6 = ipv6;
-            s.stream.allow = opts.allow_target.clone();
-        }
-        TestSpec::Http(tests) => {
-            for x in tests.iter_mut() {
-                if x.row.is_none() {
-                    x.name = t.name.clone();
-                }
-                x.allow = opts.allow_target.clone();
-            }
-        }
-        TestSpec::Iperf3(x) => {
-            x.name = t.name.clone();
-            x.job.allow = opts.allow_target.clone();
-            x.serve = served.map(|s| served_for(s, x));
-        }
-    }
+    set_test_fields(&mut spec, t, &opts.allow_target, served);
     crate::engine::check_destination(t.target, &opts.allow_target).map_err(|m| {
         plan.error_at(
             t.span,
