@@ -308,6 +308,66 @@ fn groups(runs: &[Run]) -> Vec<Group> {
     out
 }
 
+/// The callout when the runs share no test: each run's tests listed.
+fn no_shared_test(runs: &[Run]) -> String {
+    let lists: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            let names: Vec<&str> = r.results.tests.iter().map(|t| t.name.as_str()).collect();
+            format!(
+                "{}: {}",
+                r.label,
+                if names.is_empty() {
+                    "no tests".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )
+        })
+        .collect();
+    format!(
+        "<p class=\"callout warn\" data-shared=\"0\">These runs share no test: no test of one \
+             measured what a test of another did (same protocol, frame, flows, rate, streams), \
+             so there is nothing to set side by side. {}.</p>",
+        esc(&lists.join("; "))
+    )
+}
+
+/// A figure's cells across the runs: each run's value (a bar when the
+/// figure has one, against the `best`) and, after the first, its change.
+fn figure_cells(fig: &Row, best: f64) -> String {
+    let mut s = String::new();
+    let base = fig.values.first().copied().flatten();
+    for (i, v) in fig.values.iter().enumerate() {
+        let shown = |v: f64| {
+            let ge = if fig.at_least.get(i).copied().unwrap_or(false) {
+                "≥ "
+            } else {
+                ""
+            };
+            format!("{ge}{}", (fig.show)(v))
+        };
+        s.push_str(&match *v {
+            Some(v) if fig.bar && best > 0.0 => bar(v / best, &shown(v), fig.key, v),
+            Some(v) => num(fig.key, v, &shown(v), if i == 0 { "strong" } else { "" }),
+            None => dash(),
+        });
+        if i > 0 {
+            let noise = [fig.noise.first(), fig.noise.get(i)]
+                .into_iter()
+                .flatten()
+                .flatten()
+                .fold(0.0_f64, |a, b| a.max(*b));
+            let bounds = (
+                fig.at_least.first().copied().unwrap_or(false),
+                fig.at_least.get(i).copied().unwrap_or(false),
+            );
+            s.push_str(&delta_cell(fig, *v, base, noise, bounds));
+        }
+    }
+    s
+}
+
 /// Per test and direction (and per ramp and search): every run's figure
 /// and its difference against the baseline, the first run.
 pub fn differences(runs: &[Run]) -> String {
@@ -338,30 +398,7 @@ pub fn differences(runs: &[Run]) -> String {
         })
         .count();
     if runs.len() > 1 && shared == 0 {
-        let lists: Vec<String> = runs
-            .iter()
-            .map(|r| {
-                let names: Vec<&str> = r.results.tests.iter().map(|t| t.name.as_str()).collect();
-                format!(
-                    "{}: {}",
-                    r.label,
-                    if names.is_empty() {
-                        "no tests".to_string()
-                    } else {
-                        names.join(", ")
-                    }
-                )
-            })
-            .collect();
-        s.insert_str(
-            0,
-            &format!(
-                "<p class=\"callout warn\" data-shared=\"0\">These runs share no test: no test of one \
-                 measured what a test of another did (same protocol, frame, flows, rate, streams), \
-                 so there is nothing to set side by side. {}.</p>",
-                esc(&lists.join("; "))
-            ),
-        );
+        s.insert_str(0, &no_shared_test(runs));
     }
     for g in groups {
         for (ri, fig) in g.rows.iter().enumerate() {
@@ -385,34 +422,7 @@ pub fn differences(runs: &[Run]) -> String {
                 ));
             }
             s.push_str(&format!("<td>{}</td>", esc(&fig.figure)));
-            let base = fig.values.first().copied().flatten();
-            for (i, v) in fig.values.iter().enumerate() {
-                let shown = |v: f64| {
-                    let ge = if fig.at_least.get(i).copied().unwrap_or(false) {
-                        "≥ "
-                    } else {
-                        ""
-                    };
-                    format!("{ge}{}", (fig.show)(v))
-                };
-                s.push_str(&match *v {
-                    Some(v) if fig.bar && best > 0.0 => bar(v / best, &shown(v), fig.key, v),
-                    Some(v) => num(fig.key, v, &shown(v), if i == 0 { "strong" } else { "" }),
-                    None => dash(),
-                });
-                if i > 0 {
-                    let noise = [fig.noise.first(), fig.noise.get(i)]
-                        .into_iter()
-                        .flatten()
-                        .flatten()
-                        .fold(0.0_f64, |a, b| a.max(*b));
-                    let bounds = (
-                        fig.at_least.first().copied().unwrap_or(false),
-                        fig.at_least.get(i).copied().unwrap_or(false),
-                    );
-                    s.push_str(&delta_cell(fig, *v, base, noise, bounds));
-                }
-            }
+            s.push_str(&figure_cells(fig, best));
             s.push_str("</tr>");
         }
     }
