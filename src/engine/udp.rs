@@ -22,7 +22,7 @@ use crate::proto::{EndpointSummary, FlowCounters, ThreadFigures};
 use crate::sys::{self, Recvmmsg};
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -370,6 +370,77 @@ pub fn flow_results(ctx: &JobCtx, merged: &[FlowTracker]) -> (Vec<FlowCounters>,
     (flows_out, lost_total)
 }
 
+/// A receiver thread's flows across batches: each flow's sequence
+/// tracker, what arrived under each DSCP, and the flows' missing total.
+struct RxFlows {
+    trackers: Vec<FlowTracker>,
+    dscp: [u64; 64],
+    missing: u64,
+}
+
+/// What one batch of datagrams added.
+#[derive(Default)]
+struct BatchCounts {
+    pkts: u64,
+    bytes: u64,
+    reord: u64,
+    dups: u64,
+    foreign: u64,
+}
+
+impl RxFlows {
+    /// Counts the batch's `n` datagrams against their flows; a datagram
+    /// without linerate's header, or of an unknown flow, is foreign.
+    fn count(
+        &mut self,
+        mm: &Recvmmsg,
+        n: usize,
+        ipv6: bool,
+        vlan: Option<crate::proto::Vlan>,
+    ) -> BatchCounts {
+        let mut b = BatchCounts::default();
+        for i in 0..n {
+            let (head, full) = mm.datagram(i);
+            match Header::parse(head) {
+                Some(h) if usize::from(h.flow) < self.trackers.len() => {
+                    let t = &mut self.trackers[usize::from(h.flow)];
+                    let (r0, d0, m0) = (t.reordered(), t.duplicates(), t.missing());
+                    t.on_seq(h.seq);
+                    b.reord += t.reordered() - r0;
+                    b.dups += t.duplicates() - d0;
+                    self.missing = self.missing + t.missing() - m0;
+                    if t.duplicates() == d0 {
+                        b.pkts += 1;
+                        b.bytes += frame_of_payload(full, ipv6, vlan);
+                        if let Some(tos) = mm.tos(i) {
+                            self.dscp[usize::from(tos >> 2)] += 1;
+                        }
+                    }
+                }
+                _ => b.foreign += 1,
+            }
+        }
+        b
+    }
+}
+
+/// Receives a batch (`block`: sleeping in the kernel until one comes); 0
+/// when none came or a signal interrupted.
+fn recv_batch(mm: &mut Recvmmsg, fd: RawFd, block: bool) -> Result<usize, EngineError> {
+    match mm.recv(fd, block) {
+        Ok(n) => Ok(n),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ) =>
+        {
+            Ok(0)
+        }
+        Err(e) => Err(EngineError::io("receiving UDP datagrams")(e)),
+    }
+}
+
 /// One receiver socket's loop: counts datagrams per flow into its own
 /// trackers and counters until the job stops and its queue is drained.
 fn rx_worker(
@@ -396,9 +467,11 @@ fn rx_worker(
     } else {
         Recvmmsg::new(64, HEADER_LEN)
     };
-    let mut dscp = [0u64; 64];
-    let mut trackers: Vec<FlowTracker> = vec![FlowTracker::default(); flows];
-    let mut missing = 0u64;
+    let mut rx = RxFlows {
+        trackers: vec![FlowTracker::default(); flows],
+        dscp: [0u64; 64],
+        missing: 0,
+    };
     let mut stop_seen: Option<Instant> = None;
     // While datagrams flow densely, poll without sleeping: a sleeping
     // receiver costs the sender's core a wakeup per batch, which caps the
@@ -410,18 +483,7 @@ fn rx_worker(
         if stop_seen.is_none() && ctx.stopped() {
             stop_seen = Some(Instant::now());
         }
-        let n = match mm.recv(fd, Instant::now() >= poll_until) {
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) =>
-            {
-                0
-            }
-            Err(e) => return Err(EngineError::io("receiving UDP datagrams")(e)),
-        };
+        let n = recv_batch(&mut mm, fd, Instant::now() >= poll_until)?;
         let now = Instant::now();
         if n > 0 {
             if dense(n, now.duration_since(last_batch)) {
@@ -429,30 +491,8 @@ fn rx_worker(
             }
             last_batch = now;
         }
-        let (mut pkts, mut bytes, mut reord, mut dups, mut foreign) =
-            (0u64, 0u64, 0u64, 0u64, 0u64);
-        for i in 0..n {
-            let (head, full) = mm.datagram(i);
-            match Header::parse(head) {
-                Some(h) if usize::from(h.flow) < trackers.len() => {
-                    let t = &mut trackers[usize::from(h.flow)];
-                    let (r0, d0, m0) = (t.reordered(), t.duplicates(), t.missing());
-                    t.on_seq(h.seq);
-                    reord += t.reordered() - r0;
-                    dups += t.duplicates() - d0;
-                    missing = missing + t.missing() - m0;
-                    if t.duplicates() == d0 {
-                        pkts += 1;
-                        bytes += frame_of_payload(full, ipv6, vlan);
-                        if let Some(tos) = mm.tos(i) {
-                            dscp[usize::from(tos >> 2)] += 1;
-                        }
-                    }
-                }
-                _ => foreign += 1,
-            }
-        }
-        if pkts > 0 && first_ns.load(Ordering::Relaxed) == 0 {
+        let b = rx.count(&mm, n, ipv6, vlan);
+        if b.pkts > 0 && first_ns.load(Ordering::Relaxed) == 0 {
             let _ = first_ns.compare_exchange(
                 0,
                 sys::monotonic_ns(),
@@ -462,13 +502,13 @@ fn rx_worker(
         }
         // Counters before `missing`: the reporter never sees loss for
         // packets whose arrival it has not seen yet.
-        Counters::add(&c.rx_packets, pkts);
-        Counters::add(&c.rx_bytes, bytes);
-        Counters::add(&c.reordered, reord);
-        Counters::add(&c.duplicates, dups);
-        Counters::add(&c.foreign, foreign);
+        Counters::add(&c.rx_packets, b.pkts);
+        Counters::add(&c.rx_bytes, b.bytes);
+        Counters::add(&c.reordered, b.reord);
+        Counters::add(&c.duplicates, b.dups);
+        Counters::add(&c.foreign, b.foreign);
         if n > 0 {
-            c.missing.store(missing, Ordering::Relaxed);
+            c.missing.store(rx.missing, Ordering::Relaxed);
         }
         // After Stop, drain what is still queued, then finish.
         if let Some(t) = stop_seen {
@@ -477,6 +517,7 @@ fn rx_worker(
             }
         }
     }
+    let RxFlows { trackers, dscp, .. } = rx;
     let ids = trackers
         .iter()
         .enumerate()
