@@ -187,6 +187,90 @@ struct RxEnd {
     dscp: [u64; 64],
 }
 
+/// The interval clock, once a worker has seen the first datagram: it
+/// starts at that datagram's time.
+fn clock_from_first(
+    first_ns: &AtomicU64,
+    now: Instant,
+    interval: Duration,
+) -> Option<IntervalClock> {
+    let f = first_ns.load(Ordering::Relaxed);
+    if f == 0 {
+        return None;
+    }
+    let ago = Duration::from_nanos(sys::monotonic_ns().saturating_sub(f));
+    Some(IntervalClock::new(
+        now.checked_sub(ago).unwrap_or(now),
+        interval,
+    ))
+}
+
+/// The receiver threads' ends put together.
+struct Joined {
+    /// Per flow, the threads' trackers merged.
+    merged: Vec<FlowTracker>,
+    /// Per flow, how many threads saw it.
+    seen_by: Vec<u32>,
+    dscp: [u64; 64],
+    per_thread: Vec<ThreadFigures>,
+}
+
+/// Joins the receiver threads and merges what they counted; the first
+/// error if one failed.
+fn join_receivers(
+    handles: Vec<std::thread::JoinHandle<Result<RxEnd, EngineError>>>,
+    flows: usize,
+) -> Result<Joined, EngineError> {
+    let mut merged: Vec<FlowTracker> = vec![FlowTracker::default(); flows];
+    let mut seen_by = vec![0u32; flows];
+    let mut dscp = [0u64; 64];
+    let mut per_thread = Vec::with_capacity(handles.len());
+    let mut err = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(end)) => {
+                for (id, t) in end.trackers.iter().enumerate() {
+                    if t.next > 0 {
+                        seen_by[id] += 1;
+                        merged[id].absorb(t);
+                    }
+                }
+                per_thread.push(end.figures);
+                for (sum, k) in dscp.iter_mut().zip(end.dscp) {
+                    *sum += k;
+                }
+            }
+            Ok(Err(e)) => err = err.or(Some(e)),
+            Err(_) => {
+                err = err.or(Some(EngineError::Failed(
+                    "a receiver thread panicked".into(),
+                )))
+            }
+        }
+    }
+    match err {
+        Some(e) => Err(e),
+        None => Ok(Joined {
+            merged,
+            seen_by,
+            dscp,
+            per_thread,
+        }),
+    }
+}
+
+/// Says when flows reached more than one receiver thread: their
+/// reordering counts are then per thread.
+fn warn_split(seen_by: &[u32]) {
+    let split = seen_by.iter().filter(|&&k| k > 1).count();
+    if split > 0 {
+        errln!(
+            "linerate agent: {split} flow(s) reached more than one receiver thread; \
+             their reordering counts are per thread"
+        );
+    }
+}
+
 /// Counts datagrams per flow until the controller stops the job: one worker
 /// per socket, this thread reporting the sum of their counters.
 /// `(flows, vlan, count_dscp)`: the flow ids counted, the tags in each
@@ -239,14 +323,7 @@ pub fn receive(
         std::thread::park_timeout(wait.max(Duration::from_micros(100)));
         let now = Instant::now();
         if clock.is_none() {
-            let f = first_ns.load(Ordering::Relaxed);
-            if f != 0 {
-                let ago = Duration::from_nanos(sys::monotonic_ns().saturating_sub(f));
-                clock = Some(IntervalClock::new(
-                    now.checked_sub(ago).unwrap_or(now),
-                    ctx.interval,
-                ));
-            }
+            clock = clock_from_first(&first_ns, now, ctx.interval);
         }
         if let Some(c) = clock.as_mut() {
             if let Some((a, b)) = c.due(now) {
@@ -255,53 +332,16 @@ pub fn receive(
             }
         }
     }
-    let mut merged: Vec<FlowTracker> = vec![FlowTracker::default(); flows];
-    let mut seen_by = vec![0u32; flows];
-    let mut dscp = [0u64; 64];
-    let mut per_thread = Vec::with_capacity(n);
-    let mut err = None;
-    for h in handles {
-        match h.join() {
-            Ok(Ok(end)) => {
-                for (id, t) in end.trackers.iter().enumerate() {
-                    if t.next > 0 {
-                        seen_by[id] += 1;
-                        merged[id].absorb(t);
-                    }
-                }
-                per_thread.push(end.figures);
-                for (sum, k) in dscp.iter_mut().zip(end.dscp) {
-                    *sum += k;
-                }
-            }
-            Ok(Err(e)) => err = err.or(Some(e)),
-            Err(_) => {
-                err = err.or(Some(EngineError::Failed(
-                    "a receiver thread panicked".into(),
-                )))
-            }
-        }
-    }
-    if let Some(e) = err {
-        return Err(e);
-    }
-    let (flows_out, lost_total) = flow_results(ctx, &merged);
-    let end = Instant::now();
-    let (a, b) = match clock.as_mut() {
-        Some(c) => c.close(end),
-        None => (0.0, 0.0),
-    };
+    let joined = join_receivers(handles, flows)?;
+    let (flows_out, lost_total) = flow_results(ctx, &joined.merged);
+    let (a, b) = clock
+        .as_mut()
+        .map_or((0.0, 0.0), |c| c.close(Instant::now()));
     let t = Totals::of(counters.iter().map(|c| c.as_ref()));
     // The last interval also carries the tail loss the sequence numbers
     // could not see, so the intervals' loss adds up to the total.
     ctx.emit(iv.last(t, a, b, 0, lost_total));
-    let split = seen_by.iter().filter(|&&k| k > 1).count();
-    if split > 0 {
-        errln!(
-            "linerate agent: {split} flow(s) reached more than one receiver thread; \
-             their reordering counts are per thread"
-        );
-    }
+    warn_split(&joined.seen_by);
     Ok(EndpointSummary {
         elapsed_s: b,
         cpu_s: sys::process_cpu_seconds() - cpu0,
@@ -313,10 +353,10 @@ pub fn receive(
         duplicates: t.duplicates,
         foreign: t.foreign,
         flows: flows_out,
-        per_thread,
+        per_thread: joined.per_thread,
         rx_engine: "socket".into(),
         dscp_received: if count_dscp {
-            dscp_counts(&dscp)
+            dscp_counts(&joined.dscp)
         } else {
             Default::default()
         },
