@@ -89,24 +89,16 @@ pub fn run_iperf3(
     })
 }
 
-fn iperf3_inner(
-    ends: &mut Ends,
+/// Runs the agent's iperf3 client to its end (or stops it when it
+/// overruns or Ctrl-C comes), its interval lines on the test's clock, this
+/// end's figures; what it reported, and whether it ended by itself.
+fn run_client(
+    jobs: &mut Jobs,
     t: &Iperf3Test,
+    (gen, id): (usize, u32),
     mut dir: Option<&mut RunDir>,
     on_progress: OnProgress,
-    started: String,
-    result: &mut TestResult,
-) -> Result<()> {
-    let gen = ends
-        .gens
-        .first()
-        .map(|g| g.agent)
-        .ok_or_else(|| anyhow!("an iperf3 test needs a client"))?;
-    let id = next_id();
-    let agents = ends.agents();
-    let mut jobs = Jobs::new(ends.fleet);
-    let before = jobs.snapshot(&agents)?;
-    jobs.start(gen, id, Job::Iperf3Client(Box::new(t.job.clone())), None)?;
+) -> Result<(Collected, bool)> {
     let whole = t.params.time_s + t.params.omit_s;
     let answer = Duration::from_millis(t.job.answer_timeout_ms);
     // The test, then the results exchange, each with its answer timeout.
@@ -162,6 +154,43 @@ fn iperf3_inner(
     if !last.slices.is_empty() {
         on_progress(&last);
     }
+    Ok((col, done))
+}
+
+/// The client's run as the test's one leg, for its host's CPU and verdict.
+fn client_leg(name: &str, gen: usize, id: u32) -> Leg {
+    Leg {
+        name: name.to_string(),
+        tx_agent: gen,
+        rx_agent: gen,
+        tx_id: id,
+        rx_id: id,
+        from: Addressing::default(),
+        to: Addressing::default(),
+        instance: None,
+        gen_agent: gen,
+    }
+}
+
+fn iperf3_inner(
+    ends: &mut Ends,
+    t: &Iperf3Test,
+    dir: Option<&mut RunDir>,
+    on_progress: OnProgress,
+    started: String,
+    result: &mut TestResult,
+) -> Result<()> {
+    let gen = ends
+        .gens
+        .first()
+        .map(|g| g.agent)
+        .ok_or_else(|| anyhow!("an iperf3 test needs a client"))?;
+    let id = next_id();
+    let agents = ends.agents();
+    let mut jobs = Jobs::new(ends.fleet);
+    let before = jobs.snapshot(&agents)?;
+    jobs.start(gen, id, Job::Iperf3Client(Box::new(t.job.clone())), None)?;
+    let (mut col, done) = run_client(&mut jobs, t, (gen, id), dir, on_progress)?;
     let after = jobs.snapshot(&agents)?;
     jobs.disarm();
     if !col.errors.is_empty() {
@@ -197,17 +226,7 @@ fn iperf3_inner(
     // This end's host: its CPU share, kernel counters and verdict, read
     // from the agent's snapshots like every other test's.
     result.cpu.clear();
-    let leg = Leg {
-        name: t.name.clone(),
-        tx_agent: gen,
-        rx_agent: gen,
-        tx_id: id,
-        rx_id: id,
-        from: Addressing::default(),
-        to: Addressing::default(),
-        instance: None,
-        gen_agent: gen,
-    };
+    let leg = client_leg(&t.name, gen, id);
     record::counters(ends, &before, &after, result);
     record::cpu(
         ends,
