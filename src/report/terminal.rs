@@ -478,60 +478,11 @@ fn http_requests_note(h: &crate::results::HttpResult) -> Option<String> {
     ))
 }
 
-/// The results tables (UDP rows and TCP/HTTP rows apart, each with its own
-/// columns) and the notes, fitted to `width` when there is one.
-pub fn table_fit(r: &RunResults, style: Style, width: Option<usize>) -> String {
-    // A run of searches only (their trials are kept with the searches) has
-    // no test rows: print no empty table, its summary table follows.
-    if r.tests.is_empty() {
-        return String::new();
-    }
-    let (tcp, udp): (Vec<&TestResult>, Vec<&TestResult>) =
-        r.tests.iter().partition(|t| super::figures::is_tcp(t));
-    let mut notes: Vec<(String, Tone)> = Vec::new();
-    let mut out = String::new();
-    let paint = |tone: Tone, s: &str| style.paint(tone, s);
-    let mut left_out: Vec<&str> = Vec::new();
-    let mut shown: Vec<&str> = Vec::new();
-    for (rows, udp_rows) in [(udp, true), (tcp, false)] {
-        if rows.is_empty() {
-            continue;
-        }
-        let cols = if udp_rows {
-            udp_columns(&rows, &mut notes)
-        } else {
-            tcp_columns(&rows, &mut notes)
-        };
-        let (cols, dropped) = columns::fit(cols, width);
-        shown.extend(cols.iter().map(|c| c.head));
-        for d in dropped {
-            if !left_out.contains(&d) {
-                left_out.push(d);
-            }
-        }
-        if !out.is_empty() {
-            out.push('\n');
-        }
-        out.push_str(&columns::render(&cols, Tone::Bold, &paint));
-    }
-    for t in &r.tests {
-        for e in &t.link_events {
-            notes.push((format!("{}: {e}", t.name), Tone::Warn));
-        }
-    }
+/// The footer's lines on what the run ran on: each lab's cores, stick
+/// and DUT VM with its notes, a plan's VM hosts, and the stick DUT's own
+/// counts per test.
+fn setup_lines(r: &RunResults) -> Vec<String> {
     let mut footer: Vec<String> = Vec::new();
-    let legend = legend(&shown, r.line_rate_bps);
-    if !legend.is_empty() {
-        footer.push(legend);
-    }
-    if !left_out.is_empty() {
-        footer.push(format!(
-            "Left out to fit {} columns: {} (--wide or a wider terminal shows them; results.json \
-             has every figure).",
-            width.unwrap_or(0),
-            left_out.join(", ")
-        ));
-    }
     for lab in &r.labs {
         if let Some(c) = &lab.cores {
             let what = lab.dut_mode.as_deref().unwrap_or("back to back");
@@ -590,6 +541,64 @@ pub fn table_fit(r: &RunResults, style: Style, width: Option<usize>) -> String {
             ));
         }
     }
+    footer
+}
+
+/// The results tables (UDP rows and TCP/HTTP rows apart, each with its own
+/// columns) and the notes, fitted to `width` when there is one.
+pub fn table_fit(r: &RunResults, style: Style, width: Option<usize>) -> String {
+    // A run of searches only (their trials are kept with the searches) has
+    // no test rows: print no empty table, its summary table follows.
+    if r.tests.is_empty() {
+        return String::new();
+    }
+    let (tcp, udp): (Vec<&TestResult>, Vec<&TestResult>) =
+        r.tests.iter().partition(|t| super::figures::is_tcp(t));
+    let mut notes: Vec<(String, Tone)> = Vec::new();
+    let mut out = String::new();
+    let paint = |tone: Tone, s: &str| style.paint(tone, s);
+    let mut left_out: Vec<&str> = Vec::new();
+    let mut shown: Vec<&str> = Vec::new();
+    for (rows, udp_rows) in [(udp, true), (tcp, false)] {
+        if rows.is_empty() {
+            continue;
+        }
+        let cols = if udp_rows {
+            udp_columns(&rows, &mut notes)
+        } else {
+            tcp_columns(&rows, &mut notes)
+        };
+        let (cols, dropped) = columns::fit(cols, width);
+        shown.extend(cols.iter().map(|c| c.head));
+        for d in dropped {
+            if !left_out.contains(&d) {
+                left_out.push(d);
+            }
+        }
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&columns::render(&cols, Tone::Bold, &paint));
+    }
+    for t in &r.tests {
+        for e in &t.link_events {
+            notes.push((format!("{}: {e}", t.name), Tone::Warn));
+        }
+    }
+    let mut footer: Vec<String> = Vec::new();
+    let legend = legend(&shown, r.line_rate_bps);
+    if !legend.is_empty() {
+        footer.push(legend);
+    }
+    if !left_out.is_empty() {
+        footer.push(format!(
+            "Left out to fit {} columns: {} (--wide or a wider terminal shows them; results.json \
+             has every figure).",
+            width.unwrap_or(0),
+            left_out.join(", ")
+        ));
+    }
+    footer.extend(setup_lines(r));
     out.push('\n');
     for f in footer {
         for l in columns::wrap(&f, width, "", "") {
