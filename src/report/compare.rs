@@ -176,6 +176,15 @@ impl Noise {
 /// (goodput and retransmits for TCP); per ramp its saturation point and
 /// peak; per search each result.
 fn groups(runs: &[Run]) -> Vec<Group> {
+    let mut out = test_groups(runs);
+    out.extend(ramp_groups(runs));
+    out.extend(search_groups(runs));
+    out
+}
+
+/// A group per test and direction the runs share: the received rate and
+/// what went wrong, with each run's noise.
+fn test_groups(runs: &[Run]) -> Vec<Group> {
     let mut out = Vec::new();
     for key in comparison_keys(runs) {
         let found: Vec<_> = runs.iter().map(|r| find(&r.results, &key)).collect();
@@ -217,22 +226,19 @@ fn groups(runs: &[Run]) -> Vec<Group> {
             rows,
         });
     }
+    out
+}
+
+/// A group per ramp and direction: where it saturated and its peak.
+fn ramp_groups(runs: &[Run]) -> Vec<Group> {
+    let mut out = Vec::new();
     let mut ramp_keys: Vec<(String, String)> = Vec::new();
-    let mut search_keys: Vec<(String, String)> = Vec::new();
     for r in runs {
         for ramp in &r.results.ramps {
             for d in &ramp.directions {
                 let k = (ramp.name.clone(), d.direction.clone());
                 if !ramp_keys.contains(&k) {
                     ramp_keys.push(k);
-                }
-            }
-        }
-        for x in &r.results.searches {
-            for (label, _, _) in ramps::search_results(x) {
-                let k = (x.name.clone(), label);
-                if !search_keys.contains(&k) {
-                    search_keys.push(k);
                 }
             }
         }
@@ -273,6 +279,23 @@ fn groups(runs: &[Run]) -> Vec<Group> {
             ],
         });
     }
+    out
+}
+
+/// A group per search: a row per result it reports (NDR, PDR, RFC 2544
+/// throughput…), lower bounds marked.
+fn search_groups(runs: &[Run]) -> Vec<Group> {
+    let mut search_keys: Vec<(String, String)> = Vec::new();
+    for r in runs {
+        for x in &r.results.searches {
+            for (label, _, _) in ramps::search_results(x) {
+                let k = (x.name.clone(), label);
+                if !search_keys.contains(&k) {
+                    search_keys.push(k);
+                }
+            }
+        }
+    }
     let mut by_search: Vec<Group> = Vec::new();
     for (name, label) in search_keys {
         let found: Vec<Option<(f64, bool)>> = runs
@@ -304,8 +327,7 @@ fn groups(runs: &[Run]) -> Vec<Group> {
             }),
         }
     }
-    out.extend(by_search);
-    out
+    by_search
 }
 
 /// The callout when the runs share no test: each run's tests listed.
