@@ -267,6 +267,68 @@ pub fn fold(mut s: u64) -> u16 {
     !(s as u16)
 }
 
+/// Writes the EtherType and the IP header of a frame whose UDP datagram is
+/// `udp_len` bytes into `head` (from the EtherType on): the header's
+/// length, and the UDP checksum's pseudo-header.
+fn ip_header(
+    head: &mut [u8],
+    path: &FlowPath,
+    udp_len: usize,
+    frame_size: u32,
+) -> Result<(usize, Vec<u8>), EngineError> {
+    let tos = path.dscp.map_or(0, Dscp::tos);
+    let mut pseudo = Vec::with_capacity(40);
+    let ip_len = match (path.src.ip(), path.dst.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            head[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+            let total = u16::try_from(IPV4_HEADER + udp_len).map_err(|_| {
+                EngineError::Invalid(format!("a {frame_size} B frame is too long for IPv4"))
+            })?;
+            let ip = &mut head[ETH_HEADER..ETH_HEADER + IPV4_HEADER];
+            ip[0] = 0x45;
+            // Before the header checksum, which covers it.
+            ip[1] = tos;
+            ip[2..4].copy_from_slice(&total.to_be_bytes());
+            // Identification 0 with DF: an atomic datagram (RFC 6864).
+            ip[6] = 0x40;
+            ip[8] = TTL;
+            ip[9] = libc::IPPROTO_UDP as u8;
+            ip[12..16].copy_from_slice(&s.octets());
+            ip[16..20].copy_from_slice(&d.octets());
+            let c = fold(sum16(ip));
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
+            pseudo.extend_from_slice(&s.octets());
+            pseudo.extend_from_slice(&d.octets());
+            pseudo.extend_from_slice(&[0, libc::IPPROTO_UDP as u8]);
+            pseudo.extend_from_slice(&(udp_len as u16).to_be_bytes());
+            IPV4_HEADER
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            head[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+            let plen = u16::try_from(udp_len).map_err(|_| {
+                EngineError::Invalid(format!("a {frame_size} B frame is too long for IPv6"))
+            })?;
+            let ip = &mut head[ETH_HEADER..ETH_HEADER + IPV6_HEADER];
+            // Version 6, then the traffic class across the nibbles
+            // (flow label 0).
+            ip[0] = 0x60 | tos >> 4;
+            ip[1] = tos << 4;
+            ip[4..6].copy_from_slice(&plen.to_be_bytes());
+            ip[6] = libc::IPPROTO_UDP as u8;
+            ip[7] = TTL;
+            ip[8..24].copy_from_slice(&s.octets());
+            ip[24..40].copy_from_slice(&d.octets());
+            pseudo.extend_from_slice(&s.octets());
+            pseudo.extend_from_slice(&d.octets());
+            pseudo.extend_from_slice(&(udp_len as u32).to_be_bytes());
+            pseudo.extend_from_slice(&[0, 0, 0, libc::IPPROTO_UDP as u8]);
+            IPV6_HEADER
+        }
+        _ => unreachable!("IP versions checked above"),
+    };
+    Ok((ip_len, pseudo))
+}
+
 impl Template {
     /// The frame of `frame_size` bytes (FCS included) for one flow path.
     pub fn new(path: &FlowPath, frame_size: u32) -> Result<Template, EngineError> {
@@ -301,56 +363,7 @@ impl Template {
             v.emit(&mut full[12..12 + tags]);
         }
         let head = &mut full[tags..];
-        let tos = path.dscp.map_or(0, Dscp::tos);
-        let mut pseudo = Vec::with_capacity(40);
-        let ip_len = match (path.src.ip(), path.dst.ip()) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                head[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-                let total = u16::try_from(IPV4_HEADER + udp_len).map_err(|_| {
-                    EngineError::Invalid(format!("a {frame_size} B frame is too long for IPv4"))
-                })?;
-                let ip = &mut head[ETH_HEADER..ETH_HEADER + IPV4_HEADER];
-                ip[0] = 0x45;
-                // Before the header checksum, which covers it.
-                ip[1] = tos;
-                ip[2..4].copy_from_slice(&total.to_be_bytes());
-                // Identification 0 with DF: an atomic datagram (RFC 6864).
-                ip[6] = 0x40;
-                ip[8] = TTL;
-                ip[9] = libc::IPPROTO_UDP as u8;
-                ip[12..16].copy_from_slice(&s.octets());
-                ip[16..20].copy_from_slice(&d.octets());
-                let c = fold(sum16(ip));
-                ip[10..12].copy_from_slice(&c.to_be_bytes());
-                pseudo.extend_from_slice(&s.octets());
-                pseudo.extend_from_slice(&d.octets());
-                pseudo.extend_from_slice(&[0, libc::IPPROTO_UDP as u8]);
-                pseudo.extend_from_slice(&(udp_len as u16).to_be_bytes());
-                IPV4_HEADER
-            }
-            (IpAddr::V6(s), IpAddr::V6(d)) => {
-                head[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-                let plen = u16::try_from(udp_len).map_err(|_| {
-                    EngineError::Invalid(format!("a {frame_size} B frame is too long for IPv6"))
-                })?;
-                let ip = &mut head[ETH_HEADER..ETH_HEADER + IPV6_HEADER];
-                // Version 6, then the traffic class across the nibbles
-                // (flow label 0).
-                ip[0] = 0x60 | tos >> 4;
-                ip[1] = tos << 4;
-                ip[4..6].copy_from_slice(&plen.to_be_bytes());
-                ip[6] = libc::IPPROTO_UDP as u8;
-                ip[7] = TTL;
-                ip[8..24].copy_from_slice(&s.octets());
-                ip[24..40].copy_from_slice(&d.octets());
-                pseudo.extend_from_slice(&s.octets());
-                pseudo.extend_from_slice(&d.octets());
-                pseudo.extend_from_slice(&(udp_len as u32).to_be_bytes());
-                pseudo.extend_from_slice(&[0, 0, 0, libc::IPPROTO_UDP as u8]);
-                IPV6_HEADER
-            }
-            _ => unreachable!("IP versions checked above"),
-        };
+        let (ip_len, pseudo) = ip_header(head, path, udp_len, frame_size)?;
         let u = ETH_HEADER + ip_len;
         head[u..u + 2].copy_from_slice(&path.src.port().to_be_bytes());
         head[u + 2..u + 4].copy_from_slice(&path.dst.port().to_be_bytes());

@@ -298,6 +298,27 @@ pub struct Resolved {
     pub port: Option<UdpSocket>,
 }
 
+/// The ephemeral source port for flows without one, bound and kept (the
+/// socket engine binds one too), and its number; none (0) when every flow
+/// names its source port.
+fn reserve_port(flows: &[FlowSpec], ipv6: bool) -> Result<(Option<UdpSocket>, u16), EngineError> {
+    if !flows.iter().any(|f| f.src_port == 0) {
+        return Ok((None, 0));
+    }
+    let any: IpAddr = if ipv6 {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    };
+    let socket = UdpSocket::bind(SocketAddr::new(any, 0))
+        .map_err(|e| EngineError::Unavailable(format!("reserving a source port: {e}")))?;
+    let eph = socket
+        .local_addr()
+        .map_err(|e| EngineError::Unavailable(format!("reading the reserved source port: {e}")))?
+        .port();
+    Ok((Some(socket), eph))
+}
+
 /// Resolves every flow's path (route, source, next-hop MAC) and builds its
 /// frame templates; the error says why frames cannot be built here.
 pub fn resolve(
@@ -315,30 +336,7 @@ pub fn resolve(
             f.dst.ip()
         )));
     }
-    // The socket engine binds one ephemeral port for flows without a
-    // source port; so does this engine, and keeps it bound.
-    let port = if flows.iter().any(|f| f.src_port == 0) {
-        let any: IpAddr = if ipv6 {
-            std::net::Ipv6Addr::UNSPECIFIED.into()
-        } else {
-            std::net::Ipv4Addr::UNSPECIFIED.into()
-        };
-        Some(
-            UdpSocket::bind(SocketAddr::new(any, 0))
-                .map_err(|e| EngineError::Unavailable(format!("reserving a source port: {e}")))?,
-        )
-    } else {
-        None
-    };
-    let eph = match &port {
-        Some(s) => s
-            .local_addr()
-            .map_err(|e| {
-                EngineError::Unavailable(format!("reading the reserved source port: {e}"))
-            })?
-            .port(),
-        None => 0,
-    };
+    let (port, eph) = reserve_port(flows, ipv6)?;
     let mut res = Resolver {
         links: HashMap::new(),
         neighbours: HashMap::new(),

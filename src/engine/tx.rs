@@ -328,26 +328,7 @@ impl Sender {
             };
             std::thread::park_timeout(wait.max(Duration::from_micros(100)));
         }
-        let mut per_thread = Vec::new();
-        let mut flows = Vec::new();
-        let mut err = None;
-        let mut ended = Duration::ZERO;
-        for h in handles {
-            match h.join() {
-                Ok(Ok(w)) => {
-                    flows.extend(w.flows);
-                    per_thread.push(w.figures);
-                    ended = ended.max(w.ended);
-                }
-                Ok(Err(e)) => err = err.or(Some(e)),
-                Err(_) => {
-                    err = err.or(Some(EngineError::Failed("a sender thread panicked".into())))
-                }
-            }
-        }
-        if let Some(e) = err {
-            return Err(e);
-        }
+        let (mut flows, per_thread, ended) = join_workers(handles)?;
         let (a, b) = clock.close(start + ended);
         let t = Totals::of(counters.iter().map(|c| c.as_ref()));
         ctx.emit(iv.sample(t, a, b, target(a, b)));
@@ -374,6 +355,32 @@ impl Sender {
 /// Opens and runs a sending job in one go (tests, tools).
 pub fn send(ctx: &JobCtx, spec: SendSpec) -> Result<EndpointSummary, EngineError> {
     open(spec)?.run(ctx)
+}
+
+/// Joins the sending workers: their flows, their threads' figures and
+/// when the last one stopped; the first error if one failed.
+fn join_workers(
+    handles: Vec<std::thread::JoinHandle<Result<WorkerEnd, EngineError>>>,
+) -> Result<(Vec<FlowCounters>, Vec<ThreadFigures>, Duration), EngineError> {
+    let mut per_thread = Vec::new();
+    let mut flows = Vec::new();
+    let mut err = None;
+    let mut ended = Duration::ZERO;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(w)) => {
+                flows.extend(w.flows);
+                per_thread.push(w.figures);
+                ended = ended.max(w.ended);
+            }
+            Ok(Err(e)) => err = err.or(Some(e)),
+            Err(_) => err = err.or(Some(EngineError::Failed("a sender thread panicked".into()))),
+        }
+    }
+    match err {
+        Some(e) => Err(e),
+        None => Ok((flows, per_thread, ended)),
+    }
 }
 
 /// What a worker hands back: its flows' counters and its own figures.

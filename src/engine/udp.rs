@@ -22,7 +22,7 @@ use crate::proto::{EndpointSummary, FlowCounters, ThreadFigures};
 use crate::sys::{self, Recvmmsg};
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -187,6 +187,90 @@ struct RxEnd {
     dscp: [u64; 64],
 }
 
+/// The interval clock, once a worker has seen the first datagram: it
+/// starts at that datagram's time.
+fn clock_from_first(
+    first_ns: &AtomicU64,
+    now: Instant,
+    interval: Duration,
+) -> Option<IntervalClock> {
+    let f = first_ns.load(Ordering::Relaxed);
+    if f == 0 {
+        return None;
+    }
+    let ago = Duration::from_nanos(sys::monotonic_ns().saturating_sub(f));
+    Some(IntervalClock::new(
+        now.checked_sub(ago).unwrap_or(now),
+        interval,
+    ))
+}
+
+/// The receiver threads' ends put together.
+struct Joined {
+    /// Per flow, the threads' trackers merged.
+    merged: Vec<FlowTracker>,
+    /// Per flow, how many threads saw it.
+    seen_by: Vec<u32>,
+    dscp: [u64; 64],
+    per_thread: Vec<ThreadFigures>,
+}
+
+/// Joins the receiver threads and merges what they counted; the first
+/// error if one failed.
+fn join_receivers(
+    handles: Vec<std::thread::JoinHandle<Result<RxEnd, EngineError>>>,
+    flows: usize,
+) -> Result<Joined, EngineError> {
+    let mut merged: Vec<FlowTracker> = vec![FlowTracker::default(); flows];
+    let mut seen_by = vec![0u32; flows];
+    let mut dscp = [0u64; 64];
+    let mut per_thread = Vec::with_capacity(handles.len());
+    let mut err = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(end)) => {
+                for (id, t) in end.trackers.iter().enumerate() {
+                    if t.next > 0 {
+                        seen_by[id] += 1;
+                        merged[id].absorb(t);
+                    }
+                }
+                per_thread.push(end.figures);
+                for (sum, k) in dscp.iter_mut().zip(end.dscp) {
+                    *sum += k;
+                }
+            }
+            Ok(Err(e)) => err = err.or(Some(e)),
+            Err(_) => {
+                err = err.or(Some(EngineError::Failed(
+                    "a receiver thread panicked".into(),
+                )))
+            }
+        }
+    }
+    match err {
+        Some(e) => Err(e),
+        None => Ok(Joined {
+            merged,
+            seen_by,
+            dscp,
+            per_thread,
+        }),
+    }
+}
+
+/// Says when flows reached more than one receiver thread: their
+/// reordering counts are then per thread.
+fn warn_split(seen_by: &[u32]) {
+    let split = seen_by.iter().filter(|&&k| k > 1).count();
+    if split > 0 {
+        errln!(
+            "linerate agent: {split} flow(s) reached more than one receiver thread; \
+             their reordering counts are per thread"
+        );
+    }
+}
+
 /// Counts datagrams per flow until the controller stops the job: one worker
 /// per socket, this thread reporting the sum of their counters.
 /// `(flows, vlan, count_dscp)`: the flow ids counted, the tags in each
@@ -239,14 +323,7 @@ pub fn receive(
         std::thread::park_timeout(wait.max(Duration::from_micros(100)));
         let now = Instant::now();
         if clock.is_none() {
-            let f = first_ns.load(Ordering::Relaxed);
-            if f != 0 {
-                let ago = Duration::from_nanos(sys::monotonic_ns().saturating_sub(f));
-                clock = Some(IntervalClock::new(
-                    now.checked_sub(ago).unwrap_or(now),
-                    ctx.interval,
-                ));
-            }
+            clock = clock_from_first(&first_ns, now, ctx.interval);
         }
         if let Some(c) = clock.as_mut() {
             if let Some((a, b)) = c.due(now) {
@@ -255,53 +332,16 @@ pub fn receive(
             }
         }
     }
-    let mut merged: Vec<FlowTracker> = vec![FlowTracker::default(); flows];
-    let mut seen_by = vec![0u32; flows];
-    let mut dscp = [0u64; 64];
-    let mut per_thread = Vec::with_capacity(n);
-    let mut err = None;
-    for h in handles {
-        match h.join() {
-            Ok(Ok(end)) => {
-                for (id, t) in end.trackers.iter().enumerate() {
-                    if t.next > 0 {
-                        seen_by[id] += 1;
-                        merged[id].absorb(t);
-                    }
-                }
-                per_thread.push(end.figures);
-                for (sum, k) in dscp.iter_mut().zip(end.dscp) {
-                    *sum += k;
-                }
-            }
-            Ok(Err(e)) => err = err.or(Some(e)),
-            Err(_) => {
-                err = err.or(Some(EngineError::Failed(
-                    "a receiver thread panicked".into(),
-                )))
-            }
-        }
-    }
-    if let Some(e) = err {
-        return Err(e);
-    }
-    let (flows_out, lost_total) = flow_results(ctx, &merged);
-    let end = Instant::now();
-    let (a, b) = match clock.as_mut() {
-        Some(c) => c.close(end),
-        None => (0.0, 0.0),
-    };
+    let joined = join_receivers(handles, flows)?;
+    let (flows_out, lost_total) = flow_results(ctx, &joined.merged);
+    let (a, b) = clock
+        .as_mut()
+        .map_or((0.0, 0.0), |c| c.close(Instant::now()));
     let t = Totals::of(counters.iter().map(|c| c.as_ref()));
     // The last interval also carries the tail loss the sequence numbers
     // could not see, so the intervals' loss adds up to the total.
     ctx.emit(iv.last(t, a, b, 0, lost_total));
-    let split = seen_by.iter().filter(|&&k| k > 1).count();
-    if split > 0 {
-        errln!(
-            "linerate agent: {split} flow(s) reached more than one receiver thread; \
-             their reordering counts are per thread"
-        );
-    }
+    warn_split(&joined.seen_by);
     Ok(EndpointSummary {
         elapsed_s: b,
         cpu_s: sys::process_cpu_seconds() - cpu0,
@@ -313,10 +353,10 @@ pub fn receive(
         duplicates: t.duplicates,
         foreign: t.foreign,
         flows: flows_out,
-        per_thread,
+        per_thread: joined.per_thread,
         rx_engine: "socket".into(),
         dscp_received: if count_dscp {
-            dscp_counts(&dscp)
+            dscp_counts(&joined.dscp)
         } else {
             Default::default()
         },
@@ -370,6 +410,77 @@ pub fn flow_results(ctx: &JobCtx, merged: &[FlowTracker]) -> (Vec<FlowCounters>,
     (flows_out, lost_total)
 }
 
+/// A receiver thread's flows across batches: each flow's sequence
+/// tracker, what arrived under each DSCP, and the flows' missing total.
+struct RxFlows {
+    trackers: Vec<FlowTracker>,
+    dscp: [u64; 64],
+    missing: u64,
+}
+
+/// What one batch of datagrams added.
+#[derive(Default)]
+struct BatchCounts {
+    pkts: u64,
+    bytes: u64,
+    reord: u64,
+    dups: u64,
+    foreign: u64,
+}
+
+impl RxFlows {
+    /// Counts the batch's `n` datagrams against their flows; a datagram
+    /// without linerate's header, or of an unknown flow, is foreign.
+    fn count(
+        &mut self,
+        mm: &Recvmmsg,
+        n: usize,
+        ipv6: bool,
+        vlan: Option<crate::proto::Vlan>,
+    ) -> BatchCounts {
+        let mut b = BatchCounts::default();
+        for i in 0..n {
+            let (head, full) = mm.datagram(i);
+            match Header::parse(head) {
+                Some(h) if usize::from(h.flow) < self.trackers.len() => {
+                    let t = &mut self.trackers[usize::from(h.flow)];
+                    let (r0, d0, m0) = (t.reordered(), t.duplicates(), t.missing());
+                    t.on_seq(h.seq);
+                    b.reord += t.reordered() - r0;
+                    b.dups += t.duplicates() - d0;
+                    self.missing = self.missing + t.missing() - m0;
+                    if t.duplicates() == d0 {
+                        b.pkts += 1;
+                        b.bytes += frame_of_payload(full, ipv6, vlan);
+                        if let Some(tos) = mm.tos(i) {
+                            self.dscp[usize::from(tos >> 2)] += 1;
+                        }
+                    }
+                }
+                _ => b.foreign += 1,
+            }
+        }
+        b
+    }
+}
+
+/// Receives a batch (`block`: sleeping in the kernel until one comes); 0
+/// when none came or a signal interrupted.
+fn recv_batch(mm: &mut Recvmmsg, fd: RawFd, block: bool) -> Result<usize, EngineError> {
+    match mm.recv(fd, block) {
+        Ok(n) => Ok(n),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ) =>
+        {
+            Ok(0)
+        }
+        Err(e) => Err(EngineError::io("receiving UDP datagrams")(e)),
+    }
+}
+
 /// One receiver socket's loop: counts datagrams per flow into its own
 /// trackers and counters until the job stops and its queue is drained.
 fn rx_worker(
@@ -396,9 +507,11 @@ fn rx_worker(
     } else {
         Recvmmsg::new(64, HEADER_LEN)
     };
-    let mut dscp = [0u64; 64];
-    let mut trackers: Vec<FlowTracker> = vec![FlowTracker::default(); flows];
-    let mut missing = 0u64;
+    let mut rx = RxFlows {
+        trackers: vec![FlowTracker::default(); flows],
+        dscp: [0u64; 64],
+        missing: 0,
+    };
     let mut stop_seen: Option<Instant> = None;
     // While datagrams flow densely, poll without sleeping: a sleeping
     // receiver costs the sender's core a wakeup per batch, which caps the
@@ -410,18 +523,7 @@ fn rx_worker(
         if stop_seen.is_none() && ctx.stopped() {
             stop_seen = Some(Instant::now());
         }
-        let n = match mm.recv(fd, Instant::now() >= poll_until) {
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) =>
-            {
-                0
-            }
-            Err(e) => return Err(EngineError::io("receiving UDP datagrams")(e)),
-        };
+        let n = recv_batch(&mut mm, fd, Instant::now() >= poll_until)?;
         let now = Instant::now();
         if n > 0 {
             if dense(n, now.duration_since(last_batch)) {
@@ -429,30 +531,8 @@ fn rx_worker(
             }
             last_batch = now;
         }
-        let (mut pkts, mut bytes, mut reord, mut dups, mut foreign) =
-            (0u64, 0u64, 0u64, 0u64, 0u64);
-        for i in 0..n {
-            let (head, full) = mm.datagram(i);
-            match Header::parse(head) {
-                Some(h) if usize::from(h.flow) < trackers.len() => {
-                    let t = &mut trackers[usize::from(h.flow)];
-                    let (r0, d0, m0) = (t.reordered(), t.duplicates(), t.missing());
-                    t.on_seq(h.seq);
-                    reord += t.reordered() - r0;
-                    dups += t.duplicates() - d0;
-                    missing = missing + t.missing() - m0;
-                    if t.duplicates() == d0 {
-                        pkts += 1;
-                        bytes += frame_of_payload(full, ipv6, vlan);
-                        if let Some(tos) = mm.tos(i) {
-                            dscp[usize::from(tos >> 2)] += 1;
-                        }
-                    }
-                }
-                _ => foreign += 1,
-            }
-        }
-        if pkts > 0 && first_ns.load(Ordering::Relaxed) == 0 {
+        let b = rx.count(&mm, n, ipv6, vlan);
+        if b.pkts > 0 && first_ns.load(Ordering::Relaxed) == 0 {
             let _ = first_ns.compare_exchange(
                 0,
                 sys::monotonic_ns(),
@@ -462,13 +542,13 @@ fn rx_worker(
         }
         // Counters before `missing`: the reporter never sees loss for
         // packets whose arrival it has not seen yet.
-        Counters::add(&c.rx_packets, pkts);
-        Counters::add(&c.rx_bytes, bytes);
-        Counters::add(&c.reordered, reord);
-        Counters::add(&c.duplicates, dups);
-        Counters::add(&c.foreign, foreign);
+        Counters::add(&c.rx_packets, b.pkts);
+        Counters::add(&c.rx_bytes, b.bytes);
+        Counters::add(&c.reordered, b.reord);
+        Counters::add(&c.duplicates, b.dups);
+        Counters::add(&c.foreign, b.foreign);
         if n > 0 {
-            c.missing.store(missing, Ordering::Relaxed);
+            c.missing.store(rx.missing, Ordering::Relaxed);
         }
         // After Stop, drain what is still queued, then finish.
         if let Some(t) = stop_seen {
@@ -477,6 +557,7 @@ fn rx_worker(
             }
         }
     }
+    let RxFlows { trackers, dscp, .. } = rx;
     let ids = trackers
         .iter()
         .enumerate()

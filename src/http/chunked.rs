@@ -148,6 +148,65 @@ fn text(b: u8) -> bool {
     b == b'\t' || (b >= 0x20 && b != 0x7f)
 }
 
+/// A byte of a chunk-size line before its CR: hex digits, then optional
+/// spaces and an extension.
+fn size_line_byte(state: State, b: u8) -> Result<State, ChunkError> {
+    Ok(match state {
+        State::Size { value, digits } => match (hex(b), b) {
+            (Some(d), _) if digits < MAX_SIZE_DIGITS => State::Size {
+                value: value << 4 | d,
+                digits: digits + 1,
+            },
+            (Some(_), _) => return Err(ChunkError::SizeTooLong),
+            (None, _) if digits == 0 => return Err(ChunkError::BadSize),
+            (None, b' ' | b'\t') => State::SizeSpace { value },
+            (None, b';') => State::Ext { value },
+            (None, b'\r') => State::SizeLf { value },
+            (None, b'\n') => return Err(ChunkError::BadLineEnd),
+            (None, _) => return Err(ChunkError::BadSize),
+        },
+        State::SizeSpace { value } => match b {
+            b' ' | b'\t' => State::SizeSpace { value },
+            b';' => State::Ext { value },
+            b'\r' => State::SizeLf { value },
+            b'\n' => return Err(ChunkError::BadLineEnd),
+            _ => return Err(ChunkError::BadSize),
+        },
+        State::Ext { value } => match b {
+            b'\r' => State::SizeLf { value },
+            b'\n' => return Err(ChunkError::BadLineEnd),
+            b if text(b) => State::Ext { value },
+            _ => return Err(ChunkError::BadExtension),
+        },
+        s => s,
+    })
+}
+
+/// A byte of a trailer line (or of the blank line that ends them) before
+/// its CR.
+fn trailer_byte(state: State, b: u8) -> Result<State, ChunkError> {
+    Ok(match state {
+        State::TrailerStart => match b {
+            b'\r' => State::EndLf,
+            b'\n' => return Err(ChunkError::BadLineEnd),
+            b if tchar(b) => State::TrailerLine { colon: false },
+            _ => return Err(ChunkError::BadTrailer),
+        },
+        State::TrailerLine { colon: false } => match b {
+            b':' => State::TrailerLine { colon: true },
+            b if tchar(b) => State::TrailerLine { colon: false },
+            _ => return Err(ChunkError::BadTrailer),
+        },
+        State::TrailerLine { colon: true } => match b {
+            b'\r' => State::TrailerLf,
+            b'\n' => return Err(ChunkError::BadLineEnd),
+            b if text(b) => State::TrailerLine { colon: true },
+            _ => return Err(ChunkError::BadTrailer),
+        },
+        s => s,
+    })
+}
+
 impl Decoder {
     /// A decoder without a limit but u64's.
     pub fn new() -> Self {
@@ -249,32 +308,9 @@ impl Decoder {
             return Err(ChunkError::TrailerTooLarge);
         }
         self.state = match self.state {
-            State::Size { value, digits } => match (hex(b), b) {
-                (Some(d), _) if digits < MAX_SIZE_DIGITS => State::Size {
-                    value: value << 4 | d,
-                    digits: digits + 1,
-                },
-                (Some(_), _) => return Err(ChunkError::SizeTooLong),
-                (None, _) if digits == 0 => return Err(ChunkError::BadSize),
-                (None, b' ' | b'\t') => State::SizeSpace { value },
-                (None, b';') => State::Ext { value },
-                (None, b'\r') => State::SizeLf { value },
-                (None, b'\n') => return Err(ChunkError::BadLineEnd),
-                (None, _) => return Err(ChunkError::BadSize),
-            },
-            State::SizeSpace { value } => match b {
-                b' ' | b'\t' => State::SizeSpace { value },
-                b';' => State::Ext { value },
-                b'\r' => State::SizeLf { value },
-                b'\n' => return Err(ChunkError::BadLineEnd),
-                _ => return Err(ChunkError::BadSize),
-            },
-            State::Ext { value } => match b {
-                b'\r' => State::SizeLf { value },
-                b'\n' => return Err(ChunkError::BadLineEnd),
-                b if text(b) => State::Ext { value },
-                _ => return Err(ChunkError::BadExtension),
-            },
+            State::Size { .. } | State::SizeSpace { .. } | State::Ext { .. } => {
+                size_line_byte(self.state, b)?
+            }
             State::SizeLf { value } => {
                 if b != b'\n' {
                     return Err(ChunkError::BadLineEnd);
@@ -299,23 +335,7 @@ impl Decoder {
                 }
             }
             State::DataCr | State::DataLf => return Err(ChunkError::BadLineEnd),
-            State::TrailerStart => match b {
-                b'\r' => State::EndLf,
-                b'\n' => return Err(ChunkError::BadLineEnd),
-                b if tchar(b) => State::TrailerLine { colon: false },
-                _ => return Err(ChunkError::BadTrailer),
-            },
-            State::TrailerLine { colon: false } => match b {
-                b':' => State::TrailerLine { colon: true },
-                b if tchar(b) => State::TrailerLine { colon: false },
-                _ => return Err(ChunkError::BadTrailer),
-            },
-            State::TrailerLine { colon: true } => match b {
-                b'\r' => State::TrailerLf,
-                b'\n' => return Err(ChunkError::BadLineEnd),
-                b if text(b) => State::TrailerLine { colon: true },
-                _ => return Err(ChunkError::BadTrailer),
-            },
+            State::TrailerStart | State::TrailerLine { .. } => trailer_byte(self.state, b)?,
             State::TrailerLf if b == b'\n' => State::TrailerStart,
             State::EndLf if b == b'\n' => State::Done,
             State::TrailerLf | State::EndLf => return Err(ChunkError::BadLineEnd),

@@ -277,7 +277,13 @@ impl Server {
         });
         let span = clock.close(Instant::now());
         on_interval(sh.sample(span));
-        let elapsed = start.elapsed().as_secs_f64();
+        self.summary(start.elapsed().as_secs_f64(), io0, &cpu)
+    }
+
+    /// What the server did over `elapsed` seconds, from the I/O counter
+    /// (`io0`) and CPU mark taken at its start: its summary and its counts.
+    fn summary(&self, elapsed: f64, io0: u64, cpu: &CpuMark) -> (HttpSummary, ServeCounts) {
+        let sh = &self.shared;
         let (connections, requests, body_bytes, accepted) = sh.records(elapsed);
         let mut cache = self.cache.clone();
         if let Some(c) = &mut cache {

@@ -184,6 +184,33 @@ pub fn cookie_text(c: &[u8]) -> String {
         .to_string()
 }
 
+/// The parameter exchange: the client's test, validated and held against
+/// this server's limits; a refused test gets iperf3's error number back.
+fn exchange_params(
+    cfg: &ServerConfig,
+    ctl: &mut Control,
+    peer: SocketAddr,
+) -> Result<TestParams, Iperf3Error> {
+    ctl.write_state(State::ParamExchange)?;
+    let asked: wire::WireParams =
+        ctl.read_json(Instant::now() + cfg.answer_timeout, "test parameters")?;
+    match asked
+        .validate()
+        .and_then(|p| cfg.limits.refusal(&p).map_or(Ok(p), Err))
+    {
+        Ok(p) => Ok(p),
+        Err(r) => {
+            ctl.write_state(State::ServerError)?;
+            ctl.write_all(&r.errno.to_be_bytes(), "the error number")?;
+            ctl.write_all(&0u32.to_be_bytes(), "the error number")?;
+            Err(Iperf3Error::Rejected(format!(
+                "refused the test of {peer}: {} (iperf3 error {} sent)",
+                r.message, r.errno
+            )))
+        }
+    }
+}
+
 /// One test's conversation on its control connection, its cookie already
 /// read by the front door; its slot is freed when this returns.
 fn one_test(
@@ -197,23 +224,7 @@ fn one_test(
     let mut ctl = Control::new(conn, format!("iperf3 client {peer}"))
         .map_err(Iperf3Error::io("setting up a control connection"))?;
     let soon = || Instant::now() + cfg.answer_timeout;
-    ctl.write_state(State::ParamExchange)?;
-    let asked: wire::WireParams = ctl.read_json(soon(), "test parameters")?;
-    let p = match asked
-        .validate()
-        .and_then(|p| cfg.limits.refusal(&p).map_or(Ok(p), Err))
-    {
-        Ok(p) => p,
-        Err(r) => {
-            ctl.write_state(State::ServerError)?;
-            ctl.write_all(&r.errno.to_be_bytes(), "the error number")?;
-            ctl.write_all(&0u32.to_be_bytes(), "the error number")?;
-            return Err(Iperf3Error::Rejected(format!(
-                "refused the test of {peer}: {} (iperf3 error {} sent)",
-                r.message, r.errno
-            )));
-        }
-    };
+    let p = exchange_params(cfg, &mut ctl, peer)?;
     let streams = accept_streams(cfg, &slot, &mut ctl, &p, peer, stop)?;
     ctl.write_state(State::TestStart)?;
     let plan = Plan {

@@ -277,6 +277,35 @@ impl Prober for IcmpProber {
 /// probes still in flight.
 const STOP_GRACE: Duration = Duration::from_secs(1);
 
+/// Records a reply's RTT on the window's probe it answers (the window's
+/// first probe is `base`); a second reply to a probe changes nothing.
+fn take_reply(samples: &mut [ProbeSample], base: u32, r: Reply) {
+    let Some(i) = r.seq.checked_sub(base) else {
+        return;
+    };
+    if let Some(s) = samples.get_mut(i as usize) {
+        if s.2 == 0 {
+            // Only the RTT matters here: fake times that give it.
+            s.2 = s.1 + r.rtt_ns.max(1);
+            s.5 = r.rx_count.unwrap_or(0);
+        }
+    }
+}
+
+/// A cut window's last replies: waits up to [`STOP_GRACE`] for the probes
+/// still unanswered.
+fn await_stragglers(p: &mut dyn Prober, samples: &mut [ProbeSample], base: u32) {
+    let grace = Instant::now() + STOP_GRACE;
+    while samples.iter().any(|s| !s.answered()) && Instant::now() < grace {
+        let wait = grace
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(100));
+        if let Some(r) = p.recv(wait) {
+            take_reply(samples, base, r);
+        }
+    }
+}
+
 /// One target's windows, until told to stop or until `end`. The window
 /// the stop cuts short is summarised too (`"partial": true`), after the
 /// replies still in flight had [`STOP_GRACE`] to come in: a run shorter
@@ -300,18 +329,7 @@ fn target_loop(
     while !done() {
         let base = seq;
         let mut samples: Vec<ProbeSample> = Vec::with_capacity(n as usize);
-        let take = |r: Reply, samples: &mut Vec<ProbeSample>| {
-            let Some(i) = r.seq.checked_sub(base) else {
-                return;
-            };
-            if let Some(s) = samples.get_mut(i as usize) {
-                if s.2 == 0 {
-                    // Only the RTT matters here: fake times that give it.
-                    s.2 = s.1 + r.rtt_ns.max(1);
-                    s.5 = r.rx_count.unwrap_or(0);
-                }
-            }
-        };
+        let take = |r: Reply, samples: &mut Vec<ProbeSample>| take_reply(samples, base, r);
         let win_end = win_start + cfg.window;
         let mut cut = false;
         'probes: for i in 0..n {
@@ -350,15 +368,7 @@ fn target_loop(
             if samples.is_empty() {
                 return;
             }
-            let grace = Instant::now() + STOP_GRACE;
-            while samples.iter().any(|s| !s.answered()) && Instant::now() < grace {
-                let wait = grace
-                    .saturating_duration_since(Instant::now())
-                    .min(Duration::from_millis(100));
-                if let Some(r) = p.recv(wait) {
-                    take(r, &mut samples);
-                }
-            }
+            await_stragglers(p.as_mut(), &mut samples, base);
         }
         let end_unix = unix_s();
         emit_window(&name, kind, &samples, (win_unix, end_unix), cut, &cfg, &sh);

@@ -1,12 +1,16 @@
 //! Pass/fail criteria (`--expect`, a plan test's `expect`): the grammar
 //! `FIGURE OP NUMBER[UNIT][@STAT]` (`loss<=0.001%`, `rx_pps>=1.2Mpps`,
-//! `p99<=2ms@max`), the figures a criterion may name and their units. Pure
-//! parsing: no I/O, nothing of the results; `results::criteria` measures.
+//! `p99<=2ms@max`), the figures a criterion may name and their units (the
+//! factors in `units`). Pure parsing: no I/O, nothing of the results;
+//! `results::criteria` measures.
 //!
 //! Values are kept in base units: pps, bit/s, seconds, counts, per second;
 //! loss as a ratio (0..1, written in %), line rate and CPU in % (0..100).
 
+mod units;
+
 use std::fmt;
+use units::scale;
 
 /// What a figure measures, which decides the units it is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -392,6 +396,82 @@ impl Cursor<'_> {
             message: message.into(),
         }
     }
+
+    /// The criterion's figure: its name as written, and the figure.
+    fn figure(&mut self) -> Result<(String, &'static Figure), ParseError> {
+        self.skip_space();
+        let (at, name) = self.take_while(|ch| ch.is_ascii_alphanumeric() || ch == '_');
+        if name.is_empty() {
+            return Err(self.error(
+                at,
+                1,
+                format!(
+                    "expected a figure name, e.g. rx_pps>=1Mpps; figures: {}",
+                    figure_names()
+                ),
+            ));
+        }
+        let Some(figure) = figure(&name.to_ascii_lowercase()) else {
+            return Err(self.error(
+                at,
+                name.chars().count(),
+                format!("unknown figure '{name}'; figures: {}", figure_names()),
+            ));
+        };
+        Ok((name, figure))
+    }
+
+    /// The comparison after the figure `name`.
+    fn op(&mut self, name: &str) -> Result<Op, ParseError> {
+        self.skip_space();
+        let at = self.pos;
+        let (op_at, op_text) = self.take_while(|ch| matches!(ch, '<' | '>' | '=' | '!'));
+        Ok(match op_text.as_str() {
+            "<" => Op::Lt,
+            "<=" => Op::Le,
+            ">" => Op::Gt,
+            ">=" => Op::Ge,
+            "==" | "=" => Op::Eq,
+            "" => {
+                return Err(self.error(
+                    at,
+                    1,
+                    format!("expected a comparison after '{name}': <, <=, >, >= or =="),
+                ))
+            }
+            other => {
+                return Err(self.error(
+                    op_at,
+                    other.chars().count(),
+                    format!("'{other}' is not a comparison: use <, <=, >, >= or =="),
+                ))
+            }
+        })
+    }
+
+    /// The repetition statistic after an `@`, if any (the median if none).
+    fn stat(&mut self) -> Result<Stat, ParseError> {
+        if self.chars.get(self.pos) == Some(&'@') {
+            self.pos += 1;
+            self.skip_space();
+            let (stat_at, s) = self.take_while(|ch| ch.is_ascii_alphabetic());
+            let stat = match s.as_str() {
+                "median" => Stat::Median,
+                "min" => Stat::Min,
+                "max" => Stat::Max,
+                _ => {
+                    return Err(self.error(
+                        stat_at,
+                        s.chars().count().max(1),
+                        "after @ name which repetition counts: median, min or max",
+                    ))
+                }
+            };
+            self.skip_space();
+            return Ok(stat);
+        }
+        Ok(Stat::Median)
+    }
 }
 
 /// Parses `FIGURE OP NUMBER[UNIT][@STAT]`; spaces between parts are allowed.
@@ -401,49 +481,8 @@ pub fn parse(input: &str) -> Result<Criterion, ParseError> {
         pos: 0,
         input,
     };
-    c.skip_space();
-    let (at, name) = c.take_while(|ch| ch.is_ascii_alphanumeric() || ch == '_');
-    if name.is_empty() {
-        return Err(c.error(
-            at,
-            1,
-            format!(
-                "expected a figure name, e.g. rx_pps>=1Mpps; figures: {}",
-                figure_names()
-            ),
-        ));
-    }
-    let Some(figure) = figure(&name.to_ascii_lowercase()) else {
-        return Err(c.error(
-            at,
-            name.chars().count(),
-            format!("unknown figure '{name}'; figures: {}", figure_names()),
-        ));
-    };
-    c.skip_space();
-    let at = c.pos;
-    let (op_at, op_text) = c.take_while(|ch| matches!(ch, '<' | '>' | '=' | '!'));
-    let op = match op_text.as_str() {
-        "<" => Op::Lt,
-        "<=" => Op::Le,
-        ">" => Op::Gt,
-        ">=" => Op::Ge,
-        "==" | "=" => Op::Eq,
-        "" => {
-            return Err(c.error(
-                at,
-                1,
-                format!("expected a comparison after '{name}': <, <=, >, >= or =="),
-            ))
-        }
-        other => {
-            return Err(c.error(
-                op_at,
-                other.chars().count(),
-                format!("'{other}' is not a comparison: use <, <=, >, >= or =="),
-            ))
-        }
-    };
+    let (name, figure) = c.figure()?;
+    let op = c.op(&name)?;
     c.skip_space();
     let (num_at, num) = c.take_while(|ch| ch.is_ascii_digit() || ch == '.');
     let number: f64 = match num.parse() {
@@ -465,25 +504,7 @@ pub fn parse(input: &str) -> Result<Criterion, ParseError> {
     let (unit_at, unit) = c.take_while(|ch| ch != '@' && !ch.is_whitespace());
     let scale = scale(figure, &unit).map_err(|m| c.error(unit_at, unit.chars().count(), m.0))?;
     c.skip_space();
-    let mut stat = Stat::Median;
-    if c.chars.get(c.pos) == Some(&'@') {
-        c.pos += 1;
-        c.skip_space();
-        let (stat_at, s) = c.take_while(|ch| ch.is_ascii_alphabetic());
-        stat = match s.as_str() {
-            "median" => Stat::Median,
-            "min" => Stat::Min,
-            "max" => Stat::Max,
-            _ => {
-                return Err(c.error(
-                    stat_at,
-                    s.chars().count().max(1),
-                    "after @ name which repetition counts: median, min or max",
-                ))
-            }
-        };
-        c.skip_space();
-    }
+    let stat = c.stat()?;
     if c.pos < c.chars.len() {
         return Err(c.error(
             c.pos,
@@ -511,101 +532,6 @@ pub fn parse(input: &str) -> Result<Criterion, ParseError> {
         value: number * scale,
         stat,
     })
-}
-
-/// Why a unit does not fit a figure, in words.
-struct BadUnit(String);
-
-/// The factor from `unit` to `figure`'s base unit, or why it does not fit.
-fn scale(figure: &Figure, unit: &str) -> Result<f64, BadUnit> {
-    let wrong = || {
-        BadUnit(format!(
-            "'{unit}' is not a unit of {} ({}): use {}",
-            figure.name,
-            figure.kind.what(),
-            figure.kind.units()
-        ))
-    };
-    let prefix = |p: &str| match p {
-        "" => Some(1.0),
-        "k" | "K" => Some(1e3),
-        "M" => Some(1e6),
-        "G" => Some(1e9),
-        "T" => Some(1e12),
-        _ => None,
-    };
-    match figure.kind {
-        Kind::Ratio => match unit {
-            "%" => Ok(0.01),
-            "" => Err(BadUnit(format!(
-                "{} is a percentage: write it with %, e.g. {}<=0.1%",
-                figure.name, figure.name
-            ))),
-            _ => Err(wrong()),
-        },
-        Kind::Percent => match unit {
-            "%" => Ok(1.0),
-            "" => Err(BadUnit(format!(
-                "{} is a percentage: write it with %, e.g. {}>=90%",
-                figure.name, figure.name
-            ))),
-            _ => Err(wrong()),
-        },
-        Kind::Seconds => match unit {
-            "ns" => Ok(1e-9),
-            "us" | "µs" => Ok(1e-6),
-            "ms" => Ok(1e-3),
-            "s" => Ok(1.0),
-            "" => Err(BadUnit(format!(
-                "{} is a duration: give its unit, e.g. {}<=2ms",
-                figure.name, figure.name
-            ))),
-            _ => Err(wrong()),
-        },
-        Kind::Pps => {
-            let lower = unit.to_ascii_lowercase();
-            match lower.strip_suffix("pps") {
-                _ if unit.is_empty() => Ok(1.0),
-                Some(p) => prefix(&p.to_ascii_uppercase().replace('K', "k")).ok_or_else(wrong),
-                None => Err(wrong()),
-            }
-        }
-        Kind::Bps => {
-            if unit.contains('B') {
-                return Err(BadUnit(format!(
-                    "'{unit}' counts bytes; {} is in bits: write bit/s (e.g. 10Gbit/s)",
-                    figure.name
-                )));
-            }
-            let p = ["bit/s", "bps", "b/s"]
-                .iter()
-                .find_map(|s| unit.strip_suffix(s));
-            match p {
-                _ if unit.is_empty() => Ok(1.0),
-                Some(p) => prefix(if p == "g" || p == "m" || p == "t" {
-                    // Bit rates are never milli: gbit/s means Gbit/s.
-                    match p {
-                        "g" => "G",
-                        "m" => "M",
-                        _ => "T",
-                    }
-                } else {
-                    p
-                })
-                .ok_or_else(wrong),
-                None => Err(wrong()),
-            }
-        }
-        Kind::Count => prefix(unit).ok_or_else(wrong),
-        Kind::PerSecond => {
-            let p = unit
-                .strip_suffix("/s")
-                .or_else(|| unit.strip_suffix("req/s"))
-                .unwrap_or(unit);
-            let p = p.strip_suffix("req").unwrap_or(p);
-            prefix(p).ok_or_else(wrong)
-        }
-    }
 }
 
 /// Parses every criterion, or the first error.

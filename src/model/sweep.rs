@@ -171,24 +171,11 @@ impl SweepSpec {
             .fold(1u128, |n, d| n.saturating_mul(d.len as u128)))
     }
 
-    fn dims(&self) -> Result<Vec<Dim>, SweepError> {
-        let names = || {
-            self.axes
-                .iter()
-                .map(|a| a.key.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+    /// Which zip group each axis moves with (None: alone), after checking
+    /// that each group has two or more known axes of one length, and that
+    /// no axis is in two groups.
+    fn zip_groups(&self) -> Result<Vec<Option<usize>>, SweepError> {
         let find = |k: &str| self.axes.iter().position(|a| a.key == k);
-        for (i, a) in self.axes.iter().enumerate() {
-            if a.values.is_empty() {
-                return Err(SweepError::Empty(a.key.clone()));
-            }
-            if self.axes[..i].iter().any(|b| b.key == a.key) {
-                return Err(SweepError::Twice(a.key.clone()));
-            }
-        }
-        // Which group each axis moves with (None: alone).
         let mut group = vec![None; self.axes.len()];
         for (g, members) in self.zip.iter().enumerate() {
             if members.len() < 2 {
@@ -197,7 +184,7 @@ impl SweepSpec {
             for k in members {
                 let i = find(k).ok_or_else(|| SweepError::ZipUnknown {
                     key: k.clone(),
-                    axes: names(),
+                    axes: self.axis_names(),
                 })?;
                 if group[i].is_some() {
                     return Err(SweepError::ZipTwice(k.clone()));
@@ -217,12 +204,35 @@ impl SweepSpec {
                 }
             }
         }
+        Ok(group)
+    }
+
+    /// The axes' keys, comma-separated, for an error that lists them.
+    fn axis_names(&self) -> String {
+        self.axes
+            .iter()
+            .map(|a| a.key.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn dims(&self) -> Result<Vec<Dim>, SweepError> {
+        let find = |k: &str| self.axes.iter().position(|a| a.key == k);
+        for (i, a) in self.axes.iter().enumerate() {
+            if a.values.is_empty() {
+                return Err(SweepError::Empty(a.key.clone()));
+            }
+            if self.axes[..i].iter().any(|b| b.key == a.key) {
+                return Err(SweepError::Twice(a.key.clone()));
+            }
+        }
+        let group = self.zip_groups()?;
         // The order: the user's, then the rest as written.
         let mut order: Vec<usize> = Vec::with_capacity(self.axes.len());
         for k in &self.order {
             let i = find(k).ok_or_else(|| SweepError::OrderUnknown {
                 key: k.clone(),
-                axes: names(),
+                axes: self.axis_names(),
             })?;
             if order.contains(&i) {
                 return Err(SweepError::OrderTwice(k.clone()));

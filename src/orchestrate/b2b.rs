@@ -126,6 +126,47 @@ struct Probe {
     dut_lost: u64,
 }
 
+/// The throughput RFC 9004's correction uses and where it came from: the
+/// one given (--b2b-throughput, pps), else what the DUT forwarded under the
+/// probe's overload; none when the DUT lost nothing.
+fn throughput(given: Option<f64>, probe: &Probe) -> (Option<f64>, Option<String>) {
+    match given {
+        Some(t) => (Some(t), Some("given (--b2b-throughput)".to_string())),
+        // RFC 9004 §3.4 wants the RFC 2544 throughput; without one, what
+        // the DUT forwarded while overloaded is its forwarding rate.
+        None if probe.dut_lost > 0 => (
+            Some(probe.forwarded_pps),
+            Some(format!(
+                "the DUT's forwarding rate under the probe's overload ({:.0} pps), not an \
+                 RFC 2544 throughput: pass --b2b-throughput with that for RFC 9004's correction",
+                probe.forwarded_pps
+            )),
+        ),
+        None => (None, None),
+    }
+}
+
+/// Notes where the result departs from RFC 9004: a throughput that is a
+/// forwarding rate under overload (none was `given`), a DUT that lost
+/// nothing.
+fn compliance(r: &mut BackToBackResult, given: bool, probe: &Probe) {
+    if r.throughput_source.is_some() && !given {
+        r.compliance_notes.push(
+            "the throughput in the corrected buffer time is a forwarding rate under overload, \
+             not the RFC 2544 throughput RFC 9004 §3.4 asks for"
+                .into(),
+        );
+        r.rfc_compliant = false;
+    }
+    if probe.dut_lost == 0 {
+        r.compliance_notes.push(format!(
+            "the DUT lost nothing of the tester's {:.0} pps: RFC 9004 §3.1 says the test then \
+             measures no buffer",
+            probe.tester_pps
+        ));
+    }
+}
+
 /// Runs the back-to-back search of one profile (with the UDP test its
 /// bursts repeat and its line rate, pps) and records it; returns the
 /// summary lines.
@@ -171,23 +212,8 @@ pub fn run_back_to_back(
         )
     };
     bursts.burst_pps = burst_pps;
-    let (throughput_pps, throughput_source) = match plan.b2b.throughput {
-        Some(t) => (
-            Some(t.pps(frame, cfg.line_rate_bps)),
-            Some("given (--b2b-throughput)".to_string()),
-        ),
-        // RFC 9004 §3.4 wants the RFC 2544 throughput; without one, what
-        // the DUT forwarded while overloaded is its forwarding rate.
-        None if probe.dut_lost > 0 => (
-            Some(probe.forwarded_pps),
-            Some(format!(
-                "the DUT's forwarding rate under the probe's overload ({:.0} pps), not an \
-                 RFC 2544 throughput: pass --b2b-throughput with that for RFC 9004's correction",
-                probe.forwarded_pps
-            )),
-        ),
-        None => (None, None),
-    };
+    let given = plan.b2b.throughput.map(|t| t.pps(frame, cfg.line_rate_bps));
+    let (throughput_pps, throughput_source) = throughput(given, &probe);
     let mut b2b = BackToBackConfig {
         trials: plan.b2b.trials,
         wait_s: if plan.rfc_waits { RFC9004_DRAIN_S } else { 0.0 },
@@ -201,22 +227,8 @@ pub fn run_back_to_back(
     let mut r = search::back_to_back(&mut bursts, &b2b).map_err(|e| anyhow!("{e}"))?;
     drop(bursts);
     r.burst_rate_source = rate_source;
-    r.throughput_source = throughput_source.clone();
-    if throughput_source.is_some() && plan.b2b.throughput.is_none() {
-        r.compliance_notes.push(
-            "the throughput in the corrected buffer time is a forwarding rate under overload, \
-             not the RFC 2544 throughput RFC 9004 §3.4 asks for"
-                .into(),
-        );
-        r.rfc_compliant = false;
-    }
-    if probe.dut_lost == 0 {
-        r.compliance_notes.push(format!(
-            "the DUT lost nothing of the tester's {:.0} pps: RFC 9004 §3.1 says the test then \
-             measures no buffer",
-            probe.tester_pps
-        ));
-    }
+    r.throughput_source = throughput_source;
+    compliance(&mut r, given.is_some(), &probe);
     let lines = summary_lines(&p.name, &r);
     run.results.searches.push(crate::results::SearchResult {
         name: format!("search {}", p.name),

@@ -13,6 +13,9 @@ use crate::orchestrate::config::{
     Method, Profile, RampConfig, SearchConfig, SearchPlan, Stream, TestSpec,
 };
 use crate::orchestrate::run::Run;
+use crate::orchestrate::search_lines::{
+    frame_loss_config, mlr_lines, rfc2544_config, rfc2544_line,
+};
 use crate::proto::Direction;
 use crate::report::terminal::ProgressLine;
 use crate::results::{RunDir, TestStatus};
@@ -114,35 +117,7 @@ impl TrialRunner for UdpTrials<'_, '_> {
                 r.error.clone().unwrap_or_else(|| "trial failed".into()),
             ));
         }
-        let sum = |f: fn(&crate::results::DirectionResult) -> u64| {
-            r.directions.iter().map(f).sum::<u64>()
-        };
-        let duration_s = r
-            .directions
-            .iter()
-            .map(|d| d.duration_s)
-            .fold(0.0, f64::max)
-            .max(1e-6);
-        let outcome = TrialOutcome {
-            rate_pps,
-            offered_pps: sum(|d| d.tx_packets) as f64
-                / duration_s
-                / r.directions.len().max(1) as f64,
-            duration_s,
-            tx_packets: sum(|d| d.tx_packets),
-            rx_packets: sum(|d| d.rx_packets),
-            // The tester's own drops (socket overruns) are not the DUT's loss.
-            lost: sum(|d| d.dut_lost),
-            tester_short: r.directions.iter().any(|d| d.tester_short()),
-            tester_limited: TrialOutcome::tester_verdict(
-                r.directions.iter().any(|d| d.tester_short()),
-                sum(|d| d.dut_lost),
-            ),
-            dut_counted_lost: r.dut_counted_lost,
-            dut: r.dut_efficiency.as_ref().and_then(|e| e.test),
-            steal_ms: r.steal_ms,
-            stall_ms: r.stall_ms,
-        };
+        let outcome = trial_outcome(rate_pps, &r);
         self.fold.record(rate_pps, outcome.loss_ratio());
         if self.fold.verbose {
             errln!(
@@ -438,6 +413,79 @@ pub fn run_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<
     lines
 }
 
+/// A trial's outcome for the search, summed over the test's directions.
+fn trial_outcome(rate_pps: f64, r: &crate::results::TestResult) -> TrialOutcome {
+    let sum =
+        |f: fn(&crate::results::DirectionResult) -> u64| r.directions.iter().map(f).sum::<u64>();
+    let duration_s = r
+        .directions
+        .iter()
+        .map(|d| d.duration_s)
+        .fold(0.0, f64::max)
+        .max(1e-6);
+    TrialOutcome {
+        rate_pps,
+        offered_pps: sum(|d| d.tx_packets) as f64 / duration_s / r.directions.len().max(1) as f64,
+        duration_s,
+        tx_packets: sum(|d| d.tx_packets),
+        rx_packets: sum(|d| d.rx_packets),
+        // The tester's own drops (socket overruns) are not the DUT's loss.
+        lost: sum(|d| d.dut_lost),
+        tester_short: r.directions.iter().any(|d| d.tester_short()),
+        tester_limited: TrialOutcome::tester_verdict(
+            r.directions.iter().any(|d| d.tester_short()),
+            sum(|d| d.dut_lost),
+        ),
+        dut_counted_lost: r.dut_counted_lost,
+        dut: r.dut_efficiency.as_ref().and_then(|e| e.test),
+        steal_ms: r.steal_ms,
+        stall_ms: r.stall_ms,
+    }
+}
+
+/// The line that says how many of a ramp's seconds were run again, if any.
+fn rerun_note(name: &str, reruns: usize) -> Option<String> {
+    (reruns > 0).then(|| {
+        format!(
+            "ramp {}: {reruns} disturbed second{} run again as 1 s trials at {} rate{} (the \
+             DUT's host stalled long enough to lose what {} lost)",
+            name,
+            if reruns == 1 { "" } else { "s" },
+            if reruns == 1 { "its" } else { "their" },
+            if reruns == 1 { "" } else { "s" },
+            if reruns == 1 { "it" } else { "they" },
+        )
+    })
+}
+
+/// Each direction's ramp summary, and its verdict line added to `lines`.
+fn summarize_directions(
+    name: &str,
+    sampled: Vec<(String, Vec<search::RampSample>)>,
+    loss_threshold: f64,
+    lr_pps: f64,
+    lines: &mut Vec<String>,
+) -> Vec<crate::results::RampDirection> {
+    let mut dirs = Vec::new();
+    for (direction, samples) in sampled {
+        let summary = search::summarize_ramp(&samples, loss_threshold, lr_pps);
+        let mut verdict = format!("ramp {} {}: {}", name, direction, summary.verdict);
+        if summary.tester_limited_samples > 0 {
+            verdict.push_str(&format!(
+                "; the tester could not offer the asked rate in {} of {} samples (those measure the tester, not the DUT)",
+                summary.tester_limited_samples, summary.samples
+            ));
+        }
+        lines.push(verdict);
+        dirs.push(crate::results::RampDirection {
+            direction,
+            samples,
+            summary,
+        });
+    }
+    dirs
+}
+
 fn ramp_watched(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<String>> {
     let probed;
     let spec = if cfg.probe {
@@ -470,35 +518,8 @@ fn ramp_watched(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<
         .map(|d| (d.direction.clone(), ramp_samples(d, spec)))
         .collect();
     let reruns = rerun_disturbed(ends, cfg, run, spec, &mut sampled)?;
-    let mut lines = Vec::new();
-    if reruns > 0 {
-        lines.push(format!(
-            "ramp {}: {reruns} disturbed second{} run again as 1 s trials at {} rate{} (the \
-             DUT's host stalled long enough to lose what {} lost)",
-            p.name,
-            if reruns == 1 { "" } else { "s" },
-            if reruns == 1 { "its" } else { "their" },
-            if reruns == 1 { "" } else { "s" },
-            if reruns == 1 { "it" } else { "they" },
-        ));
-    }
-    let mut dirs = Vec::new();
-    for (direction, samples) in sampled {
-        let summary = search::summarize_ramp(&samples, loss_threshold, lr_pps);
-        let mut verdict = format!("ramp {} {}: {}", p.name, direction, summary.verdict);
-        if summary.tester_limited_samples > 0 {
-            verdict.push_str(&format!(
-                "; the tester could not offer the asked rate in {} of {} samples (those measure the tester, not the DUT)",
-                summary.tester_limited_samples, summary.samples
-            ));
-        }
-        lines.push(verdict);
-        dirs.push(crate::results::RampDirection {
-            direction,
-            samples,
-            summary,
-        });
-    }
+    let mut lines: Vec<String> = rerun_note(&p.name, reruns).into_iter().collect();
+    let dirs = summarize_directions(&p.name, sampled, loss_threshold, lr_pps, &mut lines);
     run.results.ramps.push(crate::results::RampResult {
         name: t.name.clone(),
         profile: p.name.clone(),
@@ -660,6 +681,24 @@ impl TrialRunner for UdpTrialsWait<'_, '_, '_> {
 /// [`UdpTrials`] with the §23 waits honoured.
 pub struct UdpTrialsWait<'x, 'a, 'b>(pub &'x mut UdpTrials<'a, 'b>);
 
+/// A search's result before its searches ran: the profile it searches.
+fn search_result(p: &Profile, direction: Direction, lr_pps: f64) -> crate::results::SearchResult {
+    crate::results::SearchResult {
+        name: format!("search {}", p.name),
+        profile: p.name.clone(),
+        frame: p.frame,
+        flow_mode: p.flow_mode,
+        direction,
+        line_rate_pps: lr_pps,
+        mlr: None,
+        rfc2544: None,
+        frame_loss: None,
+        latency_at: None,
+        back_to_back: None,
+        sweep: None,
+    }
+}
+
 /// Runs the searches of one profile and records them; returns summary lines.
 pub fn run_search(
     ends: Ends,
@@ -701,123 +740,24 @@ pub fn run_search(
     };
     // The trials' disturbed rule reads the stall watch: on for the search.
     trials.ends.watch_stalls(true);
-    let mut result = crate::results::SearchResult {
-        name: format!("search {}", p.name),
-        profile: p.name.clone(),
-        frame: p.frame,
-        flow_mode: p.flow_mode,
-        direction: trials.base.direction,
-        line_rate_pps: lr_pps,
-        mlr: None,
-        rfc2544: None,
-        frame_loss: None,
-        latency_at: None,
-        back_to_back: None,
-        sweep: None,
-    };
+    let mut result = search_result(p, trials.base.direction, lr_pps);
     let mut lines = Vec::new();
-    let pct = |pps: f64| pps / lr_pps * 100.0;
     if matches!(plan.method, Method::Mlr | Method::Both) {
         let cfg = search::MlrConfig {
             goals: plan.goals.clone(),
             ..search::MlrConfig::new(min, max)
         };
         let r = search::mlr_search(&mut trials, &cfg).map_err(|e| anyhow!("{e}"))?;
-        for g in &r.goals {
-            let v = g.conditional_throughput_pps.or(g.relevant_lower_bound_pps);
-            let answer = match (&g.irregular, v) {
-                (Some(search::mlr::Irregular::MinLoadIsUpperBound), _) => format!(
-                    "below {min:.0} pps (the lowest load tried lost more than {} %); pass a lower --min-rate",
-                    g.goal.loss_ratio * 100.0
-                ),
-                (Some(search::mlr::Irregular::TesterLimitIsLowerBound), Some(v)) => format!(
-                    ">= {v:.0} pps, {:.2} % of line rate: the tester's limit, not the DUT's (no DUT loss up to what it could offer)",
-                    pct(v)
-                ),
-                (Some(search::mlr::Irregular::TesterLimitInBracket), Some(v)) => format!(
-                    "between {v:.0} and {:.0} pps ({:.2} % of line rate at most): the DUT lost frames at the upper bound; the tester could not offer the loads between to narrow it",
-                    g.relevant_upper_bound_pps.unwrap_or(v),
-                    pct(g.relevant_upper_bound_pps.unwrap_or(v))
-                ),
-                (Some(search::mlr::Irregular::MaxLoadIsLowerBound), Some(v)) => format!(
-                    ">= {v:.0} pps, {:.2} % of line rate: no loss up to --max-rate",
-                    pct(v)
-                ),
-                (Some(search::mlr::Irregular::Unfinished), _) => {
-                    let why = match r.end {
-                        search::MlrEnd::TrialLimit => "it reached its trial limit",
-                        search::MlrEnd::TimeLimit => "it reached its time limit",
-                        _ => "it ended",
-                    };
-                    let bounds = match (g.relevant_lower_bound_pps, g.relevant_upper_bound_pps) {
-                        (Some(lo), Some(hi)) => format!("between {lo:.0} and {hi:.0} pps"),
-                        (Some(lo), None) => format!(">= {lo:.0} pps"),
-                        (None, Some(hi)) => format!("below {hi:.0} pps"),
-                        (None, None) => "no bound".into(),
-                    };
-                    format!(
-                        "unfinished: {bounds} when {why} before the goal's width; run it again or allow more trials"
-                    )
-                }
-                (_, Some(v)) => format!("{v:.0} pps, {:.2} % of line rate", pct(v)),
-                (_, None) => "not found".into(),
-            };
-            lines.push(format!(
-                "{} {}: {answer} ({} trials, {:.1} s)",
-                p.name, g.goal.name, g.trials_used, g.time_spent_s
-            ));
-            if let Some(c) = &g.confidence {
-                lines.push(format!("  {} evidence: {}", g.goal.name, c.summary()));
-            }
-        }
+        lines.extend(mlr_lines(&p.name, &r, min, lr_pps));
         result.mlr = Some(r);
     }
     if matches!(plan.method, Method::Rfc2544 | Method::Both) {
-        let mut cfg = search::Rfc2544Config::new(min, max);
-        cfg.trial_duration_s = plan.rfc_trial_s;
-        cfg.acceptable_loss_ratio = plan.rfc_acceptable_loss;
-        cfg.resolution = search::rfc2544::Resolution::Relative(plan.rfc_resolution);
-        if !plan.rfc_waits {
-            cfg.waits = search::TrialWaits::NONE;
-        }
+        let cfg = rfc2544_config(plan, min, max);
         let r = search::rfc2544_throughput(&mut UdpTrialsWait(&mut trials), &cfg)
             .map_err(|e| anyhow!("{e}"))?;
-        lines.push(format!(
-            "{} RFC 2544 throughput: {}{}{} ({} trials, {:.1} s)",
-            p.name,
-            match (r.end, r.throughput_pps) {
-                (search::rfc2544::ThroughputEnd::MinRateFailed, _) => format!(
-                    "below {min:.0} pps (the lowest load tried lost frames); pass a lower --min-rate"
-                ),
-                (search::rfc2544::ThroughputEnd::TesterLimit, Some(v)) => format!(
-                    ">= {v:.0} pps, {:.2} % of line rate: the tester's limit, not the DUT's",
-                    pct(v)
-                ),
-                (_, Some(v)) => format!("{v:.0} pps, {:.2} % of line rate", pct(v)),
-                (_, None) => "none found".into(),
-            },
-            match r.contradicting_trials {
-                0 => String::new(),
-                n => format!(
-                    "; {n} trial{} contradicted an earlier one (loss below a rate that had \
-                     passed, or the reverse): the DUT's loss-free rate moved while it was measured",
-                    if n == 1 { "" } else { "s" }
-                ),
-            },
-            if r.rfc2544_compliant {
-                ""
-            } else {
-                " [not RFC 2544 compliant: see compliance_notes]"
-            },
-            r.trials.len(),
-            r.time_spent_s
-        ));
+        lines.push(rfc2544_line(&p.name, &r, min, lr_pps));
         if plan.frame_loss {
-            let mut fl = search::FrameLossConfig::new(max);
-            fl.trial_duration_s = plan.rfc_trial_s;
-            if !plan.rfc_waits {
-                fl.waits = search::TrialWaits::NONE;
-            }
+            let fl = frame_loss_config(plan, max);
             result.frame_loss = Some(
                 search::frame_loss_rate(&mut UdpTrialsWait(&mut trials), &fl)
                     .map_err(|e| anyhow!("{e}"))?,

@@ -7,7 +7,8 @@
 //! Files, top down: `app` (one command → a topology → its tests) →
 //! `suite` (the lab's standard suite), `plan_run` (a plan's hosts and
 //! tests) → `loadtest` (every kind of test, the trial runners of ramps and
-//! searches; after a search, `latency_at`: its load points' trials and
+//! searches; `search_lines`: what a search prints and its searches'
+//! configurations; after a search, `latency_at`: its load points' trials and
 //! one-way latency, and the refusal of two clocks) → `run` (the results document, its directory, the final
 //! table and exit status), `sweep` (a sweep point's tagging and list),
 //! `abort` (`--abort-on-fail`: criteria held against a test's intervals
@@ -33,6 +34,7 @@ pub mod latency_at;
 pub mod loadtest;
 pub mod plan_run;
 pub mod run;
+pub mod search_lines;
 pub mod suite;
 pub mod summary;
 pub mod sweep;

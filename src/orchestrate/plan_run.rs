@@ -213,10 +213,9 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
     Ok(())
 }
 
-/// A plan with `[lab]`: its tests grouped by the lab they need (in the
-/// order each setting first appears), each lab built once, its tests run
-/// in it, and torn down before the next.
-fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
+/// The plan's distinct lab settings, in the order its tests name them;
+/// says how many tests run in how many.
+fn lab_settings(plan: &PlanConfig) -> Vec<LabSpec> {
     let mut settings: Vec<LabSpec> = Vec::new();
     for t in &plan.tests {
         if let Some(l) = &t.lab {
@@ -234,6 +233,25 @@ fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
         settings.len(),
         if settings.len() == 1 { "" } else { "s" },
     );
+    settings
+}
+
+/// Says which lab the next tests run in.
+fn announce_lab(spec: &LabSpec) {
+    errln!(
+        "lab: DUT {}, MTU {}, {} queue{} per veth",
+        spec.dut.map_or("none (back to back)", |d| d.name()),
+        spec.mtu,
+        spec.queues,
+        if spec.queues == 1 { "" } else { "s" }
+    );
+}
+
+/// A plan with `[lab]`: its tests grouped by the lab they need (in the
+/// order each setting first appears), each lab built once, its tests run
+/// in it, and torn down before the next.
+fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
+    let settings = lab_settings(plan);
     for spec in settings {
         if stop_requested() {
             break;
@@ -272,13 +290,7 @@ fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
         run.results.labs.push(lab.topology.clone());
         let idx = run.results.labs.len() - 1;
         run.save();
-        errln!(
-            "lab: DUT {}, MTU {}, {} queue{} per veth",
-            spec.dut.map_or("none (back to back)", |d| d.name()),
-            spec.mtu,
-            spec.queues,
-            if spec.queues == 1 { "" } else { "s" }
-        );
+        announce_lab(&spec);
         for t in tests {
             if stop_requested() {
                 break;

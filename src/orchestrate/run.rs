@@ -315,6 +315,49 @@ impl Run {
         self.add_test(r);
     }
 
+    /// The table printed at the end of a run: the tests, the profiles'
+    /// summary, the matrix, the sweep's points and the criteria's verdicts.
+    fn final_table(&self) -> String {
+        let mut table = report::table(&self.results);
+        if let Some(t) = crate::report::profiles::summary_table(&self.results) {
+            table.push_str(&t);
+        }
+        if let Some(t) = crate::report::matrix::table(&self.results) {
+            table.push_str(&t);
+        }
+        if let Some(t) = crate::orchestrate::sweep::points_list(
+            &self.results,
+            self.dir.as_ref().map(|d| d.path.as_path()),
+        ) {
+            table.push_str(&t);
+        }
+        table.push_str(&crate::report::verdicts::terminal(&self.results));
+        table
+    }
+
+    /// Writes the run's HTML report into its directory and says where the
+    /// results are; the error when they could not all be written.
+    fn write_report(&self) -> Option<String> {
+        let d = self.dir.as_ref()?;
+        if d.write_error().is_none() {
+            if let Err(e) = crate::report::write_run_report(&d.path) {
+                d.failed(format!("{e:#}"));
+            }
+        }
+        match d.write_error() {
+            None => {
+                errln!("results: {}", d.path.display());
+                None
+            }
+            Some(e) => Some(format!(
+                "the results of this run could not be written to {}: {e}; what is printed \
+                 above is all that remains of it: free space there or choose another \
+                 --results-dir, and run again",
+                d.path.display()
+            )),
+        }
+    }
+
     /// Marks the run done, writes the final files and prints the table.
     /// Returns the process exit status.
     pub fn finish(mut self, error: Option<anyhow::Error>) -> i32 {
@@ -332,20 +375,7 @@ impl Run {
         self.results.error = error.as_ref().map(|e| format!("{e:#}"));
         let baseline_error = self.decide();
         self.save();
-        let mut table = report::table(&self.results);
-        if let Some(t) = crate::report::profiles::summary_table(&self.results) {
-            table.push_str(&t);
-        }
-        if let Some(t) = crate::report::matrix::table(&self.results) {
-            table.push_str(&t);
-        }
-        if let Some(t) = crate::orchestrate::sweep::points_list(
-            &self.results,
-            self.dir.as_ref().map(|d| d.path.as_path()),
-        ) {
-            table.push_str(&t);
-        }
-        table.push_str(&crate::report::verdicts::terminal(&self.results));
+        let table = self.final_table();
         if self.json {
             errprint!("{table}");
             match serde_json::to_string_pretty(&self.results) {
@@ -355,25 +385,7 @@ impl Run {
         } else {
             stdout::print(&table);
         }
-        let mut unwritten = None;
-        if let Some(d) = &self.dir {
-            if d.write_error().is_none() {
-                if let Err(e) = crate::report::write_run_report(&d.path) {
-                    d.failed(format!("{e:#}"));
-                }
-            }
-            match d.write_error() {
-                None => errln!("results: {}", d.path.display()),
-                Some(e) => {
-                    unwritten = Some(format!(
-                        "the results of this run could not be written to {}: {e}; what is printed \
-                     above is all that remains of it: free space there or choose another \
-                     --results-dir, and run again",
-                        d.path.display()
-                    ))
-                }
-            }
-        }
+        let unwritten = self.write_report();
         if let Some(u) = &unwritten {
             errln!("error: {u}");
         }

@@ -356,14 +356,67 @@ fn profile_wanted(args: &LabConfig, name: &str) -> bool {
             .any(|o| name.contains(o.as_str()) || o == "profiles")
 }
 
+/// The profiles' searches: MLR for NDR and PDR (0.5 %) from a thousandth
+/// of `top` pps up to it, in short trials.
+fn suite_search(top: f64) -> SearchPlan {
+    use crate::model::units::Rate;
+    use crate::orchestrate::config::Method;
+    use crate::search;
+    let goal = search::MlrGoal {
+        final_trial_duration_s: 1.0,
+        initial_trial_duration_s: 0.5,
+        duration_sum_s: 2.0,
+        relative_width: 0.02,
+        ..search::MlrGoal::ndr()
+    };
+    SearchPlan {
+        method: Method::Mlr,
+        // A thousandth of the top: the self-test's ceiling (the live
+        // engine's, millions of pps) must not put a slow DUT below it.
+        min_rate: Some(Rate::Pps((top / 1000.0).max(1000.0).round())),
+        max_rate: Rate::Pps(top.round()),
+        goals: vec![
+            goal.clone(),
+            search::MlrGoal {
+                name: "pdr".into(),
+                loss_ratio: 0.005,
+                ..goal
+            },
+        ],
+        rfc_trial_s: 60.0,
+        rfc_waits: true,
+        rfc_acceptable_loss: 0.0,
+        rfc_resolution: 0.02,
+        frame_loss: false,
+        cap_pps: None,
+        latency_at: Vec::new(),
+        b2b: Default::default(),
+        verbose: false,
+    }
+}
+
+/// The stream every profile sends: 16 flows, the lab's direction and
+/// engines.
+fn suite_stream(args: &LabConfig, opts: &RunOpts) -> Stream {
+    Stream {
+        flows: 16,
+        bidir: args.direction == Direction::Both,
+        ipv6: false,
+        cpus: opts.cpus.clone(),
+        allow: opts.allow_target.clone(),
+        tx_engine: args.tx_engine,
+        rx_engine: args.rx_engine,
+        threads: args.threads,
+    }
+}
+
 /// Per seed profile: an MLRsearch for NDR and PDR bounded by what the
 /// tester showed it can send in the self-test, then a ramp sized to what
 /// the search found (from half the NDR to half again above the PDR's upper
 /// bound), so its samples fall where the DUT saturates; where the two
 /// disagree, the ramp says so and why.
 fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) -> Result<()> {
-    use crate::model::units::Rate;
-    use crate::orchestrate::config::{Method, RampConfig};
+    use crate::orchestrate::config::RampConfig;
     use crate::search;
     // The tester's own ceiling: above it every trial measures the tester.
     let cap = run
@@ -373,16 +426,7 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
         .filter(|t| t.name.starts_with("self-test"))
         .flat_map(|t| t.directions.iter().map(|d| d.rx_pps))
         .fold(0.0, f64::max);
-    let stream = Stream {
-        flows: 16,
-        bidir: args.direction == Direction::Both,
-        ipv6: false,
-        cpus: opts.cpus.clone(),
-        allow: opts.allow_target.clone(),
-        tx_engine: args.tx_engine,
-        rx_engine: args.rx_engine,
-        threads: args.threads,
-    };
+    let stream = suite_stream(args, opts);
     let secs = args.duration_s.unwrap_or(8.0).clamp(2.0, 600.0);
     let mut lines = Vec::new();
     for name in config::SEED_PROFILES {
@@ -402,37 +446,7 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
         } else {
             line_pps
         };
-        let goal = search::MlrGoal {
-            final_trial_duration_s: 1.0,
-            initial_trial_duration_s: 0.5,
-            duration_sum_s: 2.0,
-            relative_width: 0.02,
-            ..search::MlrGoal::ndr()
-        };
-        let plan = SearchPlan {
-            method: Method::Mlr,
-            // A thousandth of the top: the self-test's ceiling (the live
-            // engine's, millions of pps) must not put a slow DUT below it.
-            min_rate: Some(Rate::Pps((top / 1000.0).max(1000.0).round())),
-            max_rate: Rate::Pps(top.round()),
-            goals: vec![
-                goal.clone(),
-                search::MlrGoal {
-                    name: "pdr".into(),
-                    loss_ratio: 0.005,
-                    ..goal
-                },
-            ],
-            rfc_trial_s: 60.0,
-            rfc_waits: true,
-            rfc_acceptable_loss: 0.0,
-            rfc_resolution: 0.02,
-            frame_loss: false,
-            cap_pps: None,
-            latency_at: Vec::new(),
-            b2b: Default::default(),
-            verbose: false,
-        };
+        let plan = suite_search(top);
         let cfg = SearchConfig {
             profiles: vec![p.clone()],
             stream: stream.clone(),

@@ -254,25 +254,20 @@ fn in_lab(spec: &mut TestSpec) {
     }
 }
 
-/// Hosts with a port make a lab around the external DUT: exactly one on the
-/// generator side and one on the sink side, and tests between those two.
-fn port_lab(
+/// Which host with a port generates and which sinks, from the tests that
+/// use them: one of each, each on one side of the DUT.
+fn port_sides(
     plan: &Plan,
     hosts: &[HostConfig],
     tests: &[PlanTest],
-) -> Result<Option<PortLabConfig>, LoadError> {
-    let with_port: Vec<usize> = (0..hosts.len())
-        .filter(|&i| !hosts[i].ports.is_empty())
-        .collect();
-    if with_port.is_empty() {
-        return Ok(None);
-    }
+    with_port: &[usize],
+) -> Result<(usize, usize), LoadError> {
     let at = |i: usize, msg: String| LoadError::Plan(plan.error_at(plan.hosts[i].span, msg));
     let sends = |i: usize| tests.iter().any(|t| t.from.contains(&i));
     let receives = |i: usize| tests.iter().any(|t| t.to == i);
     let mut gen = None;
     let mut sink = None;
-    for &i in &with_port {
+    for &i in with_port {
         let name = &hosts[i].name;
         let slot = match (sends(i), receives(i)) {
             (true, false) => &mut gen,
@@ -304,6 +299,23 @@ fn port_lab(
             "a port lab needs a generator host with a port and a sink host with a port".into(),
         ));
     };
+    Ok((gen, sink))
+}
+
+/// Hosts with a port make a lab around the external DUT: exactly one on the
+/// generator side and one on the sink side, and tests between those two.
+fn port_lab(
+    plan: &Plan,
+    hosts: &[HostConfig],
+    tests: &[PlanTest],
+) -> Result<Option<PortLabConfig>, LoadError> {
+    let with_port: Vec<usize> = (0..hosts.len())
+        .filter(|&i| !hosts[i].ports.is_empty())
+        .collect();
+    if with_port.is_empty() {
+        return Ok(None);
+    }
+    let (gen, sink) = port_sides(plan, hosts, tests, &with_port)?;
     let ports = PortsSpec::from_flags(&PortFlags {
         gen_port: Some(&hosts[gen].ports[0]),
         sink_port: Some(&hosts[sink].ports[0]),
@@ -451,6 +463,59 @@ fn host(plan: &Plan, h: &super::PlanHost) -> Result<HostConfig, PlanError> {
     })
 }
 
+/// Gives the parsed test the plan's name for it (a matrix row keeps its
+/// own), the plan's allowed targets, its address family and, for iperf3,
+/// linerate's own server on the receiving host.
+fn set_test_fields(
+    spec: &mut TestSpec,
+    t: &super::PlanTest,
+    allow_target: &[crate::proto::Cidr],
+    served: Option<crate::proto::iperf3::ServerJob>,
+) {
+    let ipv6 = t.target.is_ipv6();
+    match spec {
+        TestSpec::Tcp(x) => {
+            x.name = t.name.clone();
+            x.allow = allow_target.to_vec();
+        }
+        TestSpec::Udp(x) => {
+            x.name = t.name.clone();
+            x.allow = allow_target.to_vec();
+        }
+        TestSpec::Latency(l) => match &mut l.load {
+            crate::runner::Load::Tcp(x) => {
+                x.name = t.name.clone();
+                x.allow = allow_target.to_vec();
+            }
+            crate::runner::Load::Udp(x) => {
+                x.name = t.name.clone();
+                x.allow = allow_target.to_vec();
+            }
+        },
+        TestSpec::Ramp(r) => {
+            r.stream.ipv6 = ipv6;
+            r.stream.allow = allow_target.to_vec();
+        }
+        TestSpec::Search(s) => {
+            s.stream.ipv6 = ipv6;
+            s.stream.allow = allow_target.to_vec();
+        }
+        TestSpec::Http(tests) => {
+            for x in tests.iter_mut() {
+                if x.row.is_none() {
+                    x.name = t.name.clone();
+                }
+                x.allow = allow_target.to_vec();
+            }
+        }
+        TestSpec::Iperf3(x) => {
+            x.name = t.name.clone();
+            x.job.allow = allow_target.to_vec();
+            x.serve = served.map(|s| served_for(s, x));
+        }
+    }
+}
+
 fn test(
     plan: &Plan,
     t: &super::PlanTest,
@@ -496,48 +561,7 @@ fn test(
     }
     argv.extend(t.argv());
     let (mut spec, expect, abort) = parser.test(plan, t, &argv, iperf3.is_some())?;
-    let ipv6 = t.target.is_ipv6();
-    match &mut spec {
-        TestSpec::Tcp(x) => {
-            x.name = t.name.clone();
-            x.allow = opts.allow_target.clone();
-        }
-        TestSpec::Udp(x) => {
-            x.name = t.name.clone();
-            x.allow = opts.allow_target.clone();
-        }
-        TestSpec::Latency(l) => match &mut l.load {
-            crate::runner::Load::Tcp(x) => {
-                x.name = t.name.clone();
-                x.allow = opts.allow_target.clone();
-            }
-            crate::runner::Load::Udp(x) => {
-                x.name = t.name.clone();
-                x.allow = opts.allow_target.clone();
-            }
-        },
-        TestSpec::Ramp(r) => {
-            r.stream.ipv6 = ipv6;
-            r.stream.allow = opts.allow_target.clone();
-        }
-        TestSpec::Search(s) => {
-            s.stream.ipv6 = ipv6;
-            s.stream.allow = opts.allow_target.clone();
-        }
-        TestSpec::Http(tests) => {
-            for x in tests.iter_mut() {
-                if x.row.is_none() {
-                    x.name = t.name.clone();
-                }
-                x.allow = opts.allow_target.clone();
-            }
-        }
-        TestSpec::Iperf3(x) => {
-            x.name = t.name.clone();
-            x.job.allow = opts.allow_target.clone();
-            x.serve = served.map(|s| served_for(s, x));
-        }
-    }
+    set_test_fields(&mut spec, t, &opts.allow_target, served);
     crate::engine::check_destination(t.target, &opts.allow_target).map_err(|m| {
         plan.error_at(
             t.span,

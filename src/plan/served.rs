@@ -9,7 +9,7 @@
 //! iperf3_server = { max_clients = 12 }   # or iperf3_server = true
 //! ```
 
-use super::value::{span, Src};
+use super::value::{span, Src, Value};
 use super::{HostKind, PlanError};
 use crate::iperf3::slots::MAX_CLIENTS;
 use crate::proto::iperf3::{DEFAULT_PORT, MAX_TIME_S};
@@ -41,6 +41,28 @@ impl Default for PlanServer {
             max_udp_send_bps: 10_000_000_000,
         }
     }
+}
+
+/// `max_udp_send_rate`: a rate like "10G", or 0 for no cap; bit/s.
+fn send_rate(src: Src, v: &Value) -> Result<f64, PlanError> {
+    Ok(match v.get_ref() {
+        DeValue::String(r) => crate::model::units::parse_bps(r).map_err(|e| {
+            src.err(
+                span(v),
+                format!("max_udp_send_rate = \"{r}\": {e}; write e.g. \"10G\", or 0 for no cap"),
+            )
+        })?,
+        DeValue::Integer(_) => src.int(v, "max_udp_send_rate", 0, i64::MAX)? as f64,
+        other => {
+            return Err(src.err(
+                span(v),
+                format!(
+                    "max_udp_send_rate must be a rate like \"10G\" or 0 (no cap), not {}",
+                    other.type_str()
+                ),
+            ))
+        }
+    })
 }
 
 /// `iperf3_server` of host `name`, if it has one: only a host linerate
@@ -106,26 +128,7 @@ pub(super) fn parse(
         s.max_test_time_s = u32::try_from(t).unwrap_or(s.max_test_time_s);
     }
     if let Some(v) = table.get("max_udp_send_rate") {
-        let bps = match v.get_ref() {
-            DeValue::String(r) => crate::model::units::parse_bps(r).map_err(|e| {
-                src.err(
-                    span(v),
-                    format!(
-                        "max_udp_send_rate = \"{r}\": {e}; write e.g. \"10G\", or 0 for no cap"
-                    ),
-                )
-            })?,
-            DeValue::Integer(_) => src.int(v, "max_udp_send_rate", 0, i64::MAX)? as f64,
-            other => {
-                return Err(src.err(
-                    span(v),
-                    format!(
-                        "max_udp_send_rate must be a rate like \"10G\" or 0 (no cap), not {}",
-                        other.type_str()
-                    ),
-                ))
-            }
-        };
+        let bps = send_rate(src, v)?;
         s.max_udp_send_bps = bps.round() as u64;
     }
     Ok(Some(s))

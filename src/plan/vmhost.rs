@@ -86,6 +86,46 @@ pub(super) fn parse(src: Src, name: &str, v: &Value) -> Result<VmHost, PlanError
     Ok(VmHost { spec, nics })
 }
 
+/// A NIC's address with its prefix length (`key` is the field, `found`
+/// its text and where it is), if given.
+fn cidr(
+    src: Src,
+    key: &str,
+    found: Option<(String, super::Span)>,
+) -> Result<Option<crate::proto::Cidr>, PlanError> {
+    let Some((s, at)) = found else {
+        return Ok(None);
+    };
+    if !s.contains('/') {
+        return Err(src.err(
+            at,
+            format!(
+                "{key} '{s}' has no prefix length: write it as ADDRESS/LENGTH, e.g. 198.18.5.1/24"
+            ),
+        ));
+    }
+    s.parse().map(Some).map_err(|_| {
+        src.err(
+            at,
+            format!("{key} '{s}' is not an address with a prefix length: write e.g. 198.18.5.1/24 or 2001:2:0:5::1/64"),
+        )
+    })
+}
+
+/// A NIC's namespace or bridge name, if given, checked as an interface
+/// name; `bad` says what is wrong with one that is not.
+fn ifname(
+    src: Src,
+    found: Option<(String, super::Span)>,
+    bad: fn(&str) -> String,
+) -> Result<Option<String>, PlanError> {
+    let Some((name, at)) = found else {
+        return Ok(None);
+    };
+    crate::netops::check_ifname(&name).map_err(|_| src.err(at, bad(&name)))?;
+    Ok(Some(name))
+}
+
 fn nic(src: Src, name: &str, i: usize, v: &Value) -> Result<VmNic, PlanError> {
     let place = format!("in NIC {i} of host {name}'s vm table");
     let t = src.table(v, "a NIC")?;
@@ -95,49 +135,14 @@ fn nic(src: Src, name: &str, i: usize, v: &Value) -> Result<VmNic, PlanError> {
             .map(|v| Ok((src.text_value(v, key)?, span(v))))
             .transpose()
     };
-    let cidr = |key: &str| -> Result<Option<crate::proto::Cidr>, PlanError> {
-        let Some((s, at)) = text(key)? else {
-            return Ok(None);
-        };
-        if !s.contains('/') {
-            return Err(src.err(
-                at,
-                format!("{key} '{s}' has no prefix length: write it as ADDRESS/LENGTH, e.g. 198.18.5.1/24"),
-            ));
-        }
-        s.parse().map(Some).map_err(|_| {
-            src.err(
-                at,
-                format!("{key} '{s}' is not an address with a prefix length: write e.g. 198.18.5.1/24 or 2001:2:0:5::1/64"),
-            )
-        })
-    };
-    let netns = match text("netns")? {
-        Some((ns, at)) => {
-            crate::netops::check_ifname(&ns).map_err(|_| {
-                src.err(
-                    at,
-                    format!("netns '{ns}' is not a namespace name: use 1 to 15 letters, digits, _ . - (as `ip netns` lists them)"),
-                )
-            })?;
-            Some(ns)
-        }
-        None => None,
-    };
-    let bridge = match text("bridge")? {
-        Some((br, at)) => {
-            crate::netops::check_ifname(&br).map_err(|_| {
-                src.err(
-                    at,
-                    format!("bridge '{br}' is not an interface name: use the name `ip link` shows (1 to 15 characters, no / : or spaces)"),
-                )
-            })?;
-            Some(br)
-        }
-        None => None,
-    };
-    let address = cidr("address")?;
-    let peer = cidr("peer")?;
+    let netns = ifname(src, text("netns")?, |ns| {
+        format!("netns '{ns}' is not a namespace name: use 1 to 15 letters, digits, _ . - (as `ip netns` lists them)")
+    })?;
+    let bridge = ifname(src, text("bridge")?, |br| {
+        format!("bridge '{br}' is not an interface name: use the name `ip link` shows (1 to 15 characters, no / : or spaces)")
+    })?;
+    let address = cidr(src, "address", text("address")?)?;
+    let peer = cidr(src, "peer", text("peer")?)?;
     if let (Some(_), Some(p)) = (&bridge, t.get("peer")) {
         return Err(src.err(
             span(p),

@@ -195,6 +195,21 @@ pub fn default_threshold(f: &Figure, tolerance_pct: f64, baseline: f64, value: f
     }
 }
 
+/// How far a figure moved from the baseline's `bv` to `v`: in points for
+/// a ratio, else in per cent of the baseline.
+fn change_pct(bv: f64, v: f64, in_points: bool) -> f64 {
+    if in_points {
+        (v - bv) * 100.0
+    } else if bv.abs() > 0.0 {
+        (v - bv) / bv.abs() * 100.0
+    } else if v == 0.0 {
+        0.0
+    } else {
+        // From nothing to something: a change of the whole value.
+        100.0 * v.signum()
+    }
+}
+
 /// Compares the subjects of `r` with those of the same name in `base`.
 pub fn compare(
     r: &RunResults,
@@ -221,16 +236,7 @@ pub fn compare(
                 continue;
             };
             let in_points = f.kind == Kind::Ratio;
-            let change_pct = if in_points {
-                (v - bv) * 100.0
-            } else if bv.abs() > 0.0 {
-                (v - bv) / bv.abs() * 100.0
-            } else if v == 0.0 {
-                0.0
-            } else {
-                // From nothing to something: a change of the whole value.
-                100.0 * v.signum()
-            };
+            let change_pct = change_pct(bv, v, in_points);
             let noise = [
                 noise_of(n, f.name, in_points),
                 noise_of(b, f.name, in_points),

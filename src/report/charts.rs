@@ -179,6 +179,96 @@ fn test_note(t: &TestResult) -> String {
     format!("{what}. Intervals both ends reported; drag to zoom, double-click to reset, click a legend entry to hide it.")
 }
 
+/// One direction's lines of a test's chart, each with its values: the
+/// target (paced UDP), what was offered and received, and what went wrong
+/// (retransmits or loss) on its own axis.
+fn direction_lines(
+    list: &[IntervalFigures],
+    n: usize,
+    dir: &str,
+    [rx_color, tx_color, loss_color]: [&str; 3],
+    tcp: bool,
+) -> Vec<(Series, Vec<Option<f64>>)> {
+    let mut out = Vec::new();
+    if !tcp && list.iter().any(|f| f.target_pps.is_some()) {
+        out.push((
+            series(format!("target {dir}"), "rate", IDEAL_COLOR, "target"),
+            column(list, n, |f| f.target_pps),
+        ));
+    }
+    let (offered_label, received_label) = if tcp {
+        ("sent", "received")
+    } else {
+        ("offered", "received")
+    };
+    out.push((
+        series(
+            format!("{offered_label} {dir}"),
+            "rate",
+            tx_color,
+            "offered",
+        ),
+        column(list, n, |f| if tcp { f.tx_l2_bps } else { f.tx_pps }),
+    ));
+    out.push((
+        series(
+            format!("{received_label} {dir}"),
+            "rate",
+            rx_color,
+            "received",
+        ),
+        column(list, n, |f| if tcp { f.rx_l2_bps } else { f.rx_pps }),
+    ));
+    // What goes wrong, on its own axis: retransmits per interval, or
+    // loss in %.
+    let (trouble, per) = if tcp {
+        (&registry::RETRANSMITS, 1.0)
+    } else {
+        (&registry::LOSS_RATIO, 100.0)
+    };
+    out.push((
+        series(
+            format!("{} {dir}", trouble.label),
+            "extra",
+            loss_color,
+            trouble.label,
+        ),
+        column(list, n, |f| (trouble.interval)(f, 0.0).map(|r| r * per)),
+    ));
+    out
+}
+
+/// One run's lines of a comparison chart, each with its values: its
+/// offered load as the ideal (unless the runs were paced), what it
+/// received and, for UDP, its loss.
+fn run_lines(
+    label: &str,
+    color: &str,
+    list: &[IntervalFigures],
+    n: usize,
+    tcp: bool,
+    paced: bool,
+) -> Vec<(Series, Vec<Option<f64>>)> {
+    let mut out = Vec::new();
+    if !paced {
+        out.push((
+            series(format!("{label} ideal (offered)"), "rate", color, "ideal"),
+            column(list, n, |f| if tcp { f.tx_l2_bps } else { f.tx_pps }),
+        ));
+    }
+    out.push((
+        series(label.to_string(), "rate", color, "received"),
+        column(list, n, |f| if tcp { f.rx_l2_bps } else { f.rx_pps }),
+    ));
+    if !tcp {
+        out.push((
+            series(format!("{label} loss"), "extra", color, "loss"),
+            column(list, n, |f| f.loss_ratio.map(|r| r * 100.0)),
+        ));
+    }
+    out
+}
+
 /// The time-series chart of one test of one run: every direction's offered
 /// and received rate, and its loss (UDP) or retransmits (TCP).
 pub fn test_chart(id: &str, t: &TestResult) -> Option<Chart> {
@@ -195,60 +285,12 @@ pub fn test_chart(id: &str, t: &TestResult) -> Option<Chart> {
     let mut series_list = Vec::new();
     let mut data = vec![xs];
     for (i, (d, list)) in t.directions.iter().zip(&lists).enumerate() {
-        let [rx_color, tx_color, loss_color] = DIR_COLORS[i % DIR_COLORS.len()];
+        let colors = DIR_COLORS[i % DIR_COLORS.len()];
         let dir = figures::dir_label(&d.direction);
-        if !tcp && list.iter().any(|f| f.target_pps.is_some()) {
-            series_list.push(series(
-                format!("target {dir}"),
-                "rate",
-                IDEAL_COLOR,
-                "target",
-            ));
-            data.push(column(list, n, |f| f.target_pps));
+        for (line, col) in direction_lines(list, n, &dir, colors, tcp) {
+            series_list.push(line);
+            data.push(col);
         }
-        let (offered_label, received_label) = if tcp {
-            ("sent", "received")
-        } else {
-            ("offered", "received")
-        };
-        series_list.push(series(
-            format!("{offered_label} {dir}"),
-            "rate",
-            tx_color,
-            "offered",
-        ));
-        data.push(column(
-            list,
-            n,
-            |f| if tcp { f.tx_l2_bps } else { f.tx_pps },
-        ));
-        series_list.push(series(
-            format!("{received_label} {dir}"),
-            "rate",
-            rx_color,
-            "received",
-        ));
-        data.push(column(
-            list,
-            n,
-            |f| if tcp { f.rx_l2_bps } else { f.rx_pps },
-        ));
-        // What goes wrong, on its own axis: retransmits per interval, or
-        // loss in %.
-        let (trouble, per) = if tcp {
-            (&registry::RETRANSMITS, 1.0)
-        } else {
-            (&registry::LOSS_RATIO, 100.0)
-        };
-        series_list.push(series(
-            format!("{} {dir}", trouble.label),
-            "extra",
-            loss_color,
-            trouble.label,
-        ));
-        data.push(column(list, n, |f| {
-            (trouble.interval)(f, 0.0).map(|r| r * per)
-        }));
     }
     let y = if tcp {
         vec![
@@ -424,33 +466,9 @@ pub fn comparison_charts(runs: &[Run]) -> Vec<Chart> {
                 continue;
             }
             let color = RUN_COLORS[i % RUN_COLORS.len()];
-            if !paced {
-                series_list.push(series(
-                    format!("{} ideal (offered)", run.label),
-                    "rate",
-                    color,
-                    "ideal",
-                ));
-                data.push(column(
-                    list,
-                    n,
-                    |f| if tcp { f.tx_l2_bps } else { f.tx_pps },
-                ));
-            }
-            series_list.push(series(run.label.clone(), "rate", color, "received"));
-            data.push(column(
-                list,
-                n,
-                |f| if tcp { f.rx_l2_bps } else { f.rx_pps },
-            ));
-            if !tcp {
-                series_list.push(series(
-                    format!("{} loss", run.label),
-                    "extra",
-                    color,
-                    "loss",
-                ));
-                data.push(column(list, n, |f| f.loss_ratio.map(|r| r * 100.0)));
+            for (line, col) in run_lines(&run.label, color, list, n, tcp, paced) {
+                series_list.push(line);
+                data.push(col);
             }
         }
         let mut y = vec![if tcp {

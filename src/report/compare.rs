@@ -176,6 +176,15 @@ impl Noise {
 /// (goodput and retransmits for TCP); per ramp its saturation point and
 /// peak; per search each result.
 fn groups(runs: &[Run]) -> Vec<Group> {
+    let mut out = test_groups(runs);
+    out.extend(ramp_groups(runs));
+    out.extend(search_groups(runs));
+    out
+}
+
+/// A group per test and direction the runs share: the received rate and
+/// what went wrong, with each run's noise.
+fn test_groups(runs: &[Run]) -> Vec<Group> {
     let mut out = Vec::new();
     for key in comparison_keys(runs) {
         let found: Vec<_> = runs.iter().map(|r| find(&r.results, &key)).collect();
@@ -217,22 +226,19 @@ fn groups(runs: &[Run]) -> Vec<Group> {
             rows,
         });
     }
+    out
+}
+
+/// A group per ramp and direction: where it saturated and its peak.
+fn ramp_groups(runs: &[Run]) -> Vec<Group> {
+    let mut out = Vec::new();
     let mut ramp_keys: Vec<(String, String)> = Vec::new();
-    let mut search_keys: Vec<(String, String)> = Vec::new();
     for r in runs {
         for ramp in &r.results.ramps {
             for d in &ramp.directions {
                 let k = (ramp.name.clone(), d.direction.clone());
                 if !ramp_keys.contains(&k) {
                     ramp_keys.push(k);
-                }
-            }
-        }
-        for x in &r.results.searches {
-            for (label, _, _) in ramps::search_results(x) {
-                let k = (x.name.clone(), label);
-                if !search_keys.contains(&k) {
-                    search_keys.push(k);
                 }
             }
         }
@@ -273,6 +279,23 @@ fn groups(runs: &[Run]) -> Vec<Group> {
             ],
         });
     }
+    out
+}
+
+/// A group per search: a row per result it reports (NDR, PDR, RFC 2544
+/// throughput…), lower bounds marked.
+fn search_groups(runs: &[Run]) -> Vec<Group> {
+    let mut search_keys: Vec<(String, String)> = Vec::new();
+    for r in runs {
+        for x in &r.results.searches {
+            for (label, _, _) in ramps::search_results(x) {
+                let k = (x.name.clone(), label);
+                if !search_keys.contains(&k) {
+                    search_keys.push(k);
+                }
+            }
+        }
+    }
     let mut by_search: Vec<Group> = Vec::new();
     for (name, label) in search_keys {
         let found: Vec<Option<(f64, bool)>> = runs
@@ -304,8 +327,67 @@ fn groups(runs: &[Run]) -> Vec<Group> {
             }),
         }
     }
-    out.extend(by_search);
-    out
+    by_search
+}
+
+/// The callout when the runs share no test: each run's tests listed.
+fn no_shared_test(runs: &[Run]) -> String {
+    let lists: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            let names: Vec<&str> = r.results.tests.iter().map(|t| t.name.as_str()).collect();
+            format!(
+                "{}: {}",
+                r.label,
+                if names.is_empty() {
+                    "no tests".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )
+        })
+        .collect();
+    format!(
+        "<p class=\"callout warn\" data-shared=\"0\">These runs share no test: no test of one \
+             measured what a test of another did (same protocol, frame, flows, rate, streams), \
+             so there is nothing to set side by side. {}.</p>",
+        esc(&lists.join("; "))
+    )
+}
+
+/// A figure's cells across the runs: each run's value (a bar when the
+/// figure has one, against the `best`) and, after the first, its change.
+fn figure_cells(fig: &Row, best: f64) -> String {
+    let mut s = String::new();
+    let base = fig.values.first().copied().flatten();
+    for (i, v) in fig.values.iter().enumerate() {
+        let shown = |v: f64| {
+            let ge = if fig.at_least.get(i).copied().unwrap_or(false) {
+                "≥ "
+            } else {
+                ""
+            };
+            format!("{ge}{}", (fig.show)(v))
+        };
+        s.push_str(&match *v {
+            Some(v) if fig.bar && best > 0.0 => bar(v / best, &shown(v), fig.key, v),
+            Some(v) => num(fig.key, v, &shown(v), if i == 0 { "strong" } else { "" }),
+            None => dash(),
+        });
+        if i > 0 {
+            let noise = [fig.noise.first(), fig.noise.get(i)]
+                .into_iter()
+                .flatten()
+                .flatten()
+                .fold(0.0_f64, |a, b| a.max(*b));
+            let bounds = (
+                fig.at_least.first().copied().unwrap_or(false),
+                fig.at_least.get(i).copied().unwrap_or(false),
+            );
+            s.push_str(&delta_cell(fig, *v, base, noise, bounds));
+        }
+    }
+    s
 }
 
 /// Per test and direction (and per ramp and search): every run's figure
@@ -338,30 +420,7 @@ pub fn differences(runs: &[Run]) -> String {
         })
         .count();
     if runs.len() > 1 && shared == 0 {
-        let lists: Vec<String> = runs
-            .iter()
-            .map(|r| {
-                let names: Vec<&str> = r.results.tests.iter().map(|t| t.name.as_str()).collect();
-                format!(
-                    "{}: {}",
-                    r.label,
-                    if names.is_empty() {
-                        "no tests".to_string()
-                    } else {
-                        names.join(", ")
-                    }
-                )
-            })
-            .collect();
-        s.insert_str(
-            0,
-            &format!(
-                "<p class=\"callout warn\" data-shared=\"0\">These runs share no test: no test of one \
-                 measured what a test of another did (same protocol, frame, flows, rate, streams), \
-                 so there is nothing to set side by side. {}.</p>",
-                esc(&lists.join("; "))
-            ),
-        );
+        s.insert_str(0, &no_shared_test(runs));
     }
     for g in groups {
         for (ri, fig) in g.rows.iter().enumerate() {
@@ -385,34 +444,7 @@ pub fn differences(runs: &[Run]) -> String {
                 ));
             }
             s.push_str(&format!("<td>{}</td>", esc(&fig.figure)));
-            let base = fig.values.first().copied().flatten();
-            for (i, v) in fig.values.iter().enumerate() {
-                let shown = |v: f64| {
-                    let ge = if fig.at_least.get(i).copied().unwrap_or(false) {
-                        "≥ "
-                    } else {
-                        ""
-                    };
-                    format!("{ge}{}", (fig.show)(v))
-                };
-                s.push_str(&match *v {
-                    Some(v) if fig.bar && best > 0.0 => bar(v / best, &shown(v), fig.key, v),
-                    Some(v) => num(fig.key, v, &shown(v), if i == 0 { "strong" } else { "" }),
-                    None => dash(),
-                });
-                if i > 0 {
-                    let noise = [fig.noise.first(), fig.noise.get(i)]
-                        .into_iter()
-                        .flatten()
-                        .flatten()
-                        .fold(0.0_f64, |a, b| a.max(*b));
-                    let bounds = (
-                        fig.at_least.first().copied().unwrap_or(false),
-                        fig.at_least.get(i).copied().unwrap_or(false),
-                    );
-                    s.push_str(&delta_cell(fig, *v, base, noise, bounds));
-                }
-            }
+            s.push_str(&figure_cells(fig, best));
             s.push_str("</tr>");
         }
     }

@@ -49,15 +49,9 @@ fn search_trials(s: &crate::results::SearchResult) -> impl Iterator<Item = &Sear
     mlr.chain(rfc).chain(fl)
 }
 
-/// Cycles per packet against offered load for the run's ramps (a line per
-/// direction) and searches (trials as points); `None` without DUT steps.
-pub fn chart(id: &str, r: &RunResults) -> Option<Chart> {
-    let all: Vec<&DutStep> = steps(r).collect();
-    if all.is_empty() {
-        return None;
-    }
-    // One unit for the whole chart: cycles only when every step has them.
-    let cycles = all.iter().all(|d| d.cycles_per_packet.is_some());
+/// The chart's lines: each ramp direction's seconds and each search's
+/// trials, as (offered load, per-packet cost) points.
+fn lines_of(r: &RunResults, cycles: bool) -> Vec<Line> {
     let mut lines: Vec<Line> = Vec::new();
     for ramp in &r.ramps {
         for d in &ramp.directions {
@@ -88,6 +82,19 @@ pub fn chart(id: &str, r: &RunResults) -> Option<Chart> {
             lines.push((format!("{} trials", s.name), pts, "trial"));
         }
     }
+    lines
+}
+
+/// Cycles per packet against offered load for the run's ramps (a line per
+/// direction) and searches (trials as points); `None` without DUT steps.
+pub fn chart(id: &str, r: &RunResults) -> Option<Chart> {
+    let all: Vec<&DutStep> = steps(r).collect();
+    if all.is_empty() {
+        return None;
+    }
+    // One unit for the whole chart: cycles only when every step has them.
+    let cycles = all.iter().all(|d| d.cycles_per_packet.is_some());
+    let lines = lines_of(r, cycles);
     // What was counted, said once: every step of a run is counted alike.
     let method = r.tests.iter().find_map(|t| t.dut_efficiency.as_ref());
     let mut xs: Vec<f64> = lines.iter().flat_map(|l| &l.1).map(|p| p.0).collect();

@@ -5,7 +5,7 @@
 
 use super::charts::{axis, series, Chart, RUN_COLORS};
 use super::format::esc;
-use crate::proto::http::{CpuSplit, HttpSummary, KtlsStatus, Latency};
+use crate::proto::http::{CpuSplit, HttpSummary, KtlsStatus, Latency, LatencyBucket};
 use crate::results::{RunResults, TestStatus};
 
 fn ms(l: &Option<Latency>, f: fn(&Latency) -> u64) -> String {
@@ -69,6 +69,67 @@ fn side(s: Option<&HttpSummary>, f: impl Fn(&HttpSummary) -> String) -> String {
     s.map(f).unwrap_or_else(|| "-".into())
 }
 
+/// One finished download test's cells of the Downloads table.
+fn download_cells(name: &str, h: &crate::results::HttpResult) -> [String; 17] {
+    let c = &h.client;
+    let sv = h.server.as_ref();
+    let retr: u64 = sv
+        .unwrap_or(c)
+        .connections
+        .iter()
+        .map(|c| c.retransmits)
+        .sum();
+    let cache = sv
+        .and_then(|s| s.cache.as_ref())
+        .map(|c| {
+            if c.cold {
+                format!(
+                    "cold (evicted); {} B read from storage",
+                    c.storage_read_bytes
+                )
+            } else {
+                format!("warmed: {} files, {} B", c.files, c.bytes)
+            }
+        })
+        .unwrap_or_else(|| "-".into());
+    [
+        name.to_string(),
+        h.url.clone(),
+        h.connections.to_string(),
+        format!("{:.3}", h.goodput_bps / 1e9),
+        format!("{:.1}", h.requests_per_s),
+        ms(&c.ttfb, |l| l.p50_us),
+        format!(
+            "{} / {} / {} / {} / {}",
+            ms(&c.latency, |l| l.p50_us),
+            ms(&c.latency, |l| l.p90_us),
+            ms(&c.latency, |l| l.p99_us),
+            ms(&c.latency, |l| l.p999_us),
+            ms(&c.latency, |l| l.max_us)
+        ) + if c.rate_per_s.is_some() {
+            " (from intended send times)"
+        } else {
+            ""
+        },
+        status_counts(c),
+        error_kinds(c),
+        retr.to_string(),
+        cpu(&c.cpu),
+        side(sv, |s| cpu(&s.cpu)),
+        c.tls_version
+            .clone()
+            .map(|v| format!("{v} {}", c.cipher_suite.clone().unwrap_or_default()))
+            .unwrap_or_else(|| "-".into()),
+        ktls(&c.ktls),
+        side(sv, |s| ktls(&s.ktls)),
+        cache,
+        h.bound
+            .clone()
+            .map(|b| format!("{b}: {}", h.bound_reason.clone().unwrap_or_default()))
+            .unwrap_or_else(|| "-".into()),
+    ]
+}
+
 /// The section's HTML, or `None` when the run has no HTTP test.
 pub fn section(r: &RunResults, prefix: &str, charts: &[Chart]) -> Option<String> {
     if !r.tests.iter().any(|t| t.http.is_some()) {
@@ -109,63 +170,7 @@ pub fn section(r: &RunResults, prefix: &str, charts: &[Chart]) -> Option<String>
             ));
             continue;
         }
-        let c = &h.client;
-        let sv = h.server.as_ref();
-        let retr: u64 = sv
-            .unwrap_or(c)
-            .connections
-            .iter()
-            .map(|c| c.retransmits)
-            .sum();
-        let cache = sv
-            .and_then(|s| s.cache.as_ref())
-            .map(|c| {
-                if c.cold {
-                    format!(
-                        "cold (evicted); {} B read from storage",
-                        c.storage_read_bytes
-                    )
-                } else {
-                    format!("warmed: {} files, {} B", c.files, c.bytes)
-                }
-            })
-            .unwrap_or_else(|| "-".into());
-        let cells = [
-            t.name.clone(),
-            h.url.clone(),
-            h.connections.to_string(),
-            format!("{:.3}", h.goodput_bps / 1e9),
-            format!("{:.1}", h.requests_per_s),
-            ms(&c.ttfb, |l| l.p50_us),
-            format!(
-                "{} / {} / {} / {} / {}",
-                ms(&c.latency, |l| l.p50_us),
-                ms(&c.latency, |l| l.p90_us),
-                ms(&c.latency, |l| l.p99_us),
-                ms(&c.latency, |l| l.p999_us),
-                ms(&c.latency, |l| l.max_us)
-            ) + if c.rate_per_s.is_some() {
-                " (from intended send times)"
-            } else {
-                ""
-            },
-            status_counts(c),
-            error_kinds(c),
-            retr.to_string(),
-            cpu(&c.cpu),
-            side(sv, |s| cpu(&s.cpu)),
-            c.tls_version
-                .clone()
-                .map(|v| format!("{v} {}", c.cipher_suite.clone().unwrap_or_default()))
-                .unwrap_or_else(|| "-".into()),
-            ktls(&c.ktls),
-            side(sv, |s| ktls(&s.ktls)),
-            cache,
-            h.bound
-                .clone()
-                .map(|b| format!("{b}: {}", h.bound_reason.clone().unwrap_or_default()))
-                .unwrap_or_else(|| "-".into()),
-        ];
+        let cells = download_cells(&t.name, h);
         s.push_str("<tr>");
         for c in cells {
             s.push_str(&format!("<td>{}</td>", esc(&c)));
@@ -180,6 +185,36 @@ pub fn section(r: &RunResults, prefix: &str, charts: &[Chart]) -> Option<String>
         .collect();
     s.push_str(&format!("<div class=\"chart-grid\">{figs}</div>"));
     Some(s)
+}
+
+/// An HTTP test's chart of download latency, one bar per bucket.
+fn latency_chart(id: String, name: &str, b: &[LatencyBucket]) -> Chart {
+    let mut s = series("downloads".into(), "count", RUN_COLORS[0], "received");
+    s.line = "bars".into();
+    Chart {
+        id,
+        title: format!("{name}: download latency"),
+        x: axis("x", "latency up to", "bucket", None),
+        y: vec![axis("count", "downloads", "count", Some(0.0))],
+        series: vec![s],
+        data: vec![
+            (0..b.len()).map(|k| Some(k as f64)).collect(),
+            b.iter().map(|x| Some(x.count as f64)).collect(),
+        ],
+        note: "Request to last body byte, per download (HDR histogram, 1-2-5 buckets).".into(),
+        steps: false,
+        marks: Vec::new(),
+        x_labels: b
+            .iter()
+            .map(|x| {
+                if x.le_us >= 1000 {
+                    format!("≤{} ms", x.le_us / 1000)
+                } else {
+                    format!("≤{} µs", x.le_us)
+                }
+            })
+            .collect(),
+    }
 }
 
 /// Per HTTP test: throughput per connection over time, latency histogram.
@@ -242,33 +277,7 @@ pub fn charts(prefix: &str, r: &RunResults) -> Vec<Chart> {
         }
         let b = &h.client.latency_histogram;
         if !b.is_empty() {
-            let mut s = series("downloads".into(), "count", RUN_COLORS[0], "received");
-            s.line = "bars".into();
-            out.push(Chart {
-                id: format!("{prefix}http{i}lat"),
-                title: format!("{}: download latency", t.name),
-                x: axis("x", "latency up to", "bucket", None),
-                y: vec![axis("count", "downloads", "count", Some(0.0))],
-                series: vec![s],
-                data: vec![
-                    (0..b.len()).map(|k| Some(k as f64)).collect(),
-                    b.iter().map(|x| Some(x.count as f64)).collect(),
-                ],
-                note: "Request to last body byte, per download (HDR histogram, 1-2-5 buckets)."
-                    .into(),
-                steps: false,
-                marks: Vec::new(),
-                x_labels: b
-                    .iter()
-                    .map(|x| {
-                        if x.le_us >= 1000 {
-                            format!("≤{} ms", x.le_us / 1000)
-                        } else {
-                            format!("≤{} µs", x.le_us)
-                        }
-                    })
-                    .collect(),
-            });
+            out.push(latency_chart(format!("{prefix}http{i}lat"), &t.name, b));
         }
     }
     out

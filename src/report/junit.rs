@@ -38,29 +38,50 @@ struct Case {
     errors: Vec<String>,
 }
 
-/// The JUnit document of a run.
-pub fn document(r: &RunResults) -> String {
+/// A subject's time: its tests' durations and its searches' time spent.
+fn time_of(r: &RunResults, name: &str) -> f64 {
+    r.tests
+        .iter()
+        .filter(|t| t.name == name)
+        .map(|t| t.params.duration_s)
+        .chain(
+            r.searches
+                .iter()
+                .filter(|x| x.name == name)
+                .flat_map(|x| {
+                    [
+                        x.mlr.as_ref().map(|m| m.time_spent_s),
+                        x.rfc2544.as_ref().map(|m| m.time_spent_s),
+                    ]
+                })
+                .flatten(),
+        )
+        .fold(0.0, |a, b| a + b.max(0.0))
+}
+
+/// Adds a failure or an error to the "run" case, made when first needed.
+fn run_case(cases: &mut Vec<Case>, failure: Option<(String, String)>, error: Option<String>) {
+    if !cases.iter().any(|c| c.name == "run") {
+        cases.push(Case {
+            name: "run".into(),
+            time_s: 0.0,
+            failures: vec![],
+            errors: vec![],
+        });
+    }
+    if let Some(c) = cases.iter_mut().find(|c| c.name == "run") {
+        c.failures.extend(failure);
+        c.errors.extend(error);
+    }
+}
+
+/// A case per subject with its failed criteria, regressions and errors;
+/// what belongs to no subject goes to the "run" case.
+fn cases(r: &RunResults) -> Vec<Case> {
     let mut cases: Vec<Case> = subjects(r, Marks::default(), Marks::of(r))
         .into_iter()
         .map(|s| Case {
-            time_s: r
-                .tests
-                .iter()
-                .filter(|t| t.name == s.name)
-                .map(|t| t.params.duration_s)
-                .chain(
-                    r.searches
-                        .iter()
-                        .filter(|x| x.name == s.name)
-                        .flat_map(|x| {
-                            [
-                                x.mlr.as_ref().map(|m| m.time_spent_s),
-                                x.rfc2544.as_ref().map(|m| m.time_spent_s),
-                            ]
-                        })
-                        .flatten(),
-                )
-                .fold(0.0, |a, b| a + b.max(0.0)),
+            time_s: time_of(r, &s.name),
             name: s.name,
             failures: vec![],
             errors: vec![],
@@ -83,21 +104,6 @@ pub fn document(r: &RunResults) -> String {
             c.errors.push(msg);
         }
     }
-    let run_case =
-        |cases: &mut Vec<Case>, failure: Option<(String, String)>, error: Option<String>| {
-            if !cases.iter().any(|c| c.name == "run") {
-                cases.push(Case {
-                    name: "run".into(),
-                    time_s: 0.0,
-                    failures: vec![],
-                    errors: vec![],
-                });
-            }
-            if let Some(c) = cases.iter_mut().find(|c| c.name == "run") {
-                c.failures.extend(failure);
-                c.errors.extend(error);
-            }
-        };
     for c in r.criteria.iter().filter(|c| !c.passed) {
         let text = (
             format!("{}: {}", c.expect, c.detail),
@@ -133,6 +139,12 @@ pub fn document(r: &RunResults) -> String {
     if let Some(e) = &r.error {
         run_case(&mut cases, None, Some(format!("the run failed: {e}")));
     }
+    cases
+}
+
+/// The JUnit document of a run.
+pub fn document(r: &RunResults) -> String {
+    let cases = cases(r);
     let failures: usize = cases.iter().map(|c| c.failures.len()).sum();
     let errors: usize = cases.iter().map(|c| c.errors.len()).sum();
     let time = cases.iter().fold(0.0, |a, c| a + c.time_s);

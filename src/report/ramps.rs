@@ -4,13 +4,13 @@
 //! as lines; the DUT's cycles per packet over load, from `efficiency`) and their tables (saturation per ramp; NDR, PDR and RFC 2544
 //! throughput per frame size as bars of the line rate).
 
-use super::charts::{axis, series, sig, Chart, Mark, IDEAL_COLOR};
+use super::charts::{axis, series, sig, Chart, Mark, Series, IDEAL_COLOR};
 use super::format::{self as fmt, esc};
 use super::sections::{bar, dash, num};
 use crate::proto::FrameSpec;
 use crate::results::bottleneck::sample_tester_limited;
 use crate::results::{RampDirection, RampResult, RunResults, SearchResult};
-use crate::search::{RampPhase, SearchTrial};
+use crate::search::{RampPhase, RampSample, SearchTrial};
 
 fn frame_bytes(f: FrameSpec) -> f64 {
     match f {
@@ -31,6 +31,46 @@ const LIMITED: &str = "#b8860b";
 const LOSS: &str = "#d62728";
 const PASS: &str = "#2a9d3f";
 const RESULT_COLORS: [&str; 4] = ["#1f5fa8", "#8c2d9c", "#17a2b8", "#7f7f7f"];
+
+/// The forwarded-vs-offered chart's lines: the ideal, what was forwarded
+/// and, if any, the samples the tester limited.
+fn forwarded_lines(
+    dir: &str,
+    samples: &[&RampSample],
+    x: &[Option<f64>],
+) -> (Vec<Series>, Vec<Vec<Option<f64>>>) {
+    let mut fwd_series = vec![
+        series(
+            "ideal: forwarded = offered".into(),
+            "rate",
+            IDEAL_COLOR,
+            "ideal",
+        ),
+        series(format!("forwarded {dir}"), "rate", FORWARDED, "received"),
+    ];
+    let mut fwd_data = vec![
+        x.to_vec(),
+        x.to_vec(),
+        samples.iter().map(|s| Some(sig(s.received_pps))).collect(),
+    ];
+    // Lossy samples are the DUT's evidence, whatever the sender did: only
+    // short samples without loss measure the tester.
+    if samples.iter().any(|s| sample_tester_limited(s)) {
+        fwd_series.push(series(
+            "tester-limited samples".into(),
+            "rate",
+            LIMITED,
+            "limited",
+        ));
+        fwd_data.push(
+            samples
+                .iter()
+                .map(|s| sample_tester_limited(s).then(|| sig(s.received_pps)))
+                .collect(),
+        );
+    }
+    (fwd_series, fwd_data)
+}
 
 /// Forwarded vs offered, and loss vs offered, of one ramp direction. Warmup
 /// samples are left out: they run at another rate by design.
@@ -56,36 +96,7 @@ fn ramp_direction_charts(id: &str, r: &RampResult, d: &RampDirection) -> Vec<Cha
         })
         .collect();
     let x_axis = axis("x", "offered load", "pps", Some(0.0));
-    let mut fwd_series = vec![
-        series(
-            "ideal: forwarded = offered".into(),
-            "rate",
-            IDEAL_COLOR,
-            "ideal",
-        ),
-        series(format!("forwarded {dir}"), "rate", FORWARDED, "received"),
-    ];
-    let mut fwd_data = vec![
-        x.clone(),
-        x.clone(),
-        samples.iter().map(|s| Some(sig(s.received_pps))).collect(),
-    ];
-    // Lossy samples are the DUT's evidence, whatever the sender did: only
-    // short samples without loss measure the tester.
-    if samples.iter().any(|s| sample_tester_limited(s)) {
-        fwd_series.push(series(
-            "tester-limited samples".into(),
-            "rate",
-            LIMITED,
-            "limited",
-        ));
-        fwd_data.push(
-            samples
-                .iter()
-                .map(|s| sample_tester_limited(s).then(|| sig(s.received_pps)))
-                .collect(),
-        );
-    }
+    let (fwd_series, fwd_data) = forwarded_lines(&dir, &samples, &x);
     let threshold = d.summary.loss_threshold * 100.0;
     vec![
         Chart {
@@ -292,10 +303,8 @@ pub fn charts(prefix: &str, r: &RunResults) -> Vec<Chart> {
     out
 }
 
-/// One chart per ramp and direction across runs: each run's forwarded rate
-/// over the offered load (every run at its own offered values, merged on one
-/// axis), the ideal line, and each run's saturation point.
-pub fn comparison_charts(runs: &[super::run::Run]) -> Vec<Chart> {
+/// Every (ramp, direction) of the runs, in the order first seen.
+fn ramp_keys(runs: &[super::run::Run]) -> Vec<(String, String)> {
     let mut keys: Vec<(String, String)> = Vec::new();
     for r in runs {
         for ramp in &r.results.ramps {
@@ -307,23 +316,40 @@ pub fn comparison_charts(runs: &[super::run::Run]) -> Vec<Chart> {
             }
         }
     }
+    keys
+}
+
+/// Per run, one ramp direction's (offered, forwarded) points after the
+/// warmup.
+fn forwarded_per_run(
+    runs: &[super::run::Run],
+    name: &str,
+    direction: &str,
+) -> Vec<Vec<(f64, f64)>> {
+    runs.iter()
+        .map(|r| {
+            r.results
+                .ramps
+                .iter()
+                .filter(|x| x.name == name)
+                .flat_map(|x| &x.directions)
+                .filter(|d| d.direction == direction)
+                .flat_map(|d| &d.samples)
+                .filter(|s| s.phase != RampPhase::Warmup)
+                .map(|s| (sig(s.offered_pps), sig(s.received_pps)))
+                .collect()
+        })
+        .collect()
+}
+
+/// One chart per ramp and direction across runs: each run's forwarded rate
+/// over the offered load (every run at its own offered values, merged on one
+/// axis), the ideal line, and each run's saturation point.
+pub fn comparison_charts(runs: &[super::run::Run]) -> Vec<Chart> {
+    let keys = ramp_keys(runs);
     let mut out = Vec::new();
     for (k, (name, direction)) in keys.iter().enumerate() {
-        let per_run: Vec<Vec<(f64, f64)>> = runs
-            .iter()
-            .map(|r| {
-                r.results
-                    .ramps
-                    .iter()
-                    .filter(|x| &x.name == name)
-                    .flat_map(|x| &x.directions)
-                    .filter(|d| &d.direction == direction)
-                    .flat_map(|d| &d.samples)
-                    .filter(|s| s.phase != RampPhase::Warmup)
-                    .map(|s| (sig(s.offered_pps), sig(s.received_pps)))
-                    .collect()
-            })
-            .collect();
+        let per_run = forwarded_per_run(runs, name, direction);
         let mut xs: Vec<f64> = per_run.iter().flatten().map(|p| p.0).collect();
         xs.sort_by(f64::total_cmp);
         xs.dedup();

@@ -234,6 +234,38 @@ fn cpu_of(t: &TestResult, role: &str) -> Option<f64> {
     t.cpu.iter().find(|c| c.role == role).map(|c| c.process_pct)
 }
 
+/// A test's cycles and energy per packet cells (dashes without them).
+fn efficiency_cells(t: &TestResult) -> String {
+    let mut s = String::new();
+    match &t.efficiency {
+        Some(e) => {
+            let notes = e.notes.join("; ");
+            s.push_str(&match e.cycles_per_packet {
+                Some(c) => format!(
+                    "<td class=\"n\" data-key=\"cycles_per_packet\" data-value=\"{c}\" title=\"{}\">{}{}</td>",
+                    esc(&notes),
+                    fmt::count(c.round() as u64),
+                    if e.cycles_source == "perf" {
+                        String::new()
+                    } else {
+                        format!(" <span class=\"muted\">({})</span>", esc(&e.cycles_source))
+                    }
+                ),
+                None => dash(),
+            });
+            s.push_str(&match e.energy_uj_per_packet {
+                Some(j) => num("energy_uj_per_packet", j, &format!("{j:.3} µJ"), ""),
+                None => format!("<td class=\"n na\" title=\"{}\">–</td>", esc(&notes)),
+            });
+        }
+        None => {
+            s.push_str(&dash());
+            s.push_str(&dash());
+        }
+    }
+    s
+}
+
 /// CPU use per endpoint and the efficiency figures of each test.
 pub fn cpu_table(r: &RunResults) -> String {
     let mut s = String::from(
@@ -285,32 +317,7 @@ pub fn cpu_table(r: &RunResults) -> String {
         } else {
             dash()
         });
-        match &t.efficiency {
-            Some(e) => {
-                let notes = e.notes.join("; ");
-                s.push_str(&match e.cycles_per_packet {
-                    Some(c) => format!(
-                        "<td class=\"n\" data-key=\"cycles_per_packet\" data-value=\"{c}\" title=\"{}\">{}{}</td>",
-                        esc(&notes),
-                        fmt::count(c.round() as u64),
-                        if e.cycles_source == "perf" {
-                            String::new()
-                        } else {
-                            format!(" <span class=\"muted\">({})</span>", esc(&e.cycles_source))
-                        }
-                    ),
-                    None => dash(),
-                });
-                s.push_str(&match e.energy_uj_per_packet {
-                    Some(j) => num("energy_uj_per_packet", j, &format!("{j:.3} µJ"), ""),
-                    None => format!("<td class=\"n na\" title=\"{}\">–</td>", esc(&notes)),
-                });
-            }
-            None => {
-                s.push_str(&dash());
-                s.push_str(&dash());
-            }
-        }
+        s.push_str(&efficiency_cells(t));
         let rss = t
             .directions
             .iter()
@@ -327,6 +334,52 @@ pub fn cpu_table(r: &RunResults) -> String {
     s.push_str("</tbody></table></div><p class=\"legend\">CPU: each agent's user + system time over the test in % of all its host's CPUs (100 % = every CPU busy). \
         softirq: share of all the host's CPUs system-wide, where veth forwarding (the DUT's work) is accounted. \
         Cycles per packet: all cores' cycles per received packet (hardware counters, or an estimate from busy time × nominal clock, as marked; hover for why).</p>");
+    s
+}
+
+/// A test's kernel interface counters (after − before), folded away.
+fn kernel_counters(t: &TestResult) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "<details class=\"counters\"><summary>Kernel interface counters: {} (after − before)</summary>\
+         <div class=\"scroll\"><table><thead><tr><th>Node</th><th>Interface</th>\
+         <th class=\"n\">rx packets</th><th class=\"n\">rx bytes</th><th class=\"n\">rx dropped</th><th class=\"n\">rx errors</th>\
+         <th class=\"n\">tx packets</th><th class=\"n\">tx bytes</th><th class=\"n\">tx dropped</th><th class=\"n\">tx errors</th>\
+         <th class=\"n\" title=\"UDP InErrors / RcvbufErrors of the namespace\">UDP in/rcvbuf errors</th></tr></thead><tbody>",
+        esc(&t.name)
+    ));
+    for k in &t.kernel_counters {
+        let (a, b) = (&k.after, &k.before);
+        let d = |x: u64, y: u64| x.saturating_sub(y);
+        let cell = |v: u64, alarm: bool| {
+            format!(
+                "<td class=\"n {}\">{}</td>",
+                if alarm && v > 0 { "warn" } else { "" },
+                fmt::count(v)
+            )
+        };
+        s.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td>{}{}{}{}{}{}{}{}<td class=\"n {}\">{} / {}</td></tr>",
+            esc(&k.role),
+            esc(&k.interface),
+            cell(d(a.rx_packets, b.rx_packets), false),
+            cell(d(a.rx_bytes, b.rx_bytes), false),
+            cell(d(a.rx_dropped, b.rx_dropped), true),
+            cell(d(a.rx_errors, b.rx_errors), true),
+            cell(d(a.tx_packets, b.tx_packets), false),
+            cell(d(a.tx_bytes, b.tx_bytes), false),
+            cell(d(a.tx_dropped, b.tx_dropped), true),
+            cell(d(a.tx_errors, b.tx_errors), true),
+            if k.udp_delta.in_errors + k.udp_delta.rcvbuf_errors > 0 {
+                "warn"
+            } else {
+                ""
+            },
+            fmt::count(k.udp_delta.in_errors),
+            fmt::count(k.udp_delta.rcvbuf_errors),
+        ));
+    }
+    s.push_str("</tbody></table></div></details>");
     s
 }
 
@@ -383,46 +436,7 @@ pub fn checks(r: &RunResults) -> String {
     }
     s.push_str("</tbody></table></div>");
     for t in r.tests.iter().filter(|t| !t.kernel_counters.is_empty()) {
-        s.push_str(&format!(
-            "<details class=\"counters\"><summary>Kernel interface counters: {} (after − before)</summary>\
-             <div class=\"scroll\"><table><thead><tr><th>Node</th><th>Interface</th>\
-             <th class=\"n\">rx packets</th><th class=\"n\">rx bytes</th><th class=\"n\">rx dropped</th><th class=\"n\">rx errors</th>\
-             <th class=\"n\">tx packets</th><th class=\"n\">tx bytes</th><th class=\"n\">tx dropped</th><th class=\"n\">tx errors</th>\
-             <th class=\"n\" title=\"UDP InErrors / RcvbufErrors of the namespace\">UDP in/rcvbuf errors</th></tr></thead><tbody>",
-            esc(&t.name)
-        ));
-        for k in &t.kernel_counters {
-            let (a, b) = (&k.after, &k.before);
-            let d = |x: u64, y: u64| x.saturating_sub(y);
-            let cell = |v: u64, alarm: bool| {
-                format!(
-                    "<td class=\"n {}\">{}</td>",
-                    if alarm && v > 0 { "warn" } else { "" },
-                    fmt::count(v)
-                )
-            };
-            s.push_str(&format!(
-                "<tr><td>{}</td><td>{}</td>{}{}{}{}{}{}{}{}<td class=\"n {}\">{} / {}</td></tr>",
-                esc(&k.role),
-                esc(&k.interface),
-                cell(d(a.rx_packets, b.rx_packets), false),
-                cell(d(a.rx_bytes, b.rx_bytes), false),
-                cell(d(a.rx_dropped, b.rx_dropped), true),
-                cell(d(a.rx_errors, b.rx_errors), true),
-                cell(d(a.tx_packets, b.tx_packets), false),
-                cell(d(a.tx_bytes, b.tx_bytes), false),
-                cell(d(a.tx_dropped, b.tx_dropped), true),
-                cell(d(a.tx_errors, b.tx_errors), true),
-                if k.udp_delta.in_errors + k.udp_delta.rcvbuf_errors > 0 {
-                    "warn"
-                } else {
-                    ""
-                },
-                fmt::count(k.udp_delta.in_errors),
-                fmt::count(k.udp_delta.rcvbuf_errors),
-            ));
-        }
-        s.push_str("</tbody></table></div></details>");
+        s.push_str(&kernel_counters(t));
     }
     s
 }

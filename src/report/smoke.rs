@@ -193,10 +193,29 @@ const R: f64 = 12.0;
 const T: f64 = 24.0;
 const B: f64 = 36.0;
 
-fn graph(name: &str, cols: &[Column], notes: &[Annotation], t0: f64, t1: f64) -> String {
-    let span = (t1 - t0).max(1e-3);
-    // Scale to the medians' spread, like smokeping: a lone outlier does not
-    // flatten everything else.
+/// Where a time and an RTT land on a graph that spans `span` seconds from
+/// `t0` and RTTs up to `y_max`.
+struct Scale {
+    t0: f64,
+    span: f64,
+    y_max: f64,
+}
+
+impl Scale {
+    /// The x of a time.
+    fn x(&self, t: f64) -> f64 {
+        L + (t - self.t0) / self.span * (W - L - R)
+    }
+
+    /// The y of an RTT, clipped at the top.
+    fn y(&self, v: f64) -> f64 {
+        H - B - (v / self.y_max).min(1.0) * (H - B - T)
+    }
+}
+
+/// The top of the RTT axis: scaled to the medians' spread, like
+/// smokeping, so a lone outlier does not flatten everything else.
+fn y_max(cols: &[Column]) -> f64 {
     let mut meds: Vec<f64> = cols
         .iter()
         .filter(|c| !c.rtts.is_empty())
@@ -208,17 +227,14 @@ fn graph(name: &str, cols: &[Column], notes: &[Annotation], t0: f64, t1: f64) ->
         .filter(|c| !c.rtts.is_empty())
         .map(|c| quantile(&c.rtts, 0.9))
         .fold(0.0, f64::max);
-    let y_max = (quantile(&meds, 0.98) * 2.5)
+    (quantile(&meds, 0.98) * 2.5)
         .max(p90s.min(quantile(&meds, 0.98) * 5.0))
-        .max(1e-4);
-    let sx = |t: f64| L + (t - t0) / span * (W - L - R);
-    let sy = |v: f64| H - B - (v / y_max).min(1.0) * (H - B - T);
-    let mut h = format!(
-        "<figure class=\"smoke-target\" data-target=\"{}\"><figcaption>{}</figcaption><svg class=\"smoke\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" role=\"img\" aria-label=\"smoke graph of {}\">",
-        esc(name),
-        esc(name),
-        esc(name)
-    );
+        .max(1e-4)
+}
+
+/// The graph's frame and grid: five RTT lines with their values, five
+/// times below.
+fn grid(h: &mut String, scale: &Scale) {
     let _ = write!(
         h,
         "<rect x=\"{L}\" y=\"{T}\" width=\"{}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#bbb\"/>",
@@ -226,25 +242,43 @@ fn graph(name: &str, cols: &[Column], notes: &[Annotation], t0: f64, t1: f64) ->
         H - B - T
     );
     for i in 0..=4 {
-        let v = y_max * f64::from(i) / 4.0;
+        let v = scale.y_max * f64::from(i) / 4.0;
         let _ = write!(
-            h,
-            "<line x1=\"{L}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#e5e5e5\"/><text x=\"{}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{}</text>",
-            W - R,
-            L - 4.0,
-            sy(v) + 3.0,
-            ms(v),
-            y = sy(v)
-        );
-        let t = t0 + span * f64::from(i) / 4.0;
+        h,
+        "<line x1=\"{L}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#e5e5e5\"/><text x=\"{}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{}</text>",
+        W - R,
+        L - 4.0,
+        scale.y(v) + 3.0,
+        ms(v),
+        y = scale.y(v)
+    );
+        let t = scale.t0 + scale.span * f64::from(i) / 4.0;
         let _ = write!(
             h,
             "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}</text>",
-            sx(t),
+            scale.x(t),
             H - B + 14.0,
             crate::model::clock::rfc3339(t.max(0.0) as u64).replace('T', " ")
         );
     }
+}
+
+fn graph(name: &str, cols: &[Column], notes: &[Annotation], t0: f64, t1: f64) -> String {
+    let span = (t1 - t0).max(1e-3);
+    let scale = Scale {
+        t0,
+        span,
+        y_max: y_max(cols),
+    };
+    let sx = |t: f64| scale.x(t);
+    let sy = |v: f64| scale.y(v);
+    let mut h = format!(
+        "<figure class=\"smoke-target\" data-target=\"{}\"><figcaption>{}</figcaption><svg class=\"smoke\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" role=\"img\" aria-label=\"smoke graph of {}\">",
+        esc(name),
+        esc(name),
+        esc(name)
+    );
+    grid(&mut h, &scale);
     // The smoke: nested bands between symmetric quantiles.
     for c in cols {
         let (x0, x1) = (sx(c.start), sx(c.end).max(sx(c.start) + 1.0));

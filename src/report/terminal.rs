@@ -9,7 +9,7 @@ use super::registry::{
 use crate::model::stderr::errln;
 use crate::model::units;
 use crate::results::bottleneck::direction_tester_limited as tester_limited;
-use crate::results::{RunResults, TestResult, TestStatus};
+use crate::results::{DirectionResult, RunResults, TestResult, TestStatus};
 use crate::runner::Progress;
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
@@ -110,6 +110,56 @@ fn figure_cell(f: &Figure, t: &TestResult, d: &crate::results::DirectionResult) 
         .unwrap_or_else(|| "-".into())
 }
 
+/// One direction's row of the UDP table, each cell with its tone.
+fn udp_row(t: &TestResult, d: &DirectionResult) -> [(String, Tone); 12] {
+    let plain = |s: String| (s, Tone::Plain);
+    // A ramp's row averages a changing rate: say so, it is not a
+    // throughput (its saturation point is in the profile table).
+    let name = if t.params.rate_profile.is_some() {
+        format!("{} (ramp mean)", t.name)
+    } else {
+        t.name.clone()
+    };
+    let asked = if let Some(r) = super::figures::target_pps(t, d) {
+        pps(r)
+    } else if t.params.rate_pps.is_some() || t.params.rate_profile.is_some() {
+        "-".into()
+    } else {
+        "max".into()
+    };
+    [
+        plain(name),
+        plain(super::figures::dir_label(&d.direction)),
+        plain(asked),
+        (
+            figure_cell(&TX_PPS, t, d),
+            if tester_limited(d) {
+                Tone::Bad
+            } else {
+                Tone::Plain
+            },
+        ),
+        plain(figure_cell(&RX_PPS, t, d)),
+        plain(figure_cell(&RX_L1_BPS, t, d)),
+        plain(figure_cell(&RX_L2_BPS, t, d)),
+        plain(figure_cell(&LINE_RATE_PCT, t, d)),
+        (
+            figure_cell(&LOSS_RATIO, t, d),
+            loss_tone(LOSS_RATIO.value(t, d).unwrap_or(0.0)),
+        ),
+        (
+            d.tester_drops.to_string(),
+            if d.tester_drops > 0 {
+                Tone::Warn
+            } else {
+                Tone::Plain
+            },
+        ),
+        plain(cpu_pct(t, "gen")),
+        plain(cpu_pct(t, "sink")),
+    ]
+}
+
 /// The UDP (and latency) table's columns for `rows`, its notes added to
 /// `notes`.
 fn udp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Column<Tone>> {
@@ -127,58 +177,12 @@ fn udp_columns(tests: &[&TestResult], notes: &mut Vec<(String, Tone)>) -> Vec<Co
         Column::new("CPU gen %", false, 3),
         Column::new("CPU sink %", false, 2),
     ];
-    let plain = |s: String| (s, Tone::Plain);
     for t in tests {
-        let cpu = |role: &str| cpu_pct(t, role);
         if !has_rows(t, &mut c, notes) {
             continue;
         }
         for d in &t.directions {
-            // A ramp's row averages a changing rate: say so, it is not a
-            // throughput (its saturation point is in the profile table).
-            let name = if t.params.rate_profile.is_some() {
-                format!("{} (ramp mean)", t.name)
-            } else {
-                t.name.clone()
-            };
-            let asked = if let Some(r) = super::figures::target_pps(t, d) {
-                pps(r)
-            } else if t.params.rate_pps.is_some() || t.params.rate_profile.is_some() {
-                "-".into()
-            } else {
-                "max".into()
-            };
-            let cells = [
-                plain(name),
-                plain(super::figures::dir_label(&d.direction)),
-                plain(asked),
-                (
-                    figure_cell(&TX_PPS, t, d),
-                    if tester_limited(d) {
-                        Tone::Bad
-                    } else {
-                        Tone::Plain
-                    },
-                ),
-                plain(figure_cell(&RX_PPS, t, d)),
-                plain(figure_cell(&RX_L1_BPS, t, d)),
-                plain(figure_cell(&RX_L2_BPS, t, d)),
-                plain(figure_cell(&LINE_RATE_PCT, t, d)),
-                (
-                    figure_cell(&LOSS_RATIO, t, d),
-                    loss_tone(LOSS_RATIO.value(t, d).unwrap_or(0.0)),
-                ),
-                (
-                    d.tester_drops.to_string(),
-                    if d.tester_drops > 0 {
-                        Tone::Warn
-                    } else {
-                        Tone::Plain
-                    },
-                ),
-                plain(cpu("gen")),
-                plain(cpu("sink")),
-            ];
+            let cells = udp_row(t, d);
             for (col, cell) in c.iter_mut().zip(cells) {
                 col.cells.push(cell);
             }
@@ -474,60 +478,11 @@ fn http_requests_note(h: &crate::results::HttpResult) -> Option<String> {
     ))
 }
 
-/// The results tables (UDP rows and TCP/HTTP rows apart, each with its own
-/// columns) and the notes, fitted to `width` when there is one.
-pub fn table_fit(r: &RunResults, style: Style, width: Option<usize>) -> String {
-    // A run of searches only (their trials are kept with the searches) has
-    // no test rows: print no empty table, its summary table follows.
-    if r.tests.is_empty() {
-        return String::new();
-    }
-    let (tcp, udp): (Vec<&TestResult>, Vec<&TestResult>) =
-        r.tests.iter().partition(|t| super::figures::is_tcp(t));
-    let mut notes: Vec<(String, Tone)> = Vec::new();
-    let mut out = String::new();
-    let paint = |tone: Tone, s: &str| style.paint(tone, s);
-    let mut left_out: Vec<&str> = Vec::new();
-    let mut shown: Vec<&str> = Vec::new();
-    for (rows, udp_rows) in [(udp, true), (tcp, false)] {
-        if rows.is_empty() {
-            continue;
-        }
-        let cols = if udp_rows {
-            udp_columns(&rows, &mut notes)
-        } else {
-            tcp_columns(&rows, &mut notes)
-        };
-        let (cols, dropped) = columns::fit(cols, width);
-        shown.extend(cols.iter().map(|c| c.head));
-        for d in dropped {
-            if !left_out.contains(&d) {
-                left_out.push(d);
-            }
-        }
-        if !out.is_empty() {
-            out.push('\n');
-        }
-        out.push_str(&columns::render(&cols, Tone::Bold, &paint));
-    }
-    for t in &r.tests {
-        for e in &t.link_events {
-            notes.push((format!("{}: {e}", t.name), Tone::Warn));
-        }
-    }
+/// The footer's lines on what the run ran on: each lab's cores, stick
+/// and DUT VM with its notes, a plan's VM hosts, and the stick DUT's own
+/// counts per test.
+fn setup_lines(r: &RunResults) -> Vec<String> {
     let mut footer: Vec<String> = Vec::new();
-    let legend = legend(&shown, r.line_rate_bps);
-    if !legend.is_empty() {
-        footer.push(legend);
-    }
-    if !left_out.is_empty() {
-        footer.push(format!(
-            "Left out to fit {} columns: {} (--wide or a wider terminal shows them; results.json \
-             has every figure).",
-            width.unwrap_or(0),
-            left_out.join(", ")
-        ));
-    }
     for lab in &r.labs {
         if let Some(c) = &lab.cores {
             let what = lab.dut_mode.as_deref().unwrap_or("back to back");
@@ -586,6 +541,64 @@ pub fn table_fit(r: &RunResults, style: Style, width: Option<usize>) -> String {
             ));
         }
     }
+    footer
+}
+
+/// The results tables (UDP rows and TCP/HTTP rows apart, each with its own
+/// columns) and the notes, fitted to `width` when there is one.
+pub fn table_fit(r: &RunResults, style: Style, width: Option<usize>) -> String {
+    // A run of searches only (their trials are kept with the searches) has
+    // no test rows: print no empty table, its summary table follows.
+    if r.tests.is_empty() {
+        return String::new();
+    }
+    let (tcp, udp): (Vec<&TestResult>, Vec<&TestResult>) =
+        r.tests.iter().partition(|t| super::figures::is_tcp(t));
+    let mut notes: Vec<(String, Tone)> = Vec::new();
+    let mut out = String::new();
+    let paint = |tone: Tone, s: &str| style.paint(tone, s);
+    let mut left_out: Vec<&str> = Vec::new();
+    let mut shown: Vec<&str> = Vec::new();
+    for (rows, udp_rows) in [(udp, true), (tcp, false)] {
+        if rows.is_empty() {
+            continue;
+        }
+        let cols = if udp_rows {
+            udp_columns(&rows, &mut notes)
+        } else {
+            tcp_columns(&rows, &mut notes)
+        };
+        let (cols, dropped) = columns::fit(cols, width);
+        shown.extend(cols.iter().map(|c| c.head));
+        for d in dropped {
+            if !left_out.contains(&d) {
+                left_out.push(d);
+            }
+        }
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&columns::render(&cols, Tone::Bold, &paint));
+    }
+    for t in &r.tests {
+        for e in &t.link_events {
+            notes.push((format!("{}: {e}", t.name), Tone::Warn));
+        }
+    }
+    let mut footer: Vec<String> = Vec::new();
+    let legend = legend(&shown, r.line_rate_bps);
+    if !legend.is_empty() {
+        footer.push(legend);
+    }
+    if !left_out.is_empty() {
+        footer.push(format!(
+            "Left out to fit {} columns: {} (--wide or a wider terminal shows them; results.json \
+             has every figure).",
+            width.unwrap_or(0),
+            left_out.join(", ")
+        ));
+    }
+    footer.extend(setup_lines(r));
     out.push('\n');
     for f in footer {
         for l in columns::wrap(&f, width, "", "") {

@@ -533,7 +533,16 @@ fn has_engine(c: &CpuLoad, kind: fn(&str) -> bool) -> bool {
     c.threads.iter().any(|t| engine_share(t) && kind(&t.name))
 }
 
-fn verdict(loads: Vec<CpuLoad>, names: &Names, traffic: Traffic) -> Bottleneck {
+/// Whether a verdict's kind names the tester (its sender or receiver).
+fn is_tester(k: &BottleneckKind) -> bool {
+    matches!(
+        k,
+        BottleneckKind::TesterSender | BottleneckKind::TesterReceiver
+    )
+}
+
+/// The cores, busiest first (then by host and CPU).
+fn busiest_first(loads: &[CpuLoad]) -> Vec<&CpuLoad> {
     let mut order: Vec<&CpuLoad> = loads.iter().collect();
     order.sort_by(|x, y| {
         y.busy_pct
@@ -541,6 +550,50 @@ fn verdict(loads: Vec<CpuLoad>, names: &Names, traffic: Traffic) -> Bottleneck {
             .then(x.host.cmp(&y.host))
             .then(x.cpu.cmp(&y.cpu))
     });
+    order
+}
+
+/// Among full cores, one running the tester's own threads explains the
+/// limit first (sender, then receiver), then one the lab gave the tester,
+/// then the busiest.
+fn pick_full<'a>(full: &[&'a CpuLoad], names: &Names) -> Option<&'a CpuLoad> {
+    full.iter()
+        .copied()
+        .find(|c| has_engine(c, is_sender))
+        .or_else(|| full.iter().copied().find(|c| has_engine(c, is_receiver)))
+        .or_else(|| full.iter().copied().find(|c| names.tester_core(c)))
+        .or_else(|| full.first().copied())
+}
+
+/// The verdict's kind, text, host and CPU when no core saturated: the
+/// busiest one named, the limit elsewhere.
+fn none_saturated(
+    busiest: Option<&CpuLoad>,
+    names: &Names,
+) -> (BottleneckKind, String, String, Option<u32>) {
+    match busiest {
+        Some(c) => (
+            BottleneckKind::NoneSaturated,
+            format!(
+                "no core saturated (busiest {} {:.0} %: {}): the limit is elsewhere (the DUT or the link)",
+                names.name(c),
+                c.busy_pct,
+                evidence(c)
+            ),
+            c.host.clone(),
+            Some(c.cpu),
+        ),
+        None => (
+            BottleneckKind::NoneSaturated,
+            "no per-core CPU times were reported".to_string(),
+            String::new(),
+            None,
+        ),
+    }
+}
+
+fn verdict(loads: Vec<CpuLoad>, names: &Names, traffic: Traffic) -> Bottleneck {
+    let order = busiest_first(&loads);
     let full: Vec<&CpuLoad> = order
         .iter()
         .copied()
@@ -577,13 +630,7 @@ fn verdict(loads: Vec<CpuLoad>, names: &Names, traffic: Traffic) -> Bottleneck {
     // Among full cores, one running the tester's own threads explains the
     // limit first, then one the lab gave the tester: the DUT's figure is
     // then a floor.
-    let pick = full
-        .iter()
-        .copied()
-        .find(|c| has_engine(c, is_sender))
-        .or_else(|| full.iter().copied().find(|c| has_engine(c, is_receiver)))
-        .or_else(|| full.iter().copied().find(|c| names.tester_core(c)))
-        .or_else(|| full.first().copied());
+    let pick = pick_full(&full, names);
     let shared = |c: &CpuLoad, text: &mut String| {
         if c.other_pct >= OTHER_NOTABLE_PCT && spilled(&loads, c).is_none() {
             text.push_str(&format!(
@@ -607,42 +654,19 @@ fn verdict(loads: Vec<CpuLoad>, names: &Names, traffic: Traffic) -> Bottleneck {
     // frames above said so): the tester is the limit whatever the cores
     // show, as the row's own note says ([`tester_limited`]).
     let why = pick.map(|c| (c, why_full(c, &loads, names)));
-    let tester = |k: &BottleneckKind| {
-        matches!(
-            k,
-            BottleneckKind::TesterSender | BottleneckKind::TesterReceiver
-        )
-    };
-    if traffic.sender_short() && !why.as_ref().is_some_and(|(_, (k, ..))| tester(k)) {
+    let by_tester = why.as_ref().is_some_and(|(_, (k, ..))| is_tester(k));
+    if traffic.sender_short() && !by_tester {
         return short_verdict(&loads, &order, pick, names, traffic, shared, also);
     }
     // No tester core explains the limit and the virtual DUT's vCPU was
     // full (a TCP test through it): its forwarding is the limit.
-    if !why.as_ref().is_some_and(|(_, (k, ..))| tester(k)) {
+    if !by_tester {
         if let Some(v) = names.full_dut_vcpu() {
             return vcpu_verdict(v, None, &loads);
         }
     }
     let (kind, text, host, cpu) = match why {
-        None => match order.first() {
-            Some(c) => (
-                BottleneckKind::NoneSaturated,
-                format!(
-                    "no core saturated (busiest {} {:.0} %: {}): the limit is elsewhere (the DUT or the link)",
-                    names.name(c),
-                    c.busy_pct,
-                    evidence(c)
-                ),
-                c.host.clone(),
-                Some(c.cpu),
-            ),
-            None => (
-                BottleneckKind::NoneSaturated,
-                "no per-core CPU times were reported".to_string(),
-                String::new(),
-                None,
-            ),
-        },
+        None => none_saturated(order.first().copied(), names),
         Some((c, (kind, why, others_apart))) => {
             let mut text = format!(
                 "{} {:.0} %: {}: {why}",
@@ -665,6 +689,63 @@ fn verdict(loads: Vec<CpuLoad>, names: &Names, traffic: Traffic) -> Bottleneck {
         host_cpus: loads,
         vcpus: Vec::new(),
     }
+}
+
+/// Why a full core only the tester uses is the limit (its softirq, or its
+/// receiving work when no thread of linerate spilled onto it); none when
+/// neither says.
+fn why_tester_core(
+    r: &CoreRole,
+    softirq: bool,
+    spilled: bool,
+) -> Option<(BottleneckKind, String, bool)> {
+    let receive = r.receiver || !r.tester_napi.is_empty();
+    let kind = if receive {
+        BottleneckKind::TesterReceiver
+    } else {
+        BottleneckKind::TesterSender
+    };
+    if softirq {
+        return Some((
+            kind,
+            "its packet processing (softirq) is the tester's own work, not the DUT's \
+             forwarding: the tester is the limit"
+                .to_string(),
+            !receive,
+        ));
+    }
+    if receive && !spilled {
+        return Some((
+            kind,
+            format!(
+                "the tester's own work ({}) and the kernel fill it, not the DUT's \
+                 forwarding: the tester is the limit",
+                r.tester_work()
+            ),
+            false,
+        ));
+    }
+    None
+}
+
+/// Why a full core is the limit when linerate's own thread, unpinned,
+/// ran there: its time is listed on the core it was last seen on.
+fn why_spilled(t: &ThreadLoad) -> (BottleneckKind, String, bool) {
+    let kind = if is_sender(&t.name) {
+        BottleneckKind::TesterSender
+    } else if is_receiver(&t.name) {
+        BottleneckKind::TesterReceiver
+    } else {
+        BottleneckKind::OtherWork
+    };
+    (
+        kind,
+        format!(
+            "linerate's own {} {} (not pinned; it moved between cores) fills it",
+            t.role, t.name
+        ),
+        true,
+    )
 }
 
 /// Whose work fills the full core `c`, as (kind, why, whether its time
@@ -697,33 +778,11 @@ fn why_full(c: &CpuLoad, loads: &[CpuLoad], names: &Names) -> (BottleneckKind, S
         );
     }
     let role = names.role(c);
-    if let Some(r) = role.filter(|r| r.tester_only()) {
-        let receive = r.receiver || !r.tester_napi.is_empty();
-        let kind = if receive {
-            BottleneckKind::TesterReceiver
-        } else {
-            BottleneckKind::TesterSender
-        };
-        if softirq {
-            return (
-                kind,
-                "its packet processing (softirq) is the tester's own work, not the DUT's \
-                 forwarding: the tester is the limit"
-                    .to_string(),
-                !receive,
-            );
-        }
-        if receive && spilled(loads, c).is_none() {
-            return (
-                kind,
-                format!(
-                    "the tester's own work ({}) and the kernel fill it, not the DUT's \
-                     forwarding: the tester is the limit",
-                    r.tester_work()
-                ),
-                false,
-            );
-        }
+    if let Some(why) = role
+        .filter(|r| r.tester_only())
+        .and_then(|r| why_tester_core(r, softirq, spilled(loads, c).is_some()))
+    {
+        return why;
     }
     if role.is_some_and(CoreRole::dut_only) && (softirq || spilled(loads, c).is_none()) {
         return (
@@ -750,23 +809,7 @@ fn why_full(c: &CpuLoad, loads: &[CpuLoad], names: &Names) -> (BottleneckKind, S
         );
     }
     if let Some(t) = spilled(loads, c) {
-        // linerate's own thread, unpinned: its time is listed on the
-        // core it was last seen on, but it ran here too.
-        let kind = if is_sender(&t.name) {
-            BottleneckKind::TesterSender
-        } else if is_receiver(&t.name) {
-            BottleneckKind::TesterReceiver
-        } else {
-            BottleneckKind::OtherWork
-        };
-        return (
-            kind,
-            format!(
-                "linerate's own {} {} (not pinned; it moved between cores) fills it",
-                t.role, t.name
-            ),
-            true,
-        );
+        return why_spilled(t);
     }
     (
         BottleneckKind::OtherWork,

@@ -239,6 +239,52 @@ fn open_server(
     }
 }
 
+/// The client's job: `t`'s downloads from `server`.
+fn get_job(t: &HttpTest, server: &Target) -> HttpGetJob {
+    HttpGetJob {
+        target: server.addr,
+        host: server.host.clone(),
+        path: server.path.clone(),
+        tls: t.tls.then(|| t.trust.clone()),
+        ktls: t.ktls,
+        connections: t.connections.max(1),
+        duration_ms: ms(t.duration),
+        requests: t.requests,
+        rate_per_s: t.rate_per_s,
+        http2: t.http2,
+        dscp: t.dscp,
+        interval_ms: sample_ms(t.interval),
+        allow: t.allow.clone(),
+        request: t.request.clone(),
+        ramp: t.ramp.clone(),
+    }
+}
+
+/// A client sample's part of the interval lines: the bytes and responses
+/// it received and the connections open in it.
+fn client_part(label: &str, s: &crate::proto::IntervalSample) -> Part {
+    Part {
+        direction: label.to_string(),
+        sender: false,
+        bytes: s.rx_bytes,
+        requests: s.requests,
+        // Open in the sample: at its end, or moving bytes in it (the
+        // last sample's closed at the test's end).
+        connections: s.connections.max(s.streams.len() as u32),
+        ..Default::default()
+    }
+}
+
+/// How long the client may run: its duration, or up to an hour for a
+/// test of N requests (it ends when they are done).
+fn longest_run(t: &HttpTest) -> Duration {
+    if t.requests.is_some() {
+        Duration::from_secs(3600)
+    } else {
+        t.duration
+    }
+}
+
 /// Runs the client for the test's time (or its request count), reporting
 /// progress, then stops both sides and gathers their summaries. `done` is
 /// false when the run was cut short.
@@ -252,36 +298,11 @@ fn download(
     on_progress: OnProgress,
 ) -> Result<(Collected, bool)> {
     let t0 = Instant::now();
-    jobs.start(
-        gen,
-        ids.client,
-        Job::HttpGet(HttpGetJob {
-            target: server.addr,
-            host: server.host.clone(),
-            path: server.path.clone(),
-            tls: t.tls.then(|| t.trust.clone()),
-            ktls: t.ktls,
-            connections: t.connections.max(1),
-            duration_ms: ms(t.duration),
-            requests: t.requests,
-            rate_per_s: t.rate_per_s,
-            http2: t.http2,
-            dscp: t.dscp,
-            interval_ms: sample_ms(t.interval),
-            allow: t.allow.clone(),
-            request: t.request.clone(),
-            ramp: t.ramp.clone(),
-        }),
-        None,
-    )?;
+    jobs.start(gen, ids.client, Job::HttpGet(get_job(t, server)), None)?;
     let mut col = Collected::new(dir.as_deref().map(|d| d.path.as_path()));
     let dur = t.duration.as_secs_f64();
     let mut live = LiveSum::default();
-    let cap = if t.requests.is_some() {
-        Duration::from_secs(3600)
-    } else {
-        t.duration
-    };
+    let cap = longest_run(t);
     let label = "sink_to_gen".to_string();
     // Lines on the client's clock: goodput, responses and the connections
     // open in each slice (a test of N requests ends when they are done).
@@ -317,17 +338,7 @@ fn download(
                 last.requests_per_s = s.requests as f64 / (s.t_end - s.t_start).max(1e-3);
                 last.elapsed_s = t0.elapsed().as_secs_f64().min(dur);
                 ended_s = ended_s.max(s.t_end);
-                let part = Part {
-                    direction: label.clone(),
-                    sender: false,
-                    bytes: s.rx_bytes,
-                    requests: s.requests,
-                    // Open in the sample: at its end, or moving bytes in
-                    // it (the last sample's closed at the test's end).
-                    connections: s.connections.max(s.streams.len() as u32),
-                    ..Default::default()
-                };
-                last.slices = slicer.add(id, s.t_start, s.t_end, &[part]);
+                last.slices = slicer.add(id, s.t_start, s.t_end, &[client_part(&label, s)]);
                 on_progress(&last);
             }
         },
@@ -356,6 +367,63 @@ fn download(
         on_progress(&last);
     }
     Ok((col, done))
+}
+
+/// The client's run as a leg of the test: the leg CPU is measured over.
+fn client_leg(ends: &Ends, t: &HttpTest, gen: usize, client: u32) -> super::setup::Leg {
+    super::setup::Leg {
+        name: t.name.clone(),
+        tx_agent: gen,
+        rx_agent: gen,
+        tx_id: client,
+        rx_id: client,
+        from: ends.gens[0].addr.clone(),
+        to: ends.sink.addr.clone(),
+        instance: None,
+        gen_agent: gen,
+    }
+}
+
+/// The test's HTTP figures from the client's (and linerate's server's)
+/// summary over `elapsed` seconds; without them (no download completed),
+/// zero rates and no verdict.
+fn download_result(
+    t: &HttpTest,
+    url: String,
+    chttp: HttpSummary,
+    shttp: Option<HttpSummary>,
+    elapsed: Option<f64>,
+) -> HttpResult {
+    let Some(elapsed) = elapsed else {
+        return HttpResult {
+            row: t.row.clone(),
+            url,
+            tls: t.tls,
+            connections: t.connections,
+            goodput_bps: 0.0,
+            requests_per_s: 0.0,
+            client: chttp,
+            server: shttp,
+            bound: None,
+            bound_reason: None,
+            retransmit_note: None,
+        };
+    };
+    let (bound, why) = bound(t, &chttp, shttp.as_ref());
+    let retransmit_note = retransmit_note(shttp.as_ref().unwrap_or(&chttp));
+    HttpResult {
+        row: t.row.clone(),
+        url,
+        tls: t.tls,
+        connections: t.connections,
+        goodput_bps: chttp.body_bytes as f64 * 8.0 / elapsed,
+        requests_per_s: chttp.requests as f64 / elapsed,
+        client: chttp,
+        server: shttp,
+        bound,
+        bound_reason: why,
+        retransmit_note,
+    }
 }
 
 /// Turns the two sides' summaries into the test's direction, checks, CPU
@@ -387,19 +455,7 @@ fn record_download(
             .find_map(|c| c.error.clone())
             .unwrap_or_else(|| "no response".into());
         // The failed requests by kind stay in the results.
-        result.http = Some(HttpResult {
-            row: t.row.clone(),
-            url,
-            tls: t.tls,
-            connections: t.connections,
-            goodput_bps: 0.0,
-            requests_per_s: 0.0,
-            client: chttp,
-            server: None,
-            bound: None,
-            bound_reason: None,
-            retransmit_note: None,
-        });
+        result.http = Some(download_result(t, url, chttp, None, None));
         bail!("no download completed: {why}");
     }
     let shttp = server_summary
@@ -444,33 +500,9 @@ fn record_download(
         result,
     );
     // CPU over the client's run: the client is this test's timing leg.
-    let timing = vec![super::setup::Leg {
-        name: t.name.clone(),
-        tx_agent: gen,
-        rx_agent: gen,
-        tx_id: ids.client,
-        rx_id: ids.client,
-        from: ends.gens[0].addr.clone(),
-        to: ends.sink.addr.clone(),
-        instance: None,
-        gen_agent: gen,
-    }];
+    let timing = vec![client_leg(ends, t, gen, ids.client)];
     record::cpu(ends, before, after, col, &timing, result);
-    let (bound, why) = bound(t, &chttp, shttp.as_ref());
-    let retransmit_note = retransmit_note(shttp.as_ref().unwrap_or(&chttp));
-    result.http = Some(HttpResult {
-        row: t.row.clone(),
-        url,
-        tls: t.tls,
-        connections: t.connections,
-        goodput_bps: goodput,
-        requests_per_s: chttp.requests as f64 / elapsed,
-        client: chttp,
-        server: shttp,
-        bound,
-        bound_reason: why,
-        retransmit_note,
-    });
+    result.http = Some(download_result(t, url, chttp, shttp, Some(elapsed)));
     Ok(())
 }
 

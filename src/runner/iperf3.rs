@@ -89,24 +89,16 @@ pub fn run_iperf3(
     })
 }
 
-fn iperf3_inner(
-    ends: &mut Ends,
+/// Runs the agent's iperf3 client to its end (or stops it when it
+/// overruns or Ctrl-C comes), its interval lines on the test's clock, this
+/// end's figures; what it reported, and whether it ended by itself.
+fn run_client(
+    jobs: &mut Jobs,
     t: &Iperf3Test,
+    (gen, id): (usize, u32),
     mut dir: Option<&mut RunDir>,
     on_progress: OnProgress,
-    started: String,
-    result: &mut TestResult,
-) -> Result<()> {
-    let gen = ends
-        .gens
-        .first()
-        .map(|g| g.agent)
-        .ok_or_else(|| anyhow!("an iperf3 test needs a client"))?;
-    let id = next_id();
-    let agents = ends.agents();
-    let mut jobs = Jobs::new(ends.fleet);
-    let before = jobs.snapshot(&agents)?;
-    jobs.start(gen, id, Job::Iperf3Client(Box::new(t.job.clone())), None)?;
+) -> Result<(Collected, bool)> {
     let whole = t.params.time_s + t.params.omit_s;
     let answer = Duration::from_millis(t.job.answer_timeout_ms);
     // The test, then the results exchange, each with its answer timeout.
@@ -162,6 +154,43 @@ fn iperf3_inner(
     if !last.slices.is_empty() {
         on_progress(&last);
     }
+    Ok((col, done))
+}
+
+/// The client's run as the test's one leg, for its host's CPU and verdict.
+fn client_leg(name: &str, gen: usize, id: u32) -> Leg {
+    Leg {
+        name: name.to_string(),
+        tx_agent: gen,
+        rx_agent: gen,
+        tx_id: id,
+        rx_id: id,
+        from: Addressing::default(),
+        to: Addressing::default(),
+        instance: None,
+        gen_agent: gen,
+    }
+}
+
+fn iperf3_inner(
+    ends: &mut Ends,
+    t: &Iperf3Test,
+    dir: Option<&mut RunDir>,
+    on_progress: OnProgress,
+    started: String,
+    result: &mut TestResult,
+) -> Result<()> {
+    let gen = ends
+        .gens
+        .first()
+        .map(|g| g.agent)
+        .ok_or_else(|| anyhow!("an iperf3 test needs a client"))?;
+    let id = next_id();
+    let agents = ends.agents();
+    let mut jobs = Jobs::new(ends.fleet);
+    let before = jobs.snapshot(&agents)?;
+    jobs.start(gen, id, Job::Iperf3Client(Box::new(t.job.clone())), None)?;
+    let (mut col, done) = run_client(&mut jobs, t, (gen, id), dir, on_progress)?;
     let after = jobs.snapshot(&agents)?;
     jobs.disarm();
     if !col.errors.is_empty() {
@@ -197,17 +226,7 @@ fn iperf3_inner(
     // This end's host: its CPU share, kernel counters and verdict, read
     // from the agent's snapshots like every other test's.
     result.cpu.clear();
-    let leg = Leg {
-        name: t.name.clone(),
-        tx_agent: gen,
-        rx_agent: gen,
-        tx_id: id,
-        rx_id: id,
-        from: Addressing::default(),
-        to: Addressing::default(),
-        instance: None,
-        gen_agent: gen,
-    };
+    let leg = client_leg(&t.name, gen, id);
     record::counters(ends, &before, &after, result);
     record::cpu(
         ends,
@@ -465,6 +484,75 @@ fn far_side(f: &FarEnd, sends: bool) -> EndSide {
     }
 }
 
+/// One end's summary for the direction: the local end's own summary (its
+/// `base`) or an empty one, with this end's streams and its counts on the
+/// side it played (`sending`); `wire_bytes`: its bytes as the wire sees
+/// them.
+fn end_summary(
+    s: Option<&EndSide>,
+    sending: bool,
+    base: Option<&EndpointSummary>,
+    wire_bytes: u64,
+) -> EndpointSummary {
+    let mut e = base.cloned().unwrap_or_default();
+    e.streams = s.map(|s| s.streams.clone()).unwrap_or_default();
+    e.flows.clear();
+    if let Some(s) = s {
+        e.elapsed_s = if base.is_some() {
+            e.elapsed_s
+        } else {
+            s.seconds
+        };
+        if sending {
+            (e.tx_bytes, e.tx_packets, e.rx_bytes, e.rx_packets) = (wire_bytes, s.packets, 0, 0);
+            e.lost = 0;
+        } else {
+            (e.rx_bytes, e.rx_packets, e.tx_bytes, e.tx_packets) = (wire_bytes, s.packets, 0, 0);
+            e.lost = s.lost;
+        }
+    }
+    e
+}
+
+/// The local end's interval as one side of the direction: the streams
+/// it sent (`sending`) or received, and only that side's counts.
+fn one_side(iv: &IntervalSample, sending: bool) -> IntervalSample {
+    let mut s = iv.clone();
+    s.streams.retain(|st| st.sender == sending);
+    if sending {
+        (s.rx_bytes, s.rx_packets, s.lost, s.reordered, s.duplicates) = (0, 0, 0, 0, 0);
+    } else {
+        (s.tx_bytes, s.tx_packets, s.tx_errors) = (0, 0, 0);
+    }
+    s
+}
+
+/// The direction's seconds: the local end's first, if it timed any.
+/// Towards the server: its received bytes over the seconds this end
+/// sent. The server's clock runs until TEST_END, which this end sends
+/// only once all it sent was acknowledged and read (about 0.1 s later:
+/// the FIN's delayed ACK and a read grace), so its seconds would count
+/// that wait as sending time; `iperf3 -c` sends TEST_END at once and
+/// leaves what is still in flight uncounted instead.
+fn timed_by(ends: [Option<&EndSide>; 2]) -> f64 {
+    ends.into_iter()
+        .flatten()
+        .map(|s| s.seconds)
+        .find(|s| *s > 0.0)
+        .unwrap_or(0.0)
+        .max(1e-6)
+}
+
+/// Packets per second over `seconds`; 0 for TCP, whose packets are not
+/// counted.
+fn pps(udp: bool, packets: u64, seconds: f64) -> f64 {
+    if udp {
+        packets as f64 / seconds
+    } else {
+        0.0
+    }
+}
+
 fn direction_result(
     o: &Outcome,
     local_to_far: bool,
@@ -488,69 +576,24 @@ fn direction_result(
         (theirs.as_ref(), Some(&mine))
     };
     let frame = len + if ipv6 { 66 } else { 46 };
-    let summary = |s: Option<&EndSide>, sending: bool, base: Option<&EndpointSummary>| {
-        let mut e = base.cloned().unwrap_or_default();
-        e.streams = s.map(|s| s.streams.clone()).unwrap_or_default();
-        e.flows.clear();
-        if let Some(s) = s {
-            e.elapsed_s = if base.is_some() {
-                e.elapsed_s
-            } else {
-                s.seconds
-            };
-            let wire_bytes = if udp { s.packets * frame } else { s.bytes };
-            if sending {
-                (e.tx_bytes, e.tx_packets, e.rx_bytes, e.rx_packets) =
-                    (wire_bytes, s.packets, 0, 0);
-                e.lost = 0;
-            } else {
-                (e.rx_bytes, e.rx_packets, e.tx_bytes, e.tx_packets) =
-                    (wire_bytes, s.packets, 0, 0);
-                e.lost = s.lost;
-            }
-        }
-        e
+    // The local end's summary is the base of its side's; the far end has
+    // only its figures.
+    let base = |local: bool| local.then_some(&o.local.summary);
+    let wire = |s: &EndSide| if udp { s.packets * frame } else { s.bytes };
+    let summary = |s: Option<&EndSide>, sending: bool, local: bool| {
+        end_summary(s, sending, base(local), s.map_or(0, wire))
     };
-    let local_summary = Some(&o.local.summary);
-    let (tx_base, rx_base) = if local_to_far {
-        (local_summary, None)
+    let seconds = if local_to_far {
+        timed_by([tx, rx])
     } else {
-        (None, local_summary)
+        timed_by([rx, tx])
     };
-    // Towards the server: its received bytes over the seconds this end
-    // sent. The server's clock runs until TEST_END, which this end sends
-    // only once all it sent was acknowledged and read (about 0.1 s later:
-    // the FIN's delayed ACK and a read grace), so its seconds would count
-    // that wait as sending time; `iperf3 -c` sends TEST_END at once and
-    // leaves what is still in flight uncounted instead.
-    let timed = if local_to_far { [tx, rx] } else { [rx, tx] };
-    let seconds = timed
-        .into_iter()
-        .flatten()
-        .map(|s| s.seconds)
-        .find(|s| *s > 0.0)
-        .unwrap_or(0.0)
-        .max(1e-6);
     let rx_packets = rx.map_or(0, |s| s.packets);
     let tx_packets = tx.map_or(0, |s| s.packets);
     let lost = rx.map_or(0, |s| s.lost);
     let goodput = rx.map_or(0.0, |s| s.bytes as f64 * 8.0 / seconds);
-    let side_iv = |iv: &IntervalSample| {
-        let mut s = iv.clone();
-        s.streams.retain(|st| st.sender == local_to_far);
-        if local_to_far {
-            (s.rx_bytes, s.rx_packets, s.lost, s.reordered, s.duplicates) = (0, 0, 0, 0, 0);
-        } else {
-            (s.tx_bytes, s.tx_packets, s.tx_errors) = (0, 0, 0);
-        }
-        s
-    };
-    let local_iv: Vec<IntervalSample> = o.local.intervals.iter().map(side_iv).collect();
-    let (tx_iv, rx_iv) = if local_to_far {
-        (local_iv, vec![])
-    } else {
-        (vec![], local_iv)
-    };
+    let local_iv = o.local.intervals.iter();
+    let local_iv: Vec<IntervalSample> = local_iv.map(|iv| one_side(iv, local_to_far)).collect();
     DirectionResult {
         direction: name.into(),
         sender: if local_to_far { local } else { far_role }.into(),
@@ -565,16 +608,8 @@ fn direction_result(
         } else {
             0.0
         },
-        tx_pps: if udp {
-            tx_packets as f64 / seconds
-        } else {
-            0.0
-        },
-        rx_pps: if udp {
-            rx_packets as f64 / seconds
-        } else {
-            0.0
-        },
+        tx_pps: pps(udp, tx_packets, seconds),
+        rx_pps: pps(udp, rx_packets, seconds),
         rx_l2_bps: if udp {
             (rx_packets * frame) as f64 * 8.0 / seconds
         } else {
@@ -587,9 +622,13 @@ fn direction_result(
         } else {
             0
         },
-        intervals: pair_intervals(tx_iv, rx_iv),
-        sender_summary: summary(tx, true, tx_base),
-        receiver_summary: summary(rx, false, rx_base),
+        intervals: if local_to_far {
+            pair_intervals(local_iv, vec![])
+        } else {
+            pair_intervals(vec![], local_iv)
+        },
+        sender_summary: summary(tx, true, local_to_far),
+        receiver_summary: summary(rx, false, !local_to_far),
         ..Default::default()
     }
 }

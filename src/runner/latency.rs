@@ -302,6 +302,59 @@ fn load_span(ends: &Ends, r: &TestResult) -> Option<(u64, u64)> {
     span
 }
 
+/// How the client's and the responder's clocks compare: one clock when
+/// both are on this host (or the same remote one), else the offset and
+/// error of their syncs with the controller.
+fn one_way_clock(
+    ca: &crate::topology::fleet::Agent,
+    ra: &crate::topology::fleet::Agent,
+) -> OneWayClock {
+    let same_clock =
+        !ca.host.starts_with("ssh://") && !ra.host.starts_with("ssh://") || ca.host == ra.host;
+    if same_clock {
+        OneWayClock {
+            same_clock: true,
+            offset_s: 0.0,
+            error_s: 0.0,
+        }
+    } else {
+        OneWayClock {
+            same_clock: false,
+            offset_s: ra.clock.offset_s - ca.clock.offset_s,
+            error_s: (ra.clock.rtt_s + ca.clock.rtt_s) / 2.0,
+        }
+    }
+}
+
+/// The idle, loaded and after phases from the test's start, the load's
+/// start and end and the test's end on the client's clock; idle starts no
+/// earlier than the first probe (`first`).
+fn phase_spans(first: u64, [t_start, load_start, load_end, t_end]: [u64; 4]) -> [PhaseSpan; 3] {
+    [
+        ("idle", first.max(t_start), load_start),
+        ("loaded", load_start, load_end),
+        ("after", load_end, t_end),
+    ]
+    .map(|(name, start_ns, end_ns)| PhaseSpan {
+        name: name.into(),
+        start_ns,
+        end_ns,
+    })
+}
+
+/// The probe traffic within the load's counter window `(a, b)` (the
+/// controller's clock), each end's on its own clock.
+fn own_probes(
+    samples: &[ProbeSample],
+    ca: &crate::topology::fleet::Agent,
+    ra: &crate::topology::fleet::Agent,
+    (a, b): (u64, u64),
+) -> ProbeTraffic {
+    let client = |ns: u64| ca.clock.to_agent_ns(ns);
+    let resp = |ns: u64| ra.clock.to_agent_ns(ns);
+    probes_within(samples, (client(a), client(b)), (resp(a), resp(b)))
+}
+
 /// Stops the session, gathers the samples and computes the phases.
 fn finish(
     ends: &mut Ends,
@@ -351,33 +404,10 @@ fn finish(
     let resp = resp.unwrap_or_default();
     let ca = ends.fleet.agent(s.client_agent);
     let ra = ends.fleet.agent(s.resp_agent);
-    let same_clock =
-        !ca.host.starts_with("ssh://") && !ra.host.starts_with("ssh://") || ca.host == ra.host;
-    let clock = if same_clock {
-        OneWayClock {
-            same_clock: true,
-            offset_s: 0.0,
-            error_s: 0.0,
-        }
-    } else {
-        OneWayClock {
-            same_clock: false,
-            offset_s: ra.clock.offset_s - ca.clock.offset_s,
-            error_s: (ra.clock.rtt_s + ca.clock.rtt_s) / 2.0,
-        }
-    };
+    let clock = one_way_clock(ca, ra);
     let to_client = |ns: u64| ca.clock.to_agent_ns(ns);
     let first = samples.first().map(|p| p.client_tx()).unwrap_or(0);
-    let phases = [
-        ("idle", first.max(to_client(t_start)), to_client(load_start)),
-        ("loaded", to_client(load_start), to_client(load_end)),
-        ("after", to_client(load_end), to_client(t_end)),
-    ]
-    .map(|(name, start_ns, end_ns)| PhaseSpan {
-        name: name.into(),
-        start_ns,
-        end_ns,
-    });
+    let phases = phase_spans(first, [t_start, load_start, load_end, t_end].map(to_client));
     let (phases, series) = stats::analyze(&stats::Inputs {
         samples: &samples,
         offset_ns: (clock.offset_s * 1e9).round() as i64,
@@ -385,14 +415,7 @@ fn finish(
         final_count: u32::try_from(resp.rx_packets).ok(),
     });
     let (added, added99) = stats::added_latency(&phases);
-    let own = counters.map(|(a, b)| {
-        let resp_clock = |ns: u64| ra.clock.to_agent_ns(ns);
-        probes_within(
-            &samples,
-            (to_client(a), to_client(b)),
-            (resp_clock(a), resp_clock(b)),
-        )
-    });
+    let own = counters.map(|window| own_probes(&samples, ca, ra, window));
     let l = LatencyResult {
         target: s.target.to_string(),
         interval_s: t.probes.interval.as_secs_f64(),

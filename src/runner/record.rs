@@ -122,6 +122,46 @@ fn dut_bond(
     }
 }
 
+/// The receivers' check in one namespace `ns`: what they counted
+/// (+ duplicates, socket drops) against the kernel's rx_packets; where an
+/// XDP receiver sat on a tap, a note that the two do not compare.
+fn received_check(
+    ns: (String, u64),
+    roles: &[String],
+    n: u64,
+    d: &NsDelta,
+    in_xdp: bool,
+) -> CrossCheck {
+    if d.tun && in_xdp {
+        // tun's native XDP ends frames before any counter of the
+        // device: the kernel has no count to hold the receiver's to.
+        let mut c = CrossCheck::new(
+            format!(
+                "{}: datagrams received vs kernel rx_packets: not comparable, a tap's \
+                 native XDP program (the XDP receiver's) ends frames before its counters",
+                roles.join("+")
+            ),
+            n,
+            d.rx_packets,
+        );
+        c.flagged = false;
+        return c;
+    }
+    let mut c = CrossCheck::new(
+        format!(
+            "{}: datagrams received (+ duplicates, socket drops) vs kernel rx_packets",
+            roles.join("+")
+        ),
+        n + d.udp_in_errors,
+        d.rx_packets,
+    );
+    c.scope = Some(CheckScope {
+        netns: ns,
+        tx: false,
+    });
+    c
+}
+
 /// Datagrams counted by linerate against the kernel's packets, per network
 /// namespace: all legs sent (or received) by agents in one namespace add up
 /// to its interface counters, which those agents share.
@@ -185,35 +225,10 @@ pub(super) fn udp_cross_checks(
     }
     for (ns, (agent, roles, n)) in got {
         let d = delta_ns(before, after, agent);
-        if d.tun && in_xdp.contains(&ns) {
-            // tun's native XDP ends frames before any counter of the
-            // device: the kernel has no count to hold the receiver's to.
-            let mut c = CrossCheck::new(
-                format!(
-                    "{}: datagrams received vs kernel rx_packets: not comparable, a tap's \
-                     native XDP program (the XDP receiver's) ends frames before its counters",
-                    roles.join("+")
-                ),
-                n,
-                d.rx_packets,
-            );
-            c.flagged = false;
-            result.cross_checks.push(c);
-            continue;
-        }
-        let mut c = CrossCheck::new(
-            format!(
-                "{}: datagrams received (+ duplicates, socket drops) vs kernel rx_packets",
-                roles.join("+")
-            ),
-            n + d.udp_in_errors,
-            d.rx_packets,
-        );
-        c.scope = Some(CheckScope {
-            netns: key(agent),
-            tx: false,
-        });
-        result.cross_checks.push(c);
+        let xdp = in_xdp.contains(&ns);
+        result
+            .cross_checks
+            .push(received_check(ns, &roles, n, &d, xdp));
     }
 }
 

@@ -206,6 +206,59 @@ fn start_servers(
     Ok(ports)
 }
 
+/// Each client's and server's job id, with the name of its pair's leg.
+fn roles_of(pairs: &[Pair]) -> HashMap<u32, String> {
+    pairs
+        .iter()
+        .flat_map(|p| {
+            let name = p.legs[0].name.clone();
+            [(p.client_id, name.clone()), (p.server_id, name)]
+        })
+        .collect()
+}
+
+/// The client's job: `t`'s streams to `target`, on `cpus`.
+fn connect_job(t: &TcpTest, target: SocketAddr, cpus: &[usize]) -> Job {
+    Job::TcpConnect {
+        target,
+        streams: t.streams.max(1),
+        direction: t.direction,
+        duration_ms: (t.duration + t.omit).as_millis() as u64,
+        interval_ms: slices::sample_ms(t.interval),
+        cpus: cpus.to_vec(),
+        congestion: t.congestion.clone(),
+        buffer_len: t.buffer_len,
+        allow: t.allow.clone(),
+        pacing_bytes_per_s: t.pacing_bytes_per_s(),
+        window: t.window,
+        dscp: t.dscp,
+        vlan: t.vlan,
+    }
+}
+
+/// The interval lines' slicer over the pairs' jobs, a line per leg.
+fn slicer_of(t: &TcpTest, pairs: &[Pair], all_ids: &[u32]) -> Slicer {
+    let labels: Vec<String> = pairs
+        .iter()
+        .flat_map(|p| p.legs.iter().map(|l| slices::sum_label(&l.name)))
+        .collect();
+    Slicer::new(
+        t.interval.as_secs_f64(),
+        (t.duration + t.omit).as_secs_f64(),
+        t.omit.as_secs_f64(),
+        all_ids,
+        &labels,
+    )
+}
+
+/// Stops every pair's client and server.
+fn stop_pairs(jobs: &mut Jobs, pairs: &[Pair], sink: usize) {
+    for p in pairs {
+        jobs.stop(p.client_agent, p.client_id, vec![]);
+        jobs.stop(sink, p.server_id, vec![]);
+    }
+}
+
 /// Starts every client at one agreed instant, reports progress while they
 /// run and stops both sides if the run is cut short. Returns what was
 /// collected, the agreed start (realtime ns) and whether the run ended on
@@ -221,13 +274,7 @@ fn run_clients(
     dir: &mut Option<&mut RunDir>,
     on_progress: OnProgress,
 ) -> Result<(Collected, Option<u64>, bool)> {
-    let roles: HashMap<u32, String> = pairs
-        .iter()
-        .flat_map(|p| {
-            let name = p.legs[0].name.clone();
-            [(p.client_id, name.clone()), (p.server_id, name)]
-        })
-        .collect();
+    let roles = roles_of(pairs);
     let clients: Vec<usize> = pairs.iter().map(|p| p.client_agent).collect();
     let start_at = jobs.agree_start(&clients);
     let t0 = Instant::now();
@@ -235,21 +282,7 @@ fn run_clients(
         jobs.start(
             p.client_agent,
             p.client_id,
-            Job::TcpConnect {
-                target,
-                streams: t.streams.max(1),
-                direction: t.direction,
-                duration_ms: (t.duration + t.omit).as_millis() as u64,
-                interval_ms: slices::sample_ms(t.interval),
-                cpus: cpus.to_vec(),
-                congestion: t.congestion.clone(),
-                buffer_len: t.buffer_len,
-                allow: t.allow.clone(),
-                pacing_bytes_per_s: t.pacing_bytes_per_s(),
-                window: t.window,
-                dscp: t.dscp,
-                vlan: t.vlan,
-            },
+            connect_job(t, target, cpus),
             start_at,
         )?;
     }
@@ -260,17 +293,7 @@ fn run_clients(
     let whole = t.duration + t.omit;
     let dur = whole.as_secs_f64();
     let sides = stream_sides(pairs, t.direction);
-    let labels: Vec<String> = pairs
-        .iter()
-        .flat_map(|p| p.legs.iter().map(|l| slices::sum_label(&l.name)))
-        .collect();
-    let mut slicer = Slicer::new(
-        t.interval.as_secs_f64(),
-        dur,
-        t.omit.as_secs_f64(),
-        &all_ids,
-        &labels,
-    );
+    let mut slicer = slicer_of(t, pairs, &all_ids);
     // Live rates per job and side: key 2·id for what a job sends, 2·id+1
     // for what it receives (under -R the client receives).
     let tx_keys: Vec<u32> = all_ids.iter().map(|id| id * 2).collect();
@@ -308,10 +331,7 @@ fn run_clients(
         &mut on_sample,
     )?;
     if !done {
-        for p in pairs {
-            jobs.stop(p.client_agent, p.client_id, vec![]);
-            jobs.stop(sink, p.server_id, vec![]);
-        }
+        stop_pairs(jobs, pairs, sink);
         let _ = collect_stopped(
             jobs.fleet,
             &mut col,
@@ -429,6 +449,30 @@ fn record_pairs(
     }
 }
 
+/// One side's part of an interval: the sender's (or the receiver's)
+/// streams and their bytes.
+fn one_side(iv: &IntervalSample, sender: bool) -> IntervalSample {
+    let bytes: u64 = iv
+        .streams
+        .iter()
+        .filter(|s| s.sender == sender)
+        .map(|s| s.bytes)
+        .sum();
+    IntervalSample {
+        t_start: iv.t_start,
+        t_end: iv.t_end,
+        tx_bytes: if sender { bytes } else { 0 },
+        rx_bytes: if sender { 0 } else { bytes },
+        streams: iv
+            .streams
+            .iter()
+            .filter(|s| s.sender == sender)
+            .cloned()
+            .collect(),
+        ..Default::default()
+    }
+}
+
 /// One direction of one client/server pair. Its figures leave out the
 /// first `omit_s` seconds (by the receiver's samples; the sender's for what
 /// was sent); the summaries stay the jobs' own counts.
@@ -470,30 +514,9 @@ fn direction(
     };
     let elapsed = (txs.elapsed_s - omit_s).max(1e-6);
     let goodput = got_kept as f64 * 8.0 / elapsed;
-    let side = |iv: &IntervalSample, sender: bool| {
-        let bytes: u64 = iv
-            .streams
-            .iter()
-            .filter(|s| s.sender == sender)
-            .map(|s| s.bytes)
-            .sum();
-        IntervalSample {
-            t_start: iv.t_start,
-            t_end: iv.t_end,
-            tx_bytes: if sender { bytes } else { 0 },
-            rx_bytes: if sender { 0 } else { bytes },
-            streams: iv
-                .streams
-                .iter()
-                .filter(|s| s.sender == sender)
-                .cloned()
-                .collect(),
-            ..Default::default()
-        }
-    };
     let mut intervals = pair_intervals(
-        tx_iv.iter().map(|s| side(s, true)).collect(),
-        rx_iv.iter().map(|r| side(r, false)).collect(),
+        tx_iv.iter().map(|s| one_side(s, true)).collect(),
+        rx_iv.iter().map(|r| one_side(r, false)).collect(),
     );
     mark_omitted(&mut intervals, omit_s);
     let socket_buffers = DirectionBuffers::of(txs.socket_buffers, rxs.socket_buffers);

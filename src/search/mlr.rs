@@ -232,6 +232,26 @@ impl Search<'_> {
         }
     }
 
+    /// The coarsest unreached target over all goals (most levels before
+    /// its goal's final target), first goal on ties: its goal, its level
+    /// and the trial it asks for.
+    fn pick(&self) -> Option<(usize, usize, Candidate)> {
+        let mut pick: Option<(usize, usize, usize, Candidate)> = None;
+        for g in 0..self.targets.len() {
+            let n = self.targets[g].len();
+            for k in 0..n {
+                if let Step::Next(c) = self.step(g, k) {
+                    let to_final = n - 1 - k;
+                    if pick.is_none_or(|(best, ..)| to_final > best) {
+                        pick = Some((to_final, g, k, c));
+                    }
+                    break;
+                }
+            }
+        }
+        pick.map(|(_, g, k, c)| (g, k, c))
+    }
+
     /// What target `k` of goal `g` wants measured next, if anything.
     fn step(&self, g: usize, k: usize) -> Step {
         let chain = &self.targets[g];
@@ -520,6 +540,49 @@ impl Search<'_> {
     }
 }
 
+/// How many trials in a row at one load end the search: every goal's
+/// duration sum in its shortest trials, each run again when disturbed,
+/// twice over (more than any goal needs), and at least [`SAME_LOAD_MAX`].
+fn same_load_max(config: &MlrConfig) -> usize {
+    config
+        .goals
+        .iter()
+        .map(|g| {
+            let n = (g.duration_sum_s
+                / g.initial_trial_duration_s
+                    .min(g.final_trial_duration_s)
+                    .max(1e-3))
+            .ceil();
+            (n.min(1e6) as usize) * (1 + super::DISTURBED_REPEATS) * 2
+        })
+        .max()
+        .unwrap_or(0)
+        .max(SAME_LOAD_MAX)
+}
+
+/// Says why the search stops after `same` trials in a row at `load`: the
+/// tester fell short of it, or (without a short trial) a bug.
+fn warn_stuck(log: &TrialLog, same: usize, load: f64) {
+    let short = log
+        .trials
+        .iter()
+        .rev()
+        .take(same)
+        .filter(|t| t.outcome.short_of_asked())
+        .count();
+    if short > 0 {
+        errln!(
+            "search: {same} trials in a row at {:.0} pps without an answer; the tester fell short of it in {short}: this host could not offer that load steadily (other work on its cores?); stopping",
+            load
+        );
+    } else {
+        errln!(
+            "search: {same} trials in a row at {:.0} pps without an answer; stopping (a bug: please report it with results.json)",
+            load
+        );
+    }
+}
+
 /// Runs an MLRsearch: one trial at a time, always for the coarsest target
 /// not reached yet among all goals (ties: goal order), until every goal's
 /// final target is reached or a limit stops it.
@@ -548,43 +611,13 @@ pub fn mlr_search(
         demonstrated: 0.0,
         shortfalls: super::Shortfalls::default(),
     };
-    // Every goal's duration sum in its shortest trials, each run
-    // again when disturbed, twice over: more than any goal needs.
-    let same_load_max = config
-        .goals
-        .iter()
-        .map(|g| {
-            let n = (g.duration_sum_s
-                / g.initial_trial_duration_s
-                    .min(g.final_trial_duration_s)
-                    .max(1e-3))
-            .ceil();
-            (n.min(1e6) as usize) * (1 + super::DISTURBED_REPEATS) * 2
-        })
-        .max()
-        .unwrap_or(0)
-        .max(SAME_LOAD_MAX);
+    let same_load_max = same_load_max(config);
     let mut log = TrialLog::default();
     let end = loop {
         if s.ceiling < config.min_load_pps {
             break MlrEnd::TesterBelowMinLoad;
         }
-        // The coarsest unreached target over all goals (most levels before
-        // its goal's final target), first goal on ties.
-        let mut pick: Option<(usize, usize, usize, Candidate)> = None;
-        for g in 0..s.targets.len() {
-            let n = s.targets[g].len();
-            for k in 0..n {
-                if let Step::Next(c) = s.step(g, k) {
-                    let to_final = n - 1 - k;
-                    if pick.is_none_or(|(best, ..)| to_final > best) {
-                        pick = Some((to_final, g, k, c));
-                    }
-                    break;
-                }
-            }
-        }
-        let Some((_, g, k, c)) = pick else {
+        let Some((g, k, c)) = s.pick() else {
             break MlrEnd::AllGoalsDone;
         };
         if log.trials.len() >= config.max_trials {
@@ -600,24 +633,7 @@ pub fn mlr_search(
             .take_while(|t| t.rate_pps == c.load)
             .count();
         if same >= same_load_max {
-            let short = log
-                .trials
-                .iter()
-                .rev()
-                .take(same)
-                .filter(|t| t.outcome.short_of_asked())
-                .count();
-            if short > 0 {
-                errln!(
-                    "search: {same} trials in a row at {:.0} pps without an answer; the tester fell short of it in {short}: this host could not offer that load steadily (other work on its cores?); stopping",
-                    c.load
-                );
-            } else {
-                errln!(
-                    "search: {same} trials in a row at {:.0} pps without an answer; stopping (a bug: please report it with results.json)",
-                    c.load
-                );
-            }
+            warn_stuck(&log, same, c.load);
             break MlrEnd::TrialLimit;
         }
         if let Some(max) = config.max_search_s {

@@ -7,7 +7,8 @@
 //! (shorter trials or waits, an acceptable loss above zero).
 
 use super::{
-    positive, ratio, SearchError, SearchTrial, TrialLog, TrialRunner, TrialWaits, TESTER_BACKOFF,
+    positive, ratio, SearchError, SearchTrial, TrialLog, TrialOutcome, TrialRunner, TrialWaits,
+    TESTER_BACKOFF,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -157,6 +158,121 @@ pub struct Rfc2544Result {
     pub time_spent_s: f64,
 }
 
+/// A throughput search's state between trials: its bracket, what the
+/// tester showed it can offer, and the trials that contradicted others.
+#[derive(Default)]
+struct Bracket {
+    passed: Option<f64>,
+    failed: Option<f64>,
+    ceiling: f64,
+    tester_limit: Option<f64>,
+    demonstrated: f64,
+    shortfalls: super::Shortfalls,
+    contradicting: usize,
+}
+
+impl Bracket {
+    /// The next trial's rate and purpose, or how the search ends.
+    fn next(&self, config: &Rfc2544Config) -> Result<(f64, &'static str), ThroughputEnd> {
+        let (passed, failed, ceiling) = (self.passed, self.failed, self.ceiling);
+        // The top of the bracket: the lowest failure, or the ceiling if that
+        // is lower and untested.
+        let top_tested = failed.is_some_and(|f| f <= ceiling);
+        if passed.is_some_and(|p| p >= ceiling) {
+            // The tester's limit only when the DUT lost nothing up to it;
+            // with a failure above, the DUT bounds the answer from above.
+            Err(if self.tester_limit.is_some() && failed.is_some() {
+                ThroughputEnd::Found
+            } else if self.tester_limit.is_some() {
+                ThroughputEnd::TesterLimit
+            } else {
+                ThroughputEnd::MaxRatePassed
+            })
+        } else if ceiling < config.min_pps {
+            Err(ThroughputEnd::TesterLimit)
+        } else if !top_tested {
+            let what = if self.tester_limit.is_some() {
+                "tester limit"
+            } else {
+                "max rate"
+            };
+            Ok((ceiling, what))
+        } else {
+            let top = failed.unwrap_or(ceiling).min(ceiling);
+            let bottom = passed.unwrap_or(config.min_pps);
+            if top <= config.min_pps {
+                return Err(ThroughputEnd::MinRateFailed);
+            }
+            if config.resolution.reached(bottom, top) {
+                if passed.is_some() {
+                    return Err(ThroughputEnd::Found);
+                }
+                Ok((config.min_pps, "min rate"))
+            } else {
+                Ok(((bottom + top) / 2.0, "bisect"))
+            }
+        }
+    }
+
+    /// Takes a trial at `rate` into the bracket.
+    fn record(&mut self, config: &Rfc2544Config, rate: f64, o: &TrialOutcome) {
+        // A tester that fell short ran the trial at the load it offered.
+        // A failure there is the DUT's, at the rate offered, whatever was
+        // asked. A pass holds at what was offered: it counts at the new
+        // ceiling just below that, and no more can be asked for. Short by
+        // less than the backoff is jitter at the rate asked.
+        // As MLRsearch does, the ceiling comes down only when two
+        // shortfalls show one ([`super::Shortfalls`]), and never below a
+        // rate the tester has offered in full.
+        let pass = o.loss_ratio() <= config.acceptable_loss_ratio;
+        let offered = o.offered_pps.min(rate);
+        let short = o.short_of_asked();
+        let ceiling_shown = short
+            && self
+                .shortfalls
+                .show_a_ceiling(rate, offered, false, o.lost == 0);
+        if !short {
+            self.demonstrated = self.demonstrated.max(rate);
+        }
+        let rate = match (pass, short) {
+            (_, false) => rate,
+            (false, true) => offered,
+            (true, true) => {
+                let best = self.shortfalls.best_offered().max(offered);
+                let most = (best * (1.0 - TESTER_BACKOFF)).max(self.demonstrated);
+                if ceiling_shown && most < self.ceiling {
+                    self.ceiling = most;
+                    self.tester_limit = Some(self.ceiling);
+                }
+                // The pass counts at what this trial offered.
+                (offered * (1.0 - TESTER_BACKOFF))
+                    .max(self.demonstrated)
+                    .min(offered)
+            }
+        };
+        // A binary search assumes that loss only grows with the load. A
+        // trial that contradicts an earlier one (a pass at or above a
+        // failure, a failure at or below a pass: a DUT whose capacity
+        // moved, or a disturbed host) is counted, and the search's line
+        // says so. The bracket is not reset on it: resetting made the
+        // search chase the noise (a simulated DUT with 6 % tester
+        // shortfalls and stalls took up to 56 trials instead of 31). A
+        // search that ends with even the lowest load failed reports no
+        // throughput, whatever passed above it before.
+        if pass {
+            if self.failed.is_some_and(|f| f <= rate) {
+                self.contradicting += 1;
+            }
+            self.passed = Some(self.passed.map_or(rate, |p: f64| p.max(rate)));
+        } else {
+            if self.passed.is_some_and(|p| p >= rate) {
+                self.contradicting += 1;
+            }
+            self.failed = Some(self.failed.map_or(rate, |f: f64| f.min(rate)));
+        }
+    }
+}
+
 /// RFC 2544 §26.1 throughput by binary search between `min_pps` and
 /// `max_pps`: the first trial runs at the maximum, then the bracket between
 /// the highest passing and lowest failing rate is halved until it is within
@@ -173,50 +289,14 @@ pub fn rfc2544_throughput(
 ) -> Result<Rfc2544Result, SearchError> {
     config.validate()?;
     let mut log = TrialLog::default();
-    let mut passed: Option<f64> = None;
-    let mut failed: Option<f64> = None;
-    let mut ceiling = config.max_pps;
-    let mut tester_limit: Option<f64> = None;
-    let mut demonstrated = 0.0f64;
-    let mut shortfalls = super::Shortfalls::default();
-    let mut contradicting = 0usize;
+    let mut b = Bracket {
+        ceiling: config.max_pps,
+        ..Bracket::default()
+    };
     let end = loop {
-        // The top of the bracket: the lowest failure, or the ceiling if that
-        // is lower and untested.
-        let top_tested = failed.is_some_and(|f| f <= ceiling);
-        let (rate, purpose) = if passed.is_some_and(|p| p >= ceiling) {
-            // The tester's limit only when the DUT lost nothing up to it;
-            // with a failure above, the DUT bounds the answer from above.
-            break if tester_limit.is_some() && failed.is_some() {
-                ThroughputEnd::Found
-            } else if tester_limit.is_some() {
-                ThroughputEnd::TesterLimit
-            } else {
-                ThroughputEnd::MaxRatePassed
-            };
-        } else if ceiling < config.min_pps {
-            break ThroughputEnd::TesterLimit;
-        } else if !top_tested {
-            let what = if tester_limit.is_some() {
-                "tester limit"
-            } else {
-                "max rate"
-            };
-            (ceiling, what)
-        } else {
-            let top = failed.unwrap_or(ceiling).min(ceiling);
-            let bottom = passed.unwrap_or(config.min_pps);
-            if top <= config.min_pps {
-                break ThroughputEnd::MinRateFailed;
-            }
-            if config.resolution.reached(bottom, top) {
-                if passed.is_some() {
-                    break ThroughputEnd::Found;
-                }
-                (config.min_pps, "min rate")
-            } else {
-                ((bottom + top) / 2.0, "bisect")
-            }
+        let (rate, purpose) = match b.next(config) {
+            Ok(next) => next,
+            Err(end) => break end,
         };
         if log.trials.len() >= config.max_trials {
             break ThroughputEnd::TrialLimit;
@@ -229,73 +309,22 @@ pub fn rfc2544_throughput(
             purpose.to_string(),
             None,
         )?;
-        let o = &t.outcome;
-        // A tester that fell short ran the trial at the load it offered.
-        // A failure there is the DUT's, at the rate offered, whatever was
-        // asked. A pass holds at what was offered: it counts at the new
-        // ceiling just below that, and no more can be asked for. Short by
-        // less than the backoff is jitter at the rate asked.
-        // As MLRsearch does, the ceiling comes down only when two
-        // shortfalls show one ([`super::Shortfalls`]), and never below a
-        // rate the tester has offered in full.
-        let pass = o.loss_ratio() <= config.acceptable_loss_ratio;
-        let offered = o.offered_pps.min(rate);
-        let short = o.short_of_asked();
-        let ceiling_shown = short && shortfalls.show_a_ceiling(rate, offered, false, o.lost == 0);
-        if !short {
-            demonstrated = demonstrated.max(rate);
-        }
-        let rate = match (pass, short) {
-            (_, false) => rate,
-            (false, true) => offered,
-            (true, true) => {
-                let best = shortfalls.best_offered().max(offered);
-                let most = (best * (1.0 - TESTER_BACKOFF)).max(demonstrated);
-                if ceiling_shown && most < ceiling {
-                    ceiling = most;
-                    tester_limit = Some(ceiling);
-                }
-                // The pass counts at what this trial offered.
-                (offered * (1.0 - TESTER_BACKOFF))
-                    .max(demonstrated)
-                    .min(offered)
-            }
-        };
-        // A binary search assumes that loss only grows with the load. A
-        // trial that contradicts an earlier one (a pass at or above a
-        // failure, a failure at or below a pass: a DUT whose capacity
-        // moved, or a disturbed host) is counted, and the search's line
-        // says so. The bracket is not reset on it: resetting made the
-        // search chase the noise (a simulated DUT with 6 % tester
-        // shortfalls and stalls took up to 56 trials instead of 31). A
-        // search that ends with even the lowest load failed reports no
-        // throughput, whatever passed above it before.
-        if pass {
-            if failed.is_some_and(|f| f <= rate) {
-                contradicting += 1;
-            }
-            passed = Some(passed.map_or(rate, |p: f64| p.max(rate)));
-        } else {
-            if passed.is_some_and(|p| p >= rate) {
-                contradicting += 1;
-            }
-            failed = Some(failed.map_or(rate, |f: f64| f.min(rate)));
-        }
+        b.record(config, rate, &t.outcome);
     };
     let mut compliance_notes = config.compliance_notes();
     compliance_notes.extend(disturbed_note(log.disturbed));
     // Every rate that passed lies above a failure at or below the lowest
     // load: none is a throughput.
     if end == ThroughputEnd::MinRateFailed {
-        passed = None;
+        b.passed = None;
     }
     Ok(Rfc2544Result {
         config: *config,
-        throughput_pps: passed,
-        lowest_failed_pps: failed,
+        throughput_pps: b.passed,
+        lowest_failed_pps: b.failed,
         end,
-        tester_limit_pps: tester_limit,
-        contradicting_trials: contradicting,
+        tester_limit_pps: b.tester_limit,
+        contradicting_trials: b.contradicting,
         rfc2544_compliant: compliance_notes.is_empty(),
         compliance_notes,
         trial_time_s: log.trial_time_s,

@@ -383,6 +383,29 @@ pub struct Refusal {
 }
 
 impl WireParams {
+    /// The block size the test asks for (0: the transport's default),
+    /// refused outside the transport's bounds.
+    fn block_len(&self, transport: Transport) -> Result<u32, Refusal> {
+        let (lo, hi) = match transport {
+            Transport::Tcp => (1, MAX_TCP_LEN),
+            Transport::Udp => (MIN_UDP_LEN, MAX_UDP_LEN),
+        };
+        let int = self.len.is_finite() && self.len >= 0.0 && self.len.fract() == 0.0;
+        if self.len == 0.0 {
+            Ok(match transport {
+                Transport::Tcp => DEFAULT_TCP_LEN,
+                Transport::Udp => 1448,
+            })
+        } else if int && self.len >= f64::from(lo) && self.len <= f64::from(hi) {
+            Ok(self.len as u32)
+        } else {
+            Err(Refusal {
+                errno: IE_BLOCKSIZE,
+                message: format!("block size {} is outside {lo}..={hi} bytes", self.len),
+            })
+        }
+    }
+
     /// The test these parameters ask for, or why a server refuses it (with
     /// the i_errno to answer).
     pub fn validate(&self) -> Result<TestParams, Refusal> {
@@ -428,23 +451,7 @@ impl WireParams {
                 format!("omit time {} s is outside 0..={MAX_OMIT_S}", self.omit),
             ));
         }
-        let (lo, hi) = match transport {
-            Transport::Tcp => (1, MAX_TCP_LEN),
-            Transport::Udp => (MIN_UDP_LEN, MAX_UDP_LEN),
-        };
-        let len = if self.len == 0.0 {
-            match transport {
-                Transport::Tcp => DEFAULT_TCP_LEN,
-                Transport::Udp => 1448,
-            }
-        } else if int(self.len) && self.len >= f64::from(lo) && self.len <= f64::from(hi) {
-            self.len as u32
-        } else {
-            return Err(refuse(
-                IE_BLOCKSIZE,
-                format!("block size {} is outside {lo}..={hi} bytes", self.len),
-            ));
-        };
+        let len = self.block_len(transport)?;
         if !(self.bandwidth.is_finite() && self.bandwidth >= 0.0 && self.bandwidth < 1e15) {
             return Err(refuse(
                 IE_UNIMP,

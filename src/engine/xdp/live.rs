@@ -361,6 +361,41 @@ fn read_cursor(m: &Array<MapData, [u8; CURSOR_LEN]>) -> Result<Cursor, EngineErr
 }
 
 impl Group {
+    /// Writes the run's cursor (paced: its schedule for `frames` frames;
+    /// unpaced: where the frames start) and gives the run's repeat count.
+    fn set_cursor(
+        &mut self,
+        frames: usize,
+        pacing: Option<Pacing>,
+        invocation_ns: f64,
+    ) -> Result<u32, EngineError> {
+        let (flow, slot) = (u64::from(self.next_flow), u64::from(self.next_slot));
+        Ok(match pacing {
+            Some(p) => {
+                let c = Cursor {
+                    t0_ns: p.first_due_ns,
+                    gap_fp: Cursor::gap_fp(p.gap_ns),
+                    quota: frames as u64,
+                    late_ns: p.late_ns,
+                    catch_gap_ns: p.catch_gap_ns,
+                    ..Cursor::unpaced(flow, slot)
+                };
+                self.cursor
+                    .set(0, c.bytes(), 0)
+                    .map_err(map_err("cursor"))?;
+                (PACED_RUN_S * 1e9 / invocation_ns).clamp(PACED_RUN_LEAST, 16_777_216.0) as u32
+            }
+            None => {
+                // Written before every run, also in lockstep: its clock
+                // reading must not serve a frame of this run (gen.bpf.c).
+                self.cursor
+                    .set(0, Cursor::unpaced(flow, slot).bytes(), 0)
+                    .map_err(map_err("cursor"))?;
+                frames as u32
+            }
+        })
+    }
+
     /// Loads a generator for `flows` (job indices) leaving by `ifindex`.
     fn open(
         r: &Resolved,
@@ -563,30 +598,9 @@ impl LiveTx {
             Ok(l) => l,
             Err(e) => return Err(fail(g, e)),
         };
-        let (flow, slot) = (u64::from(g.next_flow), u64::from(g.next_slot));
-        let repeat = match pacing {
-            Some(p) => {
-                let c = Cursor {
-                    t0_ns: p.first_due_ns,
-                    gap_fp: Cursor::gap_fp(p.gap_ns),
-                    quota: msgs.len() as u64,
-                    late_ns: p.late_ns,
-                    catch_gap_ns: p.catch_gap_ns,
-                    ..Cursor::unpaced(flow, slot)
-                };
-                if let Err(e) = g.cursor.set(0, c.bytes(), 0) {
-                    return Err(fail(g, map_err("cursor")(e)));
-                }
-                (PACED_RUN_S * 1e9 / self.invocation_ns).clamp(PACED_RUN_LEAST, 16_777_216.0) as u32
-            }
-            None => {
-                // Written before every run, also in lockstep: its clock
-                // reading must not serve a frame of this run (gen.bpf.c).
-                if let Err(e) = g.cursor.set(0, Cursor::unpaced(flow, slot).bytes(), 0) {
-                    return Err(fail(g, map_err("cursor")(e)));
-                }
-                msgs.len() as u32
-            }
+        let repeat = match g.set_cursor(msgs.len(), pacing, self.invocation_ns) {
+            Ok(r) => r,
+            Err(e) => return Err(fail(g, e)),
         };
         let fd = match g.obj.prog_fd("lr_gen") {
             Ok(fd) => fd,

@@ -334,6 +334,30 @@ fn holder_of(v: &Value, addr: IpAddr) -> Option<String> {
         .map(str::to_string)
 }
 
+/// One "thread" per CPU that ran the program (XDP counts in the softirq
+/// of whichever CPU polled the interface): its counts and its flows.
+fn per_cpu_figures(t: &SinkTotals, cpu_flows: &[(usize, Vec<u16>)]) -> Vec<ThreadFigures> {
+    t.per_cpu
+        .iter()
+        .enumerate()
+        .map(|(i, (cpu, v))| ThreadFigures {
+            thread: i as u16,
+            cpu: Some(*cpu),
+            flows: cpu_flows
+                .iter()
+                .find(|(c, _)| c == cpu)
+                .map(|(_, f)| f.clone())
+                .unwrap_or_default(),
+            cpu_s: 0.0,
+            rx_packets: v[0],
+            rx_bytes: v[1],
+            reordered: v[2],
+            duplicates: v[3],
+            ..Default::default()
+        })
+        .collect()
+}
+
 /// Counts until the controller stops the job, reporting intervals from
 /// the per-CPU totals; `sock` holds the port (frames the sink passes on,
 /// foreign ones, land there and are drained).
@@ -397,28 +421,7 @@ pub fn receive(
              their reordering counts are per CPU"
         );
     }
-    // One "thread" per CPU that ran the program: XDP counts in the
-    // softirq of whichever CPU polled the interface.
-    let per_thread = t
-        .per_cpu
-        .iter()
-        .enumerate()
-        .map(|(i, (cpu, v))| ThreadFigures {
-            thread: i as u16,
-            cpu: Some(*cpu),
-            flows: cpu_flows
-                .iter()
-                .find(|(c, _)| c == cpu)
-                .map(|(_, f)| f.clone())
-                .unwrap_or_default(),
-            cpu_s: 0.0,
-            rx_packets: v[0],
-            rx_bytes: v[1],
-            reordered: v[2],
-            duplicates: v[3],
-            ..Default::default()
-        })
-        .collect();
+    let per_thread = per_cpu_figures(&t, cpu_flows);
     let mut latency = t.latency_log2_ns.clone();
     while latency.last() == Some(&0) {
         latency.pop();

@@ -438,6 +438,42 @@ impl Session {
         }
     }
 
+    /// A SETTINGS frame: the peer's settings applied (the open stream's
+    /// window moved by the new initial window) and acknowledged, or its ACK
+    /// of ours.
+    fn settings(&mut self, h: &Head, payload: &[u8]) -> Result<(), ConnError> {
+        if h.has(frame::ACK) {
+            if !payload.is_empty() {
+                return Err(error(frame::FRAME_SIZE_ERROR, "a SETTINGS ACK with a payload").into());
+            }
+        } else {
+            let before = self.peer.initial_window;
+            frame::apply_settings(&mut self.peer, payload)?;
+            self.encoder.peer_table_size(self.peer.header_table);
+            // A new initial window moves the open stream's by the difference.
+            if let Some(s) = self.stream.as_mut() {
+                s.send_window += i64::from(self.peer.initial_window) - i64::from(before);
+            }
+            frame::put_head(&mut self.out, 0, frame::SETTINGS, frame::ACK, 0);
+        }
+        Ok(())
+    }
+
+    /// A WINDOW_UPDATE frame: more room to send on the connection or on
+    /// the open stream.
+    fn window_update(&mut self, h: &Head, payload: &[u8]) -> Result<(), ConnError> {
+        let inc = i64::from(frame::word(payload, "WINDOW_UPDATE not 4 bytes")? & frame::MAX_WINDOW);
+        if h.stream == 0 {
+            self.send_conn += inc;
+        } else if let Some(s) = self.stream.as_mut().filter(|s| s.id == h.stream) {
+            s.send_window += inc;
+        }
+        if self.send_conn > i64::from(frame::MAX_WINDOW) {
+            return Err(error(frame::FLOW_CONTROL_ERROR, "a send window above 2^31-1").into());
+        }
+        Ok(())
+    }
+
     /// Any frame but DATA, whole.
     fn frame(&mut self, h: &Head, payload: &[u8], p: &mut Progress) -> Result<(), ConnError> {
         let on_zero = |what: &'static str| -> Result<(), ConnError> {
@@ -474,24 +510,7 @@ impl Session {
             }
             frame::SETTINGS => {
                 on_zero("SETTINGS on a stream")?;
-                if h.has(frame::ACK) {
-                    if !payload.is_empty() {
-                        return Err(error(
-                            frame::FRAME_SIZE_ERROR,
-                            "a SETTINGS ACK with a payload",
-                        )
-                        .into());
-                    }
-                } else {
-                    let before = self.peer.initial_window;
-                    frame::apply_settings(&mut self.peer, payload)?;
-                    self.encoder.peer_table_size(self.peer.header_table);
-                    // A new initial window moves the open stream's by the difference.
-                    if let Some(s) = self.stream.as_mut() {
-                        s.send_window += i64::from(self.peer.initial_window) - i64::from(before);
-                    }
-                    frame::put_head(&mut self.out, 0, frame::SETTINGS, frame::ACK, 0);
-                }
+                self.settings(h, payload)?;
             }
             frame::PING => {
                 on_zero("PING on a stream")?;
@@ -511,19 +530,7 @@ impl Session {
                 self.goaway = Some((last, code));
             }
             frame::WINDOW_UPDATE => {
-                let inc = i64::from(
-                    frame::word(payload, "WINDOW_UPDATE not 4 bytes")? & frame::MAX_WINDOW,
-                );
-                if h.stream == 0 {
-                    self.send_conn += inc;
-                } else if let Some(s) = self.stream.as_mut().filter(|s| s.id == h.stream) {
-                    s.send_window += inc;
-                }
-                if self.send_conn > i64::from(frame::MAX_WINDOW) {
-                    return Err(
-                        error(frame::FLOW_CONTROL_ERROR, "a send window above 2^31-1").into(),
-                    );
-                }
+                self.window_update(h, payload)?;
             }
             frame::PRIORITY if payload.len() != 5 => {
                 return Err(error(frame::FRAME_SIZE_ERROR, "PRIORITY not 5 bytes").into());

@@ -155,6 +155,32 @@ pub fn build(runs: &[Run], opts: &PivotOpts) -> Result<Vec<Pivot>> {
         .collect()
 }
 
+/// A point's values: its sweep's coordinates, then each of `labels` the
+/// sweep did not already set.
+fn point_values(
+    sweep: Option<&crate::model::sweep::SweepPoint>,
+    labels: [(&str, String); 5],
+) -> Vec<(String, Value)> {
+    let mut values: Vec<(String, Value)> = Vec::new();
+    if let Some(s) = sweep {
+        for c in &s.coords {
+            values.push((
+                c.key.clone(),
+                Value {
+                    text: c.value.clone(),
+                    number: c.number,
+                },
+            ));
+        }
+    }
+    for (k, v) in labels {
+        if !values.iter().any(|(x, _)| x == k) {
+            values.push((k.to_string(), Value::text(v)));
+        }
+    }
+    values
+}
+
 /// Every point of one run, with its sweep coordinates and pseudo-axes.
 fn collect(run: &Run, asked: Option<Cell>, out: &mut Vec<Point>) {
     let r = &run.results;
@@ -163,33 +189,19 @@ fn collect(run: &Run, asked: Option<Cell>, out: &mut Vec<Point>) {
                 sweep: Option<&crate::model::sweep::SweepPoint>,
                 profile: String,
                 dir: Direction| {
-        let mut values: Vec<(String, Value)> = Vec::new();
-        if let Some(s) = sweep {
-            for c in &s.coords {
-                values.push((
-                    c.key.clone(),
-                    Value {
-                        text: c.value.clone(),
-                        number: c.number,
-                    },
-                ));
-            }
-        }
         let test = sweep
             .map(|s| s.sweep.clone())
             .unwrap_or_else(|| name.to_string());
-        for (k, v) in [
-            ("run", run.label.clone()),
-            ("dut", dut.clone()),
-            ("test", test),
-            ("profile", profile),
-            ("direction", direction_name(dir).to_string()),
-        ] {
-            if !values.iter().any(|(x, _)| x == k) {
-                values.push((k.to_string(), Value::text(v)));
-            }
-        }
-        values
+        point_values(
+            sweep,
+            [
+                ("run", run.label.clone()),
+                ("dut", dut.clone()),
+                ("test", test),
+                ("profile", profile),
+                ("direction", direction_name(dir).to_string()),
+            ],
+        )
     };
     let ramp_tests: Vec<usize> = r.ramps.iter().map(|x| x.test).collect();
     for (i, t) in r.tests.iter().enumerate() {
@@ -371,6 +383,44 @@ fn ramp_outcome(
     }
 }
 
+/// Every axis some point has a value on, in the order first seen.
+fn axes_of(points: &[Point]) -> Vec<String> {
+    let mut axes: Vec<String> = Vec::new();
+    for p in points {
+        for (k, _) in &p.values {
+            if !axes.contains(k) {
+                axes.push(k.clone());
+            }
+        }
+    }
+    axes
+}
+
+/// A point's values on one side's axes ("–" where it has none).
+fn key_of(p: &Point, side: &[String]) -> Vec<Value> {
+    side.iter()
+        .map(|a| p.get(a).cloned().unwrap_or_else(|| Value::text("–")))
+        .collect()
+}
+
+/// The points' distinct keys on one side's axes, in the order first seen.
+fn distinct_keys(points: &[Point], side: &[String]) -> Vec<Vec<Value>> {
+    let mut keys: Vec<Vec<Value>> = points.iter().map(|p| key_of(p, side)).collect();
+    dedup_unsorted(&mut keys);
+    keys
+}
+
+/// Drops repeats from `v`, keeping each item's first place.
+fn dedup_unsorted<T: PartialEq>(v: &mut Vec<T>) {
+    let mut kept: Vec<T> = Vec::with_capacity(v.len());
+    for x in v.drain(..) {
+        if !kept.contains(&x) {
+            kept.push(x);
+        }
+    }
+    *v = kept;
+}
+
 /// The pivot of one group of points.
 fn pivot(
     name: String,
@@ -378,14 +428,7 @@ fn pivot(
     info: Option<&SweepInfo>,
     opts: &PivotOpts,
 ) -> Result<Pivot> {
-    let mut axes: Vec<String> = Vec::new();
-    for p in &points {
-        for (k, _) in &p.values {
-            if !axes.contains(k) {
-                axes.push(k.clone());
-            }
-        }
-    }
+    let axes = axes_of(&points);
     one_unit(&mut points);
     let check = |list: &[String], flag: &str| -> Result<()> {
         for a in list {
@@ -422,41 +465,22 @@ fn pivot(
         }
     }
     choose(&points, &axes, &mut rows, &mut cols);
-    let key = |p: &Point, side: &[String]| -> Vec<Value> {
-        side.iter()
-            .map(|a| p.get(a).cloned().unwrap_or_else(|| Value::text("–")))
-            .collect()
-    };
-    let mut row_keys: Vec<Vec<Value>> = Vec::new();
-    let mut col_keys: Vec<Vec<Value>> = Vec::new();
-    for p in &points {
-        let (r, c) = (key(p, &rows), key(p, &cols));
-        if !row_keys.contains(&r) {
-            row_keys.push(r);
-        }
-        if !col_keys.contains(&c) {
-            col_keys.push(c);
-        }
-    }
+    let (row_keys, col_keys) = (distinct_keys(&points, &rows), distinct_keys(&points, &cols));
     let mut cells = Vec::new();
     for r in &row_keys {
         let mut line = Vec::new();
         for c in &col_keys {
             let here: Vec<&Point> = points
                 .iter()
-                .filter(|p| key(p, &rows) == *r && key(p, &cols) == *c)
+                .filter(|p| key_of(p, &rows) == *r && key_of(p, &cols) == *c)
                 .collect();
             mixed(&here, &axes, &name)?;
             line.push(summarize(&here));
         }
         cells.push(line);
     }
-    let mut figures: Vec<Cell> = Vec::new();
-    for p in &points {
-        if !figures.contains(&p.cell) {
-            figures.push(p.cell);
-        }
-    }
+    let mut figures: Vec<Cell> = points.iter().map(|p| p.cell).collect();
+    dedup_unsorted(&mut figures);
     let summed_directions = points
         .iter()
         .any(|p| p.get("direction").is_some_and(|v| v.text == "bidir"));
