@@ -6,7 +6,8 @@
 //! transparent [`Step`] variant, so `.context("doing X")?` reads as it did
 //! with anyhow and prints the same words: `Step` shows only its own message
 //! and returns the cause from `source()`, so a chain printed with `{:#}`
-//! names each cause once.
+//! names each cause once, whether the printer walks `source()` (anyhow)
+//! or asks the step for its alternate form.
 
 use std::error::Error;
 use std::fmt;
@@ -40,9 +41,17 @@ impl Step {
     }
 }
 
+/// `{}` is the step alone; `{:#}` adds its causes, as anyhow's errors do,
+/// so code that prints an error with `{:#}` shows the same chain whether
+/// the error is typed or not (a module's enum forwards its formatter to a
+/// `Step` through `#[error(transparent)]`).
 impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.what)
+        if f.alternate() {
+            f.write_str(&chain(self))
+        } else {
+            f.write_str(&self.what)
+        }
     }
 }
 
@@ -108,5 +117,14 @@ mod tests {
         assert_eq!(e.to_string(), "setting up");
         let none: Option<u8> = None;
         assert_eq!(chain(&none.context("no value").unwrap_err()), "no value");
+        assert_eq!(format!("{e:#}"), "setting up: reading x: gone");
+        #[derive(Debug, thiserror::Error)]
+        enum Typed {
+            #[error(transparent)]
+            Step(#[from] Step),
+        }
+        let typed = Typed::from(e);
+        assert_eq!(format!("{typed:#}"), "setting up: reading x: gone");
+        assert_eq!(format!("{typed}"), "setting up");
     }
 }

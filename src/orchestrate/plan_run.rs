@@ -41,7 +41,7 @@ pub fn preflight(plan: &PlanConfig) -> Result<()> {
         let h = &plan.hosts[i];
         match &h.vm {
             Some(vm) => crate::vm::host::preflight(vm),
-            None => h.endpoint.preflight(),
+            None => h.endpoint.preflight().map_err(crate::vm::VmError::from),
         }
         .with_context(|| format!("plan {}: host {}", plan.file.display(), h.name))?;
     }
@@ -83,16 +83,19 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
                     idx
                 },
             ),
-            None => hosts.spawn(
-                &h.name,
-                &h.endpoint,
-                netns,
-                h.binary.as_deref(),
-                log.as_deref(),
-            ),
+            None => hosts
+                .spawn(
+                    &h.name,
+                    &h.endpoint,
+                    netns,
+                    h.binary.as_deref(),
+                    log.as_deref(),
+                )
+                .map_err(crate::vm::VmError::from),
         };
         run.record_agents(&hosts);
-        let idx = spawned.map_err(|e| e.context(format!("starting host {}", h.name)))?;
+        let idx = spawned
+            .map_err(|e| anyhow::Error::new(e).context(format!("starting host {}", h.name)))?;
         let a = hosts.fleet.agent(idx);
         let at = match hosts.vms.iter().find(|(i, _)| *i == idx) {
             Some((_, vm)) => format!("a VM ({}, kernel {})", vm.kind(), vm.kernel_release),
