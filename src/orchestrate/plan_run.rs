@@ -120,8 +120,10 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
     let mut lab: Option<(usize, usize, PortLab, usize)> = None;
     if let Some(p) = &plan.port_lab {
         let (g, s) = (agent(p.gen_host)?, agent(p.sink_host)?);
-        let built = crate::lab::ports::configure(&mut hosts.fleet, g, s, 1500, &p.ports)
-            .map_err(|e| e.context("building the lab around the plan's ports"))?;
+        let built =
+            crate::lab::ports::configure(&mut hosts.fleet, g, s, 1500, &p.ports).map_err(|e| {
+                anyhow::Error::new(e).context("building the lab around the plan's ports")
+            })?;
         run.results.labs.push(built.topology.clone());
         let idx = run.results.labs.len() - 1;
         run.save();
@@ -251,7 +253,7 @@ fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
         let mut lab = match built {
             Ok(l) => l,
             Err(e) => {
-                let e = e.context(format!(
+                let e = anyhow::Error::new(e).context(format!(
                     "building the lab (DUT {})",
                     spec.dut.map_or("none", |d| d.name())
                 ));
