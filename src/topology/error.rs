@@ -2,7 +2,6 @@
 //! tell apart (an agent lost mid-run, a step that failed) with the words
 //! the user reads, unchanged from when this layer returned `anyhow` errors.
 
-use super::fleet::AgentLost;
 use crate::model::error::{BoxError, Step};
 use crate::netops::NetopsError;
 
@@ -44,3 +43,19 @@ macro_rules! fail {
 }
 
 pub(crate) use {err, fail};
+
+/// An agent lost mid-run: its control channel closed or it went silent.
+/// Tests that used it end with this error; the run ends partial.
+#[derive(Debug, Clone)]
+pub struct AgentLost {
+    pub agent: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for AgentLost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for AgentLost {}

@@ -9,7 +9,7 @@
 //! ones also get SIGKILL from the kernel via PR_SET_PDEATHSIG; remote ones
 //! lose their ssh session) and exit, which destroys their namespaces.
 
-use super::error::{err, fail, Result, TopologyError};
+use super::error::{err, fail, AgentLost, Result, TopologyError};
 use crate::model::error::{Context, Step};
 use crate::model::stderr::errprint;
 use crate::proto::{self, Request, Response, PROTO_VERSION};
@@ -66,22 +66,6 @@ pub fn best_clock_sample(samples: &[(u64, u64, u64)]) -> Option<ClockSync> {
             }
         })
 }
-
-/// An agent lost mid-run: its control channel closed or it went silent.
-/// Tests that used it end with this error; the run ends partial.
-#[derive(Debug, Clone)]
-pub struct AgentLost {
-    pub agent: usize,
-    pub message: String,
-}
-
-impl std::fmt::Display for AgentLost {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for AgentLost {}
 
 pub struct Agent {
     pub role: String,

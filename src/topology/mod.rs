@@ -10,8 +10,8 @@ mod error;
 pub mod fleet;
 pub mod ssh;
 
-pub use error::TopologyError;
-pub use fleet::{AgentLost, ClockSync, Fleet};
+pub use error::{AgentLost, TopologyError};
+pub use fleet::{ClockSync, Fleet};
 
 use crate::model::error::Context;
 use error::{err, fail, Result};
