@@ -1,6 +1,7 @@
-//! The error building the lab returns: what a caller can
-//! tell apart (a step that failed, an error of a layer below) with the words
-//! the user reads, unchanged from when this layer returned `anyhow` errors.
+//! The error building the lab returns: what a caller can tell apart (a
+//! guest kernel without bonding, a step that failed, an error of a layer
+//! below) with the words the user reads, unchanged from when this layer
+//! returned `anyhow` errors.
 
 use crate::model::error::{BoxError, Step};
 use crate::netops::NetopsError;

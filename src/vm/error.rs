@@ -1,6 +1,6 @@
-//! The error a VM step returns: what a caller can
-//! tell apart (a setting that does not parse, a step that failed) with the words
-//! the user reads, unchanged from when this layer returned `anyhow` errors.
+//! The error a VM step returns: what a caller can tell apart (a setting
+//! that does not parse, a step that failed) with the words the user reads,
+//! unchanged from when this layer returned `anyhow` errors.
 
 use super::BadSetting;
 use crate::model::error::{BoxError, Step};
