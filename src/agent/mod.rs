@@ -299,7 +299,7 @@ impl Agent {
             mac_b,
         } = op
         else {
-            return netops::apply(op);
+            return Ok(netops::apply(op)?);
         };
         if let Some(on) = self.stick.as_ref().and_then(|s| s.ifname()) {
             anyhow::bail!(

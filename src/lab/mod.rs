@@ -10,19 +10,22 @@
 
 pub mod bond;
 pub mod cores;
+mod error;
 pub mod netem;
 pub mod ports;
 pub mod rules;
 pub mod stick;
 pub mod vmdut;
 
+use crate::model::error::Context;
 use crate::model::lab::{LabInterface, LabLink, LabNode, LabTopology};
 use crate::netops::{self, mac_string};
 use crate::proto::{NetOp, Request, Response};
 pub use crate::topology::Addressing;
 use crate::topology::Fleet;
 use crate::topology::Netns;
-use anyhow::{bail, Context, Result};
+pub use error::LabError;
+use error::{fail, Result};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::time::Duration;
@@ -377,7 +380,7 @@ impl Node {
             Duration::from_secs(30),
         )? {
             Response::Configured => {}
-            other => bail!("configuring the {role} namespace: unexpected answer {other:?}"),
+            other => fail!("configuring the {role} namespace: unexpected answer {other:?}"),
         }
         Ok(LabNode {
             role: role.into(),
@@ -396,64 +399,64 @@ impl Node {
 /// Checks what building a lab needs before anything is started.
 pub fn preflight(spec: &LabSpec) -> Result<()> {
     if !crate::sys::is_root() {
-        bail!(
+        fail!(
             "the lab needs root: it creates network namespaces and veth links.\n\
              Run it as root, e.g. `sudo linerate lab`, or run tests between existing \
              endpoints with `linerate tcp`/`linerate udp`"
         );
     }
     if !netops::tool_exists("ip") {
-        bail!("`ip` (iproute2) is not installed; install it with: apt-get install iproute2");
+        fail!("`ip` (iproute2) is not installed; install it with: apt-get install iproute2");
     }
     if matches!(spec.dut, Some(DutMode::Nat | DutMode::Fw)) && !netops::tool_exists("nft") {
-        bail!(
+        fail!(
             "DUT mode {} needs nftables, which is not installed; install it with: apt-get install nftables",
             spec.dut.map(|d| d.name()).unwrap_or_default()
         );
     }
     if spec.dut_remark.is_some() && !netops::tool_exists("nft") {
-        bail!("--dut-remark needs nftables, which is not installed; install it with: apt-get install nftables");
+        fail!("--dut-remark needs nftables, which is not installed; install it with: apt-get install nftables");
     }
     if spec.dut_police_pps.is_some() && !netops::tool_exists("nft") {
-        bail!("--dut-police needs nftables, which is not installed; install it with: apt-get install nftables");
+        fail!("--dut-police needs nftables, which is not installed; install it with: apt-get install nftables");
     }
     if spec.dut_shape.is_some() && !netops::tool_exists("tc") {
-        bail!("--dut-shape needs tc (iproute2), which is not installed; install it with: apt-get install iproute2");
+        fail!("--dut-shape needs tc (iproute2), which is not installed; install it with: apt-get install iproute2");
     }
     if spec.dut_netem.is_some() {
         if !netops::tool_exists("tc") {
-            bail!("--dut-delay needs tc (iproute2), which is not installed; install it with: apt-get install iproute2");
+            fail!("--dut-delay needs tc (iproute2), which is not installed; install it with: apt-get install iproute2");
         }
         if spec.dut_shape.is_some() {
-            bail!(
+            fail!(
                 "--dut-shape and --dut-delay both need the root qdisc of the DUT's egress \
                  towards the sink (tc tbf and tc netem): use one of them per run"
             );
         }
     }
     if spec.dut_police_pps == Some(0) {
-        bail!("--dut-police must be above 0 packets per second");
+        fail!("--dut-police must be above 0 packets per second");
     }
     if let Some(p) = spec.dut_loss_pct {
         if !(p > 0.0 && p < 100.0) {
-            bail!("--dut-loss {p} must be a percentage between 0 and 100 (exclusive)");
+            fail!("--dut-loss {p} must be a percentage between 0 and 100 (exclusive)");
         }
         if !netops::tool_exists("nft") {
-            bail!("--dut-loss needs nftables, which is not installed; install it with: apt-get install nftables");
+            fail!("--dut-loss needs nftables, which is not installed; install it with: apt-get install nftables");
         }
     }
     if !(576..=9000).contains(&spec.mtu) {
-        bail!("MTU {} is outside 576..=9000", spec.mtu);
+        fail!("MTU {} is outside 576..=9000", spec.mtu);
     }
     if let Some(e) = queues_error(spec.queues) {
-        bail!("{e}");
+        fail!("{e}");
     }
     if spec.dut == Some(DutMode::Stick) {
         stick::preflight(spec)?;
     }
     vmdut::check_user_router(spec)?;
     if spec.dut_bond && spec.dut_vm.as_ref().is_none_or(|v| v.guest.is_opaque()) {
-        bail!(
+        fail!(
             "--dut-bond makes an 802.3ad bond inside linerate's DUT VM, which its agent \
              configures: add --dut-vm (a namespace DUT or your own router VM has no such step)"
         );

@@ -16,6 +16,7 @@
 //! 198.19.1.0/24 accepted locally, IPv6 likewise in 2001:2:0:10::/60 and
 //! 2001:2:0:20::/60.
 
+use super::error::{fail, Result};
 use super::{link, preflight, v4, v6, Addressing, Lab, LabSpec, Node};
 use crate::model::lab::{LabLink, LabTopology};
 use crate::netops::check_ifname;
@@ -23,7 +24,6 @@ use crate::netops::port::{self, PortState};
 use crate::proto::NetOp;
 use crate::topology::Fleet;
 use crate::topology::Netns;
-use anyhow::{bail, Result};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
@@ -102,7 +102,7 @@ impl Side {
                     let in_flow = u32::from(x) >> 8 == u32::from(self.v4_flow) >> 8;
                     let host = u32::from(x) & 0xff;
                     if seen4 || !in_side || in_flow || host == 0 || host == 255 {
-                        bail!(
+                        fail!(
                             "{} {x}: give at most one IPv4 address, a host in {}/16 outside the \
                              flow prefix {}/24",
                             self.flag,
@@ -116,7 +116,7 @@ impl Side {
                     let in_side = u128::from(x) >> 68 == u128::from(self.v6_net) >> 68;
                     let in_flow = u128::from(x) >> 64 == u128::from(self.v6_flow) >> 64;
                     if seen6 || !in_side || in_flow || u128::from(x) as u64 == 0 {
-                        bail!(
+                        fail!(
                             "{} {x}: give at most one IPv6 address, a host in {}/60 outside the \
                              flow prefix {}/64",
                             self.flag,
@@ -149,11 +149,11 @@ fn parse_mac(flag: &str, s: &str) -> Result<[u8; 6]> {
     for b in &mut mac {
         match parts.next().map(|p| u8::from_str_radix(p, 16)) {
             Some(Ok(v)) => *b = v,
-            _ => bail!("{flag} {s}: not a MAC address; write it as 02:00:5e:00:00:01"),
+            _ => fail!("{flag} {s}: not a MAC address; write it as 02:00:5e:00:00:01"),
         }
     }
     if parts.next().is_some() {
-        bail!("{flag} {s}: not a MAC address; write it as 02:00:5e:00:00:01");
+        fail!("{flag} {s}: not a MAC address; write it as 02:00:5e:00:00:01");
     }
     Ok(mac)
 }
@@ -164,12 +164,12 @@ impl PortsSpec {
         let (gen, sink) = match (f.gen_port, f.sink_port) {
             (None, None) => return Ok(None),
             (Some(g), Some(s)) => (g, s),
-            _ => bail!("name both ports: --gen-port IF --sink-port IF"),
+            _ => fail!("name both ports: --gen-port IF --sink-port IF"),
         };
         check_ifname(gen)?;
         check_ifname(sink)?;
         if gen == sink {
-            bail!(
+            fail!(
                 "--gen-port and --sink-port are both {gen}; a port can serve one side only, \
                  name the two ports cabled to the DUT (or to each other with --back-to-back)"
             );
@@ -180,7 +180,7 @@ impl PortsSpec {
             || f.dut_sink_mac.is_some();
         if f.back_to_back {
             if dut_flags {
-                bail!("--back-to-back has no DUT: drop the --dut-* flags, or drop --back-to-back");
+                fail!("--back-to-back has no DUT: drop the --dut-* flags, or drop --back-to-back");
             }
             return Ok(Some(PortsSpec {
                 gen: gen.into(),
@@ -285,7 +285,7 @@ fn inspect(fleet: &mut Fleet, idx: usize, dev: &str, force: bool) -> Result<Insp
     };
     match fleet.call(idx, &req, std::time::Duration::from_secs(15))? {
         crate::proto::Response::PortState { port, mac } => Ok(Inspected { record: port, mac }),
-        other => bail!("inspecting port {dev}: unexpected answer {other:?}"),
+        other => fail!("inspecting port {dev}: unexpected answer {other:?}"),
     }
 }
 
@@ -366,7 +366,7 @@ pub fn configure(
         None => {
             // Cabled to each other: one subnet, gen .1 and sink .2.
             let (Some(gmac), Some(smac)) = (gen_state.mac, sink_state.mac) else {
-                bail!("ports {gp} and {sp}: a MAC address is unknown, so they cannot be cabled back to back");
+                fail!("ports {gp} and {sp}: a MAC address is unknown, so they cannot be cabled back to back");
             };
             (gen4, gen6) = (Ipv4Addr::new(198, 18, 0, 1), port_v6(GEN_SIDE.v6_net));
             (sink4, sink6) = (

@@ -11,13 +11,13 @@
 //! addresses on both VLANs are its trunk's MAC), and so is the bridge's
 //! forwarding table, so no frame is ever flooded.
 
+use super::error::{fail, Result};
 use super::{cores, link, pinned_devs, routed, steer_receive, v4, v6, Lab, LabSpec, Node};
 use super::{MAC_DUT0, MAC_GEN0, MAC_SINK0};
 use crate::model::lab::{LabInterface, LabTopology};
 use crate::netops;
 use crate::proto::{NetOp, Vlan};
 use crate::topology::{Addressing, Fleet, Netns};
-use anyhow::{bail, Result};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
@@ -30,13 +30,13 @@ pub(super) fn preflight(spec: &LabSpec) -> Result<()> {
     let (a, b) = spec.stick_vlans;
     for id in [a, b] {
         if !(1..=4094).contains(&id) {
-            bail!(
+            fail!(
                 "--stick-vlans {a},{b}: VLAN id {id} is outside 1..4094; give two ids in 1..4094"
             );
         }
     }
     if a == b {
-        bail!(
+        fail!(
             "--stick-vlans {a},{b}: a router on a stick routes between two VLANs; give two \
              different ids (default 10,20)"
         );
@@ -49,13 +49,13 @@ pub(super) fn preflight(spec: &LabSpec) -> Result<()> {
         (spec.dut_netem.is_some(), "--dut-delay"),
     ];
     if let Some((_, flag)) = impairment.iter().find(|(on, _)| *on) {
-        bail!(
+        fail!(
             "{flag} acts on the kernel's forwarding (nftables, tc), but the stick DUT forwards \
              in XDP before either sees a frame; drop {flag}, or use --dut route"
         );
     }
     if !netops::tool_exists("bridge") {
-        bail!(
+        fail!(
             "--dut stick needs `bridge` (iproute2) for the switch's static forwarding table; \
              install it with: apt-get install iproute2"
         );

@@ -15,14 +15,15 @@
 //! it (its taps are made there) and gets SIGKILL when the controller dies,
 //! and its taps go with it.
 
+use super::error::{err, fail, Result};
 use super::{Addressing, LabInterface, Node, MAC_DUT0, MAC_DUT1, MAC_HV0, MAC_HV1};
+use crate::model::error::Context;
 use crate::model::lab::{LabNode, LabVm};
 use crate::model::stderr::errln;
 use crate::proto::NetOp;
 use crate::topology::{Fleet, Netns};
 use crate::vm::router::{self, Router};
 use crate::vm::{qemu, Guest, Nic, VmSpec};
-use anyhow::{anyhow, bail, Context, Result};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -131,7 +132,7 @@ pub fn check_user_router(spec: &super::LabSpec) -> Result<()> {
         _ => "--dut-initrd",
     };
     if let Some(mode) = spec.dut.filter(|m| *m != super::DutMode::Route) {
-        bail!(
+        fail!(
             "{flag} boots your own router, which you configured: linerate cannot make it a {} \
              DUT. Drop --dut (your router routes), or use --dut-vm for linerate's own DUT VM in \
              that mode",
@@ -146,7 +147,7 @@ pub fn check_user_router(spec: &super::LabSpec) -> Result<()> {
         (spec.dut_netem.is_some(), "--dut-delay"),
     ];
     if let Some((_, imp)) = impairments.iter().find(|(on, _)| *on) {
-        bail!(
+        fail!(
             "{imp} is applied by linerate's agent inside the DUT, and {flag} boots your own \
              router, with no agent inside: configure the impairment in your router, or use \
              --dut-vm"
@@ -209,13 +210,13 @@ pub fn boot_router(
         .all(|t| dev_packets(vp, t).is_some())
     {
         if let Some(st) = router.exited() {
-            bail!(
+            fail!(
                 "qemu stopped ({st}) before it made the router's NICs; its last lines:\n{}",
                 router.console_tail()
             );
         }
         if Instant::now() >= until {
-            bail!("qemu made no taps for the router's NICs within 30 s");
+            fail!("qemu made no taps for the router's NICs within 30 s");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -309,8 +310,8 @@ fn udp_in(pid: u32, addr: SocketAddr) -> Result<UdpSocket> {
         })
         .join()
     })
-    .map_err(|_| anyhow!("the probe thread for {addr} panicked"))?;
-    sock.with_context(|| format!("a probe socket on {addr}"))
+    .map_err(|_| err!("the probe thread for {addr} panicked"))?;
+    Ok(sock.with_context(|| format!("a probe socket on {addr}"))?)
 }
 
 /// Port of the probes (fresh namespaces: nothing else listens).
@@ -454,7 +455,7 @@ pub fn wait_forwarding(
     let mut buf = [0u8; 64];
     loop {
         if let Some(st) = r.router.exited() {
-            bail!(
+            fail!(
                 "your router VM stopped ({st}) before it forwarded; its console's last lines:\n{}",
                 r.router.console_tail()
             );
@@ -512,7 +513,7 @@ pub fn wait_forwarding(
                 ),
                 _ => format!("within {} s of its boot", r.wait.as_secs()),
             };
-            bail!(
+            fail!(
                 "your router did not forward the lab's IPv4 {when}; what did not \
                  pass:\n{}\nIts first NIC (gen side, {}) {}; its second (sink side, {}) {}.{}\n\
                  Its console's last lines:\n{}",

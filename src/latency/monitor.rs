@@ -694,7 +694,7 @@ fn monitor(cfg: MonitorConfig) -> Result<MonitorSummary> {
             }
             Ok(_) => {}
             Err(e) => {
-                error = Some(e.context("a responder agent was lost"));
+                error = Some(anyhow::Error::new(e).context("a responder agent was lost"));
                 break;
             }
         }

@@ -2,7 +2,8 @@
 //! arguments, checking interface names before they reach a command line,
 //! and the small steps several operations share (neighbour entries).
 
-use anyhow::{bail, Context, Result};
+use super::error::{fail, NetopsError, Result};
+use crate::model::error::Context;
 use std::net::IpAddr;
 use std::process::Command;
 
@@ -31,7 +32,10 @@ fn require(tool: &str) -> Result<()> {
         .find(|(t, _)| *t == tool)
         .map(|p| p.1)
         .unwrap_or(tool);
-    bail!("`{tool}` is not installed; it is needed to configure the lab. Install it with: apt-get install {pkg}")
+    Err(NetopsError::ToolMissing {
+        tool: tool.to_string(),
+        package: pkg.to_string(),
+    })
 }
 
 /// Runs a tool, turning a failure into an error with its stderr.
@@ -56,7 +60,7 @@ pub fn run(tool: &str, args: &[&str], stdin: Option<&str>) -> Result<()> {
         cmd.output().with_context(|| format!("starting {tool}"))?
     };
     if !out.status.success() {
-        bail!(
+        fail!(
             "`{tool} {}` failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
@@ -73,7 +77,7 @@ pub fn run_output(tool: &str, args: &[&str]) -> Result<String> {
         .output()
         .with_context(|| format!("starting {tool}"))?;
     if !out.status.success() {
-        bail!(
+        fail!(
             "`{tool} {}` failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
@@ -90,7 +94,7 @@ pub fn check_ifname(name: &str) -> Result<()> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
     {
-        bail!(
+        fail!(
             "'{name}' is not a valid interface name (1-15 characters of a-z, 0-9, '-', '_', '.')"
         );
     }

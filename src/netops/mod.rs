@@ -8,15 +8,18 @@
 //! Physical ports (take, check, give back) live in [`port`].
 
 mod cmd;
+mod error;
 pub mod port;
 pub mod reach;
 pub mod vlan;
 
 use cmd::family;
 pub use cmd::{check_ifname, mac_string, run, run_output, set_neighbour, tool_exists};
+pub use error::NetopsError;
 
+use crate::model::error::Context;
 use crate::proto::NetOp;
-use anyhow::{bail, Context, Result};
+use error::{err, fail, Result};
 use std::time::Duration;
 
 /// What an agent gives back on its way out: VLAN sub-interfaces first
@@ -105,10 +108,11 @@ pub fn apply(op: &NetOp) -> Result<()> {
                     .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
                 || key.contains("..")
             {
-                bail!("refusing sysctl '{key}': only net.* keys are set by linerate");
+                fail!("refusing sysctl '{key}': only net.* keys are set by linerate");
             }
             let path = format!("/proc/sys/{}", key.replace('.', "/"));
-            std::fs::write(&path, value).with_context(|| format!("setting {key}={value} ({path})"))
+            Ok(std::fs::write(&path, value)
+                .with_context(|| format!("setting {key}={value} ({path})"))?)
         }
         NetOp::Offload { dev, feature, on } => {
             check_ifname(dev)?;
@@ -116,7 +120,7 @@ pub fn apply(op: &NetOp) -> Result<()> {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-')
             {
-                bail!("'{feature}' is not an offload name");
+                fail!("'{feature}' is not an offload name");
             }
             run(
                 "ethtool",
@@ -149,7 +153,7 @@ pub fn apply(op: &NetOp) -> Result<()> {
         } => {
             check_ifname(dev)?;
             if *rate_bps == 0 || *burst_bytes == 0 || *limit_bytes == 0 {
-                bail!("shaping {dev}: rate, burst and queue must be above 0");
+                fail!("shaping {dev}: rate, burst and queue must be above 0");
             }
             run(
                 "tc",
@@ -193,7 +197,7 @@ pub fn apply(op: &NetOp) -> Result<()> {
         }
         // The program's BPF link must live as long as the agent, so the
         // agent attaches it (engine::xdp::stick), not this stateless layer.
-        NetOp::Stick { dev, .. } | NetOp::XdpPass { dev } => anyhow::bail!(
+        NetOp::Stick { dev, .. } | NetOp::XdpPass { dev } => fail!(
             "the router-on-a-stick program for {dev} is attached by the agent itself; this agent build did not: use the same linerate build for controller and agents"
         ),
     }
@@ -206,7 +210,7 @@ pub fn apply(op: &NetOp) -> Result<()> {
 pub fn bond(name: &str, ports: &[String]) -> Result<()> {
     check_ifname(name)?;
     if ports.is_empty() {
-        bail!("bond {name}: give it at least one port");
+        fail!("bond {name}: give it at least one port");
     }
     let made = run(
         "ip",
@@ -219,7 +223,7 @@ pub fn bond(name: &str, ports: &[String]) -> Result<()> {
         let text = e.to_string();
         if text.contains("Unknown device type") || text.contains("not supported") {
             let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-            bail!(
+            fail!(
                 "the DUT's 802.3ad bond needs the bonding driver, and this kernel ({}) has none \
                  (neither built in nor a module it can load): give the DUT VM a kernel that has \
                  it, e.g. --dut-kernel debian:bookworm (Debian's kernels do), or drop --dut-bond",
@@ -240,7 +244,7 @@ pub fn bond(name: &str, ports: &[String]) -> Result<()> {
 /// what to do instead.
 fn netem(dev: &str, delay_us: u32, jitter_us: u32, reorder: Option<f64>, limit: u32) -> Result<()> {
     if reorder.is_some_and(|p| !(p > 0.0 && p < 100.0)) || limit == 0 {
-        bail!(
+        fail!(
             "netem on {dev}: reorder must be a percentage between 0 and 100 and the limit above 0"
         );
     }
@@ -263,7 +267,7 @@ fn netem(dev: &str, delay_us: u32, jitter_us: u32, reorder: Option<f64>, limit: 
     match run("tc", &args, None) {
         Err(e) if e.to_string().contains("qdisc kind is unknown") => {
             let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-            bail!(
+            fail!(
                 "the DUT's delay, jitter and reorder need tc netem, and this kernel ({}) has no \
                  sch_netem (neither built in nor a module it can load): run the DUT in a VM \
                  with a kernel that has it, e.g. `linerate lab --dut-vm` (Debian's kernels \
@@ -312,7 +316,7 @@ fn set_rps(dev: &str, cpus: &[usize]) -> Result<()> {
             let back = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading back {}", path.display()))?;
             if back.trim().trim_start_matches(['0', ',']) != mask.trim_start_matches(['0', ',']) {
-                bail!(
+                fail!(
                     "{} reads {} after writing {mask}",
                     path.display(),
                     back.trim()
@@ -321,13 +325,11 @@ fn set_rps(dev: &str, cpus: &[usize]) -> Result<()> {
             n += 1;
         }
         if n == 0 {
-            bail!("{dev} has no rx queues in {queues}");
+            fail!("{dev} has no rx queues in {queues}");
         }
         Ok(())
     });
-    worker
-        .join()
-        .map_err(|_| anyhow::anyhow!("the RPS thread panicked"))?
+    worker.join().map_err(|_| err!("the RPS thread panicked"))?
 }
 
 /// Pids of the kernel threads named `napi/{dev}-ID`.
@@ -384,7 +386,8 @@ fn allowed_cpus_of(pid: u32) -> Result<Vec<usize>> {
         .lines()
         .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
         .with_context(|| format!("{path} has no Cpus_allowed_list line"))?;
-    parse_cpu_list(list).with_context(|| format!("{path}: '{}' is not a CPU list", list.trim()))
+    Ok(parse_cpu_list(list)
+        .with_context(|| format!("{path}: '{}' is not a CPU list", list.trim()))?)
 }
 
 /// Turns threaded NAPI on for `dev` (in this namespace's own sysfs) and
@@ -422,14 +425,14 @@ fn napi_threads(dev: &str, cpus: &[usize], realtime: bool) -> Result<()> {
             std::thread::sleep(Duration::from_millis(10));
         }
         if ours.is_empty() {
-            bail!(
+            fail!(
                 "{path} reads {} but no napi/{dev}-* kernel thread appeared: {dev} has no NAPI \
                  (a veth needs GRO on or an XDP program)",
                 std::fs::read_to_string(&path).unwrap_or_default().trim()
             );
         }
         if ours.len() < want {
-            bail!(
+            fail!(
                 "{dev} has {want} rx queues but only {} napi/{dev}-* kernel threads appeared \
                  within 2 s, so some queues' receive work would run unpinned; the kernel may \
                  give NAPI to fewer queues than it lists (try --queues 1)",
@@ -446,7 +449,7 @@ fn napi_threads(dev: &str, cpus: &[usize], realtime: bool) -> Result<()> {
             let got = allowed_cpus_of(pid)
                 .with_context(|| format!("reading back napi/{dev} thread {pid}'s CPUs"))?;
             if got != want_cpus {
-                bail!(
+                fail!(
                     "napi/{dev} thread {pid} runs on CPUs {got:?} after pinning it to {cpus:?}: \
                      something else (a cpuset, irqbalance) set its affinity"
                 );
@@ -461,7 +464,7 @@ fn napi_threads(dev: &str, cpus: &[usize], realtime: bool) -> Result<()> {
     });
     worker
         .join()
-        .map_err(|_| anyhow::anyhow!("the threaded NAPI thread panicked"))?
+        .map_err(|_| err!("the threaded NAPI thread panicked"))?
 }
 
 /// Creates a veth pair whose ends are born inside two namespaces, named by the
@@ -495,7 +498,7 @@ fn veth_args(
     check_ifname(a)?;
     check_ifname(b)?;
     if queues == 0 {
-        bail!("creating veth {a}/{b}: a veth needs at least one tx and one rx queue");
+        fail!("creating veth {a}/{b}: a veth needs at least one tx and one rx queue");
     }
     let q = queues.to_string();
     let end = |name: &str, mac: &[u8; 6], pid: u32| {

@@ -18,9 +18,10 @@
 //! This module must not touch any interface it was not asked to take.
 
 use super::cmd::{check_ifname, mac_string, run, run_output, set_neighbour};
+use super::error::{err, fail, Result};
+use crate::model::error::{chain, Context};
 use crate::model::stderr::errln;
 use crate::proto::lab::LabPort;
-use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 use std::fs::File;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, UdpSocket};
@@ -84,7 +85,10 @@ pub fn benchmarking_address(a: IpAddr) -> bool {
 pub fn inspect(dev: &str) -> Result<PortState> {
     check_ifname(dev)?;
     let link = run_output("ip", &["-j", "-d", "link", "show", "dev", dev]).map_err(|e| {
-        anyhow!("port {dev}: no such interface here ({e:#}); list the interfaces with `ip link`")
+        err!(
+            "port {dev}: no such interface here ({}); list the interfaces with `ip link`",
+            chain(&e)
+        )
     })?;
     let addrs = run_output("ip", &["-j", "addr", "show", "dev", dev])
         .with_context(|| format!("reading the addresses of port {dev}"))?;
@@ -100,7 +104,7 @@ pub fn inspect(dev: &str) -> Result<PortState> {
 }
 
 fn parse_json(text: &str, what: &str) -> Result<Value> {
-    serde_json::from_str(text).with_context(|| format!("parsing `ip -j` output for {what}"))
+    Ok(serde_json::from_str(text).with_context(|| format!("parsing `ip -j` output for {what}"))?)
 }
 
 fn routes_use(json: &str, dev: &str) -> bool {
@@ -133,7 +137,7 @@ fn parse_state(
     let link = parse_json(link, dev)?;
     let l = link
         .get(0)
-        .ok_or_else(|| anyhow!("port {dev}: `ip link` printed nothing for it"))?;
+        .ok_or_else(|| err!("port {dev}: `ip link` printed nothing for it"))?;
     let flags: Vec<&str> = l["flags"]
         .as_array()
         .map(|f| f.iter().filter_map(Value::as_str).collect())
@@ -177,32 +181,32 @@ fn parse_state(
 pub fn check(s: &PortState, force: bool) -> Result<()> {
     let dev = &s.name;
     if s.loopback {
-        bail!("port {dev} is the loopback interface; name a NIC cabled to the DUT");
+        fail!("port {dev} is the loopback interface; name a NIC cabled to the DUT");
     }
     if force {
         return Ok(());
     }
     let fix = "pick a port used only for testing, or pass --force-port if you are sure";
     if let Some(fam) = s.default_route.first() {
-        bail!(
+        fail!(
             "port {dev} carries this host's default {fam} route: moving it would cut the host off \
              its network; {fix}"
         );
     }
     if let Some(m) = &s.master {
-        bail!(
+        fail!(
             "port {dev} is a member of {m} (bridge or bond); release it with \
              `ip link set dev {dev} nomaster`, or {fix}"
         );
     }
     if matches!(s.kind.as_deref(), Some("bridge" | "bond" | "team")) {
-        bail!(
+        fail!(
             "port {dev} is a {} device, not a NIC; {fix}",
             s.kind.as_deref().unwrap_or_default()
         );
     }
     if let Some((a, p)) = s.addresses.iter().find(|(a, _)| !benchmarking_address(*a)) {
-        bail!(
+        fail!(
             "port {dev} has address {a}/{p}, outside the benchmarking ranges (198.18.0.0/15, \
              2001:2::/48): it is probably in use. Remove it with `ip addr del {a}/{p} dev {dev}`, \
              or {fix}"
@@ -229,17 +233,17 @@ pub fn remember_original_netns() -> std::io::Result<()> {
 fn in_original<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     let ns = ORIGINAL
         .get()
-        .ok_or_else(|| anyhow!("ports need an agent started in a new namespace (--netns new)"))?;
+        .ok_or_else(|| err!("ports need an agent started in a new namespace (--netns new)"))?;
     let ns = ns
         .try_clone()
         .context("duplicating the original namespace fd")?;
     std::thread::spawn(move || {
         crate::sys::enter_netns_file(&ns)
-            .map_err(|e| anyhow!("entering the agent's original network namespace: {e}"))?;
+            .map_err(|e| err!("entering the agent's original network namespace: {e}"))?;
         f()
     })
     .join()
-    .map_err(|_| anyhow!("the thread working in the original namespace panicked"))?
+    .map_err(|_| err!("the thread working in the original namespace panicked"))?
 }
 
 /// Inspects and checks a port in the agent's original namespace.
@@ -256,11 +260,9 @@ pub fn inspect_original(dev: &str, force: bool) -> Result<PortState> {
 /// Checks a port in the original namespace and moves it into this one.
 pub fn take(dev: &str, force: bool) -> Result<()> {
     check_ifname(dev)?;
-    let mut taken = TAKEN
-        .lock()
-        .map_err(|_| anyhow!("port registry poisoned"))?;
+    let mut taken = TAKEN.lock().map_err(|_| err!("port registry poisoned"))?;
     if taken.iter().any(|p| p.name == dev) {
-        bail!("port {dev} is already taken by this agent; name each port once");
+        fail!("port {dev} is already taken by this agent; name each port once");
     }
     watch_signals()?;
     let pid = std::process::id().to_string();
@@ -309,7 +311,7 @@ pub fn restore_all() {
     while let Some(s) = taken.pop() {
         match restore(&s) {
             Ok(()) => errln!("agent: port {} given back", s.name),
-            Err(e) => errln!("agent: giving port {} back: {e:#}", s.name),
+            Err(e) => errln!("agent: giving port {} back: {}", s.name, chain(&e)),
         }
     }
 }
@@ -317,7 +319,7 @@ pub fn restore_all() {
 fn restore(s: &PortState) -> Result<()> {
     let ns = ORIGINAL
         .get()
-        .ok_or_else(|| anyhow!("the original namespace is unknown"))?;
+        .ok_or_else(|| err!("the original namespace is unknown"))?;
     let dev = s.name.as_str();
     // Down first, so nothing is sent while the port changes hands.
     let _ = run("ip", &["link", "set", "dev", dev, "down"], None);
@@ -339,7 +341,7 @@ fn apply_state(s: &PortState) -> Result<()> {
     let mut errors = Vec::new();
     let mut step = |args: &[&str]| {
         if let Err(e) = run("ip", args, None) {
-            errors.push(format!("{e:#}"));
+            errors.push(chain(&e));
         }
     };
     step(&["link", "set", "dev", dev, "mtu", &s.mtu.to_string()]);
@@ -364,7 +366,7 @@ fn apply_state(s: &PortState) -> Result<()> {
     if errors.is_empty() {
         Ok(())
     } else {
-        bail!(
+        fail!(
             "port {dev} is back but not all of its state: {}",
             errors.join("; ")
         )
@@ -376,7 +378,7 @@ fn apply_state(s: &PortState) -> Result<()> {
 pub fn resolve(dev: &str, addr: IpAddr, also: &[IpAddr]) -> Result<[u8; 6]> {
     check_ifname(dev)?;
     if !benchmarking_address(addr) {
-        bail!("refusing to probe {addr}: not in the benchmarking ranges");
+        fail!("refusing to probe {addr}: not in the benchmarking ranges");
     }
     let bind: IpAddr = if addr.is_ipv4() {
         Ipv4Addr::UNSPECIFIED.into()
@@ -397,7 +399,7 @@ pub fn resolve(dev: &str, addr: IpAddr, also: &[IpAddr]) -> Result<[u8; 6]> {
             break mac;
         }
         if Instant::now() >= deadline {
-            bail!(
+            fail!(
                 "nothing answered ARP/ND for {addr} on port {dev} within 3 s: is the DUT cabled to \
                  {dev}, up, and addressed {addr}? Give its MAC with --dut-gen-mac/--dut-sink-mac to \
                  skip the lookup"

@@ -8,9 +8,10 @@
 //! clean-up (as for physical ports).
 
 use super::cmd::{check_ifname, run, run_output};
+use super::error::{err, fail, Result};
+use crate::model::error::{chain, Context, Step};
 use crate::model::stderr::errln;
 use crate::proto::Vlan;
-use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 use std::net::IpAddr;
 use std::sync::Mutex;
@@ -43,7 +44,11 @@ impl Drop for SubIf {
         if let Some(i) = held.iter().position(|m| m.parent == self.parent) {
             let m = held.remove(i);
             if let Err(e) = restore(&m) {
-                errln!("agent: removing VLAN sub-interface {}: {e:#}", self.dev);
+                errln!(
+                    "agent: removing VLAN sub-interface {}: {}",
+                    self.dev,
+                    chain(&e)
+                );
             }
         }
     }
@@ -54,7 +59,11 @@ pub fn restore_all() {
     let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
     while let Some(m) = held.pop() {
         if let Err(e) = restore(&m) {
-            errln!("agent: removing VLAN sub-interface of {}: {e:#}", m.parent);
+            errln!(
+                "agent: removing VLAN sub-interface of {}: {}",
+                m.parent,
+                chain(&e)
+            );
         }
     }
 }
@@ -69,7 +78,7 @@ pub fn names(parent: &str, vlan: Vlan) -> Result<Vec<String>> {
     }
     for n in &v {
         if n.len() > 15 {
-            bail!(
+            fail!(
                 "the VLAN sub-interface for VLAN {vlan} on {parent} would be named {n}, {} \
                  characters, and the kernel allows 15 (IFNAMSIZ); rename {parent} to something \
                  shorter (ip link set dev {parent} name SHORT), or create the sub-interface \
@@ -92,7 +101,7 @@ fn tags_of(dev: &str) -> Result<Option<Vlan>> {
         v.as_array()
             .and_then(|a| a.first())
             .cloned()
-            .ok_or_else(|| anyhow!("no interface {d}"))
+            .ok_or_else(|| err!("no interface {d}"))
     };
     let vlan_of = |l: &Value| -> Option<(u16, String)> {
         let i = &l["linkinfo"];
@@ -125,7 +134,7 @@ pub fn ensure(dev: &str, vlan: Vlan) -> Result<Option<SubIf>> {
     super::port::watch_signals()?;
     match tags_of(dev)? {
         Some(t) if t == vlan => return Ok(None),
-        Some(t) => bail!(
+        Some(t) => fail!(
             "this end reaches its peer through {dev}, the device of VLAN {t}, and the test asks \
              for VLAN {vlan}; give --vlan {t}, or leave --vlan out and route through VLAN {vlan}'s \
              own device"
@@ -138,7 +147,7 @@ pub fn ensure(dev: &str, vlan: Vlan) -> Result<Option<SubIf>> {
         .iter()
         .any(|r| r.get(1).map(String::as_str) == Some("default"))
     {
-        bail!(
+        fail!(
             "{dev} carries this host's default route, and a socket engine with --vlan would move \
              {dev}'s addresses to a VLAN sub-interface for the test, cutting the host off; use a \
              frame-building engine (--tx-engine packet/xdp, --rx-engine xdp), which write the \
@@ -153,7 +162,7 @@ pub fn ensure(dev: &str, vlan: Vlan) -> Result<Option<SubIf>> {
         neighbours: neighbours(dev)?,
     };
     if moved.addrs.is_empty() {
-        bail!("{dev} holds no address to move to a VLAN sub-interface for --vlan {vlan}");
+        fail!("{dev} holds no address to move to a VLAN sub-interface for --vlan {vlan}");
     }
     let res = (|| -> Result<()> {
         let mut below = dev.to_string();
@@ -178,16 +187,16 @@ pub fn ensure(dev: &str, vlan: Vlan) -> Result<Option<SubIf>> {
                 None,
             )
             .map_err(|e| {
-                let text = format!("{e:#}");
+                let text = chain(&e);
                 if text.contains("Unknown device type") || text.contains("not supported") {
-                    anyhow!(
+                    err!(
                         "creating VLAN sub-interface {name}: this kernel has no 802.1Q VLAN \
                          support (CONFIG_VLAN_8021Q; try `modprobe 8021q`), so a socket engine \
                          cannot send or receive tagged frames here; use --tx-engine packet or \
                          xdp and --rx-engine xdp, which handle the tags themselves"
                     )
                 } else {
-                    e.context(format!("creating VLAN sub-interface {name} on {below}"))
+                    Step::new(format!("creating VLAN sub-interface {name} on {below}"), e).into()
                 }
             })?;
             moved.devs.push(name.clone());
@@ -290,7 +299,7 @@ pub fn holder(addr: IpAddr) -> Result<String> {
                 .any(|a| a["local"].as_str().and_then(|s| s.parse::<IpAddr>().ok()) == Some(addr))
         })
         .and_then(|l| l["ifname"].as_str().map(str::to_string))
-        .ok_or_else(|| anyhow!("no interface here holds {addr}, the address the senders aim at"))
+        .ok_or_else(|| err!("no interface here holds {addr}, the address the senders aim at"))
 }
 
 /// The interface the route towards `dst` leaves by (a sender's).
@@ -298,7 +307,7 @@ pub fn egress(dst: IpAddr) -> Result<String> {
     json(&["-j", "route", "get", &dst.to_string()])?
         .first()
         .and_then(|r| r["dev"].as_str().map(str::to_string))
-        .ok_or_else(|| anyhow!("no route towards {dst}"))
+        .ok_or_else(|| err!("no route towards {dst}"))
 }
 
 fn json(args: &[&str]) -> Result<Vec<Value>> {

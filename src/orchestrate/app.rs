@@ -126,7 +126,9 @@ fn pair_test(pair: &Pair, spec: &TestSpec, opts: &RunOpts, run: &mut Run) -> Res
             Some(d) => Some(
                 hosts
                     .spawn("dut", d, Netns::Current, None, log("dut").as_deref())
-                    .map_err(|e| e.context(format!("starting the DUT's agent on {d}")))?,
+                    .map_err(|e| {
+                        anyhow::Error::new(e).context(format!("starting the DUT's agent on {d}"))
+                    })?,
             ),
             None => None,
         };
@@ -172,7 +174,7 @@ fn pair_test(pair: &Pair, spec: &TestSpec, opts: &RunOpts, run: &mut Run) -> Res
     drop(ends);
     run.record_agents(&hosts);
     r?;
-    hosts.check_lost()
+    Ok(hosts.check_lost()?)
 }
 
 /// A test against a stock iperf3 server: an agent where `--client` says
@@ -201,7 +203,7 @@ fn iperf3_test(
     drop(ends);
     run.record_agents(&hosts);
     r?;
-    hosts.check_lost()
+    Ok(hosts.check_lost()?)
 }
 
 /// Every point of a `--sweep`, in order, in one run: each point's test

@@ -41,7 +41,7 @@ pub fn preflight(plan: &PlanConfig) -> Result<()> {
         let h = &plan.hosts[i];
         match &h.vm {
             Some(vm) => crate::vm::host::preflight(vm),
-            None => h.endpoint.preflight(),
+            None => h.endpoint.preflight().map_err(crate::vm::VmError::from),
         }
         .with_context(|| format!("plan {}: host {}", plan.file.display(), h.name))?;
     }
@@ -83,16 +83,19 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
                     idx
                 },
             ),
-            None => hosts.spawn(
-                &h.name,
-                &h.endpoint,
-                netns,
-                h.binary.as_deref(),
-                log.as_deref(),
-            ),
+            None => hosts
+                .spawn(
+                    &h.name,
+                    &h.endpoint,
+                    netns,
+                    h.binary.as_deref(),
+                    log.as_deref(),
+                )
+                .map_err(crate::vm::VmError::from),
         };
         run.record_agents(&hosts);
-        let idx = spawned.map_err(|e| e.context(format!("starting host {}", h.name)))?;
+        let idx = spawned
+            .map_err(|e| anyhow::Error::new(e).context(format!("starting host {}", h.name)))?;
         let a = hosts.fleet.agent(idx);
         let at = match hosts.vms.iter().find(|(i, _)| *i == idx) {
             Some((_, vm)) => format!("a VM ({}, kernel {})", vm.kind(), vm.kernel_release),
@@ -117,8 +120,10 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
     let mut lab: Option<(usize, usize, PortLab, usize)> = None;
     if let Some(p) = &plan.port_lab {
         let (g, s) = (agent(p.gen_host)?, agent(p.sink_host)?);
-        let built = crate::lab::ports::configure(&mut hosts.fleet, g, s, 1500, &p.ports)
-            .map_err(|e| e.context("building the lab around the plan's ports"))?;
+        let built =
+            crate::lab::ports::configure(&mut hosts.fleet, g, s, 1500, &p.ports).map_err(|e| {
+                anyhow::Error::new(e).context("building the lab around the plan's ports")
+            })?;
         run.results.labs.push(built.topology.clone());
         let idx = run.results.labs.len() - 1;
         run.save();
@@ -266,7 +271,7 @@ fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
         let mut lab = match built {
             Ok(l) => l,
             Err(e) => {
-                let e = e.context(format!(
+                let e = anyhow::Error::new(e).context(format!(
                     "building the lab (DUT {})",
                     spec.dut.map_or("none", |d| d.name())
                 ));

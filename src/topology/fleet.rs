@@ -9,10 +9,11 @@
 //! ones also get SIGKILL from the kernel via PR_SET_PDEATHSIG; remote ones
 //! lose their ssh session) and exit, which destroys their namespaces.
 
+use super::error::{err, fail, AgentLost, Result, TopologyError};
+use crate::model::error::{Context, Step};
 use crate::model::stderr::errprint;
 use crate::proto::{self, Request, Response, PROTO_VERSION};
 use crate::sys;
-use anyhow::{anyhow, bail, Context, Result};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
@@ -65,22 +66,6 @@ pub fn best_clock_sample(samples: &[(u64, u64, u64)]) -> Option<ClockSync> {
             }
         })
 }
-
-/// An agent lost mid-run: its control channel closed or it went silent.
-/// Tests that used it end with this error; the run ends partial.
-#[derive(Debug, Clone)]
-pub struct AgentLost {
-    pub agent: usize,
-    pub message: String,
-}
-
-impl std::fmt::Display for AgentLost {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for AgentLost {}
 
 pub struct Agent {
     pub role: String,
@@ -260,7 +245,7 @@ impl Fleet {
             if tail.is_empty() {
                 return Err(e);
             }
-            return Err(e.context(format!("{what} failed to start; it said: {tail}")));
+            return Err(Step::new(format!("{what} failed to start; it said: {tail}"), e).into());
         }
         self.agents[idx].connect_s = began.elapsed().as_secs_f64();
         self.start_heartbeats(idx);
@@ -278,11 +263,11 @@ impl Fleet {
         let stdout = child
             .stdout
             .take()
-            .ok_or_else(|| anyhow!("agent stdout not piped"))?;
+            .ok_or_else(|| err!("agent stdout not piped"))?;
         let stdin = child
             .stdin
             .take()
-            .ok_or_else(|| anyhow!("agent stdin not piped"))?;
+            .ok_or_else(|| err!("agent stdin not piped"))?;
         let tx = self.tx.clone();
         let epoch = self.epoch;
         let heard_ms = Arc::new(AtomicU64::new(since(epoch)));
@@ -344,7 +329,7 @@ impl Fleet {
                 ..
             } => {
                 if linerate_version != mine {
-                    bail!(
+                    fail!(
                         "{} runs linerate {linerate_version}, this controller is {mine}; install the \
                          same version there, or pass --push to copy this one",
                         self.agents[idx].label()
@@ -355,7 +340,7 @@ impl Fleet {
                 self.agents[idx].linerate_version = linerate_version;
                 Ok(())
             }
-            other => bail!("{} answered hello with {other:?}", self.agents[idx].label()),
+            other => fail!("{} answered hello with {other:?}", self.agents[idx].label()),
         }
     }
 
@@ -373,7 +358,7 @@ impl Fleet {
             }
         }
         self.agents[idx].clock = best_clock_sample(&samples)
-            .ok_or_else(|| anyhow!("{}: no clock sample", self.agents[idx].label()))?;
+            .ok_or_else(|| err!("{}: no clock sample", self.agents[idx].label()))?;
         Ok(())
     }
 
@@ -397,20 +382,24 @@ impl Fleet {
     pub fn send(&self, idx: usize, req: &Request) -> Result<()> {
         let a = &self.agents[idx];
         if let Some(l) = &a.lost {
-            bail!(AgentLost {
+            return Err(AgentLost {
                 agent: idx,
-                message: l.clone()
-            });
+                message: l.clone(),
+            }
+            .into());
         }
         let mut w = a
             .stdin
             .lock()
-            .map_err(|_| anyhow!("agent {} writer poisoned", a.role))?;
-        proto::write_frame(&mut *w, req).with_context(|| format!("sending to {}", a.label()))
+            .map_err(|_| err!("agent {} writer poisoned", a.role))?;
+        Ok(
+            proto::write_frame(&mut *w, req)
+                .with_context(|| format!("sending to {}", a.label()))?,
+        )
     }
 
     /// Marks an agent lost and returns the error to propagate.
-    fn lose(&mut self, idx: usize, why: &str) -> anyhow::Error {
+    fn lose(&mut self, idx: usize, why: &str) -> TopologyError {
         let a = &mut self.agents[idx];
         let tail = a.stderr_tail();
         let mut message = format!("{} was lost: {why}", a.label());
@@ -419,10 +408,11 @@ impl Fleet {
             message.push_str(&format!(" (it said: {last})"));
         }
         a.lost = Some(message.clone());
-        anyhow!(AgentLost {
+        AgentLost {
             agent: idx,
-            message
-        })
+            message,
+        }
+        .into()
     }
 
     /// An agent silent for longer than the peer timeout counts as lost.
@@ -458,7 +448,7 @@ impl Fleet {
                 self.check_silence()?;
                 Ok(None)
             }
-            Err(RecvTimeoutError::Disconnected) => bail!("all agents are gone"),
+            Err(RecvTimeoutError::Disconnected) => fail!("all agents are gone"),
         }
     }
 
@@ -474,7 +464,7 @@ impl Fleet {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                bail!(
+                fail!(
                     "{} did not answer within {:?}",
                     self.agents[idx].label(),
                     timeout
@@ -483,7 +473,7 @@ impl Fleet {
             match self.recv(left)? {
                 Some((i, m)) if i == idx && is_direct_answer(&m, start_of) => {
                     if let Response::Error { message, .. } = &m {
-                        bail!("{}: {message}", self.agents[idx].label());
+                        fail!("{}: {message}", self.agents[idx].label());
                     }
                     return Ok(m);
                 }

@@ -6,12 +6,15 @@
 //! This layer knows nothing of tests or results; the runner drives the
 //! agents it returns.
 
+mod error;
 pub mod fleet;
 pub mod ssh;
 
-pub use fleet::{AgentLost, ClockSync, Fleet};
+pub use error::{AgentLost, TopologyError};
+pub use fleet::{ClockSync, Fleet};
 
-use anyhow::{bail, Context, Result};
+use crate::model::error::Context;
+use error::{err, fail, Result};
 use ssh::{ControlDir, SshOptions, SshSession, SshTarget};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
@@ -52,27 +55,27 @@ impl Endpoint {
             .or_else(|| spec.strip_prefix("netns:"))
         {
             crate::netops::check_ifname(name)
-                .map_err(|_| anyhow::anyhow!("'{name}' is not a namespace name"))?;
+                .map_err(|_| err!("'{name}' is not a namespace name"))?;
             return Ok(Endpoint::Netns(name.into()));
         }
         if spec.starts_with("ssh://") {
             return SshTarget::parse_url(spec)
                 .map(Endpoint::Ssh)
-                .map_err(|e| anyhow::anyhow!(e));
+                .map_err(|e| TopologyError::Other(e.into()));
         }
-        bail!("'{spec}' is not an endpoint: use `local`, `ns:NAME` or `ssh://[user@]host[:port]`")
+        fail!("'{spec}' is not an endpoint: use `local`, `ns:NAME` or `ssh://[user@]host[:port]`")
     }
 
     /// Checks what can be checked before anything starts.
     pub fn preflight(&self) -> Result<()> {
         if let Endpoint::Netns(name) = self {
             if !Path::new("/run/netns").join(name).exists() {
-                bail!(
+                fail!(
                     "network namespace '{name}' does not exist (see `ip netns list`); create it or name another"
                 );
             }
             if !crate::sys::is_root() {
-                bail!("entering network namespace '{name}' needs root; run as root");
+                fail!("entering network namespace '{name}' needs root; run as root");
             }
         }
         Ok(())
@@ -100,7 +103,7 @@ fn check_ssh_route(
             IpAddr::V4(a) => format!("{a}/32"),
             IpAddr::V6(a) => format!("{a}/128"),
         };
-        bail!(
+        fail!(
             "{target}: refusing to connect to {ip}: it is in a benchmarking range, but this \
              host's route to it ({route}) leads out of any isolated lab \
              (RFC 2544, RFC 6815: these ranges are for isolated test networks). Add a route to \
@@ -277,7 +280,7 @@ impl Hosts {
         match first {
             // Typed, so the command can tell a lost agent (exit 3, the run
             // failed) from a test that failed.
-            Some(agent) => Err(anyhow::Error::new(AgentLost {
+            Some(agent) => Err(TopologyError::AgentLost(AgentLost {
                 agent,
                 message: lost.join("; "),
             })),

@@ -14,7 +14,8 @@ mod target;
 pub use diagnose::{cert_problem, classify, failure_of, parse_cert_listing, CertInfo, Failure};
 pub use target::{SshTarget, TargetError};
 
-use anyhow::{anyhow, bail, Context, Result};
+use super::error::{err, fail, Result, TopologyError};
+use crate::model::error::{Context, Step};
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::Read;
@@ -373,16 +374,18 @@ impl ControlDir {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => {
-                    return Err(e).with_context(|| {
+                    return Err(Step::new(
                         format!(
                             "creating a directory for ssh control sockets in {}",
                             base.display()
-                        )
-                    })
+                        ),
+                        e,
+                    )
+                    .into())
                 }
             }
         }
-        bail!(
+        fail!(
             "creating a directory for ssh control sockets in {}: every name taken",
             base.display()
         )
@@ -418,7 +421,7 @@ impl SshSession {
     /// message naming the host and quoting ssh. Returns within the connect
     /// timeout plus a few seconds whatever the network does.
     pub fn open(target: &SshTarget, opts: &SshOptions, dir: &ControlDir) -> Result<SshSession> {
-        opts.check().map_err(|e| anyhow!("{target}: {e}"))?;
+        opts.check().map_err(|e| err!("{target}: {e}"))?;
         let start = Instant::now();
         let name = dir.next_name();
         let control_path = dir.path.join(&name);
@@ -438,7 +441,7 @@ impl SshSession {
         // a Ctrl-C must not close the connection under a stopping run.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let master = cmd.spawn().map_err(|e| {
-            anyhow!("{target}: cannot run ssh ({e}); linerate needs the OpenSSH client: install openssh-client")
+            err!("{target}: cannot run ssh ({e}); linerate needs the OpenSSH client: install openssh-client")
         })?;
         let mut session = SshSession {
             target: target.clone(),
@@ -457,7 +460,7 @@ impl SshSession {
             };
             if let Some(status) = exited {
                 session.master = None;
-                return Err(anyhow!(session.failure(&status)));
+                return Err(TopologyError::Failed(session.failure(&status)));
             }
             if session.control_path.exists() && session.check() {
                 session.connect_time = start.elapsed();
@@ -466,7 +469,7 @@ impl SshSession {
             if Instant::now() >= deadline {
                 session.close();
                 let said = session.stderr();
-                return Err(anyhow!(
+                return Err(err!(
                     "{target}: ssh did not log in within {:.0} s ({}); check that the host is \
                      up and sshd answers, or raise the connect timeout",
                     (opts.connect_timeout + LOGIN_SLACK).as_secs_f64(),
@@ -505,10 +508,11 @@ impl SshSession {
 
     /// Runs a short command with no input and collects its output.
     fn run(&self, argv: &[&str]) -> Result<std::process::Output> {
-        self.command(argv)
+        Ok(self
+            .command(argv)
             .stdin(Stdio::null())
             .output()
-            .with_context(|| format!("{}: running ssh", self.target))
+            .with_context(|| format!("{}: running ssh", self.target))?)
     }
 
     /// The linerate to run on this host: `remote_binary` (default
@@ -521,7 +525,7 @@ impl SshSession {
         let out = self.run(&[bin, "--version"])?;
         let stderr = String::from_utf8_lossy(&out.stderr);
         let problem = match out.status.code() {
-            Some(255) => bail!(classify(t, &stderr)),
+            Some(255) => return Err(TopologyError::Failed(classify(t, &stderr))),
             Some(0) => match parse_version(&String::from_utf8_lossy(&out.stdout)) {
                 Some(v) if v == ours => return Ok(bin.to_string()),
                 Some(v) => format!("host {t} runs linerate {v} ({bin}), this controller is {ours}"),
@@ -541,7 +545,7 @@ impl SshSession {
             }
         };
         if !opts.push {
-            bail!(
+            fail!(
                 "{problem}; install linerate {ours} there, name it with --remote-binary PATH, \
                  or pass --push to copy this binary to the host"
             );
@@ -550,8 +554,9 @@ impl SshSession {
             Some(p) => p.clone(),
             None => std::env::current_exe().context("finding this linerate executable")?,
         };
-        self.push(&exe)
-            .with_context(|| format!("{problem}, so pushing {}", exe.display()))
+        Ok(self
+            .push(&exe)
+            .with_context(|| format!("{problem}, so pushing {}", exe.display()))?)
     }
 
     /// Copies `exe` (a linerate of this version) to `${XDG_CACHE_HOME:-$HOME/.cache}/linerate/<sha256>/linerate`
@@ -572,7 +577,7 @@ impl SshSession {
                 self.upload(exe, p, len)?;
                 p.to_string()
             }
-            _ => bail!(
+            _ => fail!(
                 "{t}: finding the cache directory failed ({}, {})",
                 out.status,
                 quote_or_nothing(&String::from_utf8_lossy(&out.stderr))
@@ -581,7 +586,7 @@ impl SshSession {
         let out = self.run(&[&path, "--version"])?;
         let v = parse_version(&String::from_utf8_lossy(&out.stdout));
         if !out.status.success() || v.as_deref() != Some(env!("CARGO_PKG_VERSION")) {
-            bail!(
+            fail!(
                 "{t}: the pushed binary {path} does not run there ({}, {}); the host may \
                  need a linerate built for its own system: install one and name it with \
                  --remote-binary PATH",
@@ -612,7 +617,7 @@ impl SshSession {
         let mut stdin = child
             .stdin
             .take()
-            .ok_or_else(|| anyhow!("ssh stdin missing"))?;
+            .ok_or_else(|| err!("ssh stdin missing"))?;
         let mut file = File::open(exe).with_context(|| format!("opening {}", exe.display()))?;
         // A write error means the remote side stopped reading; its stderr
         // and exit status below say why.
@@ -624,8 +629,8 @@ impl SshSession {
         let stderr = String::from_utf8_lossy(&out.stderr);
         match out.status.code() {
             Some(0) => Ok(()),
-            Some(255) => bail!(classify(t, &stderr)),
-            _ => bail!(
+            Some(255) => Err(TopologyError::Failed(classify(t, &stderr))),
+            _ => fail!(
                 "{t}: writing {path} failed ({}, {}); check that the cache directory is \
                  writable and has room, or set XDG_CACHE_HOME there",
                 out.status,

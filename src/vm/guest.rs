@@ -5,9 +5,10 @@
 //! distribution image is involved.
 
 use super::cpio::{Entry, Tree};
+use super::error::{err, fail, Result};
 use super::kernel::Kernel;
 use super::modules;
-use anyhow::{anyhow, bail, Context, Result};
+use crate::model::error::Context;
 use std::path::{Path, PathBuf};
 
 /// Modules loaded at boot, with their dependencies: the virtio devices
@@ -162,7 +163,7 @@ fn add_binary(tree: &mut Tree, bin: &Path, dest: &str) -> Result<()> {
 /// Builds the initramfs for `kernel` with `linerate` as the agent.
 pub fn assemble(kernel: &Kernel, linerate: &Path) -> Result<Initramfs> {
     let busybox = which("busybox").ok_or_else(|| {
-        anyhow!(
+        err!(
             "booting a guest needs busybox for its init; install it with: apt-get install \
              busybox-static"
         )
@@ -185,7 +186,7 @@ pub fn assemble(kernel: &Kernel, linerate: &Path) -> Result<Initramfs> {
     add_binary(&mut tree, linerate, "bin/linerate")?;
     for (tool, package) in TOOLS {
         let bin = which(tool).ok_or_else(|| {
-            anyhow!("the guest needs `{tool}` from this host; install it with: apt-get install {package}")
+            err!("the guest needs `{tool}` from this host; install it with: apt-get install {package}")
         })?;
         add_binary(&mut tree, &bin, &format!("sbin/{tool}"))?;
     }
@@ -216,7 +217,7 @@ pub fn assemble(kernel: &Kernel, linerate: &Path) -> Result<Initramfs> {
                 .iter()
                 .find(|m| BOOT_MODULES.contains(&m.as_str()) && m.as_str() != "virtio_rng")
             {
-                bail!(
+                fail!(
                     "kernel {} has no {m} (neither a module in {} nor built in): a guest needs \
                      virtio devices",
                     kernel.release,

@@ -13,12 +13,13 @@
 //! for another namespace is moved there. The taps are qemu's: they go
 //! with it, and qemu gets SIGKILL when the controller dies.
 
+use super::error::{fail, Result};
 use super::{qemu, Nic, VmSpec};
+use crate::model::error::Context;
 use crate::model::lab::LabVm;
 use crate::model::stderr::errln;
 use crate::proto::{Cidr, NetOp, Request, Response};
 use crate::topology::Fleet;
-use anyhow::{bail, Context, Result};
 use std::net::IpAddr;
 use std::path::Path;
 use std::process::Command;
@@ -86,14 +87,14 @@ pub fn preflight(vm: &VmHost) -> Result<()> {
     qemu::preflight()?;
     for ns in vm.nics.iter().filter_map(|n| n.netns.as_deref()) {
         if !Path::new("/run/netns").join(ns).exists() {
-            bail!(
+            fail!(
                 "network namespace '{ns}' for a NIC of the VM does not exist (see `ip netns \
                  list`); create it or name another"
             );
         }
     }
     if !crate::sys::is_root() {
-        bail!("a VM host's NICs are taps placed in namespaces: run as root");
+        fail!("a VM host's NICs are taps placed in namespaces: run as root");
     }
     Ok(())
 }
@@ -109,7 +110,7 @@ fn ip(ns: Option<&str>, args: &[&str]) -> Result<()> {
         .output()
         .context("running ip (iproute2) to place the VM's taps")?;
     if !out.status.success() {
-        bail!(
+        fail!(
             "ip {}{}: {}",
             ns.map(|n| format!("-n {n} ")).unwrap_or_default(),
             args.join(" "),
@@ -203,7 +204,7 @@ fn place_tap(home: Option<&str>, nic: &VmNic, tap: &str, qemu_pid: u32) -> Resul
     let until = Instant::now() + Duration::from_secs(10);
     while ip(home, &["link", "show", "dev", tap]).is_err() {
         if Instant::now() >= until {
-            bail!("qemu (pid {qemu_pid}) made no tap {tap} within 10 s");
+            fail!("qemu (pid {qemu_pid}) made no tap {tap} within 10 s");
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -264,8 +265,8 @@ fn configure_guest(fleet: &mut Fleet, idx: usize, nics: &[VmNic]) -> Result<()> 
     ops.extend(routes);
     match fleet.call(idx, &Request::Configure { ops }, Duration::from_secs(30))? {
         Response::Configured => Ok(()),
-        Response::Error { message, .. } => bail!("{message}"),
-        other => bail!("unexpected answer {other:?}"),
+        Response::Error { message, .. } => fail!("{message}"),
+        other => fail!("unexpected answer {other:?}"),
     }
 }
 

@@ -3,7 +3,8 @@
 //! linerate downloads as Debian's own package (with this host's apt, from
 //! its Debian mirror) and keeps in a cache.
 
-use anyhow::{anyhow, bail, Context, Result};
+use super::error::{err, fail, Result, VmError};
+use crate::model::error::Context;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, SystemTime};
@@ -83,7 +84,7 @@ pub fn cache_dir() -> Result<PathBuf> {
             Some(d) => PathBuf::from(d).join("linerate"),
             None => {
                 let home = std::env::var_os("HOME").ok_or_else(|| {
-                    anyhow!("no HOME to keep guest kernels in: set LINERATE_CACHE to a directory")
+                    err!("no HOME to keep guest kernels in: set LINERATE_CACHE to a directory")
                 })?;
                 PathBuf::from(home).join(".cache/linerate")
             }
@@ -92,7 +93,7 @@ pub fn cache_dir() -> Result<PathBuf> {
     let dir = base.join("vm");
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("creating the guest kernel cache {}", dir.display()))?;
-    crate::model::files::trusted_dir(&dir)?;
+    crate::model::files::trusted_dir(&dir).map_err(|e| VmError::Other(e.into()))?;
     Ok(dir)
 }
 
@@ -117,7 +118,7 @@ pub fn resolve(src: &KernelSource, say: &dyn Fn(&str)) -> Result<Kernel> {
             let bytes = std::fs::read(p)
                 .with_context(|| format!("reading the kernel image {}", p.display()))?;
             let release = image_release(&bytes).ok_or_else(|| {
-                anyhow!(
+                err!(
                     "{} is not an x86 Linux kernel image (bzImage): no setup header. Give a \
                      vmlinuz, a kernel .deb or debian:RELEASE",
                     p.display()
@@ -192,7 +193,7 @@ fn load(dir: &Path) -> Result<Kernel> {
         .to_string();
     let image = dir.join("vmlinuz");
     if !image.is_file() || release.is_empty() {
-        bail!("incomplete kernel cache {}", dir.display());
+        fail!("incomplete kernel cache {}", dir.display());
     }
     let modules = dir.join("modules");
     Ok(Kernel {
@@ -207,7 +208,7 @@ fn need(tool: &str, package: &str, why: &str) -> Result<()> {
     if crate::netops::tool_exists(tool) {
         return Ok(());
     }
-    bail!(
+    fail!(
         "{why} needs `{tool}`, which is not installed; install it with: apt-get install {package}"
     )
 }
@@ -229,7 +230,7 @@ fn install_deb(deb: &Path, dir: &Path, origin: &str) -> Result<()> {
         .context("running dpkg-deb")?;
     if !out.status.success() {
         let _ = std::fs::remove_dir_all(&work);
-        bail!(
+        fail!(
             "dpkg-deb -x {} failed: {}",
             deb.display(),
             String::from_utf8_lossy(&out.stderr).trim()
@@ -245,7 +246,7 @@ fn install_deb(deb: &Path, dir: &Path, origin: &str) -> Result<()> {
             })
         })
         .ok_or_else(|| {
-            anyhow!(
+            err!(
                 "{} holds no /boot/vmlinuz-*: not a kernel image package",
                 deb.display()
             )
@@ -316,7 +317,7 @@ fn fetch_debian(rel: &str, dir: &Path, say: &dyn Fn(&str)) -> Result<()> {
     need("dpkg-deb", "dpkg", &why)?;
     let keyring = Path::new("/usr/share/keyrings/debian-archive-keyring.gpg");
     if !keyring.exists() {
-        bail!(
+        fail!(
             "{why} needs Debian's archive keys ({}); install them with: apt-get install \
              debian-archive-keyring, or give --dut-kernel a kernel file",
             keyring.display()
@@ -367,7 +368,7 @@ fn fetch_debian(rel: &str, dir: &Path, say: &dyn Fn(&str)) -> Result<()> {
             .output()
             .with_context(|| format!("running {tool}"))?;
         if !out.status.success() {
-            bail!(
+            fail!(
                 "`{tool} {}` failed: {}",
                 args.join(" "),
                 String::from_utf8_lossy(&out.stderr).trim()
@@ -389,13 +390,13 @@ fn fetch_debian(rel: &str, dir: &Path, say: &dyn Fn(&str)) -> Result<()> {
                     .find(|p| p.starts_with("linux-image-"))
             })
             .map(str::to_string)
-            .ok_or_else(|| anyhow!("linux-image-amd64 of debian:{rel} names no kernel package"))?;
+            .ok_or_else(|| err!("linux-image-amd64 of debian:{rel} names no kernel package"))?;
         apt("apt-get", &["-q", "download", &pkg]).with_context(|| format!("downloading {pkg}"))?;
         let deb = std::fs::read_dir(work.join("dl"))?
             .flatten()
             .map(|e| e.path())
             .find(|p| p.extension().is_some_and(|e| e == "deb"))
-            .ok_or_else(|| anyhow!("apt-get download {pkg} left no .deb"))?;
+            .ok_or_else(|| err!("apt-get download {pkg} left no .deb"))?;
         install_deb(&deb, dir, &format!("{pkg} of debian:{rel} from {mirror}"))
     })();
     let _ = std::fs::remove_dir_all(&work);

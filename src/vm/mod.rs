@@ -12,12 +12,14 @@
 //! when the controller dies, and the taps are qemu's (they go with it).
 
 pub mod cpio;
+mod error;
 pub mod guest;
 pub mod host;
 pub mod kernel;
 pub mod modules;
 pub mod qemu;
 
+pub use error::VmError;
 pub use kernel::{Kernel, KernelSource, DEFAULT_KERNEL};
 pub use qemu::{Accel, Nic};
 pub mod router;

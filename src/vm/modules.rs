@@ -3,7 +3,8 @@
 //! `.modinfo` section (`depends=`), so no `depmod` output is needed (a
 //! kernel package does not ship one: `depmod` writes it on install).
 
-use anyhow::{bail, Context, Result};
+use super::error::{fail, Result};
+use crate::model::error::{Context, Step};
 use object::{Object, ObjectSection};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -21,8 +22,9 @@ pub fn index(root: &Path) -> Result<BTreeMap<String, PathBuf>> {
         let entries = match std::fs::read_dir(&dir) {
             Ok(e) => e,
             Err(e) if dir == root.join("kernel") => {
-                return Err(e)
-                    .with_context(|| format!("reading kernel modules in {}", dir.display()))
+                return Err(
+                    Step::new(format!("reading kernel modules in {}", dir.display()), e).into(),
+                )
             }
             Err(_) => continue,
         };
@@ -58,7 +60,7 @@ pub fn read_plain(path: &Path) -> Result<Vec<u8>> {
         None
     };
     let Some((tool, package)) = tool else {
-        return std::fs::read(path).with_context(|| format!("reading {}", path.display()));
+        return Ok(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?);
     };
     let out = std::process::Command::new(tool)
         .args(["-dc"])
@@ -71,7 +73,7 @@ pub fn read_plain(path: &Path) -> Result<Vec<u8>> {
             )
         })?;
     if !out.status.success() {
-        bail!(
+        fail!(
             "{tool} -dc {} failed: {}",
             path.display(),
             String::from_utf8_lossy(&out.stderr).trim()
@@ -84,7 +86,7 @@ pub fn read_plain(path: &Path) -> Result<Vec<u8>> {
 pub fn depends(elf: &[u8]) -> Result<Vec<String>> {
     let file = object::File::parse(elf).context("not an ELF kernel module")?;
     let Some(section) = file.section_by_name(".modinfo") else {
-        bail!("no .modinfo section: not a kernel module");
+        fail!("no .modinfo section: not a kernel module");
     };
     let data = section.data().context("reading .modinfo")?;
     Ok(data
@@ -135,7 +137,7 @@ fn visit(
         return Ok(());
     }
     if depth > 64 {
-        bail!("kernel module dependencies deeper than 64 at {name}: a loop?");
+        fail!("kernel module dependencies deeper than 64 at {name}: a loop?");
     }
     let Some(path) = index.get(name) else {
         missing.push(name.to_string());

@@ -2,10 +2,11 @@
 //! KVM and TCG (KVM where it really boots a guest, decided by a bounded
 //! probe; TCG, emulated and slow, everywhere else).
 
+use super::error::{err, fail, Result};
 use super::guest::{self, Initramfs};
 use super::kernel::Kernel;
 use super::VmSpec;
-use anyhow::{anyhow, bail, Context, Result};
+use crate::model::error::Context;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::os::fd::AsRawFd;
@@ -101,13 +102,13 @@ impl Prepared {
 /// Checks what booting a guest needs on this host before anything starts.
 pub fn preflight() -> Result<()> {
     if !crate::netops::tool_exists(QEMU) {
-        bail!(
+        fail!(
             "a VM needs {QEMU}, which is not installed; install it with: apt-get install \
              qemu-system-x86"
         );
     }
     if !std::path::Path::new("/dev/net/tun").exists() {
-        bail!("a VM's NICs are taps and this host has no /dev/net/tun (modprobe tun)");
+        fail!("a VM's NICs are taps and this host has no /dev/net/tun (modprobe tun)");
     }
     Ok(())
 }
@@ -326,7 +327,7 @@ pub fn without_probe(spec: &VmSpec) -> Result<Option<(Accel, String)>> {
         Accel::Tcg => Some((Accel::Tcg, "asked for (--vm-accel tcg)".into())),
         Accel::Kvm => {
             if !opens {
-                bail!("--vm-accel kvm: /dev/kvm does not open here (no KVM, or no permission); use --vm-accel tcg or auto");
+                fail!("--vm-accel kvm: /dev/kvm does not open here (no KVM, or no permission); use --vm-accel tcg or auto");
             }
             Some((Accel::Kvm, "asked for (--vm-accel kvm)".into()))
         }
@@ -362,6 +363,6 @@ fn probe(spec: &VmSpec, p: &Prepared, limit: Duration) -> Result<f64> {
     let _ = child.wait();
     match got {
         Ok(()) => Ok(began.elapsed().as_secs_f64()),
-        Err(_) => Err(anyhow!("no sign of life within {} s", limit.as_secs())),
+        Err(_) => Err(err!("no sign of life within {} s", limit.as_secs())),
     }
 }

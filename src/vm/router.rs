@@ -3,9 +3,10 @@
 //! first, and nothing of linerate inside. The user configured it; linerate
 //! only boots it, keeps its console, and stops it with the lab.
 
+use super::error::{fail, Result};
 use super::qemu::{self, Accel, Nic};
 use super::{Guest, VmSpec};
-use anyhow::{bail, Context, Result};
+use crate::model::error::Context;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -34,7 +35,7 @@ pub fn image_format(path: &Path) -> Result<&'static str> {
     let known: [(&[u8], &str); 3] = [(b"KDMV", "vmdk"), (b"<<< ", "vdi"), (b"conectix", "vhd")];
     for (m, name) in known {
         if magic.starts_with(&m[..m.len().min(4)]) {
-            bail!(
+            fail!(
                 "{} is a {name} image; linerate boots qcow2 and raw images: convert it with \
                  `qemu-img convert -O qcow2 {} router.qcow2`",
                 path.display(),
@@ -75,7 +76,7 @@ pub fn args(
         }
         Guest::Initrd { initrd, append } => {
             let Some(k) = kernel else {
-                bail!("--dut-initrd needs the router's kernel (--dut-kernel)");
+                fail!("--dut-initrd needs the router's kernel (--dut-kernel)");
             };
             a.extend([
                 "-kernel".into(),
@@ -86,7 +87,7 @@ pub fn args(
                 format!("console=ttyS0 {append}").trim().to_string(),
             ]);
         }
-        Guest::Agent => bail!("the DUT VM runs linerate's agent: boot it with --dut-vm"),
+        Guest::Agent => fail!("the DUT VM runs linerate's agent: boot it with --dut-vm"),
     }
     a.extend([
         "-chardev".into(),
