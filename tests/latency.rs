@@ -498,10 +498,19 @@ fn latency_monitor_journal_metrics_and_smoke_graph() {
             .collect();
         assert!(w.len() >= 9, "{} windows of {target}", w.len());
         for x in &w {
-            assert_eq!(x["sent"], 10);
+            // A full window sends every probe; the window the end of
+            // --duration cuts short (`partial`, when a busy host moved the
+            // windows) sends the probes due before it.
+            let sent = x["sent"].as_u64().unwrap();
+            if x["partial"] == false {
+                assert_eq!(sent, 10, "{x}");
+            } else {
+                assert!((1..=10).contains(&sent), "{x}");
+            }
             assert!(f(&x["loss_ratio"]) <= 0.1, "{x}");
             assert!(f(&x["rtt_s"]["p50"]) < 0.005, "{x}");
-            assert!(x["rtts_s"].as_array().unwrap().len() >= 9);
+            let answered = x["rtts_s"].as_array().unwrap().len() as u64;
+            assert!(answered + 1 >= sent, "{x}");
         }
     }
     let texts: Vec<&str> = lines

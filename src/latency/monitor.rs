@@ -28,7 +28,7 @@ use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The journal's file name; rotated ones get `.1`, `.2`, ... (older last).
@@ -168,6 +168,9 @@ struct Shared {
     journal: Mutex<Journal>,
     metrics: metrics::Shared,
     textfile: Option<PathBuf>,
+    /// Wakes the thread that rewrites the textfile: its fsyncs must not
+    /// hold up a probe thread on a busy disk.
+    textfile_kick: Mutex<Option<mpsc::Sender<()>>>,
     stop: AtomicBool,
 }
 
@@ -179,6 +182,19 @@ impl Shared {
             }
         }
     }
+    /// Asks the textfile writer for a fresh copy; without a writer
+    /// thread it is written here.
+    fn kick_textfile(&self) {
+        let sent = self
+            .textfile_kick
+            .lock()
+            .ok()
+            .and_then(|k| k.as_ref().map(|tx| tx.send(()).is_ok()));
+        if sent != Some(true) {
+            self.textfile();
+        }
+    }
+    /// Writes the textfile now, in the calling thread.
     fn textfile(&self) {
         let Some(p) = &self.textfile else { return };
         let body = self.metrics.lock().map(|m| m.render()).unwrap_or_default();
@@ -186,6 +202,31 @@ impl Shared {
             errln!("monitor: writing {}: {e:#}", p.display());
         }
     }
+}
+
+/// The thread that rewrites `--metrics-textfile` after windows end; kicks
+/// that arrive while it writes are folded into one more write. It ends
+/// when the run drops the sender.
+fn start_textfile_writer(sh: &Arc<Shared>) -> Option<std::thread::JoinHandle<()>> {
+    sh.textfile.as_ref()?;
+    let (tx, rx) = mpsc::channel::<()>();
+    if let Ok(mut k) = sh.textfile_kick.lock() {
+        *k = Some(tx);
+    }
+    let shared = Arc::clone(sh);
+    let writer = crate::host::kernel::spawn_named("lr-mon-prom", move || {
+        while rx.recv().is_ok() {
+            while rx.try_recv().is_ok() {}
+            shared.textfile();
+        }
+    });
+    if writer.is_err() {
+        // No thread: windows write the textfile themselves.
+        if let Ok(mut k) = sh.textfile_kick.lock() {
+            k.take();
+        }
+    }
+    writer.ok()
 }
 
 fn unix_s() -> f64 {
@@ -450,7 +491,7 @@ fn emit_window(
             t.windows += 1;
         }
     }
-    sh.textfile();
+    sh.kick_textfile();
 }
 
 /// A responder session on an agent.
@@ -585,8 +626,10 @@ fn monitor(cfg: MonitorConfig) -> Result<MonitorSummary> {
         journal: Mutex::new(journal),
         metrics: Arc::new(Mutex::new(Metrics::default())),
         textfile: cfg.metrics_textfile.clone(),
+        textfile_kick: Mutex::new(None),
         stop: AtomicBool::new(false),
     });
+    let textfile_writer = start_textfile_writer(&sh);
     let names: Vec<String> = cfg
         .responders
         .iter()
@@ -753,6 +796,12 @@ fn monitor(cfg: MonitorConfig) -> Result<MonitorSummary> {
         "rss_bytes": vm_rss_bytes(),
         "max_rss_bytes": crate::sys::peak_rss_bytes(),
     }));
+    if let Ok(mut k) = sh.textfile_kick.lock() {
+        k.take();
+    }
+    if let Some(w) = textfile_writer {
+        let _ = w.join();
+    }
     sh.textfile();
     hosts.shutdown();
     let targets = sh
