@@ -366,7 +366,8 @@ fn live_generator_killed_mid_run_leaves_no_xdp_program() {
 
 #[test]
 fn dut_link_down_for_two_seconds_marks_the_intervals_and_the_run_goes_on() {
-    let _g = serial();
+    // Shared: 20 kpps through its own lab, mostly waiting for the link.
+    let _g = shared();
     if !require_root() {
         return;
     }
@@ -536,7 +537,8 @@ fn stalled_ssh_transport_times_out_naming_the_host_and_leaves_nothing() {
     if !require_root() || !require_sshd() {
         return;
     }
-    let _g = serial();
+    // Shared: 15 s of waiting for the liveness timeout, in its own hosts.
+    let _g = shared();
     let before = HostState::capture();
     let lab = SshLab::new(2);
     let trace = lab.trace();

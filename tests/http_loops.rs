@@ -204,7 +204,9 @@ fn a_trickling_body_is_slow_not_stalled() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    // Shared: the server sleeps between chunks, the client waits; its
+    // namespaces and port are its own.
+    let _g = shared();
     let p = pair("t");
     let body: usize = (1 << 20) + (32 << 10);
     let script = format!(

@@ -432,7 +432,7 @@ fn a_router_initramfs_linerate_did_not_build_is_the_dut() {
         "tcg",
         "--quick",
         "--duration",
-        "2",
+        "1",
         "--ipv6",
         "--only",
         "udp 64B var2",
