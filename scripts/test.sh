@@ -4,21 +4,28 @@
 # a tool missing) say so; the closing summary counts them beside the passes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh chromium python3-prometheus-client openssh-server curl nginx tcpdump qemu-system-x86 busybox-static
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
+# What the build needs (clang, libbpf, a Rust toolchain) first; the tools
+# only the tests call install while the code builds, and the tests wait
+# for them: on a fresh machine the download and the compile overlap.
+scripts/deps.sh
 skips=$(mktemp)
 times=$(mktemp)
 out=$(mktemp)
+deps_log=$(mktemp)
 fuzz_log=$(mktemp)
 fuzz_work=$(mktemp -d -t linerate-fuzz.XXXXXX)
 fuzz_pid=
+deps_pid=
 cleanup() {
     # The fuzzing runs in a session of its own: end all of it.
     [ -n "$fuzz_pid" ] && kill -- "-$fuzz_pid" 2>/dev/null
-    rm -rf "$skips" "$times" "$out" "$fuzz_log" "$fuzz_work"
+    [ -n "$deps_pid" ] && wait "$deps_pid" 2>/dev/null
+    rm -rf "$skips" "$times" "$out" "$deps_log" "$fuzz_log" "$fuzz_work"
 }
 trap cleanup EXIT
+scripts/deps.sh chromium python3-prometheus-client openssh-server curl nginx tcpdump qemu-system-x86 busybox-static \
+    </dev/null >"$deps_log" 2>&1 &
+deps_pid=$!
 # Fuzzing: every fuzz target FUZZ_SECONDS (default 30) on this code, at the
 # lowest priority beside the build and the tests, so it costs them little
 # time. FUZZ_SECONDS=0 leaves it out. setsid gives it a session of its own
@@ -40,6 +47,19 @@ status=0
 # behaviour. Shared tests overlap on these threads; an exclusive one runs
 # alone whatever the count. TEST_THREADS=N changes it.
 threads=${TEST_THREADS:-4}
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --release --locked --no-run
+built_at=$SECONDS
+if ! wait "$deps_pid"; then
+    deps_pid=
+    cat "$deps_log" >&2
+    echo "test.sh: installing the tests' tools failed (above); the tests need them" >&2
+    exit 1
+fi
+deps_pid=
+cat "$deps_log" >&2
+echo "test.sh: format, clippy and the build done at ${built_at}s, the tests start at ${SECONDS}s" >&2
 LINERATE_SKIP_LOG="$skips" LINERATE_TEST_TIMES="$times" cargo test --workspace --release --locked -- --test-threads="$threads" 2>&1 | tee "$out" || status=$?
 # Where the suite's time went: the slowest tests under the lock, with how
 # busy the host's cores were meanwhile and which kind of lock they held.
@@ -74,6 +94,7 @@ failed=$(sed -n 's/^test result: .* \([0-9][0-9]*\) failed.*/\1/p' "$out" | awk 
 skipped=$(wc -l <"$skips")
 echo
 fuzzed=$([ "$fuzz_secs" = 0 ] && echo "not fuzzed (FUZZ_SECONDS=0)" || { [ "$fuzz_status" = 0 ] && echo "every fuzz target ${fuzz_secs}s without a crash" || echo "FUZZING FAILED"; })
+echo "time: ${SECONDS}s in all, ${built_at}s of them to build"
 echo "summary: ${passed:-0} passed, ${failed:-0} failed, $skipped skipped; $fuzzed"
 if [ "$skipped" -gt 0 ]; then
     sed 's/^/  /' "$skips"
