@@ -66,7 +66,7 @@ LINERATE_SKIP_LOG="$skips" LINERATE_TEST_TIMES="$times" cargo test --workspace -
 if [ -s "$times" ]; then
     echo
     awk '{n[$3]++; s[$3] += $1} END {printf "under the lock: %d exclusive tests took %.0f s, %d shared tests %.0f s (side by side)\n", n["exclusive"], s["exclusive"], n["shared"], s["shared"]}' "$times"
-    echo "tests that took 5 s or more under the lock (seconds, host CPU busy, lock, test):"
+    echo "tests that took 5 s or more under the lock (seconds, host CPU busy, lock, test; for exclusive ones the CPU seconds of the test's own processes):"
     # awk reads all of sort's output: head would close the pipe early, and
     # sort's SIGPIPE (141) ended the script under pipefail with every test green.
     sort -rn "$times" | awk '$1 >= 5 {print "  " $0}'

@@ -44,6 +44,7 @@ pub struct Serial {
     kind: Kind,
     since: std::time::Instant,
     cpu: Option<(u64, u64)>,
+    own: Option<u64>,
 }
 
 fn take(kind: Kind) -> Serial {
@@ -66,6 +67,7 @@ fn take(kind: Kind) -> Serial {
         kind,
         since: std::time::Instant::now(),
         cpu: cpu_ticks(),
+        own: own_cpu_ticks(),
     }
 }
 
@@ -92,6 +94,23 @@ fn cpu_ticks() -> Option<(u64, u64)> {
     let total: u64 = v.iter().take(8).sum();
     let idle = v.get(3)? + v.get(4)?;
     Some((total - idle, total))
+}
+
+/// CPU ticks of the test process and of the children it has waited for
+/// (the linerate commands a test runs, with their agents): utime, stime,
+/// cutime and cstime of /proc/self/stat. During an exclusive test they are
+/// that test's own; kernel threads (NAPI, softirq) are not in them.
+fn own_cpu_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // After the comm field: state is field 3, utime field 14.
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    Some(f.iter().sum())
 }
 
 impl Drop for Serial {
@@ -124,8 +143,15 @@ impl Serial {
             Kind::Exclusive => "exclusive",
             Kind::Shared => "shared",
         };
+        // The test's own processes, in seconds of one core (clock ticks
+        // are 1/100 s on Linux): an exclusive test with little of it
+        // mostly waits, and could share the lock.
+        let own = match (self.own, own_cpu_ticks(), self.kind) {
+            (Some(a), Some(b), Kind::Exclusive) => format!(" own {:.1}", (b - a) as f64 / 100.0),
+            _ => String::new(),
+        };
         let line = format!(
-            "{:.1} {busy} {kind} {name}\n",
+            "{:.1} {busy} {kind} {name}{own}\n",
             self.since.elapsed().as_secs_f64()
         );
         let _ = std::fs::OpenOptions::new()
