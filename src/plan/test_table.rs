@@ -218,7 +218,7 @@ impl<'a, 'i> TestTable<'a, 'i> {
                 ),
             ));
         }
-        if from.iter().any(|f| *f == to) {
+        if from.contains(&to) {
             return Err(src.err(
                 span(to_value),
                 format!("'{to}' is both in from and to: a host cannot send to itself here; take it out of from"),
