@@ -2,8 +2,8 @@
 
 use super::common::{secs, Common};
 use super::parse::parse_size;
+use crate::orchestrate::config::{Command, DutMode, LabSpec, Pair, TestSpec};
 use crate::orchestrate::config::{HttpServerSide, HttpTest, HttpUrl};
-use crate::orchestrate::config::{Pair, TestSpec};
 use crate::orchestrate::values::check_destination;
 use crate::proto::http::Content;
 use crate::proto::http::Trust;
@@ -154,6 +154,39 @@ fn parse_url(url: &str) -> Result<(bool, HttpUrl)> {
             path: path.to_string(),
         },
     ))
+}
+
+/// `linerate http`'s command: between two endpoints, or with `--lab`
+/// through a lab's routed DUT.
+pub fn http_command(a: &HttpArgs) -> Result<Command> {
+    let (pair, spec) = http_tests(a)?;
+    let opts = a.common.run_opts_with_lines()?;
+    // As for tcp: the server (the sender) on this host's kernel.
+    if let Some(cc) = &a.cc {
+        if a.lab || !a.server.starts_with("ssh://") {
+            super::tcp::check_cc(cc)?;
+        }
+    }
+    if a.lab {
+        let lab = LabSpec {
+            dut: Some(DutMode::Route),
+            fw_rules: 0,
+            mtu: 1500,
+            queues: 1,
+            dut_loss_pct: None,
+            dut_police_pps: None,
+            rps: Default::default(),
+            senders: Default::default(),
+            dut_shape: None,
+            dut_remark: None,
+            dut_netem: None,
+            stick_vlans: crate::orchestrate::values::DEFAULT_STICK_VLANS,
+            dut_vm: None,
+            dut_bond: false,
+        };
+        return Ok(Command::LabBench(lab, spec, opts));
+    }
+    Ok(Command::Pair(pair, spec, opts))
 }
 
 /// `linerate http`: the endpoints and the test (or the matrix's six).

@@ -60,6 +60,40 @@ pub struct LatencyArgs {
     pub criteria: super::criteria_args::CriteriaArgs,
 }
 
+/// The UDP load: one flow of `--frame-size` frames at `--rate`.
+fn udp_load(a: &LatencyArgs, ipv6: bool, cpus: Vec<usize>) -> Result<UdpTest> {
+    crate::orchestrate::values::check_frames(a.frame_size, ipv6, None).map_err(|m| anyhow!(m))?;
+    Ok(UdpTest {
+        name: "latency under udp load".into(),
+        ipv6,
+        frame: a.frame_size,
+        flow_mode: FlowMode::One,
+        flows: 1,
+        direction: Direction::Forward,
+        duration: duration(a.duration)?,
+        rate_pps: a.rate.map(|r| {
+            r.pps(
+                crate::orchestrate::values::average_frame(a.frame_size),
+                a.common.line_rate_bps(),
+            )
+        }),
+        rate_profile: None,
+        batch: 64,
+        cpus,
+        allow: a.common.allow_target.clone(),
+        tx_engine: TxEngine::Auto,
+        rx_engine: RxEngine::Auto,
+        threads: 1,
+        port: 0,
+        interval: a.common.line_interval()?,
+        omit: std::time::Duration::ZERO,
+        dscp: a.dscp,
+        max_frames: None,
+        vlan: None,
+        window: None,
+    })
+}
+
 /// `linerate latency`: the load with probes around it.
 pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
     let ipv6 = a.target.ipv6
@@ -104,39 +138,7 @@ pub fn latency_cmd(a: &LatencyArgs) -> Result<TestSpec> {
                 vlan: None,
             })
         }
-        LoadArg::Udp => {
-            crate::orchestrate::values::check_frames(a.frame_size, ipv6, None)
-                .map_err(|m| anyhow!(m))?;
-            crate::orchestrate::config::Load::Udp(UdpTest {
-                name: name("udp"),
-                ipv6,
-                frame: a.frame_size,
-                flow_mode: FlowMode::One,
-                flows: 1,
-                direction: Direction::Forward,
-                duration: duration(a.duration)?,
-                rate_pps: a.rate.map(|r| {
-                    r.pps(
-                        crate::orchestrate::values::average_frame(a.frame_size),
-                        a.common.line_rate_bps(),
-                    )
-                }),
-                rate_profile: None,
-                batch: 64,
-                cpus,
-                allow: a.common.allow_target.clone(),
-                tx_engine: TxEngine::Auto,
-                rx_engine: RxEngine::Auto,
-                threads: 1,
-                port: 0,
-                interval: a.common.line_interval()?,
-                omit: std::time::Duration::ZERO,
-                dscp: a.dscp,
-                max_frames: None,
-                vlan: None,
-                window: None,
-            })
-        }
+        LoadArg::Udp => crate::orchestrate::config::Load::Udp(udp_load(a, ipv6, cpus)?),
     };
     let mut probes = a.probes.opts()?;
     if a.target.lab && !a.target.back_to_back {

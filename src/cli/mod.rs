@@ -37,7 +37,6 @@ pub mod tcp;
 pub mod udp;
 
 use crate::orchestrate::config::{Command as Cmd, TestSpec};
-use crate::orchestrate::config::{DutMode, LabSpec};
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 
@@ -268,36 +267,7 @@ pub fn to_config(command: Command) -> Result<Cmd> {
             let spec = TestSpec::Search(search::search_cfg(&a)?);
             target::bench_command(&a.target, spec, &a.common)
         }
-        Command::Http(a) => {
-            let (pair, spec) = http::http_tests(&a)?;
-            let opts = a.common.run_opts_with_lines()?;
-            // As for tcp: the server (the sender) on this host's kernel.
-            if let Some(cc) = &a.cc {
-                if a.lab || !a.server.starts_with("ssh://") {
-                    tcp::check_cc(cc)?;
-                }
-            }
-            if a.lab {
-                let lab = LabSpec {
-                    dut: Some(DutMode::Route),
-                    fw_rules: 0,
-                    mtu: 1500,
-                    queues: 1,
-                    dut_loss_pct: None,
-                    dut_police_pps: None,
-                    rps: Default::default(),
-                    senders: Default::default(),
-                    dut_shape: None,
-                    dut_remark: None,
-                    dut_netem: None,
-                    stick_vlans: crate::orchestrate::values::DEFAULT_STICK_VLANS,
-                    dut_vm: None,
-                    dut_bond: false,
-                };
-                return Ok(Cmd::LabBench(lab, spec, opts));
-            }
-            Ok(Cmd::Pair(pair, spec, opts))
-        }
+        Command::Http(a) => http::http_command(&a),
         Command::Run(_)
         | Command::Serve(_)
         | Command::Doctor(_)

@@ -18,7 +18,7 @@
 
 use super::error::{fail, Result};
 use super::{link, preflight, v4, v6, Addressing, Lab, LabSpec, Node};
-use crate::model::lab::{LabLink, LabTopology};
+use crate::model::lab::{LabLink, LabNode, LabTopology};
 use crate::netops::check_ifname;
 use crate::netops::port::{self, PortState};
 use crate::proto::NetOp;
@@ -301,95 +301,29 @@ pub fn configure(
 ) -> Result<PortLab> {
     let gen_state = inspect(fleet, gen, &ports.gen, ports.force)?;
     let sink_state = inspect(fleet, sink, &ports.sink, ports.force)?;
-    let (gp, sp) = (ports.gen.as_str(), ports.sink.as_str());
-    let mut g = Node::new();
-    let mut s = Node::new();
-    for (n, p) in [(&mut g, gp), (&mut s, sp)] {
+    let mut x = Sides {
+        g: Node::new(),
+        s: Node::new(),
+        gp: ports.gen.as_str(),
+        sp: ports.sink.as_str(),
+        gen_state,
+        sink_state,
+    };
+    for (n, p) in [(&mut x.g, x.gp), (&mut x.s, x.sp)] {
         n.ops.push(NetOp::TakePort {
             dev: p.into(),
             force: ports.force,
         });
     }
-    let mac_of = |st: &Inspected| st.mac.unwrap_or_default();
-    let (gen4, gen6, sink4, sink6);
-    let links: Vec<LabLink>;
-    match &ports.dut {
-        Some(d) => {
-            (gen4, gen6) = (port_v4(d.gen_v4), port_v6(d.gen_v6));
-            (sink4, sink6) = (port_v4(d.sink_v4), port_v6(d.sink_v6));
-            let (d_g4, d_g6, d_s4, d_s6) = (
-                IpAddr::V4(d.gen_v4),
-                IpAddr::V6(d.gen_v6),
-                IpAddr::V4(d.sink_v4),
-                IpAddr::V6(d.sink_v6),
-            );
-            g.iface(
-                gp,
-                mac_of(&gen_state),
-                mtu,
-                &[(gen4.into(), 24), (gen6.into(), 64)],
-            );
-            s.iface(
-                sp,
-                mac_of(&sink_state),
-                mtu,
-                &[(sink4.into(), 24), (sink6.into(), 64)],
-            );
-            g.route(v4(198, 19, 0, 0), 16, d_g4);
-            g.route(v6(0x20, 0), 60, d_g6);
-            s.route(v4(198, 18, 0, 0), 16, d_s4);
-            s.route(v6(0x10, 0), 60, d_s6);
-            // Static neighbours towards the DUT: no ARP/ND during a test. The
-            // DUT port's IPv6 neighbour takes the MAC its IPv4 one has.
-            for (n, dev, a4, a6, mac) in [
-                (&mut g, gp, d_g4, d_g6, d.gen_mac),
-                (&mut s, sp, d_s4, d_s6, d.sink_mac),
-            ] {
-                match mac {
-                    Some(m) => {
-                        n.neigh(dev, a4, m);
-                        n.neigh(dev, a6, m);
-                    }
-                    None => n.ops.push(NetOp::ResolveNeigh {
-                        dev: dev.into(),
-                        addr: a4,
-                        also: vec![a6],
-                    }),
-                }
-            }
-            let peer = |a: Ipv4Addr| format!("external-dut/{a}");
-            links = vec![
-                physical(&format!("gen/{gp}"), &peer(d.gen_v4), vec![&gen_state]),
-                physical(&format!("sink/{sp}"), &peer(d.sink_v4), vec![&sink_state]),
-            ];
-        }
-        None => {
-            // Cabled to each other: one subnet, gen .1 and sink .2.
-            let (Some(gmac), Some(smac)) = (gen_state.mac, sink_state.mac) else {
-                fail!("ports {gp} and {sp}: a MAC address is unknown, so they cannot be cabled back to back");
-            };
-            (gen4, gen6) = (Ipv4Addr::new(198, 18, 0, 1), port_v6(GEN_SIDE.v6_net));
-            (sink4, sink6) = (
-                Ipv4Addr::new(198, 18, 0, 2),
-                Ipv6Addr::from(u128::from(gen6) + 1),
-            );
-            g.iface(gp, gmac, mtu, &[(gen4.into(), 24), (gen6.into(), 64)]);
-            s.iface(sp, smac, mtu, &[(sink4.into(), 24), (sink6.into(), 64)]);
-            g.route(v4(198, 19, 0, 0), 16, sink4.into());
-            g.route(v6(0x20, 0), 60, sink6.into());
-            s.route(GEN_SIDE.v4_flow.into(), 24, gen4.into());
-            s.route(GEN_SIDE.v6_flow.into(), 64, gen6.into());
-            g.neigh(gp, sink4.into(), smac);
-            g.neigh(gp, sink6.into(), smac);
-            s.neigh(sp, gen4.into(), gmac);
-            s.neigh(sp, gen6.into(), gmac);
-            links = vec![physical(
-                &format!("gen/{gp}"),
-                &format!("sink/{sp}"),
-                vec![&gen_state, &sink_state],
-            )];
-        }
-    }
+    let Cabled {
+        gen: (gen4, gen6),
+        sink: (sink4, sink6),
+        links,
+    } = match &ports.dut {
+        Some(d) => via_dut(&mut x, d, mtu),
+        None => back_to_back(&mut x, mtu)?,
+    };
+    let Sides { mut g, mut s, .. } = x;
     g.local(GEN_SIDE.v4_flow.into(), 24);
     g.local(GEN_SIDE.v6_flow.into(), 64);
     s.local(SINK_SIDE.v4_flow.into(), 24);
@@ -401,7 +335,29 @@ pub fn configure(
     for (idx, node, role) in [(gen, g, "gen"), (sink, s, "sink")] {
         nodes.push(node.configure(fleet, idx, role)?);
     }
-    let topology = LabTopology {
+    let topology = port_topology(ports, nodes, links);
+    Ok(PortLab {
+        gen_addr: Addressing {
+            v4: Some(gen4.into()),
+            v6: Some(gen6.into()),
+            flow_v4: Some(GEN_SIDE.v4_flow),
+            flow_v6: Some(GEN_SIDE.v6_flow),
+            vlan: None,
+        },
+        sink_addr: Addressing {
+            v4: Some(sink4.into()),
+            v6: Some(sink6.into()),
+            flow_v4: Some(SINK_SIDE.v4_flow),
+            flow_v6: Some(SINK_SIDE.v6_flow),
+            vlan: None,
+        },
+        topology,
+    })
+}
+
+/// The record of the port lab: its nodes and physical links.
+fn port_topology(ports: &PortsSpec, nodes: Vec<LabNode>, links: Vec<LabLink>) -> LabTopology {
+    LabTopology {
         steering: None,
         cores: None,
         kind: if ports.dut.is_some() {
@@ -426,23 +382,120 @@ pub fn configure(
         stick: None,
         notes: Vec::new(),
         vm: None,
+    }
+}
+
+/// The two ports being configured: each one's node, name and what
+/// inspecting it found.
+struct Sides<'a> {
+    g: Node,
+    s: Node,
+    gp: &'a str,
+    sp: &'a str,
+    gen_state: Inspected,
+    sink_state: Inspected,
+}
+
+/// The ports' addresses, and the links they make.
+struct Cabled {
+    gen: (Ipv4Addr, Ipv6Addr),
+    sink: (Ipv4Addr, Ipv6Addr),
+    links: Vec<LabLink>,
+}
+
+/// The ports addressed towards the external DUT `d`: each in its own
+/// subnet, the far side routed via the DUT, static neighbours when its
+/// MACs are known.
+fn via_dut(x: &mut Sides, d: &ExternalDut, mtu: u32) -> Cabled {
+    let (gp, sp) = (x.gp, x.sp);
+    let (g, s) = (&mut x.g, &mut x.s);
+    let (gen4, gen6) = (port_v4(d.gen_v4), port_v6(d.gen_v6));
+    let (sink4, sink6) = (port_v4(d.sink_v4), port_v6(d.sink_v6));
+    let (d_g4, d_g6, d_s4, d_s6) = (
+        IpAddr::V4(d.gen_v4),
+        IpAddr::V6(d.gen_v6),
+        IpAddr::V4(d.sink_v4),
+        IpAddr::V6(d.sink_v6),
+    );
+    let mac_of = |st: &Inspected| st.mac.unwrap_or_default();
+    g.iface(
+        gp,
+        mac_of(&x.gen_state),
+        mtu,
+        &[(gen4.into(), 24), (gen6.into(), 64)],
+    );
+    s.iface(
+        sp,
+        mac_of(&x.sink_state),
+        mtu,
+        &[(sink4.into(), 24), (sink6.into(), 64)],
+    );
+    g.route(v4(198, 19, 0, 0), 16, d_g4);
+    g.route(v6(0x20, 0), 60, d_g6);
+    s.route(v4(198, 18, 0, 0), 16, d_s4);
+    s.route(v6(0x10, 0), 60, d_s6);
+    // Static neighbours towards the DUT: no ARP/ND during a test. The
+    // DUT port's IPv6 neighbour takes the MAC its IPv4 one has.
+    for (n, dev, a4, a6, mac) in [
+        (&mut *g, gp, d_g4, d_g6, d.gen_mac),
+        (&mut *s, sp, d_s4, d_s6, d.sink_mac),
+    ] {
+        match mac {
+            Some(m) => {
+                n.neigh(dev, a4, m);
+                n.neigh(dev, a6, m);
+            }
+            None => n.ops.push(NetOp::ResolveNeigh {
+                dev: dev.into(),
+                addr: a4,
+                also: vec![a6],
+            }),
+        }
+    }
+    let peer = |a: Ipv4Addr| format!("external-dut/{a}");
+    Cabled {
+        gen: (gen4, gen6),
+        sink: (sink4, sink6),
+        links: vec![
+            physical(&format!("gen/{gp}"), &peer(d.gen_v4), vec![&x.gen_state]),
+            physical(&format!("sink/{sp}"), &peer(d.sink_v4), vec![&x.sink_state]),
+        ],
+    }
+}
+
+/// The ports cabled to each other: one subnet, gen .1 and sink .2, each
+/// the other's static neighbour.
+fn back_to_back(x: &mut Sides, mtu: u32) -> Result<Cabled> {
+    let (gp, sp) = (x.gp, x.sp);
+    let (g, s) = (&mut x.g, &mut x.s);
+    let (Some(gmac), Some(smac)) = (x.gen_state.mac, x.sink_state.mac) else {
+        fail!(
+            "ports {gp} and {sp}: a MAC address is unknown, so they cannot be cabled back to back"
+        );
     };
-    Ok(PortLab {
-        gen_addr: Addressing {
-            v4: Some(gen4.into()),
-            v6: Some(gen6.into()),
-            flow_v4: Some(GEN_SIDE.v4_flow),
-            flow_v6: Some(GEN_SIDE.v6_flow),
-            vlan: None,
-        },
-        sink_addr: Addressing {
-            v4: Some(sink4.into()),
-            v6: Some(sink6.into()),
-            flow_v4: Some(SINK_SIDE.v4_flow),
-            flow_v6: Some(SINK_SIDE.v6_flow),
-            vlan: None,
-        },
-        topology,
+    let (gen4, gen6) = (Ipv4Addr::new(198, 18, 0, 1), port_v6(GEN_SIDE.v6_net));
+    let (sink4, sink6) = (
+        Ipv4Addr::new(198, 18, 0, 2),
+        Ipv6Addr::from(u128::from(gen6) + 1),
+    );
+    g.iface(gp, gmac, mtu, &[(gen4.into(), 24), (gen6.into(), 64)]);
+    s.iface(sp, smac, mtu, &[(sink4.into(), 24), (sink6.into(), 64)]);
+    g.route(v4(198, 19, 0, 0), 16, sink4.into());
+    g.route(v6(0x20, 0), 60, sink6.into());
+    s.route(GEN_SIDE.v4_flow.into(), 24, gen4.into());
+    s.route(GEN_SIDE.v6_flow.into(), 64, gen6.into());
+    g.neigh(gp, sink4.into(), smac);
+    g.neigh(gp, sink6.into(), smac);
+    s.neigh(sp, gen4.into(), gmac);
+    s.neigh(sp, gen6.into(), gmac);
+    Ok(Cabled {
+        gen: (gen4, gen6),
+        sink: (sink4, sink6),
+        links: vec![physical(
+            &format!("gen/{gp}"),
+            &format!("sink/{sp}"),
+            vec![&x.gen_state, &x.sink_state],
+        )],
     })
 }
 

@@ -12,7 +12,7 @@
 //! forwarding table, so no frame is ever flooded.
 
 use super::error::{fail, Result};
-use super::{cores, link, pinned_devs, routed, steer_receive, v4, v6, Lab, LabSpec, Node};
+use super::{cores, link, pinned_devs, routed, steer_receive, v4, v6, Lab, LabSpec, Node, Routed};
 use super::{MAC_DUT0, MAC_GEN0, MAC_SINK0};
 use crate::model::lab::{LabInterface, LabTopology};
 use crate::netops;
@@ -108,102 +108,18 @@ pub fn socket_rows_note() -> String {
 pub(super) fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
     let (vlan_a, vlan_b) = spec.stick_vlans;
     let mut fleet = Fleet::new();
-    let log = |role: &str| log_dir.map(|d| d.join(format!("{role}.log")));
-    let gen = fleet.spawn_local("gen", &Netns::New, log("gen").as_deref())?;
-    let dut = fleet.spawn_local("dut", &Netns::New, log("dut").as_deref())?;
-    let sw = fleet.spawn_local("switch", &Netns::New, log("switch").as_deref())?;
-    let sink = fleet.spawn_local("sink", &Netns::New, log("sink").as_deref())?;
-    let pid = |i: usize| fleet.agent(i).pid;
-    let q = spec.queues;
-    netops::create_veth("gen0", MAC_GEN0, pid(gen), "sw-gen", MAC_SW_GEN, pid(sw), q)?;
-    netops::create_veth("dut0", MAC_DUT0, pid(dut), "sw-dut", MAC_SW_DUT, pid(sw), q)?;
-    netops::create_veth(
-        "sink0",
-        MAC_SINK0,
-        pid(sink),
-        "sw-sink",
-        MAC_SW_SINK,
-        pid(sw),
-        q,
-    )?;
+    let (gen, dut, sw, sink) = spawn_wired(&mut fleet, log_dir, spec.queues)?;
     let links = vec![
         link("gen/gen0", "switch/sw-gen"),
         link("dut/dut0", "switch/sw-dut"),
         link("sink/sink0", "switch/sw-sink"),
     ];
     let mtu = spec.mtu;
-    let (mut g, mut d, mut w, mut s) = (Node::new(), Node::new(), Node::new(), Node::new());
     let r = routed();
-    let ((gen4, gen6), (sink4, sink6)) = (r.gen, r.sink);
-    // The DUT's gateway address on each VLAN: held by no interface (the
-    // stack cannot see the VLANs), answered for by static neighbours.
-    let ((gw_a4, gw_a6), (gw_b4, gw_b6)) = (r.gw_gen, r.gw_sink);
-    g.iface("gen0", MAC_GEN0, mtu, &[(gen4, 24), (gen6, 64)]);
-    s.iface("sink0", MAC_SINK0, mtu, &[(sink4, 24), (sink6, 64)]);
+    let (g, s) = gen_and_sink(mtu, &r);
+    let w = switch(mtu);
+    let mut d = Node::new();
     d.iface("dut0", MAC_DUT0, mtu, &[]);
-    for (dev, mac) in [
-        ("sw-gen", MAC_SW_GEN),
-        ("sw-dut", MAC_SW_DUT),
-        ("sw-sink", MAC_SW_SINK),
-    ] {
-        w.iface(dev, mac, mtu, &[]);
-        // A veth with tx VLAN offload keeps the tag in skb metadata, and
-        // XDP on its peer (the DUT's program, the XDP sink) would see the
-        // frame untagged: the switch writes tags into the frame.
-        w.ops.push(NetOp::Offload {
-            dev: dev.into(),
-            feature: "txvlan".into(),
-            on: false,
-        });
-    }
-    // The DUT's program sends forwarded frames back by XDP_TX into its
-    // veth, whose peer must have NAPI or the frames are lost. GRO gives it
-    // NAPI, but this kernel schedules that NAPI for XDP_TX'd frames only
-    // when the peer has an XDP program (engine::xdp::stick): GRO on, and a
-    // pass-all program the switch's agent holds, on the port facing the DUT.
-    w.ops.push(NetOp::Offload {
-        dev: "sw-dut".into(),
-        feature: "gro".into(),
-        on: true,
-    });
-    w.ops.push(NetOp::XdpPass {
-        dev: "sw-dut".into(),
-    });
-    w.ops.push(NetOp::Bridge {
-        name: "br0".into(),
-        ports: vec!["sw-gen".into(), "sw-dut".into(), "sw-sink".into()],
-    });
-    for (dev, mac) in [
-        ("sw-gen", MAC_GEN0),
-        ("sw-dut", MAC_DUT0),
-        ("sw-sink", MAC_SINK0),
-    ] {
-        w.ops.push(NetOp::Fdb {
-            dev: dev.into(),
-            mac,
-        });
-    }
-    w.ifaces.push(LabInterface {
-        name: "br0".into(),
-        mac: String::new(),
-        mtu,
-        addresses: vec![],
-    });
-    g.route(v4(198, 19, 0, 0), 16, gw_a4);
-    g.route(v6(0x20, 0), 60, gw_a6);
-    s.route(v4(198, 18, 0, 0), 16, gw_b4);
-    s.route(v6(0x10, 0), 60, gw_b6);
-    g.neigh("gen0", gw_a4, MAC_DUT0);
-    g.neigh("gen0", gw_a6, MAC_DUT0);
-    s.neigh("sink0", gw_b4, MAC_DUT0);
-    s.neigh("sink0", gw_b6, MAC_DUT0);
-    g.local(v4(198, 18, 1, 0), 24);
-    g.local(v6(0x11, 0), 64);
-    s.local(v4(198, 19, 1, 0), 24);
-    s.local(v6(0x21, 0), 64);
-    for n in [&mut g, &mut s] {
-        n.sysctl("net.ipv4.conf.all.rp_filter", "0");
-    }
     // Last, once dut0 is up: the program and its BPF link, held by the agent.
     d.ops.push(NetOp::Stick {
         dev: "dut0".into(),
@@ -255,27 +171,147 @@ pub(super) fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
         notes: Vec::new(),
         vm: None,
     };
-    let tag = |id: u16| Some(Vlan { id, inner: None });
+    let (gen_addr, sink_addr) = addressing(&r, spec.stick_vlans);
     Ok(Lab {
         fleet,
         gen,
         sink,
         dut: Some(dut),
         switch: Some(sw),
-        gen_addr: Addressing {
-            v4: Some(gen4),
-            v6: Some(gen6),
-            flow_v4: Some(Ipv4Addr::new(198, 18, 1, 0)),
-            flow_v6: Some(Ipv6Addr::new(0x2001, 2, 0, 0x11, 0, 0, 0, 0)),
-            vlan: tag(vlan_a),
-        },
-        sink_addr: Addressing {
-            v4: Some(sink4),
-            v6: Some(sink6),
-            flow_v4: Some(Ipv4Addr::new(198, 19, 1, 0)),
-            flow_v6: Some(Ipv6Addr::new(0x2001, 2, 0, 0x21, 0, 0, 0, 0)),
-            vlan: tag(vlan_b),
-        },
+        gen_addr,
+        sink_addr,
         topology,
     })
+}
+
+/// Starts the four agents, each in a new namespace, and wires gen, dut and
+/// sink to the switch with `queues` queues: (gen, dut, switch, sink).
+fn spawn_wired(
+    fleet: &mut Fleet,
+    log_dir: Option<&Path>,
+    queues: u32,
+) -> Result<(usize, usize, usize, usize)> {
+    let log = |role: &str| log_dir.map(|d| d.join(format!("{role}.log")));
+    let gen = fleet.spawn_local("gen", &Netns::New, log("gen").as_deref())?;
+    let dut = fleet.spawn_local("dut", &Netns::New, log("dut").as_deref())?;
+    let sw = fleet.spawn_local("switch", &Netns::New, log("switch").as_deref())?;
+    let sink = fleet.spawn_local("sink", &Netns::New, log("sink").as_deref())?;
+    let pid = |i: usize| fleet.agent(i).pid;
+    let q = queues;
+    netops::create_veth("gen0", MAC_GEN0, pid(gen), "sw-gen", MAC_SW_GEN, pid(sw), q)?;
+    netops::create_veth("dut0", MAC_DUT0, pid(dut), "sw-dut", MAC_SW_DUT, pid(sw), q)?;
+    netops::create_veth(
+        "sink0",
+        MAC_SINK0,
+        pid(sink),
+        "sw-sink",
+        MAC_SW_SINK,
+        pid(sw),
+        q,
+    )?;
+    Ok((gen, dut, sw, sink))
+}
+
+/// The generator's and the sink's addressing: host and flow addresses,
+/// each on its VLAN.
+fn addressing(r: &Routed, (vlan_a, vlan_b): (u16, u16)) -> (Addressing, Addressing) {
+    let tag = |id: u16| Some(Vlan { id, inner: None });
+    let gen = Addressing {
+        v4: Some(r.gen.0),
+        v6: Some(r.gen.1),
+        flow_v4: Some(Ipv4Addr::new(198, 18, 1, 0)),
+        flow_v6: Some(Ipv6Addr::new(0x2001, 2, 0, 0x11, 0, 0, 0, 0)),
+        vlan: tag(vlan_a),
+    };
+    let sink = Addressing {
+        v4: Some(r.sink.0),
+        v6: Some(r.sink.1),
+        flow_v4: Some(Ipv4Addr::new(198, 19, 1, 0)),
+        flow_v6: Some(Ipv6Addr::new(0x2001, 2, 0, 0x21, 0, 0, 0, 0)),
+        vlan: tag(vlan_b),
+    };
+    (gen, sink)
+}
+
+/// The switch: the three ports in bridge br0 with static fdb entries,
+/// tags in the frame (tx VLAN offload off), and NAPI for the DUT's XDP_TX.
+fn switch(mtu: u32) -> Node {
+    let mut w = Node::new();
+    for (dev, mac) in [
+        ("sw-gen", MAC_SW_GEN),
+        ("sw-dut", MAC_SW_DUT),
+        ("sw-sink", MAC_SW_SINK),
+    ] {
+        w.iface(dev, mac, mtu, &[]);
+        // A veth with tx VLAN offload keeps the tag in skb metadata, and
+        // XDP on its peer (the DUT's program, the XDP sink) would see the
+        // frame untagged: the switch writes tags into the frame.
+        w.ops.push(NetOp::Offload {
+            dev: dev.into(),
+            feature: "txvlan".into(),
+            on: false,
+        });
+    }
+    // The DUT's program sends forwarded frames back by XDP_TX into its
+    // veth, whose peer must have NAPI or the frames are lost. GRO gives it
+    // NAPI, but this kernel schedules that NAPI for XDP_TX'd frames only
+    // when the peer has an XDP program (engine::xdp::stick): GRO on, and a
+    // pass-all program the switch's agent holds, on the port facing the DUT.
+    w.ops.push(NetOp::Offload {
+        dev: "sw-dut".into(),
+        feature: "gro".into(),
+        on: true,
+    });
+    w.ops.push(NetOp::XdpPass {
+        dev: "sw-dut".into(),
+    });
+    w.ops.push(NetOp::Bridge {
+        name: "br0".into(),
+        ports: vec!["sw-gen".into(), "sw-dut".into(), "sw-sink".into()],
+    });
+    for (dev, mac) in [
+        ("sw-gen", MAC_GEN0),
+        ("sw-dut", MAC_DUT0),
+        ("sw-sink", MAC_SINK0),
+    ] {
+        w.ops.push(NetOp::Fdb {
+            dev: dev.into(),
+            mac,
+        });
+    }
+    w.ifaces.push(LabInterface {
+        name: "br0".into(),
+        mac: String::new(),
+        mtu,
+        addresses: vec![],
+    });
+    w
+}
+
+/// The generator and the sink: each on its VLAN's side of the trunk, the
+/// other side's prefixes routed via the DUT's gateway address on its VLAN.
+fn gen_and_sink(mtu: u32, r: &Routed) -> (Node, Node) {
+    let (mut g, mut s) = (Node::new(), Node::new());
+    let ((gen4, gen6), (sink4, sink6)) = (r.gen, r.sink);
+    // The DUT's gateway address on each VLAN: held by no interface (the
+    // stack cannot see the VLANs), answered for by static neighbours.
+    let ((gw_a4, gw_a6), (gw_b4, gw_b6)) = (r.gw_gen, r.gw_sink);
+    g.iface("gen0", MAC_GEN0, mtu, &[(gen4, 24), (gen6, 64)]);
+    s.iface("sink0", MAC_SINK0, mtu, &[(sink4, 24), (sink6, 64)]);
+    g.route(v4(198, 19, 0, 0), 16, gw_a4);
+    g.route(v6(0x20, 0), 60, gw_a6);
+    s.route(v4(198, 18, 0, 0), 16, gw_b4);
+    s.route(v6(0x10, 0), 60, gw_b6);
+    g.neigh("gen0", gw_a4, MAC_DUT0);
+    g.neigh("gen0", gw_a6, MAC_DUT0);
+    s.neigh("sink0", gw_b4, MAC_DUT0);
+    s.neigh("sink0", gw_b6, MAC_DUT0);
+    g.local(v4(198, 18, 1, 0), 24);
+    g.local(v6(0x11, 0), 64);
+    s.local(v4(198, 19, 1, 0), 24);
+    s.local(v6(0x21, 0), 64);
+    for n in [&mut g, &mut s] {
+        n.sysctl("net.ipv4.conf.all.rp_filter", "0");
+    }
+    (g, s)
 }

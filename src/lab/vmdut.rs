@@ -203,23 +203,7 @@ pub fn boot_router(
     let mut router = Router::start(args, ns, log("dut-console").as_deref())?;
     // qemu makes its taps as it starts: the vmnet namespace is wired to
     // them next, so they must be there first.
-    let vp = fleet.agent(vmnet).pid;
-    let until = Instant::now() + Duration::from_secs(30);
-    while !["tap0", "tap1"]
-        .iter()
-        .all(|t| dev_packets(vp, t).is_some())
-    {
-        if let Some(st) = router.exited() {
-            fail!(
-                "qemu stopped ({st}) before it made the router's NICs; its last lines:\n{}",
-                router.console_tail()
-            );
-        }
-        if Instant::now() >= until {
-            fail!("qemu made no taps for the router's NICs within 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_taps(fleet.agent(vmnet).pid, &mut router)?;
     let (release, origin, what) = match (&spec.guest, &kernel) {
         (Guest::Initrd { initrd, .. }, Some(k)) => (
             k.release.clone(),
@@ -398,6 +382,79 @@ fn probes(
     Ok(v)
 }
 
+/// Waits (at most 30 s) until qemu has made the router's taps in the
+/// vmnet namespace of the agent `vp`.
+fn wait_for_taps(vp: u32, router: &mut Router) -> Result<()> {
+    let until = Instant::now() + Duration::from_secs(30);
+    while !["tap0", "tap1"]
+        .iter()
+        .all(|t| dev_packets(vp, t).is_some())
+    {
+        if let Some(st) = router.exited() {
+            fail!(
+                "qemu stopped ({st}) before it made the router's NICs; its last lines:\n{}",
+                router.console_tail()
+            );
+        }
+        if Instant::now() >= until {
+            fail!("qemu made no taps for the router's NICs within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// Why the router did not forward the lab's IPv4 by `now`: the probes
+/// that did not pass, what its taps (in the vmnet namespace of the agent
+/// `vp`) saw, and its console's last lines.
+fn not_forwarding(
+    r: &RouterDut,
+    vp: u32,
+    probes: &[Probe],
+    main_at: Option<Instant>,
+    now: Instant,
+) -> super::LabError {
+    let deadline = r.began + r.wait;
+    let nic = |tap: &str| match dev_packets(vp, tap) {
+        // A tap's transmit is the guest's receive.
+        Some((rx, tx)) => format!("got {tx} frames from the lab and sent {rx}"),
+        None => "(no counters)".into(),
+    };
+    let sent_nothing = ["tap0", "tap1"]
+        .iter()
+        .all(|t| dev_packets(vp, t).is_some_and(|(rx, _)| rx == 0));
+    let missing: Vec<String> = probes
+        .iter()
+        .filter(|p| !p.v6 && !p.arrived)
+        .map(|p| format!("  - {}", p.needs))
+        .collect();
+    let when = match main_at {
+        Some(m) if now < deadline => format!(
+            "{:.0} s after it began to forward from the generator to the sink (its \
+             routes do not come later)",
+            (now - m).as_secs_f64()
+        ),
+        _ => format!("within {} s of its boot", r.wait.as_secs()),
+    };
+    err!(
+        "your router did not forward the lab's IPv4 {when}; what did not \
+         pass:\n{}\nIts first NIC (gen side, {}) {}; its second (sink side, {}) {}.{}\n\
+         Its console's last lines:\n{}",
+        missing.join("\n"),
+        crate::netops::mac_string(&MAC_DUT0),
+        nic("tap0"),
+        crate::netops::mac_string(&MAC_DUT1),
+        nic("tap1"),
+        if sent_nothing {
+            " It sent nothing at all: did it boot, and are its first two NICs the \
+             virtio-net ones (gen side first)?"
+        } else {
+            ""
+        },
+        r.router.console_tail()
+    )
+}
+
 /// Packets in and out of `dev` in the namespace of `pid`, from
 /// /proc/PID/net/dev: (rx, tx).
 fn dev_packets(pid: u32, dev: &str) -> Option<(u64, u64)> {
@@ -491,45 +548,13 @@ pub fn wait_forwarding(
                 return Ok((t, notes));
             }
         } else if now >= deadline || main_at.is_some_and(|m| now >= m + ROUTES_GRACE) {
-            let vp = fleet.agent(vmnet).pid;
-            let nic = |tap: &str| match dev_packets(vp, tap) {
-                // A tap's transmit is the guest's receive.
-                Some((rx, tx)) => format!("got {tx} frames from the lab and sent {rx}"),
-                None => "(no counters)".into(),
-            };
-            let sent_nothing = ["tap0", "tap1"]
-                .iter()
-                .all(|t| dev_packets(vp, t).is_some_and(|(rx, _)| rx == 0));
-            let missing: Vec<String> = probes
-                .iter()
-                .filter(|p| !p.v6 && !p.arrived)
-                .map(|p| format!("  - {}", p.needs))
-                .collect();
-            let when = match main_at {
-                Some(m) if now < deadline => format!(
-                    "{:.0} s after it began to forward from the generator to the sink (its \
-                     routes do not come later)",
-                    (now - m).as_secs_f64()
-                ),
-                _ => format!("within {} s of its boot", r.wait.as_secs()),
-            };
-            fail!(
-                "your router did not forward the lab's IPv4 {when}; what did not \
-                 pass:\n{}\nIts first NIC (gen side, {}) {}; its second (sink side, {}) {}.{}\n\
-                 Its console's last lines:\n{}",
-                missing.join("\n"),
-                crate::netops::mac_string(&MAC_DUT0),
-                nic("tap0"),
-                crate::netops::mac_string(&MAC_DUT1),
-                nic("tap1"),
-                if sent_nothing {
-                    " It sent nothing at all: did it boot, and are its first two NICs the \
-                     virtio-net ones (gen side first)?"
-                } else {
-                    ""
-                },
-                r.router.console_tail()
-            );
+            return Err(not_forwarding(
+                r,
+                fleet.agent(vmnet).pid,
+                &probes,
+                main_at,
+                now,
+            ));
         }
         if said.elapsed() >= Duration::from_secs(30) {
             said = Instant::now();

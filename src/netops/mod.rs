@@ -20,6 +20,7 @@ pub use error::NetopsError;
 use crate::model::error::Context;
 use crate::proto::NetOp;
 use error::{err, fail, Result};
+use std::net::IpAddr;
 use std::time::Duration;
 
 /// What an agent gives back on its way out: VLAN sub-interfaces first
@@ -43,91 +44,14 @@ pub fn apply(op: &NetOp) -> Result<()> {
                 None,
             )
         }
-        NetOp::Bridge { name, ports } => {
-            check_ifname(name)?;
-            run(
-                "ip",
-                &[
-                    "link",
-                    "add",
-                    name,
-                    "type",
-                    "bridge",
-                    "stp_state",
-                    "0",
-                    "forward_delay",
-                    "0",
-                ],
-                None,
-            )?;
-            for p in ports {
-                check_ifname(p)?;
-                run("ip", &["link", "set", "dev", p, "master", name], None)?;
-            }
-            run("ip", &["link", "set", "dev", name, "up"], None)
-        }
+        NetOp::Bridge { name, ports } => bridge(name, ports),
         NetOp::Bond { name, ports } => bond(name, ports),
-        NetOp::Addr { dev, addr, prefix } => {
-            check_ifname(dev)?;
-            let cidr = format!("{addr}/{prefix}");
-            let mut args = vec![family(addr), "addr", "add", &cidr, "dev", dev];
-            if addr.is_ipv6() {
-                // No duplicate address detection: the address is usable at once.
-                args.push("nodad");
-            }
-            run("ip", &args, None)
-        }
-        NetOp::Route { dst, prefix, via } => {
-            let cidr = format!("{dst}/{prefix}");
-            run(
-                "ip",
-                &[
-                    family(dst),
-                    "route",
-                    "replace",
-                    &cidr,
-                    "via",
-                    &via.to_string(),
-                ],
-                None,
-            )
-        }
-        NetOp::LocalRoute { dst, prefix } => {
-            let cidr = format!("{dst}/{prefix}");
-            run(
-                "ip",
-                &[family(dst), "route", "replace", "local", &cidr, "dev", "lo"],
-                None,
-            )
-        }
+        NetOp::Addr { dev, addr, prefix } => add_address(dev, addr, *prefix),
+        NetOp::Route { dst, prefix, via } => route_via(dst, *prefix, via),
+        NetOp::LocalRoute { dst, prefix } => local_route(dst, *prefix),
         NetOp::Neigh { dev, addr, mac } => set_neighbour(dev, *addr, mac),
-        NetOp::Sysctl { key, value } => {
-            if !key.starts_with("net.")
-                || !key
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-                || key.contains("..")
-            {
-                fail!("refusing sysctl '{key}': only net.* keys are set by linerate");
-            }
-            let path = format!("/proc/sys/{}", key.replace('.', "/"));
-            Ok(std::fs::write(&path, value)
-                .with_context(|| format!("setting {key}={value} ({path})"))?)
-        }
-        NetOp::Offload { dev, feature, on } => {
-            check_ifname(dev)?;
-            if !feature
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            {
-                fail!("'{feature}' is not an offload name");
-            }
-            run(
-                "ethtool",
-                &["-K", dev, feature, if *on { "on" } else { "off" }],
-                None,
-            )
-        }
+        NetOp::Sysctl { key, value } => set_sysctl(key, value),
+        NetOp::Offload { dev, feature, on } => set_offload(dev, feature, *on),
         NetOp::StallWatch { on } => {
             crate::host::stalls::set_active(*on);
             Ok(())
@@ -150,30 +74,7 @@ pub fn apply(op: &NetOp) -> Result<()> {
             rate_bps,
             burst_bytes,
             limit_bytes,
-        } => {
-            check_ifname(dev)?;
-            if *rate_bps == 0 || *burst_bytes == 0 || *limit_bytes == 0 {
-                fail!("shaping {dev}: rate, burst and queue must be above 0");
-            }
-            run(
-                "tc",
-                &[
-                    "qdisc",
-                    "replace",
-                    "dev",
-                    dev,
-                    "root",
-                    "tbf",
-                    "rate",
-                    &format!("{rate_bps}bit"),
-                    "burst",
-                    &burst_bytes.to_string(),
-                    "limit",
-                    &limit_bytes.to_string(),
-                ],
-                None,
-            )
-        }
+        } => shape(dev, *rate_bps, *burst_bytes, *limit_bytes),
         NetOp::Netem {
             dev,
             delay_us,
@@ -186,21 +87,145 @@ pub fn apply(op: &NetOp) -> Result<()> {
         }
         NetOp::TakePort { dev, force } => port::take(dev, *force),
         NetOp::ResolveNeigh { dev, addr, also } => port::resolve(dev, *addr, also).map(drop),
-        NetOp::Fdb { dev, mac } => {
-            check_ifname(dev)?;
-            let mac = mac_string(mac);
-            run(
-                "bridge",
-                &["fdb", "replace", &mac, "dev", dev, "master", "static"],
-                None,
-            )
-        }
+        NetOp::Fdb { dev, mac } => static_fdb(dev, mac),
         // The program's BPF link must live as long as the agent, so the
         // agent attaches it (engine::xdp::stick), not this stateless layer.
         NetOp::Stick { dev, .. } | NetOp::XdpPass { dev } => fail!(
             "the router-on-a-stick program for {dev} is attached by the agent itself; this agent build did not: use the same linerate build for controller and agents"
         ),
     }
+}
+
+/// A bridge `name` without STP delays, its `ports` enslaved, up.
+fn bridge(name: &str, ports: &[String]) -> Result<()> {
+    check_ifname(name)?;
+    run(
+        "ip",
+        &[
+            "link",
+            "add",
+            name,
+            "type",
+            "bridge",
+            "stp_state",
+            "0",
+            "forward_delay",
+            "0",
+        ],
+        None,
+    )?;
+    for p in ports {
+        check_ifname(p)?;
+        run("ip", &["link", "set", "dev", p, "master", name], None)?;
+    }
+    run("ip", &["link", "set", "dev", name, "up"], None)
+}
+
+/// Adds `addr/prefix` to `dev` (IPv6 without duplicate address detection).
+fn add_address(dev: &str, addr: &IpAddr, prefix: u8) -> Result<()> {
+    check_ifname(dev)?;
+    let cidr = format!("{addr}/{prefix}");
+    let mut args = vec![family(addr), "addr", "add", &cidr, "dev", dev];
+    if addr.is_ipv6() {
+        // No duplicate address detection: the address is usable at once.
+        args.push("nodad");
+    }
+    run("ip", &args, None)
+}
+
+/// Routes `dst/prefix` via the gateway `via`.
+fn route_via(dst: &IpAddr, prefix: u8, via: &IpAddr) -> Result<()> {
+    let cidr = format!("{dst}/{prefix}");
+    run(
+        "ip",
+        &[
+            family(dst),
+            "route",
+            "replace",
+            &cidr,
+            "via",
+            &via.to_string(),
+        ],
+        None,
+    )
+}
+
+/// Makes `dst/prefix` local: this host receives it on `lo`.
+fn local_route(dst: &IpAddr, prefix: u8) -> Result<()> {
+    let cidr = format!("{dst}/{prefix}");
+    run(
+        "ip",
+        &[family(dst), "route", "replace", "local", &cidr, "dev", "lo"],
+        None,
+    )
+}
+
+/// A static entry for `mac` on the bridge port `dev`.
+fn static_fdb(dev: &str, mac: &[u8; 6]) -> Result<()> {
+    check_ifname(dev)?;
+    let mac = mac_string(mac);
+    run(
+        "bridge",
+        &["fdb", "replace", &mac, "dev", dev, "master", "static"],
+        None,
+    )
+}
+
+/// Sets the sysctl `key` (only `net.*` keys) to `value`.
+fn set_sysctl(key: &str, value: &str) -> Result<()> {
+    if !key.starts_with("net.")
+        || !key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        || key.contains("..")
+    {
+        fail!("refusing sysctl '{key}': only net.* keys are set by linerate");
+    }
+    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    Ok(std::fs::write(&path, value).with_context(|| format!("setting {key}={value} ({path})"))?)
+}
+
+/// Turns the offload `feature` of `dev` on or off with ethtool.
+fn set_offload(dev: &str, feature: &str, on: bool) -> Result<()> {
+    check_ifname(dev)?;
+    if !feature
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        fail!("'{feature}' is not an offload name");
+    }
+    run(
+        "ethtool",
+        &["-K", dev, feature, if on { "on" } else { "off" }],
+        None,
+    )
+}
+
+/// A token bucket on `dev`'s root: `rate_bps`, `burst_bytes`, a queue of
+/// `limit_bytes`.
+fn shape(dev: &str, rate_bps: u64, burst_bytes: u32, limit_bytes: u32) -> Result<()> {
+    check_ifname(dev)?;
+    if rate_bps == 0 || burst_bytes == 0 || limit_bytes == 0 {
+        fail!("shaping {dev}: rate, burst and queue must be above 0");
+    }
+    run(
+        "tc",
+        &[
+            "qdisc",
+            "replace",
+            "dev",
+            dev,
+            "root",
+            "tbf",
+            "rate",
+            &format!("{rate_bps}bit"),
+            "burst",
+            &burst_bytes.to_string(),
+            "limit",
+            &limit_bytes.to_string(),
+        ],
+        None,
+    )
 }
 
 /// Makes `name` an 802.3ad bond (`lab --dut-vm --dut-bond`) (MII link monitoring every 100 ms) of

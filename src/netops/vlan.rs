@@ -164,54 +164,7 @@ pub fn ensure(dev: &str, vlan: Vlan) -> Result<Option<SubIf>> {
     if moved.addrs.is_empty() {
         fail!("{dev} holds no address to move to a VLAN sub-interface for --vlan {vlan}");
     }
-    let res = (|| -> Result<()> {
-        let mut below = dev.to_string();
-        for (i, name) in devs.iter().enumerate() {
-            let proto = if i == 0 && vlan.inner.is_some() {
-                "802.1ad"
-            } else {
-                "802.1Q"
-            };
-            let id = if i == 0 {
-                vlan.id
-            } else {
-                vlan.inner.unwrap_or(vlan.id)
-            };
-            let id = id.to_string();
-            run(
-                "ip",
-                &[
-                    "link", "add", "link", &below, "name", name, "type", "vlan", "protocol", proto,
-                    "id", &id,
-                ],
-                None,
-            )
-            .map_err(|e| {
-                let text = chain(&e);
-                if text.contains("Unknown device type") || text.contains("not supported") {
-                    err!(
-                        "creating VLAN sub-interface {name}: this kernel has no 802.1Q VLAN \
-                         support (CONFIG_VLAN_8021Q; try `modprobe 8021q`), so a socket engine \
-                         cannot send or receive tagged frames here; use --tx-engine packet or \
-                         xdp and --rx-engine xdp, which handle the tags themselves"
-                    )
-                } else {
-                    Step::new(format!("creating VLAN sub-interface {name} on {below}"), e).into()
-                }
-            })?;
-            moved.devs.push(name.clone());
-            run("ip", &["link", "set", "dev", name, "up"], None)?;
-            below = name.clone();
-        }
-        let top = &below;
-        for (a, p) in &moved.addrs {
-            let cidr = format!("{a}/{p}");
-            run("ip", &["addr", "del", &cidr, "dev", dev], None)?;
-            run("ip", &["addr", "add", &cidr, "dev", top, "nodad"], None)
-                .with_context(|| format!("moving {cidr} from {dev} to {top}"))?;
-        }
-        readd(&moved, top)
-    })();
+    let res = stack_and_move(&mut moved, &devs, vlan);
     let top = moved.devs.last().cloned().unwrap_or_default();
     HELD.lock().unwrap_or_else(|p| p.into_inner()).push(moved);
     let held = SubIf {
@@ -220,6 +173,60 @@ pub fn ensure(dev: &str, vlan: Vlan) -> Result<Option<SubIf>> {
     };
     // On failure the drop gives back what was moved so far.
     res.map(|()| Some(held))
+}
+
+/// Stacks the sub-interfaces `devs` of `vlan` on `moved.parent` (recorded
+/// in `moved` as each is made) and moves its addresses, routes and
+/// neighbours onto the top one.
+fn stack_and_move(moved: &mut Moved, devs: &[String], vlan: Vlan) -> Result<()> {
+    let parent = moved.parent.clone();
+    let dev = parent.as_str();
+    let mut below = dev.to_string();
+    for (i, name) in devs.iter().enumerate() {
+        let proto = if i == 0 && vlan.inner.is_some() {
+            "802.1ad"
+        } else {
+            "802.1Q"
+        };
+        let id = if i == 0 {
+            vlan.id
+        } else {
+            vlan.inner.unwrap_or(vlan.id)
+        };
+        let id = id.to_string();
+        run(
+            "ip",
+            &[
+                "link", "add", "link", &below, "name", name, "type", "vlan", "protocol", proto,
+                "id", &id,
+            ],
+            None,
+        )
+        .map_err(|e| {
+            let text = chain(&e);
+            if text.contains("Unknown device type") || text.contains("not supported") {
+                err!(
+                    "creating VLAN sub-interface {name}: this kernel has no 802.1Q VLAN \
+                     support (CONFIG_VLAN_8021Q; try `modprobe 8021q`), so a socket engine \
+                     cannot send or receive tagged frames here; use --tx-engine packet or \
+                     xdp and --rx-engine xdp, which handle the tags themselves"
+                )
+            } else {
+                Step::new(format!("creating VLAN sub-interface {name} on {below}"), e).into()
+            }
+        })?;
+        moved.devs.push(name.clone());
+        run("ip", &["link", "set", "dev", name, "up"], None)?;
+        below = name.clone();
+    }
+    let top = &below;
+    for (a, p) in &moved.addrs {
+        let cidr = format!("{a}/{p}");
+        run("ip", &["addr", "del", &cidr, "dev", dev], None)?;
+        run("ip", &["addr", "add", &cidr, "dev", top, "nodad"], None)
+            .with_context(|| format!("moving {cidr} from {dev} to {top}"))?;
+    }
+    readd(moved, top)
 }
 
 /// Routes and permanent neighbours of `m` on `dev`.

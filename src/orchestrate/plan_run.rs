@@ -9,7 +9,7 @@ use crate::lab::ports::PortLab;
 use crate::lab::LabSpec;
 use crate::model::signals::stop_requested;
 use crate::model::stderr::errln;
-use crate::orchestrate::config::{PlanConfig, PlanTest, RunOpts};
+use crate::orchestrate::config::{HostConfig, PlanConfig, PlanTest, RunOpts};
 use crate::orchestrate::run::Run;
 use crate::orchestrate::sweep::finish_point;
 use crate::results::criteria::Marks;
@@ -64,78 +64,15 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         if plan.tests.len() == 1 { "" } else { "s" },
     );
     let mut hosts = Hosts::new(opts.ssh.clone()).allowing(&opts.allow_target);
-    let mut agent_of = vec![None; plan.hosts.len()];
-    for &i in &used {
-        let h = &plan.hosts[i];
-        let log = run.dir.as_ref().map(|d| d.agent_log(&h.name));
-        // A host bringing a port runs its agent in a fresh namespace there,
-        // which takes the port and gives it back at the end.
-        let netns = if h.ports.is_empty() {
-            Netns::Current
-        } else {
-            Netns::New
-        };
-        let spawned = match &h.vm {
-            // A guest: the same agent, reached through qemu.
-            Some(vm) => crate::vm::host::boot(&mut hosts.fleet, &h.name, vm, log.as_deref()).map(
-                |(idx, rec)| {
-                    hosts.vms.push((idx, rec));
-                    idx
-                },
-            ),
-            None => hosts
-                .spawn(
-                    &h.name,
-                    &h.endpoint,
-                    netns,
-                    h.binary.as_deref(),
-                    log.as_deref(),
-                )
-                .map_err(crate::vm::VmError::from),
-        };
-        run.record_agents(&hosts);
-        let idx = spawned
-            .map_err(|e| anyhow::Error::new(e).context(format!("starting host {}", h.name)))?;
-        let a = hosts.fleet.agent(idx);
-        let at = match hosts.vms.iter().find(|(i, _)| *i == idx) {
-            Some((_, vm)) => format!("a VM ({}, kernel {})", vm.kind(), vm.kernel_release),
-            None => h.endpoint.to_string(),
-        };
-        errln!(
-            "host {}: {} ({}) up in {:.2} s, clock offset {:+.3} ms (rtt {:.3} ms)",
-            h.name,
-            at,
-            a.hostname,
-            a.connect_s,
-            a.clock.offset_s * 1e3,
-            a.clock.rtt_s * 1e3
-        );
-        agent_of[i] = Some(idx);
-    }
-    let agent = |i: usize| match agent_of[i] {
-        Some(a) => Ok(a),
-        None => bail!("host {} has no agent", plan.hosts[i].name),
+    let mut agents = Agents {
+        plan,
+        of: vec![None; plan.hosts.len()],
     };
-    // The port lab: its addressing replaces the hosts' own for its tests.
-    let mut lab: Option<(usize, usize, PortLab, usize)> = None;
-    if let Some(p) = &plan.port_lab {
-        let (g, s) = (agent(p.gen_host)?, agent(p.sink_host)?);
-        let built =
-            crate::lab::ports::configure(&mut hosts.fleet, g, s, 1500, &p.ports).map_err(|e| {
-                anyhow::Error::new(e).context("building the lab around the plan's ports")
-            })?;
-        run.results.labs.push(built.topology.clone());
-        let idx = run.results.labs.len() - 1;
-        run.save();
-        errln!(
-            "port lab: {} port {} -> DUT -> {} port {}",
-            plan.hosts[p.gen_host].name,
-            p.ports.gen,
-            plan.hosts[p.sink_host].name,
-            p.ports.sink
-        );
-        lab = Some((p.gen_host, p.sink_host, built, idx));
+    for &i in &used {
+        agents.of[i] = Some(start_host(&mut hosts, &plan.hosts[i], run)?);
     }
+    // The port lab: its addressing replaces the hosts' own for its tests.
+    let lab = port_lab(plan, &mut hosts, &agents, run)?;
     for t in &plan.tests {
         if stop_requested() {
             break;
@@ -143,50 +80,18 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
         let in_lab = lab
             .as_ref()
             .filter(|(g, s, _, _)| t.from == [*g] && t.to == *s);
-        let gens = t
-            .from
-            .iter()
-            .map(|&i| {
-                Ok(Side {
-                    agent: agent(i)?,
-                    addr: match in_lab {
-                        Some((_, _, l, _)) => l.gen_addr.clone(),
-                        None => {
-                            let a = agent(i)?;
-                            Addressing::single(crate::runner::client_address(
-                                &mut hosts.fleet,
-                                a,
-                                &plan.hosts[i].name,
-                                plan.hosts[i].address,
-                                t.target,
-                            ))
-                        }
-                    },
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        // Against an iperf3 server the client is its own far side's
-        // agent: there is none at the server.
-        let sink_agent = match plan.hosts[t.to].iperf3 {
-            Some(_) => gens
-                .first()
-                .map(|g| g.agent)
-                .ok_or_else(|| anyhow::anyhow!("test {} has no generator", t.name))?,
-            None => agent(t.to)?,
-        };
-        let sink = Side {
-            agent: sink_agent,
-            addr: match in_lab {
-                Some((_, _, l, _)) => l.sink_addr.clone(),
-                None => Addressing::single(Some(t.target)),
-            },
-        };
+        let (gens, sink) = test_sides(&mut hosts, &agents, t, in_lab.map(|(_, _, l, _)| l))?;
         let mut ends = Ends {
             fleet: &mut hosts.fleet,
             gens,
             sink,
             instances: t.instances.max(1),
-            observers: t.dut.map(agent).transpose()?.into_iter().collect(),
+            observers: t
+                .dut
+                .map(|i| agents.get(i))
+                .transpose()?
+                .into_iter()
+                .collect(),
             lab: in_lab.map(|(_, _, _, idx)| *idx),
         };
         let from = crate::results::criteria::Marks::of(&run.results);
@@ -216,6 +121,149 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
     }
     hosts.shutdown();
     Ok(())
+}
+
+/// Each plan host's agent, once started.
+struct Agents<'a> {
+    plan: &'a PlanConfig,
+    of: Vec<Option<usize>>,
+}
+
+impl Agents<'_> {
+    /// The agent of host `i`; a host the run started none on is an error.
+    fn get(&self, i: usize) -> Result<usize> {
+        match self.of[i] {
+            Some(a) => Ok(a),
+            None => bail!("host {} has no agent", self.plan.hosts[i].name),
+        }
+    }
+}
+
+/// Starts the agent of `h` (a guest through qemu, or on its endpoint; in a
+/// fresh namespace when it brings a port), records it and says where it is
+/// and how its clock stands.
+fn start_host(hosts: &mut Hosts, h: &HostConfig, run: &mut Run) -> Result<usize> {
+    let log = run.dir.as_ref().map(|d| d.agent_log(&h.name));
+    // A host bringing a port runs its agent in a fresh namespace there,
+    // which takes the port and gives it back at the end.
+    let netns = if h.ports.is_empty() {
+        Netns::Current
+    } else {
+        Netns::New
+    };
+    let spawned = match &h.vm {
+        // A guest: the same agent, reached through qemu.
+        Some(vm) => crate::vm::host::boot(&mut hosts.fleet, &h.name, vm, log.as_deref()).map(
+            |(idx, rec)| {
+                hosts.vms.push((idx, rec));
+                idx
+            },
+        ),
+        None => hosts
+            .spawn(
+                &h.name,
+                &h.endpoint,
+                netns,
+                h.binary.as_deref(),
+                log.as_deref(),
+            )
+            .map_err(crate::vm::VmError::from),
+    };
+    run.record_agents(hosts);
+    let idx =
+        spawned.map_err(|e| anyhow::Error::new(e).context(format!("starting host {}", h.name)))?;
+    let a = hosts.fleet.agent(idx);
+    let at = match hosts.vms.iter().find(|(i, _)| *i == idx) {
+        Some((_, vm)) => format!("a VM ({}, kernel {})", vm.kind(), vm.kernel_release),
+        None => h.endpoint.to_string(),
+    };
+    errln!(
+        "host {}: {} ({}) up in {:.2} s, clock offset {:+.3} ms (rtt {:.3} ms)",
+        h.name,
+        at,
+        a.hostname,
+        a.connect_s,
+        a.clock.offset_s * 1e3,
+        a.clock.rtt_s * 1e3
+    );
+    Ok(idx)
+}
+
+/// The lab around the plan's ports, if it has them, built and recorded:
+/// its generator and sink hosts, the lab, and its index in the results.
+fn port_lab(
+    plan: &PlanConfig,
+    hosts: &mut Hosts,
+    agents: &Agents,
+    run: &mut Run,
+) -> Result<Option<(usize, usize, PortLab, usize)>> {
+    let Some(p) = &plan.port_lab else {
+        return Ok(None);
+    };
+    let (g, s) = (agents.get(p.gen_host)?, agents.get(p.sink_host)?);
+    let built = crate::lab::ports::configure(&mut hosts.fleet, g, s, 1500, &p.ports)
+        .map_err(|e| anyhow::Error::new(e).context("building the lab around the plan's ports"))?;
+    run.results.labs.push(built.topology.clone());
+    let idx = run.results.labs.len() - 1;
+    run.save();
+    errln!(
+        "port lab: {} port {} -> DUT -> {} port {}",
+        plan.hosts[p.gen_host].name,
+        p.ports.gen,
+        plan.hosts[p.sink_host].name,
+        p.ports.sink
+    );
+    Ok(Some((p.gen_host, p.sink_host, built, idx)))
+}
+
+/// Test `t`'s generators and sink: in the port lab its addressing, else
+/// each generator's own address toward the target.
+fn test_sides(
+    hosts: &mut Hosts,
+    agents: &Agents,
+    t: &PlanTest,
+    in_lab: Option<&PortLab>,
+) -> Result<(Vec<Side>, Side)> {
+    let plan = agents.plan;
+    let gens = t
+        .from
+        .iter()
+        .map(|&i| {
+            Ok(Side {
+                agent: agents.get(i)?,
+                addr: match in_lab {
+                    Some(l) => l.gen_addr.clone(),
+                    None => {
+                        let a = agents.get(i)?;
+                        Addressing::single(crate::runner::client_address(
+                            &mut hosts.fleet,
+                            a,
+                            &plan.hosts[i].name,
+                            plan.hosts[i].address,
+                            t.target,
+                        ))
+                    }
+                },
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // Against an iperf3 server the client is its own far side's
+    // agent: there is none at the server.
+    let sink_agent = match plan.hosts[t.to].iperf3 {
+        Some(_) => gens
+            .first()
+            .map(|g| g.agent)
+            .ok_or_else(|| anyhow::anyhow!("test {} has no generator", t.name))?,
+        None => agents.get(t.to)?,
+    };
+    let sink = Side {
+        agent: sink_agent,
+        addr: match in_lab {
+            Some(l) => l.sink_addr.clone(),
+            None => Addressing::single(Some(t.target)),
+        },
+    };
+    Ok((gens, sink))
 }
 
 /// The plan's distinct lab settings, in the order its tests name them;

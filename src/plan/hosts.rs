@@ -6,6 +6,7 @@ use super::Invalid;
 use super::{HostKind, PlanError, PlanHost, Span};
 use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::net::IpAddr;
 use toml::de::DeTable;
 
 const HOST_KEYS: &[&str] = &[
@@ -161,76 +162,15 @@ fn parse_host(
     at: Span,
     place: &str,
 ) -> Result<PlanHost, PlanError> {
-    let get = |key: &str| -> Result<Option<(String, Span)>, PlanError> {
-        let Some(v) = t.get(key) else { return Ok(None) };
-        let s = src.text_value(v, key)?;
-        substitute(&s, n)
-            .map(|s| Some((s, span(v))))
-            .map_err(|m| src.err(span(v), format!("{key} {m}")))
+    let h = HostTable {
+        src,
+        name,
+        n,
+        t,
+        at,
     };
-    let mut kinds: Vec<(&str, Span)> = ["ssh", "netns", "local", "iperf3", "vm"]
-        .into_iter()
-        .filter_map(|k| t.get_key_value(k).map(|(key, _)| (k, span(key))))
-        .collect();
-    kinds.sort_by_key(|(_, s)| s.start);
-    let kind = match kinds.as_slice() {
-        [] => {
-            return Err(src.err(
-                at,
-                format!(
-                    "host '{name}' says nowhere how to reach it: add one of ssh = \"user@host\", \
-                     netns = \"NAME\", local = true, iperf3 = \"host[:port]\" (a stock iperf3 server) \
-                     or vm = {{ ... }} (a guest linerate boots)"
-                ),
-            ))
-        }
-        [_, (second, s), ..] => {
-            return Err(src.err(
-                *s,
-                format!(
-                    "host '{name}' has both {} and {second}: keep one of them",
-                    kinds[0].0
-                ),
-            ))
-        }
-        [(k, _)] => *k,
-    };
-    let kind = match kind {
-        "ssh" => {
-            let (target, s) = get("ssh")?.unwrap_or_default();
-            if n.is_some() && !t.get("ssh").is_some_and(|v| has_n(v.get_ref().as_str())) {
-                return Err(src.err(s, each_same("ssh")));
-            }
-            check_ssh_target(&target).map_err(|m| src.err(s, m))?;
-            HostKind::Ssh(target)
-        }
-        "iperf3" => {
-            let (server, s) = get("iperf3")?.unwrap_or_default();
-            HostKind::Iperf3(iperf3_server(&server).map_err(|m| src.err(s, m))?)
-        }
-        "vm" => super::vmhost::host_kind(src, name, n, t)?,
-        "netns" => {
-            let (ns, s) = get("netns")?.unwrap_or_default();
-            if n.is_some() && !t.get("netns").is_some_and(|v| has_n(v.get_ref().as_str())) {
-                return Err(src.err(s, each_same("netns")));
-            }
-            check_netns(&ns).map_err(|m| src.err(s, m))?;
-            HostKind::Netns(ns)
-        }
-        _ => {
-            let v = t.get("local").map(|v| (src.bool(v, "local"), span(v)));
-            if let Some((local, s)) = v {
-                if !local? {
-                    return Err(src.err(
-                        s,
-                        "local = false says nothing: write local = true, or use ssh or netns",
-                    ));
-                }
-            }
-            HostKind::Local
-        }
-    };
-    let linerate = match get("linerate")? {
+    let kind = h.kind()?;
+    let linerate = match h.get("linerate")? {
         Some((_, s)) if !matches!(kind, HostKind::Ssh(_)) => {
             return Err(src.err(
                 s,
@@ -241,39 +181,8 @@ fn parse_host(
         }
         other => other.map(|(path, _)| path),
     };
-    let ports = match t.get("ports") {
-        None => Vec::new(),
-        Some(v) => src
-            .strings(v, "ports")?
-            .into_iter()
-            .map(|p| {
-                let at = span(&p);
-                let port =
-                    substitute(p.get_ref(), n).map_err(|m| src.err(at, format!("ports {m}")))?;
-                check_ifname(&port).map_err(|m| src.err(at, m))?;
-                Ok(port)
-            })
-            .collect::<Result<_, PlanError>>()?,
-    };
-    let address = match get("address")? {
-        None => None,
-        Some((_, s)) if matches!(kind, HostKind::Iperf3(_)) => {
-            return Err(src.err(
-                s,
-                format!("an iperf3 host's address is the one in iperf3 = \"...\"; remove address from '{name}'"),
-            ))
-        }
-        Some((a, s)) => Some(a.parse().map_err(|_| {
-            src.err(s, format!("address '{a}' is not an IP address {place}: write e.g. 198.18.0.1 or 2001:2::1"))
-        })?),
-    };
-    let address = match &kind {
-        HostKind::Iperf3(server) => Some(server.ip()),
-        HostKind::Vm(vm) => {
-            address.or_else(|| vm.nics.iter().find_map(|n| n.address).map(|a| a.addr))
-        }
-        _ => address,
-    };
+    let ports = h.ports()?;
+    let address = h.address(&kind, place)?;
     if matches!(kind, HostKind::Iperf3(_) | HostKind::Vm(_)) {
         if let Some(v) = t.get("ports") {
             return Err(src.err(
@@ -292,6 +201,140 @@ fn parse_host(
         iperf3_server,
         span: at,
     })
+}
+
+/// One `[hosts.NAME]` table being read for the host `name` (number `n`
+/// of a range).
+struct HostTable<'a, 'i> {
+    src: Src<'a>,
+    name: &'a str,
+    n: Option<&'a str>,
+    t: &'a DeTable<'i>,
+    at: Span,
+}
+
+impl HostTable<'_, '_> {
+    /// The text of `key` with `{n}` substituted, and where it is.
+    fn get(&self, key: &str) -> Result<Option<(String, Span)>, PlanError> {
+        let Some(v) = self.t.get(key) else {
+            return Ok(None);
+        };
+        let s = self.src.text_value(v, key)?;
+        substitute(&s, self.n)
+            .map(|s| Some((s, span(v))))
+            .map_err(|m| self.src.err(span(v), format!("{key} {m}")))
+    }
+
+    /// How the host is reached: exactly one of ssh, netns, local, iperf3
+    /// and vm, checked.
+    fn kind(&self) -> Result<HostKind, PlanError> {
+        let (src, name, n, t) = (self.src, self.name, self.n, self.t);
+        let mut kinds: Vec<(&str, Span)> = ["ssh", "netns", "local", "iperf3", "vm"]
+            .into_iter()
+            .filter_map(|k| t.get_key_value(k).map(|(key, _)| (k, span(key))))
+            .collect();
+        kinds.sort_by_key(|(_, s)| s.start);
+        let kind = match kinds.as_slice() {
+            [] => {
+                return Err(src.err(
+                    self.at,
+                    format!(
+                        "host '{name}' says nowhere how to reach it: add one of ssh = \"user@host\", \
+                         netns = \"NAME\", local = true, iperf3 = \"host[:port]\" (a stock iperf3 server) \
+                         or vm = {{ ... }} (a guest linerate boots)"
+                    ),
+                ))
+            }
+            [_, (second, s), ..] => {
+                return Err(src.err(
+                    *s,
+                    format!(
+                        "host '{name}' has both {} and {second}: keep one of them",
+                        kinds[0].0
+                    ),
+                ))
+            }
+            [(k, _)] => *k,
+        };
+        Ok(match kind {
+            "ssh" => {
+                let (target, s) = self.get("ssh")?.unwrap_or_default();
+                if n.is_some() && !t.get("ssh").is_some_and(|v| has_n(v.get_ref().as_str())) {
+                    return Err(src.err(s, each_same("ssh")));
+                }
+                check_ssh_target(&target).map_err(|m| src.err(s, m))?;
+                HostKind::Ssh(target)
+            }
+            "iperf3" => {
+                let (server, s) = self.get("iperf3")?.unwrap_or_default();
+                HostKind::Iperf3(iperf3_server(&server).map_err(|m| src.err(s, m))?)
+            }
+            "vm" => super::vmhost::host_kind(src, name, n, t)?,
+            "netns" => {
+                let (ns, s) = self.get("netns")?.unwrap_or_default();
+                if n.is_some() && !t.get("netns").is_some_and(|v| has_n(v.get_ref().as_str())) {
+                    return Err(src.err(s, each_same("netns")));
+                }
+                check_netns(&ns).map_err(|m| src.err(s, m))?;
+                HostKind::Netns(ns)
+            }
+            _ => {
+                let v = t.get("local").map(|v| (src.bool(v, "local"), span(v)));
+                if let Some((local, s)) = v {
+                    if !local? {
+                        return Err(src.err(
+                            s,
+                            "local = false says nothing: write local = true, or use ssh or netns",
+                        ));
+                    }
+                }
+                HostKind::Local
+            }
+        })
+    }
+
+    /// The host's `ports`, `{n}` substituted, each a valid interface name.
+    fn ports(&self) -> Result<Vec<String>, PlanError> {
+        let src = self.src;
+        let Some(v) = self.t.get("ports") else {
+            return Ok(Vec::new());
+        };
+        src.strings(v, "ports")?
+            .into_iter()
+            .map(|p| {
+                let at = span(&p);
+                let port = substitute(p.get_ref(), self.n)
+                    .map_err(|m| src.err(at, format!("ports {m}")))?;
+                check_ifname(&port).map_err(|m| src.err(at, m))?;
+                Ok(port)
+            })
+            .collect()
+    }
+
+    /// The host's test address: `address`, an iperf3 server's own, or a
+    /// VM's first NIC's.
+    fn address(&self, kind: &HostKind, place: &str) -> Result<Option<IpAddr>, PlanError> {
+        let (src, name) = (self.src, self.name);
+        let address = match self.get("address")? {
+            None => None,
+            Some((_, s)) if matches!(kind, HostKind::Iperf3(_)) => {
+                return Err(src.err(
+                    s,
+                    format!("an iperf3 host's address is the one in iperf3 = \"...\"; remove address from '{name}'"),
+                ))
+            }
+            Some((a, s)) => Some(a.parse().map_err(|_| {
+                src.err(s, format!("address '{a}' is not an IP address {place}: write e.g. 198.18.0.1 or 2001:2::1"))
+            })?),
+        };
+        Ok(match kind {
+            HostKind::Iperf3(server) => Some(server.ip()),
+            HostKind::Vm(vm) => {
+                address.or_else(|| vm.nics.iter().find_map(|n| n.address).map(|a| a.addr))
+            }
+            _ => address,
+        })
+    }
 }
 
 /// `host`, `host:port`, `[v6]` or `[v6]:port` of a stock iperf3 server

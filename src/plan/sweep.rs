@@ -15,7 +15,7 @@
 //! cols = ["dut"]
 //! ```
 
-use super::value::{entries, is_option_key, span, Src, Value};
+use super::value::{entries, is_option_key, span, Key, Src, Value};
 use super::{PlanArg, PlanAxis, PlanError, PlanHost, PlanLab, PlanSweep, PlanTest, Span};
 use crate::model::sweep::{Axis, SweepError, SweepSpec};
 use toml::de::{DeTable, DeValue};
@@ -117,128 +117,35 @@ pub(super) fn parse_sweep(
             ))
         }
     };
-    let mut axes = Vec::new();
-    for (key, value) in entries(table) {
-        let k = key.get_ref().as_ref();
-        if !is_option_key(k) {
-            return Err(src.err(
-                span(key),
-                format!("'{k}' in sweep is not a command option: use its name with _ for - (e.g. frame_size)"),
-            ));
-        }
-        if args.iter().any(|a| a.key == k) {
-            return Err(src.err(
-                span(key),
-                format!("{k} is both set and swept in {place}: keep it in one place"),
-            ));
-        }
-        let DeValue::Array(list) = value.get_ref() else {
-            return Err(src.err(
-                span(value),
-                format!("sweep {k} must be a list of values, e.g. {k} = [a, b]"),
-            ));
-        };
-        if list.is_empty() {
-            return Err(src.err(
-                span(value),
-                format!("sweep {k} is empty: give at least one value"),
-            ));
-        }
-        let values = list
-            .iter()
-            .map(|e| {
-                let text = match e.get_ref() {
-                    DeValue::Boolean(b) => b.to_string(),
-                    _ => src.scalar(k, e)?,
-                };
-                Ok((text, span(e)))
-            })
-            .collect::<Result<Vec<_>, PlanError>>()?;
-        axes.push(PlanAxis {
-            key: k.to_string(),
-            flag: format!("--{}", k.replace('_', "-")),
-            values,
-            span: span(key),
-        });
-    }
+    let axes = entries(table)
+        .into_iter()
+        .map(|(key, value)| parse_axis(src, key, value, place, args))
+        .collect::<Result<Vec<_>, PlanError>>()?;
     if axes.is_empty() {
         return Err(src.err(
             span(sweep_value),
             format!("sweep in {place} is empty: add KEY = [V1, V2]"),
         ));
     }
-    let swept = axes
-        .iter()
-        .map(|a| a.key.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
-    // A list of swept keys, each checked where it is written.
-    let keys = |k: &str| -> Result<Vec<String>, PlanError> {
-        let Some(v) = t.get(k) else {
-            return Ok(vec![]);
-        };
-        src.strings(v, k)?
-            .into_iter()
-            .map(|s| {
-                let name = s.get_ref().clone();
-                if axes.iter().any(|a| a.key == name) {
-                    Ok(name)
-                } else {
-                    Err(src.err(
-                        span(&s),
-                        format!(
-                            "{k} names '{name}', which {place} does not sweep (it sweeps {swept})"
-                        ),
-                    ))
-                }
-            })
-            .collect()
+    let swept = Swept {
+        src,
+        place,
+        axes: &axes,
+        names: axes
+            .iter()
+            .map(|a| a.key.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
     };
-    let order = keys("order")?;
-    let rows = keys("rows")?;
-    let cols = keys("cols")?;
+    let order = swept.list(t, "order")?;
+    let rows = swept.list(t, "rows")?;
+    let cols = swept.list(t, "cols")?;
     let cell = t
         .get("cell")
         .map(|v| src.text_value(v, "cell"))
         .transpose()?;
     let zip_span = t.get("zip").map_or(span(sweep_value), span);
-    let zip = match t.get("zip") {
-        None => vec![],
-        Some(v) => match v.get_ref() {
-            DeValue::Array(groups) => groups
-                .iter()
-                .map(|g| {
-                    if !matches!(g.get_ref(), DeValue::Array(_)) {
-                        return Err(src.err(
-                            span(g),
-                            "each zip group is a list: zip = [[\"frame_size\", \"rate\"]]",
-                        ));
-                    }
-                    let members = src.strings(g, "zip")?;
-                    members
-                        .into_iter()
-                        .map(|s| {
-                            let name = s.get_ref().clone();
-                            if axes.iter().any(|a| a.key == name) {
-                                Ok(name)
-                            } else {
-                                Err(src.err(
-                                    span(&s),
-                                    format!("zip names '{name}', which {place} does not sweep (it sweeps {swept})"),
-                                ))
-                            }
-                        })
-                        .collect()
-                })
-                .collect::<Result<Vec<Vec<String>>, PlanError>>()?,
-            _ => {
-                return Err(src.err(
-                    span(v),
-                    "zip is a list of groups: zip = [[\"frame_size\", \"rate\"]]",
-                ))
-            }
-        },
-    };
+    let zip = swept.zip(t)?;
     let s = PlanSweep {
         axes,
         zip,
@@ -249,8 +156,14 @@ pub(super) fn parse_sweep(
         span: span(sweep_key),
         zip_span,
     };
-    // Zip lengths, repeats and the like: at the zip (or the sweep).
-    s.spec("").count().map_err(|e| {
+    check_expansion(src, t, place, &s)?;
+    Ok(Some(s))
+}
+
+/// The sweep expands (zip lengths, repeats and the like); an error points
+/// at the zip, the order or the sweep.
+fn check_expansion(src: Src, t: &DeTable, place: &str, s: &PlanSweep) -> Result<(), PlanError> {
+    s.spec("").count().map(drop).map_err(|e| {
         let at = match e {
             SweepError::OrderTwice(_) => t.get("order").map_or(s.span, span),
             SweepError::ZipLengths { .. } | SweepError::ZipAlone(_) | SweepError::ZipTwice(_) => {
@@ -259,8 +172,127 @@ pub(super) fn parse_sweep(
             _ => s.span,
         };
         src.err(at, format!("in {place}: {e}"))
-    })?;
-    Ok(Some(s))
+    })
+}
+
+/// One axis of a sweep: the command option `key` and its list of values.
+fn parse_axis(
+    src: Src,
+    key: &Key,
+    value: &Value,
+    place: &str,
+    args: &[PlanArg],
+) -> Result<PlanAxis, PlanError> {
+    let k = key.get_ref().as_ref();
+    if !is_option_key(k) {
+        return Err(src.err(
+            span(key),
+            format!("'{k}' in sweep is not a command option: use its name with _ for - (e.g. frame_size)"),
+        ));
+    }
+    if args.iter().any(|a| a.key == k) {
+        return Err(src.err(
+            span(key),
+            format!("{k} is both set and swept in {place}: keep it in one place"),
+        ));
+    }
+    let DeValue::Array(list) = value.get_ref() else {
+        return Err(src.err(
+            span(value),
+            format!("sweep {k} must be a list of values, e.g. {k} = [a, b]"),
+        ));
+    };
+    if list.is_empty() {
+        return Err(src.err(
+            span(value),
+            format!("sweep {k} is empty: give at least one value"),
+        ));
+    }
+    let values = list
+        .iter()
+        .map(|e| {
+            let text = match e.get_ref() {
+                DeValue::Boolean(b) => b.to_string(),
+                _ => src.scalar(k, e)?,
+            };
+            Ok((text, span(e)))
+        })
+        .collect::<Result<Vec<_>, PlanError>>()?;
+    Ok(PlanAxis {
+        key: k.to_string(),
+        flag: format!("--{}", k.replace('_', "-")),
+        values,
+        span: span(key),
+    })
+}
+
+/// Reads the keys that name swept keys (`order`, `rows`, `cols`, `zip`),
+/// each name checked where it is written.
+struct Swept<'a> {
+    src: Src<'a>,
+    place: &'a str,
+    axes: &'a [PlanAxis],
+    /// The swept keys, as errors list them.
+    names: String,
+}
+
+impl Swept<'_> {
+    /// `s`, written in `k`, if the sweep has it as an axis.
+    fn check(&self, k: &str, s: toml::Spanned<String>) -> Result<String, PlanError> {
+        let name = s.get_ref().clone();
+        if self.axes.iter().any(|a| a.key == name) {
+            Ok(name)
+        } else {
+            Err(self.src.err(
+                span(&s),
+                format!(
+                    "{k} names '{name}', which {} does not sweep (it sweeps {})",
+                    self.place, self.names
+                ),
+            ))
+        }
+    }
+
+    /// The list of swept keys `k` of `t` (empty when not set).
+    fn list(&self, t: &DeTable, k: &str) -> Result<Vec<String>, PlanError> {
+        let Some(v) = t.get(k) else {
+            return Ok(vec![]);
+        };
+        self.src
+            .strings(v, k)?
+            .into_iter()
+            .map(|s| self.check(k, s))
+            .collect()
+    }
+
+    /// `zip`'s groups of swept keys (none when not set).
+    fn zip(&self, t: &DeTable) -> Result<Vec<Vec<String>>, PlanError> {
+        let src = self.src;
+        let Some(v) = t.get("zip") else {
+            return Ok(vec![]);
+        };
+        let DeValue::Array(groups) = v.get_ref() else {
+            return Err(src.err(
+                span(v),
+                "zip is a list of groups: zip = [[\"frame_size\", \"rate\"]]",
+            ));
+        };
+        groups
+            .iter()
+            .map(|g| {
+                if !matches!(g.get_ref(), DeValue::Array(_)) {
+                    return Err(src.err(
+                        span(g),
+                        "each zip group is a list: zip = [[\"frame_size\", \"rate\"]]",
+                    ));
+                }
+                src.strings(g, "zip")?
+                    .into_iter()
+                    .map(|s| self.check("zip", s))
+                    .collect()
+            })
+            .collect()
+    }
 }
 
 impl PlanSweep {

@@ -197,35 +197,7 @@ pub fn assemble(kernel: &Kernel, linerate: &Path) -> Result<Initramfs> {
         0o755,
     );
     let (mods, missing) = match &kernel.modules {
-        Some(root) => {
-            let index = modules::index(root)?;
-            let mut wanted: Vec<&str> = BOOT_MODULES.to_vec();
-            wanted.extend_from_slice(FEATURE_MODULES);
-            let (mods, missing) = modules::closure(&index, &wanted)?;
-            let builtin = std::fs::read_to_string(root.join("modules.builtin")).unwrap_or_default();
-            let is_builtin = |m: &str| {
-                builtin.lines().any(|l| {
-                    Path::new(l)
-                        .file_name()
-                        .map(|f| modules::canonical(f.to_string_lossy().trim_end_matches(".ko")))
-                        .as_deref()
-                        == Some(m)
-                })
-            };
-            let missing: Vec<String> = missing.into_iter().filter(|m| !is_builtin(m)).collect();
-            if let Some(m) = missing
-                .iter()
-                .find(|m| BOOT_MODULES.contains(&m.as_str()) && m.as_str() != "virtio_rng")
-            {
-                fail!(
-                    "kernel {} has no {m} (neither a module in {} nor built in): a guest needs \
-                     virtio devices",
-                    kernel.release,
-                    root.display()
-                );
-            }
-            (mods, missing)
-        }
+        Some(root) => guest_modules(kernel, root)?,
         None => (Vec::new(), Vec::new()),
     };
     let mut order = String::new();
@@ -244,6 +216,39 @@ pub fn assemble(kernel: &Kernel, linerate: &Path) -> Result<Initramfs> {
         modules: mods.into_iter().map(|m| m.name).collect(),
         missing,
     })
+}
+
+/// The modules the guest loads from `root`, the kernel's module tree
+/// (the boot and feature modules and what they need, in load order), and
+/// those missing that are not built in; a missing boot module is an error.
+fn guest_modules(kernel: &Kernel, root: &Path) -> Result<(Vec<modules::Module>, Vec<String>)> {
+    let index = modules::index(root)?;
+    let mut wanted: Vec<&str> = BOOT_MODULES.to_vec();
+    wanted.extend_from_slice(FEATURE_MODULES);
+    let (mods, missing) = modules::closure(&index, &wanted)?;
+    let builtin = std::fs::read_to_string(root.join("modules.builtin")).unwrap_or_default();
+    let is_builtin = |m: &str| {
+        builtin.lines().any(|l| {
+            Path::new(l)
+                .file_name()
+                .map(|f| modules::canonical(f.to_string_lossy().trim_end_matches(".ko")))
+                .as_deref()
+                == Some(m)
+        })
+    };
+    let missing: Vec<String> = missing.into_iter().filter(|m| !is_builtin(m)).collect();
+    if let Some(m) = missing
+        .iter()
+        .find(|m| BOOT_MODULES.contains(&m.as_str()) && m.as_str() != "virtio_rng")
+    {
+        fail!(
+            "kernel {} has no {m} (neither a module in {} nor built in): a guest needs \
+             virtio devices",
+            kernel.release,
+            root.display()
+        );
+    }
+    Ok((mods, missing))
 }
 
 /// Writes the initramfs into an anonymous memory file (nothing on disk to

@@ -308,6 +308,25 @@ fn mirror() -> String {
         .unwrap_or_else(|| "http://deb.debian.org/debian".to_string())
 }
 
+/// apt's options for a private apt tree under `work` that reads only the
+/// sources `list` and no index it does not need.
+fn apt_options(list: &Path, work: &Path) -> Vec<String> {
+    vec![
+        format!("Dir::Etc::SourceList={}", list.display()),
+        format!("Dir::Etc::SourceParts={}", work.join("parts").display()),
+        format!("Dir::State::Lists={}", work.join("lists").display()),
+        format!("Dir::Cache={}", work.join("cache").display()),
+        "Dir::State::Status=/dev/null".into(),
+        "APT::Sandbox::User=root".into(),
+        "Acquire::Languages=none".into(),
+        "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false".into(),
+        "Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false".into(),
+        "Acquire::IndexTargets::deb::DEP-11-icons-hidpi::DefaultEnabled=false".into(),
+        "Acquire::IndexTargets::deb::Contents-deb::DefaultEnabled=false".into(),
+        "Acquire::IndexTargets::deb::CNF::DefaultEnabled=false".into(),
+    ]
+}
+
 /// Downloads Debian `rel`'s kernel (the package `linux-image-amd64` points
 /// to) into `dir`, with apt working in a private directory: this host's
 /// package state is not touched.
@@ -342,20 +361,7 @@ fn fetch_debian(rel: &str, dir: &Path, say: &dyn Fn(&str)) -> Result<()> {
             keyring.display()
         ),
     )?;
-    let opts: Vec<String> = vec![
-        format!("Dir::Etc::SourceList={}", list.display()),
-        format!("Dir::Etc::SourceParts={}", work.join("parts").display()),
-        format!("Dir::State::Lists={}", work.join("lists").display()),
-        format!("Dir::Cache={}", work.join("cache").display()),
-        "Dir::State::Status=/dev/null".into(),
-        "APT::Sandbox::User=root".into(),
-        "Acquire::Languages=none".into(),
-        "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false".into(),
-        "Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false".into(),
-        "Acquire::IndexTargets::deb::DEP-11-icons-hidpi::DefaultEnabled=false".into(),
-        "Acquire::IndexTargets::deb::Contents-deb::DefaultEnabled=false".into(),
-        "Acquire::IndexTargets::deb::CNF::DefaultEnabled=false".into(),
-    ];
+    let opts = apt_options(&list, &work);
     let apt = |tool: &str, args: &[&str]| -> Result<String> {
         let mut c = Command::new(tool);
         for o in &opts {
