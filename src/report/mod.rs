@@ -28,6 +28,7 @@
 use crate::model::stderr::{errln, errprint};
 pub mod baseline;
 pub mod charts;
+pub mod error;
 pub mod columns;
 mod compare;
 mod cpu;
@@ -59,7 +60,8 @@ pub use run::{dut_mode, Run};
 
 use crate::model::files::write_atomic;
 use crate::results::RunResults;
-use anyhow::{bail, Context, Result};
+use crate::report::error::{fail, Result};
+use crate::model::error::Context;
 use std::path::{Path, PathBuf};
 
 /// What `linerate report` is asked for (the command layer builds it from
@@ -141,7 +143,7 @@ fn read_input(args: &ReportArgs) -> Result<Input> {
         Some(opts) => {
             let p = pivot::build(&runs, opts)?;
             if p.is_empty() {
-                bail!("--pivot: the runs hold no tests, ramps or searches to pivot");
+                fail!("--pivot: the runs hold no tests, ramps or searches to pivot");
             }
             p
         }
@@ -232,7 +234,7 @@ fn print_pivots(runs: &[Run], pivots: &[pivot::Pivot], args: &ReportArgs) -> Res
 pub fn write_run_report(run_dir: &Path) -> Result<()> {
     let run = load(run_dir, None)?;
     let page = html::single(&run);
-    write_atomic(&run_dir.join("report.html"), page.as_bytes())
+    Ok(write_atomic(&run_dir.join("report.html"), page.as_bytes())?)
 }
 
 /// Loads every run and gives each a label.
@@ -276,7 +278,7 @@ fn distinct(v: &[String]) -> bool {
 /// directories (its most recently written run).
 pub fn load(path: &Path, label: Option<String>) -> Result<Run> {
     if !path.exists() {
-        bail!(
+        fail!(
             "{}: no such file or directory; give a run directory written by linerate (lab, tcp, \
              udp, ...), its results.json, or a directory of runs",
             path.display()
@@ -318,7 +320,7 @@ pub fn load(path: &Path, label: Option<String>) -> Result<Run> {
     })?;
     let major = |v: &str| v.split('.').next().unwrap_or("").to_string();
     if major(&results.schema_version) != major(crate::results::SCHEMA_VERSION) {
-        bail!(
+        fail!(
             "{} has schema version {}; this linerate reads {}.x (use the linerate that wrote it)",
             file.display(),
             results.schema_version,
