@@ -58,6 +58,7 @@ pub mod verdicts;
 
 pub use run::{dut_mode, Run};
 
+use crate::model::error::chain;
 use crate::model::files::write_atomic;
 use crate::results::RunResults;
 use crate::report::error::{fail, Result};
@@ -110,14 +111,14 @@ pub fn run(args: &ReportArgs) -> i32 {
     let input = match read_input(args) {
         Ok(i) => i,
         Err(e) => {
-            errln!("linerate report: {e:#}");
+            errln!("linerate report: {}", chain(&e));
             return 2;
         }
     };
     match report(args, input) {
         Ok(()) => 0,
         Err(e) => {
-            errln!("linerate report: {e:#}");
+            errln!("linerate report: {}", chain(&e));
             1
         }
     }
@@ -386,6 +387,6 @@ mod tests {
     #[test]
     fn a_wrong_file_says_what_to_give() {
         let e = load(Path::new("/nonexistent/run"), None).unwrap_err();
-        assert!(format!("{e:#}").contains("give a run directory"), "{e:#}");
+        assert!(chain(&e).contains("give a run directory"), "{}", chain(&e));
     }
 }
