@@ -6,13 +6,13 @@
 //! opens, and spawns. The engines' own errors are carried as they are.
 
 use super::Limits;
+use crate::agent::error::{err, fail, msg, AgentError, Result};
 use crate::engine::{self, tcp, JobCtx};
 use crate::host::kernel;
-use crate::proto::{self, Dscp, Job, Response};
-use crate::{latency, netops, sys};
-use crate::agent::error::{err, fail, msg, AgentError, Result};
 use crate::model::error::chain;
 use crate::model::error::Context;
+use crate::proto::{self, Dscp, Job, Response};
+use crate::{latency, netops, sys};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
@@ -258,9 +258,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             Ok(Opened {
                 port: None,
                 thread: "lr-iperf3-client",
-                run: Box::new(move |c| {
-                    crate::iperf3::job::run(c, &cfg).map_err(msg)
-                }),
+                run: Box::new(move |c| crate::iperf3::job::run(c, &cfg).map_err(msg)),
             })
         }
         Job::Iperf3Server(j) => {
@@ -273,9 +271,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             Ok(Opened {
                 port: Some(listener.local_addr()?.port()),
                 thread: "lr-iperf3-serve",
-                run: Box::new(move |c| {
-                    server_job::run(c, &cfg, &listener, d).map_err(msg)
-                }),
+                run: Box::new(move |c| server_job::run(c, &cfg, &listener, d).map_err(msg)),
             })
         }
     }
@@ -413,9 +409,7 @@ fn latency_respond(
     Ok(Opened {
         port: Some(port),
         thread: "lr-lat-respond",
-        run: Box::new(move |c| {
-            latency::responder::serve(c, sock, session).map_err(msg)
-        }),
+        run: Box::new(move |c| latency::responder::serve(c, sock, session).map_err(msg)),
     })
 }
 

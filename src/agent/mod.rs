@@ -11,14 +11,14 @@ use crate::model::stderr::errln;
 pub mod error;
 mod jobs;
 
+use crate::agent::error::{err, fail, msg, Result};
 use crate::engine::JobCtx;
 use crate::host::kernel;
+use crate::model::error::chain;
+use crate::model::error::Context;
 use crate::proto::{self, Liveness, Request, Response, PROTO_VERSION};
 use crate::topology::Netns;
 use crate::{netops, sys};
-use crate::agent::error::{err, fail, msg, Result};
-use crate::model::error::chain;
-use crate::model::error::Context;
 use std::collections::HashMap;
 use std::io::{BufReader, BufWriter};
 use std::path::PathBuf;
@@ -316,8 +316,7 @@ impl Agent {
             vlan_b: *vlan_b,
             mac_b: *mac_b,
         };
-        let stick =
-            crate::engine::xdp::stick::Stick::open(spec, dev).map_err(|e| err!("{e}"))?;
+        let stick = crate::engine::xdp::stick::Stick::open(spec, dev).map_err(|e| err!("{e}"))?;
         self.stick = Some(stick);
         Ok(())
     }

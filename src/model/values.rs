@@ -36,7 +36,9 @@ pub fn parse_window(s: &str) -> Result<u32> {
         _ => (t, 1),
     };
     let v: f64 = num.trim().parse().map_err(|_| {
-        invalid!("'{s}' is not a socket buffer size: give bytes or K, M, G (256K, 4M), as iperf3 -w")
+        invalid!(
+            "'{s}' is not a socket buffer size: give bytes or K, M, G (256K, 4M), as iperf3 -w"
+        )
     })?;
     let bytes = v * mult as f64;
     if !(bytes.is_finite() && bytes >= 1024.0 && bytes <= MAX_WINDOW as f64) {

@@ -10,13 +10,13 @@
 use super::compare::{spread, Noise};
 use super::registry;
 use crate::model::criteria::{self, Figure, Kind, Stat};
+use crate::model::error::Step;
+use crate::report::error::Result;
 use crate::results::criteria::{
     classify, subjects, BaselineComparison, Change, FigureChange, Marks, NoiseSource, Subject,
 };
 use crate::results::RunResults;
 use crate::search::RampPhase;
-use crate::model::error::Step;
-use crate::report::error::Result;
 use std::collections::BTreeMap;
 use std::path::Path;
 

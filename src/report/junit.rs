@@ -5,11 +5,11 @@
 //! Written atomically.
 
 use super::baseline::describe;
+use crate::model::error::Context;
 use crate::model::files::write_atomic;
+use crate::report::error::Result;
 use crate::results::criteria::{subjects, Change, Marks};
 use crate::results::{RunResults, TestStatus};
-use crate::report::error::{Result};
-use crate::model::error::Context;
 use std::path::Path;
 
 /// Escapes text for XML attributes and content.

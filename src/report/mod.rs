@@ -28,12 +28,12 @@
 use crate::model::stderr::{errln, errprint};
 pub mod baseline;
 pub mod charts;
-pub mod error;
 pub mod columns;
 mod compare;
 mod cpu;
 pub mod dscp;
 pub mod efficiency;
+pub mod error;
 pub mod export;
 pub mod figures;
 pub mod format;
@@ -59,10 +59,10 @@ pub mod verdicts;
 pub use run::{dut_mode, Run};
 
 use crate::model::error::chain;
-use crate::model::files::write_atomic;
-use crate::results::RunResults;
-use crate::report::error::{fail, Result};
 use crate::model::error::Context;
+use crate::model::files::write_atomic;
+use crate::report::error::{fail, Result};
+use crate::results::RunResults;
 use std::path::{Path, PathBuf};
 
 /// What `linerate report` is asked for (the command layer builds it from

@@ -6,8 +6,8 @@
 //! [`MAX_COLUMNS`] columns so a month draws as fast as an hour.
 
 use crate::latency::monitor::{journal_files, JOURNAL};
-use crate::report::error::{fail, Result};
 use crate::model::error::Context;
+use crate::report::error::{fail, Result};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::BufRead;

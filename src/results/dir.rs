@@ -11,9 +11,9 @@
 
 use super::RunResults;
 use crate::model::clock::time_stamp_compact;
+use crate::model::error::{chain, Context, ModelError, Step};
 use crate::model::files::{create_dir_new, create_new, trusted_dir, write_atomic};
 use crate::proto::IntervalSample;
-use crate::model::error::{chain, Context, ModelError, Step};
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};

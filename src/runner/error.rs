@@ -2,8 +2,8 @@
 //! that cannot run as asked, a step that failed, an agent that was lost)
 //! with the words the user reads.
 
-use crate::model::error::{BoxError, ModelError, Step};
 use crate::engine::EngineError;
+use crate::model::error::{BoxError, ModelError, Step};
 use crate::topology::TopologyError;
 
 /// Why a test could not be set up, run or collected.

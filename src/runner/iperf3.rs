@@ -14,8 +14,8 @@ use crate::proto::{Direction, EndpointSummary, IntervalSample, Job, StreamSample
 use crate::results::{
     pair_intervals, CpuUse, CrossCheck, DirectionResult, Protocol, RunDir, TestResult,
 };
-use crate::topology::Addressing;
 use crate::runner::error::{err, fail, Result};
+use crate::topology::Addressing;
 use std::time::{Duration, Instant};
 
 /// The roles of a client test's two ends, as results name them.

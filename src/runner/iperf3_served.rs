@@ -10,13 +10,13 @@ use super::jobs::{collect, collect_stopped, Collected, Jobs};
 use super::record as counters;
 use super::setup::{cut_short, finish_test, next_id, Ends, Leg, OnProgress, Progress};
 use crate::iperf3::{Measured, Outcome};
+use crate::model::error::{chain, Step};
 use crate::proto::iperf3::{ClientReport, ServedTest, ServerJob, ServerReport, StreamTotals};
 use crate::proto::{IntervalSample, Job};
 use crate::results::{CrossCheck, RunDir, TestResult, TestStatus};
-use crate::topology::Addressing;
-use crate::runner::error::{err, fail, Result};
-use crate::model::error::{chain, Step};
 use crate::runner::error::RunnerError;
+use crate::runner::error::{err, fail, Result};
+use crate::topology::Addressing;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 

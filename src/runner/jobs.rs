@@ -4,9 +4,9 @@
 use super::intervals::IntervalStore;
 use crate::model::signals::stop_requested;
 use crate::proto::{EndpointSummary, IntervalSample, Job, Request, Response, Snapshot};
+use crate::runner::error::{fail, Result};
 use crate::sys;
 use crate::topology::Fleet;
-use crate::runner::error::{fail, Result};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -7,13 +7,13 @@
 use super::setup::{finish_test, Ends, OnProgress, TcpTest, UdpTest};
 use crate::latency::responder;
 use crate::latency::stats::{self, LatencyResult, OneWayClock, PhaseSpan, ResponderCounts};
+use crate::model::error::{Context, Step};
 use crate::model::signals::{aborted, interrupted, stop_requested};
 use crate::proto::probe::{self, ProbeSample};
 use crate::proto::{Cidr, EndpointSummary, Job, Request, Response};
 use crate::results::{CrossCheck, RunDir, TestResult, TestStatus};
-use crate::sys::realtime_ns;
 use crate::runner::error::{err, fail, Result};
-use crate::model::error::{Context, Step};
+use crate::sys::realtime_ns;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 

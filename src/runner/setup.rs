@@ -5,12 +5,12 @@
 //! this and on nothing of each other's, except latency, which runs a TCP or
 //! UDP load beside its probes.
 
+use crate::model::error::chain;
 use crate::model::signals::{aborted, interrupted};
 use crate::proto::{Cidr, Direction, FlowSpec, FrameSpec, RateProfile, RxEngine, TxEngine};
 use crate::results::{FlowMode, TestResult, TestStatus};
-use crate::topology::{Addressing, Fleet};
 use crate::runner::error::{err, fail, Result};
-use crate::model::error::chain;
+use crate::topology::{Addressing, Fleet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;

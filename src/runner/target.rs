@@ -3,12 +3,12 @@
 //! server behind a DUT it routes through), or no frame would arrive and
 //! the test would measure a wrong path.
 
+use crate::model::error::{chain, Context};
 use crate::model::stderr::errln;
 use crate::netops::reach;
 use crate::proto::{Request, Response};
-use crate::topology::Fleet;
 use crate::runner::error::{fail, Result};
-use crate::model::error::{chain, Context};
+use crate::topology::Fleet;
 use std::net::IpAddr;
 use std::time::Duration;
 

@@ -4,8 +4,8 @@
 //! default per kind; and the scale a column of such values is written in.
 
 use crate::model::criteria::{self, Figure, Kind};
-use crate::results::{Protocol, TestResult};
 use crate::report::error::{fail, Result};
+use crate::results::{Protocol, TestResult};
 use std::collections::BTreeMap;
 
 /// A figure, and whether a packet rate is shown in % of the line rate.

@@ -18,12 +18,12 @@ pub use model::{build, CellValue, Pivot, PivotOpts, Value, PSEUDO_AXES};
 pub use page::section as html_section;
 pub use text::csv;
 
+use crate::model::error::Context;
 use crate::model::files::write_atomic;
 use crate::report::columns;
+use crate::report::error::Result;
 use crate::report::run::Run;
 use crate::results::RunResults;
-use crate::report::error::{Result};
-use crate::model::error::Context;
 use std::path::Path;
 
 /// The terminal tables of `pivots`, fitted to `width`.

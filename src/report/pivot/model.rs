@@ -6,9 +6,9 @@
 use super::cell::{self, Cell};
 use crate::model::sweep::SweepInfo;
 use crate::proto::{Direction, FrameSpec};
+use crate::report::error::{fail, Result};
 use crate::report::run::Run;
 use crate::results::{criteria as measured, Protocol, TestResult, TestStatus};
-use crate::report::error::{fail, Result};
 
 /// What the user asked of the pivot (`--pivot`, `--rows`, `--cols`,
 /// `--cell`); the default pivots each sweep as its SweepInfo says.
