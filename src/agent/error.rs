@@ -2,9 +2,8 @@
 //! a caller can tell apart (a job refused, a step that failed) with the
 //! words the controller receives in an `Error` message.
 
-use crate::engine::EngineError;
 use crate::iperf3::Iperf3Error;
-use crate::model::error::{BoxError, Step};
+use crate::model::error::Step;
 use crate::netops::NetopsError;
 use std::fmt;
 
@@ -19,16 +18,11 @@ pub enum AgentError {
     #[error(transparent)]
     Step(#[from] Step),
     #[error(transparent)]
-    Engine(#[from] EngineError),
-    #[error(transparent)]
     Netops(#[from] NetopsError),
     #[error(transparent)]
     Iperf3(#[from] Iperf3Error),
     #[error(transparent)]
     Io(#[from] std::io::Error),
-    /// An error from a module this one builds on.
-    #[error(transparent)]
-    Other(BoxError),
 }
 
 pub type Result<T, E = AgentError> = std::result::Result<T, E>;

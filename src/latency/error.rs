@@ -3,7 +3,7 @@
 //! with the words the user reads.
 
 use crate::engine::EngineError;
-use crate::model::error::{BoxError, ModelError, Step};
+use crate::model::error::Step;
 use crate::topology::TopologyError;
 
 /// Why the monitor could not start, or what ended it early.
@@ -21,12 +21,7 @@ pub enum LatencyError {
     #[error(transparent)]
     Topology(#[from] TopologyError),
     #[error(transparent)]
-    Model(#[from] ModelError),
-    #[error(transparent)]
     Io(#[from] std::io::Error),
-    /// An error from a module this one builds on.
-    #[error(transparent)]
-    Other(BoxError),
 }
 
 pub type Result<T, E = LatencyError> = std::result::Result<T, E>;

@@ -2,7 +2,7 @@
 //! apart (a run that cannot be read, a step that failed) with the words
 //! the user reads.
 
-use crate::model::error::{BoxError, ModelError, Step};
+use crate::model::error::{ModelError, Step};
 
 /// Why a report could not be read, built or written.
 #[derive(Debug, thiserror::Error)]
@@ -16,11 +16,6 @@ pub enum ReportError {
     Step(#[from] Step),
     #[error(transparent)]
     Model(#[from] ModelError),
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-    /// An error from a module this one builds on.
-    #[error(transparent)]
-    Other(BoxError),
 }
 
 pub type Result<T, E = ReportError> = std::result::Result<T, E>;

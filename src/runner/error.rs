@@ -3,7 +3,7 @@
 //! with the words the user reads.
 
 use crate::engine::EngineError;
-use crate::model::error::{BoxError, ModelError, Step};
+use crate::model::error::Step;
 use crate::topology::TopologyError;
 
 /// Why a test could not be set up, run or collected.
@@ -17,16 +17,9 @@ pub enum RunnerError {
     #[error(transparent)]
     Step(#[from] Step),
     #[error(transparent)]
-    Model(#[from] ModelError),
-    #[error(transparent)]
     Topology(#[from] TopologyError),
     #[error(transparent)]
     Engine(#[from] EngineError),
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-    /// An error from a module this one builds on.
-    #[error(transparent)]
-    Other(BoxError),
 }
 
 pub type Result<T, E = RunnerError> = std::result::Result<T, E>;
