@@ -6,11 +6,13 @@
 //! opens, and spawns. The engines' own errors are carried as they are.
 
 use super::Limits;
+use crate::agent::error::{err, fail, msg, AgentError, Result};
 use crate::engine::{self, tcp, JobCtx};
 use crate::host::kernel;
+use crate::model::error::chain;
+use crate::model::error::Context;
 use crate::proto::{self, Dscp, Job, Response};
 use crate::{latency, netops, sys};
-use anyhow::{anyhow, bail, Context, Result};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
@@ -64,7 +66,7 @@ fn check_start_delay(start_at_unix_ns: Option<u64>) -> Result<()> {
     if let Some(at) = start_at_unix_ns {
         let wait = Duration::from_nanos(at.saturating_sub(sys::realtime_ns()));
         if wait > MAX_START_DELAY {
-            bail!(
+            fail!(
                 "asked to start {wait:?} from now, more than this agent waits ({MAX_START_DELAY:?}); \
                  is this host's clock far off the controller's?"
             );
@@ -94,7 +96,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
                 (Some(v), Some(t)) => {
                     Some(netops::vlan::holder(t).and_then(|dev| netops::vlan::hold(&dev, v))?)
                 }
-                (Some(v), None) => bail!(
+                (Some(v), None) => fail!(
                     "the controller named no target address, so the interface to put VLAN {v} on \
                      is unknown (an older controller): use the same linerate build on both"
                 ),
@@ -256,9 +258,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             Ok(Opened {
                 port: None,
                 thread: "lr-iperf3-client",
-                run: Box::new(move |c| {
-                    crate::iperf3::job::run(c, &cfg).map_err(anyhow::Error::msg)
-                }),
+                run: Box::new(move |c| crate::iperf3::job::run(c, &cfg).map_err(msg)),
             })
         }
         Job::Iperf3Server(j) => {
@@ -271,9 +271,7 @@ fn open(ctx: &JobCtx, job: Job, limits: &Limits) -> Result<Opened> {
             Ok(Opened {
                 port: Some(listener.local_addr()?.port()),
                 thread: "lr-iperf3-serve",
-                run: Box::new(move |c| {
-                    server_job::run(c, &cfg, &listener, d).map_err(anyhow::Error::msg)
-                }),
+                run: Box::new(move |c| server_job::run(c, &cfg, &listener, d).map_err(msg)),
             })
         }
     }
@@ -329,7 +327,7 @@ fn tcp_listen(
         thread: "lr-tcp-serve",
         run: Box::new(move |c| {
             let s = tcp::serve(c, l, expect_streams, d, &cpus, tuning(&tune));
-            with_vlan(s.map_err(anyhow::Error::msg), vlan)
+            with_vlan(s.map_err(msg), vlan)
         }),
     })
 }
@@ -355,7 +353,7 @@ fn tcp_connect(
             tuning(&tune),
             buffer_len,
         );
-        with_vlan(s.map_err(anyhow::Error::msg), vlan)
+        with_vlan(s.map_err(msg), vlan)
     });
     Ok(Opened {
         port: None,
@@ -367,12 +365,12 @@ fn tcp_connect(
 fn udp_receive(spec: engine::rx::RxSpec) -> Result<Opened> {
     let bind = spec.bind;
     let r = engine::rx::open(spec)
-        .map_err(anyhow::Error::msg)
+        .map_err(msg)
         .with_context(|| format!("opening the UDP receiver on {bind}"))?;
     Ok(Opened {
         port: Some(r.port()),
         thread: "lr-udp-recv",
-        run: Box::new(move |c| r.run(c).map_err(anyhow::Error::msg)),
+        run: Box::new(move |c| r.run(c).map_err(msg)),
     })
 }
 
@@ -380,22 +378,22 @@ fn udp_receive(spec: engine::rx::RxSpec) -> Result<Opened> {
 /// destinations, then opens it.
 fn udp_send(spec: engine::frame::SendSpec, limits: &Limits) -> Result<Opened> {
     if let Some(r) = &spec.rate {
-        r.validate().map_err(anyhow::Error::msg)?;
+        r.validate().map_err(msg)?;
     }
     if let (Some(cap), r) = (limits.max_rate_pps, spec.rate.as_ref().map(|r| r.max_pps())) {
         if r.is_none_or(|r| r > cap) {
-            bail!("this agent caps UDP senders at {cap} pps; ask for a rate at or below it");
+            fail!("this agent caps UDP senders at {cap} pps; ask for a rate at or below it");
         }
     }
     let dsts: Vec<IpAddr> = spec.flows.iter().map(|f| f.dst.ip()).collect();
     allowed_all(&dsts, &spec.allow)?;
     let ipv6 = spec.flows.first().is_some_and(|f| f.dst.is_ipv6());
-    engine::frame::check_frames(spec.frame, ipv6, spec.vlan).map_err(anyhow::Error::msg)?;
-    let sender = engine::tx::open(spec).map_err(anyhow::Error::msg)?;
+    engine::frame::check_frames(spec.frame, ipv6, spec.vlan).map_err(msg)?;
+    let sender = engine::tx::open(spec).map_err(msg)?;
     Ok(Opened {
         port: None,
         thread: "lr-udp-send",
-        run: Box::new(move |c| sender.run(c).map_err(anyhow::Error::msg)),
+        run: Box::new(move |c| sender.run(c).map_err(msg)),
     })
 }
 
@@ -411,9 +409,7 @@ fn latency_respond(
     Ok(Opened {
         port: Some(port),
         thread: "lr-lat-respond",
-        run: Box::new(move |c| {
-            latency::responder::serve(c, sock, session).map_err(anyhow::Error::msg)
-        }),
+        run: Box::new(move |c| latency::responder::serve(c, sock, session).map_err(msg)),
     })
 }
 
@@ -428,12 +424,12 @@ fn latency_probe(
     Ok(Opened {
         port: None,
         thread: "lr-lat-probe",
-        run: Box::new(move |c| latency::client::run(c, sock, spec).map_err(anyhow::Error::msg)),
+        run: Box::new(move |c| latency::client::run(c, sock, spec).map_err(msg)),
     })
 }
 
 fn http_serve(ctx: &JobCtx, j: &proto::http::HttpServeJob, d: Duration) -> Result<Opened> {
-    let (server, port) = crate::http::job::open_server(ctx, j).map_err(anyhow::Error::msg)?;
+    let (server, port) = crate::http::job::open_server(ctx, j).map_err(msg)?;
     Ok(Opened {
         port: Some(port),
         thread: "lr-http-server",
@@ -442,11 +438,11 @@ fn http_serve(ctx: &JobCtx, j: &proto::http::HttpServeJob, d: Duration) -> Resul
 }
 
 fn http_get(j: &proto::http::HttpGetJob, d: Duration) -> Result<Opened> {
-    let spec = crate::http::job::get_spec(j, d).map_err(anyhow::Error::msg)?;
+    let spec = crate::http::job::get_spec(j, d).map_err(msg)?;
     Ok(Opened {
         port: None,
         thread: "lr-http-client",
-        run: Box::new(move |c| crate::http::job::get(c, spec).map_err(anyhow::Error::msg)),
+        run: Box::new(move |c| crate::http::job::get(c, spec).map_err(msg)),
     })
 }
 
@@ -454,7 +450,8 @@ fn http_get(j: &proto::http::HttpGetJob, d: Duration) -> Result<Opened> {
 fn mark(sock: &impl AsRawFd, dscp: Option<Dscp>) -> Result<()> {
     match dscp {
         Some(d) => sys::set_tos(sock.as_raw_fd(), d.tos())
-            .with_context(|| format!("marking the socket's packets with DSCP {d} (--dscp)")),
+            .with_context(|| format!("marking the socket's packets with DSCP {d} (--dscp)"))
+            .map_err(AgentError::from),
         None => Ok(()),
     }
 }
@@ -463,7 +460,7 @@ fn mark(sock: &impl AsRawFd, dscp: Option<Dscp>) -> Result<()> {
 fn capped(duration_ms: u64, limits: &Limits) -> Result<Duration> {
     let d = Duration::from_millis(duration_ms);
     if d > limits.max_duration {
-        bail!(
+        fail!(
             "a {:?} test exceeds this agent's cap of {:?}; start the agent with a larger --max-duration",
             d,
             limits.max_duration
@@ -484,14 +481,14 @@ fn allowed(ip: IpAddr, allow: &[proto::Cidr]) -> Result<()> {
 fn allowed_all(ips: &[IpAddr], allow: &[proto::Cidr]) -> Result<()> {
     let mut lab = std::collections::BTreeSet::new();
     for &ip in ips {
-        engine::check_destination(ip, allow).map_err(anyhow::Error::msg)?;
+        engine::check_destination(ip, allow).map_err(msg)?;
         if !ip.is_loopback() && !allow.iter().any(|c| c.contains(ip)) {
             lab.insert(ip);
         }
     }
     let lab: Vec<IpAddr> = lab.into_iter().collect();
     if let Some((ip, route)) = crate::netops::reach::only_default_route(&lab) {
-        bail!(
+        fail!(
             "refusing to send test traffic to {ip}: it is in a benchmarking range, but this \
              endpoint's route to it ({route}) leads out of any isolated \
              lab (RFC 2544, RFC 6815: these ranges are for isolated test networks). Add a route \
@@ -521,7 +518,7 @@ fn spawn(name: &str, ctx: JobCtx, start_at_unix_ns: Option<u64>, f: JobFn) -> Re
         // A panicking job must still answer, or its test would wait for
         // counts that never come.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&ctx)))
-            .unwrap_or_else(|_| Err(anyhow!("the job panicked; see the agent log")));
+            .unwrap_or_else(|_| Err(err!("the job panicked; see the agent log")));
         let msg = match outcome {
             Ok(mut summary) => {
                 summary.started_unix_ns = started_unix_ns;
@@ -532,7 +529,7 @@ fn spawn(name: &str, ctx: JobCtx, start_at_unix_ns: Option<u64>, f: JobFn) -> Re
             }
             Err(e) => Response::Error {
                 test: Some(ctx.test),
-                message: format!("{e:#}"),
+                message: chain(&e),
             },
         };
         ctx.stop.store(true, Ordering::Relaxed);
@@ -540,4 +537,5 @@ fn spawn(name: &str, ctx: JobCtx, start_at_unix_ns: Option<u64>, f: JobFn) -> Re
     })
     .map(drop)
     .with_context(|| format!("starting the {name} thread"))
+    .map_err(AgentError::from)
 }

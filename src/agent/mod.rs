@@ -8,14 +8,17 @@
 //! give ports back); `jobs` opens and runs what a `start` request asks for.
 
 use crate::model::stderr::errln;
+pub mod error;
 mod jobs;
 
+use crate::agent::error::{err, fail, msg, Result};
 use crate::engine::JobCtx;
 use crate::host::kernel;
+use crate::model::error::chain;
+use crate::model::error::Context;
 use crate::proto::{self, Liveness, Request, Response, PROTO_VERSION};
 use crate::topology::Netns;
 use crate::{netops, sys};
-use anyhow::{anyhow, Context, Result};
 use std::collections::HashMap;
 use std::io::{BufReader, BufWriter};
 use std::path::PathBuf;
@@ -59,15 +62,15 @@ fn enter(netns: &Netns) -> Result<()> {
         Netns::New => {
             // Physical ports are taken from, and given back to, this namespace.
             netops::port::remember_original_netns()
-                .map_err(|e| anyhow!("opening this namespace before leaving it: {e}"))?;
+                .map_err(|e| err!("opening this namespace before leaving it: {e}"))?;
             sys::unshare_netns()
-                .map_err(|e| anyhow!("creating a network namespace: {e} (needs root)"))?;
+                .map_err(|e| err!("creating a network namespace: {e} (needs root)"))?;
             netops::apply(&proto::NetOp::LinkUp { dev: "lo".into() })?;
         }
         Netns::Named(name) => {
             let path = PathBuf::from("/run/netns").join(name);
             sys::enter_netns(&path).map_err(|e| {
-                anyhow!(
+                err!(
                     "entering network namespace {name} ({}): {e}; list them with `ip netns list`",
                     path.display()
                 )
@@ -230,7 +233,7 @@ impl Agent {
             }
             Request::Configure { ops } => match ops.iter().try_for_each(|op| self.configure(op)) {
                 Ok(()) => Response::Configured,
-                Err(e) => error(format!("{e:#}")),
+                Err(e) => error(chain(&e)),
             },
             Request::InspectPort { dev, force } => {
                 match netops::port::inspect_original(&dev, force) {
@@ -238,7 +241,7 @@ impl Agent {
                         port: st.record(),
                         mac: st.mac,
                     },
-                    Err(e) => error(format!("{e:#}")),
+                    Err(e) => error(chain(&e)),
                 }
             }
             Request::CheckTarget { addr } => {
@@ -257,7 +260,7 @@ impl Agent {
             },
             Request::Snapshot => match self.snapshot() {
                 Ok(snapshot) => Response::Snapshot { snapshot },
-                Err(e) => error(format!("{e:#}")),
+                Err(e) => error(chain(&e)),
             },
             Request::Stop {
                 test,
@@ -285,7 +288,7 @@ impl Agent {
     fn configure(&mut self, op: &proto::NetOp) -> Result<()> {
         if let proto::NetOp::XdpPass { dev } = op {
             let hold = crate::engine::xdp::stick::PassHold::open(dev).map_err(|e| {
-                anyhow!("the stick DUT's switch receives the DUT's XDP_TX frames only so: {e}")
+                err!("the stick DUT's switch receives the DUT's XDP_TX frames only so: {e}")
             })?;
             self.passes.push(hold);
             return Ok(());
@@ -302,7 +305,7 @@ impl Agent {
             return Ok(netops::apply(op)?);
         };
         if let Some(on) = self.stick.as_ref().and_then(|s| s.ifname()) {
-            anyhow::bail!(
+            fail!(
                 "this agent already routes VLANs {vlan_a} and {vlan_b} on {on}: one router-on-a-stick program per DUT agent"
             );
         }
@@ -313,8 +316,7 @@ impl Agent {
             vlan_b: *vlan_b,
             mac_b: *mac_b,
         };
-        let stick =
-            crate::engine::xdp::stick::Stick::open(spec, dev).map_err(|e| anyhow!("{e}"))?;
+        let stick = crate::engine::xdp::stick::Stick::open(spec, dev).map_err(|e| err!("{e}"))?;
         self.stick = Some(stick);
         Ok(())
     }
@@ -325,7 +327,7 @@ impl Agent {
         if let Some(s) = &self.stick {
             snap.stick = Some(
                 s.counters()
-                    .map_err(|e| anyhow!("reading the stick DUT's counters: {e}"))?,
+                    .map_err(|e| err!("reading the stick DUT's counters: {e}"))?,
             );
         }
         Ok(snap)
@@ -335,10 +337,10 @@ impl Agent {
     /// says why not and exits.
     fn hello(&mut self, proto_version: u16, linerate_version: &str) -> Step {
         let checked = proto::check_version(proto_version)
-            .map_err(anyhow::Error::msg)
+            .map_err(msg)
             .and_then(|()| check_linerate_version(linerate_version));
         if let Err(e) = checked {
-            let _ = self.out.send(error(format!("{e:#}")));
+            let _ = self.out.send(error(chain(&e)));
             std::thread::sleep(Duration::from_millis(100));
             return Step::Exit;
         }
@@ -375,7 +377,7 @@ impl Agent {
             }
             Err(e) => Response::Error {
                 test: Some(test),
-                message: format!("{e:#}"),
+                message: chain(&e),
             },
         }
     }
@@ -396,7 +398,7 @@ fn check_linerate_version(controller: &str) -> Result<()> {
     if controller == mine {
         return Ok(());
     }
-    Err(anyhow!(
+    Err(err!(
         "linerate version mismatch: this agent is linerate {mine}, the controller is {controller}; \
          install the same version on both, or let the controller copy itself with --push"
     ))

@@ -100,7 +100,7 @@ pub fn monitor_config(a: &MonitorArgs) -> Result<crate::orchestrate::config::Mon
         .responders
         .iter()
         .map(|r| crate::orchestrate::values::parse_responder(r))
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     if responders.is_empty() && a.icmp.is_empty() {
         bail!("nothing to monitor: give --responder ENDPOINT=ADDR and/or --icmp ADDR");
     }

@@ -42,8 +42,9 @@ pub struct ServeReport {
 }
 
 /// Serves until Ctrl-C, SIGTERM or the duration; an error only when it
-/// could not start.
-pub fn run(cfg: &ServeConfig) -> anyhow::Result<ServeReport> {
+/// could not start (its message names the cause too: print it with `{}`
+/// or `{:#}`, not by walking its sources).
+pub fn run(cfg: &ServeConfig) -> Result<ServeReport, super::HttpError> {
     let json = cfg.json;
     let line = |line: String| {
         if json {
@@ -58,8 +59,7 @@ pub fn run(cfg: &ServeConfig) -> anyhow::Result<ServeReport> {
     }
     let stop = Arc::new(AtomicBool::new(false));
     let started_at = crate::model::clock::now_rfc3339();
-    let mut server = Server::bind(cfg.listen, &cfg.spec, Arc::clone(&stop))
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut server = Server::bind(cfg.listen, &cfg.spec, Arc::clone(&stop))?;
     server.set_limits(cfg.limits);
     let addr = server.local_addr().unwrap_or(cfg.listen);
     let scheme = if cfg.spec.tls.is_some() {

@@ -6,6 +6,7 @@
 //! without a responder lives in [`icmp`] over the ICMP sockets of linerate-sys.
 
 pub mod client;
+pub mod error;
 pub mod icmp;
 pub mod metrics;
 pub mod monitor;

@@ -13,6 +13,9 @@ use super::icmp::Pinger;
 use super::metrics::{self, Metrics};
 use super::stats::{self, Percentiles};
 use crate::engine::check_destination;
+use crate::latency::error::LatencyError;
+use crate::latency::error::{err, fail, Result};
+use crate::model::error::{chain, Context, Step};
 use crate::model::signals::interrupted;
 use crate::model::stderr::{errln, errprint};
 use crate::proto::probe::{self, Kind, Probe, ProbeSample};
@@ -21,7 +24,6 @@ use crate::sys::realtime_ns;
 use crate::topology::ssh::SshOptions;
 use crate::topology::Netns;
 use crate::topology::{Endpoint, Hosts};
-use anyhow::{anyhow, bail, Context, Result};
 use serde_json::json;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
@@ -178,7 +180,7 @@ impl Shared {
     fn write(&self, v: &serde_json::Value) {
         if let Ok(mut j) = self.journal.lock() {
             if let Err(e) = j.line(v) {
-                errln!("monitor: writing the journal: {e:#}");
+                errln!("monitor: writing the journal: {}", chain(&e));
             }
         }
     }
@@ -199,7 +201,7 @@ impl Shared {
         let Some(p) = &self.textfile else { return };
         let body = self.metrics.lock().map(|m| m.render()).unwrap_or_default();
         if let Err(e) = crate::model::files::write_atomic(p, body.as_bytes()) {
-            errln!("monitor: writing {}: {e:#}", p.display());
+            errln!("monitor: writing {}: {}", p.display(), chain(&e));
         }
     }
 }
@@ -532,7 +534,7 @@ fn open_session(
     };
     let port = match hosts.fleet.call(agent, &req, Duration::from_secs(15))? {
         Response::Started { port: Some(p), .. } => p,
-        other => bail!("unexpected answer to a responder start: {other:?}"),
+        other => fail!("unexpected answer to a responder start: {other:?}"),
     };
     if let Ok(mut g) = slot.lock() {
         *g = Some((token, SocketAddr::new(target, port)));
@@ -714,7 +716,7 @@ fn monitor(cfg: MonitorConfig) -> Result<MonitorSummary> {
         .map(|m| m.len())
         .unwrap_or(0);
     let mut retire: Vec<(usize, u32, Instant)> = Vec::new();
-    let mut error: Option<anyhow::Error> = None;
+    let mut error: Option<LatencyError> = None;
     let live = cfg.progress && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut shown = Instant::now();
     // With --duration, each target stops by itself once it has run that
@@ -737,7 +739,7 @@ fn monitor(cfg: MonitorConfig) -> Result<MonitorSummary> {
             }
             Ok(_) => {}
             Err(e) => {
-                error = Some(anyhow::Error::new(e).context("a responder agent was lost"));
+                error = Some(Step::new("a responder agent was lost", e).into());
                 break;
             }
         }
@@ -764,7 +766,7 @@ fn monitor(cfg: MonitorConfig) -> Result<MonitorSummary> {
                         retire.push((s.agent, s.id, Instant::now() + Duration::from_secs(10)));
                         *s = new;
                     }
-                    Err(e) => errln!("monitor: renewing the session to {target}: {e:#}"),
+                    Err(e) => errln!("monitor: renewing the session to {target}: {}", chain(&e)),
                 }
             }
         }
@@ -815,7 +817,7 @@ fn monitor(cfg: MonitorConfig) -> Result<MonitorSummary> {
         duration_s: began.elapsed().as_secs_f64(),
         journal: cfg.out.join(JOURNAL),
         interrupted: interrupted(),
-        error: error.map(|e| format!("{e:#}")),
+        error: error.map(|e| chain(&e)),
         targets,
         max_rss_bytes: crate::sys::peak_rss_bytes(),
     })
@@ -903,14 +905,14 @@ fn session_len(cfg: &MonitorConfig) -> Duration {
 /// unless it is loopback or allowed (`allow`, from `--allow-target`), one
 /// whose route from this namespace does not leave the lab.
 pub fn check_probe_target(ip: IpAddr, allow: &[crate::proto::Cidr]) -> Result<()> {
-    check_destination(ip, allow).map_err(|m| anyhow!(m))?;
+    check_destination(ip, allow)?;
     // The probes leave from this namespace: its own route lookup says
     // whether they would leave the lab, as every test's sender checks.
     if ip.is_loopback() || allow.iter().any(|c| c.contains(ip)) {
         return Ok(());
     }
     if let Some((_, route)) = crate::netops::reach::only_default_route(&[ip]) {
-        bail!(
+        fail!(
             "refusing to probe {ip}: it is in a benchmarking range, but this host's route to \
              it ({route}) leads out of any isolated lab (RFC 2544, RFC 6815: these ranges \
              are for isolated test networks). Run the monitor where the lab is (e.g. `ip \
@@ -926,10 +928,10 @@ pub fn check_probe_target(ip: IpAddr, allow: &[crate::proto::Cidr]) -> Result<()
 pub fn parse_responder(s: &str) -> Result<(Endpoint, IpAddr)> {
     let (ep, addr) = s
         .rsplit_once('=')
-        .ok_or_else(|| anyhow!("--responder '{s}': write ENDPOINT=ADDR, e.g. local=127.0.0.1"))?;
+        .ok_or_else(|| err!("--responder '{s}': write ENDPOINT=ADDR, e.g. local=127.0.0.1"))?;
     let addr: IpAddr = addr
         .parse()
-        .map_err(|_| anyhow!("--responder '{s}': '{addr}' is not an IP address"))?;
+        .map_err(|_| err!("--responder '{s}': '{addr}' is not an IP address"))?;
     Ok((Endpoint::parse(ep)?, addr))
 }
 

@@ -3,14 +3,57 @@
 //! messages a user reads ("reading /sys/…: No such file or directory").
 //!
 //! Each module keeps its own error enum (`NetopsError`, `VmError`…) with a
-//! transparent [`Step`] variant, so `.context("doing X")?` reads as it did
-//! with anyhow and prints the same words: `Step` shows only its own message
-//! and returns the cause from `source()`, so a chain printed with `{:#}`
-//! names each cause once, whether the printer walks `source()` (anyhow)
-//! or asks the step for its alternate form.
+//! transparent [`Step`] variant, so `.context("doing X")?` reads as it does
+//! in the command layer and prints the same words: `Step` shows only its
+//! own message and returns the cause from `source()`, so a chain printed
+//! with `{:#}` names each cause once, whether the printer walks `source()`
+//! (the command layer's error type) or asks the step for its alternate form.
+//!
+//! [`ModelError`] is this layer's own: a value that does not parse, a file
+//! step that failed.
 
 use std::error::Error;
 use std::fmt;
+
+/// Why a value did not parse or a file step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// A value (a flag's, a plan's) does not parse or is out of range; the
+    /// message says which and what to give instead.
+    #[error("{0}")]
+    Invalid(String),
+    /// The step failed or was refused; the message says why and what to do.
+    #[error("{0}")]
+    Failed(String),
+    /// A step failed because of the error it carries.
+    #[error(transparent)]
+    Step(#[from] Step),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// `ModelError::Invalid` from a format string.
+macro_rules! invalid {
+    ($($t:tt)*) => {
+        $crate::model::error::ModelError::Invalid(format!($($t)*))
+    };
+}
+
+/// Returns `ModelError::Invalid` from a format string.
+macro_rules! bad {
+    ($($t:tt)*) => {
+        return Err($crate::model::error::invalid!($($t)*).into())
+    };
+}
+
+/// Returns `ModelError::Failed` from a format string.
+macro_rules! fail {
+    ($($t:tt)*) => {
+        return Err($crate::model::error::ModelError::Failed(format!($($t)*)).into())
+    };
+}
+
+pub(crate) use {bad, fail, invalid};
 
 /// Any error, boxed: the cause of a [`Step`].
 pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
@@ -41,7 +84,7 @@ impl Step {
     }
 }
 
-/// `{}` is the step alone; `{:#}` adds its causes, as anyhow's errors do,
+/// `{}` is the step alone; `{:#}` adds its causes, as the command layer's do,
 /// so code that prints an error with `{:#}` shows the same chain whether
 /// the error is typed or not (a module's enum forwards its formatter to a
 /// `Step` through `#[error(transparent)]`).
@@ -89,7 +132,8 @@ impl<T> Context<T> for Option<T> {
 }
 
 /// An error and its causes as one line, "what: why: why", the way the
-/// command layer prints errors (`{:#}`).
+/// command layer prints errors (`{:#}`): a typed error turned into the
+/// words a user or a controller reads.
 pub fn chain(e: &(dyn Error + 'static)) -> String {
     let mut out = e.to_string();
     let mut cause = e.source();

@@ -3,7 +3,9 @@
 //! planted is never followed: every file linerate writes is created new
 //! (`O_CREAT|O_EXCL|O_NOFOLLOW`), never opened where it already stands.
 
-use anyhow::{bail, Context, Result};
+use crate::model::error::{fail, Context, ModelError, Step};
+
+type Result<T, E = ModelError> = std::result::Result<T, E>;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -102,7 +104,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             // A name taken (by a planted file or an earlier crash): the next.
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => attempt += 1,
             Err(e) => {
-                return Err(e).with_context(|| format!("creating {}", tmp.display()));
+                return Err(Step::new(format!("creating {}", tmp.display()), e).into());
             }
         }
     };
@@ -117,7 +119,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     drop(f);
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
-        return Err(e);
+        return Err(e.into());
     }
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
@@ -183,13 +185,13 @@ pub fn trusted_dir(base: &Path) -> Result<()> {
                     // Made by someone else meanwhile: judged below.
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                     Err(e) => {
-                        return Err(e).with_context(|| format!("creating {}", next.display()))
+                        return Err(Step::new(format!("creating {}", next.display()), e).into())
                     }
                 }
                 fs::symlink_metadata(&next)
                     .with_context(|| format!("reading {}", next.display()))?
             }
-            Err(e) => return Err(e).with_context(|| format!("reading {}", next.display())),
+            Err(e) => return Err(Step::new(format!("reading {}", next.display()), e).into()),
         };
         if shared(&parent) && !(trusted(m.uid()) && sticky(&parent)) {
             let what = if m.file_type().is_symlink() {
@@ -207,7 +209,7 @@ pub fn trusted_dir(base: &Path) -> Result<()> {
             } else {
                 "which other users can write and which is not sticky (anyone may rename what stands there)"
             };
-            bail!(
+            fail!(
                 "{} is {what}{owner} in {}, {how}: results written through it could be \
                  redirected to another file. Use a directory only you (or root) control \
                  (--results-dir), or remove {} and let linerate create it",
@@ -219,7 +221,7 @@ pub fn trusted_dir(base: &Path) -> Result<()> {
         if m.file_type().is_symlink() {
             hops += 1;
             if hops > 40 {
-                bail!("{}: too many levels of symlinks", base.display());
+                fail!("{}: too many levels of symlinks", base.display());
             }
             let target =
                 fs::read_link(&next).with_context(|| format!("reading {}", next.display()))?;
@@ -239,7 +241,7 @@ pub fn trusted_dir(base: &Path) -> Result<()> {
             continue;
         }
         if !m.is_dir() {
-            bail!("{} is not a directory", next.display());
+            fail!("{} is not a directory", next.display());
         }
         cur = next;
     }
@@ -247,7 +249,7 @@ pub fn trusted_dir(base: &Path) -> Result<()> {
     // not rename it away and put something else in its place.
     let m = fs::metadata(&cur).with_context(|| format!("reading {}", cur.display()))?;
     if shared(&m) && !sticky(&m) {
-        bail!(
+        fail!(
             "{} can be written by other users and is not sticky: anyone may rename a run \
              directory there and put a link in its place. Use a directory only you (or root) \
              control (--results-dir), or chmod +t or go-w it",
@@ -269,10 +271,10 @@ pub fn create_dir_new(base: &Path, stem: &str) -> Result<std::path::PathBuf> {
         match fs::create_dir(&path) {
             Ok(()) => return Ok(path),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e).with_context(|| format!("creating {}", path.display())),
+            Err(e) => return Err(Step::new(format!("creating {}", path.display()), e).into()),
         }
     }
-    bail!(
+    fail!(
         "creating a directory {stem} in {}: the names {stem} to {stem}-1000 are all taken; \
          remove old ones or choose another directory",
         base.display()

@@ -3,7 +3,6 @@
 //! partial), the second ends the process at once. `--abort-on-fail` asks
 //! for the same clean stop without a signal ([`abort`]).
 
-use anyhow::Result;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 
@@ -40,7 +39,7 @@ pub fn stop_requested() -> bool {
 
 /// Installs the Ctrl-C/SIGTERM handlers: the first asks for a clean stop, the
 /// second ends the process at once (agents and namespaces still go with it).
-pub fn install_signal_handlers() -> Result<()> {
+pub fn install_signal_handlers() -> std::io::Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     for sig in [SIGINT, SIGTERM] {
         // Registered first, so it sees the flag as it was before this

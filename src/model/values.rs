@@ -4,7 +4,9 @@
 //! line's value parsers and the plan files both read them through here;
 //! each error says what was wrong and what to write instead.
 
-use anyhow::{anyhow, bail, Result};
+use crate::model::error::{bad, invalid, ModelError};
+
+type Result<T, E = ModelError> = std::result::Result<T, E>;
 use std::net::{IpAddr, ToSocketAddrs};
 
 /// `--omit` in seconds (0 without it), within iperf3's limit, which
@@ -14,7 +16,7 @@ pub fn omit_secs(s: Option<f64>) -> Result<f64> {
     match s {
         None => Ok(0.0),
         Some(s) if (0.0..=max).contains(&s) => Ok(s),
-        Some(s) => bail!("--omit {s} is outside 0..={max} s"),
+        Some(s) => bad!("--omit {s} is outside 0..={max} s"),
     }
 }
 
@@ -34,11 +36,13 @@ pub fn parse_window(s: &str) -> Result<u32> {
         _ => (t, 1),
     };
     let v: f64 = num.trim().parse().map_err(|_| {
-        anyhow!("'{s}' is not a socket buffer size: give bytes or K, M, G (256K, 4M), as iperf3 -w")
+        invalid!(
+            "'{s}' is not a socket buffer size: give bytes or K, M, G (256K, 4M), as iperf3 -w"
+        )
     })?;
     let bytes = v * mult as f64;
     if !(bytes.is_finite() && bytes >= 1024.0 && bytes <= MAX_WINDOW as f64) {
-        bail!(
+        bad!(
             "--window {s} is outside 1K..=512M: the kernel's smallest socket buffers are a few KiB, and iperf3 stops at 512 MiB too"
         );
     }
@@ -54,15 +58,15 @@ pub fn parse_secs(s: &str) -> Result<f64> {
         .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n, *m)))
         .unwrap_or((t, 1.0));
     let v: f64 = num.trim().parse().map_err(|_| {
-        anyhow!("'{s}' is not a duration: give seconds (10, 1.5) or a unit: 500ms, 10s, 2m, 1h")
+        invalid!("'{s}' is not a duration: give seconds (10, 1.5) or a unit: 500ms, 10s, 2m, 1h")
     })?;
     if !(v.is_finite() && v >= 0.0) {
-        bail!("'{s}' is not a duration: it must be a positive number of seconds");
+        bad!("'{s}' is not a duration: it must be a positive number of seconds");
     }
     // `1e308h` is finite until its unit makes it infinite; a Duration holds
     // at most 2^64 s.
     if std::time::Duration::try_from_secs_f64(v * mult).is_err() {
-        bail!("'{s}' is too long a duration: give at most days' worth, e.g. 48h");
+        bad!("'{s}' is too long a duration: give at most days' worth, e.g. 48h");
     }
     Ok(v * mult)
 }
@@ -94,11 +98,11 @@ impl HostAddr {
         let v4 = self.addrs.iter().copied().find(IpAddr::is_ipv4);
         match (ipv6, v4, v6) {
             (true, _, Some(a)) | (false, Some(a), _) | (false, None, Some(a)) => Ok(a),
-            (true, ..) => bail!(
+            (true, ..) => bad!(
                 "--ipv6 asks for IPv6 but --target {self} has only {}: drop --ipv6 or give an IPv6 target",
                 self.list()
             ),
-            (false, None, None) => bail!("--target {self} has no address"),
+            (false, None, None) => bad!("--target {self} has no address"),
         }
     }
 
@@ -132,11 +136,11 @@ pub fn parse_host(s: &str) -> Result<HostAddr> {
         && t.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
     if !valid {
-        bail!("'{s}' is neither an IP address nor a host name: give an address (198.18.0.2, 2001:2::2) or a name");
+        bad!("'{s}' is neither an IP address nor a host name: give an address (198.18.0.2, 2001:2::2) or a name");
     }
     let mut addrs: Vec<IpAddr> = Vec::new();
     let found = (t, 0u16).to_socket_addrs().map_err(|e| {
-        anyhow!(
+        invalid!(
             "host name '{t}' does not resolve ({e}): check the spelling, /etc/hosts or DNS, \
              or give the address itself"
         )
@@ -147,7 +151,7 @@ pub fn parse_host(s: &str) -> Result<HostAddr> {
         }
     }
     if addrs.is_empty() {
-        bail!("host name '{t}' resolves to no address: give the address itself");
+        bad!("host name '{t}' resolves to no address: give the address itself");
     }
     Ok(HostAddr {
         name: Some(t.to_string()),
@@ -165,7 +169,7 @@ pub fn parse_cpu_list(s: &str) -> Result<CpuList> {
 
 /// Parses `0-3,8,10-11` into CPU numbers.
 pub fn parse_cpus(s: &str) -> Result<Vec<usize>> {
-    let bad = || anyhow!("'{s}' is not a CPU list: use numbers and ranges like 0,2 or 0-3");
+    let bad = || invalid!("'{s}' is not a CPU list: use numbers and ranges like 0,2 or 0-3");
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match part.split_once('-') {
@@ -187,7 +191,7 @@ pub fn parse_cpus(s: &str) -> Result<Vec<usize>> {
         .map(|n| n.get())
         .unwrap_or(1);
     if let Some(&c) = out.iter().find(|&&c| c >= n) {
-        bail!("CPU {c} does not exist: this host has CPUs 0-{}", n - 1);
+        bad!("CPU {c} does not exist: this host has CPUs 0-{}", n - 1);
     }
     Ok(out)
 }
@@ -209,15 +213,15 @@ pub fn parse_size(s: &str) -> Result<u64> {
     .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n, *m)))
     .unwrap_or((t, 1));
     let v: f64 = num.trim().parse().map_err(|_| {
-        anyhow!("'{s}' is not a size: use bytes with an optional k/M/G or Ki/Mi/Gi suffix")
+        invalid!("'{s}' is not a size: use bytes with an optional k/M/G or Ki/Mi/Gi suffix")
     })?;
     if !(v.is_finite() && v >= 0.0) {
-        bail!("'{s}' is not a size");
+        bad!("'{s}' is not a size");
     }
     // `as u64` would saturate: 1e30 bytes must not become 16 EiB silently.
     let bytes = (v * mult as f64).round();
     if bytes >= u64::MAX as f64 {
-        bail!("'{s}' is too large a size: give at most a few TB, e.g. 100G");
+        bad!("'{s}' is too large a size: give at most a few TB, e.g. 100G");
     }
     Ok(bytes as u64)
 }

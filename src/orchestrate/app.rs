@@ -29,7 +29,7 @@ pub fn agent(cfg: &AgentConfig) -> i32 {
     match crate::agent::run(netns, limits) {
         Ok(()) => 0,
         Err(e) => {
-            errln!("agent: {e:#}");
+            errln!("agent: {}", crate::model::error::chain(&e));
             1
         }
     }

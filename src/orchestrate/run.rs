@@ -2,6 +2,7 @@
 //! progress line, and what happens on Ctrl-C. Shared by every command.
 
 use crate::model::criteria::Criterion;
+use crate::model::error::chain;
 use crate::model::signals::{self, interrupted};
 use crate::model::stderr::{errln, errprint};
 use crate::model::stdout;
@@ -197,7 +198,7 @@ impl Run {
                 self.results.baseline = Some(c);
                 None
             }
-            Err(e) => Some(format!("{e:#}")),
+            Err(e) => Some(chain(&e)),
         }
     }
 
@@ -241,7 +242,7 @@ impl Run {
             let first = d.write_error().is_none();
             if let Err(e) = d.write_results(&self.results) {
                 if first {
-                    errln!("warning: could not write results.json: {e:#}");
+                    errln!("warning: could not write results.json: {}", chain(&e));
                 }
             }
         }
@@ -341,7 +342,7 @@ impl Run {
         let d = self.dir.as_ref()?;
         if d.write_error().is_none() {
             if let Err(e) = crate::report::write_run_report(&d.path) {
-                d.failed(format!("{e:#}"));
+                d.failed(chain(&e));
             }
         }
         match d.write_error() {
@@ -395,7 +396,7 @@ impl Run {
         if let Some(path) = &self.criteria.junit {
             match crate::report::junit::write(path, &self.results) {
                 Ok(()) => errln!("junit: {}", path.display()),
-                Err(e) => errln!("error: writing the JUnit report: {e:#}"),
+                Err(e) => errln!("error: writing the JUnit report: {}", chain(&e)),
             }
         }
         if interrupted() {

@@ -60,7 +60,7 @@ pub fn monitor(cfg: MonitorConfig, warning: Option<String>, out: &SummaryOut) ->
     let summary = match crate::latency::monitor::run(cfg) {
         Ok(s) => s,
         Err(e) => {
-            errln!("monitor: {e:#}");
+            errln!("monitor: {}", crate::model::error::chain(&e));
             return 1;
         }
     };

@@ -3,6 +3,7 @@
 //! could not run as a failed test, and the terminal's list of points with
 //! their pivot tables.
 
+use crate::model::error::chain;
 use crate::model::sweep::Point;
 use crate::results::criteria::Marks;
 use crate::results::{RunResults, TestStatus};
@@ -150,6 +151,6 @@ pub fn pivot_hook(r: &RunResults, run_dir: Option<&std::path::Path>) -> Option<S
     let opts = crate::report::pivot::PivotOpts::default();
     match crate::report::pivot::for_run(r, run_dir, &opts) {
         Ok(t) => t,
-        Err(e) => Some(format!("\npivot table: {e:#}\n")),
+        Err(e) => Some(format!("\npivot table: {}\n", chain(&e))),
     }
 }

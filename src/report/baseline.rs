@@ -10,12 +10,13 @@
 use super::compare::{spread, Noise};
 use super::registry;
 use crate::model::criteria::{self, Figure, Kind, Stat};
+use crate::model::error::Step;
+use crate::report::error::Result;
 use crate::results::criteria::{
     classify, subjects, BaselineComparison, Change, FigureChange, Marks, NoiseSource, Subject,
 };
 use crate::results::RunResults;
 use crate::search::RampPhase;
-use anyhow::Result;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -29,7 +30,7 @@ const LATENCY_FLOOR_S: f64 = 50e-6;
 /// Compares `r` with the run at `path` (a run directory or results file).
 pub fn compare_with(r: &RunResults, path: &Path, tolerance_pct: f64) -> Result<BaselineComparison> {
     let base = super::load(path, None)
-        .map_err(|e| e.context(format!("reading the baseline {}", path.display())))?;
+        .map_err(|e| Step::new(format!("reading the baseline {}", path.display()), e))?;
     Ok(compare(
         r,
         &base.results,

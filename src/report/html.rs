@@ -430,7 +430,7 @@ fn pivots(runs: &[Run], opts: Option<&PivotOpts>, prefix: &str) -> Option<(Strin
         Err(e) => Some((
             format!(
                 "<p class=\"muted\">No pivot table: {}</p>",
-                esc(&format!("{e:#}"))
+                esc(&crate::model::error::chain(&e))
             ),
             Vec::new(),
         )),

@@ -5,10 +5,11 @@
 //! Written atomically.
 
 use super::baseline::describe;
+use crate::model::error::Context;
 use crate::model::files::write_atomic;
+use crate::report::error::Result;
 use crate::results::criteria::{subjects, Change, Marks};
 use crate::results::{RunResults, TestStatus};
-use anyhow::{Context, Result};
 use std::path::Path;
 
 /// Escapes text for XML attributes and content.
@@ -195,7 +196,8 @@ pub fn document(r: &RunResults) -> String {
 /// Writes the JUnit document of `r` to `path` atomically.
 pub fn write(path: &Path, r: &RunResults) -> Result<()> {
     write_atomic(path, document(r).as_bytes())
-        .with_context(|| format!("writing {}", path.display()))
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@ mod compare;
 mod cpu;
 pub mod dscp;
 pub mod efficiency;
+pub mod error;
 pub mod export;
 pub mod figures;
 pub mod format;
@@ -57,9 +58,11 @@ pub mod verdicts;
 
 pub use run::{dut_mode, Run};
 
+use crate::model::error::chain;
+use crate::model::error::Context;
 use crate::model::files::write_atomic;
+use crate::report::error::{fail, Result};
 use crate::results::RunResults;
-use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
 /// What `linerate report` is asked for (the command layer builds it from
@@ -108,14 +111,14 @@ pub fn run(args: &ReportArgs) -> i32 {
     let input = match read_input(args) {
         Ok(i) => i,
         Err(e) => {
-            errln!("linerate report: {e:#}");
+            errln!("linerate report: {}", chain(&e));
             return 2;
         }
     };
     match report(args, input) {
         Ok(()) => 0,
         Err(e) => {
-            errln!("linerate report: {e:#}");
+            errln!("linerate report: {}", chain(&e));
             1
         }
     }
@@ -141,7 +144,7 @@ fn read_input(args: &ReportArgs) -> Result<Input> {
         Some(opts) => {
             let p = pivot::build(&runs, opts)?;
             if p.is_empty() {
-                bail!("--pivot: the runs hold no tests, ramps or searches to pivot");
+                fail!("--pivot: the runs hold no tests, ramps or searches to pivot");
             }
             p
         }
@@ -232,7 +235,7 @@ fn print_pivots(runs: &[Run], pivots: &[pivot::Pivot], args: &ReportArgs) -> Res
 pub fn write_run_report(run_dir: &Path) -> Result<()> {
     let run = load(run_dir, None)?;
     let page = html::single(&run);
-    write_atomic(&run_dir.join("report.html"), page.as_bytes())
+    Ok(write_atomic(&run_dir.join("report.html"), page.as_bytes())?)
 }
 
 /// Loads every run and gives each a label.
@@ -276,7 +279,7 @@ fn distinct(v: &[String]) -> bool {
 /// directories (its most recently written run).
 pub fn load(path: &Path, label: Option<String>) -> Result<Run> {
     if !path.exists() {
-        bail!(
+        fail!(
             "{}: no such file or directory; give a run directory written by linerate (lab, tcp, \
              udp, ...), its results.json, or a directory of runs",
             path.display()
@@ -318,7 +321,7 @@ pub fn load(path: &Path, label: Option<String>) -> Result<Run> {
     })?;
     let major = |v: &str| v.split('.').next().unwrap_or("").to_string();
     if major(&results.schema_version) != major(crate::results::SCHEMA_VERSION) {
-        bail!(
+        fail!(
             "{} has schema version {}; this linerate reads {}.x (use the linerate that wrote it)",
             file.display(),
             results.schema_version,
@@ -384,6 +387,6 @@ mod tests {
     #[test]
     fn a_wrong_file_says_what_to_give() {
         let e = load(Path::new("/nonexistent/run"), None).unwrap_err();
-        assert!(format!("{e:#}").contains("give a run directory"), "{e:#}");
+        assert!(chain(&e).contains("give a run directory"), "{}", chain(&e));
     }
 }

@@ -6,7 +6,8 @@
 //! [`MAX_COLUMNS`] columns so a month draws as fast as an hour.
 
 use crate::latency::monitor::{journal_files, JOURNAL};
-use anyhow::{bail, Context, Result};
+use crate::model::error::Context;
+use crate::report::error::{fail, Result};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::BufRead;
@@ -45,7 +46,7 @@ pub fn parse_time(s: &str) -> Result<f64> {
     let d: Vec<i64> = date.split('-').filter_map(|x| x.parse().ok()).collect();
     let h: Vec<f64> = time.split(':').filter_map(|x| x.parse().ok()).collect();
     if d.len() != 3 || h.is_empty() {
-        bail!("'{s}' is not a time: give Unix seconds or YYYY-MM-DDTHH:MM[:SS]Z");
+        fail!("'{s}' is not a time: give Unix seconds or YYYY-MM-DDTHH:MM[:SS]Z");
     }
     let (y, m, day) = (d[0], d[1], d[2]);
     let y = if m <= 2 { y - 1 } else { y };
@@ -348,7 +349,7 @@ fn graph(name: &str, cols: &[Column], notes: &[Annotation], t0: f64, t1: f64) ->
 pub fn page(dir: &Path, from: Option<f64>, to: Option<f64>) -> Result<String> {
     let (targets, notes) = read(dir, from.unwrap_or(f64::MIN), to.unwrap_or(f64::MAX))?;
     if targets.is_empty() {
-        bail!(
+        fail!(
             "{}: no monitor windows in that span (is the monitor still in its first window?)",
             dir.display()
         );

@@ -11,13 +11,30 @@
 
 use super::RunResults;
 use crate::model::clock::time_stamp_compact;
+use crate::model::error::{chain, Context, ModelError, Step};
 use crate::model::files::{create_dir_new, create_new, trusted_dir, write_atomic};
 use crate::proto::IntervalSample;
-use anyhow::{bail, Context, Result};
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+
+/// Why a results directory could not be made or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsError {
+    /// The run name cannot name a directory; the message says what to do.
+    #[error("{0}")]
+    BadName(String),
+    /// A step failed because of the error it carries.
+    #[error(transparent)]
+    Step(#[from] Step),
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+type Result<T, E = ResultsError> = std::result::Result<T, E>;
 
 /// One run's directory on disk.
 pub struct RunDir {
@@ -30,10 +47,10 @@ pub struct RunDir {
 impl RunDir {
     pub fn create(base: &Path, name: &str) -> Result<Self> {
         if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
-            bail!(
+            return Err(ResultsError::BadName(format!(
                 "the run name {name:?} cannot name a directory: it becomes part of the results \
                  directory's name; choose one without '/' (--name or the plan's name)"
-            );
+            )));
         }
         let stem = format!("{}-{name}", time_stamp_compact());
         let path = trusted_dir(base)
@@ -77,9 +94,9 @@ impl RunDir {
         let bytes = serde_json::to_vec_pretty(r)?;
         let written = write_atomic(&self.path.join("results.json"), &bytes);
         if let Err(e) = &written {
-            self.failed(format!("{e:#}"));
+            self.failed(chain(e));
         }
-        written
+        Ok(written?)
     }
 
     /// Records a write that failed elsewhere in this directory (the report).

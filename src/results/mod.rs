@@ -13,7 +13,7 @@ pub mod latency_at;
 
 /// A test setting that is also a field of the schema; it lives in `model`.
 pub use crate::model::flows::FlowMode;
-pub use dir::RunDir;
+pub use dir::{ResultsError, RunDir};
 pub use host::host_facts;
 
 use crate::model::lab::LabTopology;

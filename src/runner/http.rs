@@ -16,7 +16,7 @@ use crate::results::{
     pair_intervals, CrossCheck, DirectionResult, HttpResult, Protocol, RunDir, TestParams,
     TestResult,
 };
-use anyhow::{anyhow, bail, Result};
+use crate::runner::error::{err, fail, Result};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -117,7 +117,7 @@ fn http_inner(
         .gens
         .first()
         .map(|g| g.agent)
-        .ok_or_else(|| anyhow!("an HTTP test needs a client"))?;
+        .ok_or_else(|| err!("an HTTP test needs a client"))?;
     let sink = ends.sink.agent;
     let ids = Ids {
         server: super::setup::next_id(),
@@ -132,7 +132,7 @@ fn http_inner(
     let after = jobs.snapshot(&agents)?;
     jobs.disarm();
     if !col.errors.is_empty() {
-        bail!("{}", col.errors.join("; "));
+        fail!("{}", col.errors.join("; "));
     }
     record::counters(ends, &before, &after, result);
     record_download(
@@ -146,7 +146,7 @@ fn http_inner(
         result,
     )?;
     if !done {
-        bail!("{}", super::setup::cut_short());
+        fail!("{}", super::setup::cut_short());
     }
     Ok(())
 }
@@ -195,7 +195,7 @@ fn open_server(
         )),
         (None, Some(s)) => {
             let ip = side.addr.main(t.ipv6).ok_or_else(|| {
-                anyhow!(
+                err!(
                     "the server side has no IPv{} address",
                     if t.ipv6 { 6 } else { 4 }
                 )
@@ -218,7 +218,7 @@ fn open_server(
                     }),
                     None,
                 )?
-                .ok_or_else(|| anyhow!("the HTTP server reported no port"))?;
+                .ok_or_else(|| err!("the HTTP server reported no port"))?;
             let scheme = if t.tls { "https" } else { "http" };
             let host = match ip {
                 std::net::IpAddr::V6(v6) => format!("[{v6}]"),
@@ -235,7 +235,7 @@ fn open_server(
                 vec![sink],
             ))
         }
-        (None, None) => bail!("an HTTP test needs a server or a URL"),
+        (None, None) => fail!("an HTTP test needs a server or a URL"),
     }
 }
 
@@ -447,7 +447,7 @@ fn record_download(
         .http
         .as_deref()
         .cloned()
-        .ok_or_else(|| anyhow!("the HTTP client reported no figures"))?;
+        .ok_or_else(|| err!("the HTTP client reported no figures"))?;
     if chttp.requests == 0 && chttp.body_bytes == 0 {
         let why = chttp
             .connections
@@ -456,7 +456,7 @@ fn record_download(
             .unwrap_or_else(|| "no response".into());
         // The failed requests by kind stay in the results.
         result.http = Some(download_result(t, url, chttp, None, None));
-        bail!("no download completed: {why}");
+        fail!("no download completed: {why}");
     }
     let shttp = server_summary
         .as_ref()

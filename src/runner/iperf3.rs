@@ -14,8 +14,8 @@ use crate::proto::{Direction, EndpointSummary, IntervalSample, Job, StreamSample
 use crate::results::{
     pair_intervals, CpuUse, CrossCheck, DirectionResult, Protocol, RunDir, TestResult,
 };
+use crate::runner::error::{err, fail, Result};
 use crate::topology::Addressing;
-use anyhow::{anyhow, bail, Result};
 use std::time::{Duration, Instant};
 
 /// The roles of a client test's two ends, as results name them.
@@ -184,7 +184,7 @@ fn iperf3_inner(
         .gens
         .first()
         .map(|g| g.agent)
-        .ok_or_else(|| anyhow!("an iperf3 test needs a client"))?;
+        .ok_or_else(|| err!("an iperf3 test needs a client"))?;
     let id = next_id();
     let agents = ends.agents();
     let mut jobs = Jobs::new(ends.fleet);
@@ -194,13 +194,13 @@ fn iperf3_inner(
     let after = jobs.snapshot(&agents)?;
     jobs.disarm();
     if !col.errors.is_empty() {
-        bail!("{}", col.errors.join("; "));
+        fail!("{}", col.errors.join("; "));
     }
     let Some(mut summary) = col.finished.get(&id).cloned() else {
-        bail!("{}", super::setup::cut_short());
+        fail!("{}", super::setup::cut_short());
     };
     let report = summary.iperf3.take().ok_or_else(|| {
-        anyhow!(
+        err!(
             "the agent's iperf3 client reported no stream totals: is the linerate on that \
              host older than this one? Install the same version on both"
         )
@@ -246,10 +246,10 @@ fn iperf3_inner(
     );
     kernel_check(result, &role, CLIENT_ROLES.1);
     if let Some(lost) = report.lost {
-        bail!("{lost}");
+        fail!("{lost}");
     }
     if !done {
-        bail!("{}", super::setup::cut_short());
+        fail!("{}", super::setup::cut_short());
     }
     Ok(())
 }

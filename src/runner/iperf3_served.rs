@@ -10,11 +10,13 @@ use super::jobs::{collect, collect_stopped, Collected, Jobs};
 use super::record as counters;
 use super::setup::{cut_short, finish_test, next_id, Ends, Leg, OnProgress, Progress};
 use crate::iperf3::{Measured, Outcome};
+use crate::model::error::{chain, Step};
 use crate::proto::iperf3::{ClientReport, ServedTest, ServerJob, ServerReport, StreamTotals};
 use crate::proto::{IntervalSample, Job};
 use crate::results::{CrossCheck, RunDir, TestResult, TestStatus};
+use crate::runner::error::RunnerError;
+use crate::runner::error::{err, fail, Result};
 use crate::topology::Addressing;
-use anyhow::{anyhow, Result};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -83,11 +85,14 @@ fn served_inner(
     let sid = next_id();
     jobs.start(sink, sid, Job::Iperf3Server(Box::new(server.clone())), None)
         .map_err(|e| {
-            e.context(format!(
-                "starting linerate's iperf3 server on host {host} ({}; an agent older than this \
-                 linerate does not know this job: install the same version there)",
-                server.listen
-            ))
+            Step::new(
+                format!(
+                    "starting linerate's iperf3 server on host {host} ({}; an agent older than \
+                     this linerate does not know this job: install the same version there)",
+                    server.listen
+                ),
+                e,
+            )
         })?;
     for c in &mut clients {
         if let Err(e) = jobs.start(
@@ -96,7 +101,7 @@ fn served_inner(
             Job::Iperf3Client(Box::new(t.job.clone())),
             None,
         ) {
-            c.failed = Some(format!("{e:#}"));
+            c.failed = Some(chain(&e));
         }
     }
     let ids: Vec<u32> = clients
@@ -171,7 +176,7 @@ fn served_inner(
         let body = |r: &mut TestResult| -> Result<()> {
             if let Some(e) = why {
                 let busy = report.as_ref().is_ok_and(|s| s.busy > 0) && e.contains("busy");
-                return Err(anyhow!(if busy {
+                return Err(RunnerError::Failed(if busy {
                     format!(
                         "{} was refused as busy by linerate's iperf3 server on {host} \
                          (max_clients {}: every slot was taken): {e}",
@@ -182,7 +187,7 @@ fn served_inner(
                 }));
             }
             let mine = one_client(ends, &mut col, c, t, (&far_role, started), r)?;
-            let served = report.as_ref().map_err(|e| anyhow!("{e}"))?;
+            let served = report.as_ref().map_err(|e| err!("{e}"))?;
             server_view(
                 r,
                 &mine.streams,
@@ -192,7 +197,7 @@ fn served_inner(
                 &host,
             )?;
             if let Some(lost) = mine.lost {
-                anyhow::bail!("{}: {lost}", c.label);
+                fail!("{}: {lost}", c.label);
             }
             counters::counters(ends, &before, &after, r);
             let leg = leg_of(c);
@@ -205,7 +210,7 @@ fn served_inner(
                 kernel_check(r, &ends.role(c.agent), &far_role);
             }
             if !done {
-                anyhow::bail!("{}", cut_short());
+                fail!("{}", cut_short());
             }
             Ok(())
         };
@@ -215,7 +220,7 @@ fn served_inner(
             } else {
                 r.status
             };
-            r.error = Some(format!("{e:#}"));
+            r.error = Some(chain(&e));
         }
         r.note_links_down();
         results.push(r);
@@ -235,7 +240,7 @@ fn one_client(
 ) -> Result<ClientReport> {
     let mut summary = col.summary(c.id);
     let report = summary.iperf3.take().ok_or_else(|| {
-        anyhow!(
+        err!(
             "{}: the agent's iperf3 client reported no stream totals: is the linerate on that \
              host older than this one? Install the same version on both",
             c.label
@@ -286,7 +291,7 @@ fn server_view(
     host: &str,
 ) -> Result<()> {
     let Some(cookie) = cookie else {
-        anyhow::bail!(
+        fail!(
             "{label}: the agent's iperf3 client did not report its cookie, so the server's count \
              of its test cannot be found: is the linerate on that host older than this one?"
         );
@@ -296,7 +301,7 @@ fn server_view(
         .iter()
         .find(|s| s.cookie.as_deref() == Some(cookie))
     else {
-        anyhow::bail!(
+        fail!(
             "linerate's iperf3 server on {host} has no record of {label}'s test ({} other tests \
              served): the client and the server disagree on whether it ran",
             report.served.len()
@@ -308,7 +313,7 @@ fn server_view(
     kept.cookie = None;
     r.server_record = Some(kept);
     if let Some(e) = &served.error {
-        anyhow::bail!("linerate's iperf3 server on {host}, for {label}: {e}");
+        fail!("linerate's iperf3 server on {host}, for {label}: {e}");
     }
     Ok(())
 }

@@ -4,9 +4,9 @@
 use super::intervals::IntervalStore;
 use crate::model::signals::stop_requested;
 use crate::proto::{EndpointSummary, IntervalSample, Job, Request, Response, Snapshot};
+use crate::runner::error::{fail, Result};
 use crate::sys;
 use crate::topology::Fleet;
-use anyhow::{bail, Result};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -51,7 +51,7 @@ impl<'f> Jobs<'f> {
         self.started.push((agent, test));
         match answer {
             Response::Started { port, .. } => Ok(port),
-            other => bail!("unexpected answer to start: {other:?}"),
+            other => fail!("unexpected answer to start: {other:?}"),
         }
     }
 
@@ -81,7 +81,7 @@ impl<'f> Jobs<'f> {
                     }
                     out.insert(a, snapshot);
                 }
-                other => bail!("unexpected answer to snapshot: {other:?}"),
+                other => fail!("unexpected answer to snapshot: {other:?}"),
             }
         }
         Ok(out)

@@ -7,12 +7,13 @@
 use super::setup::{finish_test, Ends, OnProgress, TcpTest, UdpTest};
 use crate::latency::responder;
 use crate::latency::stats::{self, LatencyResult, OneWayClock, PhaseSpan, ResponderCounts};
+use crate::model::error::{Context, Step};
 use crate::model::signals::{aborted, interrupted, stop_requested};
 use crate::proto::probe::{self, ProbeSample};
 use crate::proto::{Cidr, EndpointSummary, Job, Request, Response};
 use crate::results::{CrossCheck, RunDir, TestResult, TestStatus};
+use crate::runner::error::{err, fail, Result};
 use crate::sys::realtime_ns;
-use anyhow::{anyhow, bail, Context, Result};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -158,7 +159,7 @@ pub fn run_latency(
             }
         }
         Err(e) => {
-            let failed = finish_test(result, |_| Err(e.context("latency probes")));
+            let failed = finish_test(result, |_| Err(Step::new("latency probes", e).into()));
             result = failed;
         }
     }
@@ -192,9 +193,9 @@ fn open(ends: &mut Ends, t: &LatencyTest) -> Result<Session> {
         .gens
         .first()
         .cloned()
-        .ok_or_else(|| anyhow!("a latency test needs a generator"))?;
+        .ok_or_else(|| err!("a latency test needs a generator"))?;
     let target_ip = ends.sink.addr.main(v6).ok_or_else(|| {
-        anyhow!(
+        err!(
             "the server side has no IPv{} address",
             if v6 { 6 } else { 4 }
         )
@@ -206,7 +207,7 @@ fn open(ends: &mut Ends, t: &LatencyTest) -> Result<Session> {
     let client_ip = match seen.or(gen.addr.main(v6)) {
         Some(a) => a,
         None if target_ip.is_loopback() => loopback(v6),
-        None => bail!(
+        None => fail!(
             "the latency responder answers only the client's address, and the client endpoint \
              could not tell its source address towards the server (see the warning above): \
              add --client-address ADDR"
@@ -230,7 +231,7 @@ fn open(ends: &mut Ends, t: &LatencyTest) -> Result<Session> {
             dscp: t.load.dscp(),
         },
     )?
-    .ok_or_else(|| anyhow!("the latency responder reported no port"))?;
+    .ok_or_else(|| err!("the latency responder reported no port"))?;
     let target = SocketAddr::new(target_ip, port);
     let started = start(
         ends,
@@ -267,8 +268,8 @@ fn start(ends: &mut Ends, agent: usize, test: u32, job: Job) -> Result<Option<u1
     };
     match ends.fleet.call(agent, &req, Duration::from_secs(15))? {
         Response::Started { port, .. } => Ok(port),
-        Response::Error { message, .. } => bail!("{message}"),
-        other => bail!("unexpected answer to start: {other:?}"),
+        Response::Error { message, .. } => fail!("{message}"),
+        other => fail!("unexpected answer to start: {other:?}"),
     }
 }
 
@@ -374,7 +375,7 @@ fn finish(
     while client.is_none() || resp.is_none() {
         if Instant::now() > deadline {
             stop(ends, s.resp_agent, s.resp_id);
-            bail!("the latency client or responder did not report in time");
+            fail!("the latency client or responder did not report in time");
         }
         // The responder stays up until the client's late replies are in.
         if client.is_some() && !resp_stopped {
@@ -395,7 +396,7 @@ fn finish(
                 message,
             } if test == s.client_id || test == s.resp_id => {
                 stop(ends, s.resp_agent, s.resp_id);
-                bail!("{message}");
+                fail!("{message}");
             }
             _ => {}
         }

@@ -14,6 +14,7 @@
 //! CPU time per packet, per interval).
 
 mod dut;
+pub mod error;
 mod http;
 mod intervals;
 pub mod iperf3;

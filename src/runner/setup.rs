@@ -5,11 +5,12 @@
 //! this and on nothing of each other's, except latency, which runs a TCP or
 //! UDP load beside its probes.
 
+use crate::model::error::chain;
 use crate::model::signals::{aborted, interrupted};
 use crate::proto::{Cidr, Direction, FlowSpec, FrameSpec, RateProfile, RxEngine, TxEngine};
 use crate::results::{FlowMode, TestResult, TestStatus};
+use crate::runner::error::{err, fail, Result};
 use crate::topology::{Addressing, Fleet};
-use anyhow::{anyhow, bail, Result};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -215,7 +216,7 @@ pub fn nth_port(port: u16, i: usize) -> Result<u16> {
         return Ok(0);
     }
     u16::try_from(usize::from(port) + i).map_err(|_| {
-        anyhow::anyhow!(
+        err!(
             "--port {port}: the test needs {} ports from it, past 65535; give a lower port",
             i + 1
         )
@@ -339,10 +340,10 @@ pub fn build_flows(
 ) -> Result<Vec<FlowSpec>> {
     let dst_main = to
         .main(v6)
-        .ok_or_else(|| anyhow!("the receiver has no IPv{} address", if v6 { 6 } else { 4 }))?;
+        .ok_or_else(|| err!("the receiver has no IPv{} address", if v6 { 6 } else { 4 }))?;
     let need_prefix = |a: &Addressing, side: &str| -> Result<()> {
         if a.flow_v4.is_none() && a.flow_v6.is_none() {
-            bail!(
+            fail!(
                 "flow mode {mode:?} varies {side} addresses, which needs a locally accepted prefix \
                  (the lab sets one up); between named endpoints use --flow-mode one or ports"
             );
@@ -351,7 +352,7 @@ pub fn build_flows(
     };
     let n = if mode == FlowMode::One { 1 } else { n.max(1) };
     if mode == FlowMode::Ports && n > 4096 {
-        bail!("--flows {n}: the ports flow mode opens one socket per flow; use at most 4096");
+        fail!("--flows {n}: the ports flow mode opens one socket per flow; use at most 4096");
     }
     let mut flows = Vec::with_capacity(usize::from(n));
     for i in 0..n {
@@ -408,7 +409,7 @@ pub(super) fn finish_test(
         } else {
             TestStatus::Failed
         };
-        result.error = Some(format!("{e:#}"));
+        result.error = Some(chain(&e));
     }
     result.note_links_down();
     result

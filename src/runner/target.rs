@@ -3,11 +3,12 @@
 //! server behind a DUT it routes through), or no frame would arrive and
 //! the test would measure a wrong path.
 
+use crate::model::error::{chain, Context};
 use crate::model::stderr::errln;
 use crate::netops::reach;
 use crate::proto::{Request, Response};
+use crate::runner::error::{fail, Result};
 use crate::topology::Fleet;
-use anyhow::{bail, Context, Result};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -30,12 +31,12 @@ pub fn check_target(
         .with_context(|| format!("asking the server endpoint {server_name} about {target}"))?;
     let (owned, routed) = match answer {
         Response::TargetCheck { owned, routed, .. } => (owned, routed),
-        other => bail!("unexpected answer to a target check: {other:?}"),
+        other => fail!("unexpected answer to a target check: {other:?}"),
     };
     if owned || routed {
         return Ok(());
     }
-    bail!("{}", not_on_server(target, server_name, owner(target)))
+    fail!("{}", not_on_server(target, server_name, owner(target)))
 }
 
 /// The address the generator's agent (`gen`, named `gen_name` as the user
@@ -59,7 +60,7 @@ pub fn source_address(
         })?;
     match answer {
         Response::Source { source, .. } => Ok(source),
-        other => bail!("unexpected answer to a source address question: {other:?}"),
+        other => fail!("unexpected answer to a source address question: {other:?}"),
     }
 }
 
@@ -80,7 +81,8 @@ pub fn client_address(
         Ok(a) => Some(a),
         Err(e) => {
             errln!(
-                "warning: {e:#}; a test that sends towards the client needs --client-address ADDR"
+                "warning: {}; a test that sends towards the client needs --client-address ADDR",
+                chain(&e)
             );
             None
         }

@@ -11,7 +11,7 @@ use crate::results::{
     in_omit, mark_omitted, pair_intervals, CrossCheck, DirectionBuffers, DirectionResult, Protocol,
     RunDir, TestParams, TestResult,
 };
-use anyhow::{anyhow, bail, Result};
+use crate::runner::error::{err, fail, Result};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -80,7 +80,7 @@ fn tcp_inner(
     result: &mut TestResult,
 ) -> Result<()> {
     let target_ip = ends.sink.addr.main(t.ipv6).ok_or_else(|| {
-        anyhow!(
+        err!(
             "the server side has no IPv{} address",
             if t.ipv6 { 6 } else { 4 }
         )
@@ -109,7 +109,7 @@ fn tcp_inner(
     let after = jobs.snapshot(&agents)?;
     jobs.disarm();
     if !col.errors.is_empty() {
-        bail!("{}", col.errors.join("; "));
+        fail!("{}", col.errors.join("; "));
     }
     record::counters(ends, &before, &after, result);
     record_vlan(ends, t, &pairs, &col, result);
@@ -123,7 +123,7 @@ fn tcp_inner(
         result,
     );
     if !done {
-        bail!("{}", super::setup::cut_short());
+        fail!("{}", super::setup::cut_short());
     }
     Ok(())
 }
@@ -200,7 +200,7 @@ fn start_servers(
                 },
                 None,
             )?
-            .ok_or_else(|| anyhow!("the TCP server reported no port"))?;
+            .ok_or_else(|| err!("the TCP server reported no port"))?;
         ports.push(port);
     }
     Ok(ports)

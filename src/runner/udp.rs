@@ -15,7 +15,7 @@ use crate::results::{
     in_omit, mark_omitted, pair_intervals, DirectionResult, FlowMode, Protocol, RunDir, TestParams,
     TestResult, TestStatus,
 };
-use anyhow::{anyhow, bail, Result};
+use crate::runner::error::{err, fail, Result};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -76,7 +76,7 @@ fn udp_inner(
     }
     for leg in &legs {
         for vlan in [leg.from.vlan, leg.to.vlan] {
-            crate::engine::frame::check_frames(t.frame, t.ipv6, vlan).map_err(|e| anyhow!(e))?;
+            crate::engine::frame::check_frames(t.frame, t.ipv6, vlan)?;
         }
     }
     let agents = ends.agents();
@@ -111,7 +111,7 @@ fn udp_inner(
             },
             None,
         )?;
-        let port = port.ok_or_else(|| anyhow!("the receiver reported no port"))?;
+        let port = port.ok_or_else(|| err!("the receiver reported no port"))?;
         port_of.insert(leg.rx_id, port);
         let flows = super::build_flows(t.flow_mode, t.flows, t.ipv6, &leg.from, &leg.to, port)?;
         flows_of.insert(leg.tx_id, flows);
@@ -268,11 +268,11 @@ fn udp_inner(
     result.counters_span_ns = Some((span_from, span_to / 2 + crate::sys::realtime_ns() / 2));
     jobs.disarm();
     if !col.errors.is_empty() {
-        bail!("{}", col.errors.join("; "));
+        fail!("{}", col.errors.join("; "));
     }
     // A receiver that never reported has not measured zero loss.
     if let Some(l) = legs.iter().find(|l| !col.finished.contains_key(&l.rx_id)) {
-        bail!(
+        fail!(
             "the {} receiver did not report its counts within 5 s of Stop; this test has no loss figure",
             ends.role(l.rx_agent)
         );
@@ -307,7 +307,7 @@ fn udp_inner(
         result.aggregate = Some(record::aggregate(ends, &legs, result, Some(frame)));
     }
     if !done {
-        bail!("{}", super::setup::cut_short());
+        fail!("{}", super::setup::cut_short());
     }
     Ok(())
 }

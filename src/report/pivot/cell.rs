@@ -4,8 +4,8 @@
 //! default per kind; and the scale a column of such values is written in.
 
 use crate::model::criteria::{self, Figure, Kind};
+use crate::report::error::{fail, Result};
 use crate::results::{Protocol, TestResult};
-use anyhow::{bail, Result};
 use std::collections::BTreeMap;
 
 /// A figure, and whether a packet rate is shown in % of the line rate.
@@ -36,14 +36,14 @@ impl Cell {
             None => (t, false),
         };
         let Some(figure) = criteria::figure(name) else {
-            bail!(
+            fail!(
                 "--cell '{text}' is no figure linerate measures; give one of: {} \
                  (a packet rate with % appended, e.g. rx_pps% or ndr%, is shown in % of the line rate)",
                 criteria::figure_names()
             );
         };
         if of_line && figure.kind != Kind::Pps {
-            bail!(
+            fail!(
                 "--cell '{text}': only packet rates can be shown in % of the line rate \
                  ({} is {}); drop the %, or use line_pct for a test's received rate",
                 figure.name,

@@ -18,11 +18,12 @@ pub use model::{build, CellValue, Pivot, PivotOpts, Value, PSEUDO_AXES};
 pub use page::section as html_section;
 pub use text::csv;
 
+use crate::model::error::Context;
 use crate::model::files::write_atomic;
 use crate::report::columns;
+use crate::report::error::Result;
 use crate::report::run::Run;
 use crate::results::RunResults;
-use anyhow::{Context, Result};
 use std::path::Path;
 
 /// The terminal tables of `pivots`, fitted to `width`.
@@ -74,5 +75,6 @@ pub fn write_csv(path: &Path, pivots: &[Pivot]) -> Result<()> {
             "writing the pivot table to {} (check the directory exists and is writable, or give --csv another path)",
             path.display()
         )
-    })
+    })?;
+    Ok(())
 }

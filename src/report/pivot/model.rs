@@ -6,9 +6,9 @@
 use super::cell::{self, Cell};
 use crate::model::sweep::SweepInfo;
 use crate::proto::{Direction, FrameSpec};
+use crate::report::error::{fail, Result};
 use crate::report::run::Run;
 use crate::results::{criteria as measured, Protocol, TestResult, TestStatus};
-use anyhow::{bail, Result};
 
 /// What the user asked of the pivot (`--pivot`, `--rows`, `--cols`,
 /// `--cell`); the default pivots each sweep as its SweepInfo says.
@@ -433,7 +433,7 @@ fn pivot(
     let check = |list: &[String], flag: &str| -> Result<()> {
         for a in list {
             if !axes.contains(a) {
-                bail!(
+                fail!(
                     "{flag} names axis '{a}', which the points of '{name}' do not have; \
                      its axes are: {} (give one or several of them, comma-separated)",
                     axes.join(", ")
@@ -446,7 +446,7 @@ fn pivot(
     check(&rows, "--rows")?;
     check(&cols, "--cols")?;
     if let Some(a) = rows.iter().find(|a| cols.contains(a)) {
-        bail!("axis '{a}' is in both --rows and --cols; put it on one side");
+        fail!("axis '{a}' is in both --rows and --cols; put it on one side");
     }
     if rows.is_empty() && cols.is_empty() {
         if let Some(i) = info {
@@ -607,7 +607,7 @@ fn mixed(here: &[&Point], axes: &[String], name: &str) -> Result<()> {
             }
         }
         if vals.len() > 1 {
-            bail!(
+            fail!(
                 "a cell of '{name}' would mix points that differ in '{a}' ({}; first: {}): \
                  add '{a}' to --rows or --cols",
                 vals.join(", "),
