@@ -126,6 +126,9 @@ fn parse_hello(b: &[u8; 8]) -> Option<(u16, bool)> {
     (b[0..4] == MAGIC && b[6] <= 1).then(|| (u16::from_be_bytes([b[4], b[5]]), b[6] == 1))
 }
 
+/// How often a thread waiting for connections looks at the stop flag.
+const STOP_LOOK: Duration = Duration::from_millis(100);
+
 /// Server side: accepts `expect` connections, then runs them.
 pub fn serve(
     ctx: &JobCtx,
@@ -136,6 +139,14 @@ pub fn serve(
     tuning: Tuning,
 ) -> Result<EndpointSummary, EngineError> {
     let accept_deadline = Instant::now() + Duration::from_secs(10);
+    // The listener is non-blocking: between connections the thread sleeps
+    // in epoll until one is pending, looking at the stop flag at least
+    // every STOP_LOOK.
+    let mut pending = sys::Epoll::new(1).map_err(EngineError::io("waiting for TCP streams"))?;
+    pending
+        .add(listener.as_raw_fd(), 0, sys::Interest::READ)
+        .map_err(EngineError::io("waiting for TCP streams"))?;
+    let mut ready = Vec::with_capacity(1);
     let mut streams = Vec::new();
     while streams.len() < usize::from(expect) {
         if ctx.stopped() {
@@ -174,13 +185,19 @@ pub fn serve(
                 });
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if Instant::now() > accept_deadline {
+                let now = Instant::now();
+                if now > accept_deadline {
                     return Err(EngineError::Failed(format!(
                         "only {} of {expect} TCP streams connected within 10 s",
                         streams.len()
                     )));
                 }
-                std::thread::sleep(Duration::from_millis(2));
+                let wait = accept_deadline
+                    .saturating_duration_since(now)
+                    .min(STOP_LOOK);
+                pending
+                    .wait_into(Some(wait), &mut ready)
+                    .map_err(EngineError::io("waiting for TCP streams"))?;
             }
             Err(e) => return Err(EngineError::io("accepting TCP streams")(e)),
         }
