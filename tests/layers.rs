@@ -992,7 +992,7 @@ const LONG_FN_LINES: usize = 80;
 const BIG_FILE_LINES: usize = 600;
 const MAX_LONG_FNS: usize = 19;
 const MAX_BIG_FILES: usize = 8;
-const MAX_ANYHOW_FILES: usize = 10;
+const MAX_ANYHOW_FILES: usize = 0;
 
 /// Non-blank lines of `s`.
 fn code_lines(s: &str) -> usize {

@@ -3,15 +3,16 @@
 //! its tests to [`exec_test`], the one place every kind of test is run.
 
 use crate::lab::{self, LabSpec};
+use crate::model::error::{chain, Context};
 use crate::model::stderr::errln;
 use crate::orchestrate::config::{AgentConfig, Command, Pair, RunOpts, SweepConfig, TestSpec};
+use crate::orchestrate::error::{err, fail, OrchestrateError, Result};
 use crate::orchestrate::loadtest;
 use crate::orchestrate::run::Run;
 use crate::results::criteria::Marks;
 use crate::runner::Ends;
 use crate::topology::Netns;
 use crate::topology::{Addressing, Hosts};
-use anyhow::Result;
 
 /// `linerate agent`: serves the controller on stdin/stdout in the
 /// namespace it names, until the controller hangs up. Returns the exit
@@ -62,7 +63,7 @@ pub fn execute(cmd: Command) -> i32 {
         }
         Command::Plan(plan, opts) => {
             if let Err(e) = crate::orchestrate::plan_run::preflight(&plan) {
-                errln!("error: {e:#}");
+                errln!("error: {}", chain(&e));
                 return 2;
             }
             let name = opts.name.clone().unwrap_or_else(|| plan.name.clone());
@@ -95,7 +96,7 @@ fn with_run(opts: &RunOpts, name: &str, body: impl FnOnce(&mut Run) -> Result<()
     let mut run = match Run::start(opts, name) {
         Ok(r) => r,
         Err(e) => {
-            errln!("error: {e:#}");
+            errln!("error: {}", chain(&e));
             return 2;
         }
     };
@@ -126,13 +127,11 @@ fn pair_test(pair: &Pair, spec: &TestSpec, opts: &RunOpts, run: &mut Run) -> Res
             Some(d) => Some(
                 hosts
                     .spawn("dut", d, Netns::Current, None, log("dut").as_deref())
-                    .map_err(|e| {
-                        anyhow::Error::new(e).context(format!("starting the DUT's agent on {d}"))
-                    })?,
+                    .with_context(|| format!("starting the DUT's agent on {d}"))?,
             ),
             None => None,
         };
-        Ok::<_, anyhow::Error>((gen, sink, dut))
+        Ok::<_, OrchestrateError>((gen, sink, dut))
     })();
     run.record_agents(&hosts);
     let (gen, sink, dut) = spawned?;
@@ -243,17 +242,14 @@ fn sweep_run(s: &SweepConfig, run: &mut Run) -> Result<()> {
                         lab = Some((spec.clone(), l, run.results.labs.len() - 1));
                     }
                     let Some((_, l, idx)) = lab.as_mut() else {
-                        anyhow::bail!("the lab is gone");
+                        fail!("the lab is gone");
                     };
                     let mut ends = Ends::of_lab(l, Some(*idx));
                     loadtest::exec_test(run, &mut ends, test)
                 })();
                 (r, test.kind())
             }
-            other => (
-                Err(anyhow::anyhow!("{other:?} cannot be a sweep point")),
-                "sweep",
-            ),
+            other => (Err(err!("{other:?} cannot be a sweep point")), "sweep"),
         };
         let failed = crate::orchestrate::sweep::finish_point(
             &mut run.results,
@@ -264,13 +260,13 @@ fn sweep_run(s: &SweepConfig, run: &mut Run) -> Result<()> {
         );
         run.save();
         if let Err(e) = &r {
-            errln!("sweep point {} failed: {e:#}", p.name);
+            errln!("sweep point {} failed: {}", p.name, chain(e));
         }
         if failed && s.fail_fast {
             if let Some((_, mut l, _)) = lab.take() {
                 l.fleet.shutdown();
             }
-            anyhow::bail!(
+            fail!(
                 "sweep stopped at point \"{}\" (--fail-fast); the points after it did not run",
                 p.name
             );

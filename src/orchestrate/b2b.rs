@@ -9,13 +9,13 @@
 use crate::model::signals::stop_requested;
 use crate::model::stderr::errln;
 use crate::orchestrate::config::{Profile, SearchConfig};
+use crate::orchestrate::error::{err, fail, Result};
 use crate::orchestrate::run::Run;
 use crate::report::terminal::ProgressLine;
 use crate::results::{RunDir, TestResult, TestStatus};
 use crate::runner::{self, Ends, UdpTest};
 use crate::search::b2b::{BackToBackConfig, BackToBackEnd, BackToBackResult, RFC9004_DRAIN_S};
 use crate::search::{self, BurstOutcome, BurstRunner, TrialError};
-use anyhow::{anyhow, bail, Result};
 use std::time::{Duration, Instant};
 
 /// Seconds of the unpaced probe before the bursts.
@@ -190,7 +190,7 @@ pub fn run_back_to_back(
         dir: run.dir.as_mut(),
         progress: &run.progress,
     };
-    let probe = probe(&mut bursts).map_err(|e| anyhow!("the back-to-back probe: {e}"))?;
+    let probe = probe(&mut bursts).map_err(|e| err!("the back-to-back probe: {e}"))?;
     // The tester's highest rate, or --max-rate where that is lower: bursts
     // at --max-rate are paced to it.
     let (burst_pps, rate_source) = if max_pps < probe.tester_pps * (1.0 - MAX_RATE_SLACK) {
@@ -224,7 +224,7 @@ pub fn run_back_to_back(
         b2b.max_frames = m;
         b2b.start_frames = b2b.start_frames.min(m);
     }
-    let mut r = search::back_to_back(&mut bursts, &b2b).map_err(|e| anyhow!("{e}"))?;
+    let mut r = search::back_to_back(&mut bursts, &b2b)?;
     drop(bursts);
     r.burst_rate_source = rate_source;
     r.throughput_source = throughput_source;
@@ -265,7 +265,7 @@ fn probe(b: &mut UdpBursts) -> Result<Probe> {
         duration: Duration::from_secs_f64(PROBE_S),
         ..b.base.clone()
     };
-    let r = b.test(&t).map_err(|e| anyhow!("{e}"))?;
+    let r = b.test(&t)?;
     let n = r.directions.len().max(1) as f64;
     let dur = r
         .directions
@@ -273,12 +273,12 @@ fn probe(b: &mut UdpBursts) -> Result<Probe> {
         .map(|d| d.duration_s)
         .fold(0.0, f64::max);
     if dur <= 0.0 {
-        bail!("it sent nothing; check the path with `linerate udp` first");
+        fail!("it sent nothing; check the path with `linerate udp` first");
     }
     let tx: u64 = r.directions.iter().map(|d| d.tx_packets).sum();
     let rx: u64 = r.directions.iter().map(|d| d.rx_packets).sum();
     if rx == 0 {
-        bail!("no frame of the {tx} sent arrived; check --target and the path with `linerate udp`");
+        fail!("no frame of the {tx} sent arrived; check --target and the path with `linerate udp`");
     }
     Ok(Probe {
         tester_pps: tx as f64 / dur / n,

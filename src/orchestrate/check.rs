@@ -3,9 +3,10 @@
 //! exits as a test command would.
 
 use crate::model::criteria::Criterion;
+use crate::model::error::chain;
 use crate::model::stderr::{errln, errprint};
+use crate::orchestrate::error::Result;
 use crate::results::criteria::{evaluate, subjects, Marks};
-use anyhow::Result;
 use std::path::PathBuf;
 
 /// A validated `linerate check`.
@@ -28,7 +29,7 @@ pub fn check(c: &CheckConfig) -> i32 {
     match check_inner(c) {
         Ok(code) => code,
         Err(e) => {
-            errln!("error: {e:#}");
+            errln!("error: {}", chain(&e));
             2
         }
     }

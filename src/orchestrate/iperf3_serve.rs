@@ -3,6 +3,7 @@
 //! of its own, with a budget on the results kept.
 
 use super::config::RunOpts;
+use super::error::OrchestrateError;
 use super::run::Run;
 use crate::iperf3::server::{self, ServerConfig};
 use crate::iperf3::{Iperf3Error, Outcome};
@@ -120,7 +121,7 @@ fn record_served(opts: &RunOpts, peer: SocketAddr, r: Result<Outcome, Iperf3Erro
             let mut t = record(&format!("iperf3 from {peer}"), &o, roles, started);
             t.status = TestStatus::Failed;
             t.error = Some(message.clone());
-            (Some(t), Some(anyhow::anyhow!(message)))
+            (Some(t), Some(OrchestrateError::Failed(message)))
         }
         Err(e) => {
             // Nothing ran (refused parameters, a client that left early).
@@ -131,7 +132,7 @@ fn record_served(opts: &RunOpts, peer: SocketAddr, r: Result<Outcome, Iperf3Erro
     let mut run = match Run::start(opts, "iperf3-serve") {
         Ok(r) => r,
         Err(e) => {
-            errln!("error: {e:#}");
+            errln!("error: {}", crate::model::error::chain(&e));
             return 1;
         }
     };

@@ -12,6 +12,7 @@ use crate::model::units;
 use crate::orchestrate::config::{
     Method, Profile, RampConfig, SearchConfig, SearchPlan, Stream, TestSpec,
 };
+use crate::orchestrate::error::{err, fail, Result};
 use crate::orchestrate::run::Run;
 use crate::orchestrate::search_lines::{
     frame_loss_config, mlr_lines, rfc2544_config, rfc2544_line,
@@ -21,7 +22,6 @@ use crate::report::terminal::ProgressLine;
 use crate::results::{RunDir, TestStatus};
 use crate::runner::{self, Ends, UdpTest};
 use crate::search::{self, TrialError, TrialOutcome, TrialRunner};
-use anyhow::{anyhow, bail, Result};
 use std::time::Duration;
 
 /// Runs real UDP trials for the search logic.
@@ -287,7 +287,7 @@ pub const DEFAULT_MIN_PPS: f64 = 1_000.0;
 
 /// The UDP test a ramp or search repeats, at the profile's frames and flows.
 pub fn base_test(p: &Profile, s: &Stream) -> Result<UdpTest> {
-    crate::engine::frame::check_frames(p.frame, s.ipv6, None).map_err(|m| anyhow!(m))?;
+    crate::engine::frame::check_frames(p.frame, s.ipv6, None)?;
     Ok(UdpTest {
         name: p.name.clone(),
         ipv6: s.ipv6,
@@ -377,7 +377,7 @@ fn probe_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<search
     run.ramp_udp(ends, &t);
     let r = &run.results.tests[i];
     if r.status != TestStatus::Ok {
-        bail!(
+        fail!(
             "the probe that sizes the ramp to the DUT failed: {}; give the ramp's end with --ramp-to RATE",
             r.error.clone().unwrap_or_default()
         );
@@ -386,7 +386,7 @@ fn probe_ramp(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<search
     let offered = r.directions.iter().map(|d| d.tx_pps).sum::<f64>() / n;
     let forwarded = r.directions.iter().map(|d| d.rx_pps).sum::<f64>() / n;
     if !(offered > 0.0 && forwarded > 0.0) {
-        bail!(
+        fail!(
             "the probe that sizes the ramp to the DUT got nothing through (offered {offered:.0} pps, received {forwarded:.0}); check the path, or give --ramp-to RATE"
         );
     }
@@ -509,7 +509,7 @@ fn ramp_watched(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<
     run.ramp_udp(ends, &t);
     let r = &run.results.tests[test_index];
     if r.status != TestStatus::Ok {
-        bail!("ramp {}: {}", p.name, r.error.clone().unwrap_or_default());
+        fail!("ramp {}: {}", p.name, r.error.clone().unwrap_or_default());
     }
     let lr_pps = line_rate_pps(cfg.line_rate_bps, p);
     let mut sampled: Vec<(String, Vec<search::RampSample>)> = r
@@ -544,7 +544,7 @@ fn ramp_watched(ends: &mut Ends, cfg: &RampConfig, run: &mut Run) -> Result<Vec<
             .results
             .ramps
             .last()
-            .ok_or_else(|| anyhow!("no ramp to export"))?;
+            .ok_or_else(|| err!("no ramp to export"))?;
         let samples = r.directions_samples();
         let forward = samples.first().map(Vec::as_slice).unwrap_or(&[]);
         let reverse = samples.get(1).map(Vec::as_slice);
@@ -724,7 +724,7 @@ pub fn run_search(
         None => DEFAULT_MIN_PPS.min(max / 2.0),
     };
     if min >= max {
-        bail!("--min-rate ({min:.0} pps) must be below --max-rate ({max:.0} pps)");
+        fail!("--min-rate ({min:.0} pps) must be below --max-rate ({max:.0} pps)");
     }
     let mut trials = UdpTrials {
         ends,
@@ -747,21 +747,20 @@ pub fn run_search(
             goals: plan.goals.clone(),
             ..search::MlrConfig::new(min, max)
         };
-        let r = search::mlr_search(&mut trials, &cfg).map_err(|e| anyhow!("{e}"))?;
+        let r = search::mlr_search(&mut trials, &cfg)?;
         lines.extend(mlr_lines(&p.name, &r, min, lr_pps));
         result.mlr = Some(r);
     }
     if matches!(plan.method, Method::Rfc2544 | Method::Both) {
         let cfg = rfc2544_config(plan, min, max);
-        let r = search::rfc2544_throughput(&mut UdpTrialsWait(&mut trials), &cfg)
-            .map_err(|e| anyhow!("{e}"))?;
+        let r = search::rfc2544_throughput(&mut UdpTrialsWait(&mut trials), &cfg)?;
         lines.push(rfc2544_line(&p.name, &r, min, lr_pps));
         if plan.frame_loss {
             let fl = frame_loss_config(plan, max);
-            result.frame_loss = Some(
-                search::frame_loss_rate(&mut UdpTrialsWait(&mut trials), &fl)
-                    .map_err(|e| anyhow!("{e}"))?,
-            );
+            result.frame_loss = Some(search::frame_loss_rate(
+                &mut UdpTrialsWait(&mut trials),
+                &fl,
+            )?);
         }
         result.rfc2544 = Some(r);
     }

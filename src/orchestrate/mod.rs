@@ -29,6 +29,7 @@ pub mod app;
 pub mod b2b;
 pub mod check;
 pub mod config;
+pub mod error;
 pub mod iperf3_serve;
 pub mod latency_at;
 pub mod loadtest;

@@ -7,16 +7,17 @@
 
 use crate::lab::ports::PortLab;
 use crate::lab::LabSpec;
+use crate::model::error::{chain, Context, Step};
 use crate::model::signals::stop_requested;
 use crate::model::stderr::errln;
 use crate::orchestrate::config::{HostConfig, PlanConfig, PlanTest, RunOpts};
+use crate::orchestrate::error::{err, fail, OrchestrateError, Result};
 use crate::orchestrate::run::Run;
 use crate::orchestrate::sweep::finish_point;
 use crate::results::criteria::Marks;
 use crate::runner::{Ends, Side};
 use crate::topology::Netns;
 use crate::topology::{Addressing, Hosts};
-use anyhow::{bail, Context, Result};
 use std::collections::BTreeSet;
 
 /// The hosts the plan's tests run agents on (a stock iperf3 server runs
@@ -108,12 +109,12 @@ pub fn run(plan: &PlanConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
                 run.save();
                 if failed && plan.fail_fast {
                     hosts.shutdown();
-                    bail!("sweep stopped at point \"{}\" (--fail-fast)", p.name);
+                    fail!("sweep stopped at point \"{}\" (--fail-fast)", p.name);
                 }
             }
             None => {
                 if let Err(e) = r {
-                    return Err(e.context(format!("test {}", t.name)));
+                    return Err(Step::new(format!("test {}", t.name), e).into());
                 }
             }
         }
@@ -134,7 +135,7 @@ impl Agents<'_> {
     fn get(&self, i: usize) -> Result<usize> {
         match self.of[i] {
             Some(a) => Ok(a),
-            None => bail!("host {} has no agent", self.plan.hosts[i].name),
+            None => fail!("host {} has no agent", self.plan.hosts[i].name),
         }
     }
 }
@@ -170,8 +171,7 @@ fn start_host(hosts: &mut Hosts, h: &HostConfig, run: &mut Run) -> Result<usize>
             .map_err(crate::vm::VmError::from),
     };
     run.record_agents(hosts);
-    let idx =
-        spawned.map_err(|e| anyhow::Error::new(e).context(format!("starting host {}", h.name)))?;
+    let idx = spawned.with_context(|| format!("starting host {}", h.name))?;
     let a = hosts.fleet.agent(idx);
     let at = match hosts.vms.iter().find(|(i, _)| *i == idx) {
         Some((_, vm)) => format!("a VM ({}, kernel {})", vm.kind(), vm.kernel_release),
@@ -202,7 +202,7 @@ fn port_lab(
     };
     let (g, s) = (agents.get(p.gen_host)?, agents.get(p.sink_host)?);
     let built = crate::lab::ports::configure(&mut hosts.fleet, g, s, 1500, &p.ports)
-        .map_err(|e| anyhow::Error::new(e).context("building the lab around the plan's ports"))?;
+        .context("building the lab around the plan's ports")?;
     run.results.labs.push(built.topology.clone());
     let idx = run.results.labs.len() - 1;
     run.save();
@@ -253,7 +253,7 @@ fn test_sides(
         Some(_) => gens
             .first()
             .map(|g| g.agent)
-            .ok_or_else(|| anyhow::anyhow!("test {} has no generator", t.name))?,
+            .ok_or_else(|| err!("test {} has no generator", t.name))?,
         None => agents.get(t.to)?,
     };
     let sink = Side {
@@ -319,9 +319,12 @@ fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
         let mut lab = match built {
             Ok(l) => l,
             Err(e) => {
-                let e = anyhow::Error::new(e).context(format!(
-                    "building the lab (DUT {})",
-                    spec.dut.map_or("none", |d| d.name())
+                let e = OrchestrateError::from(Step::new(
+                    format!(
+                        "building the lab (DUT {})",
+                        spec.dut.map_or("none", |d| d.name())
+                    ),
+                    e,
                 ));
                 // Every test of this setting fails with the reason.
                 let mut any_point = false;
@@ -336,7 +339,7 @@ fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
                 if !any_point || plan.fail_fast {
                     return Err(e);
                 }
-                errln!("error: {e:#}; its points are recorded as failed");
+                errln!("error: {}; its points are recorded as failed", chain(&e));
                 continue;
             }
         };
@@ -361,7 +364,7 @@ fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
                 None => {
                     if let Err(e) = r {
                         lab.fleet.shutdown();
-                        return Err(e.context(format!("test {}", t.name)));
+                        return Err(Step::new(format!("test {}", t.name), e).into());
                     }
                     false
                 }
@@ -369,7 +372,7 @@ fn run_in_labs(plan: &PlanConfig, run: &mut Run) -> Result<()> {
             run.save();
             if failed && plan.fail_fast {
                 lab.fleet.shutdown();
-                bail!("sweep stopped at test \"{}\" (--fail-fast)", t.name);
+                fail!("sweep stopped at test \"{}\" (--fail-fast)", t.name);
             }
         }
         lab.fleet.shutdown();

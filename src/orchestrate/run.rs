@@ -8,12 +8,12 @@ use crate::model::stderr::{errln, errprint};
 use crate::model::stdout;
 use crate::orchestrate::abort::{self, Watch};
 use crate::orchestrate::config::{AbortOpts, CriteriaOpts, RunOpts};
+use crate::orchestrate::error::{OrchestrateError, Result};
 use crate::report::terminal::{self as report, ProgressLine};
 use crate::results::criteria::Marks;
 use crate::results::{self, RunDir, RunResults, RunStatus, TestResult, SCHEMA_VERSION};
 use crate::runner;
 use crate::topology::Hosts;
-use anyhow::Result;
 
 pub struct Run {
     pub results: RunResults,
@@ -361,7 +361,7 @@ impl Run {
 
     /// Marks the run done, writes the final files and prints the table.
     /// Returns the process exit status.
-    pub fn finish(mut self, error: Option<anyhow::Error>) -> i32 {
+    pub fn finish(mut self, error: Option<OrchestrateError>) -> i32 {
         self.progress.clear();
         self.results.finished_at = Some(crate::model::clock::now_rfc3339());
         self.results.status = if interrupted() {
@@ -373,7 +373,7 @@ impl Run {
         } else {
             RunStatus::Complete
         };
-        self.results.error = error.as_ref().map(|e| format!("{e:#}"));
+        self.results.error = error.as_ref().map(|e| chain(e));
         let baseline_error = self.decide();
         self.save();
         let table = self.final_table();
@@ -404,7 +404,7 @@ impl Run {
             return 130;
         }
         if let Some(e) = &error {
-            errln!("error: {e:#}");
+            errln!("error: {}", chain(e));
         }
         let code = exit_code(
             &self.results,

@@ -1,14 +1,15 @@
 //! `linerate lab`: build the lab, run the standard suite, tear down.
 
 use crate::lab::{self, LabSpec};
+use crate::model::error::{chain, Context};
 use crate::model::signals::stop_requested;
 use crate::model::stderr::errln;
 use crate::orchestrate::config::{self, LabConfig, RunOpts, SearchConfig, SearchPlan, Stream};
+use crate::orchestrate::error::{fail, Result};
 use crate::orchestrate::run::Run;
 use crate::proto::{Direction, FrameSpec};
 use crate::results::FlowMode;
 use crate::runner::{Ends, HttpServerSide, HttpTest, LatencyTest, TcpTest, UdpTest};
-use anyhow::{Context, Result};
 use std::time::Duration;
 
 pub fn lab(args: &LabConfig, opts: &RunOpts) -> i32 {
@@ -33,7 +34,7 @@ pub fn lab(args: &LabConfig, opts: &RunOpts) -> i32 {
     let mut run = match Run::start(opts, &name) {
         Ok(r) => r,
         Err(e) => {
-            errln!("error: {e:#}");
+            errln!("error: {}", chain(&e));
             return 2;
         }
     };
@@ -87,14 +88,14 @@ fn suite(args: &LabConfig, opts: &RunOpts, run: &mut Run) -> Result<()> {
     };
     if rows.is_empty() {
         if !notes.is_empty() {
-            anyhow::bail!(
+            fail!(
                 "--only {:?} leaves no test that runs on the stick DUT: {}",
                 args.only,
                 notes.join(" ")
             );
         }
         if run.results.tests.is_empty() {
-            anyhow::bail!("--only {:?} matches no test of the suite", args.only);
+            fail!("--only {:?} matches no test of the suite", args.only);
         }
         return Ok(());
     }

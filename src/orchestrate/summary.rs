@@ -4,9 +4,10 @@
 
 use crate::http::serve_cmd::ServeConfig;
 use crate::latency::monitor::MonitorConfig;
+use crate::model::error::chain;
 use crate::model::stderr::errln;
 use crate::model::stdout::outln;
-use anyhow::{anyhow, Result};
+use crate::orchestrate::error::{err, Result};
 use std::path::PathBuf;
 
 /// Where a summary goes: `--results-dir`, `--name`, not `--no-results`,
@@ -27,7 +28,7 @@ impl SummaryOut {
     /// unless --no-results, and the same document on stdout with --json.
     pub fn write(&self, kind: &str, doc: &impl serde::Serialize) -> Result<()> {
         let text = serde_json::to_string_pretty(doc)
-            .map_err(|e| anyhow!("encoding the {kind} summary as JSON: {e}"))?;
+            .map_err(|e| err!("encoding the {kind} summary as JSON: {e}"))?;
         if self.write {
             let name = self.name.as_deref().unwrap_or(kind);
             let dir = self.results_dir.join(format!(
@@ -35,7 +36,7 @@ impl SummaryOut {
                 crate::model::clock::time_stamp_compact()
             ));
             std::fs::create_dir_all(&dir).map_err(|e| {
-                anyhow!(
+                err!(
                     "creating the results directory {}: {e} (choose another with --results-dir, \
                      or give --no-results)",
                     dir.display()
@@ -77,7 +78,7 @@ pub fn monitor(cfg: MonitorConfig, warning: Option<String>, out: &SummaryOut) ->
         summary.max_rss_bytes as f64 / 1048576.0
     );
     if let Err(e) = out.write("monitor", &summary) {
-        errln!("error: {e:#}");
+        errln!("error: {}", chain(&e));
         return 1;
     }
     match &summary.error {
@@ -101,7 +102,7 @@ pub fn serve(cfg: &ServeConfig, out: &SummaryOut) -> i32 {
     match out.write("serve", &report) {
         Ok(()) => 0,
         Err(e) => {
-            errln!("error: {e:#}");
+            errln!("error: {}", chain(&e));
             1
         }
     }

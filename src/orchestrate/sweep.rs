@@ -45,10 +45,10 @@ pub fn finish_point(
     from: Marks,
     p: &Point,
     kind: &str,
-    error: Option<&anyhow::Error>,
+    error: Option<&crate::orchestrate::error::OrchestrateError>,
 ) -> bool {
     if let Some(e) = error {
-        let msg = format!("{e:#}");
+        let msg = chain(e);
         if r.tests.len() == from.tests {
             r.tests.push(failed_test(&p.name, kind, msg));
         } else if let Some(t) = r.tests.last_mut() {
