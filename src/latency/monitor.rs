@@ -208,18 +208,24 @@ impl Shared {
 
 /// The thread that rewrites `--metrics-textfile` after windows end; kicks
 /// that arrive while it writes are folded into one more write. It ends
-/// when the run drops the sender.
+/// when the run takes the sender, or drops the shared state.
 fn start_textfile_writer(sh: &Arc<Shared>) -> Option<std::thread::JoinHandle<()>> {
     sh.textfile.as_ref()?;
     let (tx, rx) = mpsc::channel::<()>();
     if let Ok(mut k) = sh.textfile_kick.lock() {
         *k = Some(tx);
     }
-    let shared = Arc::clone(sh);
+    // Weak: the sender lives in the shared state, which must not be kept
+    // alive by the thread that waits on it (a run that ends early drops
+    // the state, and with it the sender, and the thread ends).
+    let shared = Arc::downgrade(sh);
     let writer = crate::host::kernel::spawn_named("lr-mon-prom", move || {
         while rx.recv().is_ok() {
             while rx.try_recv().is_ok() {}
-            shared.textfile();
+            match shared.upgrade() {
+                Some(sh) => sh.textfile(),
+                None => return,
+            }
         }
     });
     if writer.is_err() {
