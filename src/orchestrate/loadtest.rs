@@ -440,6 +440,7 @@ fn trial_outcome(rate_pps: f64, r: &crate::results::TestResult) -> TrialOutcome 
         dut: r.dut_efficiency.as_ref().and_then(|e| e.test),
         steal_ms: r.steal_ms,
         stall_ms: r.stall_ms,
+        host_lost: None,
     }
 }
 

@@ -70,7 +70,10 @@ use serde::{Deserialize, Serialize};
 /// `--vlan` too) and `dut_bond` (`lab --dut-bond`: the DUT's bond as
 /// /proc/net/bonding shows it, and each port's counters); endpoint
 /// summaries' `vlan_device`; snapshots' `bonds`.
-pub const SCHEMA_VERSION: &str = "1.25.0";
+/// 1.26.0: search trials' `host_lost` (a trial disturbed on every repeat
+/// is charged with the loss its stalls do not explain) and goals'
+/// confidence `disturbed_counted_lost`, `host_lost`.
+pub const SCHEMA_VERSION: &str = "1.26.0";
 
 #[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
 pub struct RunResults {

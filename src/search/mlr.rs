@@ -518,6 +518,10 @@ impl Search<'_> {
                 contradicting += trials.filter(|t| t.loss_ratio <= c.loss_ratio).count();
             }
         }
+        let disturbed_counted = log
+            .trials
+            .iter()
+            .filter(|t| t.counted && t.outcome.disturbed());
         MlrConfidence {
             exceed_ratio: c.exceed_ratio,
             final_trial_duration_s: c.final_trial_duration_s,
@@ -531,11 +535,9 @@ impl Search<'_> {
                 .filter(|t| t.counted && t.outcome.short_of_asked())
                 .count(),
             disturbed_trials: log.disturbed,
-            disturbed_counted: log
-                .trials
-                .iter()
-                .filter(|t| t.counted && t.outcome.disturbed())
-                .count(),
+            disturbed_counted: disturbed_counted.clone().count(),
+            disturbed_counted_lost: disturbed_counted.clone().map(|t| t.outcome.lost).sum(),
+            host_lost: disturbed_counted.filter_map(|t| t.outcome.host_lost).sum(),
         }
     }
 }

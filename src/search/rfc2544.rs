@@ -452,7 +452,7 @@ pub fn frame_loss_rate(
             tester_limited: o.tester_limited,
             trial_index: t.index,
         });
-        if o.lost == 0 && !o.short_of_asked() {
+        if o.charged_lost() == 0 && !o.short_of_asked() {
             lossless_in_a_row += 1;
         } else {
             lossless_in_a_row = 0;
@@ -651,6 +651,7 @@ mod tests {
                 dut: None,
                 steal_ms: None,
                 stall_ms: None,
+                host_lost: None,
             })
         }
     }

@@ -237,6 +237,7 @@ impl SimDut {
             dut: None,
             steal_ms: stalled.then_some(c.stall_s * 1e3),
             stall_ms: None,
+            host_lost: None,
         }
     }
 }

@@ -262,9 +262,17 @@ pub struct MlrConfidence {
     #[serde(default)]
     pub disturbed_trials: usize,
     /// Disturbed trials counted all the same: their load was disturbed
-    /// again on every repeat. Above 0 the bounds may be the host's.
+    /// again on every repeat. Each is charged with the loss its
+    /// disturbance does not explain.
     #[serde(default)]
     pub disturbed_counted: usize,
+    /// Frames those trials lost, and how many of them were charged to the
+    /// host's stalls rather than to the DUT
+    /// ([`crate::search::TrialOutcome::host_lost`]).
+    #[serde(default)]
+    pub disturbed_counted_lost: u64,
+    #[serde(default)]
+    pub host_lost: u64,
 }
 
 impl MlrConfidence {
@@ -309,9 +317,18 @@ impl MlrConfidence {
             ));
         }
         if self.disturbed_counted > 0 {
+            let frames = if self.host_lost == self.disturbed_counted_lost {
+                format!("their {} lost frames", self.disturbed_counted_lost)
+            } else {
+                format!(
+                    "{} of their {} lost frames",
+                    self.host_lost, self.disturbed_counted_lost
+                )
+            };
             s.push_str(&format!(
-                "; {} counted although disturbed on every repeat: the host kept taking \
-                 CPU time, so the bounds may be its, not the DUT's (run the search again)",
+                "; {} counted although disturbed on every repeat (the host kept taking \
+                 CPU time): {frames}, no more than the stalls explain, charged to the \
+                 host, not the DUT",
                 trials(self.disturbed_counted)
             ));
         }
