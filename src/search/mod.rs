@@ -666,23 +666,29 @@ pub(crate) fn ratio(what: &str, v: f64) -> Result<(), SearchError> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_loss_the_stolen_time_explains_is_disturbed() {
-        let o = |lost, steal_ms| TrialOutcome {
-            rate_pps: 100_000.0,
-            offered_pps: 100_000.0,
+    /// A 1 s trial offered at `pps` that lost `lost`, with the host's
+    /// steal and the stall watch's count as given.
+    fn trial(pps: u64, lost: u64, steal_ms: Option<f64>, stall_ms: Option<f64>) -> TrialOutcome {
+        TrialOutcome {
+            rate_pps: pps as f64,
+            offered_pps: pps as f64,
             duration_s: 1.0,
-            tx_packets: 100_000,
-            rx_packets: 100_000 - lost,
+            tx_packets: pps,
+            rx_packets: pps - lost,
             lost,
             tester_short: false,
             tester_limited: false,
             dut_counted_lost: None,
             dut: None,
             steal_ms,
-            stall_ms: None,
+            stall_ms,
             host_lost: None,
-        };
+        }
+    }
+
+    #[test]
+    fn only_loss_the_stolen_time_explains_is_disturbed() {
+        let o = |lost, steal_ms| trial(100_000, lost, steal_ms, None);
         // 30 ms away at 100 kpps: up to 4,000 frames (30 ms + one tick).
         assert!(o(3_000, Some(30.0)).disturbed());
         assert!(o(4_000, Some(30.0)).disturbed());
@@ -697,21 +703,7 @@ mod tests {
 
     #[test]
     fn the_host_is_charged_with_the_frames_offered_while_it_held_the_cpus() {
-        let o = |lost: u64, steal_ms, stall_ms| TrialOutcome {
-            rate_pps: 200_000.0,
-            offered_pps: 200_000.0,
-            duration_s: 1.0,
-            tx_packets: 200_000,
-            rx_packets: 200_000 - lost,
-            lost,
-            tester_short: false,
-            tester_limited: false,
-            dut_counted_lost: None,
-            dut: None,
-            steal_ms,
-            stall_ms,
-            host_lost: None,
-        };
+        let o = |lost, steal_ms, stall_ms| trial(200_000, lost, steal_ms, stall_ms);
         // 2.5 ms watched at 200 kpps: 500 frames at most.
         assert_eq!(o(300, Some(0.0), Some(2.5)).host_explained(), Some(300));
         assert_eq!(o(500, Some(0.0), Some(2.5)).host_explained(), Some(500));
@@ -737,22 +729,8 @@ mod tests {
 
     #[test]
     fn only_loss_the_watched_stalls_explain_is_disturbed() {
-        let o = |lost, stall_ms| TrialOutcome {
-            rate_pps: 200_000.0,
-            offered_pps: 200_000.0,
-            duration_s: 1.0,
-            tx_packets: 200_000,
-            rx_packets: 200_000 - lost,
-            lost,
-            tester_short: false,
-            tester_limited: false,
-            dut_counted_lost: None,
-            dut: None,
-            // No steal tick: a stall of a few ms that /proc/stat rounds away.
-            steal_ms: Some(0.0),
-            stall_ms,
-            host_lost: None,
-        };
+        // No steal tick: a stall of a few ms that /proc/stat rounds away.
+        let o = |lost, stall_ms| trial(200_000, lost, Some(0.0), stall_ms);
         // 2.5 ms of stalled CPUs at 200 kpps: up to 500 frames.
         assert!(o(40, Some(2.5)).disturbed());
         assert!(o(500, Some(2.5)).disturbed());

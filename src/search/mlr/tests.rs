@@ -15,6 +15,26 @@ fn dut(jitter: f64) -> SimDut {
     })
 }
 
+/// [`dut`] on a host that stalls in `chance` of its trials for `stall_s`
+/// (and says so with steal).
+fn stalling(seed: u64, chance: f64, stall_s: f64) -> SimDut {
+    SimDut::new(SimConfig {
+        seed,
+        stall_chance: chance,
+        stall_s,
+        ..dut(0.0).config
+    })
+}
+
+/// The goals with short sums, as a quick search uses: 2 s decide a load.
+fn quick(min: f64, max: f64) -> MlrConfig {
+    let mut config = MlrConfig::new(min, max);
+    for g in &mut config.goals {
+        g.duration_sum_s = 2.0;
+    }
+    config
+}
+
 fn result<'a>(r: &'a MlrResult, name: &str) -> &'a MlrGoalResult {
     r.goals.iter().find(|g| g.goal.name == name).unwrap()
 }
@@ -494,23 +514,12 @@ fn trials_disturbed_by_the_hypervisor_are_run_again() {
             Ok(o)
         }
     }
-    let vm = |seed| {
-        SimDut::new(SimConfig {
-            seed,
-            stall_chance: 0.5,
-            stall_s: 0.05,
-            ..dut(0.0).config
-        })
-    };
+    let vm = |seed| stalling(seed, 0.5, 0.05);
     let mut hidden_low = 0;
     for seed in 1..=10 {
         let mut d = vm(seed);
         let ndr = d.true_throughput(0.0, 1.0);
-        // Short sums, as a quick search uses: 2 s decide a load.
-        let mut config = MlrConfig::new(10_000.0, 2_000_000.0);
-        for g in &mut config.goals {
-            g.duration_sum_s = 2.0;
-        }
+        let config = quick(10_000.0, 2_000_000.0);
         let r = mlr_search(&mut d, &config).unwrap();
         let g = result(&r, "ndr");
         let lo = g.relevant_lower_bound_pps.unwrap();
@@ -553,18 +562,9 @@ fn trials_disturbed_by_the_hypervisor_are_run_again() {
 fn a_host_that_stalls_every_second_leaves_the_ndr_where_it_is() {
     let mut counted_disturbed = 0;
     for seed in 1..=10 {
-        let mut d = SimDut::new(SimConfig {
-            seed,
-            stall_chance: 0.95,
-            stall_s: 0.01,
-            ..dut(0.0).config
-        });
+        let mut d = stalling(seed, 0.95, 0.01);
         let ndr = d.true_throughput(0.0, 1.0);
-        let mut config = MlrConfig::new(10_000.0, 2_000_000.0);
-        for g in &mut config.goals {
-            g.duration_sum_s = 2.0;
-        }
-        let r = mlr_search(&mut d, &config).unwrap();
+        let r = mlr_search(&mut d, &quick(10_000.0, 2_000_000.0)).unwrap();
         let g = result(&r, "ndr");
         let Some(lo) = g.relevant_lower_bound_pps else {
             panic!(
