@@ -13,7 +13,7 @@ use crate::host::efficiency::{
 use crate::model::spill::Spill;
 use crate::proto::{Request, Response, Snapshot};
 use crate::results::TestResult;
-use crate::topology::Fleet;
+use crate::topology::Agents;
 use std::time::{Duration, Instant};
 
 /// How often the DUT is read: often enough that interpolating to an
@@ -62,22 +62,22 @@ impl DutWatch {
     }
 
     /// Reads the DUT when its time has come.
-    pub fn tick(&mut self, fleet: &mut Fleet) {
-        if Instant::now() >= self.next {
+    pub fn tick(&mut self, fleet: &mut dyn Agents) {
+        if fleet.now() >= self.next {
             self.read(fleet);
         }
     }
 
     /// Reads the DUT now. A failed read is noted, not fatal: the test's
     /// own figures do not depend on it.
-    pub fn read(&mut self, fleet: &mut Fleet) {
+    pub fn read(&mut self, fleet: &mut dyn Agents) {
         let Some(agent) = self.agent else { return };
-        self.next = Instant::now() + EVERY;
-        let t0 = crate::sys::realtime_ns();
+        self.next = fleet.now() + EVERY;
+        let t0 = fleet.unix_ns();
         match fleet.call(agent, &Request::Snapshot, Duration::from_secs(2)) {
             Ok(Response::Snapshot { snapshot }) => {
                 // The agent read its counters somewhere inside the round trip.
-                let t1 = crate::sys::realtime_ns();
+                let t1 = fleet.unix_ns();
                 let t_s = (t0 as f64 + t1 as f64) / 2.0 / 1e9;
                 let r = dut_reading(&snapshot, t_s);
                 if let Some(spill) = &mut self.readings {

@@ -18,7 +18,7 @@ use crate::results::{
 };
 use crate::runner::error::{err, fail, Result};
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The server side of a test linerate runs itself.
 #[derive(Debug, Clone)]
@@ -297,7 +297,7 @@ fn download(
     dir: &mut Option<&mut RunDir>,
     on_progress: OnProgress,
 ) -> Result<(Collected, bool)> {
-    let t0 = Instant::now();
+    let t0 = jobs.fleet.now();
     jobs.start(gen, ids.client, Job::HttpGet(get_job(t, server)), None)?;
     let mut col = Collected::new(dir.as_deref().map(|d| d.path.as_path()));
     let dur = t.duration.as_secs_f64();
@@ -352,13 +352,8 @@ fn download(
     } else {
         vec![ids.client]
     };
-    let _ = collect_stopped(
-        jobs.fleet,
-        &mut col,
-        &wait,
-        Instant::now() + Duration::from_secs(5),
-        |_, _| {},
-    );
+    let by = jobs.fleet.now() + Duration::from_secs(5);
+    let _ = collect_stopped(jobs.fleet, &mut col, &wait, by, |_, _| {});
     if t.requests.is_some() || !done {
         slicer.end_at(ended_s);
     }

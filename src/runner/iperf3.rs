@@ -16,7 +16,7 @@ use crate::results::{
 };
 use crate::runner::error::{err, fail, Result};
 use crate::topology::Addressing;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The roles of a client test's two ends, as results name them.
 pub const CLIENT_ROLES: (&str, &str) = ("linerate", "iperf3 server (far end)");
@@ -102,7 +102,7 @@ fn run_client(
     let whole = t.params.time_s + t.params.omit_s;
     let answer = Duration::from_millis(t.job.answer_timeout_ms);
     // The test, then the results exchange, each with its answer timeout.
-    let deadline = Instant::now() + Duration::from_secs_f64(whole) + answer * 3;
+    let deadline = jobs.fleet.now() + Duration::from_secs_f64(whole) + answer * 3;
     let mut col = Collected::new(dir.as_deref().map(|d| d.path.as_path()));
     // Lines on the test's clock, iperf3's figures of this end: the agent's
     // client samples every second, so lines are whole seconds wide.
@@ -142,13 +142,8 @@ fn run_client(
         // Ctrl-C or a client that overran: it ends the test with
         // CLIENT_TERMINATE and reports what it measured.
         jobs.stop(gen, id, vec![]);
-        collect_stopped(
-            jobs.fleet,
-            &mut col,
-            &[id],
-            Instant::now() + answer + Duration::from_secs(5),
-            &mut progress,
-        )?;
+        let by = jobs.fleet.now() + answer + Duration::from_secs(5);
+        collect_stopped(jobs.fleet, &mut col, &[id], by, &mut progress)?;
     }
     last.slices = slicer.finish();
     if !last.slices.is_empty() {

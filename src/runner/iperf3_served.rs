@@ -18,7 +18,7 @@ use crate::runner::error::RunnerError;
 use crate::runner::error::{err, fail, Result};
 use crate::topology::Addressing;
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// One client: its generator's agent, its name in results, its job id.
 struct Client {
@@ -111,7 +111,7 @@ fn served_inner(
         .collect();
     let whole = t.params.time_s + t.params.omit_s;
     let answer = Duration::from_millis(t.job.answer_timeout_ms);
-    let deadline = Instant::now() + Duration::from_secs_f64(whole) + answer * 3;
+    let deadline = jobs.fleet.now() + Duration::from_secs_f64(whole) + answer * 3;
     let mut col = Collected::new(dir.as_deref().map(|d| d.path.as_path()));
     let mut live: HashMap<u32, (f64, f64)> = HashMap::new();
     let label_of: HashMap<u32, String> = clients.iter().map(|c| (c.id, c.label.clone())).collect();
@@ -141,12 +141,12 @@ fn served_inner(
         for c in &clients {
             jobs.stop(c.agent, c.id, vec![]);
         }
-        let by = Instant::now() + answer + Duration::from_secs(5);
+        let by = jobs.fleet.now() + answer + Duration::from_secs(5);
         collect_stopped(jobs.fleet, &mut col, &ids, by, &mut progress)?;
     }
     // Every client has ended: the server's tests end with them.
     jobs.stop(sink, sid, vec![]);
-    let by = Instant::now() + answer + Duration::from_secs(5);
+    let by = jobs.fleet.now() + answer + Duration::from_secs(5);
     collect_stopped(jobs.fleet, &mut col, &[sid], by, |_, _| {})?;
     let after = jobs.snapshot(&agents)?;
     jobs.disarm();

@@ -5,8 +5,7 @@ use super::intervals::IntervalStore;
 use crate::model::signals::stop_requested;
 use crate::proto::{EndpointSummary, IntervalSample, Job, Request, Response, Snapshot};
 use crate::runner::error::{fail, Result};
-use crate::sys;
-use crate::topology::Fleet;
+use crate::topology::Agents;
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -15,13 +14,13 @@ use std::time::{Duration, Instant};
 /// lost agent, Ctrl-C), it stops every job still known to run, so no
 /// receiver or sender outlives its test on any host.
 pub(super) struct Jobs<'f> {
-    pub fleet: &'f mut Fleet,
+    pub fleet: &'f mut dyn Agents,
     started: Vec<(usize, u32)>,
     armed: bool,
 }
 
 impl<'f> Jobs<'f> {
-    pub fn new(fleet: &'f mut Fleet) -> Self {
+    pub fn new(fleet: &'f mut dyn Agents) -> Self {
         Jobs {
             fleet,
             started: Vec::new(),
@@ -99,7 +98,7 @@ impl<'f> Jobs<'f> {
             .fold(0.0, f64::max);
         // Each Start is one round trip, sent one after the other.
         let lead = 0.2 + worst_rtt * (senders.len() as f64 + 2.0);
-        Some(sys::realtime_ns() + (lead.min(10.0) * 1e9) as u64)
+        Some(self.fleet.unix_ns() + (lead.min(10.0) * 1e9) as u64)
     }
 
     /// The test ended as planned: nothing to stop on drop.
@@ -165,7 +164,7 @@ impl Collected {
 /// passes, or the user interrupts; `Ok(false)` when it stopped early. A lost
 /// agent is an error.
 pub(super) fn collect(
-    fleet: &mut Fleet,
+    fleet: &mut dyn Agents,
     col: &mut Collected,
     wait_for: &[u32],
     deadline: Instant,
@@ -177,12 +176,12 @@ pub(super) fn collect(
 /// [`collect`], calling `tick` with the fleet between reports (at least
 /// every 100 ms) so a watcher can ask agents for snapshots meanwhile.
 pub(super) fn collect_ticking(
-    fleet: &mut Fleet,
+    fleet: &mut dyn Agents,
     col: &mut Collected,
     wait_for: &[u32],
     deadline: Instant,
     on_sample: impl FnMut(u32, &IntervalSample),
-    tick: impl FnMut(&mut Fleet),
+    tick: impl FnMut(&mut dyn Agents),
 ) -> Result<bool> {
     gather(fleet, col, wait_for, deadline, true, on_sample, tick)
 }
@@ -192,7 +191,7 @@ pub(super) fn collect_ticking(
 /// short: it is what collects the counts of an interrupted test (a second
 /// Ctrl-C still ends the process at once).
 pub(super) fn collect_stopped(
-    fleet: &mut Fleet,
+    fleet: &mut dyn Agents,
     col: &mut Collected,
     wait_for: &[u32],
     deadline: Instant,
@@ -202,20 +201,20 @@ pub(super) fn collect_stopped(
 }
 
 fn gather(
-    fleet: &mut Fleet,
+    fleet: &mut dyn Agents,
     col: &mut Collected,
     wait_for: &[u32],
     deadline: Instant,
     interruptible: bool,
     mut on_sample: impl FnMut(u32, &IntervalSample),
-    mut tick: impl FnMut(&mut Fleet),
+    mut tick: impl FnMut(&mut dyn Agents),
 ) -> Result<bool> {
     loop {
         tick(fleet);
         if wait_for.iter().all(|id| col.finished.contains_key(id)) {
             return Ok(true);
         }
-        if (interruptible && stop_requested()) || Instant::now() > deadline {
+        if (interruptible && stop_requested()) || fleet.now() > deadline {
             return Ok(false);
         }
         let Some((_, ev)) = fleet.next_event(Duration::from_millis(100))? else {

@@ -370,10 +370,10 @@ fn finish(
     let mut samples: Vec<ProbeSample> = Vec::new();
     let mut client: Option<EndpointSummary> = None;
     let mut resp: Option<EndpointSummary> = None;
-    let deadline = Instant::now() + client_grace();
+    let deadline = ends.fleet.now() + client_grace();
     let mut resp_stopped = false;
     while client.is_none() || resp.is_none() {
-        if Instant::now() > deadline {
+        if ends.fleet.now() > deadline {
             stop(ends, s.resp_agent, s.resp_id);
             fail!("the latency client or responder did not report in time");
         }

@@ -15,6 +15,10 @@
 
 mod dut;
 pub mod error;
+#[cfg(test)]
+mod harness;
+#[cfg(test)]
+mod harness_tests;
 mod http;
 mod intervals;
 pub mod iperf3;

@@ -8,7 +8,7 @@ use crate::results::{
     Aggregate, AggregateInterval, CheckScope, CpuUse, CrossCheck, HostShare, KernelCounters,
     TestResult,
 };
-use crate::topology::Fleet;
+use crate::topology::Agents;
 use std::collections::{BTreeMap, HashMap};
 
 #[derive(Default)]
@@ -507,7 +507,7 @@ pub(crate) fn steal_ms(before: &[CpuTicks], after: &[CpuTicks]) -> Option<f64> {
 /// clock. `None` for a sender that never reported or a test without an
 /// agreed start.
 pub(super) fn start_offset(
-    fleet: &Fleet,
+    fleet: &dyn Agents,
     agent: usize,
     s: &EndpointSummary,
     start_ns: u64,

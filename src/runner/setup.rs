@@ -10,7 +10,7 @@ use crate::model::signals::{aborted, interrupted};
 use crate::proto::{Cidr, Direction, FlowSpec, FrameSpec, RateProfile, RxEngine, TxEngine};
 use crate::results::{FlowMode, TestResult, TestStatus};
 use crate::runner::error::{err, fail, Result};
-use crate::topology::{Addressing, Fleet};
+use crate::topology::{Addressing, Agents};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -30,7 +30,7 @@ pub struct Side {
 
 /// The endpoints of a test and whoever else should be watched.
 pub struct Ends<'a> {
-    pub fleet: &'a mut Fleet,
+    pub fleet: &'a mut dyn Agents,
     /// One or many generators; each runs `instances` parallel instances.
     pub gens: Vec<Side>,
     pub sink: Side,
@@ -45,7 +45,7 @@ impl<'a> Ends<'a> {
     /// Generator and sink (agent indexes), with the DUT's agent watched when
     /// there is one; `lab` is the lab's index in results.json, if any.
     pub fn new(
-        fleet: &'a mut Fleet,
+        fleet: &'a mut dyn Agents,
         (gen, sink, dut): (usize, usize, Option<usize>),
         (gen_addr, sink_addr): (Addressing, Addressing),
         lab: Option<usize>,

@@ -8,7 +8,7 @@ use crate::model::stderr::errln;
 use crate::netops::reach;
 use crate::proto::{Request, Response};
 use crate::runner::error::{fail, Result};
-use crate::topology::Fleet;
+use crate::topology::Agents;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use std::time::Duration;
 /// default route; if not, fails with the endpoint that holds it when one
 /// of this host's namespaces (or this namespace) does.
 pub fn check_target(
-    fleet: &mut Fleet,
+    fleet: &mut dyn Agents,
     server: usize,
     server_name: &str,
     target: IpAddr,
@@ -44,7 +44,7 @@ pub fn check_target(
 /// for `ns:` and `ssh://` endpoints, whose routes this host cannot see.
 /// Replies (latency probes) and reverse traffic go back to it.
 pub fn source_address(
-    fleet: &mut Fleet,
+    fleet: &mut dyn Agents,
     gen: usize,
     gen_name: &str,
     target: IpAddr,
@@ -68,7 +68,7 @@ pub fn source_address(
 /// A failure to learn is said and leaves `None`: only tests that send
 /// towards the client need it, and they say so, naming --client-address.
 pub fn client_address(
-    fleet: &mut Fleet,
+    fleet: &mut dyn Agents,
     gen: usize,
     gen_name: &str,
     given: Option<IpAddr>,

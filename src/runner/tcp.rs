@@ -14,7 +14,7 @@ use crate::results::{
 use crate::runner::error::{err, fail, Result};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub fn run_tcp(
     ends: &mut Ends,
@@ -277,7 +277,7 @@ fn run_clients(
     let roles = roles_of(pairs);
     let clients: Vec<usize> = pairs.iter().map(|p| p.client_agent).collect();
     let start_at = jobs.agree_start(&clients);
-    let t0 = Instant::now();
+    let t0 = jobs.fleet.now();
     for (p, &target) in pairs.iter().zip(targets) {
         jobs.start(
             p.client_agent,
@@ -306,7 +306,7 @@ fn run_clients(
         ..Default::default()
     };
     let lead = start_at
-        .map(|s| Duration::from_nanos(s.saturating_sub(crate::sys::realtime_ns())))
+        .map(|s| Duration::from_nanos(s.saturating_sub(jobs.fleet.unix_ns())))
         .unwrap_or_default();
     let mut on_sample = |id: u32, s: &IntervalSample| {
         if let (Some(d), Some(role)) = (dir.as_deref_mut(), roles.get(&id)) {
@@ -332,13 +332,8 @@ fn run_clients(
     )?;
     if !done {
         stop_pairs(jobs, pairs, sink);
-        let _ = collect_stopped(
-            jobs.fleet,
-            &mut col,
-            &all_ids,
-            Instant::now() + Duration::from_secs(3),
-            &mut on_sample,
-        );
+        let by = jobs.fleet.now() + Duration::from_secs(3);
+        let _ = collect_stopped(jobs.fleet, &mut col, &all_ids, by, &mut on_sample);
     }
     last.slices = slicer.finish();
     if !last.slices.is_empty() {

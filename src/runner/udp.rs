@@ -17,7 +17,7 @@ use crate::results::{
 };
 use crate::runner::error::{err, fail, Result};
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub fn run_udp(
     ends: &mut Ends,
@@ -116,14 +116,14 @@ fn udp_inner(
         let flows = super::build_flows(t.flow_mode, t.flows, t.ipv6, &leg.from, &leg.to, port)?;
         flows_of.insert(leg.tx_id, flows);
     }
-    let span_from = crate::sys::realtime_ns();
+    let span_from = jobs.fleet.unix_ns();
     let before = jobs.snapshot(&agents)?;
-    let span_from = span_from / 2 + crate::sys::realtime_ns() / 2;
+    let span_from = span_from / 2 + jobs.fleet.unix_ns() / 2;
     let meter = crate::host::efficiency::Meter::start();
     watch.read(jobs.fleet);
     let senders: Vec<usize> = legs.iter().map(|l| l.tx_agent).collect();
     let start_at = jobs.agree_start(&senders);
-    let t0 = Instant::now();
+    let t0 = jobs.fleet.now();
     for leg in &legs {
         jobs.start(
             leg.tx_agent,
@@ -183,7 +183,7 @@ fn udp_inner(
     )
     .counting_packets();
     let lead = start_at
-        .map(|s| Duration::from_nanos(s.saturating_sub(crate::sys::realtime_ns())))
+        .map(|s| Duration::from_nanos(s.saturating_sub(jobs.fleet.unix_ns())))
         .unwrap_or_default();
     let mut on_sample = |id: u32, s: &crate::proto::IntervalSample| {
         if let (Some(d), Some(role)) = (dir.as_deref_mut(), roles.get(&id)) {
@@ -229,16 +229,11 @@ fn udp_inner(
         for leg in &legs {
             jobs.stop(leg.tx_agent, leg.tx_id, vec![]);
         }
-        collect_stopped(
-            jobs.fleet,
-            &mut col,
-            &tx_ids,
-            Instant::now() + Duration::from_secs(5),
-            &mut on_sample,
-        )?;
+        let by = jobs.fleet.now() + Duration::from_secs(5);
+        collect_stopped(jobs.fleet, &mut col, &tx_ids, by, &mut on_sample)?;
     }
     // Let the last datagrams cross the DUT, then stop receivers with totals.
-    std::thread::sleep(Duration::from_millis(200));
+    jobs.fleet.sleep(Duration::from_millis(200));
     watch.read(jobs.fleet);
     for leg in &legs {
         let totals: Vec<FlowTotal> = col
@@ -252,20 +247,15 @@ fn udp_inner(
             .collect();
         jobs.stop(leg.rx_agent, leg.rx_id, totals);
     }
-    collect_stopped(
-        jobs.fleet,
-        &mut col,
-        &all_ids,
-        Instant::now() + Duration::from_secs(5),
-        &mut on_sample,
-    )?;
-    let span_to = crate::sys::realtime_ns();
+    let by = jobs.fleet.now() + Duration::from_secs(5);
+    collect_stopped(jobs.fleet, &mut col, &all_ids, by, &mut on_sample)?;
+    let span_to = jobs.fleet.unix_ns();
     last.slices = slicer.finish();
     if !last.slices.is_empty() {
         on_progress(&last);
     }
     let after = jobs.snapshot(&agents)?;
-    result.counters_span_ns = Some((span_from, span_to / 2 + crate::sys::realtime_ns() / 2));
+    result.counters_span_ns = Some((span_from, span_to / 2 + jobs.fleet.unix_ns() / 2));
     jobs.disarm();
     if !col.errors.is_empty() {
         fail!("{}", col.errors.join("; "));

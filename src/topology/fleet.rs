@@ -67,6 +67,9 @@ pub fn best_clock_sample(samples: &[(u64, u64, u64)]) -> Option<ClockSync> {
         })
 }
 
+/// One agent as the runner sees it: where it runs, what it is, its clock.
+/// The process and the channel behind it are the fleet's own (`Link`), so
+/// a stand-in fleet (the runner's tests) can describe agents too.
 pub struct Agent {
     pub role: String,
     /// Where it runs, as the user named it: `local`, `ns:NAME`, `ssh://…`.
@@ -80,6 +83,12 @@ pub struct Agent {
     pub clock: ClockSync,
     /// Seconds from spawning to a completed handshake.
     pub connect_s: f64,
+    /// Why the agent was lost, once it is.
+    pub lost: Option<String>,
+}
+
+/// An agent's process and control channel, beside its [`Agent`].
+struct Link {
     child: Child,
     stdin: Arc<Mutex<BufWriter<ChildStdin>>>,
     stderr_tail: Arc<Mutex<String>>,
@@ -87,19 +96,21 @@ pub struct Agent {
     /// since [`Fleet::epoch`]: kept by that thread, so messages queued for
     /// the controller never make a live agent look silent.
     heard_ms: Arc<AtomicU64>,
-    /// Why the agent was lost, once it is.
-    pub lost: Option<String>,
 }
 
-impl Agent {
+impl Link {
     /// What the agent (or ssh carrying it) last wrote to stderr.
-    pub fn stderr_tail(&self) -> String {
+    fn stderr_tail(&self) -> String {
         self.stderr_tail
             .lock()
             .map(|s| s.trim().to_string())
             .unwrap_or_default()
     }
-    fn label(&self) -> String {
+}
+
+impl Agent {
+    /// How messages name it: "the gen agent", "the gen agent on ssh://…".
+    pub fn label(&self) -> String {
         if self.host == "local" {
             format!("the {} agent", self.role)
         } else {
@@ -122,6 +133,8 @@ enum ChannelLost {
 /// A set of agents whose messages arrive on one channel.
 pub struct Fleet {
     agents: Vec<Agent>,
+    /// Each agent's process and channel, by the same index.
+    links: Vec<Link>,
     tx: Sender<Event>,
     rx: Receiver<Event>,
     pending: VecDeque<(usize, Response)>,
@@ -144,6 +157,7 @@ impl Fleet {
         let (tx, rx) = mpsc::channel();
         Fleet {
             agents: Vec::new(),
+            links: Vec::new(),
             tx,
             rx,
             pending: VecDeque::new(),
@@ -229,7 +243,7 @@ impl Fleet {
         // its silence from where the hello deadline leaves one peer
         // timeout, not from now.
         let grace = hello.saturating_sub(proto::PEER_TIMEOUT).as_millis() as u64;
-        self.agents[idx]
+        self.links[idx]
             .heard_ms
             .store(since(self.epoch) + grace, Ordering::Relaxed);
         let handshake = self
@@ -238,10 +252,10 @@ impl Fleet {
         if let Err(e) = handshake {
             // Give ssh a moment to print why it closed the channel.
             std::thread::sleep(Duration::from_millis(200));
-            let tail = self.agents[idx].stderr_tail();
+            let tail = self.links[idx].stderr_tail();
             self.agents[idx].lost = Some(format!("{what}: {e:#}"));
-            let _ = self.agents[idx].child.kill();
-            let _ = self.agents[idx].child.wait();
+            let _ = self.links[idx].child.kill();
+            let _ = self.links[idx].child.wait();
             if tail.is_empty() {
                 return Err(e);
             }
@@ -302,11 +316,13 @@ impl Fleet {
             linerate_version: String::new(),
             clock: ClockSync::default(),
             connect_s: 0.0,
+            lost: None,
+        });
+        self.links.push(Link {
             child,
             stdin: Arc::new(Mutex::new(BufWriter::new(stdin))),
             stderr_tail,
             heard_ms,
-            lost: None,
         });
         Ok(idx)
     }
@@ -365,7 +381,7 @@ impl Fleet {
     /// Heartbeats keep the agent from deciding its controller hung.
     fn start_heartbeats(&self, idx: usize) {
         let stop = Arc::clone(&self.stop_heartbeats);
-        let stdin = Arc::clone(&self.agents[idx].stdin);
+        let stdin = Arc::clone(&self.links[idx].stdin);
         std::thread::spawn(move || {
             let mut seq = 0u64;
             while !stop.load(Ordering::Relaxed) {
@@ -388,7 +404,7 @@ impl Fleet {
             }
             .into());
         }
-        let mut w = a
+        let mut w = self.links[idx]
             .stdin
             .lock()
             .map_err(|_| err!("agent {} writer poisoned", a.role))?;
@@ -400,8 +416,8 @@ impl Fleet {
 
     /// Marks an agent lost and returns the error to propagate.
     fn lose(&mut self, idx: usize, why: &str) -> TopologyError {
+        let tail = self.links[idx].stderr_tail();
         let a = &mut self.agents[idx];
-        let tail = a.stderr_tail();
         let mut message = format!("{} was lost: {why}", a.label());
         if !tail.is_empty() {
             let last = tail.lines().last().unwrap_or_default();
@@ -419,8 +435,8 @@ impl Fleet {
     fn check_silence(&mut self) -> Result<()> {
         let now = since(self.epoch);
         let timeout = proto::PEER_TIMEOUT.as_millis() as u64;
-        let silent = self.agents.iter().position(|a| {
-            a.lost.is_none() && now.saturating_sub(a.heard_ms.load(Ordering::Relaxed)) > timeout
+        let silent = self.agents.iter().zip(&self.links).position(|(a, l)| {
+            a.lost.is_none() && now.saturating_sub(l.heard_ms.load(Ordering::Relaxed)) > timeout
         });
         if let Some(i) = silent {
             let why = format!("silent for more than {:?}", proto::PEER_TIMEOUT);
@@ -519,7 +535,7 @@ impl Fleet {
         }
         // Agents restoring physical ports need a moment; ssh needs a round trip.
         let deadline = Instant::now() + Duration::from_secs(5);
-        for a in &mut self.agents {
+        for a in &mut self.links {
             if let Ok(mut w) = a.stdin.lock() {
                 let _ = w.flush();
             }
@@ -538,6 +554,7 @@ impl Fleet {
             }
         }
         self.agents.clear();
+        self.links.clear();
     }
 }
 

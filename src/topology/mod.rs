@@ -6,10 +6,12 @@
 //! This layer knows nothing of tests or results; the runner drives the
 //! agents it returns.
 
+mod agents;
 mod error;
 pub mod fleet;
 pub mod ssh;
 
+pub use agents::Agents;
 pub use error::{AgentLost, TopologyError};
 pub use fleet::{ClockSync, Fleet};
 
