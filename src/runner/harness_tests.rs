@@ -181,7 +181,10 @@ fn udp_job_error_fails_the_test_with_the_agents_words() {
     });
     let (r, _) = udp(&mut f, 10);
     assert_eq!(r.status, TestStatus::Failed);
-    assert_eq!(r.error.as_deref(), Some("sendmmsg: Network is unreachable"));
+    assert_eq!(
+        r.error.as_deref(),
+        Some("the gen agent: sendmmsg: Network is unreachable")
+    );
     assert!(r.directions.is_empty());
     // The receiver is still stopped (with no totals: the sender failed).
     assert_eq!(stops(&f), vec![(SINK, started(&f, SINK)[0], 0)]);
@@ -279,6 +282,9 @@ fn tcp_server_error_fails_the_test() {
     });
     let (r, _) = tcp(&mut f, 10);
     assert_eq!(r.status, TestStatus::Failed);
-    assert_eq!(r.error.as_deref(), Some("accept: too many open files"));
+    assert_eq!(
+        r.error.as_deref(),
+        Some("the sink agent: accept: too many open files")
+    );
     assert!(r.directions.is_empty());
 }

@@ -217,7 +217,7 @@ fn gather(
         if (interruptible && stop_requested()) || fleet.now() > deadline {
             return Ok(false);
         }
-        let Some((_, ev)) = fleet.next_event(Duration::from_millis(100))? else {
+        let Some((idx, ev)) = fleet.next_event(Duration::from_millis(100))? else {
             continue;
         };
         match ev {
@@ -233,7 +233,9 @@ fn gather(
                 message,
             } => {
                 col.failed.insert(test, message.clone());
-                col.errors.push(message);
+                // The test's error names the agent, as a failed call does.
+                col.errors
+                    .push(format!("{}: {message}", fleet.agent(idx).label()));
                 col.finished.insert(test, EndpointSummary::default());
             }
             _ => {}
