@@ -402,15 +402,22 @@ fn a_stalled_paced_run_gives_up_late_slots_instead_of_bursting() {
         late_ns: 10_000,
         ..Cursor::unpaced(0, 0)
     };
-    g.set_cursor(&stalled(5000)).expect("cursor");
+    let first = stalled(5000);
+    g.set_cursor(&first).expect("cursor");
     assert_eq!(
         run_on(&mut g, &input, 0).0,
         3,
         "XDP_TX for the slot due now"
     );
+    // Slots due by now: more than 1,000 when this thread was held off its
+    // core before the run (a busy host); the run gives those up too.
+    let due = (sys::monotonic_ns() - first.t0_ns) / 1_000;
     let c = g.cursor().expect("cursor");
     assert_eq!(c.sent, 1);
-    assert!((985..=1100).contains(&c.skipped), "{c:?}");
+    assert!(
+        (985..=due.max(1100)).contains(&c.skipped),
+        "{c:?}, {due} due"
+    );
     // Never more than the quota, sent and given up together.
     g.set_cursor(&stalled(100)).expect("cursor");
     assert_eq!(run_on(&mut g, &input, 0).0, 1, "every slot is too late");
@@ -436,13 +443,15 @@ fn a_late_paced_run_catches_up_no_faster_than_its_catch_gap() {
     };
     let input = vec![FILL; 60];
     // Slots 10 µs apart, the first due 1 ms ago (100 slots late, none
-    // given up), catching up at one frame per 8 µs.
+    // given up: a slot may be a second late, so a loop held off its core
+    // by a busy host gives up nothing either), catching up at one frame
+    // per 8 µs.
     let start = sys::monotonic_ns();
     g.set_cursor(&Cursor {
         t0_ns: start - 1_000_000,
         gap_fp: Cursor::gap_fp(10_000.0),
         quota: 100_000,
-        late_ns: 10_000_000,
+        late_ns: 1_000_000_000,
         catch_gap_ns: 8_000,
         ..Cursor::unpaced(0, 0)
     })
