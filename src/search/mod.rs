@@ -132,7 +132,16 @@ impl TrialOutcome {
     /// hypervisor's steal where that explains the loss, else the stall
     /// watch's count where that does.
     pub fn disturbance(&self) -> Option<String> {
-        self.explanation()
+        let lost = self.lost as f64;
+        match (self.steal_ms, self.stall_ms) {
+            (Some(ms), _) if stall_explains(lost, self.offered_pps, ms) => {
+                Some(format!("the hypervisor held a CPU {ms:.0} ms"))
+            }
+            (_, Some(ms)) if watched_stall_explains(lost, self.offered_pps, ms) => {
+                Some(format!("the host's CPUs stalled {ms:.1} ms"))
+            }
+            _ => None,
+        }
     }
 
     /// How many of the lost frames a disturbed trial may charge to the
@@ -144,26 +153,14 @@ impl TrialOutcome {
     /// left is the DUT's own loss or less, and a DUT that loses frames
     /// beyond a stall (over its capacity) is still charged with them.
     pub fn host_explained(&self) -> Option<u64> {
-        self.disturbance()?;
+        if !self.disturbed() {
+            return None;
+        }
         // The watch's count where there is a watch (even 0: a steal tick
         // it did not see is the counter's rounding), else the steal.
         let held_ms = self.stall_ms.or(self.steal_ms).unwrap_or(0.0);
         let frames = (self.offered_pps * held_ms / 1e3).ceil() as u64;
         Some(frames.min(self.lost))
-    }
-
-    /// What disturbed the trial, for its line, when something did.
-    fn explanation(&self) -> Option<String> {
-        let lost = self.lost as f64;
-        match (self.steal_ms, self.stall_ms) {
-            (Some(ms), _) if stall_explains(lost, self.offered_pps, ms) => {
-                Some(format!("the hypervisor held a CPU {ms:.0} ms"))
-            }
-            (_, Some(ms)) if watched_stall_explains(lost, self.offered_pps, ms) => {
-                Some(format!("the host's CPUs stalled {ms:.1} ms"))
-            }
-            _ => None,
-        }
     }
 
     /// The frames lost that count against the DUT: `lost` less what was
@@ -546,12 +543,11 @@ impl TrialLog {
         let mut repeats = 0;
         loop {
             let index = self.trials.len();
-            let outcome = self.one(runner, rate_pps, duration, waits, index)?;
+            let mut outcome = self.one(runner, rate_pps, duration, waits, index)?;
             let wait_s = waits.per_trial_s();
             self.trial_time_s += duration_s;
             self.wait_time_s += wait_s;
             let elapsed_s = self.time_spent_s();
-            let mut outcome = outcome;
             // A disturbed trial is kept, not counted, and run again; the
             // last repeat counts, charged to the DUT with the loss its
             // disturbance does not explain.
