@@ -565,7 +565,18 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
                     .summary
                     .saturation
                     .map(|s| s.onset_pps.unwrap_or(s.offered_pps));
-                d.summary.notes = search::ramp::contradictions(found.ndr, found.pdr, sat);
+                let held = search::ramp::RampHeld {
+                    to_pps: sat.unwrap_or(d.summary.peak_offered_pps),
+                    saturated: sat.is_some(),
+                    loss_threshold: ramp.loss_threshold,
+                };
+                d.summary.notes = search::ramp::contradictions(
+                    found.ndr,
+                    found.pdr,
+                    sat,
+                    found.pdr_upper,
+                    Some(held),
+                );
                 for n in &d.summary.notes {
                     lines.push(format!("ramp {} {}: note: {n}", p.name, d.direction));
                 }
@@ -589,6 +600,8 @@ struct Found {
     /// bound of the goals, pps.
     low: Option<f64>,
     high: Option<f64>,
+    /// Where the PDR goal failed, with its loss ratio.
+    pdr_upper: Option<crate::search::ramp::PdrUpper>,
 }
 
 fn search_figures(m: &crate::search::MlrResult) -> Found {
@@ -606,6 +619,12 @@ fn search_figures(m: &crate::search::MlrResult) -> Found {
         pdr: value("pdr"),
         low: lows.reduce(f64::min),
         high: highs.reduce(f64::max),
+        pdr_upper: goal("pdr").and_then(|g| {
+            Some(crate::search::ramp::PdrUpper {
+                load_pps: g.relevant_upper_bound_pps?,
+                loss_ratio: g.goal.loss_ratio,
+            })
+        }),
     }
 }
 
@@ -639,6 +658,7 @@ mod ramp_tests {
             pdr: Some(320_000.0),
             low: Some(300_000.0),
             high: Some(326_000.0),
+            pdr_upper: None,
         };
         let s = ramp_around(&f, 6_000_000.0, 8.0);
         assert_eq!((s.start_pps, s.target_pps), (150_000.0, 489_000.0));

@@ -261,14 +261,37 @@ pub struct RampSummary {
     pub notes: Vec<String>,
 }
 
+/// Where a search's PDR goal failed: its relevant upper bound and its
+/// loss ratio (0.005 for 0.5 %).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PdrUpper {
+    pub load_pps: f64,
+    pub loss_ratio: f64,
+}
+
+/// How far a ramp held its loss under its threshold: its saturation
+/// (where loss began for good), or, not saturated, the highest load it
+/// offered after the warmup; with that threshold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RampHeld {
+    pub to_pps: f64,
+    pub saturated: bool,
+    pub loss_threshold: f64,
+}
+
 /// The figures of one profile in one run that must agree: a search's NDR
-/// and PDR (what it reports, pps) and a ramp's saturation (where loss
-/// began). Returns a note for each contradiction, with its reason: PDR
-/// below NDR, or saturation below the NDR the search proved loss-free.
+/// and PDR (what it reports, pps), where its PDR goal failed, and how far a
+/// ramp held (where loss began, or its top). Returns a note for each
+/// contradiction, with its reason: PDR below NDR; saturation below the NDR
+/// the search proved loss-free; or a ramp that kept its loss under a
+/// threshold no looser than the PDR's past the load where the search's
+/// trials lost more than the PDR allows.
 pub fn contradictions(
     ndr_pps: Option<f64>,
     pdr_pps: Option<f64>,
     saturation_pps: Option<f64>,
+    pdr_upper: Option<PdrUpper>,
+    held: Option<RampHeld>,
 ) -> Vec<String> {
     let mut notes = Vec::new();
     if let (Some(ndr), Some(pdr)) = (ndr_pps, pdr_pps) {
@@ -285,7 +308,34 @@ pub fn contradictions(
             ));
         }
     }
+    if let (Some(up), Some(h)) = (pdr_upper, held) {
+        if h.to_pps > up.load_pps * (1.0 + 1e-9) && h.loss_threshold <= up.loss_ratio {
+            let how = if h.saturated {
+                format!(
+                    "its loss above {} began only at {:.0} pps",
+                    pct_text(h.loss_threshold),
+                    h.to_pps
+                )
+            } else {
+                format!(
+                    "it did not saturate up to {:.0} pps (loss above {} never lasted)",
+                    h.to_pps,
+                    pct_text(h.loss_threshold)
+                )
+            };
+            notes.push(format!(
+                "the ramp held past the PDR's upper bound {:.0} pps, where the search's trials lost more than {}: {how}; one ramp sample is a single second, a bound the share of many trials; the DUT's capacity moved between them (see the search's evidence), and the search's PDR is the lower of the two",
+                up.load_pps,
+                pct_text(up.loss_ratio),
+            ));
+        }
+    }
     notes
+}
+
+/// A loss ratio as the notes print it: 0.005 → "0.5 %".
+fn pct_text(ratio: f64) -> String {
+    format!("{} %", (ratio * 100.0 * 1e6).round() / 1e6)
 }
 
 fn pct(pps: f64, line_rate_pps: f64) -> f64 {
@@ -844,15 +894,54 @@ mod tests {
 
     #[test]
     fn contradictions_are_named_with_their_reason() {
-        assert!(contradictions(Some(100.0), Some(120.0), Some(110.0)).is_empty());
-        assert!(contradictions(None, None, Some(1.0)).is_empty());
-        let n = contradictions(Some(100.0), Some(99.0), Some(80.0));
+        assert!(contradictions(Some(100.0), Some(120.0), Some(110.0), None, None).is_empty());
+        assert!(contradictions(None, None, Some(1.0), None, None).is_empty());
+        let n = contradictions(Some(100.0), Some(99.0), Some(80.0), None, None);
         assert_eq!(n.len(), 2, "{n:?}");
         assert!(n[0].contains("PDR 99 pps is below NDR 100"), "{n:?}");
         assert!(
             n[1].contains("loss from 80 pps, below the NDR 100"),
             "{n:?}"
         );
+    }
+
+    #[test]
+    fn a_ramp_that_held_past_the_pdrs_upper_bound_is_a_contradiction() {
+        let up = PdrUpper {
+            load_pps: 364_841.0,
+            loss_ratio: 0.005,
+        };
+        let held = |to_pps: f64, saturated: bool| RampHeld {
+            to_pps,
+            saturated,
+            loss_threshold: 0.001,
+        };
+        // Not saturated up to 541 k, the search failed 0.5 % at 365 k.
+        let n = contradictions(
+            Some(360_500.0),
+            Some(360_500.0),
+            None,
+            Some(up),
+            Some(held(541_441.0, false)),
+        );
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert!(n[0].contains("upper bound 364841 pps"), "{n:?}");
+        assert!(n[0].contains("more than 0.5 %"), "{n:?}");
+        assert!(n[0].contains("did not saturate up to 541441 pps"), "{n:?}");
+        // Saturated above it: the same contradiction, said so.
+        let n = contradictions(None, None, None, Some(up), Some(held(400_000.0, true)));
+        assert!(n[0].contains("began only at 400000 pps"), "{n:?}");
+        // Saturated at or below the bound: they agree.
+        assert!(contradictions(None, None, None, Some(up), Some(held(364_841.0, true))).is_empty());
+        assert!(
+            contradictions(None, None, None, Some(up), Some(held(300_000.0, false))).is_empty()
+        );
+        // A ramp threshold looser than the PDR's proves nothing about it.
+        let loose = RampHeld {
+            loss_threshold: 0.01,
+            ..held(541_441.0, false)
+        };
+        assert!(contradictions(None, None, None, Some(up), Some(loose)).is_empty());
     }
 
     #[test]
