@@ -69,6 +69,19 @@ impl TestParser for CliParser {
         allowed_flags(kind)
     }
 
+    fn run_flags(&self) -> Vec<String> {
+        let cmd = Cli::command();
+        cmd.find_subcommand("run")
+            .map(|sub| {
+                sub.get_arguments()
+                    .filter_map(|a| a.get_long())
+                    .filter(|l| RUN_FLAGS.contains(l) && *l != "help")
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     fn test(
         &self,
         plan: &Plan,

@@ -112,6 +112,16 @@ pub fn describe(c: &LabCores) -> String {
             cpu_list(&c.tester_receive)
         ));
     }
+    if c.napi
+        .iter()
+        .any(|n| !n.cpus.is_empty() && n.error.is_none())
+    {
+        let ms = |(n, every): (u32, u64)| u64::from(n) * every / 1_000_000;
+        parts.push(format!(
+            "the NAPI threads poll {} ms past an empty ring",
+            ms(DUT_POLL).max(ms(TESTER_POLL))
+        ));
+    }
     let mut s = parts.join("; ");
     let failed: Vec<String> = c
         .napi
@@ -127,8 +137,25 @@ pub fn describe(c: &LabCores) -> String {
     s
 }
 
+/// After a ring runs empty, each lab NAPI thread polls it again from a
+/// timer on its own core, `(times, every ns)`, before it sleeps until a
+/// frame wakes it, as a NIC's interrupt coalescing would: the DUT's every
+/// 50 µs, the tester's every 100 µs (it shares the generator's core on two
+/// CPUs, and polls that come more often cost the generator its rate), each
+/// for 2 ms. A veth has no coalescing: each frame after an empty poll woke
+/// the receiving thread from the sending core, an inter-processor
+/// interrupt that on a VM exits to the hypervisor, paid by the DUT's core
+/// for every wake of the tester's receive and by the generator's for every
+/// wake of the DUT. How often that happened depended on how busy each side
+/// already was, so the DUT's capacity moved with its history. Four rounds
+/// of 2 s lab tests (64 B, var2) on a 2-core VM: at 750 kpps 0.49-13.1 %
+/// lost without it, 0.015-0.058 % with it; unpaced, the DUT forwarded
+/// 646-821 kpps without it, 1.12-1.19 Mpps with it (bench/README.md).
+pub const DUT_POLL: (u32, u64) = (40, 50_000);
+pub const TESTER_POLL: (u32, u64) = (20, 100_000);
+
 /// Gives every veth of the placed nodes GRO and pinned threaded NAPI as
-/// `plan` says. A host that refuses keeps the kernel's defaults for that
+/// `plan` says, polling past an empty ring (`DUT_POLL`, `TESTER_POLL`). A host that refuses keeps the kernel's defaults for that
 /// interface; the record says which and why.
 pub fn lay_out(fleet: &mut Fleet, placed: &[usize], nodes: &[LabNode], plan: &Plan) -> LabCores {
     let mut napi = Vec::new();
@@ -138,6 +165,11 @@ pub fn lay_out(fleet: &mut Fleet, placed: &[usize], nodes: &[LabNode], plan: &Pl
             &plan.dut
         } else {
             &plan.tester_receive
+        };
+        let poll = if node.role == "dut" || node.role == "vmnet" {
+            DUT_POLL
+        } else {
+            TESTER_POLL
         };
         // Bridges (no MAC here) have no NAPI of their own.
         for i in node.interfaces.iter().filter(|i| !i.mac.is_empty()) {
@@ -160,6 +192,8 @@ pub fn lay_out(fleet: &mut Fleet, placed: &[usize], nodes: &[LabNode], plan: &Pl
                     // tester's own processes and lost frames from rings
                     // that overflowed while they ran.
                     realtime: node.role == "dut" || plan.tester_receive == plan.generator,
+                    defer_hard_irqs: poll.0,
+                    gro_flush_timeout_ns: poll.1,
                 });
             }
             let error = match fleet.call(idx, &Request::Configure { ops }, Duration::from_secs(10))
@@ -242,5 +276,15 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("sink/sink0: no threaded NAPI"), "{s}");
+        assert!(
+            s.contains("the NAPI threads poll 2 ms past an empty ring"),
+            "{s}"
+        );
+        // Unthreaded (back to back): nothing polls.
+        let mut c = c;
+        for n in &mut c.napi {
+            n.cpus.clear();
+        }
+        assert!(!describe(&c).contains("poll"), "{}", describe(&c));
     }
 }

@@ -65,9 +65,16 @@ pub fn apply(op: &NetOp) -> Result<()> {
             dev,
             cpus,
             realtime,
+            defer_hard_irqs,
+            gro_flush_timeout_ns,
         } => {
             check_ifname(dev)?;
-            napi_threads(dev, cpus, *realtime)
+            napi_threads(
+                dev,
+                cpus,
+                *realtime,
+                (*defer_hard_irqs, *gro_flush_timeout_ns),
+            )
         }
         NetOp::Shape {
             dev,
@@ -419,8 +426,10 @@ fn allowed_cpus_of(pid: u32) -> Result<Vec<usize>> {
 /// pins the kernel threads that appear to `cpus`, one per rx queue, each
 /// read back. Interface names repeat across namespaces, so the threads are
 /// told apart by appearing: threaded mode is switched off first (its
-/// threads exit) and on again.
-fn napi_threads(dev: &str, cpus: &[usize], realtime: bool) -> Result<()> {
+/// threads exit) and on again. `defer` (`napi_defer_hard_irqs`,
+/// `gro_flush_timeout` in ns), unless 0, keeps the threads polling a while
+/// after their ring empties, each value read back.
+fn napi_threads(dev: &str, cpus: &[usize], realtime: bool, defer: (u32, u64)) -> Result<()> {
     let dev = dev.to_string();
     let cpus = cpus.to_vec();
     let worker = std::thread::spawn(move || -> Result<()> {
@@ -485,11 +494,29 @@ fn napi_threads(dev: &str, cpus: &[usize], realtime: bool) -> Result<()> {
                 })?;
             }
         }
+        if defer.0 > 0 {
+            // The timeout first: with defer set and no timeout, the kernel
+            // re-arms nothing and the defer does nothing.
+            write_read_back(&dev, "gro_flush_timeout", defer.1)?;
+            write_read_back(&dev, "napi_defer_hard_irqs", u64::from(defer.0))?;
+        }
         Ok(())
     });
     worker
         .join()
         .map_err(|_| err!("the threaded NAPI thread panicked"))?
+}
+
+/// Writes `value` to `/sys/class/net/DEV/NAME` and reads it back.
+fn write_read_back(dev: &str, name: &str, value: u64) -> Result<()> {
+    let path = format!("/sys/class/net/{dev}/{name}");
+    std::fs::write(&path, value.to_string())
+        .with_context(|| format!("writing {value} to {path} (kernel 5.10 or later has it)"))?;
+    let got = std::fs::read_to_string(&path).with_context(|| format!("reading back {path}"))?;
+    if got.trim() != value.to_string() {
+        fail!("{path} reads {} after writing {value} to it", got.trim());
+    }
+    Ok(())
 }
 
 /// Creates a veth pair whose ends are born inside two namespaces, named by the

@@ -23,6 +23,9 @@ use std::time::Duration;
 pub trait TestParser {
     /// The long flags of `linerate KIND` a plan test may set.
     fn flags(&self, kind: &str) -> Vec<String>;
+    /// The long flags of `linerate run` that set the whole run (a test's
+    /// key naming one is told to go there).
+    fn run_flags(&self) -> Vec<String>;
     /// The test `argv` (`linerate KIND --flag=value…`, from `t`) describes,
     /// its own criteria, and whether they abort the run when they clearly
     /// fail (`abort_on_fail`); `iperf3`: its sink is a stock iperf3 server.
@@ -526,7 +529,9 @@ fn test(
     let kind = t.kind.as_str();
     let allowed = parser.flags(kind);
     let known: Vec<&str> = allowed.iter().map(String::as_str).collect();
-    plan.check_args(t, &known)?;
+    let run_wide = parser.run_flags();
+    let run_wide: Vec<&str> = run_wide.iter().map(String::as_str).collect();
+    plan.check_args(t, &known, &run_wide)?;
     let index = |name: &str| {
         hosts
             .iter()

@@ -369,12 +369,28 @@ impl Plan {
     }
 
     /// Rejects a test option that its command does not have. `known` holds
-    /// the command's long flag names (`frame-size`), as clap lists them.
-    pub fn check_args(&self, test: &PlanTest, known: &[&str]) -> Result<(), PlanError> {
+    /// the command's long flag names (`frame-size`), as clap lists them;
+    /// `run_wide` those that belong to the whole run (`linerate run`'s own
+    /// flags, such as `interval`), which a test may not set for itself.
+    pub fn check_args(
+        &self,
+        test: &PlanTest,
+        known: &[&str],
+        run_wide: &[&str],
+    ) -> Result<(), PlanError> {
         let keys: Vec<String> = known.iter().map(|k| k.replace('-', "_")).collect();
         let Some(arg) = test.args.iter().find(|a| !keys.contains(&a.key)) else {
             return Ok(());
         };
+        if let Some(flag) = run_wide.iter().find(|f| f.replace('-', "_") == arg.key) {
+            return Err(self.error_at(
+                arg.span,
+                format!(
+                    "'{}' in [[test]] \"{}\" is a setting of the whole run, not of one test: give it to `linerate run` (`linerate run {} --{flag} ...`), and it applies to every test",
+                    arg.key, test.name, self.file
+                ),
+            ));
+        }
         let hint = match suggest(&arg.key, keys.iter().map(String::as_str)) {
             Some(s) => format!("did you mean '{s}'?"),
             None => format!("`linerate {} --help` lists its options", test.kind),

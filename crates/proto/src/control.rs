@@ -235,6 +235,16 @@ pub enum NetOp {
         /// and must not wait out its time slice while their ring fills.
         #[serde(default)]
         realtime: bool,
+        /// After a poll finds the ring empty, keep polling from a timer on
+        /// the thread's own CPU `gro_flush_timeout_ns` apart, up to
+        /// `defer_hard_irqs` times, before sleeping until the next frame
+        /// wakes it (the device's `napi_defer_hard_irqs` and
+        /// `gro_flush_timeout`); 0: the kernel's (wake on every frame
+        /// after an empty poll).
+        #[serde(default)]
+        defer_hard_irqs: u32,
+        #[serde(default)]
+        gro_flush_timeout_ns: u64,
     },
     /// Move a physical port from the agent's original namespace into its own,
     /// after checking it is safe to take (unless `force`); the agent records

@@ -226,13 +226,21 @@ fn caller_reports_cli_errors_at_the_key() {
     let p = ok(&text);
     let t = &p.tests[0];
     let e = p
-        .check_args(t, &["streams", "frame-size", "duration"])
+        .check_args(t, &["streams", "frame-size", "duration"], &["interval"])
         .unwrap_err();
     assert_eq!(
         e.to_string(),
         "PLAN.toml:10:1: unknown key 'stream' in [[test]] \"udp 1\" (linerate udp has no --stream); did you mean 'streams'?"
     );
-    assert!(p.check_args(t, &["stream"]).is_ok());
+    assert!(p.check_args(t, &["stream"], &[]).is_ok());
+    // A run-wide flag in a test says where it goes instead.
+    let e = p
+        .check_args(t, &["streams"], &["interval", "stream"])
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "PLAN.toml:10:1: 'stream' in [[test]] \"udp 1\" is a setting of the whole run, not of one test: give it to `linerate run` (`linerate run PLAN.toml --stream ...`), and it applies to every test"
+    );
     let e = p.error_at(t.args[0].value_span, "invalid value '10' for '--stream'");
     assert_eq!((e.line, e.column), (10, 10));
     assert_eq!(p.locate(t.span), (6, 1));
