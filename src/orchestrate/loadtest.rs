@@ -110,7 +110,7 @@ impl TrialRunner for UdpTrials<'_, '_> {
                 progress.update(p);
             }
         };
-        let r = runner::run_udp(&mut self.ends, &t, self.dir.as_deref_mut(), &mut cb);
+        let r = runner::run(&mut self.ends, &t, self.dir.as_deref_mut(), &mut cb);
         progress.clear();
         if r.status != TestStatus::Ok {
             return Err(TrialError::Failed(
@@ -250,22 +250,22 @@ fn search_spreads(searches: &[crate::results::SearchResult]) -> Vec<search::Goal
 }
 
 fn exec_once(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> {
+    if let Some(test) = spec.as_kind() {
+        run.test(ends, test);
+        return Ok(());
+    }
     match spec {
-        TestSpec::Tcp(t) => run.tcp(ends, t),
-        TestSpec::Udp(t) => run.udp(ends, t),
-        TestSpec::Latency(t) => run.latency(ends, t),
         TestSpec::Ramp(r) => {
             for l in run_ramp(ends, r, run)? {
                 errln!("{l}");
             }
         }
-        TestSpec::Iperf3(t) => run.iperf3(ends, t),
         TestSpec::Http(tests) => {
             for t in tests {
                 if stop_requested() {
                     break;
                 }
-                run.http(ends, t);
+                run.test(ends, t);
             }
         }
         TestSpec::Search(s) => {
@@ -278,6 +278,13 @@ fn exec_once(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> {
                 }
             }
         }
+        TestSpec::Iperf3(t) => {
+            if let Some(server) = &t.serve {
+                run.iperf3_served(ends, t, server);
+            }
+        }
+        // Single-result kinds: run above, through `as_kind`.
+        TestSpec::Tcp(_) | TestSpec::Udp(_) | TestSpec::Latency(_) => {}
     }
     Ok(())
 }
