@@ -794,6 +794,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_single_test_spec_is_a_kind_and_the_loops_are_not() {
+        let tcp = runner::TcpTest {
+            name: "tcp 1 stream".into(),
+            ipv6: false,
+            streams: 1,
+            direction: Direction::Forward,
+            duration: Duration::from_secs(1),
+            cpus: vec![],
+            congestion: None,
+            buffer_len: 128 * 1024,
+            allow: vec![],
+            port: 0,
+            rate_bps: None,
+            interval: Duration::from_secs(1),
+            omit: Duration::ZERO,
+            window: None,
+            dscp: None,
+            vlan: None,
+        };
+        let spec = TestSpec::Tcp(tcp);
+        let kind = spec.as_kind().map(|k| (k.name().to_string(), k.interval()));
+        assert_eq!(
+            kind,
+            Some(("tcp 1 stream".into(), Some(Duration::from_secs(1))))
+        );
+        // The HTTP matrix runs its rows one by one, each a kind of its own.
+        assert!(TestSpec::Http(vec![]).as_kind().is_none());
+    }
+
+    #[test]
     fn the_live_line_folds_trials_into_a_bracket() {
         let mut f = TrialFold::new("search 64b NDR/PDR".into(), 0.0, false);
         f.trials = 1;
