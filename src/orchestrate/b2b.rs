@@ -108,7 +108,7 @@ impl UdpBursts<'_, '_> {
     fn test(&mut self, t: &UdpTest) -> Result<TestResult, TrialError> {
         let progress = self.progress;
         let mut cb = |p: &runner::Progress| progress.update(p);
-        let r = runner::run_udp(&mut self.ends, t, self.dir.as_deref_mut(), &mut cb);
+        let r = runner::run(&mut self.ends, t, self.dir.as_deref_mut(), &mut cb);
         progress.clear();
         if r.status != TestStatus::Ok {
             return Err(TrialError::Failed(

@@ -320,6 +320,23 @@ pub enum TestSpec {
 }
 
 impl TestSpec {
+    /// The spec as one test of a single-result kind, which
+    /// [`crate::orchestrate::run::Run::test`] runs; `None` for what runs
+    /// several: a ramp's and a search's trials (of a `UdpTest`), the HTTP
+    /// matrix's rows, and an iperf3 test against linerate's own server (a
+    /// result per client). A new variant is a compile error here until it
+    /// says which it is.
+    pub fn as_kind(&self) -> Option<&dyn crate::runner::TestKind> {
+        match self {
+            TestSpec::Tcp(t) => Some(t),
+            TestSpec::Udp(t) => Some(t),
+            TestSpec::Latency(t) => Some(t),
+            TestSpec::Iperf3(t) if t.serve.is_none() => Some(t),
+            TestSpec::Iperf3(_) => None,
+            TestSpec::Ramp(_) | TestSpec::Search(_) | TestSpec::Http(_) => None,
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             TestSpec::Tcp(_) => "tcp",

@@ -110,7 +110,7 @@ impl TrialRunner for UdpTrials<'_, '_> {
                 progress.update(p);
             }
         };
-        let r = runner::run_udp(&mut self.ends, &t, self.dir.as_deref_mut(), &mut cb);
+        let r = runner::run(&mut self.ends, &t, self.dir.as_deref_mut(), &mut cb);
         progress.clear();
         if r.status != TestStatus::Ok {
             return Err(TrialError::Failed(
@@ -250,22 +250,22 @@ fn search_spreads(searches: &[crate::results::SearchResult]) -> Vec<search::Goal
 }
 
 fn exec_once(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> {
+    if let Some(test) = spec.as_kind() {
+        run.test(ends, test);
+        return Ok(());
+    }
     match spec {
-        TestSpec::Tcp(t) => run.tcp(ends, t),
-        TestSpec::Udp(t) => run.udp(ends, t),
-        TestSpec::Latency(t) => run.latency(ends, t),
         TestSpec::Ramp(r) => {
             for l in run_ramp(ends, r, run)? {
                 errln!("{l}");
             }
         }
-        TestSpec::Iperf3(t) => run.iperf3(ends, t),
         TestSpec::Http(tests) => {
             for t in tests {
                 if stop_requested() {
                     break;
                 }
-                run.http(ends, t);
+                run.test(ends, t);
             }
         }
         TestSpec::Search(s) => {
@@ -278,6 +278,13 @@ fn exec_once(run: &mut Run, ends: &mut Ends, spec: &TestSpec) -> Result<()> {
                 }
             }
         }
+        TestSpec::Iperf3(t) => {
+            if let Some(server) = &t.serve {
+                run.iperf3_served(ends, t, server);
+            }
+        }
+        // Single-result kinds: run above, through `as_kind`.
+        TestSpec::Tcp(_) | TestSpec::Udp(_) | TestSpec::Latency(_) => {}
     }
     Ok(())
 }
@@ -785,6 +792,36 @@ pub fn run_search(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_single_test_spec_is_a_kind_and_the_loops_are_not() {
+        let tcp = runner::TcpTest {
+            name: "tcp 1 stream".into(),
+            ipv6: false,
+            streams: 1,
+            direction: Direction::Forward,
+            duration: Duration::from_secs(1),
+            cpus: vec![],
+            congestion: None,
+            buffer_len: 128 * 1024,
+            allow: vec![],
+            port: 0,
+            rate_bps: None,
+            interval: Duration::from_secs(1),
+            omit: Duration::ZERO,
+            window: None,
+            dscp: None,
+            vlan: None,
+        };
+        let spec = TestSpec::Tcp(tcp);
+        let kind = spec.as_kind().map(|k| (k.name().to_string(), k.interval()));
+        assert_eq!(
+            kind,
+            Some(("tcp 1 stream".into(), Some(Duration::from_secs(1))))
+        );
+        // The HTTP matrix runs its rows one by one, each a kind of its own.
+        assert!(TestSpec::Http(vec![]).as_kind().is_none());
+    }
 
     #[test]
     fn the_live_line_folds_trials_into_a_bracket() {

@@ -258,62 +258,51 @@ impl Run {
         self.save();
     }
 
-    /// A UDP test, watched by `--abort-on-fail`.
-    pub fn udp(&mut self, ends: &mut runner::Ends, t: &runner::UdpTest) {
-        let mut r = self.watched(t.interval, |dir, cb| runner::run_udp(ends, t, dir, cb));
-        if !self.expect_loss {
-            runner::fail_if_nothing_arrived(&mut r);
-        }
-        self.add_test(r);
+    /// One test of any single-result kind: its progress shown, watched by
+    /// `--abort-on-fail` when the kind has interval lines to watch
+    /// ([`runner::TestKind::interval`]), a plain UDP test's total loss
+    /// failed unless `--expect-loss`, and the result added.
+    pub fn test(&mut self, ends: &mut runner::Ends, t: &dyn runner::TestKind) {
+        self.run_kind(ends, t, true);
     }
 
     /// A UDP test a ramp is made of (its probe, itself, its reruns): a
     /// ramp loses by design past the DUT's limit, so no criterion watches it.
     pub fn ramp_udp(&mut self, ends: &mut runner::Ends, t: &runner::UdpTest) {
-        let progress = &self.progress;
-        let mut cb = |p: &runner::Progress| progress.update(p);
-        let mut r = runner::run_udp(ends, t, self.dir.as_mut(), &mut cb);
-        if !self.expect_loss {
+        self.run_kind(ends, t, false);
+    }
+
+    /// [`Run::test`], watched only when `watch` says so and the kind can be.
+    fn run_kind(&mut self, ends: &mut runner::Ends, t: &dyn runner::TestKind, watch: bool) {
+        let mut r = match t.interval().filter(|_| watch) {
+            Some(interval) => self.watched(interval, |dir, cb| runner::run(ends, t, dir, cb)),
+            None => {
+                let progress = &self.progress;
+                let mut cb = |p: &runner::Progress| progress.update(p);
+                runner::run(ends, t, self.dir.as_mut(), &mut cb)
+            }
+        };
+        if t.fails_on_total_loss() && !self.expect_loss {
             runner::fail_if_nothing_arrived(&mut r);
         }
         self.add_test(r);
     }
 
-    /// A TCP test, watched by `--abort-on-fail`.
-    pub fn tcp(&mut self, ends: &mut runner::Ends, t: &runner::TcpTest) {
-        let r = self.watched(t.interval, |dir, cb| runner::run_tcp(ends, t, dir, cb));
-        self.add_test(r);
-    }
-
-    /// Latency under a load, the load watched by `--abort-on-fail`.
-    pub fn latency(&mut self, ends: &mut runner::Ends, t: &runner::LatencyTest) {
-        let interval = match &t.load {
-            runner::Load::Tcp(x) => x.interval,
-            runner::Load::Udp(x) => x.interval,
-        };
-        let r = self.watched(interval, |dir, cb| runner::run_latency(ends, t, dir, cb));
-        self.add_test(r);
-    }
-
-    pub fn http(&mut self, ends: &mut runner::Ends, t: &runner::HttpTest) {
+    /// A test against linerate's own iperf3 server (a plan's
+    /// `iperf3_server` host): a result per client, so not a
+    /// [`runner::TestKind`]; its stock-server tests go through
+    /// [`Run::test`].
+    pub fn iperf3_served(
+        &mut self,
+        ends: &mut runner::Ends,
+        t: &runner::Iperf3Test,
+        server: &crate::proto::iperf3::ServerJob,
+    ) {
         let progress = &self.progress;
         let mut cb = |p: &runner::Progress| progress.update(p);
-        let r = runner::run_http(ends, t, self.dir.as_mut(), &mut cb);
-        self.add_test(r);
-    }
-
-    pub fn iperf3(&mut self, ends: &mut runner::Ends, t: &runner::Iperf3Test) {
-        let progress = &self.progress;
-        let mut cb = |p: &runner::Progress| progress.update(p);
-        if let Some(server) = &t.serve {
-            // linerate's own server: a result per client.
-            for r in runner::run_iperf3_served(ends, t, server, self.dir.as_mut(), &mut cb) {
-                self.add_test(r);
-            }
-            return;
+        for r in runner::run_iperf3_served(ends, t, server, self.dir.as_mut(), &mut cb) {
+            self.add_test(r);
         }
-        let r = runner::run_iperf3(ends, t, self.dir.as_mut(), &mut cb);
-        self.add_test(r);
     }
 
     /// The table printed at the end of a run: the tests, the profiles'

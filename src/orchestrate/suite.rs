@@ -151,7 +151,7 @@ fn run_self_test(
     run.results.labs.push(b2b.topology.clone());
     let lab_idx = run.results.labs.len() - 1;
     let mut ends = Ends::of_lab(&mut b2b, Some(lab_idx));
-    run.udp(&mut ends, test);
+    run.test(&mut ends, test);
     b2b.fleet.shutdown();
     Ok(())
 }
@@ -364,25 +364,25 @@ impl Rows {
             if stop_requested() {
                 return false;
             }
-            run.tcp(ends, t);
+            run.test(ends, t);
         }
         if let Some(t) = &self.latency {
             if stop_requested() {
                 return false;
             }
-            run.latency(ends, t);
+            run.test(ends, t);
         }
         for t in &self.udp {
             if stop_requested() {
                 return false;
             }
-            run.udp(ends, t);
+            run.test(ends, t);
         }
         for t in &self.http {
             if stop_requested() {
                 return false;
             }
-            run.http(ends, t);
+            run.test(ends, t);
         }
         true
     }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 const GEN: usize = 0;
 const SINK: usize = 1;
 
-fn udp_test(secs: u64) -> UdpTest {
+pub(super) fn udp_test(secs: u64) -> UdpTest {
     UdpTest {
         name: "udp".into(),
         ipv6: false,
@@ -39,7 +39,7 @@ fn udp_test(secs: u64) -> UdpTest {
     }
 }
 
-fn tcp_test(secs: u64) -> TcpTest {
+pub(super) fn tcp_test(secs: u64) -> TcpTest {
     TcpTest {
         name: "tcp".into(),
         ipv6: false,
@@ -62,7 +62,7 @@ fn tcp_test(secs: u64) -> TcpTest {
 
 /// Runs `body` on a gen → sink pair of the fake fleet; returns the result
 /// and how many progress updates it made.
-fn run(
+pub(super) fn run(
     fleet: &mut FakeFleet,
     body: impl FnOnce(&mut Ends, &mut dyn FnMut(&Progress)) -> TestResult,
 ) -> (TestResult, usize) {
@@ -85,11 +85,11 @@ fn run(
 }
 
 fn udp(fleet: &mut FakeFleet, secs: u64) -> (TestResult, usize) {
-    run(fleet, |e, p| super::run_udp(e, &udp_test(secs), None, p))
+    run(fleet, |e, p| super::run(e, &udp_test(secs), None, p))
 }
 
 fn tcp(fleet: &mut FakeFleet, secs: u64) -> (TestResult, usize) {
-    run(fleet, |e, p| super::run_tcp(e, &tcp_test(secs), None, p))
+    run(fleet, |e, p| super::run(e, &tcp_test(secs), None, p))
 }
 
 /// The Stop requests sent: (agent, job, the senders' totals handed on).

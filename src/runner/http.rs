@@ -4,8 +4,10 @@
 //! side, CPU split, and what bound the run.
 
 use super::jobs::{collect, collect_stopped, Collected, Jobs, LiveSum};
+use super::kind::TestKind;
 use super::record::{self, delta_ns};
-use super::setup::{finish_test, unspecified, Ends, OnProgress, Progress, Side, INTERVAL_MS};
+use super::sequence::{run_phases, Phases, Snapshots};
+use super::setup::{unspecified, Ends, OnProgress, Progress, Side, INTERVAL_MS};
 use super::slices::{sample_ms, LineStyle, Part, Slicer};
 use crate::proto::http::Content;
 use crate::proto::http::HttpSummary;
@@ -74,81 +76,110 @@ pub struct HttpTest {
     pub interval: Duration,
 }
 
-pub fn run_http(
-    ends: &mut Ends,
-    t: &HttpTest,
-    mut dir: Option<&mut RunDir>,
-    on_progress: OnProgress,
-) -> TestResult {
-    let params = TestParams {
-        protocol: Protocol::Http,
-        ip_version: if t.ipv6 { 6 } else { 4 },
-        direction: Direction::Reverse,
-        duration_s: t.duration.as_secs_f64(),
-        frame: None,
-        average_frame_bytes: None,
-        flow_mode: None,
-        flows: None,
-        rate_pps: None,
-        rate_profile: None,
-        streams: Some(t.connections),
-        congestion: t.server.as_ref().and_then(|s| s.congestion.clone()),
-        rate_bps: None,
-        cpus: vec![],
-        lab: ends.lab,
-        omit_s: 0.0,
-        window_bytes: None,
-        dscp: t.dscp,
-    };
-    finish_test(
-        TestResult::new(&t.name, crate::model::clock::now_rfc3339(), params),
-        |r| http_inner(ends, t, &mut dir, on_progress, r),
-    )
+impl TestKind for HttpTest {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn params(&self, ends: &Ends) -> TestParams {
+        TestParams {
+            protocol: Protocol::Http,
+            ip_version: if self.ipv6 { 6 } else { 4 },
+            direction: Direction::Reverse,
+            duration_s: self.duration.as_secs_f64(),
+            frame: None,
+            average_frame_bytes: None,
+            flow_mode: None,
+            flows: None,
+            rate_pps: None,
+            rate_profile: None,
+            streams: Some(self.connections),
+            congestion: self.server.as_ref().and_then(|s| s.congestion.clone()),
+            rate_bps: None,
+            cpus: vec![],
+            lab: ends.lab,
+            omit_s: 0.0,
+            window_bytes: None,
+            dscp: self.dscp,
+        }
+    }
+
+    /// `--abort-on-fail` does not watch an HTTP test while it runs.
+    fn interval(&self) -> Option<Duration> {
+        None
+    }
+
+    fn body(
+        &self,
+        ends: &mut Ends,
+        dir: &mut Option<&mut RunDir>,
+        on_progress: OnProgress,
+        result: &mut TestResult,
+    ) -> Result<()> {
+        let gen = ends
+            .gens
+            .first()
+            .map(|g| g.agent)
+            .ok_or_else(|| err!("an HTTP test needs a client"))?;
+        let ids = Ids {
+            server: super::setup::next_id(),
+            client: super::setup::next_id(),
+        };
+        let phases = HttpPhases {
+            t: self,
+            gen,
+            sink: ends.sink.clone(),
+            observers: ends.observers.clone(),
+            ids,
+        };
+        run_phases(&phases, ends, dir, on_progress, result)
+    }
 }
 
-fn http_inner(
-    ends: &mut Ends,
-    t: &HttpTest,
-    dir: &mut Option<&mut RunDir>,
-    on_progress: OnProgress,
-    result: &mut TestResult,
-) -> Result<()> {
-    let gen = ends
-        .gens
-        .first()
-        .map(|g| g.agent)
-        .ok_or_else(|| err!("an HTTP test needs a client"))?;
-    let sink = ends.sink.agent;
-    let ids = Ids {
-        server: super::setup::next_id(),
-        client: super::setup::next_id(),
-    };
-    let mut jobs = Jobs::new(ends.fleet);
-    let (server, mut agents) = open_server(&ends.sink, t, &mut jobs, ids.server)?;
-    agents.insert(0, gen);
-    agents.extend(ends.observers.iter().copied());
-    let before = jobs.snapshot(&agents)?;
-    let (mut col, done) = download(&mut jobs, t, (gen, sink), &server, ids, dir, on_progress)?;
-    let after = jobs.snapshot(&agents)?;
-    jobs.disarm();
-    if !col.errors.is_empty() {
-        fail!("{}", col.errors.join("; "));
+/// An HTTP test's phases in the shared sequence: linerate's server on the
+/// sink (unless the test names a URL), then the client's downloads.
+struct HttpPhases<'t> {
+    t: &'t HttpTest,
+    gen: usize,
+    sink: Side,
+    observers: Vec<usize>,
+    ids: Ids,
+}
+
+impl Phases for HttpPhases<'_> {
+    type Opened = Target;
+    type Ran = ();
+
+    fn open(&self, jobs: &mut Jobs) -> Result<(Target, Vec<usize>)> {
+        let (server, mut agents) = open_server(&self.sink, self.t, jobs, self.ids.server)?;
+        agents.insert(0, self.gen);
+        agents.extend(self.observers.iter().copied());
+        Ok((server, agents))
     }
-    record::counters(ends, &before, &after, result);
-    record_download(
-        ends,
-        t,
-        (gen, sink),
-        &server,
-        ids,
-        &mut col,
-        (&before, &after),
-        result,
-    )?;
-    if !done {
-        fail!("{}", super::setup::cut_short());
+
+    fn start_and_collect(
+        &self,
+        jobs: &mut Jobs,
+        server: &Target,
+        dir: &mut Option<&mut RunDir>,
+        on_progress: OnProgress,
+    ) -> Result<(Collected, (), bool)> {
+        let ends = (self.gen, self.sink.agent);
+        let (col, done) = download(jobs, self.t, ends, server, self.ids, dir, on_progress)?;
+        Ok((col, (), done))
     }
-    Ok(())
+
+    fn record(
+        &self,
+        ends: &Ends,
+        (server, ()): (&Target, ()),
+        col: &mut Collected,
+        counters: (&Snapshots, &Snapshots),
+        result: &mut TestResult,
+    ) -> Result<()> {
+        let pair = (self.gen, self.sink.agent);
+        record_download(ends, self.t, pair, server, self.ids, col, counters, result)
+    }
 }
 
 /// The job ids of one HTTP test.
@@ -500,8 +531,6 @@ fn record_download(
     result.http = Some(download_result(t, url, chttp, shttp, Some(elapsed)));
     Ok(())
 }
-
-type Snapshots = std::collections::HashMap<usize, crate::proto::Snapshot>;
 
 /// Body bytes sent vs received; bytes read from the socket (heads and TLS
 /// framing included) vs the client namespace's kernel rx_bytes, when the

@@ -6,8 +6,9 @@
 //! turns a test that `linerate serve --iperf3` served into a result.
 
 use super::jobs::{collect, collect_stopped, Collected, Jobs};
+use super::kind::TestKind;
 use super::record;
-use super::setup::{finish_test, next_id, Ends, Leg, OnProgress, Progress};
+use super::setup::{next_id, Ends, Leg, OnProgress, Progress};
 use crate::iperf3::{Measured, Outcome, StreamTotals};
 use crate::proto::iperf3::{ClientJob, FarEnd, Mode, TestParams, Transport};
 use crate::proto::{Direction, EndpointSummary, IntervalSample, Job, StreamSample};
@@ -71,22 +72,38 @@ fn local_parts(s: &IntervalSample, fwd: bool, rev: bool) -> Vec<super::slices::P
     v
 }
 
-/// Runs `t` from the first generator of `ends`, whose sink is that same
+/// Runs from the first generator of `ends`, whose sink is that same
 /// generator's side (the far end is the iperf3 server, with no agent).
-pub fn run_iperf3(
-    ends: &mut Ends,
-    t: &Iperf3Test,
-    dir: Option<&mut RunDir>,
-    on_progress: OnProgress,
-) -> TestResult {
-    let mut params = params_of(&t.params);
-    params.ip_version = if t.job.server.is_ipv6() { 6 } else { 4 };
-    params.lab = ends.lab;
-    params.cpus = t.job.cpus.clone();
-    let started = crate::model::clock::now_rfc3339();
-    finish_test(TestResult::new(&t.name, started.clone(), params), |r| {
-        iperf3_inner(ends, t, dir, on_progress, started, r)
-    })
+/// `serve` is not this kind's: a test against linerate's own server runs
+/// through `run_iperf3_served`, a result per client.
+impl TestKind for Iperf3Test {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn params(&self, ends: &Ends) -> crate::results::TestParams {
+        let mut params = params_of(&self.params);
+        params.ip_version = if self.job.server.is_ipv6() { 6 } else { 4 };
+        params.lab = ends.lab;
+        params.cpus = self.job.cpus.clone();
+        params
+    }
+
+    /// `--abort-on-fail` does not watch an iperf3 test while it runs.
+    fn interval(&self) -> Option<Duration> {
+        None
+    }
+
+    fn body(
+        &self,
+        ends: &mut Ends,
+        dir: &mut Option<&mut RunDir>,
+        on_progress: OnProgress,
+        result: &mut TestResult,
+    ) -> Result<()> {
+        let started = result.started_at.clone();
+        iperf3_inner(ends, self, dir.as_deref_mut(), on_progress, started, result)
+    }
 }
 
 /// Runs the agent's iperf3 client to its end (or stops it when it

@@ -4,6 +4,7 @@
 //! The controller cuts the client's samples into the phases on the
 //! client's clock and computes the statistics ([`crate::latency::stats`]).
 
+use super::kind::TestKind;
 use super::setup::{finish_test, Ends, OnProgress, TcpTest, UdpTest};
 use crate::latency::responder;
 use crate::latency::stats::{self, LatencyResult, OneWayClock, PhaseSpan, ResponderCounts};
@@ -11,7 +12,7 @@ use crate::model::error::{Context, Step};
 use crate::model::signals::{aborted, interrupted, stop_requested};
 use crate::proto::probe::{self, ProbeSample};
 use crate::proto::{Cidr, EndpointSummary, Job, Request, Response};
-use crate::results::{CrossCheck, RunDir, TestResult, TestStatus};
+use crate::results::{CrossCheck, RunDir, TestParams, TestResult, TestStatus};
 use crate::runner::error::{err, fail, Result};
 use crate::sys::realtime_ns;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -90,6 +91,13 @@ impl Load {
             Load::Udp(t) => &t.name,
         }
     }
+    /// The load as a test kind.
+    pub fn kind_of(&self) -> &dyn TestKind {
+        match self {
+            Load::Tcp(t) => t,
+            Load::Udp(t) => t,
+        }
+    }
     /// The load's DSCP: the probes carry it too.
     fn dscp(&self) -> Option<crate::proto::Dscp> {
         match self {
@@ -114,8 +122,44 @@ struct Session {
     target: SocketAddr,
 }
 
+/// A latency test's result is its load's, with the probes' phases around
+/// it: name, parameters, interval lines and body are the load's, and
+/// [`TestKind::run`] wraps the load's run in the probe session.
+impl TestKind for LatencyTest {
+    fn name(&self) -> &str {
+        self.load.kind_of().name()
+    }
+
+    fn params(&self, ends: &Ends) -> TestParams {
+        self.load.kind_of().params(ends)
+    }
+
+    fn interval(&self) -> Option<Duration> {
+        self.load.kind_of().interval()
+    }
+
+    fn body(
+        &self,
+        ends: &mut Ends,
+        dir: &mut Option<&mut RunDir>,
+        on_progress: OnProgress,
+        result: &mut TestResult,
+    ) -> Result<()> {
+        self.load.kind_of().body(ends, dir, on_progress, result)
+    }
+
+    fn run(
+        &self,
+        ends: &mut Ends,
+        dir: Option<&mut RunDir>,
+        on_progress: OnProgress,
+    ) -> TestResult {
+        run_latency(ends, self, dir, on_progress)
+    }
+}
+
 /// Runs the test with probes around and through it.
-pub fn run_latency(
+fn run_latency(
     ends: &mut Ends,
     t: &LatencyTest,
     dir: Option<&mut RunDir>,
@@ -127,10 +171,7 @@ pub fn run_latency(
         pause(t.probes.idle);
     }
     let load_before = realtime_ns();
-    let mut result = match &t.load {
-        Load::Tcp(x) => super::tcp::run_tcp(ends, x, dir, on_progress),
-        Load::Udp(x) => super::udp::run_udp(ends, x, dir, on_progress),
-    };
+    let mut result = super::kind::drive(t, ends, dir, on_progress);
     let load_after = realtime_ns();
     let outcome = session.and_then(|s| {
         pause(t.probes.idle);

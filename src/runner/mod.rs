@@ -11,7 +11,9 @@
 //! collecting and stopping jobs), `intervals` (interval samples kept in a
 //! scratch file, `model::spill`, until the result is assembled), `target` (the target sanity check), `udp`,
 //! `tcp`, `http` and `latency` (the test bodies), `record` (counters, CPU and aggregates), `dut` (the DUT's
-//! CPU time per packet, per interval).
+//! CPU time per packet, per interval), `kind` (the one interface of every
+//! single-result test kind, [`TestKind`], and its driver [`run`]),
+//! `sequence` (the phases the TCP and HTTP bodies share).
 
 mod dut;
 pub mod error;
@@ -24,22 +26,26 @@ mod intervals;
 pub mod iperf3;
 mod iperf3_served;
 mod jobs;
+mod kind;
+#[cfg(test)]
+mod kind_tests;
 pub mod latency;
 mod record;
+mod sequence;
 mod setup;
 pub mod slices;
 mod target;
 mod tcp;
 mod udp;
 
-pub use http::{run_http, HttpServerSide, HttpTest, HttpUrl};
-pub use iperf3::{run_iperf3, Iperf3Test};
+pub use http::{HttpServerSide, HttpTest, HttpUrl};
+pub use iperf3::Iperf3Test;
 pub use iperf3_served::run_iperf3_served;
-pub use latency::{run_latency, LatencyTest, Load, ProbeOpts};
+pub use kind::{run, TestKind};
+pub use latency::{LatencyTest, Load, ProbeOpts};
 pub use setup::{
     apply_line_rate, build_flows, fail_if_nothing_sent, Ends, OnProgress, Progress, Side, TcpTest,
     UdpTest,
 };
 pub use target::{check_target, client_address, source_address};
-pub use tcp::run_tcp;
-pub use udp::{fail_if_nothing_arrived, run_udp};
+pub use udp::fail_if_nothing_arrived;

@@ -3,49 +3,76 @@
 //! receivers' byte counts, cross-checked against the kernel's.
 
 use super::jobs::{collect, collect_stopped, Collected, Jobs, LiveSum};
+use super::kind::TestKind;
 use super::record::{self, delta_ns};
-use super::setup::{finish_test, legs, unspecified, Ends, Leg, OnProgress, Progress, TcpTest};
+use super::sequence::{run_phases, Phases, Snapshots};
+use super::setup::{legs, unspecified, Ends, Leg, OnProgress, Progress, TcpTest};
 use super::slices::{self, Part, Slicer};
 use crate::proto::{Direction, EndpointSummary, IntervalSample, Job};
 use crate::results::{
     in_omit, mark_omitted, pair_intervals, CrossCheck, DirectionBuffers, DirectionResult, Protocol,
     RunDir, TestParams, TestResult,
 };
-use crate::runner::error::{err, fail, Result};
+use crate::runner::error::{err, Result};
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-pub fn run_tcp(
-    ends: &mut Ends,
-    t: &TcpTest,
-    mut dir: Option<&mut RunDir>,
-    on_progress: OnProgress,
-) -> TestResult {
-    let params = TestParams {
-        protocol: Protocol::Tcp,
-        ip_version: if t.ipv6 { 6 } else { 4 },
-        direction: t.direction,
-        duration_s: t.duration.as_secs_f64(),
-        frame: None,
-        average_frame_bytes: None,
-        flow_mode: None,
-        flows: None,
-        rate_pps: None,
-        rate_profile: None,
-        streams: Some(t.streams),
-        congestion: t.congestion.clone(),
-        rate_bps: t.rate_bps,
-        cpus: t.cpus.clone(),
-        lab: ends.lab,
-        omit_s: t.omit.as_secs_f64(),
-        window_bytes: t.window,
-        dscp: t.dscp,
-    };
-    finish_test(
-        TestResult::new(&t.name, crate::model::clock::now_rfc3339(), params),
-        |r| tcp_inner(ends, t, &mut dir, on_progress, r),
-    )
+impl TestKind for TcpTest {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn params(&self, ends: &Ends) -> TestParams {
+        TestParams {
+            protocol: Protocol::Tcp,
+            ip_version: if self.ipv6 { 6 } else { 4 },
+            direction: self.direction,
+            duration_s: self.duration.as_secs_f64(),
+            frame: None,
+            average_frame_bytes: None,
+            flow_mode: None,
+            flows: None,
+            rate_pps: None,
+            rate_profile: None,
+            streams: Some(self.streams),
+            congestion: self.congestion.clone(),
+            rate_bps: self.rate_bps,
+            cpus: self.cpus.clone(),
+            lab: ends.lab,
+            omit_s: self.omit.as_secs_f64(),
+            window_bytes: self.window,
+            dscp: self.dscp,
+        }
+    }
+
+    fn interval(&self) -> Option<Duration> {
+        Some(self.interval)
+    }
+
+    fn body(
+        &self,
+        ends: &mut Ends,
+        dir: &mut Option<&mut RunDir>,
+        on_progress: OnProgress,
+        result: &mut TestResult,
+    ) -> Result<()> {
+        let target_ip = ends.sink.addr.main(self.ipv6).ok_or_else(|| {
+            err!(
+                "the server side has no IPv{} address",
+                if self.ipv6 { 6 } else { 4 }
+            )
+        })?;
+        let phases = TcpPhases {
+            t: self,
+            cpus: stream_cpus(self),
+            pairs: pairs(ends, self.direction),
+            agents: ends.agents(),
+            sink: ends.sink.agent,
+            target_ip,
+        };
+        run_phases(&phases, ends, dir, on_progress, result)
+    }
 }
 
 /// One client (on a generator) and its server (on the sink); the client
@@ -72,60 +99,67 @@ fn pairs(ends: &Ends, direction: Direction) -> Vec<Pair> {
         .collect()
 }
 
-fn tcp_inner(
-    ends: &mut Ends,
-    t: &TcpTest,
-    dir: &mut Option<&mut RunDir>,
-    on_progress: OnProgress,
-    result: &mut TestResult,
-) -> Result<()> {
-    let target_ip = ends.sink.addr.main(t.ipv6).ok_or_else(|| {
-        err!(
-            "the server side has no IPv{} address",
-            if t.ipv6 { 6 } else { 4 }
+/// A TCP test's phases in the shared sequence: a server per pair on the
+/// sink, then the clients at one agreed instant.
+struct TcpPhases<'t> {
+    t: &'t TcpTest,
+    cpus: Vec<usize>,
+    pairs: Vec<Pair>,
+    agents: Vec<usize>,
+    sink: usize,
+    target_ip: IpAddr,
+}
+
+impl Phases for TcpPhases<'_> {
+    /// The servers' ports, a pair's at its index.
+    type Opened = Vec<u16>;
+    /// The agreed start (realtime ns).
+    type Ran = Option<u64>;
+
+    fn open(&self, jobs: &mut Jobs) -> Result<(Vec<u16>, Vec<usize>)> {
+        let target = (self.sink, self.target_ip);
+        let ports = start_servers(jobs, self.t, target, &self.pairs, &self.cpus)?;
+        Ok((ports, self.agents.clone()))
+    }
+
+    fn start_and_collect(
+        &self,
+        jobs: &mut Jobs,
+        ports: &Vec<u16>,
+        dir: &mut Option<&mut RunDir>,
+        on_progress: OnProgress,
+    ) -> Result<(Collected, Option<u64>, bool)> {
+        let targets: Vec<SocketAddr> = ports
+            .iter()
+            .map(|&p| SocketAddr::new(self.target_ip, p))
+            .collect();
+        let (t, cpus) = (self.t, &self.cpus);
+        run_clients(
+            jobs,
+            t,
+            self.sink,
+            &self.pairs,
+            &targets,
+            cpus,
+            dir,
+            on_progress,
         )
-    })?;
-    let cpus = stream_cpus(t);
-    let pairs = pairs(ends, t.direction);
-    let agents = ends.agents();
-    let sink = ends.sink.agent;
-    let mut jobs = Jobs::new(ends.fleet);
-    let ports = start_servers(&mut jobs, t, (sink, target_ip), &pairs, &cpus)?;
-    let before = jobs.snapshot(&agents)?;
-    let targets: Vec<SocketAddr> = ports
-        .iter()
-        .map(|&p| SocketAddr::new(target_ip, p))
-        .collect();
-    let (mut col, start_at, done) = run_clients(
-        &mut jobs,
-        t,
-        sink,
-        &pairs,
-        &targets,
-        &cpus,
-        dir,
-        on_progress,
-    )?;
-    let after = jobs.snapshot(&agents)?;
-    jobs.disarm();
-    if !col.errors.is_empty() {
-        fail!("{}", col.errors.join("; "));
     }
-    record::counters(ends, &before, &after, result);
-    record_vlan(ends, t, &pairs, &col, result);
-    record_pairs(
-        ends,
-        t,
-        (&pairs, &ports),
-        &mut col,
-        start_at.unwrap_or(0),
-        (&before, &after),
-        result,
-    );
-    if !done {
-        fail!("{}", super::setup::cut_short());
+
+    fn record(
+        &self,
+        ends: &Ends,
+        (ports, start_at): (&Vec<u16>, Option<u64>),
+        col: &mut Collected,
+        counters: (&Snapshots, &Snapshots),
+        result: &mut TestResult,
+    ) -> Result<()> {
+        let (t, pairs) = (self.t, &self.pairs);
+        record_vlan(ends, t, pairs, col, result);
+        let start_ns = start_at.unwrap_or(0);
+        record_pairs(ends, t, (pairs, ports), col, start_ns, counters, result);
+        Ok(())
     }
-    Ok(())
 }
 
 /// With `--vlan`: the tags and the VLAN device each end's agent used.
@@ -168,7 +202,7 @@ fn stream_cpus(t: &TcpTest) -> Vec<usize> {
 fn start_servers(
     jobs: &mut Jobs,
     t: &TcpTest,
-    (sink, target): (usize, std::net::IpAddr),
+    (sink, target): (usize, IpAddr),
     pairs: &[Pair],
     cpus: &[usize],
 ) -> Result<Vec<u16>> {
@@ -539,8 +573,6 @@ fn direction(
         ..Default::default()
     }
 }
-
-type Snapshots = HashMap<usize, crate::proto::Snapshot>;
 
 /// Payload sent vs received, and (with `kernel`: one sender per agent, one
 /// direction, else the counters are shared) received vs the kernel's rx_bytes.

@@ -2,10 +2,9 @@
 //! sequence numbers, cross-checked against the kernel's counters.
 
 use super::jobs::{collect_stopped, collect_ticking, Collected, Jobs, LiveSum};
+use super::kind::TestKind;
 use super::record::{self, delta_ns};
-use super::setup::{
-    finish_test, legs, pick_rx_cpus, pick_tx_cpus, unspecified, Ends, Leg, OnProgress,
-};
+use super::setup::{legs, pick_rx_cpus, pick_tx_cpus, unspecified, Ends, Leg, OnProgress};
 use super::setup::{Progress, UdpTest};
 use super::slices::{self, Part, Slicer};
 use crate::model::units;
@@ -19,40 +18,56 @@ use crate::runner::error::{err, fail, Result};
 use std::collections::HashMap;
 use std::time::Duration;
 
-pub fn run_udp(
-    ends: &mut Ends,
-    t: &UdpTest,
-    mut dir: Option<&mut RunDir>,
-    on_progress: OnProgress,
-) -> TestResult {
-    let started_at = crate::model::clock::now_rfc3339();
-    let params = TestParams {
-        protocol: Protocol::Udp,
-        ip_version: if t.ipv6 { 6 } else { 4 },
-        direction: t.direction,
-        duration_s: t.duration.as_secs_f64(),
-        frame: Some(t.frame),
-        average_frame_bytes: Some(crate::engine::frame::average_frame(t.frame)),
-        flow_mode: Some(t.flow_mode),
-        flows: Some(if t.flow_mode == FlowMode::One {
-            1
-        } else {
-            t.flows
-        }),
-        rate_pps: t.rate_pps,
-        rate_profile: t.rate_profile.clone(),
-        streams: None,
-        congestion: None,
-        rate_bps: None,
-        cpus: t.cpus.clone(),
-        lab: ends.lab,
-        omit_s: t.omit.as_secs_f64(),
-        window_bytes: t.window,
-        dscp: t.dscp,
-    };
-    finish_test(TestResult::new(&t.name, started_at, params), |r| {
-        udp_inner(ends, t, &mut dir, on_progress, r)
-    })
+impl TestKind for UdpTest {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn params(&self, ends: &Ends) -> TestParams {
+        TestParams {
+            protocol: Protocol::Udp,
+            ip_version: if self.ipv6 { 6 } else { 4 },
+            direction: self.direction,
+            duration_s: self.duration.as_secs_f64(),
+            frame: Some(self.frame),
+            average_frame_bytes: Some(crate::engine::frame::average_frame(self.frame)),
+            flow_mode: Some(self.flow_mode),
+            flows: Some(if self.flow_mode == FlowMode::One {
+                1
+            } else {
+                self.flows
+            }),
+            rate_pps: self.rate_pps,
+            rate_profile: self.rate_profile.clone(),
+            streams: None,
+            congestion: None,
+            rate_bps: None,
+            cpus: self.cpus.clone(),
+            lab: ends.lab,
+            omit_s: self.omit.as_secs_f64(),
+            window_bytes: self.window,
+            dscp: self.dscp,
+        }
+    }
+
+    fn interval(&self) -> Option<Duration> {
+        Some(self.interval)
+    }
+
+    /// See [`fail_if_nothing_arrived`].
+    fn fails_on_total_loss(&self) -> bool {
+        true
+    }
+
+    fn body(
+        &self,
+        ends: &mut Ends,
+        dir: &mut Option<&mut RunDir>,
+        on_progress: OnProgress,
+        result: &mut TestResult,
+    ) -> Result<()> {
+        udp_inner(ends, self, dir, on_progress, result)
+    }
 }
 
 fn udp_inner(
