@@ -78,7 +78,21 @@ fn issue_23_a_met_low_rate_says_so_and_the_sink_sleeps() {
     let _g = serial();
     let lab = lab("r");
     for rx in ["socket", "auto"] {
-        let doc = udp_json(&lab, &["-t", "3", "--rate", "1kpps", "--rx-engine", rx]);
+        let args = ["-t", "3", "--rate", "1kpps", "--rx-engine", rx];
+        let mut doc = udp_json(&lab, &args);
+        // A sender held off its core longer than its slack (32 frames,
+        // 32 ms at 1 kpps) gives those frames up rather than burst them
+        // later, and says it fell short: by design, not a defect. On a VM
+        // the hypervisor holds a CPU that long now and then (up to 120 ms
+        // seen during a lab run here), so one short run is run again; two
+        // in a row fail the test.
+        if doc["tests"][0]["directions"][0]["tester_limited"] == true {
+            eprintln!(
+                "rx {rx}: the sender fell short once (steal {} ms), running it again",
+                doc["tests"][0]["steal_ms"]
+            );
+            doc = udp_json(&lab, &args);
+        }
         let t = &doc["tests"][0];
         assert_eq!(t["status"], "ok", "{t}");
         let cpu = sink_cpu(t);

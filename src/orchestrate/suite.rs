@@ -499,7 +499,6 @@ fn suite_stream(args: &LabConfig, opts: &RunOpts) -> Stream {
 /// disagree, the ramp says so and why.
 fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) -> Result<()> {
     use crate::orchestrate::config::RampConfig;
-    use crate::search;
     // The tester's own ceiling: above it every trial measures the tester.
     let cap = run
         .results
@@ -560,27 +559,7 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
         };
         lines.extend(crate::orchestrate::loadtest::run_ramp(ends, &ramp, run)?);
         if let Some(r) = run.results.ramps.last_mut() {
-            for d in &mut r.directions {
-                let sat = d
-                    .summary
-                    .saturation
-                    .map(|s| s.onset_pps.unwrap_or(s.offered_pps));
-                let held = search::ramp::RampHeld {
-                    to_pps: sat.unwrap_or(d.summary.peak_offered_pps),
-                    saturated: sat.is_some(),
-                    loss_threshold: ramp.loss_threshold,
-                };
-                d.summary.notes = search::ramp::contradictions(
-                    found.ndr,
-                    found.pdr,
-                    sat,
-                    found.pdr_upper,
-                    Some(held),
-                );
-                for n in &d.summary.notes {
-                    lines.push(format!("ramp {} {}: note: {n}", p.name, d.direction));
-                }
-            }
+            lines.extend(note_contradictions(r, &found, &p.name, ramp.loss_threshold));
             run.save();
         }
     }
@@ -588,6 +567,40 @@ fn profiles(args: &LabConfig, opts: &RunOpts, run: &mut Run, ends: &mut Ends) ->
         errln!("{l}");
     }
     Ok(())
+}
+
+/// Notes under each of the ramp's directions where it and the search
+/// before it (`found`) disagree ([`crate::search::ramp::contradictions`]); the
+/// lines that print them.
+fn note_contradictions(
+    r: &mut crate::results::RampResult,
+    found: &Found,
+    profile: &str,
+    loss_threshold: f64,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    for d in &mut r.directions {
+        let sat = d
+            .summary
+            .saturation
+            .map(|s| s.onset_pps.unwrap_or(s.offered_pps));
+        let held = crate::search::ramp::RampHeld {
+            to_pps: sat.unwrap_or(d.summary.peak_offered_pps),
+            saturated: sat.is_some(),
+            loss_threshold,
+        };
+        d.summary.notes = crate::search::ramp::contradictions(
+            found.ndr,
+            found.pdr,
+            sat,
+            found.pdr_upper,
+            Some(held),
+        );
+        for n in &d.summary.notes {
+            lines.push(format!("ramp {profile} {}: note: {n}", d.direction));
+        }
+    }
+    lines
 }
 
 /// What a profile's search found, as the ramp after it needs it.
