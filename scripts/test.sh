@@ -60,7 +60,7 @@ fi
 deps_pid=
 cat "$deps_log" >&2
 echo "test.sh: format, clippy and the build done at ${built_at}s, the tests start at ${SECONDS}s" >&2
-LINERATE_SKIP_LOG="$skips" LINERATE_TEST_TIMES="$times" cargo test --workspace --release --locked -- --test-threads="$threads" 2>&1 | tee "$out" || status=$?
+LINERATE_SKIP_LOG="$skips" LINERATE_TEST_TIMES="$times" cargo test --workspace --release --locked --no-fail-fast -- --test-threads="$threads" 2>&1 | tee "$out" || status=$?
 # Where the suite's time went: the slowest tests under the lock, with how
 # busy the host's cores were meanwhile and which kind of lock they held.
 if [ -s "$times" ]; then
@@ -70,15 +70,6 @@ if [ -s "$times" ]; then
     # awk reads all of sort's output: head would close the pipe early, and
     # sort's SIGPIPE (141) ended the script under pipefail with every test green.
     sort -rn "$times" | awk '$1 >= 5 {print "  " $0}'
-fi
-# The failures in short, where a long log's tail would cut them: each
-# failing test's own lines up to its backtrace.
-if [ "$status" != 0 ]; then
-    echo
-    echo "failures in short:"
-    awk '/^---- .* stdout ----$/ {on = 1; n = 0}
-         on && /^stack backtrace:|^   [0-9]+: / {on = 0}
-         on && n < 40 {print "  " $0; n++}' "$out"
 fi
 fuzz_status=0
 if [ -n "$fuzz_pid" ]; then
@@ -99,5 +90,15 @@ echo "summary: ${passed:-0} passed, ${failed:-0} failed, $skipped skipped; $fuzz
 if [ "$skipped" -gt 0 ]; then
     sed 's/^/  /' "$skips"
     echo "  (a skipped test proves nothing: run as root with the tools installed, as CI does)"
+fi
+# The failures in short, last, where a log's tail shows them: each failing
+# test's name and its panic message (at most 14 lines of it).
+if [ "$status" != 0 ]; then
+    echo
+    echo "failures in short:"
+    awk '/^---- .* stdout ----$/ {name = $2; on = 0}
+         /panicked at/ && name != "" {print "  " name ":"; on = 1; n = 0}
+         on && /^note: run with|^stack backtrace:|^   [0-9]+: / {on = 0}
+         on && n < 14 {print "    " $0; n++}' "$out"
 fi
 exit "$status"

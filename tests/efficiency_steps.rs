@@ -11,6 +11,27 @@ fn every_ramp_step_has_the_dut_cpu_time_per_packet() {
         return;
     }
     let _g = serial();
+    // A measurement on a shared VM: a run that misses is run once more
+    // (its failure printed); two misses in a row fail the test.
+    if let Err(first) = ramp_and_check() {
+        eprintln!("first run: {first}\nrunning the ramp once more");
+        if let Err(second) = ramp_and_check() {
+            panic!("twice:\nfirst run: {first}\nsecond run: {second}");
+        }
+    }
+}
+
+/// Fails with `Err` (what did not hold) rather than panicking.
+macro_rules! check {
+    ($cond:expr, $($msg:tt)+) => {
+        let held: bool = $cond;
+        if !held {
+            return Err(format!($($msg)+));
+        }
+    };
+}
+
+fn ramp_and_check() -> Result<(), String> {
     let base = tempdir("eff-steps");
     let out = run(&[
         "ramp",
@@ -32,54 +53,66 @@ fn every_ramp_step_has_the_dut_cpu_time_per_packet() {
         "--results-dir",
         base.to_str().unwrap(),
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "ramp failed:\n{stderr}");
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_nothing_left(&lab_pids(&doc));
     let _ = std::fs::remove_dir_all(&base);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check!(out.status.success(), "ramp failed:\n{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+    assert_nothing_left(&lab_pids(&doc));
 
     let ramp = &doc["ramps"][0];
-    let test = &doc["tests"][ramp["test"].as_u64().unwrap() as usize];
+    let test = &doc["tests"][ramp["test"].as_u64().unwrap_or(u64::MAX) as usize];
     let eff = &test["dut_efficiency"];
     let counted = eff["counted"].as_str().unwrap_or_default();
     // The lab DUT's own NAPI threads, by pid, and its CPU's softirq.
-    assert!(counted.contains("napi/dut"), "counted: {counted}");
-    assert!(counted.contains("softirq"), "counted: {counted}");
-    let notes = eff["notes"].as_array().unwrap();
+    check!(counted.contains("napi/dut"), "counted: {counted}");
+    check!(counted.contains("softirq"), "counted: {counted}");
+    let notes = eff["notes"].as_array().cloned().unwrap_or_default();
     // Cycles exactly where the DUT host shows a clock; else the note says so.
     let has_clock = eff["clock_source"].is_string();
     if !has_clock {
-        assert!(notes
-            .iter()
-            .any(|n| n.as_str().unwrap().contains("cycles per packet omitted")));
+        check!(
+            notes.iter().any(|n| n
+                .as_str()
+                .unwrap_or_default()
+                .contains("cycles per packet omitted")),
+            "no clock and no note: {eff}"
+        );
     }
     let whole = &eff["test"];
-    assert!(f(&whole["cpu_ns_per_packet"]) > 0.0, "{whole}");
-    assert_eq!(whole["packets_from"], "dut_tx");
+    check!(f(&whole["cpu_ns_per_packet"]) > 0.0, "{whole}");
+    check!(whole["packets_from"] == "dut_tx", "{whole}");
 
     // Every second that carried traffic has the DUT's CPU time per packet.
-    let samples = ramp["directions"][0]["samples"].as_array().unwrap();
-    assert!(samples.len() >= 5, "{} samples", samples.len());
+    let samples = ramp["directions"][0]["samples"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    check!(samples.len() >= 5, "{} samples", samples.len());
     let mut steps = Vec::new();
     for s in samples.iter().filter(|s| f(&s["received_pps"]) > 0.0) {
         let d = &s["dut"];
         let ns = f(&d["cpu_ns_per_packet"]);
-        assert!(ns > 0.0, "step at {} pps: {d}", f(&s["offered_pps"]));
-        assert!(d["packets"].as_u64().unwrap() > 0, "{d}");
-        assert_eq!(d["cycles_per_packet"].is_number(), has_clock, "{d}");
+        check!(ns > 0.0, "step at {} pps: {d}", f(&s["offered_pps"]));
+        check!(d["packets"].as_u64().unwrap_or(0) > 0, "{d}");
+        check!(
+            d["cycles_per_packet"].is_number() == has_clock,
+            "cycles per packet where the clock is {}: {d}",
+            eff["clock_source"]
+        );
         steps.push((f(&s["offered_pps"]), ns));
     }
+    check!(steps.len() >= 2, "steps: {steps:?}");
     steps.sort_by(|a, b| a.0.total_cmp(&b.0));
     let (low, high) = (steps[0], steps[steps.len() - 1]);
     // Seen here (2-core VM, DUT on CPU1): ~40 µs per packet at 5 kpps, ~3
     // µs at 200-300 kpps. Noise from other work on the DUT's CPU only
     // raises the low-load figure; a 20 % margin keeps the check honest
     // without depending on the machine's speed.
-    assert!(
+    check!(
         high.0 > 4.0 * low.0,
         "the ramp did not span the load: {steps:?}"
     );
-    assert!(
+    check!(
         high.1 < 0.8 * low.1,
         "per-packet DUT CPU at {} pps ({} ns) is not below {} pps's ({} ns): {steps:?}",
         high.0,
@@ -88,8 +121,9 @@ fn every_ramp_step_has_the_dut_cpu_time_per_packet() {
         low.1
     );
     // The terminal line names both ends.
-    assert!(
+    check!(
         stderr.contains("DUT ") && stderr.contains("(lowest load)"),
         "{stderr}"
     );
+    Ok(())
 }

@@ -83,12 +83,17 @@ fn issue_23_a_met_low_rate_says_so_and_the_sink_sleeps() {
         // A sender held off its core longer than its slack (32 frames,
         // 32 ms at 1 kpps) gives those frames up rather than burst them
         // later, and says it fell short: by design, not a defect. On a VM
-        // the hypervisor holds a CPU that long now and then (up to 120 ms
-        // seen during a lab run here), so one short run is run again; two
-        // in a row fail the test.
-        if doc["tests"][0]["directions"][0]["tester_limited"] == true {
+        // the hypervisor or a loaded CI host holds a CPU that long now and
+        // then (up to 120 ms seen during a lab run here), so a short run is
+        // run again, after its verdict has been checked to say it fell
+        // short; three in a row fail the test.
+        for attempt in 1..3 {
+            if doc["tests"][0]["directions"][0]["tester_limited"] != true {
+                break;
+            }
+            assert_rate_verdict(&doc["tests"][0]);
             eprintln!(
-                "rx {rx}: the sender fell short once (steal {} ms), running it again",
+                "rx {rx}: the sender fell short (run {attempt}, steal {} ms), running it again",
                 doc["tests"][0]["steal_ms"]
             );
             doc = udp_json(&lab, &args);
