@@ -5,6 +5,7 @@
 use crate::model::criteria;
 use crate::orchestrate::abort;
 use crate::orchestrate::config::{AbortOpts, CriteriaOpts};
+use crate::report::registry;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use std::path::PathBuf;
@@ -80,8 +81,8 @@ pub fn parse_tolerance(s: &str) -> Result<f64> {
 /// What a UDP packet stream measures (`udp`, a ramp's test, a latency
 /// load of `--load udp`).
 const PACKET: &[&str] = &[
-    "rx_pps",
-    "tx_pps",
+    registry::RX_PPS.key,
+    registry::TX_PPS.key,
     "l1_bps",
     "l2_bps",
     "line_pct",
@@ -94,7 +95,13 @@ const PACKET: &[&str] = &[
     "cpu",
 ];
 /// What a TCP load measures.
-const STREAM: &[&str] = &["goodput", "l2_bps", "line_pct", "retransmits", "cpu"];
+const STREAM: &[&str] = &[
+    "goodput",
+    "l2_bps",
+    "line_pct",
+    registry::RETRANSMITS.key,
+    "cpu",
+];
 /// What latency probes measure (`latency`, `tcp`/`udp` with --latency).
 const PROBES: &[&str] = &[
     "p50",

@@ -8,6 +8,7 @@
 //! and stops the run on the first criterion it names.
 
 use crate::model::criteria::{self, Criterion, Kind, Op};
+use crate::report::registry;
 use crate::results::criteria::AbortRecord;
 use crate::runner::slices::Slice;
 use std::collections::BTreeMap;
@@ -17,17 +18,22 @@ use std::time::Duration;
 /// intervals cover this many of its interval widths (3 s at 1 s lines).
 pub const GRACE_INTERVALS: u32 = 3;
 
+// The registry's names, as constants the patterns below can match.
+const RX_PPS: &str = registry::RX_PPS.key;
+const TX_PPS: &str = registry::TX_PPS.key;
+const RETRANSMITS: &str = registry::RETRANSMITS.key;
+
 /// The figures the interval lines carry enough to compute, and the tests
 /// whose lines carry them.
 pub const WATCHABLE: &[(&str, &str)] = &[
     ("loss", "udp"),
     ("lost", "udp"),
-    ("rx_pps", "udp"),
-    ("tx_pps", "udp"),
+    (RX_PPS, "udp"),
+    (TX_PPS, "udp"),
     ("l1_bps", "udp"),
     ("l2_bps", "udp, tcp"),
     ("goodput", "tcp"),
-    ("retransmits", "tcp"),
+    (RETRANSMITS, "tcp"),
 ];
 
 /// The watchable figures in words, for errors and `--help`.
@@ -239,12 +245,12 @@ impl Watch {
             match (name, packets) {
                 ("loss", true) => (d.tx_packets > 0).then(|| d.lost as f64 / d.tx_packets as f64),
                 ("lost", true) => Some(d.lost as f64),
-                ("rx_pps", true) => rate(d.rx_packets as f64),
-                ("tx_pps", true) => rate(d.tx_packets as f64),
+                (RX_PPS, true) => rate(d.rx_packets as f64),
+                (TX_PPS, true) => rate(d.tx_packets as f64),
                 // UDP lines count L2 bytes with the FCS; L1 adds 20 B a frame.
                 ("l1_bps", true) => rate((d.rx_bytes + 20 * d.rx_packets) as f64 * 8.0),
                 ("l2_bps", _) | ("goodput", false) => rate(d.rx_bytes as f64 * 8.0),
-                ("retransmits", false) => Some(d.retransmits as f64),
+                (RETRANSMITS, false) => Some(d.retransmits as f64),
                 _ => None,
             }
         };

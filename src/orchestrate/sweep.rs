@@ -69,30 +69,12 @@ pub fn finish_point(
 /// every cell.
 fn failed_test(name: &str, kind: &str, error: String) -> crate::results::TestResult {
     use crate::results::{Protocol, TestParams, TestResult};
-    let params = TestParams {
-        protocol: match kind {
-            "tcp" => Protocol::Tcp,
-            "http" => Protocol::Http,
-            _ => Protocol::Udp,
-        },
-        ip_version: 4,
-        direction: crate::proto::Direction::Forward,
-        duration_s: 0.0,
-        frame: None,
-        average_frame_bytes: None,
-        flow_mode: None,
-        flows: None,
-        rate_pps: None,
-        rate_profile: None,
-        streams: None,
-        congestion: None,
-        rate_bps: None,
-        cpus: vec![],
-        lab: None,
-        omit_s: 0.0,
-        window_bytes: None,
-        dscp: None,
+    let protocol = match kind {
+        "tcp" => Protocol::Tcp,
+        "http" => Protocol::Http,
+        _ => Protocol::Udp,
     };
+    let params = TestParams::new(protocol, false, crate::proto::Direction::Forward, 0.0);
     let mut t = TestResult::new(name, crate::model::clock::now_rfc3339(), params);
     t.status = TestStatus::Failed;
     t.error = Some(error);

@@ -105,9 +105,10 @@ pub(super) fn axis(scale: &str, label: &str, unit: &str, min: Option<f64>) -> Ax
 }
 
 pub(super) fn series(label: String, scale: &str, color: &str, role: &str) -> Series {
+    const RETRANSMITS: &str = registry::RETRANSMITS.label;
     let line = match role {
         "received" => "solid",
-        "loss" | "retransmits" => "dotted",
+        "loss" | RETRANSMITS => "dotted",
         "trial" | "limited" => "points",
         _ => "dashed",
     };

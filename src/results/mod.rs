@@ -342,6 +342,35 @@ pub struct TestParams {
     pub dscp: Option<crate::proto::Dscp>,
 }
 
+impl TestParams {
+    /// What every test has: its protocol, IPv4 or (`ipv6`) IPv6, direction
+    /// and duration; the rest absent or empty (no frames, flows, rates,
+    /// streams, CPUs, lab, omitted seconds, window or DSCP) for each kind
+    /// to set what it has.
+    pub fn new(protocol: Protocol, ipv6: bool, direction: Direction, duration_s: f64) -> Self {
+        TestParams {
+            protocol,
+            ip_version: if ipv6 { 6 } else { 4 },
+            direction,
+            duration_s,
+            frame: None,
+            average_frame_bytes: None,
+            flow_mode: None,
+            flows: None,
+            rate_pps: None,
+            rate_profile: None,
+            streams: None,
+            congestion: None,
+            rate_bps: None,
+            cpus: vec![],
+            lab: None,
+            omit_s: 0.0,
+            window_bytes: None,
+            dscp: None,
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TestStatus {

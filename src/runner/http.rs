@@ -82,25 +82,13 @@ impl TestKind for HttpTest {
     }
 
     fn params(&self, ends: &Ends) -> TestParams {
+        let duration_s = self.duration.as_secs_f64();
         TestParams {
-            protocol: Protocol::Http,
-            ip_version: if self.ipv6 { 6 } else { 4 },
-            direction: Direction::Reverse,
-            duration_s: self.duration.as_secs_f64(),
-            frame: None,
-            average_frame_bytes: None,
-            flow_mode: None,
-            flows: None,
-            rate_pps: None,
-            rate_profile: None,
             streams: Some(self.connections),
             congestion: self.server.as_ref().and_then(|s| s.congestion.clone()),
-            rate_bps: None,
-            cpus: vec![],
             lab: ends.lab,
-            omit_s: 0.0,
-            window_bytes: None,
             dscp: self.dscp,
+            ..TestParams::new(Protocol::Http, self.ipv6, Direction::Reverse, duration_s)
         }
     }
 

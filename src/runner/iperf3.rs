@@ -313,32 +313,21 @@ pub(super) fn kernel_check(result: &mut TestResult, role: &str, far_role: &str) 
 }
 
 pub(super) fn params_of(p: &TestParams) -> crate::results::TestParams {
+    let protocol = match p.transport {
+        Transport::Tcp => Protocol::Tcp,
+        Transport::Udp => Protocol::Udp,
+    };
+    let direction = match p.mode {
+        Mode::ClientSends => Direction::Forward,
+        Mode::Reverse => Direction::Reverse,
+        Mode::Bidir => Direction::Both,
+    };
     crate::results::TestParams {
-        protocol: match p.transport {
-            Transport::Tcp => Protocol::Tcp,
-            Transport::Udp => Protocol::Udp,
-        },
-        ip_version: 4,
-        direction: match p.mode {
-            Mode::ClientSends => Direction::Forward,
-            Mode::Reverse => Direction::Reverse,
-            Mode::Bidir => Direction::Both,
-        },
-        duration_s: p.time_s,
-        frame: None,
-        average_frame_bytes: None,
-        flow_mode: None,
-        flows: None,
-        rate_pps: None,
-        rate_profile: None,
         streams: Some(p.streams as u16),
         congestion: p.congestion.clone(),
         rate_bps: (p.bandwidth_bps > 0).then(|| p.bandwidth_bps as f64 * f64::from(p.streams)),
-        cpus: vec![],
-        lab: None,
         omit_s: p.omit_s,
-        window_bytes: None,
-        dscp: None,
+        ..crate::results::TestParams::new(protocol, false, direction, p.time_s)
     }
 }
 

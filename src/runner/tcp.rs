@@ -24,17 +24,8 @@ impl TestKind for TcpTest {
     }
 
     fn params(&self, ends: &Ends) -> TestParams {
+        let duration_s = self.duration.as_secs_f64();
         TestParams {
-            protocol: Protocol::Tcp,
-            ip_version: if self.ipv6 { 6 } else { 4 },
-            direction: self.direction,
-            duration_s: self.duration.as_secs_f64(),
-            frame: None,
-            average_frame_bytes: None,
-            flow_mode: None,
-            flows: None,
-            rate_pps: None,
-            rate_profile: None,
             streams: Some(self.streams),
             congestion: self.congestion.clone(),
             rate_bps: self.rate_bps,
@@ -43,6 +34,7 @@ impl TestKind for TcpTest {
             omit_s: self.omit.as_secs_f64(),
             window_bytes: self.window,
             dscp: self.dscp,
+            ..TestParams::new(Protocol::Tcp, self.ipv6, self.direction, duration_s)
         }
     }
 

@@ -24,11 +24,8 @@ impl TestKind for UdpTest {
     }
 
     fn params(&self, ends: &Ends) -> TestParams {
+        let duration_s = self.duration.as_secs_f64();
         TestParams {
-            protocol: Protocol::Udp,
-            ip_version: if self.ipv6 { 6 } else { 4 },
-            direction: self.direction,
-            duration_s: self.duration.as_secs_f64(),
             frame: Some(self.frame),
             average_frame_bytes: Some(crate::engine::frame::average_frame(self.frame)),
             flow_mode: Some(self.flow_mode),
@@ -39,14 +36,12 @@ impl TestKind for UdpTest {
             }),
             rate_pps: self.rate_pps,
             rate_profile: self.rate_profile.clone(),
-            streams: None,
-            congestion: None,
-            rate_bps: None,
             cpus: self.cpus.clone(),
             lab: ends.lab,
             omit_s: self.omit.as_secs_f64(),
             window_bytes: self.window,
             dscp: self.dscp,
+            ..TestParams::new(Protocol::Udp, self.ipv6, self.direction, duration_s)
         }
     }
 

@@ -5,6 +5,7 @@
 
 use crate::model::criteria::{self, Figure, Kind};
 use crate::report::error::{fail, Result};
+use crate::report::registry;
 use crate::results::{Protocol, TestResult};
 use std::collections::BTreeMap;
 
@@ -90,7 +91,7 @@ pub fn default_for_test(t: &TestResult) -> Cell {
         Protocol::Udp if t.directions.iter().any(|d| d.line_rate_pct.is_some()) => {
             named("line_pct")
         }
-        Protocol::Udp => named("rx_pps"),
+        Protocol::Udp => named(registry::RX_PPS.key),
         Protocol::Tcp | Protocol::Http => named("goodput"),
     }
 }

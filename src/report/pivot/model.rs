@@ -7,6 +7,7 @@ use super::cell::{self, Cell};
 use crate::model::sweep::SweepInfo;
 use crate::proto::{Direction, FrameSpec};
 use crate::report::error::{fail, Result};
+use crate::report::registry;
 use crate::report::run::Run;
 use crate::results::{criteria as measured, Protocol, TestResult, TestStatus};
 
@@ -315,7 +316,11 @@ fn test_outcome(t: &TestResult, c: Cell, line_rate_bps: f64) -> Outcome {
     if t.status != TestStatus::Ok {
         return Outcome::Failed(error_of(t));
     }
-    let name = if c.of_line { "rx_pps" } else { c.figure.name };
+    let name = if c.of_line {
+        registry::RX_PPS.key
+    } else {
+        c.figure.name
+    };
     let all = measured::test_figures(t);
     let summed = t.params.direction == Direction::Both
         && t.aggregate.is_none()
