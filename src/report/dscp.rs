@@ -58,24 +58,8 @@ mod tests {
 
     fn test(sent: Option<&str>, received: &[(u8, u64)]) -> TestResult {
         let params = TestParams {
-            protocol: Protocol::Udp,
-            ip_version: 4,
-            direction: crate::proto::Direction::Forward,
-            duration_s: 1.0,
-            frame: None,
-            average_frame_bytes: None,
-            flow_mode: None,
-            flows: None,
-            rate_pps: None,
-            rate_profile: None,
-            streams: None,
-            congestion: None,
-            rate_bps: None,
-            cpus: vec![],
-            lab: None,
-            omit_s: 0.0,
-            window_bytes: None,
             dscp: sent.map(|s| s.parse().unwrap()),
+            ..TestParams::new(Protocol::Udp, false, crate::proto::Direction::Forward, 1.0)
         };
         let mut t = TestResult::new("udp 64b one", String::new(), params);
         t.directions.push(DirectionResult {
