@@ -112,14 +112,10 @@ pub fn describe(c: &LabCores) -> String {
             cpu_list(&c.tester_receive)
         ));
     }
-    if c.napi
-        .iter()
-        .any(|n| !n.cpus.is_empty() && n.error.is_none())
-    {
-        let ms = |(n, every): (u32, u64)| u64::from(n) * every / 1_000_000;
+    if polls(c, |_| true) {
         parts.push(format!(
             "the NAPI threads poll {} ms past an empty ring",
-            ms(DUT_POLL).max(ms(TESTER_POLL))
+            poll_window_ms()
         ));
     }
     let mut s = parts.join("; ");
@@ -154,6 +150,27 @@ pub fn describe(c: &LabCores) -> String {
 pub const DUT_POLL: (u32, u64) = (40, 50_000);
 pub const TESTER_POLL: (u32, u64) = (20, 100_000);
 
+/// The roles whose interfaces forward for the DUT: its own, and a VM
+/// DUT's host side (its bridges and taps). Every other role is the tester's.
+pub fn is_dut_role(role: &str) -> bool {
+    role == "dut" || role == "vmnet"
+}
+
+/// Whether the lab laid out polling NAPI threads on an interface of a role
+/// `of` picks (pinned, no error).
+pub fn polls(c: &LabCores, of: impl Fn(&str) -> bool) -> bool {
+    c.napi
+        .iter()
+        .any(|n| of(&n.role) && !n.cpus.is_empty() && n.error.is_none())
+}
+
+/// How long, ms, the lab's NAPI threads poll past an empty ring (the
+/// longer of the DUT's and the tester's).
+pub fn poll_window_ms() -> u64 {
+    let ms = |(n, every_ns): (u32, u64)| u64::from(n) * every_ns / 1_000_000;
+    ms(DUT_POLL).max(ms(TESTER_POLL))
+}
+
 /// Gives every veth of the placed nodes GRO and pinned threaded NAPI as
 /// `plan` says, polling past an empty ring (`DUT_POLL`, `TESTER_POLL`). A host that refuses keeps the kernel's defaults for that
 /// interface; the record says which and why.
@@ -161,15 +178,10 @@ pub fn lay_out(fleet: &mut Fleet, placed: &[usize], nodes: &[LabNode], plan: &Pl
     let mut napi = Vec::new();
     for (&idx, node) in placed.iter().zip(nodes) {
         // A VM DUT's host side (its bridges and taps) forwards for it.
-        let cpus = if node.role == "dut" || node.role == "vmnet" {
-            &plan.dut
+        let (cpus, poll) = if is_dut_role(&node.role) {
+            (&plan.dut, DUT_POLL)
         } else {
-            &plan.tester_receive
-        };
-        let poll = if node.role == "dut" || node.role == "vmnet" {
-            DUT_POLL
-        } else {
-            TESTER_POLL
+            (&plan.tester_receive, TESTER_POLL)
         };
         // Bridges (no MAC here) have no NAPI of their own.
         for i in node.interfaces.iter().filter(|i| !i.mac.is_empty()) {

@@ -10,7 +10,7 @@
 //! configuration whose generator and sink are on different hosts before
 //! anything runs.
 
-use crate::lab::cores::{DUT_POLL, TESTER_POLL};
+use crate::lab::cores;
 use crate::model::hdr::{self, OwdSummary};
 use crate::model::signals::stop_requested;
 use crate::orchestrate::config::{Command, PlanConfig, TestSpec};
@@ -285,21 +285,17 @@ pub fn run_points(
 /// frame waits in a ring for the next timer poll, at the DUT and at the
 /// tester's receive, where the sink takes its timestamp.
 fn polling_note(run: &Run, lab: Option<usize>) -> Option<String> {
-    let cores = run.results.labs.get(lab?)?.cores.as_ref()?;
-    let polled = |roles: &[&str]| {
-        cores
-            .napi
-            .iter()
-            .any(|n| roles.contains(&n.role.as_str()) && !n.cpus.is_empty() && n.error.is_none())
-    };
-    let us = |(_, every_ns): (u32, u64)| every_ns / 1_000;
-    let window_ms = |(n, every_ns): (u32, u64)| u64::from(n) * every_ns / 1_000_000;
+    let laid = run.results.labs.get(lab?)?.cores.as_ref()?;
+    let every_us = |(_, every_ns): (u32, u64)| every_ns / 1_000;
     let mut parts = Vec::new();
-    if polled(&["dut", "vmnet"]) {
-        parts.push(format!("the DUT's every {} µs", us(DUT_POLL)));
+    if cores::polls(laid, cores::is_dut_role) {
+        parts.push(format!("the DUT's every {} µs", every_us(cores::DUT_POLL)));
     }
-    if polled(&["gen", "sink"]) {
-        parts.push(format!("the tester's receive every {} µs", us(TESTER_POLL)));
+    if cores::polls(laid, |r| !cores::is_dut_role(r)) {
+        parts.push(format!(
+            "the tester's receive every {} µs",
+            every_us(cores::TESTER_POLL)
+        ));
     }
     if parts.is_empty() {
         return None;
@@ -309,7 +305,7 @@ fn polling_note(run: &Run, lab: Option<usize>) -> Option<String> {
          loads a frame may wait up to that long in a ring: part of each figure above a \
          point whose frames are further apart",
         parts.join(", "),
-        window_ms(DUT_POLL).max(window_ms(TESTER_POLL))
+        cores::poll_window_ms()
     ))
 }
 
