@@ -42,10 +42,13 @@ if [ "$fuzz_secs" != 0 ]; then
     fuzz_pid=$!
 fi
 status=0
-# The integration tests hold the suite's lock (tests/util.rs): exclusive
-# for those that measure rates or times, shared for those that only check
-# behaviour. Shared tests overlap on these threads; an exclusive one runs
-# alone whatever the count. TEST_THREADS=N changes it.
+# The integration tests hold the suite's lock (tests/util.rs) over the
+# machine's two cores: exclusive (both) for those that measure at the
+# machine's limit, one core for those that measure but hold with a core
+# busy beside them, shared (together one core) for those that only check
+# behaviour. Shared tests overlap on these threads, two one-core tests run
+# side by side, an exclusive one runs alone whatever the count.
+# TEST_THREADS=N changes it.
 threads=${TEST_THREADS:-4}
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
@@ -65,7 +68,7 @@ LINERATE_SKIP_LOG="$skips" LINERATE_TEST_TIMES="$times" cargo test --workspace -
 # busy the host's cores were meanwhile and which kind of lock they held.
 if [ -s "$times" ]; then
     echo
-    awk '{n[$3]++; s[$3] += $1} END {printf "under the lock: %d exclusive tests took %.0f s, %d shared tests %.0f s (side by side)\n", n["exclusive"], s["exclusive"], n["shared"], s["shared"]}' "$times"
+    awk '{n[$3]++; s[$3] += $1} END {printf "under the lock: %d exclusive tests took %.0f s, %d one-core tests %.0f s (two side by side), %d shared tests %.0f s (side by side)\n", n["exclusive"], s["exclusive"], n["one-core"], s["one-core"], n["shared"], s["shared"]}' "$times"
     echo "tests that took 5 s or more under the lock (seconds, host CPU busy, lock, test; for exclusive ones the CPU seconds of the test's own processes):"
     # awk reads all of sort's output: head would close the pipe early, and
     # sort's SIGPIPE (141) ended the script under pipefail with every test green.

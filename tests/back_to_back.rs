@@ -54,7 +54,7 @@ fn frames(b: &Value, trials: usize) -> f64 {
 
 #[test]
 fn back_to_back_follows_the_shapers_queue() {
-    let _s = serial();
+    let _s = one_core();
     if !require_root() {
         return;
     }

@@ -3,7 +3,7 @@
 //! flags never do nothing in silence, iperf3 habits get a hint, and
 //! `--interval` prints lines off a terminal.
 
-use crate::util::{bin, run, run_json, serial, shared};
+use crate::util::{bin, one_core, run, run_json, shared};
 use std::process::Command;
 
 /// Runs linerate with its stdout a pipe whose reader has already gone
@@ -271,7 +271,7 @@ fn issue23_port_is_used_and_recorded() {
 /// and with the rate shared by four.
 #[test]
 fn issue23_tcp_rate_paces_goodput() {
-    let _g = serial();
+    let _g = one_core();
     for streams in ["1", "4"] {
         let doc = run_json(&[
             "tcp",

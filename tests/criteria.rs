@@ -183,7 +183,7 @@ fn issue_19_policed_dut_criteria_baseline_and_junit() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let base = tempdir("criteria");
     // A DUT policed to 40 kpps: below what a loaded 2-core tester offers.
     // Under load the DUT's core loses frames a little below its police

@@ -4,7 +4,7 @@
 //! arrived), the receivers count what arrived per value, and a lab DUT
 //! that remarks (`dut_remark`) is counted as remarked.
 
-use crate::util::{ip, require_root, run, serial, shared, skip, tempdir, NsPair};
+use crate::util::{ip, one_core, require_root, run, shared, skip, tempdir, NsPair};
 use serde_json::Value;
 use std::process::{Command, Stdio};
 
@@ -113,7 +113,7 @@ fn parse_capture(text: &str) -> Vec<Seen> {
 /// sent. Run as one plan, so `dscp = "..."` in a `[[test]]` is what marks.
 #[test]
 fn every_engine_marks_its_packets_and_the_socket_receiver_counts_them() {
-    let _s = serial();
+    let _s = one_core();
     if !require_root() {
         return;
     }

@@ -280,7 +280,7 @@ fn issue19_latency_between_namespaces_learns_the_client_address() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let pair = Pair::new();
     let (client, server) = (pair.ns(0), pair.ns(1));
     let doc = run_json(&[

@@ -3,7 +3,7 @@
 //! ends the messages, never the run; a bad argument found before anything
 //! starts exits 2 and writes nothing.
 
-use crate::util::{bin, require_root, run, serial, shared, tempdir};
+use crate::util::{bin, one_core, require_root, run, shared, tempdir};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -67,7 +67,7 @@ fn issue38_a_search_under_head_finishes_and_writes_its_results() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let base = tempdir("i38-search");
     let b = base.to_str().unwrap();
     let args = [

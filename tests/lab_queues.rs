@@ -204,7 +204,7 @@ fn issue21_plan_sweeps_the_lab_queues() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let dir = tempdir("sweep-queues");
     let plan = dir.join("queues.toml");
     std::fs::write(

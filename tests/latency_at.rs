@@ -2,7 +2,7 @@
 //! search found (RFC 2544 §26.2 at 100 %), from the XDP sink's HDR
 //! counts, against a lab DUT shaped with a tbf queue.
 
-use crate::util::{assert_nothing_left, lab_pids, require_root, run, serial, tempdir};
+use crate::util::{assert_nothing_left, lab_pids, one_core, require_root, run, tempdir};
 use serde_json::Value;
 
 fn f(v: &Value) -> f64 {
@@ -107,7 +107,7 @@ fn latency_rises_with_load_through_a_queue() {
     if !require_root() {
         return;
     }
-    let _s = serial();
+    let _s = one_core();
     let base = tempdir("latat");
     let t0 = std::time::Instant::now();
     let out = run(&[

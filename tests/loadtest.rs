@@ -39,7 +39,7 @@ fn mlrsearch_finds_the_policed_ndr_and_pdr() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let doc = lab_run(
         &[
             "search",
@@ -91,7 +91,7 @@ fn rfc2544_short_trials_are_labelled_and_agree() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let doc = lab_run(
         &[
             "search",
@@ -122,7 +122,7 @@ fn ramp_saturates_where_the_dut_is_policed() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let viz = std::env::temp_dir().join(format!("lr-viz-{}.json", std::process::id()));
     let doc = lab_run(
         &[
@@ -202,7 +202,7 @@ fn lab_profiles_end_with_the_summary_table() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let base = tempdir("lab-profiles");
     let out = run(&[
         "lab",

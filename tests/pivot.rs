@@ -59,7 +59,7 @@ fn pivot_of_three_policed_runs() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let base = tempdir("pivot");
     let police = [20_000u64, 40_000, 60_000];
     let runs: Vec<(PathBuf, Value)> = police.iter().map(|p| policed_run(&base, *p)).collect();

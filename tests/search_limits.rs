@@ -126,7 +126,7 @@ fn policed_40kpps_dut_is_found_from_the_line_rate() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     policed(40_000.0, "40kpps", "lim40");
 }
 
@@ -199,7 +199,7 @@ fn issue38_search_trials_show_no_unexplained_dut_counters() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let base = tempdir("counters");
     let out = run(&[
         "search",
@@ -244,7 +244,7 @@ fn issue38_search_trial_lines_only_with_verbose() {
     if !require_root() {
         return;
     }
-    let _s = serial();
+    let _s = one_core();
     let args = [
         "search",
         "--lab",

@@ -176,7 +176,7 @@ fn stick_forwards_between_two_vlans_with_exact_counts_and_tags() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let dir = tempdir("stick-fwd");
     let res = dir.join("res");
     // 8 s: the TTL 1 frames below must land inside the test even when a

@@ -3,37 +3,53 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Condvar, Mutex};
 
-/// The suite's lock, of two kinds. Tests that measure rates or durations,
-/// or use both cores flat out (labs with searches and ramps, VM boots,
-/// anything asserting a rate or a time), hold it exclusively: `serial()`.
-/// Tests that only check behaviour (errors, refusals, flags, protocol
-/// exchanges, short functional runs whose assertions do not depend on the
-/// machine's speed) share it, `shared()`, and run beside each other but
-/// never beside an exclusive test. Shared tests name their namespaces,
-/// links, ports and files uniquely, and check no global state (such as
-/// `assert_nothing_left`'s "no lr-* namespace at all").
+/// The suite's lock, of three kinds, over the machine's two cores.
+/// Tests that use both cores flat out or measure at the machine's limit
+/// (the self-test, full-rate labs, searches that end at the tester's limit,
+/// CPU and latency figures of a busy host) hold both: `serial()`. Tests
+/// that measure but were shown to hold with one core busy beside them
+/// (`stress-ng --cpu 1`: the suite ran green that way) hold one:
+/// `one_core()`, so two of them run side by side. Tests that only check
+/// behaviour (errors, refusals, flags, protocol exchanges, short functional
+/// runs whose assertions do not depend on the machine's speed) share the
+/// other: `shared()`, as many at once as the test threads allow, beside one
+/// `one_core()` test at most and never beside a `serial()` one. Shared and
+/// one-core tests name their namespaces, links, ports and files uniquely,
+/// and check no global state (`assert_nothing_left` checks only names no
+/// test makes).
 ///
-/// Shared tests go first: a shared test starts whenever no exclusive one
-/// holds the lock, even while exclusive ones wait. With std's RwLock, which
-/// prefers a waiting writer, a shared test waited behind every exclusive
-/// one queued before it, so shared tests seldom overlapped (CI 2026-11-28:
-/// 250 s of shared tests, the integration run 91 s longer than with one
-/// lock). Shared tests are few and finite, so exclusive ones are not
-/// starved.
+/// Shared tests go first: a shared test starts whenever the lock allows,
+/// even while others wait. With std's RwLock, which prefers a waiting
+/// writer, a shared test waited behind every exclusive one queued before
+/// it, so shared tests seldom overlapped (CI 2026-11-28: 250 s of shared
+/// tests, the integration run 91 s longer than with one lock). Shared and
+/// one-core tests are few and finite, so exclusive ones are not starved.
 static LOCK: Mutex<Holders> = Mutex::new(Holders {
     shared: 0,
-    exclusive: false,
+    cores: 0,
 });
 static RELEASED: Condvar = Condvar::new();
 
+/// The machine's cores as the lock counts them.
+const CORES: usize = 2;
+
 struct Holders {
+    /// Shared tests running: together they hold one core.
     shared: usize,
-    exclusive: bool,
+    /// Cores held by serial (both) and one-core tests (one each).
+    cores: usize,
+}
+
+impl Holders {
+    fn busy(&self) -> usize {
+        self.cores + usize::from(self.shared > 0)
+    }
 }
 
 #[derive(Clone, Copy)]
 enum Kind {
     Exclusive,
+    Core,
     Shared,
 }
 
@@ -51,8 +67,9 @@ fn take(kind: Kind) -> Serial {
     let mut h = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     loop {
         let free = match kind {
-            Kind::Exclusive => !h.exclusive && h.shared == 0,
-            Kind::Shared => !h.exclusive,
+            Kind::Exclusive => h.busy() == 0,
+            Kind::Core => h.busy() < CORES,
+            Kind::Shared => h.shared > 0 || h.busy() < CORES,
         };
         if free {
             break;
@@ -60,7 +77,8 @@ fn take(kind: Kind) -> Serial {
         h = RELEASED.wait(h).unwrap_or_else(|e| e.into_inner());
     }
     match kind {
-        Kind::Exclusive => h.exclusive = true,
+        Kind::Exclusive => h.cores = CORES,
+        Kind::Core => h.cores += 1,
         Kind::Shared => h.shared += 1,
     }
     Serial {
@@ -74,6 +92,12 @@ fn take(kind: Kind) -> Serial {
 /// The exclusive lock: no other test that takes a lock runs meanwhile.
 pub fn serial() -> Serial {
     take(Kind::Exclusive)
+}
+
+/// One of the two cores: beside another one-core test, or beside shared
+/// tests, never beside a serial one.
+pub fn one_core() -> Serial {
+    take(Kind::Core)
 }
 
 /// The shared lock: other shared tests run beside this one, exclusive
@@ -118,7 +142,8 @@ impl Drop for Serial {
         self.record();
         let mut h = LOCK.lock().unwrap_or_else(|e| e.into_inner());
         match self.kind {
-            Kind::Exclusive => h.exclusive = false,
+            Kind::Exclusive => h.cores = 0,
+            Kind::Core => h.cores -= 1,
             Kind::Shared => h.shared -= 1,
         }
         RELEASED.notify_all();
@@ -141,6 +166,7 @@ impl Serial {
         };
         let kind = match self.kind {
             Kind::Exclusive => "exclusive",
+            Kind::Core => "one-core",
             Kind::Shared => "shared",
         };
         // The test's own processes, in seconds of one core (clock ticks

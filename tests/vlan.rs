@@ -4,7 +4,7 @@
 //! `tcpdump -e` shows each frame's tags, and the sink counts every frame
 //! with its tags in the frame size.
 
-use crate::util::{ip, require_root, run, serial, skip};
+use crate::util::{ip, one_core, require_root, run, skip};
 use serde_json::Value;
 use std::process::{Child, Command, Stdio};
 
@@ -221,7 +221,7 @@ fn vlan_tags_on_the_wire_and_counted_exactly() {
         skip("tcpdump is not installed (apt-get install tcpdump): no capture to check tags in");
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let b = Bridged::new("t");
     // The packet engine writes one 802.1Q tag; the XDP sink skips it.
     let (doc, lines) = captured(

@@ -55,7 +55,7 @@ fn a_route_dut_in_a_vm_forwards_counts_exactly_and_says_it_is_virtual() {
     if !require_root() || !have_qemu() {
         return;
     }
-    let _serial = serial();
+    let _serial = one_core();
     let dir = tempdir("vm-route");
     let began = Instant::now();
     let out = run(&[
@@ -184,7 +184,7 @@ fn a_killed_controller_leaves_no_vm_behind() {
     if !require_root() || !have_qemu() {
         return;
     }
-    let _serial = serial();
+    let _serial = one_core();
     let dir = tempdir("vm-kill");
     let mut child = Command::new(bin())
         .args([
@@ -413,7 +413,7 @@ fn a_router_initramfs_linerate_did_not_build_is_the_dut() {
     if !require_root() || !have_qemu() {
         return;
     }
-    let _serial = serial();
+    let _serial = one_core();
     let dir = tempdir("vm-user-router");
     let Some(cpio) = router_initramfs(&dir, true) else {
         return;
@@ -609,7 +609,7 @@ fn a_plan_s_vm_host_is_a_test_s_far_end() {
     if !require_root() || !have_qemu() {
         return;
     }
-    let _serial = serial();
+    let _serial = one_core();
     let dir = tempdir("vm-host");
     let began = Instant::now();
     let (plan, ns) = vm_host_plan(&dir, "h", "2");

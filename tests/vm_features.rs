@@ -20,7 +20,7 @@ fn netem_delay_jitter_and_reorder_on_a_dut_vm() {
     if !require_root() || !have_qemu() {
         return;
     }
-    let _s = serial();
+    let _s = one_core();
     let dir = tempdir("vm-netem");
     let began = Instant::now();
     let out = run(&[
@@ -238,7 +238,7 @@ fn ktls_and_a_vlan_sub_interface_in_a_guest() {
     if !require_root() || !have_qemu() {
         return;
     }
-    let _s = serial();
+    let _s = one_core();
     let began = Instant::now();
     let dir = tempdir("vm-guest-features");
     let ns = Netns(format!("lrf{}", std::process::id() % 100_000));
@@ -351,7 +351,7 @@ fn an_802_3ad_bond_on_a_dut_vm_carries_the_tests() {
     if !require_root() || !have_qemu() {
         return;
     }
-    let _s = serial();
+    let _s = one_core();
     let dir = tempdir("vm-bond");
     let began = Instant::now();
     let out = run(&[

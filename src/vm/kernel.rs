@@ -217,6 +217,7 @@ fn need(tool: &str, package: &str, why: &str) -> Result<()> {
 /// `vmlinuz`, its modules as `modules/`.
 fn install_deb(deb: &Path, dir: &Path, origin: &str) -> Result<()> {
     need("dpkg-deb", "dpkg", "unpacking a Debian kernel package")?;
+    let started = SystemTime::now();
     let parent = dir.parent().context("kernel cache directory")?;
     std::fs::create_dir_all(parent)?;
     let work = parent.join(format!(".unpack-{}", std::process::id()));
@@ -270,6 +271,20 @@ fn install_deb(deb: &Path, dir: &Path, origin: &str) -> Result<()> {
     std::fs::remove_dir_all(work.join("root"))?;
     std::fs::write(work.join("release"), format!("{release}\n"))?;
     std::fs::write(work.join("origin"), format!("{origin}\n"))?;
+    // Two linerate processes may unpack the same kernel at once (two labs
+    // started together on a fresh host): the first to finish puts its copy
+    // in place, the other keeps that one rather than remove it under a
+    // guest that may be booting from it. An older copy is replaced.
+    if std::fs::rename(&work, dir).is_ok() {
+        return Ok(());
+    }
+    let theirs_is_new = std::fs::metadata(dir.join("origin"))
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t >= started);
+    if theirs_is_new && load(dir).is_ok() {
+        let _ = std::fs::remove_dir_all(&work);
+        return Ok(());
+    }
     let _ = std::fs::remove_dir_all(dir);
     std::fs::rename(&work, dir)
         .with_context(|| format!("moving the kernel into {}", dir.display()))?;
