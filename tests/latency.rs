@@ -193,7 +193,7 @@ fn latency_under_load_shaped_dut() {
     if !require_root() {
         return;
     }
-    let _g = one_core();
+    let _g = serial();
     let (doc, err) = latency_lab(&["--dut-shape", "20M,50ms"]);
     let t = &doc["tests"][0];
     assert_eq!(t["status"], "ok", "{}", t["error"]);
@@ -248,7 +248,7 @@ fn latency_under_load_unshaped_dut_stays_low() {
     if !require_root() {
         return;
     }
-    let _g = one_core();
+    let _g = serial();
     let (doc, _) = latency_lab(&[]);
     let l = &doc["tests"][0]["latency"];
     let lp50 = f(&phase(l, "loaded")["rtt_s"]["p50"]);

@@ -33,11 +33,11 @@ static RELEASED: Condvar = Condvar::new();
 /// The machine's cores as the lock counts them.
 const CORES: usize = 2;
 
-struct Holders {
+pub(crate) struct Holders {
     /// Shared tests running: together they hold one core.
-    shared: usize,
+    pub(crate) shared: usize,
     /// Cores held by serial (both) and one-core tests (one each).
-    cores: usize,
+    pub(crate) cores: usize,
 }
 
 impl Holders {
@@ -47,7 +47,7 @@ impl Holders {
 }
 
 #[derive(Clone, Copy)]
-enum Kind {
+pub(crate) enum Kind {
     Exclusive,
     Core,
     Shared,
@@ -63,15 +63,19 @@ pub struct Serial {
     own: Option<u64>,
 }
 
+/// Whether a test of `kind` may start while `h` hold the lock.
+pub(crate) fn admits(h: &Holders, kind: Kind) -> bool {
+    match kind {
+        Kind::Exclusive => h.busy() == 0,
+        Kind::Core => h.busy() < CORES,
+        Kind::Shared => h.shared > 0 || h.busy() < CORES,
+    }
+}
+
 fn take(kind: Kind) -> Serial {
     let mut h = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     loop {
-        let free = match kind {
-            Kind::Exclusive => h.busy() == 0,
-            Kind::Core => h.busy() < CORES,
-            Kind::Shared => h.shared > 0 || h.busy() < CORES,
-        };
-        if free {
+        if admits(&h, kind) {
             break;
         }
         h = RELEASED.wait(h).unwrap_or_else(|e| e.into_inner());
@@ -257,14 +261,18 @@ pub fn skip(why: &str) {
     }
 }
 
-/// A scratch directory of this test process's (`/tmp/lr-test-PID-NAME`),
-/// empty. The first call also removes what earlier test processes left
-/// there (a failed test keeps its files, and some tests never remove
-/// theirs): every `lr-test-PID-*` whose process is gone.
+/// A scratch directory of this test process's (`/tmp/lr-test-PID-NAME-N`),
+/// empty and its own: N counts the calls, so tests that run side by side
+/// and name theirs alike never share one. The first call also removes
+/// what earlier test processes left there (a failed test keeps its files,
+/// and some tests never remove theirs): every `lr-test-PID-*` whose
+/// process is gone.
 pub fn tempdir(name: &str) -> PathBuf {
     static SWEPT: std::sync::Once = std::sync::Once::new();
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     SWEPT.call_once(sweep_stale_scratch);
-    let d = std::env::temp_dir().join(format!("lr-test-{}-{name}", std::process::id()));
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("lr-test-{}-{name}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d

@@ -116,7 +116,7 @@ fn matrix(release: &str, version: &str, live: bool) {
     if !require_root() || !have_qemu() {
         return;
     }
-    let _s = one_core();
+    let _s = serial();
     let Some(kernel) = fetch(release) else {
         return;
     };
