@@ -122,7 +122,7 @@ fn ramp_saturates_where_the_dut_is_policed() {
     if !require_root() {
         return;
     }
-    let _g = one_core();
+    let _g = serial();
     let viz = std::env::temp_dir().join(format!("lr-viz-{}.json", std::process::id()));
     let doc = lab_run(
         &[
@@ -161,6 +161,8 @@ fn ramp_saturates_where_the_dut_is_policed() {
     assert!(near_police(peak), "peak received {peak}");
     // The stall watch ran during the ramp, on the DUT's agent: every
     // second the DUT was read in says how long the host's CPUs were held.
+    // (One watch per host: a lab beside this one could hold it, so this
+    // test runs alone.)
     let watched = samples
         .iter()
         .filter(|s| s["dut"]["stall_ms"].as_f64().is_some_and(|ms| ms >= 0.0))

@@ -6,7 +6,8 @@ use std::sync::{Condvar, Mutex};
 /// The suite's lock, of three kinds, over the machine's two cores.
 /// Tests that use both cores flat out or measure at the machine's limit
 /// (the self-test, full-rate labs, searches that end at the tester's limit,
-/// CPU and latency figures of a busy host) hold both: `serial()`. Tests
+/// CPU and latency figures of a busy host) or need what the host has one
+/// of (the stall watch: a lab beside holds it) hold both: `serial()`. Tests
 /// that measure but were shown to hold with one core busy beside them
 /// (`stress-ng --cpu 1`: the suite ran green that way) hold one:
 /// `one_core()`, so two of them run side by side. Tests that only check
