@@ -9,7 +9,7 @@
 //! decoded (the HPACK context is the connection's), whichever stream it
 //! belongs to.
 
-use super::frame::{self, FrameError, PeerSettings, HEADER_LEN};
+use super::frame::{self, FrameError, PeerSettings};
 use super::hpack::{self, HpackError};
 use std::sync::Arc;
 
