@@ -31,6 +31,18 @@ fn requests_round_trip() {
             },
         ],
     });
+    round_trip(Request::Time { seq: 3 });
+    round_trip(Request::Stop {
+        test: 7,
+        sender_totals: vec![FlowTotal {
+            id: 3,
+            tx_packets: 99,
+        }],
+    });
+}
+
+#[test]
+fn udp_starts_round_trip() {
     round_trip(Request::Start {
         test: 7,
         job: Job::UdpSend {
@@ -79,6 +91,10 @@ fn requests_round_trip() {
         },
         start_at_unix_ns: None,
     });
+}
+
+#[test]
+fn tcp_starts_round_trip() {
     round_trip(Request::Start {
         test: 9,
         job: Job::TcpListen {
@@ -121,14 +137,6 @@ fn requests_round_trip() {
             }),
         },
         start_at_unix_ns: None,
-    });
-    round_trip(Request::Time { seq: 3 });
-    round_trip(Request::Stop {
-        test: 7,
-        sender_totals: vec![FlowTotal {
-            id: 3,
-            tx_packets: 99,
-        }],
     });
 }
 

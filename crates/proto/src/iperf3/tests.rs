@@ -84,78 +84,29 @@ fn what_iperf3_sends_decodes() {
 #[test]
 fn params_a_server_refuses() {
     let ok = params().to_wire();
+    // The good parameters with one change.
+    let with = |change: fn(&mut WireParams)| {
+        let mut w = ok.clone();
+        change(&mut w);
+        w
+    };
     let cases: Vec<(WireParams, u32)> = vec![
+        (with(|w| w.parallel = 500.0), IE_NUMSTREAMS),
+        (with(|w| w.parallel = 0.0), IE_NUMSTREAMS),
+        (with(|w| w.len = 70_000.0), IE_BLOCKSIZE),
+        (with(|w| w.len = 3.0), IE_BLOCKSIZE),
+        (with(|w| w.time = 0.0), IE_UNIMP),
+        (with(|w| w.time = f64::NAN), IE_UNIMP),
+        (with(|w| w.omit = -1.0), IE_UNIMP),
+        (with(|w| w.num = Some(1e6)), IE_UNIMP),
         (
-            WireParams {
-                parallel: 500.0,
-                ..ok.clone()
-            },
-            IE_NUMSTREAMS,
-        ),
-        (
-            WireParams {
-                parallel: 0.0,
-                ..ok.clone()
-            },
-            IE_NUMSTREAMS,
-        ),
-        (
-            WireParams {
-                len: 70_000.0,
-                ..ok.clone()
-            },
-            IE_BLOCKSIZE,
-        ),
-        (
-            WireParams {
-                len: 3.0,
-                ..ok.clone()
-            },
-            IE_BLOCKSIZE,
-        ),
-        (
-            WireParams {
-                time: 0.0,
-                ..ok.clone()
-            },
+            with(|w| {
+                w.sctp = Some(true);
+                w.udp = None;
+            }),
             IE_UNIMP,
         ),
-        (
-            WireParams {
-                time: f64::NAN,
-                ..ok.clone()
-            },
-            IE_UNIMP,
-        ),
-        (
-            WireParams {
-                omit: -1.0,
-                ..ok.clone()
-            },
-            IE_UNIMP,
-        ),
-        (
-            WireParams {
-                num: Some(1e6),
-                ..ok.clone()
-            },
-            IE_UNIMP,
-        ),
-        (
-            WireParams {
-                sctp: Some(true),
-                udp: None,
-                ..ok.clone()
-            },
-            IE_UNIMP,
-        ),
-        (
-            WireParams {
-                bandwidth: f64::INFINITY,
-                ..ok.clone()
-            },
-            IE_UNIMP,
-        ),
+        (with(|w| w.bandwidth = f64::INFINITY), IE_UNIMP),
     ];
     for (w, errno) in cases {
         let e = w.validate().unwrap_err();
