@@ -10,14 +10,17 @@ use super::{IntervalClock, JobCtx};
 use crate::proto::{Direction, EndpointSummary, IntervalSample, SocketBuffers, StreamSample};
 use crate::sys;
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const MAGIC: [u8; 4] = *b"LRT1";
 const IO_TIMEOUT: Duration = Duration::from_millis(200);
+
+mod stream_io;
+use stream_io::{recv_loop, send_loop, send_many, Shared};
 
 /// Listens on `port` of `bind` (0: any free port).
 pub fn listen(bind: IpAddr, port: u16) -> io::Result<TcpListener> {
@@ -80,32 +83,6 @@ struct Stream {
     id: u16,
     sender: bool,
     conn: TcpStream,
-}
-
-struct Shared {
-    bytes: AtomicU64,
-    done: AtomicBool,
-    /// TCP_INFO taken by the stream thread just before it closes, for the
-    /// reporter's last sample (after close the kernel reports zeros).
-    last_cwnd: AtomicU32,
-    last_rtt_us: AtomicU32,
-    last_retrans: AtomicU32,
-}
-
-impl Shared {
-    fn remember(&self, fd: std::os::fd::RawFd) {
-        if let Ok(i) = sys::tcp_info(fd) {
-            self.last_cwnd.store(i.snd_cwnd, Ordering::Relaxed);
-            self.last_rtt_us.store(i.rtt_us, Ordering::Relaxed);
-            self.last_retrans.store(i.total_retrans, Ordering::Relaxed);
-        }
-    }
-
-    /// Marks the stream ended and wakes the sampler that waits for it.
-    fn end(&self, sampler: &std::thread::Thread) {
-        self.done.store(true, Ordering::Release);
-        sampler.unpark();
-    }
 }
 
 fn hello(id: u16, client_sends: bool) -> [u8; 8] {
@@ -313,131 +290,22 @@ fn run_streams(
 ) -> Result<EndpointSummary, EngineError> {
     let cpu0 = sys::process_cpu_seconds();
     let start = Instant::now();
-    let deadline = start + duration;
-    let mut handles = Vec::new();
-    let mut meta = Vec::new();
-    let buffer_len = buffer_len.clamp(1024, 16 << 20);
-    let mut pooled: Vec<(TcpStream, Arc<Shared>)> = Vec::new();
-    // The sampler (this thread) sleeps until the next interval is due; a
-    // stream that ends wakes it, so the last interval closes on time.
-    let sampler = std::thread::current();
-    // Without epoll (or for a stream it refuses) a sender gets its own
-    // blocking thread, as with `Senders::PerStream`.
-    let pool = match senders {
-        Senders::OneLoop => sys::Epoll::new(streams.len().max(1)).ok(),
-        Senders::PerStream => None,
+    let plan = StreamPlan {
+        deadline: start + duration,
+        cpus,
+        buffer_len: buffer_len.clamp(1024, 16 << 20),
+        // The sampler (this thread) sleeps until the next interval is due;
+        // a stream that ends wakes it, so the last interval closes on time.
+        sampler: std::thread::current(),
     };
-    for s in streams {
-        let shared = Arc::new(Shared {
-            bytes: AtomicU64::new(0),
-            done: AtomicBool::new(false),
-            last_cwnd: AtomicU32::new(0),
-            last_rtt_us: AtomicU32::new(0),
-            last_retrans: AtomicU32::new(0),
-        });
-        let fd = s.conn.as_raw_fd();
-        let conn = s
-            .conn
-            .try_clone()
-            .map_err(EngineError::io("setting up a TCP stream"))?;
-        meta.push((s.id, s.sender, fd, Arc::clone(&shared), conn));
-        // Stream i runs on cpus[i % n] at both ends, so a stream's sender
-        // and receiver share a core when both ends get the same list.
-        let pin: Vec<usize> = if cpus.is_empty() {
-            vec![]
-        } else {
-            vec![cpus[usize::from(s.id) % cpus.len()]]
-        };
-        if let (true, Some(ep)) = (s.sender, &pool) {
-            let token = pooled.len() as u64;
-            let added = s
-                .conn
-                .set_nonblocking(true)
-                .and_then(|()| ep.add(fd, token, sys::Interest::WRITE));
-            if added.is_ok() {
-                pooled.push((s.conn, shared));
-                continue;
-            }
-            let _ = s.conn.set_nonblocking(false);
-        }
-        let stop = Arc::clone(&ctx.stop);
-        let waker = sampler.clone();
-        // Named for the bottleneck verdict, which reads thread names back.
-        let name = if s.sender {
-            "lr-tcp-send"
-        } else {
-            "lr-tcp-recv"
-        };
-        let handle = crate::host::kernel::spawn_named(name, move || {
-            // Pinning is best effort per stream; a bad CPU was checked by the controller.
-            let _ = sys::pin_thread(&pin);
-            let _ = s.conn.set_read_timeout(Some(IO_TIMEOUT));
-            let _ = s.conn.set_write_timeout(Some(IO_TIMEOUT));
-            if s.sender {
-                send_loop(&s.conn, &shared, &stop, deadline, buffer_len);
-            } else {
-                recv_loop(&s.conn, &shared, &stop);
-            }
-            shared.end(&waker);
-        });
-        // Streams already started stop with the job (the agent sets `stop`).
-        handles.push(handle.map_err(EngineError::io("starting a TCP stream thread"))?);
-    }
-    if let (false, Some(ep)) = (pooled.is_empty(), pool) {
-        let stop = Arc::clone(&ctx.stop);
-        let pin: Vec<usize> = cpus.first().map(|c| vec![*c]).unwrap_or_default();
-        let waker = sampler.clone();
-        let handle = crate::host::kernel::spawn_named("lr-tcp-send", move || {
-            let _ = sys::pin_thread(&pin);
-            send_many(ep, &pooled, &stop, deadline, buffer_len, &waker);
-        });
-        handles.push(handle.map_err(EngineError::io("starting the TCP sending thread"))?);
-    }
+    let Started { handles, meta } = start_streams(ctx, streams, senders, &plan)?;
     let mut clock = IntervalClock::new(start, ctx.interval);
     let mut last: Vec<(u64, u32)> = vec![(0, 0); meta.len()];
-    let mut base_retrans: Vec<u32> = meta
+    let base_retrans: Vec<u32> = meta
         .iter()
         .map(|m| sys::tcp_info(m.2).map(|t| t.total_retrans).unwrap_or(0))
         .collect();
     let mut total = EndpointSummary::default();
-    let sample = |clock_span: (f64, f64), last: &mut Vec<(u64, u32)>, base: &mut Vec<u32>| {
-        let mut iv = IntervalSample {
-            t_start: clock_span.0,
-            t_end: clock_span.1,
-            ..Default::default()
-        };
-        for (k, (id, sender, fd, shared, _)) in meta.iter().enumerate() {
-            let bytes = shared.bytes.load(Ordering::Relaxed);
-            let mut info = sys::tcp_info(*fd).unwrap_or_default();
-            if shared.done.load(Ordering::Acquire) && shared.last_rtt_us.load(Ordering::Relaxed) > 0
-            {
-                info = sys::TcpInfo {
-                    total_retrans: shared.last_retrans.load(Ordering::Relaxed),
-                    snd_cwnd: shared.last_cwnd.load(Ordering::Relaxed),
-                    rtt_us: shared.last_rtt_us.load(Ordering::Relaxed),
-                    ..Default::default()
-                };
-            }
-            let retrans = info.total_retrans.saturating_sub(base[k]);
-            let d_bytes = bytes - last[k].0;
-            let d_retr = retrans.saturating_sub(last[k].1);
-            last[k] = (bytes, retrans);
-            if *sender {
-                iv.tx_bytes += d_bytes;
-            } else {
-                iv.rx_bytes += d_bytes;
-            }
-            iv.streams.push(StreamSample {
-                id: *id,
-                sender: *sender,
-                bytes: d_bytes,
-                retransmits: u64::from(d_retr),
-                cwnd: info.snd_cwnd,
-                rtt_us: info.rtt_us,
-            });
-        }
-        iv
-    };
     // Running totals, not a list of every interval: a job may run for
     // days, and its memory must stay flat (the controller has the
     // intervals).
@@ -449,7 +317,7 @@ fn run_streams(
             break;
         }
         if let Some(span) = clock.due(now) {
-            let iv = sample(span, &mut last, &mut base_retrans);
+            let iv = sample(&meta, span, &mut last, &base_retrans);
             sums.add(&iv);
             ctx.emit(iv);
         }
@@ -463,7 +331,7 @@ fn run_streams(
         );
     }
     let span = clock.close(Instant::now());
-    let iv = sample(span, &mut last, &mut base_retrans);
+    let iv = sample(&meta, span, &mut last, &base_retrans);
     sums.add(&iv);
     ctx.emit(iv);
     for h in handles {
@@ -493,6 +361,154 @@ fn run_streams(
     Ok(total)
 }
 
+/// What every stream of a job runs with.
+struct StreamPlan<'a> {
+    /// When senders stop.
+    deadline: Instant,
+    /// Stream i runs on `cpus[i % n]`.
+    cpus: &'a [usize],
+    buffer_len: usize,
+    /// The thread woken when a stream ends.
+    sampler: std::thread::Thread,
+}
+
+/// One stream as the sampler sees it: id, whether it sends, its socket,
+/// its counters, and its connection (kept open until the job ends).
+type Meta = (u16, bool, std::os::fd::RawFd, Arc<Shared>, TcpStream);
+
+/// The streams' threads, started, and what the sampler reads of each.
+struct Started {
+    handles: Vec<std::thread::JoinHandle<()>>,
+    meta: Vec<Meta>,
+}
+
+/// Starts a thread per stream, or (`Senders::OneLoop`, where epoll takes
+/// them) one thread for all sending streams.
+fn start_streams(
+    ctx: &JobCtx,
+    streams: Vec<Stream>,
+    senders: Senders,
+    plan: &StreamPlan,
+) -> Result<Started, EngineError> {
+    let (deadline, cpus, buffer_len) = (plan.deadline, plan.cpus, plan.buffer_len);
+    let mut handles = Vec::new();
+    let mut meta = Vec::new();
+    let mut pooled: Vec<(TcpStream, Arc<Shared>)> = Vec::new();
+    // Without epoll (or for a stream it refuses) a sender gets its own
+    // blocking thread, as with `Senders::PerStream`.
+    let pool = match senders {
+        Senders::OneLoop => sys::Epoll::new(streams.len().max(1)).ok(),
+        Senders::PerStream => None,
+    };
+    for s in streams {
+        let shared = Arc::new(Shared::new());
+        let fd = s.conn.as_raw_fd();
+        let conn = s
+            .conn
+            .try_clone()
+            .map_err(EngineError::io("setting up a TCP stream"))?;
+        meta.push((s.id, s.sender, fd, Arc::clone(&shared), conn));
+        // Stream i runs on cpus[i % n] at both ends, so a stream's sender
+        // and receiver share a core when both ends get the same list.
+        let pin: Vec<usize> = if cpus.is_empty() {
+            vec![]
+        } else {
+            vec![cpus[usize::from(s.id) % cpus.len()]]
+        };
+        if let (true, Some(ep)) = (s.sender, &pool) {
+            let token = pooled.len() as u64;
+            let added = s
+                .conn
+                .set_nonblocking(true)
+                .and_then(|()| ep.add(fd, token, sys::Interest::WRITE));
+            if added.is_ok() {
+                pooled.push((s.conn, shared));
+                continue;
+            }
+            let _ = s.conn.set_nonblocking(false);
+        }
+        let stop = Arc::clone(&ctx.stop);
+        let waker = plan.sampler.clone();
+        // Named for the bottleneck verdict, which reads thread names back.
+        let name = if s.sender {
+            "lr-tcp-send"
+        } else {
+            "lr-tcp-recv"
+        };
+        let handle = crate::host::kernel::spawn_named(name, move || {
+            // Pinning is best effort per stream; a bad CPU was checked by the controller.
+            let _ = sys::pin_thread(&pin);
+            let _ = s.conn.set_read_timeout(Some(IO_TIMEOUT));
+            let _ = s.conn.set_write_timeout(Some(IO_TIMEOUT));
+            if s.sender {
+                send_loop(&s.conn, &shared, &stop, deadline, buffer_len);
+            } else {
+                recv_loop(&s.conn, &shared, &stop);
+            }
+            shared.end(&waker);
+        });
+        // Streams already started stop with the job (the agent sets `stop`).
+        handles.push(handle.map_err(EngineError::io("starting a TCP stream thread"))?);
+    }
+    if let (false, Some(ep)) = (pooled.is_empty(), pool) {
+        let stop = Arc::clone(&ctx.stop);
+        let pin: Vec<usize> = cpus.first().map(|c| vec![*c]).unwrap_or_default();
+        let waker = plan.sampler.clone();
+        let handle = crate::host::kernel::spawn_named("lr-tcp-send", move || {
+            let _ = sys::pin_thread(&pin);
+            send_many(ep, &pooled, &stop, deadline, buffer_len, &waker);
+        });
+        handles.push(handle.map_err(EngineError::io("starting the TCP sending thread"))?);
+    }
+    Ok(Started { handles, meta })
+}
+
+/// One interval over `span`: each stream's bytes and retransmits since
+/// `last` (retransmits counted from `base`), with its TCP_INFO (the one
+/// kept at its close once it has ended).
+fn sample(
+    meta: &[Meta],
+    clock_span: (f64, f64),
+    last: &mut [(u64, u32)],
+    base: &[u32],
+) -> IntervalSample {
+    let mut iv = IntervalSample {
+        t_start: clock_span.0,
+        t_end: clock_span.1,
+        ..Default::default()
+    };
+    for (k, (id, sender, fd, shared, _)) in meta.iter().enumerate() {
+        let bytes = shared.bytes.load(Ordering::Relaxed);
+        let mut info = sys::tcp_info(*fd).unwrap_or_default();
+        if shared.done.load(Ordering::Acquire) && shared.last_rtt_us.load(Ordering::Relaxed) > 0 {
+            info = sys::TcpInfo {
+                total_retrans: shared.last_retrans.load(Ordering::Relaxed),
+                snd_cwnd: shared.last_cwnd.load(Ordering::Relaxed),
+                rtt_us: shared.last_rtt_us.load(Ordering::Relaxed),
+                ..Default::default()
+            };
+        }
+        let retrans = info.total_retrans.saturating_sub(base[k]);
+        let d_bytes = bytes - last[k].0;
+        let d_retr = retrans.saturating_sub(last[k].1);
+        last[k] = (bytes, retrans);
+        if *sender {
+            iv.tx_bytes += d_bytes;
+        } else {
+            iv.rx_bytes += d_bytes;
+        }
+        iv.streams.push(StreamSample {
+            id: *id,
+            sender: *sender,
+            bytes: d_bytes,
+            retransmits: u64::from(d_retr),
+            cwnd: info.snd_cwnd,
+            rtt_us: info.rtt_us,
+        });
+    }
+    iv
+}
+
 /// A TCP job's totals over its intervals: bytes each way and, per stream
 /// (by its place in the interval's list), bytes, retransmits and the last
 /// sample with TCP_INFO (the one after the close may have none).
@@ -520,170 +536,6 @@ impl Totals {
             if s.rtt_us > 0 {
                 t.2 = s.clone();
             }
-        }
-    }
-}
-
-/// Sends with sendfile(2) from an in-memory file: the payload pages go to the
-/// socket by reference, so the sender's core spends nothing on copying (the
-/// pattern never changes, so sharing pages is safe). Falls back to write(2).
-fn send_loop(conn: &TcpStream, shared: &Shared, stop: &AtomicBool, deadline: Instant, len: usize) {
-    let buf = vec![0x5au8; len];
-    let file = sys::memfd_with(&buf).ok();
-    let fd = conn.as_raw_fd();
-    let mut off: i64 = 0;
-    let mut w = conn;
-    while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
-        let res = match &file {
-            Some(f) => {
-                if off as usize >= len {
-                    off = 0;
-                }
-                let left = len - off as usize;
-                sys::sendfile(fd, f, &mut off, left)
-            }
-            None => w.write(&buf),
-        };
-        match res {
-            Ok(n) => {
-                shared.bytes.fetch_add(n as u64, Ordering::Relaxed);
-            }
-            Err(e) if transient(&e) => {}
-            Err(_) => break,
-        }
-    }
-    shared.remember(fd);
-    let _ = conn.shutdown(Shutdown::Write);
-}
-
-/// Sends on every stream of `streams` from this one thread, until
-/// `deadline` or `stop`, the way iperf3's own client does: after each wait
-/// for writable sockets, up to [`PASSES`] passes over the writable streams
-/// in a fixed order, one non-blocking write of `len` bytes to each per
-/// pass; a stream whose socket is full sits out until the next wait.
-/// Interleaved this way the far end finds every stream readable when it
-/// wakes; writing one stream until it was full before the next (8 writes
-/// each) cut 4 streams to a stock `iperf3 -s` on a 2-core veth lab from
-/// about 29 to about 18 Gbit/s (bench/README.md). A stream that fails
-/// stops alone; each ends with its TCP_INFO kept, a FIN, and `waker` (the
-/// sampler) woken. It writes (copies) rather than sendfile: with several
-/// streams sharing one file's pages, 4 streams to `iperf3 -s` on a veth
-/// showed 5-8 times the retransmits and less goodput (bench/README.md).
-fn send_many(
-    mut ep: sys::Epoll,
-    streams: &[(TcpStream, Arc<Shared>)],
-    stop: &AtomicBool,
-    deadline: Instant,
-    len: usize,
-    waker: &std::thread::Thread,
-) {
-    let buf = vec![0x5au8; len];
-    let mut open = vec![true; streams.len()];
-    let mut writable = vec![false; streams.len()];
-    let mut ready = Vec::new();
-    loop {
-        let now = Instant::now();
-        if now >= deadline || stop.load(Ordering::Relaxed) || !open.contains(&true) {
-            break;
-        }
-        let wait = (deadline - now).min(Duration::from_millis(100));
-        if ep.wait_into(Some(wait), &mut ready).is_err() {
-            continue;
-        }
-        for r in &ready {
-            let k = r.token as usize;
-            if let (Some(w), Some(true)) = (writable.get_mut(k), open.get(k)) {
-                *w = true;
-            }
-        }
-        for _ in 0..PASSES {
-            let mut wrote = false;
-            for (k, (c, shared)) in streams.iter().enumerate() {
-                if !writable[k] {
-                    continue;
-                }
-                let mut w = c;
-                match w.write(&buf) {
-                    Ok(n) => {
-                        shared.bytes.fetch_add(n as u64, Ordering::Relaxed);
-                        wrote = true;
-                        // A short write: the socket is full.
-                        writable[k] = n == buf.len();
-                    }
-                    Err(e) if transient(&e) => writable[k] = false,
-                    Err(_) => {
-                        writable[k] = false;
-                        open[k] = false;
-                        let _ = ep.delete(c.as_raw_fd());
-                        finish_sender(c, shared, waker);
-                    }
-                }
-            }
-            if !wrote || Instant::now() >= deadline {
-                break;
-            }
-        }
-        writable.fill(false);
-    }
-    for (k, (c, shared)) in streams.iter().enumerate() {
-        if open[k] {
-            finish_sender(c, shared, waker);
-        }
-    }
-}
-
-/// Passes over the writable streams between two waits (iperf3's
-/// `multisend`).
-const PASSES: usize = 10;
-
-/// A write that may simply be tried again: the socket was full (or its
-/// timeout passed) or a signal came.
-fn transient(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-    )
-}
-
-/// A sending stream's end: its last TCP_INFO kept, a FIN sent, and the
-/// stream marked done for the sampler, which is woken.
-fn finish_sender(conn: &TcpStream, shared: &Shared, waker: &std::thread::Thread) {
-    shared.remember(conn.as_raw_fd());
-    let _ = conn.shutdown(Shutdown::Write);
-    shared.end(waker);
-}
-
-/// Bytes the kernel queues before it wakes the receiver. Fewer, larger
-/// reads cost fewer wakeups and socket-lock hand-overs; on a veth lab this
-/// took one stream from ~15 to ~20 Gbit/s. EOF and the read timeout still
-/// return whatever is queued, so slow streams are not held back.
-const RCVLOWAT: i32 = 1 << 20;
-
-fn recv_loop(conn: &TcpStream, shared: &Shared, stop: &AtomicBool) {
-    let mut buf = vec![0u8; 2 << 20];
-    let fd = conn.as_raw_fd();
-    // Best effort: without it the stream still works, with more wakeups.
-    let _ = sys::set_rcvlowat(fd, RCVLOWAT);
-    loop {
-        match sys::recv_discard(fd, &mut buf) {
-            Ok(0) => {
-                shared.remember(fd);
-                break;
-            }
-            Ok(n) => {
-                shared.bytes.fetch_add(n as u64, Ordering::Relaxed);
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-            }
-            Err(_) => break,
         }
     }
 }

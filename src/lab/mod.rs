@@ -15,6 +15,7 @@ pub mod netem;
 pub mod ports;
 pub mod rules;
 pub mod stick;
+mod veth;
 pub mod vmdut;
 
 use crate::model::error::Context;
@@ -23,12 +24,12 @@ use crate::netops::{self, mac_string};
 use crate::proto::{NetOp, Request, Response};
 pub use crate::topology::Addressing;
 use crate::topology::Fleet;
-use crate::topology::Netns;
 pub use error::LabError;
 use error::{fail, Result};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::time::Duration;
+pub use veth::build;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DutMode {
@@ -462,383 +463,30 @@ pub fn preflight(spec: &LabSpec) -> Result<()> {
         );
     }
     if let Some(vm) = &spec.dut_vm {
-        // Before any test runs: qemu, taps, and the kernel (fetched now if
-        // it is not cached; the build finds it in the cache).
-        crate::vm::qemu::preflight()?;
-        match &vm.guest {
-            crate::vm::Guest::Image(img) => {
-                crate::vm::router::image_format(img).context("--dut-image")?;
-            }
-            g => {
-                if let crate::vm::Guest::Initrd { initrd, .. } = g {
-                    std::fs::File::open(initrd)
-                        .with_context(|| format!("--dut-initrd {}", initrd.display()))?;
-                }
-                crate::vm::kernel::resolve(&vm.kernel, &|m| {
-                    crate::model::stderr::errln!("lab: {m}")
-                })
-                .with_context(|| format!("the DUT VM's kernel ({})", vm.kernel))?;
-            }
-        }
+        preflight_vm(vm)?;
     }
     Ok(())
 }
 
-/// Builds a lab. Agent logs go to `log_dir` when given.
-pub fn build(spec: LabSpec, log_dir: Option<&Path>) -> Result<Lab> {
-    preflight(&spec)?;
-    if spec.dut == Some(DutMode::Stick) {
-        return stick::build(spec, log_dir);
-    }
-    let mut fleet = Fleet::new();
-    let log = |role: &str| log_dir.map(|d| d.join(format!("{role}.log")));
-    let gen = fleet.spawn_local("gen", &Netns::New, log("gen").as_deref())?;
-    let mut vm = None;
-    let mut router = None;
-    let dut = match (spec.dut, &spec.dut_vm) {
-        (Some(_), Some(v)) if v.guest.is_opaque() => {
-            router = Some(vmdut::boot_router(&mut fleet, v, &log)?);
-            None
+/// What a VM DUT needs, checked before any test runs: qemu, taps, and the
+/// kernel (fetched now if it is not cached; the build finds it in the
+/// cache).
+fn preflight_vm(vm: &crate::vm::VmSpec) -> Result<()> {
+    crate::vm::qemu::preflight()?;
+    match &vm.guest {
+        crate::vm::Guest::Image(img) => {
+            crate::vm::router::image_format(img).context("--dut-image")?;
         }
-        (Some(_), Some(v)) => {
-            let booted = vmdut::boot(&mut fleet, v, &log, spec.dut_bond)?;
-            let d = booted.dut;
-            vm = Some(booted);
-            Some(d)
-        }
-        (Some(_), None) => Some(fleet.spawn_local("dut", &Netns::New, log("dut").as_deref())?),
-        (None, _) => None,
-    };
-    let sink = fleet.spawn_local("sink", &Netns::New, log("sink").as_deref())?;
-    let pid = |i: usize| fleet.agent(i).pid;
-    let mtu = spec.mtu;
-    let q = spec.queues;
-
-    let mut g = Node::new();
-    let mut s = Node::new();
-    let mut d = Node::new();
-    if spec.dut_bond && vm.is_some() {
-        bond::guest_ops(&mut d, mtu);
-    }
-    let mut links = Vec::new();
-    // The links: gen — dut — sink, or gen — sink back to back.
-    let vmnet = vm
-        .as_ref()
-        .map(|v| v.vmnet)
-        .or(router.as_ref().map(|r| r.vmnet));
-    match (dut, vmnet) {
-        (_, Some(vmnet)) => {
-            let vn = pid(vmnet);
-            netops::create_veth("gen0", MAC_GEN0, pid(gen), "hv0", MAC_HV0, vn, q)?;
-            netops::create_veth("hv1", MAC_HV1, vn, "sink0", MAC_SINK0, pid(sink), q)?;
-            links.push(link("gen/gen0", "vmnet/hv0"));
-            if spec.dut_bond && vm.is_some() {
-                links.extend(bond::links());
-            } else {
-                links.push(LabLink {
-                    a: "vmnet/tap0".into(),
-                    b: "dut/dut0".into(),
-                    kind: "tap, virtio-net".into(),
-                    ports: Vec::new(),
-                });
+        g => {
+            if let crate::vm::Guest::Initrd { initrd, .. } = g {
+                std::fs::File::open(initrd)
+                    .with_context(|| format!("--dut-initrd {}", initrd.display()))?;
             }
-            links.push(LabLink {
-                a: "dut/dut1".into(),
-                b: "vmnet/tap1".into(),
-                kind: "virtio-net, tap".into(),
-                ports: Vec::new(),
-            });
-            links.push(link("vmnet/hv1", "sink/sink0"));
-        }
-        (Some(di), None) => {
-            netops::create_veth("gen0", MAC_GEN0, pid(gen), "dut0", MAC_DUT0, pid(di), q)?;
-            netops::create_veth("dut1", MAC_DUT1, pid(di), "sink0", MAC_SINK0, pid(sink), q)?;
-            links.push(link("gen/gen0", "dut/dut0"));
-            links.push(link("dut/dut1", "sink/sink0"));
-        }
-        (None, _) => {
-            netops::create_veth("gen0", MAC_GEN0, pid(gen), "sink0", MAC_SINK0, pid(sink), q)?;
-            links.push(link("gen/gen0", "sink/sink0"));
+            crate::vm::kernel::resolve(&vm.kernel, &|m| crate::model::stderr::errln!("lab: {m}"))
+                .with_context(|| format!("the DUT VM's kernel ({})", vm.kernel))?;
         }
     }
-    // Flow prefixes: generator side 198.18.1.0/24, sink side 198.19.1.0/24.
-    let gen_flow4 = v4(198, 18, 1, 0);
-    let sink_flow4 = v4(198, 19, 1, 0);
-    let gen_flow6 = v6(0x11, 0);
-    let sink_flow6 = v6(0x21, 0);
-    let (gen4, gen6, sink4, sink6);
-    let dut_present = dut.is_some() || router.is_some();
-    match (spec.dut, dut_present) {
-        (Some(mode), true) if mode != DutMode::Bridge => {
-            let r = routed();
-            ((gen4, gen6), (sink4, sink6)) = (r.gen, r.sink);
-            let ((d0_4, d0_6), (d1_4, d1_6)) = (r.gw_gen, r.gw_sink);
-            g.iface("gen0", MAC_GEN0, mtu, &[(gen4, 24), (gen6, 64)]);
-            d.iface("dut0", MAC_DUT0, mtu, &[(d0_4, 24), (d0_6, 64)]);
-            d.iface("dut1", MAC_DUT1, mtu, &[(d1_4, 24), (d1_6, 64)]);
-            s.iface("sink0", MAC_SINK0, mtu, &[(sink4, 24), (sink6, 64)]);
-            g.route(v4(198, 19, 0, 0), 16, d0_4);
-            g.route(v6(0x20, 0), 60, d0_6);
-            s.route(v4(198, 18, 0, 0), 16, d1_4);
-            s.route(v6(0x10, 0), 60, d1_6);
-            d.route(sink_flow4, 24, sink4);
-            d.route(sink_flow6, 64, sink6);
-            d.route(gen_flow4, 24, gen4);
-            d.route(gen_flow6, 64, gen6);
-            // Static neighbours: no ARP/ND during a test, no first-packet loss.
-            g.neigh("gen0", d0_4, MAC_DUT0);
-            g.neigh("gen0", d0_6, MAC_DUT0);
-            d.neigh("dut0", gen4, MAC_GEN0);
-            d.neigh("dut0", gen6, MAC_GEN0);
-            d.neigh("dut1", sink4, MAC_SINK0);
-            d.neigh("dut1", sink6, MAC_SINK0);
-            s.neigh("sink0", d1_4, MAC_DUT1);
-            s.neigh("sink0", d1_6, MAC_DUT1);
-            d.sysctl("net.ipv4.ip_forward", "1");
-            d.sysctl("net.ipv6.conf.all.forwarding", "1");
-            d.sysctl("net.ipv4.conf.all.rp_filter", "0");
-            match mode {
-                DutMode::Nat => d.ops.push(NetOp::Nft {
-                    ruleset: rules::nat("dut1"),
-                }),
-                DutMode::Fw => d.ops.push(NetOp::Nft {
-                    ruleset: rules::firewall(spec.fw_rules),
-                }),
-                _ => {}
-            }
-        }
-        (_, dut_here) => {
-            // Back to back, or through a bridge: one subnet, gen .1 and sink .2.
-            (gen4, gen6, sink4, sink6) = (
-                v4(198, 18, 0, 1),
-                v6(0x10, 1),
-                v4(198, 18, 0, 2),
-                v6(0x10, 2),
-            );
-            // The bridge DUT: both links in br0.
-            if dut_here {
-                d.iface("dut0", MAC_DUT0, mtu, &[]);
-                d.iface("dut1", MAC_DUT1, mtu, &[]);
-                d.ops.push(NetOp::Bridge {
-                    name: "br0".into(),
-                    ports: vec!["dut0".into(), "dut1".into()],
-                });
-                d.ifaces.push(LabInterface {
-                    name: "br0".into(),
-                    mac: String::new(),
-                    mtu,
-                    addresses: vec![],
-                });
-            }
-            g.iface("gen0", MAC_GEN0, mtu, &[(gen4, 24), (gen6, 64)]);
-            s.iface("sink0", MAC_SINK0, mtu, &[(sink4, 24), (sink6, 64)]);
-            g.route(v4(198, 19, 0, 0), 16, sink4);
-            g.route(v6(0x20, 0), 60, sink6);
-            s.route(gen_flow4, 24, gen4);
-            s.route(gen_flow6, 64, gen6);
-            g.neigh("gen0", sink4, MAC_SINK0);
-            g.neigh("gen0", sink6, MAC_SINK0);
-            s.neigh("sink0", gen4, MAC_GEN0);
-            s.neigh("sink0", gen6, MAC_GEN0);
-        }
-    }
-    // Impairments apply to whatever the DUT forwards: the bridge family's
-    // forward hook sees bridged frames, inet's sees routed ones.
-    if dut.is_some() {
-        let bridge = spec.dut == Some(DutMode::Bridge);
-        if let Some(pct) = spec.dut_loss_pct {
-            d.ops.push(NetOp::Nft {
-                ruleset: rules::random_loss(pct, bridge),
-            });
-        }
-        if let Some(pps) = spec.dut_police_pps {
-            d.ops.push(NetOp::Nft {
-                ruleset: rules::police(pps, (pps / 100).max(10), bridge),
-            });
-        }
-        if let Some(r) = spec.dut_remark {
-            d.ops.push(NetOp::Nft {
-                ruleset: rules::remark(r, bridge),
-            });
-        }
-        if let Some(n) = spec.dut_netem {
-            d.ops.extend(n.ops(["dut0", "dut1"]));
-        }
-        if let Some(sh) = spec.dut_shape {
-            d.ops.push(NetOp::Shape {
-                dev: "dut1".into(),
-                rate_bps: sh.rate_bps,
-                burst_bytes: sh.burst_bytes(),
-                limit_bytes: sh.queue_bytes,
-            });
-        }
-    }
-    // Both ends accept their whole flow prefix locally (AnyIP), so flows can
-    // vary source and destination addresses in either direction.
-    g.local(gen_flow4, 24);
-    g.local(gen_flow6, 64);
-    s.local(sink_flow4, 24);
-    s.local(sink_flow6, 64);
-    for n in [&mut g, &mut s] {
-        n.sysctl("net.ipv4.conf.all.rp_filter", "0");
-    }
-
-    // Nodes of this host's kernel are laid out on its cores; a VM DUT's
-    // guest has CPUs of its own (its qemu is pinned instead).
-    let mut nodes = Vec::new();
-    let mut placed = Vec::new();
-    let mut guest = None;
-    for (idx, node, role) in [
-        (Some(gen), g, "gen"),
-        (vmnet, vmdut::vmnet_node(mtu, spec.dut_bond), "vmnet"),
-        (dut, d, "dut"),
-        (Some(sink), s, "sink"),
-    ] {
-        let Some(idx) = idx else { continue };
-        let rec = node.configure(&mut fleet, idx, role)?;
-        if role == "dut" && vm.is_some() {
-            guest = Some(rec);
-        } else {
-            nodes.push(rec);
-            placed.push(idx);
-        }
-    }
-    let plan = cores::plan(&spec.senders.cpus(), &spec.rps.cpus(), dut_present);
-    let cores = plan
-        .as_ref()
-        .map(|p| cores::lay_out(&mut fleet, &placed, &nodes, p));
-    let addressing = (
-        Addressing {
-            v4: Some(gen4),
-            v6: Some(gen6),
-            flow_v4: Some(Ipv4Addr::new(198, 18, 1, 0)),
-            flow_v6: Some(Ipv6Addr::new(0x2001, 2, 0, 0x11, 0, 0, 0, 0)),
-            vlan: None,
-        },
-        Addressing {
-            v4: Some(sink4),
-            v6: Some(sink6),
-            flow_v4: Some(Ipv4Addr::new(198, 19, 1, 0)),
-            flow_v6: Some(Ipv6Addr::new(0x2001, 2, 0, 0x21, 0, 0, 0, 0)),
-            vlan: None,
-        },
-    );
-    let mut notes = Vec::new();
-    if spec.dut_bond && vm.is_some() {
-        notes.push(bond::NOTE.to_string());
-    }
-    let mut vm_record = vm.map(|v| v.record);
-    if let (Some(mut r), Some(vmnet)) = (router, vmnet) {
-        let (boot_s, more) = vmdut::wait_forwarding(
-            &fleet,
-            (gen, sink, vmnet),
-            (&addressing.0, &addressing.1),
-            &mut r,
-        )?;
-        notes.extend(more);
-        notes.push(
-            "The DUT is your own router VM, with no linerate agent inside: its interface \
-             counters and CPU are not read; what it lost is what the sequence numbers and this \
-             host's taps show."
-                .to_string(),
-        );
-        let mut record = r.record.clone();
-        record.boot_s = boot_s;
-        guest = Some(vmdut::router_node(
-            record.qemu_pid,
-            mtu,
-            routed().gw_gen,
-            routed().gw_sink,
-        ));
-        if let Some(child) = r.router.into_child() {
-            fleet.adopt(child);
-        }
-        vm_record = Some(record);
-    }
-    if let (Some(r), Some(p)) = (vm_record.as_mut(), plan.as_ref()) {
-        if !p.dut.is_empty() {
-            match vmdut::pin(r.qemu_pid, &p.dut) {
-                Ok(()) => r.host_cpus = p.dut.clone(),
-                Err(e) => crate::model::stderr::errln!("lab: qemu left unpinned: {e:#}"),
-            }
-        }
-    }
-    // RPS where no NAPI thread was pinned (or pinning failed).
-    let pinned = pinned_devs(cores.as_ref());
-    let steering = if !pinned.is_empty()
-        && nodes
-            .iter()
-            .flat_map(|n| &n.interfaces)
-            .filter(|i| !i.mac.is_empty())
-            .all(|i| pinned.contains(&i.name))
-    {
-        Some(format!(
-            "RPS left off: every veth's receive work runs in NAPI threads pinned by role \
-                 (see cores){}",
-            if spec.queues > 1 {
-                format!(", one per rx queue ({} each)", spec.queues)
-            } else {
-                String::new()
-            }
-        ))
-    } else {
-        steer_receive(&mut fleet, &placed, &nodes, &spec, &pinned)
-    };
-    if let Some(g) = guest {
-        // gen, vmnet, then the guest: the order traffic crosses them.
-        nodes.insert(2.min(nodes.len()), g);
-    }
-    let topology = LabTopology {
-        kind: if spec.dut.is_some() {
-            "dut"
-        } else {
-            "back_to_back"
-        }
-        .into(),
-        dut_mode: spec.dut.map(|m| m.name().to_string()),
-        fw_rules: (spec.dut == Some(DutMode::Fw)).then_some(spec.fw_rules),
-        dut_shape: spec
-            .dut_shape
-            .filter(|_| dut.is_some())
-            .map(|s| s.describe()),
-        queues: Some(spec.queues),
-        dut_remark: spec
-            .dut_remark
-            .filter(|_| dut.is_some())
-            .map(|r| r.to_string()),
-        dut_netem: spec
-            .dut_netem
-            .filter(|_| dut.is_some())
-            .map(|n| n.describe()),
-        nodes,
-        links,
-        offloads: if cores.is_some() {
-            "UDP: one datagram per sendmmsg message (no UDP_SEGMENT), receiver without UDP_GRO, \
-             veth GRO on for NAPI (datagrams are not merged: no UDP GRO socket, no fraglist \
-             forwarding): every datagram is one packet at the DUT, checked against interface \
-             counters. TCP: TSO/GRO on (bytes count)."
-        } else {
-            "UDP: one datagram per sendmmsg message (no UDP_SEGMENT), receiver without \
-             UDP_GRO, veth GRO at its kernel default (off without XDP): every datagram is one \
-             packet at the DUT, checked against interface counters. TCP: TSO/GRO on (bytes count)."
-        }
-        .into(),
-        steering,
-        cores,
-        stick: None,
-        notes,
-        vm: vm_record,
-    };
-    Ok(Lab {
-        fleet,
-        gen,
-        sink,
-        dut,
-        switch: vmnet,
-        gen_addr: addressing.0,
-        sink_addr: addressing.1,
-        topology,
-    })
+    Ok(())
 }
 
 /// Sets RPS on every veth of the lab so receive and forwarding work runs on

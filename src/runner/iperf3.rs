@@ -184,6 +184,16 @@ fn client_leg(name: &str, gen: usize, id: u32) -> Leg {
     }
 }
 
+/// The client end's role in the record: the lab's plain generator (or an
+/// unnamed end) is iperf3's client, a plan's host keeps its name.
+fn local_role(role: &str) -> String {
+    if role == "gen" || role.is_empty() {
+        CLIENT_ROLES.0.to_string()
+    } else {
+        role.to_string()
+    }
+}
+
 fn iperf3_inner(
     ends: &mut Ends,
     t: &Iperf3Test,
@@ -228,11 +238,7 @@ fn iperf3_inner(
     };
     let kept = (result.params.lab, result.params.cpus.clone());
     let role = ends.role(gen);
-    let local = if role == "gen" || role.is_empty() {
-        CLIENT_ROLES.0.to_string()
-    } else {
-        role.clone()
-    };
+    let local = local_role(&role);
     *result = record(&t.name, &outcome, (&local, CLIENT_ROLES.1), started);
     (result.params.lab, result.params.cpus) = kept;
     // This end's host: its CPU share, kernel counters and verdict, read

@@ -3,7 +3,7 @@
 
 use super::jobs::{collect_stopped, collect_ticking, Collected, Jobs, LiveSum};
 use super::kind::TestKind;
-use super::record::{self, delta_ns};
+use super::record::{self, delta_ns, NsDelta};
 use super::setup::{legs, pick_rx_cpus, pick_tx_cpus, unspecified, Ends, Leg, OnProgress};
 use super::setup::{Progress, UdpTest};
 use super::slices::{self, Part, Slicer};
@@ -370,6 +370,27 @@ fn after_omit(
     (t, r)
 }
 
+/// The frames of `lost` the tester itself dropped at the receiver: socket
+/// overruns, plus drops on its interfaces when linerate built them
+/// (elsewhere an unrelated NIC's drops would hide real loss). A veth
+/// backlog drop also shows as the peer's tx_dropped; counting the receiver
+/// side only avoids counting it twice.
+fn tester_drops(ends: &Ends, rx_ns: &NsDelta, rx_whole: &EndpointSummary, lost: u64) -> u64 {
+    let iface_drops = if ends.lab.is_some() {
+        rx_ns.rx_dropped
+    } else {
+        0
+    };
+    // The XDP sink counts before the stack: a socket overrun (UDP
+    // InErrors) there is a frame it passed on, never a counted one.
+    let socket_drops = if rx_whole.rx_engine == "xdp" {
+        0
+    } else {
+        rx_ns.udp_in_errors
+    };
+    (socket_drops + iface_drops).min(lost)
+}
+
 /// One leg's figures, with its cross-checks pushed onto `result`. With
 /// `omit_s`, the figures cover the samples after it; the summaries stay
 /// the jobs' own counts.
@@ -392,23 +413,7 @@ fn direction(
         (tx_whole.clone(), rx_whole.clone())
     };
     let rx_ns = delta_ns(before, after, leg.rx_agent);
-    // Socket overruns at the receiver, plus drops on its interfaces when
-    // linerate built them (elsewhere an unrelated NIC's drops would hide
-    // real loss). A veth backlog drop also shows as the peer's tx_dropped;
-    // counting the receiver side only avoids counting it twice.
-    let iface_drops = if ends.lab.is_some() {
-        rx_ns.rx_dropped
-    } else {
-        0
-    };
-    // The XDP sink counts before the stack: a socket overrun (UDP
-    // InErrors) there is a frame it passed on, never a counted one.
-    let socket_drops = if rx_whole.rx_engine == "xdp" {
-        0
-    } else {
-        rx_ns.udp_in_errors
-    };
-    let tester_drops = (socket_drops + iface_drops).min(rx.lost);
+    let tester_drops = tester_drops(ends, &rx_ns, &rx_whole, rx.lost);
     let dur = tx.elapsed_s.max(1e-6);
     let rx_pps = rx.rx_packets as f64 / dur;
     let mut intervals = pair_intervals(tx_iv, rx_iv);

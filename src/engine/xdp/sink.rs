@@ -358,23 +358,15 @@ fn per_cpu_figures(t: &SinkTotals, cpu_flows: &[(usize, Vec<u16>)]) -> Vec<Threa
         .collect()
 }
 
-/// Counts until the controller stops the job, reporting intervals from
-/// the per-CPU totals; `sock` holds the port (frames the sink passes on,
-/// foreign ones, land there and are drained).
-pub fn receive(
+/// Drains `sock` and reads the sink's maps every [`POLL`] until [`DRAIN`]
+/// after the controller stops the job, emitting an interval when one is
+/// due. Returns the interval clock (none before the first frame) and the
+/// intervals so far.
+fn poll_until_stopped(
     ctx: &JobCtx,
-    sink: Sink,
-    sock: UdpSocket,
-    cpus: &[usize],
-) -> Result<EndpointSummary, EngineError> {
-    // The counting runs in softirq wherever the interface is polled; this
-    // thread only reads maps, on the CPUs the job was given.
-    sys::pin_thread(cpus).map_err(EngineError::io(format!(
-        "pinning the receiver to CPUs {cpus:?}"
-    )))?;
-    let cpu0 = sys::process_cpu_seconds();
-    sock.set_nonblocking(true)
-        .map_err(EngineError::io("making the receiver's socket non-blocking"))?;
+    sink: &Sink,
+    sock: &UdpSocket,
+) -> Result<(Option<IntervalClock>, Intervals), EngineError> {
     let mut buf = [0u8; 2048];
     let mut clock: Option<IntervalClock> = None;
     let mut iv = Intervals::default();
@@ -405,6 +397,27 @@ pub fn receive(
             break;
         }
     }
+    Ok((clock, iv))
+}
+
+/// Counts until the controller stops the job, reporting intervals from
+/// the per-CPU totals; `sock` holds the port (frames the sink passes on,
+/// foreign ones, land there and are drained).
+pub fn receive(
+    ctx: &JobCtx,
+    sink: Sink,
+    sock: UdpSocket,
+    cpus: &[usize],
+) -> Result<EndpointSummary, EngineError> {
+    // The counting runs in softirq wherever the interface is polled; this
+    // thread only reads maps, on the CPUs the job was given.
+    sys::pin_thread(cpus).map_err(EngineError::io(format!(
+        "pinning the receiver to CPUs {cpus:?}"
+    )))?;
+    let cpu0 = sys::process_cpu_seconds();
+    sock.set_nonblocking(true)
+        .map_err(EngineError::io("making the receiver's socket non-blocking"))?;
+    let (mut clock, mut iv) = poll_until_stopped(ctx, &sink, &sock)?;
     let merged = sink.merged()?;
     let (split, cpu_flows) = (merged.split, &merged.cpu_flows);
     let (flows_out, lost_total) = flow_results(ctx, &merged.flows);

@@ -1,7 +1,7 @@
 //! `Session` against frames a server could send, byte by byte.
 
 use super::*;
-use crate::http::h2::frame::put_head;
+use crate::http::h2::frame::{put_head, Head, HEADER_LEN};
 use crate::http::h2::hpack::RequestBlock;
 
 fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
