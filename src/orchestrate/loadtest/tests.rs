@@ -1,3 +1,4 @@
+use super::ramp::rerun_sample;
 use super::*;
 
 #[test]
