@@ -1,3 +1,5 @@
+use super::notes::rx_engine_note;
+use super::progress::LossSoFar;
 use super::*;
 use crate::report::testdata;
 
