@@ -162,6 +162,13 @@ fn direction_row(s: &mut String, t: &TestResult, d: &DirectionResult, name: &str
         ),
         None => dash(),
     });
+    loss_cells(s, d, tcp);
+    s.push_str("</tr>");
+}
+
+/// A direction's loss, lost, tester drops and retransmit cells: dashes for
+/// what its protocol does not count.
+fn loss_cells(s: &mut String, d: &DirectionResult, tcp: bool) {
     if tcp {
         s.push_str(&dash());
         s.push_str(&dash());
@@ -194,5 +201,4 @@ fn direction_row(s: &mut String, t: &TestResult, d: &DirectionResult, name: &str
         ));
         s.push_str(&dash());
     }
-    s.push_str("</tr>");
 }
