@@ -183,9 +183,16 @@ fn cards(r: &RunResults) -> String {
         ));
     }
     s.push_str(&needs_a_look(r, &ok));
+    s.push_str(&doctor_card(r));
+    s.push_str("</div>");
+    s
+}
+
+/// The card of doctor's findings: how many, and the worst.
+fn doctor_card(r: &RunResults) -> String {
     let findings: Vec<_> = r.doctor.iter().flat_map(|e| &e.report.findings).collect();
     let worst = findings.iter().map(|f| f.severity).max();
-    s.push_str(&card(
+    card(
         "Doctor findings",
         &findings.len().to_string(),
         &worst
@@ -196,9 +203,7 @@ fn cards(r: &RunResults) -> String {
             Some("warning") => "warn",
             _ => "ok",
         },
-    ));
-    s.push_str("</div>");
-    s
+    )
 }
 
 /// The cards of each ramp's saturation and the first two searches'

@@ -6,6 +6,7 @@
 //! packet where linerate watched it (a lab DUT): over the sending phase on
 //! summary rows, per interval on interval rows (ramp samples are these).
 
+use crate::latency::stats::{LatencyPhase, LatencyResult};
 use crate::report::figures::{self, is_tcp, IntervalFigures};
 use crate::report::registry;
 use crate::report::run::Run;
@@ -313,35 +314,7 @@ pub fn csv(runs: &[Run]) -> String {
             }
             if let Some(l) = &t.latency {
                 for p in &l.phases {
-                    let mut cells = head("", "latency");
-                    cells.extend([
-                        String::new(),
-                        p.start_s.to_string(),
-                        p.end_s.to_string(),
-                        String::new(),
-                        p.sent.to_string(),
-                        p.answered.to_string(),
-                        (p.lost_forward + p.lost_reverse).to_string(),
-                        p.reordered.to_string(),
-                        p.duplicates.to_string(),
-                    ]);
-                    cells.resize(column("latency_phase"), String::new());
-                    let r = p.rtt_s;
-                    cells.extend([
-                        p.name.clone(),
-                        opt(r.map(|r| r.p50)),
-                        opt(r.map(|r| r.p90)),
-                        opt(r.map(|r| r.p99)),
-                        opt(r.map(|r| r.p99_9)),
-                        opt(r.map(|r| r.max)),
-                        opt(r.map(|r| r.mean)),
-                        opt(p.forward_s.map(|x| x.p50)),
-                        opt(p.reverse_s.map(|x| x.p50)),
-                        p.lost_forward.to_string(),
-                        p.lost_reverse.to_string(),
-                        opt(l.added_latency_s.filter(|_| p.name == "loaded")),
-                    ]);
-                    row(cells);
+                    row(latency_cells(head("", "latency"), l, p));
                 }
             }
         }
@@ -444,6 +417,40 @@ fn interval_cells(
     cells.resize(CSV_COLUMNS.len(), String::new());
     let dut = d.intervals.get(f.index).and_then(|p| p.dut.as_ref());
     dut_cells(&mut cells, dut);
+    cells
+}
+
+/// A latency row: phase `p` of the test's latency probe `l`, after its
+/// `head` cells.
+fn latency_cells(head: Vec<String>, l: &LatencyResult, p: &LatencyPhase) -> Vec<String> {
+    let mut cells = head;
+    cells.extend([
+        String::new(),
+        p.start_s.to_string(),
+        p.end_s.to_string(),
+        String::new(),
+        p.sent.to_string(),
+        p.answered.to_string(),
+        (p.lost_forward + p.lost_reverse).to_string(),
+        p.reordered.to_string(),
+        p.duplicates.to_string(),
+    ]);
+    cells.resize(column("latency_phase"), String::new());
+    let r = p.rtt_s;
+    cells.extend([
+        p.name.clone(),
+        opt(r.map(|r| r.p50)),
+        opt(r.map(|r| r.p90)),
+        opt(r.map(|r| r.p99)),
+        opt(r.map(|r| r.p99_9)),
+        opt(r.map(|r| r.max)),
+        opt(r.map(|r| r.mean)),
+        opt(p.forward_s.map(|x| x.p50)),
+        opt(p.reverse_s.map(|x| x.p50)),
+        p.lost_forward.to_string(),
+        p.lost_reverse.to_string(),
+        opt(l.added_latency_s.filter(|_| p.name == "loaded")),
+    ]);
     cells
 }
 
