@@ -277,7 +277,7 @@ fn destination(a: &HttpArgs, allow: &[Cidr]) -> Result<(Option<HttpUrl>, bool, I
                      server's CA (or its self-signed certificate), or --insecure"
                 );
             }
-            check_destination(url.target.ip(), &allow).map_err(|m| anyhow!(m))?;
+            check_destination(url.target.ip(), allow).map_err(|m| anyhow!(m))?;
             let ip = url.target.ip();
             (Some(url), tls, ip)
         }
@@ -289,7 +289,7 @@ fn destination(a: &HttpArgs, allow: &[Cidr]) -> Result<(Option<HttpUrl>, bool, I
                 .as_ref()
                 .ok_or_else(|| anyhow!("give --target ADDR (the server's), --url URL or --lab"))?;
             let t = super::common::resolve_target(t, false)?;
-            check_destination(t, &allow).map_err(|m| anyhow!(m))?;
+            check_destination(t, allow).map_err(|m| anyhow!(m))?;
             (None, a.tls || a.ktls, t)
         }
     })

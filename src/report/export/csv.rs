@@ -407,7 +407,7 @@ fn interval_cells(
     cells.extend(
         registry::ALL
             .iter()
-            .map(|x| opt((x.interval)(&f, line_rate))),
+            .map(|x| opt((x.interval)(f, line_rate))),
     );
     cells.extend([
         f.tx_bytes.to_string(),
