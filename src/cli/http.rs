@@ -7,6 +7,7 @@ use crate::orchestrate::config::{HttpServerSide, HttpTest, HttpUrl};
 use crate::orchestrate::values::check_destination;
 use crate::proto::http::Content;
 use crate::proto::http::Trust;
+use crate::proto::Cidr;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use std::net::{IpAddr, ToSocketAddrs};
@@ -206,29 +207,7 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
     };
     let n = crate::orchestrate::values::ramp_peak(&ramp);
     let n = a.connections.unwrap_or(if a.matrix { 4 } else { n.max(1) });
-    if n == 0 || n > 1024 {
-        bail!("--connections {n} is outside 1..=1024");
-    }
-    if a.requests == Some(0) {
-        bail!("--requests 0: ask for at least one download");
-    }
-    if a.http2 && a.url.is_none() {
-        bail!(
-            "--http2 needs --url: linerate serve speaks HTTP/1.1 only; give --url to an HTTP/2 \
-             server (nginx `listen ... http2`, h2o, caddy), or leave out --http2"
-        );
-    }
-    if a.http2 && a.ktls {
-        bail!("--http2 with --ktls: kTLS is offered for HTTP/1.1 only; leave out one of them");
-    }
-    if let Some(r) = a.rate {
-        if !(r.is_finite() && r > 0.0) {
-            bail!("--rate {r}: give the requests per second in all, a positive number");
-        }
-        if r > 10_000_000.0 {
-            bail!("--rate {r}: above 10 M requests/s; leave --rate out to send as fast as the server answers");
-        }
-    }
+    check_flags(a, n)?;
     let trust = match &a.cacert {
         Some(p) => Trust::CaPem(
             std::fs::read_to_string(p)
@@ -236,31 +215,7 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
         ),
         None => Trust::Insecure,
     };
-    let (url, tls, target) = match &a.url {
-        Some(u) => {
-            let (tls, url) = parse_url(u)?;
-            if tls && !a.insecure && a.cacert.is_none() {
-                bail!(
-                    "--url {u}: linerate carries no public CA list; pass --cacert FILE with the \
-                     server's CA (or its self-signed certificate), or --insecure"
-                );
-            }
-            check_destination(url.target.ip(), &allow).map_err(|m| anyhow!(m))?;
-            let ip = url.target.ip();
-            (Some(url), tls, ip)
-        }
-        // The lab's sink, where its server runs (routed DUT).
-        None if a.lab => (None, a.tls || a.ktls, IpAddr::from([198, 19, 0, 1])),
-        None => {
-            let t = a
-                .target
-                .as_ref()
-                .ok_or_else(|| anyhow!("give --target ADDR (the server's), --url URL or --lab"))?;
-            let t = super::common::resolve_target(t, false)?;
-            check_destination(t, &allow).map_err(|m| anyhow!(m))?;
-            (None, a.tls || a.ktls, t)
-        }
-    };
+    let (url, tls, target) = destination(a, &allow)?;
     let server = url.is_none().then(|| -> Result<HttpServerSide> {
         Ok(HttpServerSide {
             content: match &a.root {
@@ -298,8 +253,82 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
         ramp,
         interval: a.common.line_interval()?,
     };
+    let tests = named(base, a.matrix, n);
+    let pair = Pair {
+        client: super::common::endpoint("--client", &a.client)?,
+        server: super::common::endpoint("--server", &a.server)?,
+        target,
+        client_address: a.client_address,
+        vlan: None,
+        dut: None,
+    };
+    Ok((pair, TestSpec::Http(tests)))
+}
+
+/// Where the test goes: `--url` (its scheme says TLS), the lab's sink,
+/// or `--target`, checked against the allowed targets.
+fn destination(a: &HttpArgs, allow: &[Cidr]) -> Result<(Option<HttpUrl>, bool, IpAddr)> {
+    Ok(match &a.url {
+        Some(u) => {
+            let (tls, url) = parse_url(u)?;
+            if tls && !a.insecure && a.cacert.is_none() {
+                bail!(
+                    "--url {u}: linerate carries no public CA list; pass --cacert FILE with the \
+                     server's CA (or its self-signed certificate), or --insecure"
+                );
+            }
+            check_destination(url.target.ip(), allow).map_err(|m| anyhow!(m))?;
+            let ip = url.target.ip();
+            (Some(url), tls, ip)
+        }
+        // The lab's sink, where its server runs (routed DUT).
+        None if a.lab => (None, a.tls || a.ktls, IpAddr::from([198, 19, 0, 1])),
+        None => {
+            let t = a
+                .target
+                .as_ref()
+                .ok_or_else(|| anyhow!("give --target ADDR (the server's), --url URL or --lab"))?;
+            let t = super::common::resolve_target(t, false)?;
+            check_destination(t, allow).map_err(|m| anyhow!(m))?;
+            (None, a.tls || a.ktls, t)
+        }
+    })
+}
+
+/// The flags `http_tests` refuses together or out of range (`n`: the
+/// connections).
+fn check_flags(a: &HttpArgs, n: u16) -> Result<()> {
+    if n == 0 || n > 1024 {
+        bail!("--connections {n} is outside 1..=1024");
+    }
+    if a.requests == Some(0) {
+        bail!("--requests 0: ask for at least one download");
+    }
+    if a.http2 && a.url.is_none() {
+        bail!(
+            "--http2 needs --url: linerate serve speaks HTTP/1.1 only; give --url to an HTTP/2 \
+             server (nginx `listen ... http2`, h2o, caddy), or leave out --http2"
+        );
+    }
+    if a.http2 && a.ktls {
+        bail!("--http2 with --ktls: kTLS is offered for HTTP/1.1 only; leave out one of them");
+    }
+    if let Some(r) = a.rate {
+        if !(r.is_finite() && r > 0.0) {
+            bail!("--rate {r}: give the requests per second in all, a positive number");
+        }
+        if r > 10_000_000.0 {
+            bail!("--rate {r}: above 10 M requests/s; leave --rate out to send as fast as the server answers");
+        }
+    }
+    Ok(())
+}
+
+/// The test `base` named by its protocol and connections, or with
+/// `matrix` the six rows T1.1-T3.2 (HTTP, HTTPS, HTTPS+kTLS; 1 and `n`).
+fn named(base: HttpTest, matrix: bool, n: u16) -> Vec<HttpTest> {
     let plural = |n: u16| if n == 1 { "" } else { "s" };
-    let tests = if a.matrix {
+    if matrix {
         let mut v = Vec::new();
         for (t, label, tls, ktls) in [
             (1, "HTTP", false, false),
@@ -337,16 +366,7 @@ pub fn http_tests(a: &HttpArgs) -> Result<(Pair, TestSpec)> {
             name: format!("{label} {m}{ramp}{n} connection{}", plural(n)),
             ..base
         }]
-    };
-    let pair = Pair {
-        client: super::common::endpoint("--client", &a.client)?,
-        server: super::common::endpoint("--server", &a.server)?,
-        target,
-        client_address: a.client_address,
-        vlan: None,
-        dut: None,
-    };
-    Ok((pair, TestSpec::Http(tests)))
+    }
 }
 
 #[cfg(test)]

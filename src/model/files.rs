@@ -161,15 +161,7 @@ pub fn trusted_dir(base: &Path) -> Result<()> {
     };
     let mut cur = start;
     let mut hops = 0;
-    let mut rest: Vec<std::ffi::OsString> = base
-        .components()
-        .filter_map(|c| match c {
-            std::path::Component::Normal(n) => Some(n.to_os_string()),
-            std::path::Component::ParentDir => Some("..".into()),
-            _ => None,
-        })
-        .rev()
-        .collect();
+    let mut rest = names_reversed(base);
     while let Some(name) = rest.pop() {
         if name == ".." {
             cur.pop();
@@ -177,46 +169,11 @@ pub fn trusted_dir(base: &Path) -> Result<()> {
         }
         let parent = fs::metadata(&cur).with_context(|| format!("reading {}", cur.display()))?;
         let next = cur.join(&name);
-        let m = match fs::symlink_metadata(&next) {
-            Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                match fs::create_dir(&next) {
-                    Ok(()) => {}
-                    // Made by someone else meanwhile: judged below.
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                    Err(e) => {
-                        return Err(Step::new(format!("creating {}", next.display()), e).into())
-                    }
-                }
-                fs::symlink_metadata(&next)
-                    .with_context(|| format!("reading {}", next.display()))?
-            }
-            Err(e) => return Err(Step::new(format!("reading {}", next.display()), e).into()),
-        };
+        let m = stat_or_create(&next)?;
         if shared(&parent) && !(trusted(m.uid()) && sticky(&parent)) {
-            let what = if m.file_type().is_symlink() {
-                "a symlink"
-            } else {
-                "a directory"
-            };
-            let owner = if trusted(m.uid()) {
-                "".to_string()
-            } else {
-                format!(" owned by uid {}", m.uid())
-            };
-            let how = if sticky(&parent) {
-                "which other users can write"
-            } else {
-                "which other users can write and which is not sticky (anyone may rename what stands there)"
-            };
-            fail!(
-                "{} is {what}{owner} in {}, {how}: results written through it could be \
-                 redirected to another file. Use a directory only you (or root) control \
-                 (--results-dir), or remove {} and let linerate create it",
-                next.display(),
-                cur.display(),
-                next.display()
-            );
+            let owner = (!trusted(m.uid())).then(|| m.uid());
+            let link = m.file_type().is_symlink();
+            return Err(redirectable(&next, &cur, link, owner, sticky(&parent)));
         }
         if m.file_type().is_symlink() {
             hops += 1;
@@ -228,16 +185,7 @@ pub fn trusted_dir(base: &Path) -> Result<()> {
             if target.is_absolute() {
                 cur = std::path::PathBuf::from("/");
             }
-            rest.extend(
-                target
-                    .components()
-                    .filter_map(|c| match c {
-                        std::path::Component::Normal(n) => Some(n.to_os_string()),
-                        std::path::Component::ParentDir => Some("..".into()),
-                        _ => None,
-                    })
-                    .rev(),
-            );
+            rest.extend(names_reversed(&target));
             continue;
         }
         if !m.is_dir() {
@@ -257,6 +205,70 @@ pub fn trusted_dir(base: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The names of `p`'s components, `..` kept, last first (a stack of what
+/// is left to walk).
+fn names_reversed(p: &Path) -> Vec<std::ffi::OsString> {
+    p.components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(n) => Some(n.to_os_string()),
+            std::path::Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .rev()
+        .collect()
+}
+
+/// What stands at `next` (not following a symlink), creating a directory
+/// there when nothing does.
+fn stat_or_create(next: &Path) -> Result<fs::Metadata> {
+    match fs::symlink_metadata(next) {
+        Ok(m) => Ok(m),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            match fs::create_dir(next) {
+                Ok(()) => {}
+                // Made by someone else meanwhile: judged below.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Step::new(format!("creating {}", next.display()), e).into()),
+            }
+            Ok(
+                fs::symlink_metadata(next)
+                    .with_context(|| format!("reading {}", next.display()))?,
+            )
+        }
+        Err(e) => Err(Step::new(format!("reading {}", next.display()), e).into()),
+    }
+}
+
+/// Why `next` (a symlink when `link`, owned by the untrusted uid `owner`
+/// if any) in `cur`, a directory other users may write, could redirect
+/// results.
+fn redirectable(
+    next: &Path,
+    cur: &Path,
+    link: bool,
+    owner: Option<u32>,
+    sticky: bool,
+) -> ModelError {
+    let what = if link { "a symlink" } else { "a directory" };
+    let owner = match owner {
+        None => "".to_string(),
+        Some(uid) => format!(" owned by uid {uid}"),
+    };
+    let how = if sticky {
+        "which other users can write"
+    } else {
+        "which other users can write and which is not sticky (anyone may rename what stands there)"
+    };
+    ModelError::Failed(format!(
+        "{} is {what}{owner} in {}, {how}: results written through it could be \
+         redirected to another file. Use a directory only you (or root) control \
+         (--results-dir), or remove {} and let linerate create it",
+        next.display(),
+        cur.display(),
+        next.display()
+    ))
 }
 
 /// Creates the directory `base/stem` new (`mkdir`, which fails where

@@ -42,7 +42,7 @@ mod tests;
 
 use crate::proto::Cidr;
 use std::net::IpAddr;
-use toml::de::{DeTable, DeValue};
+use toml::de::{DeArray, DeTable, DeValue};
 use value::{span, Src};
 
 pub use sweep::LAB_KEYS;
@@ -460,47 +460,8 @@ pub fn parse(file: &str, text: &str) -> Result<Plan, PlanError> {
         None => None,
         Some(v) => Some(sweep::parse_lab(src, v)?),
     };
-    let hosts = match (root.get("hosts"), &lab) {
-        (Some(h), Some(_)) => {
-            return Err(src.err(
-                span(h),
-                "a plan with [lab] runs in the lab's namespaces gen and sink: remove [hosts] \
-                 (or remove [lab] to test hosts of your own)",
-            ))
-        }
-        (None, Some(_)) => sweep::lab_hosts(),
-        (None, None) => {
-            return Err(src.err(
-                src.end(),
-                "the plan has no [hosts]: add one table per host, e.g. [hosts.gen] with netns = \"gen\"",
-            ))
-        }
-        (Some(v), None) => hosts::parse_hosts(src, src.table(v, "hosts")?)?,
-    };
-    if hosts.is_empty() {
-        let at = root.get("hosts").map_or(src.end(), span);
-        return Err(src.err(
-            at,
-            "[hosts] is empty: add a host, e.g. [hosts.gen] with netns = \"gen\"",
-        ));
-    }
-
-    let no_tests = "the plan has no [[test]]: add one, e.g. [[test]] with kind = \"tcp\", from = [\"gen\"], to = \"sink\"";
-    let tables = match root.get("test") {
-        None => return Err(src.err(src.end(), no_tests)),
-        Some(v) => match v.get_ref() {
-            DeValue::Array(a) if a.is_empty() => return Err(src.err(span(v), no_tests)),
-            DeValue::Array(a) => a,
-            _ => return Err(src.err(
-                span(v),
-                "test must be written [[test]] (two brackets): the tests are an array of tables",
-            )),
-        },
-    };
-    if tables.len() > MAX_TESTS {
-        let at = root.get("test").map_or(Span::default(), span);
-        return Err(src.err(at, too_many_tests(tables.len())));
-    }
+    let hosts = plan_hosts(src, &root, lab.as_ref())?;
+    let tables = test_tables(src, &root)?;
     let mut tests: Vec<PlanTest> = Vec::with_capacity(tables.len());
     let mut seen: std::collections::HashMap<String, usize> = Default::default();
     for (i, t) in tables.iter().enumerate() {
@@ -531,6 +492,56 @@ pub fn parse(file: &str, text: &str) -> Result<Plan, PlanError> {
         lab,
         text: text.to_string(),
     })
+}
+
+/// The plan's hosts: its [hosts], or with [lab] the lab's namespaces.
+fn plan_hosts(src: Src, root: &DeTable, lab: Option<&PlanLab>) -> Result<Vec<PlanHost>, PlanError> {
+    let hosts = match (root.get("hosts"), lab) {
+        (Some(h), Some(_)) => {
+            return Err(src.err(
+                span(h),
+                "a plan with [lab] runs in the lab's namespaces gen and sink: remove [hosts] \
+                 (or remove [lab] to test hosts of your own)",
+            ))
+        }
+        (None, Some(_)) => sweep::lab_hosts(),
+        (None, None) => {
+            return Err(src.err(
+                src.end(),
+                "the plan has no [hosts]: add one table per host, e.g. [hosts.gen] with netns = \"gen\"",
+            ))
+        }
+        (Some(v), None) => hosts::parse_hosts(src, src.table(v, "hosts")?)?,
+    };
+    if hosts.is_empty() {
+        let at = root.get("hosts").map_or(src.end(), span);
+        return Err(src.err(
+            at,
+            "[hosts] is empty: add a host, e.g. [hosts.gen] with netns = \"gen\"",
+        ));
+    }
+    Ok(hosts)
+}
+
+/// The plan's [[test]] tables: at least one, at most [`MAX_TESTS`].
+fn test_tables<'a, 'i>(src: Src, root: &'a DeTable<'i>) -> Result<&'a DeArray<'i>, PlanError> {
+    let no_tests = "the plan has no [[test]]: add one, e.g. [[test]] with kind = \"tcp\", from = [\"gen\"], to = \"sink\"";
+    let tables = match root.get("test") {
+        None => return Err(src.err(src.end(), no_tests)),
+        Some(v) => match v.get_ref() {
+            DeValue::Array(a) if a.is_empty() => return Err(src.err(span(v), no_tests)),
+            DeValue::Array(a) => a,
+            _ => return Err(src.err(
+                span(v),
+                "test must be written [[test]] (two brackets): the tests are an array of tables",
+            )),
+        },
+    };
+    if tables.len() > MAX_TESTS {
+        let at = root.get("test").map_or(Span::default(), span);
+        return Err(src.err(at, too_many_tests(tables.len())));
+    }
+    Ok(tables)
 }
 
 fn default_name(file: &str) -> String {

@@ -11,7 +11,7 @@ use super::pivot::{self, PivotOpts};
 use super::run::{self, Run};
 use super::sections;
 use super::{compare, figures, ramps, registry};
-use crate::results::{RunResults, RunStatus, TestStatus};
+use crate::results::{RunResults, RunStatus, TestResult, TestStatus};
 
 const UPLOT_JS: &str = include_str!("assets/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("assets/uPlot.min.css");
@@ -138,46 +138,7 @@ fn cards(r: &RunResults) -> String {
             },
         ));
     }
-    for ramp in &r.ramps {
-        for d in &ramp.directions {
-            if let Some(sat) = &d.summary.saturation {
-                s.push_str(&card(
-                    "Ramp saturation",
-                    &fmt::pps(sat.offered_pps),
-                    &format!(
-                        "{} · {} · {:.2} % of line",
-                        ramp.name,
-                        figures::dir_label(&d.direction),
-                        sat.offered_line_rate_pct
-                    ),
-                    "warn",
-                ));
-            }
-        }
-    }
-    for x in r.searches.iter().take(2) {
-        if let Some((label, pps, note)) = ramps::search_results(x).into_iter().next() {
-            let ratio = if x.line_rate_pps > 0.0 {
-                pps / x.line_rate_pps
-            } else {
-                0.0
-            };
-            // A lower bound (the tester's limit, or no loss up to the
-            // highest rate tried) keeps its "≥" in the headline too.
-            let bound = ramps::note_is_lower_bound(&note);
-            let value = if bound {
-                format!("≥ {}", fmt::pps(pps))
-            } else {
-                fmt::pps(pps)
-            };
-            s.push_str(&card(
-                &label,
-                &value,
-                &format!("{} · {} of line", x.name, fmt::pct(ratio, 2)),
-                "",
-            ));
-        }
-    }
+    s.push_str(&search_cards(r));
     let through_dut = |t: &&&crate::results::TestResult| {
         t.params
             .lab
@@ -221,6 +182,80 @@ fn cards(r: &RunResults) -> String {
             "",
         ));
     }
+    s.push_str(&needs_a_look(r, &ok));
+    s.push_str(&doctor_card(r));
+    s.push_str("</div>");
+    s
+}
+
+/// The card of doctor's findings: how many, and the worst.
+fn doctor_card(r: &RunResults) -> String {
+    let findings: Vec<_> = r.doctor.iter().flat_map(|e| &e.report.findings).collect();
+    let worst = findings.iter().map(|f| f.severity).max();
+    card(
+        "Doctor findings",
+        &findings.len().to_string(),
+        &worst
+            .map(|w| format!("worst: {}", w.as_str()))
+            .unwrap_or_else(|| "none".into()),
+        match worst.map(|w| w.as_str()) {
+            Some("critical") => "bad",
+            Some("warning") => "warn",
+            _ => "ok",
+        },
+    )
+}
+
+/// The cards of each ramp's saturation and the first two searches'
+/// answers.
+fn search_cards(r: &RunResults) -> String {
+    let mut s = String::new();
+    for ramp in &r.ramps {
+        for d in &ramp.directions {
+            if let Some(sat) = &d.summary.saturation {
+                s.push_str(&card(
+                    "Ramp saturation",
+                    &fmt::pps(sat.offered_pps),
+                    &format!(
+                        "{} · {} · {:.2} % of line",
+                        ramp.name,
+                        figures::dir_label(&d.direction),
+                        sat.offered_line_rate_pct
+                    ),
+                    "warn",
+                ));
+            }
+        }
+    }
+    for x in r.searches.iter().take(2) {
+        if let Some((label, pps, note)) = ramps::search_results(x).into_iter().next() {
+            let ratio = if x.line_rate_pps > 0.0 {
+                pps / x.line_rate_pps
+            } else {
+                0.0
+            };
+            // A lower bound (the tester's limit, or no loss up to the
+            // highest rate tried) keeps its "≥" in the headline too.
+            let bound = ramps::note_is_lower_bound(&note);
+            let value = if bound {
+                format!("≥ {}", fmt::pps(pps))
+            } else {
+                fmt::pps(pps)
+            };
+            s.push_str(&card(
+                &label,
+                &value,
+                &format!("{} · {} of line", x.name, fmt::pct(ratio, 2)),
+                "",
+            ));
+        }
+    }
+    s
+}
+
+/// The card counting what needs a look: flagged counters, tester-limited
+/// directions and tester-bound verdicts (and whether any loss).
+fn needs_a_look(r: &RunResults, ok: &[&TestResult]) -> String {
     let lossy = ok
         .iter()
         .flat_map(|t| &t.directions)
@@ -244,7 +279,7 @@ fn cards(r: &RunResults) -> String {
         .filter(|b| figures::verdict_tone(b.kind) == "bad")
         .count();
     let issues = flagged + limited + tester_bound;
-    s.push_str(&card(
+    card(
         "Needs a look",
         &issues.to_string(),
         &format!(
@@ -260,23 +295,7 @@ fn cards(r: &RunResults) -> String {
         } else {
             "ok"
         },
-    ));
-    let findings: Vec<_> = r.doctor.iter().flat_map(|e| &e.report.findings).collect();
-    let worst = findings.iter().map(|f| f.severity).max();
-    s.push_str(&card(
-        "Doctor findings",
-        &findings.len().to_string(),
-        &worst
-            .map(|w| format!("worst: {}", w.as_str()))
-            .unwrap_or_else(|| "none".into()),
-        match worst.map(|w| w.as_str()) {
-            Some("critical") => "bad",
-            Some("warning") => "warn",
-            _ => "ok",
-        },
-    ));
-    s.push_str("</div>");
-    s
+    )
 }
 
 fn section(id: &str, title: &str, body: &str) -> String {
@@ -576,78 +595,4 @@ pub fn comparison_with(runs: &[Run], opts: Option<&PivotOpts>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::report::testdata;
-    use std::path::PathBuf;
-
-    fn one(r: RunResults) -> String {
-        single(&Run {
-            label: r.name.clone(),
-            dir: PathBuf::from("/x"),
-            results: r,
-        })
-    }
-
-    #[test]
-    fn page_is_self_contained() {
-        let page = one(testdata::lab());
-        assert!(!page.contains("http://") && !page.contains("https://"));
-        assert!(!page.contains("src=\"") && !page.contains("href=\"http"));
-        assert!(page.contains("Content-Security-Policy"));
-        assert!(
-            page.contains("Permission is hereby granted"),
-            "licence travels with uPlot"
-        );
-        assert!(page.len() < 300_000, "{} bytes", page.len());
-    }
-
-    #[test]
-    fn a_plan_s_vm_host_is_named_virtual_in_the_report() {
-        let page = one(testdata::with_vm_host());
-        assert!(page.contains("<h3>VM hosts</h3>"), "no VM hosts section");
-        assert!(
-            page.contains(
-                "<tr><th>r1</th><td>virtual (TCG-emulated) — a VM with kernel 6.1.0-41-amd64"
-            ),
-            "VM host row missing"
-        );
-        assert!(!one(testdata::lab()).contains("<h3>VM hosts</h3>"));
-    }
-
-    #[test]
-    fn tables_carry_values_and_flags() {
-        let page = one(testdata::paced());
-        assert!(
-            page.contains("class=\"flagged\""),
-            "flagged cross-checks are marked"
-        );
-        assert!(page.contains("counters disagree"));
-        let page = one(testdata::lab());
-        assert!(!page.contains("class=\"flagged\""));
-        let d = &testdata::lab().tests[1].directions[0];
-        assert!(page.contains(&format!("data-key=\"rx_pps\" data-value=\"{}\"", d.rx_pps)));
-    }
-
-    #[test]
-    fn text_cannot_break_out_of_the_page() {
-        let mut r = testdata::lab();
-        r.name = "</script><script>alert(1)</script>".into();
-        r.tests[0].name = "<b>x</b>".into();
-        let page = one(r);
-        assert!(!page.contains("<script>alert"));
-        assert!(!page.contains("<b>x</b>"));
-    }
-
-    #[test]
-    fn comparison_page_lists_every_run() {
-        let page = comparison(&testdata::three_runs());
-        for l in ["route", "nat", "fw"] {
-            assert!(page.contains(&format!(
-                "Run {}: {l}",
-                ["route", "nat", "fw"].iter().position(|x| *x == l).unwrap() + 1
-            )));
-        }
-        assert!(page.contains("id=\"differences\""));
-    }
-}
+mod tests;

@@ -3,6 +3,7 @@
 
 use super::columns::{self, Column, KEEP};
 use crate::proto::FrameSpec;
+use crate::results::{RampDirection, RampResult, RunResults, SearchResult};
 use crate::search;
 
 /// The seed write-ups' summary: profile × direction → where the ramp
@@ -45,104 +46,15 @@ pub fn summary_table_fit(r: &crate::results::RunResults, width: Option<usize>) -
             .unwrap_or(FrameSpec::Fixed(64));
         let l1 =
             |pps: f64| crate::model::units::l1_bps(pps, crate::engine::frame::average_frame(frame));
-        // A goal's rate, and whether it is only a bound: ">=" for a lower
-        // one (the tester's limit or the search's maximum), "<" when even
-        // the lowest load failed (the same answer the search's own line
-        // gives, never a rate that a later trial contradicted).
-        let goal = |g: &str| -> Option<(f64, &'static str)> {
-            use search::mlr::Irregular;
-            use search::rfc2544::ThroughputEnd;
-            let mlr = srch
-                .and_then(|s| s.mlr.as_ref())
-                .and_then(|m| m.goals.iter().find(|x| x.goal.name == g));
-            if let Some(x) = mlr {
-                return match x.irregular {
-                    Some(Irregular::MinLoadIsUpperBound) => {
-                        x.relevant_upper_bound_pps.map(|v| (v, "<"))
-                    }
-                    Some(Irregular::TesterLimitIsLowerBound | Irregular::MaxLoadIsLowerBound) => x
-                        .conditional_throughput_pps
-                        .or(x.relevant_lower_bound_pps)
-                        .map(|v| (v, ">=")),
-                    _ => x
-                        .conditional_throughput_pps
-                        .or(x.relevant_lower_bound_pps)
-                        .map(|v| (v, "")),
-                };
-            }
-            if g != "ndr" {
-                return None;
-            }
-            let r = srch.and_then(|s| s.rfc2544.as_ref())?;
-            match r.end {
-                ThroughputEnd::MinRateFailed => Some((r.config.min_pps, "<")),
-                ThroughputEnd::Found => r.throughput_pps.map(|v| (v, "")),
-                _ => r.throughput_pps.map(|v| (v, ">=")),
-            }
-        };
+        let goal = |g: &str| goal_rate(srch, g);
         let dirs: Vec<String> = ramp
             .map(|x| x.directions.iter().map(|d| d.direction.clone()).collect())
             .unwrap_or_else(|| vec!["-".into()]);
         for d in dirs {
             let ramp_dir = ramp.and_then(|x| x.directions.iter().find(|y| y.direction == d));
-            // Lossy samples the hypervisor's steal explains are left out
-            // of the saturation: said under the table too.
-            let left_out = ramp_dir
-                .filter(|y| y.summary.disturbed_samples > 0)
-                .map(|y| {
-                    format!(
-                        "{} lossy sample{} of {} left out of the saturation: the DUT's host stalled long enough to lose all {} lost",
-                        y.summary.disturbed_samples,
-                        if y.summary.disturbed_samples == 1 { "" } else { "s" },
-                        y.summary.samples,
-                        if y.summary.disturbed_samples == 1 { "it" } else { "they" }
-                    )
-                });
-            let mark = match ramp_dir.filter(|y| !y.summary.notes.is_empty() || left_out.is_some())
-            {
-                Some(y) => {
-                    // The host's share in the disagreement, when it had one.
-                    let steal = ramp
-                        .and_then(|x| r.tests.get(x.test))
-                        .and_then(|t| t.steal_ms)
-                        .filter(|&ms| ms > 0.0)
-                        .map(|ms| {
-                            format!(" (the hypervisor held a CPU up to {ms:.0} ms during the ramp)")
-                        })
-                        .unwrap_or_default();
-                    let first = notes.len() + 1;
-                    for n in y.summary.notes.iter().chain(left_out.iter()) {
-                        notes.push(format!(
-                            "[{}] {name} {}: {n}{steal}",
-                            notes.len() + 1,
-                            d.replace("_to_", "→")
-                        ));
-                    }
-                    if notes.len() > first {
-                        format!(" [{first}-{}]", notes.len())
-                    } else {
-                        format!(" [{first}]")
-                    }
-                }
-                None => String::new(),
-            };
+            let mark = ramp_mark(r, ramp, ramp_dir, (name, &d), &mut notes);
             let sat = ramp_dir
-                .map(|y| match &y.summary.saturation {
-                    // Where loss began inside the first lossy sample when
-                    // it rose (finer than a sample), else that sample.
-                    Some(s) => {
-                        let at = s.onset_pps.unwrap_or(s.offered_pps);
-                        let pct = if s.offered_pps > 0.0 {
-                            s.offered_line_rate_pct * at / s.offered_pps
-                        } else {
-                            0.0
-                        };
-                        format!("{at:.0} pps ({pct:.2} %)")
-                    }
-                    None if y.summary.undecided => "unknown (host stalls)".into(),
-                    None if y.summary.tester_limited_samples > 0 => "none (tester limit)".into(),
-                    None => "none".into(),
-                })
+                .map(saturation_cell)
                 .map(|v| v + &mark)
                 .unwrap_or_else(|| "-".into());
             let lr = ramp
@@ -168,6 +80,116 @@ pub fn summary_table_fit(r: &crate::results::RunResults, width: Option<usize>) -
             }
         }
     }
+    Some(render(cols, &notes, width))
+}
+
+/// A goal's rate, and whether it is only a bound: ">=" for a lower
+/// one (the tester's limit or the search's maximum), "<" when even
+/// the lowest load failed (the same answer the search's own line
+/// gives, never a rate that a later trial contradicted).
+fn goal_rate(srch: Option<&SearchResult>, g: &str) -> Option<(f64, &'static str)> {
+    use search::mlr::Irregular;
+    use search::rfc2544::ThroughputEnd;
+    let mlr = srch
+        .and_then(|s| s.mlr.as_ref())
+        .and_then(|m| m.goals.iter().find(|x| x.goal.name == g));
+    if let Some(x) = mlr {
+        return match x.irregular {
+            Some(Irregular::MinLoadIsUpperBound) => x.relevant_upper_bound_pps.map(|v| (v, "<")),
+            Some(Irregular::TesterLimitIsLowerBound | Irregular::MaxLoadIsLowerBound) => x
+                .conditional_throughput_pps
+                .or(x.relevant_lower_bound_pps)
+                .map(|v| (v, ">=")),
+            _ => x
+                .conditional_throughput_pps
+                .or(x.relevant_lower_bound_pps)
+                .map(|v| (v, "")),
+        };
+    }
+    if g != "ndr" {
+        return None;
+    }
+    let r = srch.and_then(|s| s.rfc2544.as_ref())?;
+    match r.end {
+        ThroughputEnd::MinRateFailed => Some((r.config.min_pps, "<")),
+        ThroughputEnd::Found => r.throughput_pps.map(|v| (v, "")),
+        _ => r.throughput_pps.map(|v| (v, ">=")),
+    }
+}
+
+/// The mark of a ramp direction's row (`[1]`, `[2-3]`) whose figures
+/// disagree or whose lossy samples were left out, its notes added to
+/// `notes`; empty when there are none.
+fn ramp_mark(
+    r: &RunResults,
+    ramp: Option<&RampResult>,
+    ramp_dir: Option<&RampDirection>,
+    (name, d): (&str, &str),
+    notes: &mut Vec<String>,
+) -> String {
+    // Lossy samples the hypervisor's steal explains are left out
+    // of the saturation: said under the table too.
+    let left_out = ramp_dir
+        .filter(|y| y.summary.disturbed_samples > 0)
+        .map(|y| {
+            format!(
+                "{} lossy sample{} of {} left out of the saturation: the DUT's host stalled long enough to lose all {} lost",
+                y.summary.disturbed_samples,
+                if y.summary.disturbed_samples == 1 { "" } else { "s" },
+                y.summary.samples,
+                if y.summary.disturbed_samples == 1 { "it" } else { "they" }
+            )
+        });
+    match ramp_dir.filter(|y| !y.summary.notes.is_empty() || left_out.is_some()) {
+        Some(y) => {
+            // The host's share in the disagreement, when it had one.
+            let steal = ramp
+                .and_then(|x| r.tests.get(x.test))
+                .and_then(|t| t.steal_ms)
+                .filter(|&ms| ms > 0.0)
+                .map(|ms| format!(" (the hypervisor held a CPU up to {ms:.0} ms during the ramp)"))
+                .unwrap_or_default();
+            let first = notes.len() + 1;
+            for n in y.summary.notes.iter().chain(left_out.iter()) {
+                notes.push(format!(
+                    "[{}] {name} {}: {n}{steal}",
+                    notes.len() + 1,
+                    d.replace("_to_", "→")
+                ));
+            }
+            if notes.len() > first {
+                format!(" [{first}-{}]", notes.len())
+            } else {
+                format!(" [{first}]")
+            }
+        }
+        None => String::new(),
+    }
+}
+
+/// A ramp direction's saturation cell.
+fn saturation_cell(y: &RampDirection) -> String {
+    match &y.summary.saturation {
+        // Where loss began inside the first lossy sample when
+        // it rose (finer than a sample), else that sample.
+        Some(s) => {
+            let at = s.onset_pps.unwrap_or(s.offered_pps);
+            let pct = if s.offered_pps > 0.0 {
+                s.offered_line_rate_pct * at / s.offered_pps
+            } else {
+                0.0
+            };
+            format!("{at:.0} pps ({pct:.2} %)")
+        }
+        None if y.summary.undecided => "unknown (host stalls)".into(),
+        None if y.summary.tester_limited_samples > 0 => "none (tester limit)".into(),
+        None => "none".into(),
+    }
+}
+
+/// The table of `cols` under its intro, then its notes and the columns
+/// left out to fit `width`.
+fn render(cols: [Column<()>; 8], notes: &[String], width: Option<usize>) -> String {
     let upper = cols
         .iter()
         .any(|c| c.cells.iter().any(|(v, ())| v.starts_with('<')));
@@ -188,7 +210,7 @@ pub fn summary_table_fit(r: &crate::results::RunResults, width: Option<usize>) -
         out.push('\n');
     }
     out.push_str(&columns::render(&cols, (), &|_, s| s.to_string()));
-    for n in &notes {
+    for n in notes {
         for l in columns::wrap(n, width, "", "    ") {
             out.push_str(&l);
             out.push('\n');
@@ -208,7 +230,7 @@ pub fn summary_table_fit(r: &crate::results::RunResults, width: Option<usize>) -
             out.push('\n');
         }
     }
-    Some(out)
+    out
 }
 
 #[cfg(test)]

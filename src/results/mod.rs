@@ -6,21 +6,31 @@
 
 pub mod bond;
 pub mod bottleneck;
+mod checks;
+mod cores;
 pub mod criteria;
 mod dir;
+mod direction;
 mod host;
+mod intervals;
 pub mod latency_at;
+mod searches;
 
 /// A test setting that is also a field of the schema; it lives in `model`.
 pub use crate::model::flows::FlowMode;
+pub use checks::{CheckScope, CrossCheck, KernelCounters};
+pub use cores::{Bottleneck, BottleneckKind, CpuLoad, CpuUse, ThreadLoad, VcpuLoad};
 pub use dir::{ResultsError, RunDir};
+pub use direction::{
+    Aggregate, AggregateInterval, DirectionBuffers, DirectionResult, HostShare, TCP_DSCP_NOTE,
+};
 pub use host::host_facts;
+pub use intervals::{in_omit, mark_omitted, pair_intervals, IntervalPair};
+pub use searches::{RampDirection, RampResult, SearchResult};
 
 use crate::model::lab::LabTopology;
 
-use crate::proto::{
-    Direction, EndpointSummary, FrameSpec, IfCounters, IntervalSample, UdpCounters,
-};
+use crate::proto::{Direction, FrameSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -171,60 +181,6 @@ pub struct AgentRecord {
     /// accelerator, vCPUs, NIC model, kernel). Absent: not a VM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm: Option<crate::model::lab::LabVm>,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
-pub struct RampResult {
-    pub name: String,
-    pub profile: String,
-    pub frame: FrameSpec,
-    pub flow_mode: FlowMode,
-    /// Index into `tests` of the test that carried the ramp.
-    pub test: usize,
-    pub spec: crate::search::RampSpec,
-    /// Packets per second at 100 % of the line rate for this frame size.
-    pub line_rate_pps: f64,
-    pub directions: Vec<RampDirection>,
-    /// The sweep point this ramp is, as its test's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sweep: Option<crate::model::sweep::SweepPoint>,
-}
-
-impl RampResult {
-    /// Samples per direction, in order.
-    pub fn directions_samples(&self) -> Vec<Vec<crate::search::RampSample>> {
-        self.directions.iter().map(|d| d.samples.clone()).collect()
-    }
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
-pub struct RampDirection {
-    pub direction: String,
-    /// One sample per second.
-    pub samples: Vec<crate::search::RampSample>,
-    pub summary: crate::search::ramp::RampSummary,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
-pub struct SearchResult {
-    pub name: String,
-    pub profile: String,
-    pub frame: FrameSpec,
-    pub flow_mode: FlowMode,
-    pub direction: Direction,
-    pub line_rate_pps: f64,
-    pub mlr: Option<crate::search::MlrResult>,
-    pub rfc2544: Option<crate::search::rfc2544::Rfc2544Result>,
-    pub frame_loss: Option<crate::search::rfc2544::FrameLossResult>,
-    /// `--latency-at`: one-way latency at shares of the throughput found.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency_at: Option<latency_at::LatencyAt>,
-    /// RFC 2544 §26.4 / RFC 9004 back-to-back frames (`--method back-to-back`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub back_to_back: Option<crate::search::BackToBackResult>,
-    /// The sweep point this search is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sweep: Option<crate::model::sweep::SweepPoint>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
@@ -511,157 +467,6 @@ pub struct HttpResult {
     pub retransmit_note: Option<String>,
 }
 
-/// Why a test stopped where it did: every core of every host its agents ran
-/// on, and a verdict naming the first saturated core with its evidence.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
-pub struct Bottleneck {
-    /// One sentence, e.g. "CPU0 100 %: 58 % softirq (NET_RX 1.2 M/s), 42 %
-    /// system; gen's lr-udp-send thread ran there (97 %): the tester's
-    /// sender core is the limit".
-    pub verdict: String,
-    pub kind: BottleneckKind,
-    /// The core the verdict names (a saturated one, else the busiest).
-    #[serde(default)]
-    pub host: String,
-    #[serde(default)]
-    pub cpu: Option<u32>,
-    /// Per host and core, in % of that core over the test.
-    pub host_cpus: Vec<CpuLoad>,
-    /// The vCPUs of the test's guests (VM agents), as this host's qemu
-    /// threads used them: under TCG the guest's own /proc/stat is not the
-    /// truth. Absent: no agent of the test ran in a VM.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub vcpus: Vec<VcpuLoad>,
-}
-
-/// One vCPU of a guest over a test: its qemu thread on the host that ran
-/// qemu, in % of one host core.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
-pub struct VcpuLoad {
-    /// The guest agent's role (`dut`, a plan's host name).
-    pub role: String,
-    /// Whether that guest is the test's DUT.
-    pub dut: bool,
-    /// The guest's host name, as `host_cpus` names its cores.
-    pub host: String,
-    /// The vCPU's number (the guest's CPU of that number).
-    pub vcpu: u32,
-    /// qemu's thread (`CPU 0/TCG`, `CPU 0/KVM`) and its id on the host.
-    pub thread: String,
-    pub tid: u32,
-    /// The host CPU the thread last ran on.
-    pub host_cpu: u32,
-    /// % of one host core (user + system), 0..=100.
-    pub cpu_pct: f64,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum BottleneckKind {
-    /// A core running a linerate sender thread is full.
-    TesterSender,
-    /// A core running a linerate receiver thread is full, or the tester
-    /// dropped frames before counting them.
-    TesterReceiver,
-    /// The frames were lost at the DUT while the senders offered more: the
-    /// answer measures the DUT.
-    Dut,
-    /// A core full of softirq (packet processing) without linerate threads:
-    /// the DUT's forwarding in a namespace lab, or interrupt placement.
-    Softirq,
-    /// A core full of something else (another process, the kernel).
-    OtherWork,
-    /// No core was full: the limit is the DUT or the link.
-    #[default]
-    NoneSaturated,
-    /// A paced test offered what its rate asked for (within counting
-    /// noise) and lost nothing beyond noise: `--rate` set the load.
-    RateLimited,
-    /// Frames were offered and none arrived: a wrong target or a path
-    /// that drops everything, not a core.
-    NothingArrived,
-    /// Most frames lost were lost while a link to the DUT was down (the
-    /// intervals' `links_down`): the link, not a core, limited the test.
-    LinkDown,
-}
-
-/// One core of one host over a test, in % of that core.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
-pub struct CpuLoad {
-    /// The host's name (agents in one host's namespaces share its cores).
-    pub host: String,
-    pub cpu: u32,
-    /// Everything but idle and iowait.
-    pub busy_pct: f64,
-    /// User time including nice.
-    pub user_pct: f64,
-    pub system_pct: f64,
-    pub softirq_pct: f64,
-    pub irq_pct: f64,
-    /// Busy time not in linerate's threads, softirq or IRQs: other
-    /// processes (or kernel threads) competing for the core.
-    #[serde(default)]
-    pub other_pct: f64,
-    /// NET_RX / NET_TX softirqs handled on this core per second.
-    pub net_rx_per_s: f64,
-    pub net_tx_per_s: f64,
-    /// linerate's threads whose last CPU was this core, busiest first.
-    pub threads: Vec<ThreadLoad>,
-}
-
-/// One linerate thread's use of the core it ran on.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
-pub struct ThreadLoad {
-    /// The agent's role (`gen`, `sink`, ...).
-    pub role: String,
-    /// The thread's name (`lr-udp-send`, `lr-tcp-recv`, ...).
-    pub name: String,
-    /// % of one core (user + system).
-    pub cpu_pct: f64,
-}
-
-/// The sum of a test's directions (many generators, many instances).
-#[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
-pub struct Aggregate {
-    pub tx_packets: u64,
-    pub rx_packets: u64,
-    pub lost: u64,
-    pub dut_lost: u64,
-    /// lost / tx_packets, 0..1.
-    pub loss_ratio: f64,
-    pub rx_pps: f64,
-    /// Sum of the directions' received L2 bit/s (TCP: goodput).
-    pub rx_l2_bps: f64,
-    /// Sum of received L1 bit/s (UDP only).
-    pub rx_l1_bps: Option<f64>,
-    /// TCP: retransmitted segments over all streams.
-    pub retransmits: Option<u64>,
-    /// Per sending host: its instances summed.
-    pub per_host: Vec<HostShare>,
-    /// Received bit/s summed over every direction, per interval of the
-    /// common timebase (interval i covers [i, i+1) s after the agreed start).
-    pub intervals: Vec<AggregateInterval>,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
-pub struct HostShare {
-    pub host: String,
-    pub instances: u16,
-    pub tx_packets: u64,
-    pub rx_packets: u64,
-    pub lost: u64,
-    pub rx_l2_bps: f64,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
-pub struct AggregateInterval {
-    pub t_start: f64,
-    pub t_end: f64,
-    pub rx_packets: u64,
-    pub rx_bytes: u64,
-    pub rx_l2_bps: f64,
-}
-
 impl TestResult {
     /// A result about to be filled in by a running test.
     pub fn new(name: &str, started_at: String, params: TestParams) -> Self {
@@ -753,194 +558,6 @@ impl TestResult {
     }
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
-pub struct DirectionResult {
-    /// e.g. `gen_to_sink`, or `gen1#2_to_sink` for a generator's second instance.
-    pub direction: String,
-    pub sender: String,
-    pub receiver: String,
-    /// Which parallel instance of its generator this is (1-based), when a
-    /// test runs several.
-    #[serde(default)]
-    pub instance: Option<u16>,
-    /// When the sender began, seconds after the test's agreed start, on the
-    /// controller's clock (the sender's clock offset applied).
-    #[serde(default)]
-    pub start_offset_s: Option<f64>,
-    /// TCP with `--window`: the socket buffers asked for and what the
-    /// kernel gave the sending and the receiving end's sockets
-    /// (getsockopt; Linux reports twice what it was asked).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub socket_buffers: Option<DirectionBuffers>,
-    /// Seconds the sender ran.
-    pub duration_s: f64,
-    pub tx_packets: u64,
-    pub rx_packets: u64,
-    /// Missing by sequence number, including what the tester itself dropped.
-    pub lost: u64,
-    pub reordered: u64,
-    pub duplicates: u64,
-    /// lost / tx_packets, 0..1.
-    pub loss_ratio: f64,
-    pub tx_pps: f64,
-    pub rx_pps: f64,
-    /// Received L2 bit/s (frames with FCS; TCP: payload goodput).
-    pub rx_l2_bps: f64,
-    /// Received L1 bit/s (+20 B per frame); TCP: absent.
-    pub rx_l1_bps: Option<f64>,
-    /// Received L1 rate as % of the line rate (TCP: goodput as %): the
-    /// receiving interface's speed where the kernel reports a real one
-    /// (not a veth's), else `--line-rate`; absent when neither is known.
-    #[serde(default)]
-    pub line_rate_pct: Option<f64>,
-    /// Send calls that failed (ENOBUFS, EAGAIN): the tester could not keep up.
-    pub tx_errors: u64,
-    /// Packets the rate asked for (0 when sending as fast as possible).
-    #[serde(default)]
-    pub tx_target: u64,
-    /// The tester was the limit: the sender could not offer the asked rate
-    /// (short by more than counting noise: at least 10 packets and 1 % of
-    /// those asked, see `bottleneck::sender_short`) *and* the DUT lost
-    /// nothing of what it was offered; the figures measure the tester, not
-    /// the DUT. A short sender with DUT loss is DUT evidence at the rate
-    /// offered ([`DirectionResult::tester_short`]). Always false for
-    /// unpaced tests.
-    #[serde(default)]
-    pub tester_limited: bool,
-    /// Packets the tester dropped itself (socket overruns, drops on its own
-    /// interfaces), not the DUT.
-    pub tester_drops: u64,
-    /// Loss left after the tester's own drops: what the DUT dropped.
-    pub dut_lost: u64,
-    /// TCP only: retransmitted segments.
-    pub retransmits: Option<u64>,
-    pub sender_summary: EndpointSummary,
-    pub receiver_summary: EndpointSummary,
-    /// Sender and receiver interval samples, paired by index.
-    pub intervals: Vec<IntervalPair>,
-    /// The data port the traffic went to (the UDP receiver's or the TCP
-    /// server's), for ACLs and capture filters.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port: Option<u16>,
-    /// With `--dscp` (UDP): frames the receiver counted per DSCP value
-    /// they arrived with, e.g. `{"46": 1000}`; a DUT that remarks shows as
-    /// other values than the test's `params.dscp`.
-    #[serde(
-        default,
-        skip_serializing_if = "std::collections::BTreeMap::is_empty",
-        with = "crate::proto::dscp::counts"
-    )]
-    #[schemars(with = "std::collections::BTreeMap<u8, u64>")]
-    pub dscp_received: std::collections::BTreeMap<u8, u64>,
-    /// Why `dscp_received` is absent where `--dscp` was given: TCP and
-    /// HTTP receivers read a byte stream, in which the kernel keeps no
-    /// segment's TOS or traffic class.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dscp_note: Option<String>,
-}
-
-/// A direction's `dscp_note` where the receiver reads a TCP byte stream.
-pub const TCP_DSCP_NOTE: &str = "not counted at the receiver: TCP hands it a byte stream, and \
-     the kernel keeps no segment's TOS or traffic class for it to read; a capture on the \
-     receiving link (tcpdump -v) shows them";
-
-impl DirectionResult {
-    /// The sender fell short of what the rate asked for by more than
-    /// counting noise, whether or not the DUT lost frames meanwhile.
-    pub fn tester_short(&self) -> bool {
-        bottleneck::sender_short(self.tx_packets, self.tx_target)
-    }
-}
-
-/// What the kernel gave one direction's `--window` request at each end.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, JsonSchema)]
-pub struct DirectionBuffers {
-    /// Asked for SO_SNDBUF and SO_RCVBUF on every stream's socket, bytes.
-    pub requested_bytes: u32,
-    /// SO_SNDBUF of the sending end's socket as the kernel reports it.
-    pub sender_sndbuf_bytes: u32,
-    /// SO_RCVBUF of the receiving end's socket as the kernel reports it.
-    pub receiver_rcvbuf_bytes: u32,
-}
-
-impl DirectionBuffers {
-    /// From what the sending and the receiving end reported (`-w`).
-    pub fn of(
-        tx: Option<crate::proto::SocketBuffers>,
-        rx: Option<crate::proto::SocketBuffers>,
-    ) -> Option<DirectionBuffers> {
-        if tx.is_none() && rx.is_none() {
-            return None;
-        }
-        Some(DirectionBuffers {
-            requested_bytes: tx.or(rx).map(|x| x.requested_bytes).unwrap_or(0),
-            sender_sndbuf_bytes: tx.map(|x| x.sndbuf_bytes).unwrap_or(0),
-            receiver_rcvbuf_bytes: rx.map(|x| x.rcvbuf_bytes).unwrap_or(0),
-        })
-    }
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, Default, JsonSchema)]
-pub struct IntervalPair {
-    /// Inside the omitted seconds (`--omit`): left out of the totals.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub omitted: bool,
-    pub sender: Option<IntervalSample>,
-    pub receiver: Option<IntervalSample>,
-    /// The watched DUT's CPU time per packet over the sender's interval
-    /// (all its traffic: both directions of a bidirectional test).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dut: Option<crate::host::efficiency::DutStep>,
-}
-
-/// Pairs sender and receiver samples by index. The receiver's clock starts
-/// at its first packet and it ends after a drain, so either side may have a
-/// sample more than the other; none is dropped.
-pub fn pair_intervals(tx: Vec<IntervalSample>, rx: Vec<IntervalSample>) -> Vec<IntervalPair> {
-    let n = tx.len().max(rx.len());
-    let (mut tx, mut rx) = (tx.into_iter(), rx.into_iter());
-    (0..n)
-        .map(|_| IntervalPair {
-            omitted: false,
-            sender: tx.next(),
-            receiver: rx.next(),
-            dut: None,
-        })
-        .collect()
-}
-
-/// Whether a sample lies in the first `omit_s` seconds (`--omit`), by its
-/// middle, as the interval lines place it.
-pub fn in_omit(s: &IntervalSample, omit_s: f64) -> bool {
-    omit_s > 0.0 && (s.t_start + s.t_end) / 2.0 < omit_s
-}
-
-/// Marks the pairs whose sender's (else receiver's) sample lies in the
-/// first `omit_s` seconds.
-pub fn mark_omitted(pairs: &mut [IntervalPair], omit_s: f64) {
-    for p in pairs {
-        p.omitted = p
-            .sender
-            .as_ref()
-            .or(p.receiver.as_ref())
-            .is_some_and(|s| in_omit(s, omit_s));
-    }
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
-pub struct CpuUse {
-    pub role: String,
-    /// User + system time of the agent process in % of all its host's
-    /// CPUs (0-100 %: 100 % is every CPU busy).
-    pub process_pct: f64,
-    /// % of all the host's CPUs spent in softirq system-wide (packet
-    /// processing, including the DUT's forwarding, which runs there on veth).
-    pub softirq_pct: f64,
-    /// The host's CPUs the shares are of (cores used = pct × cpus / 100).
-    #[serde(default)]
-    pub cpus: u32,
-}
-
 /// The VLAN a test ran over.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 pub struct TestVlan {
@@ -954,127 +571,10 @@ pub struct TestVlan {
     pub devices: Vec<String>,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
-pub struct KernelCounters {
-    pub role: String,
-    pub interface: String,
-    pub before: IfCounters,
-    pub after: IfCounters,
-    /// UDP counters of the namespace (same for each interface in it).
-    pub udp_delta: UdpCounters,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, JsonSchema)]
-pub struct CrossCheck {
-    pub what: String,
-    pub application: u64,
-    pub kernel: u64,
-    /// |kernel - application| / max(application, 1).
-    pub difference_ratio: f64,
-    pub flagged: bool,
-    /// Whose interface counters the check read, for a runner that adds
-    /// linerate's own other packets there afterwards (the latency probes
-    /// beside a load); not part of the results.
-    #[serde(skip)]
-    #[schemars(skip)]
-    pub scope: Option<CheckScope>,
-}
-
-/// A namespace's interface counters, one way: what a kernel-side figure of
-/// a [`CrossCheck`] counted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckScope {
-    /// The namespace's key (host, netns id), as the fleet knows it.
-    pub netns: (String, u64),
-    /// Sent (tx_packets) rather than received (rx_packets).
-    pub tx: bool,
-}
-
-impl CrossCheck {
-    pub fn new(what: impl Into<String>, application: u64, kernel: u64) -> Self {
-        let diff = (kernel as f64 - application as f64).abs() / (application.max(1) as f64);
-        CrossCheck {
-            what: what.into(),
-            application,
-            kernel,
-            difference_ratio: diff,
-            flagged: diff > 0.01,
-            scope: None,
-        }
-    }
-
-    /// The check with `n` more on the application's side, said in `what`
-    /// (`because`: e.g. "latency probes"), judged again by [`CrossCheck::new`]'s
-    /// rule: packets linerate sent or received there that are not the
-    /// test's, which the kernel's counters include.
-    pub fn add_own(&mut self, n: u64, because: &str) {
-        if n == 0 {
-            return;
-        }
-        let mut c = CrossCheck::new(
-            format!("{} (+ {n} {because})", self.what),
-            self.application + n,
-            self.kernel,
-        );
-        c.scope = self.scope.take();
-        *self = c;
-    }
-
-    /// A check where the kernel may count more than the application for a
-    /// reason nobody here can measure (a far end's retransmits, when the
-    /// far end is not a linerate agent): flagged only when the kernel saw
-    /// over 1 % less than the application, which nothing explains.
-    pub fn kernel_at_least(what: impl Into<String>, application: u64, kernel: u64) -> Self {
-        let mut c = CrossCheck::new(what, application, kernel);
-        c.flagged = (kernel as f64) < application as f64 * 0.99;
-        c
-    }
-}
-
 /// The JSON Schema of [`RunResults`], as committed in `schema/`.
 pub fn json_schema() -> serde_json::Value {
     serde_json::to_value(schemars::schema_for!(RunResults)).unwrap_or_default()
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cross_check_flags_over_one_percent() {
-        assert!(!CrossCheck::new("x", 1000, 1010).flagged);
-        assert!(CrossCheck::new("x", 1000, 1011).flagged);
-        assert!(CrossCheck::new("x", 1000, 980).flagged);
-        assert!(!CrossCheck::new("x", 0, 0).flagged);
-        assert!(!CrossCheck::kernel_at_least("x", 1000, 1200).flagged);
-        assert!(!CrossCheck::kernel_at_least("x", 1000, 990).flagged);
-        assert!(CrossCheck::kernel_at_least("x", 1000, 989).flagged);
-    }
-
-    #[test]
-    fn committed_schema_is_current() {
-        let committed = include_str!("../../schema/results.schema.json");
-        let committed: serde_json::Value = serde_json::from_str(committed).unwrap();
-        // Not assert_eq: the diff of two schemas is unreadable; regenerate instead.
-        assert!(
-            committed == json_schema(),
-            "schema/results.schema.json is stale: run `linerate schema > schema/results.schema.json`"
-        );
-    }
-
-    #[test]
-    fn issue_23_an_interrupted_run_says_what_it_stopped() {
-        let mut r: RunResults =
-            serde_json::from_str(include_str!("../../tests/fixtures/report/lab-both.json"))
-                .expect("fixture");
-        assert!(!r.labs.is_empty());
-        let lab = r.interrupted_note(true);
-        assert!(lab.contains("the lab was torn down"), "{lab}");
-        assert!(lab.contains("results.json"), "{lab}");
-        r.labs.clear();
-        let adhoc = r.interrupted_note(false);
-        assert!(!adhoc.contains("lab"), "{adhoc}");
-        assert!(adhoc.contains("the agents' jobs were stopped"), "{adhoc}");
-        assert!(adhoc.contains("the table above"), "{adhoc}");
-    }
-}
+mod tests;

@@ -134,7 +134,22 @@ fn read_sensor(
         "close to"
     };
     let limit_name = if crit.is_some() { "critical" } else { "max" };
-    let (id, impact, fix) = if kind == "nic" {
+    let (id, impact, fix) = advice(kind);
+    ctx.add(Finding {
+        id: id.into(),
+        severity,
+        title: format!("{who} at {celsius:.1} °C, {relation} its {limit_name} {limit:.1} °C"),
+        evidence: evidence_list,
+        impact: impact.into(),
+        fix: fix.into(),
+        subject: Some(nic.map_or_else(|| format!("{name}/{chip}"), str::to_string)),
+    });
+}
+
+/// A hot sensor's finding id, impact and fix: a NIC's (`kind` "nic") or
+/// a CPU's.
+fn advice(kind: &str) -> (&'static str, &'static str, &'static str) {
+    if kind == "nic" {
         (
             "nic_temperature_high",
             "NICs throttle, flap the link or shut down near their limit, and drop packets \
@@ -150,16 +165,7 @@ fn read_sensor(
             "Improve CPU cooling (cooler mounting, fan curve, case airflow) and re-check \
              under load.",
         )
-    };
-    ctx.add(Finding {
-        id: id.into(),
-        severity,
-        title: format!("{who} at {celsius:.1} °C, {relation} its {limit_name} {limit:.1} °C"),
-        evidence: evidence_list,
-        impact: impact.into(),
-        fix: fix.into(),
-        subject: Some(nic.map_or_else(|| format!("{name}/{chip}"), str::to_string)),
-    });
+    }
 }
 
 #[cfg(test)]

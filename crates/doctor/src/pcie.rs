@@ -141,20 +141,13 @@ fn judge(
         None => "lspci -vv".to_string(),
     };
     if downgraded {
-        let impact = if below_link {
-            format!(
-                "{arithmetic}{versus_link}: traffic through {nic} cannot exceed ≈{cap} per \
-                 direction (less after PCIe protocol overhead), whatever the CPUs do. The \
-                 card's full link would give ≈{}.",
-                format_bps(link.max_usable_gbps * 1e9)
-            )
-        } else {
-            format!(
-                "{arithmetic}{versus_link}, so line rate is still reachable, but with less \
-                 headroom for descriptors and small packets than the ≈{} the card supports.",
-                format_bps(link.max_usable_gbps * 1e9)
-            )
-        };
+        let impact = downgrade_impact(
+            &format!("{arithmetic}{versus_link}"),
+            nic,
+            &cap,
+            link,
+            below_link,
+        );
         ctx.add(Finding {
             id: "pcie_link_downgraded".into(),
             severity: if below_link {
@@ -196,6 +189,25 @@ fn judge(
                 .into(),
             subject: Some(nic.to_string()),
         });
+    }
+}
+
+/// What a downgraded link means, after `lead` (its arithmetic against the
+/// Ethernet link): a cap below the link rate, or less headroom.
+fn downgrade_impact(lead: &str, nic: &str, cap: &str, link: &PcieLink, below_link: bool) -> String {
+    if below_link {
+        format!(
+            "{lead}: traffic through {nic} cannot exceed ≈{cap} per \
+             direction (less after PCIe protocol overhead), whatever the CPUs do. The \
+             card's full link would give ≈{}.",
+            format_bps(link.max_usable_gbps * 1e9)
+        )
+    } else {
+        format!(
+            "{lead}, so line rate is still reachable, but with less \
+             headroom for descriptors and small packets than the ≈{} the card supports.",
+            format_bps(link.max_usable_gbps * 1e9)
+        )
     }
 }
 

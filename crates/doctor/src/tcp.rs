@@ -5,6 +5,7 @@
 use crate::parse::{format_bps, format_bytes, int};
 use crate::report::{Evidence, Finding, Severity};
 use crate::Ctx;
+use std::time::Duration;
 
 const IPV4: &str = "proc/sys/net/ipv4";
 const CORE: &str = "proc/sys/net/core";
@@ -113,6 +114,12 @@ fn check_buffers(ctx: &mut Ctx) {
     if short.is_empty() {
         return;
     }
+    ctx.add(below_bdp(short, rate, rtt, bdp));
+}
+
+/// The finding for socket buffer limits (`short`, each with its evidence)
+/// below the bandwidth-delay product `bdp` of `rate` over `rtt`.
+fn below_bdp(short: Vec<(&str, Evidence)>, rate: f64, rtt: Duration, bdp: f64) -> Finding {
     let names: Vec<&str> = short.iter().map(|(n, _)| *n).collect();
     let smallest = short
         .iter()
@@ -121,7 +128,7 @@ fn check_buffers(ctx: &mut Ctx) {
         .unwrap_or(0);
     let single_flow_bps = smallest as f64 * 8.0 / rtt.as_secs_f64();
     let want = (2.0 * bdp).ceil() as u64;
-    ctx.add(Finding {
+    Finding {
         id: "socket_buffer_below_bdp".into(),
         severity: Severity::Warning,
         title: format!(
@@ -145,7 +152,7 @@ fn check_buffers(ctx: &mut Ctx) {
              and net.ipv4.tcp_rmem/tcp_wmem max fields to {want}."
         ),
         subject: None,
-    });
+    }
 }
 
 /// `tcp_available_ulp` lists only loaded ULP modules; `tls` appears after

@@ -106,6 +106,11 @@ fn bad_hosts() {
         18,
         "not an interface name",
     );
+}
+
+/// Host names and range hosts (`gen[1-3]`) that cannot be.
+#[test]
+fn bad_host_names_and_ranges() {
     bad("[hosts.\"a b\"]\nlocal = true\n", 1, 8, "not a host name");
     bad(
         "[hosts.\"gen[1-3]\"]\nssh = \"root@192.0.2.1\"\n",
@@ -256,6 +261,11 @@ fn bad_tests() {
         "at the top of the plan",
     );
     bad(&with_test("name = \"\"\n"), 10, 8, "name is empty");
+}
+
+/// A `[[test]]`'s kind, its `from` and `to` hosts, its target and its name.
+#[test]
+fn bad_test_kinds_and_hosts() {
     let t = |body: &str| format!("{HOSTS}[[test]]\n{body}");
     bad(&t("kind = \"latency\"\n"), 7, 8, "not supported yet");
     bad(&t("kind = \"tpc\"\n"), 7, 8, "did you mean \"tcp\"?");

@@ -6,10 +6,12 @@
 //! packet where linerate watched it (a lab DUT): over the sending phase on
 //! summary rows, per interval on interval rows (ramp samples are these).
 
-use crate::report::figures::{self, is_tcp};
+use crate::latency::stats::{LatencyPhase, LatencyResult};
+use crate::report::figures::{self, is_tcp, IntervalFigures};
 use crate::report::registry;
 use crate::report::run::Run;
-use crate::results::TestStatus;
+use crate::results::latency_at::{LatencyPoint, LatencyPointDirection};
+use crate::results::{DirectionResult, SearchResult, TestResult, TestStatus};
 use std::sync::LazyLock;
 
 /// The columns before the figures of the registry.
@@ -278,7 +280,6 @@ pub fn csv(runs: &[Run]) -> String {
         let r = &run.results;
         let line_rate = r.line_rate_bps;
         for t in &r.tests {
-            let tcp = is_tcp(t);
             let head = |direction: &str, kind: &str| {
                 vec![
                     r.name.clone(),
@@ -301,99 +302,19 @@ pub fn csv(runs: &[Run]) -> String {
                 continue;
             }
             for d in &t.directions {
-                let mut cells = head(&d.direction, "summary");
-                cells.extend([
-                    String::new(),
-                    "0".into(),
-                    d.duration_s.to_string(),
-                    opt(figures::target_pps(t, d).filter(|_| !tcp)),
-                    d.tx_packets.to_string(),
-                    d.rx_packets.to_string(),
-                    d.lost.to_string(),
-                    d.reordered.to_string(),
-                    d.duplicates.to_string(),
-                    d.tx_errors.to_string(),
-                    d.tester_drops.to_string(),
-                ]);
-                cells.extend(registry::ALL.iter().map(|f| opt(f.value(t, d))));
-                cells.extend([
-                    d.sender_summary.tx_bytes.to_string(),
-                    d.receiver_summary.rx_bytes.to_string(),
-                    t.bottleneck
-                        .as_ref()
-                        .map(|b| b.verdict.clone())
-                        .unwrap_or_default(),
-                ]);
-                // The latency probe's columns stay empty on a summary row.
-                cells.resize(column("http_requests"), String::new());
-                cells.extend(http_cells(t));
-                cells.extend(cpu_cells(t));
-                cells.resize(CSV_COLUMNS.len(), String::new());
-                let dut = t.dut_efficiency.as_ref().and_then(|e| e.test.as_ref());
-                dut_cells(&mut cells, dut);
-                row(cells);
+                row(summary_cells(head(&d.direction, "summary"), t, d));
                 for f in figures::intervals(t, d) {
-                    let mut cells = head(&d.direction, "interval");
-                    cells.extend([
-                        f.index.to_string(),
-                        f.t_start.to_string(),
-                        f.t_end.to_string(),
-                        opt(f.target_pps),
-                        f.tx_packets.to_string(),
-                        f.rx_packets.to_string(),
-                        f.lost.to_string(),
-                        f.reordered.to_string(),
-                        f.duplicates.to_string(),
-                        f.tx_errors.to_string(),
-                        String::new(),
-                    ]);
-                    cells.extend(
-                        registry::ALL
-                            .iter()
-                            .map(|x| opt((x.interval)(&f, line_rate))),
-                    );
-                    cells.extend([
-                        f.tx_bytes.to_string(),
-                        f.rx_bytes.to_string(),
-                        String::new(),
-                    ]);
-                    cells.resize(CSV_COLUMNS.len(), String::new());
-                    let dut = d.intervals.get(f.index).and_then(|p| p.dut.as_ref());
-                    dut_cells(&mut cells, dut);
-                    row(cells);
+                    row(interval_cells(
+                        head(&d.direction, "interval"),
+                        d,
+                        &f,
+                        line_rate,
+                    ));
                 }
             }
             if let Some(l) = &t.latency {
                 for p in &l.phases {
-                    let mut cells = head("", "latency");
-                    cells.extend([
-                        String::new(),
-                        p.start_s.to_string(),
-                        p.end_s.to_string(),
-                        String::new(),
-                        p.sent.to_string(),
-                        p.answered.to_string(),
-                        (p.lost_forward + p.lost_reverse).to_string(),
-                        p.reordered.to_string(),
-                        p.duplicates.to_string(),
-                    ]);
-                    cells.resize(column("latency_phase"), String::new());
-                    let r = p.rtt_s;
-                    cells.extend([
-                        p.name.clone(),
-                        opt(r.map(|r| r.p50)),
-                        opt(r.map(|r| r.p90)),
-                        opt(r.map(|r| r.p99)),
-                        opt(r.map(|r| r.p99_9)),
-                        opt(r.map(|r| r.max)),
-                        opt(r.map(|r| r.mean)),
-                        opt(p.forward_s.map(|x| x.p50)),
-                        opt(p.reverse_s.map(|x| x.p50)),
-                        p.lost_forward.to_string(),
-                        p.lost_reverse.to_string(),
-                        opt(l.added_latency_s.filter(|_| p.name == "loaded")),
-                    ]);
-                    row(cells);
+                    row(latency_cells(head("", "latency"), l, p));
                 }
             }
         }
@@ -404,32 +325,7 @@ pub fn csv(runs: &[Run]) -> String {
             let Some(l) = &s.latency_at else { continue };
             for p in &l.points {
                 for d in &p.directions {
-                    let mut cells = vec![
-                        r.name.clone(),
-                        run.label.clone(),
-                        run.dut_mode().unwrap_or("").to_string(),
-                        s.name.clone(),
-                    ];
-                    cells.resize(column("direction"), String::new());
-                    cells.extend([d.direction.clone(), "latency_at".into()]);
-                    cells.resize(column("target_pps"), String::new());
-                    cells.extend([
-                        p.rate_pps.to_string(),
-                        d.tx_packets.to_string(),
-                        d.rx_packets.to_string(),
-                        d.dut_lost.to_string(),
-                    ]);
-                    cells.resize(column(registry::LOSS_RATIO.key), String::new());
-                    cells.push(d.loss_ratio.to_string());
-                    cells.resize(column("load_pct"), String::new());
-                    cells.push(p.load_pct.to_string());
-                    if let Some(o) = &d.latency {
-                        cells.extend(
-                            [o.min_ns, o.p50_ns, o.p90_ns, o.p99_ns, o.p99_9_ns, o.max_ns]
-                                .map(|ns| (ns as f64 / 1e9).to_string()),
-                        );
-                    }
-                    row(cells);
+                    row(latency_at_cells(run, s, p, d));
                 }
             }
         }
@@ -448,6 +344,151 @@ pub fn csv(runs: &[Run]) -> String {
         }
     }
     out
+}
+
+/// A summary row of direction `d` of `t`, after its `head` cells.
+fn summary_cells(head: Vec<String>, t: &TestResult, d: &DirectionResult) -> Vec<String> {
+    let tcp = is_tcp(t);
+    let mut cells = head;
+    cells.extend([
+        String::new(),
+        "0".into(),
+        d.duration_s.to_string(),
+        opt(figures::target_pps(t, d).filter(|_| !tcp)),
+        d.tx_packets.to_string(),
+        d.rx_packets.to_string(),
+        d.lost.to_string(),
+        d.reordered.to_string(),
+        d.duplicates.to_string(),
+        d.tx_errors.to_string(),
+        d.tester_drops.to_string(),
+    ]);
+    cells.extend(registry::ALL.iter().map(|f| opt(f.value(t, d))));
+    cells.extend([
+        d.sender_summary.tx_bytes.to_string(),
+        d.receiver_summary.rx_bytes.to_string(),
+        t.bottleneck
+            .as_ref()
+            .map(|b| b.verdict.clone())
+            .unwrap_or_default(),
+    ]);
+    // The latency probe's columns stay empty on a summary row.
+    cells.resize(column("http_requests"), String::new());
+    cells.extend(http_cells(t));
+    cells.extend(cpu_cells(t));
+    cells.resize(CSV_COLUMNS.len(), String::new());
+    let dut = t.dut_efficiency.as_ref().and_then(|e| e.test.as_ref());
+    dut_cells(&mut cells, dut);
+    cells
+}
+
+/// An interval row (sample pair `f` of direction `d`), after its `head`
+/// cells.
+fn interval_cells(
+    head: Vec<String>,
+    d: &DirectionResult,
+    f: &IntervalFigures,
+    line_rate: f64,
+) -> Vec<String> {
+    let mut cells = head;
+    cells.extend([
+        f.index.to_string(),
+        f.t_start.to_string(),
+        f.t_end.to_string(),
+        opt(f.target_pps),
+        f.tx_packets.to_string(),
+        f.rx_packets.to_string(),
+        f.lost.to_string(),
+        f.reordered.to_string(),
+        f.duplicates.to_string(),
+        f.tx_errors.to_string(),
+        String::new(),
+    ]);
+    cells.extend(
+        registry::ALL
+            .iter()
+            .map(|x| opt((x.interval)(f, line_rate))),
+    );
+    cells.extend([
+        f.tx_bytes.to_string(),
+        f.rx_bytes.to_string(),
+        String::new(),
+    ]);
+    cells.resize(CSV_COLUMNS.len(), String::new());
+    let dut = d.intervals.get(f.index).and_then(|p| p.dut.as_ref());
+    dut_cells(&mut cells, dut);
+    cells
+}
+
+/// A latency row: phase `p` of the test's latency probe `l`, after its
+/// `head` cells.
+fn latency_cells(head: Vec<String>, l: &LatencyResult, p: &LatencyPhase) -> Vec<String> {
+    let mut cells = head;
+    cells.extend([
+        String::new(),
+        p.start_s.to_string(),
+        p.end_s.to_string(),
+        String::new(),
+        p.sent.to_string(),
+        p.answered.to_string(),
+        (p.lost_forward + p.lost_reverse).to_string(),
+        p.reordered.to_string(),
+        p.duplicates.to_string(),
+    ]);
+    cells.resize(column("latency_phase"), String::new());
+    let r = p.rtt_s;
+    cells.extend([
+        p.name.clone(),
+        opt(r.map(|r| r.p50)),
+        opt(r.map(|r| r.p90)),
+        opt(r.map(|r| r.p99)),
+        opt(r.map(|r| r.p99_9)),
+        opt(r.map(|r| r.max)),
+        opt(r.map(|r| r.mean)),
+        opt(p.forward_s.map(|x| x.p50)),
+        opt(p.reverse_s.map(|x| x.p50)),
+        p.lost_forward.to_string(),
+        p.lost_reverse.to_string(),
+        opt(l.added_latency_s.filter(|_| p.name == "loaded")),
+    ]);
+    cells
+}
+
+/// A `latency_at` row: one-way latency of direction `d` at load point `p`
+/// of search `s`.
+fn latency_at_cells(
+    run: &Run,
+    s: &SearchResult,
+    p: &LatencyPoint,
+    d: &LatencyPointDirection,
+) -> Vec<String> {
+    let r = &run.results;
+    let mut cells = vec![
+        r.name.clone(),
+        run.label.clone(),
+        run.dut_mode().unwrap_or("").to_string(),
+        s.name.clone(),
+    ];
+    cells.resize(column("direction"), String::new());
+    cells.extend([d.direction.clone(), "latency_at".into()]);
+    cells.resize(column("target_pps"), String::new());
+    cells.extend([
+        p.rate_pps.to_string(),
+        d.tx_packets.to_string(),
+        d.rx_packets.to_string(),
+        d.dut_lost.to_string(),
+    ]);
+    cells.resize(column(registry::LOSS_RATIO.key), String::new());
+    cells.push(d.loss_ratio.to_string());
+    cells.resize(column("load_pct"), String::new());
+    cells.push(p.load_pct.to_string());
+    if let Some(o) = &d.latency {
+        cells.extend(
+            [o.min_ns, o.p50_ns, o.p90_ns, o.p99_ns, o.p99_9_ns, o.max_ns]
+                .map(|ns| (ns as f64 / 1e9).to_string()),
+        );
+    }
+    cells
 }
 
 #[cfg(test)]

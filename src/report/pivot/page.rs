@@ -3,7 +3,7 @@
 //! chart with one line per combination of the other axes, built as a
 //! `charts::Chart` so report.js draws it like every other chart.
 
-use super::cell::chart_unit;
+use super::cell::{chart_unit, Cell};
 use super::model::{CellValue, Pivot, Value};
 use super::text::{caption, cell_text, col_label, scales, where_};
 use crate::report::charts::{axis, chart_figure, series, sig, Chart, RUN_COLORS};
@@ -126,20 +126,15 @@ fn numeric_axis(p: &Pivot) -> Option<(bool, usize)> {
         })
 }
 
-/// The pivot as lines along its numeric axis; none when it has no such
-/// axis or its cells are of several units.
-fn chart(p: &Pivot, id: &str) -> Option<Chart> {
-    let [figure] = p.figures.as_slice() else {
-        return None;
-    };
-    let (on_cols, x_at) = numeric_axis(p)?;
-    let x_name = if on_cols {
-        &p.cols[x_at]
-    } else {
-        &p.rows[x_at]
-    };
-    let (unit, factor) = chart_unit(figure);
-    // Every cell with its x and the label of its line (the other axes).
+/// Every cell of `p` with its x on the numeric axis (`on_cols`, `x_at`),
+/// the label of its line (the other axes) and its value; none when a cell
+/// has no x.
+fn chart_points(
+    p: &Pivot,
+    figure: &Cell,
+    (on_cols, x_at): (bool, usize),
+    factor: f64,
+) -> Option<Vec<(f64, String, Option<f64>)>> {
     let mut points: Vec<(f64, String, Option<f64>)> = Vec::new();
     for (r, rk) in p.row_keys.iter().enumerate() {
         for (c, ck) in p.col_keys.iter().enumerate() {
@@ -166,6 +161,23 @@ fn chart(p: &Pivot, id: &str) -> Option<Chart> {
             points.push((x, label, y));
         }
     }
+    Some(points)
+}
+
+/// The pivot as lines along its numeric axis; none when it has no such
+/// axis or its cells are of several units.
+fn chart(p: &Pivot, id: &str) -> Option<Chart> {
+    let [figure] = p.figures.as_slice() else {
+        return None;
+    };
+    let (on_cols, x_at) = numeric_axis(p)?;
+    let x_name = if on_cols {
+        &p.cols[x_at]
+    } else {
+        &p.rows[x_at]
+    };
+    let (unit, factor) = chart_unit(figure);
+    let points = chart_points(p, figure, (on_cols, x_at), factor)?;
     let mut xs: Vec<f64> = points.iter().map(|(x, _, _)| *x).collect();
     xs.sort_by(f64::total_cmp);
     xs.dedup();

@@ -126,30 +126,7 @@ pub fn col_label(cols: &[String], key: &[Value]) -> String {
 pub fn table(p: &Pivot, width: Option<usize>) -> String {
     let scales = scales(p);
     let unit = scales.len() > 1;
-    let title = format!(
-        "Pivot '{}' (rows: {}; columns: {})",
-        p.name,
-        if p.rows.is_empty() {
-            "-".into()
-        } else {
-            p.rows.join(", ")
-        },
-        if p.cols.is_empty() {
-            "-".into()
-        } else {
-            p.cols.join(", ")
-        }
-    );
-    let mut out = String::from("\n");
-    for l in wrap(&title, width, "", "  ").into_iter().chain(wrap(
-        &caption(p, &scales),
-        width,
-        "  ",
-        "  ",
-    )) {
-        out.push_str(&l);
-        out.push('\n');
-    }
+    let mut out = heading(p, &scales, width);
     let max_left = width.map(|w| (w / 2).max(12)).unwrap_or(usize::MAX);
     // Left block: one column per row axis (or the figure when no rows).
     let left_heads: Vec<String> = if p.rows.is_empty() {
@@ -175,45 +152,13 @@ pub fn table(p: &Pivot, width: Option<usize>) -> String {
         }
     }
     let left_total: usize = left_w.iter().sum::<usize>() + 2 * left_w.len().saturating_sub(1);
-    let col_w_for = |j: usize, texts: &[String]| -> usize {
-        let head = p.col_keys[j]
-            .iter()
-            .map(|v| v.text.chars().count())
-            .max()
-            .unwrap_or(0);
-        texts
-            .iter()
-            .map(|t| t.chars().count())
-            .max()
-            .unwrap_or(0)
-            .max(head)
-    };
     let texts: Vec<Vec<String>> = p
         .cells
         .iter()
         .map(|r| r.iter().map(|c| cell_text(c, &scales, unit)).collect())
         .collect();
-    let col_w: Vec<usize> = (0..p.col_keys.len())
-        .map(|j| {
-            let column: Vec<String> = texts.iter().map(|r| r[j].clone()).collect();
-            col_w_for(j, &column)
-        })
-        .collect();
-    // Blocks of columns that fit beside the left block.
-    let mut blocks: Vec<Vec<usize>> = Vec::new();
-    let mut used = left_total;
-    for (j, w) in col_w.iter().enumerate() {
-        match blocks.last_mut() {
-            Some(b) if width.is_none_or(|max| used + 2 + w <= max) => {
-                b.push(j);
-                used += 2 + w;
-            }
-            _ => {
-                blocks.push(vec![j]);
-                used = left_total + 2 + w;
-            }
-        }
-    }
+    let col_w = column_widths(p, &texts);
+    let blocks = column_blocks(&col_w, left_total, width);
     for block in &blocks {
         for (level, axis) in p.cols.iter().enumerate() {
             let mut line = format!("{:>left_total$}", axis);
@@ -248,6 +193,87 @@ pub fn table(p: &Pivot, width: Option<usize>) -> String {
             out.push('\n');
         }
     }
+    out.push_str(&failures(p, width));
+    out
+}
+
+/// A pivot table's title (its name and axes) and caption, wrapped to
+/// `width`, after a blank line.
+fn heading(p: &Pivot, scales: &[(Cell, Scale)], width: Option<usize>) -> String {
+    let title = format!(
+        "Pivot '{}' (rows: {}; columns: {})",
+        p.name,
+        if p.rows.is_empty() {
+            "-".into()
+        } else {
+            p.rows.join(", ")
+        },
+        if p.cols.is_empty() {
+            "-".into()
+        } else {
+            p.cols.join(", ")
+        }
+    );
+    let mut out = String::from("\n");
+    for l in wrap(&title, width, "", "  ").into_iter().chain(wrap(
+        &caption(p, scales),
+        width,
+        "  ",
+        "  ",
+    )) {
+        out.push_str(&l);
+        out.push('\n');
+    }
+    out
+}
+
+/// Each column's width: its widest head or cell (`texts`, by row).
+fn column_widths(p: &Pivot, texts: &[Vec<String>]) -> Vec<usize> {
+    let col_w_for = |j: usize, texts: &[String]| -> usize {
+        let head = p.col_keys[j]
+            .iter()
+            .map(|v| v.text.chars().count())
+            .max()
+            .unwrap_or(0);
+        texts
+            .iter()
+            .map(|t| t.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(head)
+    };
+    (0..p.col_keys.len())
+        .map(|j| {
+            let column: Vec<String> = texts.iter().map(|r| r[j].clone()).collect();
+            col_w_for(j, &column)
+        })
+        .collect()
+}
+
+/// Blocks of columns (of widths `col_w`) that fit beside the left block
+/// (`left_total` wide) in `width`.
+fn column_blocks(col_w: &[usize], left_total: usize, width: Option<usize>) -> Vec<Vec<usize>> {
+    let mut blocks: Vec<Vec<usize>> = Vec::new();
+    let mut used = left_total;
+    for (j, w) in col_w.iter().enumerate() {
+        match blocks.last_mut() {
+            Some(b) if width.is_none_or(|max| used + 2 + w <= max) => {
+                b.push(j);
+                used += 2 + w;
+            }
+            _ => {
+                blocks.push(vec![j]);
+                used = left_total + 2 + w;
+            }
+        }
+    }
+    blocks
+}
+
+/// The first ten failed points of a pivot, one line each, and how many
+/// more there were.
+fn failures(p: &Pivot, width: Option<usize>) -> String {
+    let mut out = String::new();
     let failures: Vec<String> = p
         .cells
         .iter()
