@@ -339,7 +339,10 @@ fn killing_the_dut_agent_leaves_no_xdp_program() {
     while pid_alive(dut) && t1.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(!pid_alive(dut), "the DUT's agent {dut} outlived SIGKILL by 5 s");
+    assert!(
+        !pid_alive(dut),
+        "the DUT's agent {dut} outlived SIGKILL by 5 s"
+    );
     let out = child.wait_with_output().expect("linerate run");
     // The run reports the lost agent; every other agent is gone after it.
     assert!(!out.status.success() || String::from_utf8_lossy(&out.stderr).contains("dut"));
