@@ -80,7 +80,7 @@ fn adhoc_tests_between_user_namespaces_and_known_loss() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let lab = UserLab::new();
     let (client, server) = (lab.ns(0), lab.ns(2));
 
@@ -194,7 +194,7 @@ fn dut_host_is_watched_between_user_namespaces() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let lab = UserLab::new();
     nft_in(
         &lab.names[1],
@@ -297,7 +297,7 @@ fn refuses_targets_outside_the_benchmark_ranges() {
 
 #[test]
 fn loopback_tcp_and_udp_need_no_root() {
-    let _g = serial();
+    let _g = one_core();
     let doc = run_json(&[
         "tcp",
         "--target",

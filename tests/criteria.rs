@@ -281,7 +281,7 @@ fn issue_19_percent_of_line_is_a_dash_on_a_veth() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let base = tempdir("lineveth");
     let lab = |extra: &[&str]| {
         let mut args = vec![

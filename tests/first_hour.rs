@@ -75,7 +75,7 @@ fn issue_23_a_met_low_rate_says_so_and_the_sink_sleeps() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let lab = lab("r");
     for rx in ["socket", "auto"] {
         let args = ["-t", "3", "--rate", "1kpps", "--rx-engine", rx];
@@ -179,7 +179,7 @@ fn issue_23_ctrl_c_ends_tcp_and_udp_runs_interrupted_with_figures() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let lab = lab("c");
     let (c, s) = (format!("ns:{}", lab.gen), format!("ns:{}", lab.sink));
     for kind in ["udp", "tcp"] {
@@ -218,7 +218,7 @@ fn issue_23_ctrl_c_ends_a_lab_run_interrupted_with_figures() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let base = tempdir("ctrlc-lab");
     let (out, took) = ctrl_c(
         &[
@@ -244,7 +244,7 @@ fn issue_23_a_target_not_on_the_server_fails_before_the_run() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let lab = lab("t");
     let c = format!("ns:{}", lab.gen);
     for kind in ["udp", "tcp"] {

@@ -111,7 +111,7 @@ fn serve_answers_curl_and_linerate_byte_exact_and_survives_bad_clients() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let dir = tempdir("http-serve");
     let (root, data) = make_root(&dir);
     let want = sha256(&data);
@@ -430,7 +430,7 @@ fn linerate_client_against_nginx() {
             return;
         }
     }
-    let _g = serial();
+    let _g = one_core();
     let dir = tempdir("http-nginx");
     let (root, _) = make_root(&dir);
     let (key, cert) = leaf_cert(&dir, "198.18.20.2");

@@ -177,7 +177,7 @@ fn head_and_post_over_http2() {
         crate::util::skip("nginx is not installed");
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let dir = tempdir("http-methods-h2");
     let root = dir.join("root");
     std::fs::create_dir_all(&root).unwrap();

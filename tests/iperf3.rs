@@ -796,7 +796,7 @@ fn plan_files_name_iperf3_servers() {
     if !require_root() || !have_iperf3() {
         return;
     }
-    let _g = serial();
+    let _g = crate::util::one_core();
     let mut ns = Ns::new("p");
     let tmp = tempdir("iperf3-plan-files");
     ns.spawn(&ns.server.clone(), &["iperf3", "-s", "-B", SERVER], None);

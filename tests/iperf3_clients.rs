@@ -365,7 +365,7 @@ fn a_stalled_iperf3_client_holds_up_no_other_test() {
     if !require_root() || !have_iperf3() {
         return;
     }
-    let _s = serial();
+    let _s = crate::util::one_core();
     let mut lo = Lo::new("s");
     let base = tempdir("iperf3-stalled");
     let base_s = base.display().to_string();

@@ -89,7 +89,7 @@ fn every_dut_mode_builds_forwards_and_tears_down() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     for mode in ["route", "bridge", "nat", "fw"] {
         let base = tempdir(&format!("mode-{mode}"));
         let doc = run_json(&[
@@ -207,7 +207,7 @@ fn lab_dut_loss_is_reported_as_dut_loss() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let base = tempdir("loss");
     let doc = run_json(&[
         "lab",

@@ -420,7 +420,7 @@ fn latency_monitor_journal_metrics_and_smoke_graph() {
         return;
     }
     // Alone: a lab test beside it would load the cores its RTTs measure.
-    let _g = serial();
+    let _g = one_core();
     let base = tempdir("monitor");
     let dir = base.join("mon");
     let notes = base.join("notes.txt");

@@ -310,7 +310,7 @@ fn tcp_between_two_ssh_hosts() {
     if !require_root() || !require_sshd() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let lab = SshLab::new(2);
     let trace = lab.trace();
     {
@@ -344,7 +344,7 @@ fn udp_between_two_ssh_hosts() {
     if !require_root() || !require_sshd() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let lab = SshLab::new(2);
     let trace = lab.trace();
     {
@@ -528,7 +528,7 @@ fn push_to_host_without_linerate() {
     if !require_root() || !require_sshd() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let lab = SshLab::new(2);
     let trace = lab.trace();
     {
@@ -632,7 +632,7 @@ fn plan_two_generators_with_instances() {
     if !require_root() || !require_sshd() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let lab = SshLab::new(3);
     let trace = lab.trace();
     let dir = tempdir("mh-plan");
@@ -1002,7 +1002,7 @@ fn plan_ports_on_an_ssh_host_through_an_external_dut() {
     if !require_root() || !require_sshd() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let lab = SshLab::new(1);
     let trace = lab.trace();
     let dir = tempdir("mh-plan-ports");

@@ -283,7 +283,7 @@ fn ports_carry_traffic_through_the_dut_and_are_given_back() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let rig = Rig::with_dut();
     let base = tempdir(&format!("ports-clean-{}", rig.gen));
     let b = base.to_str().unwrap();
@@ -312,7 +312,7 @@ fn back_to_back_ports() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let rig = Rig::back_to_back();
     let base = tempdir(&format!("ports-b2b-{}", rig.gen));
     let b = base.to_str().unwrap();
@@ -379,7 +379,7 @@ fn interrupted_run_gives_ports_back(sig: &str, group: bool) {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let rig = Rig::with_dut();
     let base = tempdir(&format!("ports-{}-{}", &sig[1..], rig.gen));
     let (mut child, agents) = start(&rig, &base);
@@ -428,7 +428,7 @@ fn sigkill_of_the_controller_alone_still_gives_ports_back() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let rig = Rig::with_dut();
     let base = tempdir(&format!("ports-kill1-{}", rig.gen));
     let (mut child, agents) = start(&rig, &base);
@@ -448,7 +448,7 @@ fn sigkill_of_everything_leaves_no_lab_and_destroys_veth_stand_ins() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let rig = Rig::with_dut();
     let base = tempdir(&format!("ports-killall-{}", rig.gen));
     let (mut child, agents) = start(&rig, &base);
@@ -526,7 +526,7 @@ fn a_dut_that_does_not_answer_arp_is_named_and_the_ports_come_back() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let rig = Rig::with_dut();
     let base = tempdir(&format!("ports-noarp-{}", rig.gen));
     let out = run(&rig.args(

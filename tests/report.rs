@@ -240,7 +240,7 @@ fn report_of_a_real_lab_run_renders_in_chromium() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let Some(browser) = chromium() else { return };
     let base = tempdir("report-lab");
     let dir = lab_run(
@@ -307,7 +307,7 @@ fn report_of_three_runs_compares_them() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let Some(browser) = chromium() else { return };
     let base = tempdir("report-three");
     let mut dirs = Vec::new();

@@ -158,7 +158,7 @@ fn a_dut_below_the_min_rate_is_reported_with_the_fix() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let base = tempdir("limmin");
     let out = run(&[
         "search",

@@ -69,7 +69,7 @@ fn sigkill_of_the_controller_leaves_nothing_behind() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let base = tempdir("sigkill");
     let (mut child, agents) = start_lab(&base);
     let namespaces: Vec<String> = agents.iter().filter_map(|&p| netns_of(p)).collect();
@@ -106,7 +106,7 @@ fn sigterm_tears_down_and_marks_results_interrupted() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let base = tempdir("sigterm");
     let (mut child, agents) = start_lab(&base);
     let t = Instant::now();

@@ -306,7 +306,7 @@ fn killing_the_dut_agent_leaves_no_xdp_program() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     let dir = tempdir("stick-kill");
     let res = dir.join("res");
     let child = spawn_run(&plan(&dir, 5_000, 20), &res);

@@ -677,7 +677,7 @@ fn a_killed_plan_leaves_no_vm_host_behind() {
     if !require_root() || !have_qemu() {
         return;
     }
-    let _serial = serial();
+    let _serial = one_core();
     let dir = tempdir("vm-host-kill");
     let (plan, ns) = vm_host_plan(&dir, "k", "60");
     let mut child = Command::new(bin())

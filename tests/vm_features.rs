@@ -114,7 +114,7 @@ fn netem_is_refused_where_the_kernel_lacks_it() {
     if !require_root() {
         return;
     }
-    let _s = serial();
+    let _s = one_core();
     let has_netem = std::fs::read_to_string("/proc/modules")
         .unwrap_or_default()
         .contains("sch_netem ");

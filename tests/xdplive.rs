@@ -335,7 +335,7 @@ fn a_veth_peer_without_napi_is_refused_and_auto_falls_back() {
 
 #[test]
 fn auto_falls_back_to_packet_when_bpf_is_refused() {
-    let _g = serial();
+    let _g = one_core();
     if !require_root() {
         return;
     }
@@ -440,7 +440,7 @@ fn a_forwarding_dut_gets_correct_frames_for_ten_seconds() {
 
 #[test]
 fn several_flows_on_two_threads_keep_their_own_sequences() {
-    let _g = serial();
+    let _g = one_core();
     if !require_root() {
         return;
     }

@@ -327,7 +327,7 @@ fn one_percent_random_loss_at_the_dut_is_measured_to_five_hundredths_of_a_point(
 
 #[test]
 fn auto_falls_back_to_socket_when_bpf_is_refused_and_no_program_is_left() {
-    let _g = serial();
+    let _g = one_core();
     if !require_root() {
         return;
     }
