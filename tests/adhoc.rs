@@ -26,7 +26,10 @@ fn nft_in(ns: &str, ruleset: &str) {
 
 impl UserLab {
     fn new() -> Self {
-        let p = format!("lrtest{}", std::process::id());
+        // One set of names per lab: two tests build theirs side by side.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = format!("lrtest{}x{n}", std::process::id());
         let (g, d, s) = (format!("{p}-g"), format!("{p}-d"), format!("{p}-s"));
         let lab = UserLab {
             names: vec![g.clone(), d.clone(), s.clone()],

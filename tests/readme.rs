@@ -319,7 +319,7 @@ fn the_readme_first_test_adhoc_examples_and_example_plans_run() {
     if !require_root() {
         return;
     }
-    let _g = serial();
+    let _g = one_core();
     for ns in ["gen", "sink"] {
         if Path::new("/run/netns").join(ns).exists() {
             eprintln!(

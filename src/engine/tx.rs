@@ -137,10 +137,7 @@ fn open_engine(
         // faster than the packet engine, which comes next, then the socket
         // engine.
         TxEngine::Auto => {
-            let slow = spec
-                .rate
-                .as_ref()
-                .is_some_and(|r| r.max_pps() < LIVE_PACED_FROM_PPS);
+            let slow = below_live_pacing(spec);
             let live = if slow {
                 format!(
                     "live is used from {} kpps: below, the packet engine paces without \
@@ -468,11 +465,15 @@ fn worker(
 /// Mostly asleep, it costs the others little at real-time priority, and
 /// the kernel's RT throttling leaves them 5 % of the CPU whatever it does.
 fn sleeps_between_quanta(spec: &SendSpec, tx: &dyn Transmit) -> bool {
-    !tx.paces_itself()
-        && spec
-            .rate
-            .as_ref()
-            .is_some_and(|r| r.max_pps() < LIVE_PACED_FROM_PPS)
+    !tx.paces_itself() && below_live_pacing(spec)
+}
+
+/// Whether `spec` is paced with a peak below [`LIVE_PACED_FROM_PPS`]: auto
+/// leaves it to the packet engine, whose sender then sleeps between quanta.
+fn below_live_pacing(spec: &SendSpec) -> bool {
+    spec.rate
+        .as_ref()
+        .is_some_and(|r| r.max_pps() < LIVE_PACED_FROM_PPS)
 }
 
 /// The pacing loop: what the profile has made due, in batches, through `tx`.

@@ -34,6 +34,7 @@ pub fn snapshot() -> io::Result<Snapshot> {
     }
     let mut interfaces = parse_net_dev(&fs::read_to_string("/proc/net/dev")?);
     link_speeds(&mut interfaces);
+    xdp_tx_drops(&mut interfaces);
     let (clocks, clock_source) = cpu_clocks();
     Ok(Snapshot {
         interfaces,
@@ -205,6 +206,37 @@ fn link_speeds(ifs: &mut [IfCounters]) {
     }
 }
 
+/// The frames each interface's driver refused on its XDP transmit path
+/// ([`IfCounters::xdp_tx_drops`]), from its `ethtool -S` statistics. The
+/// ioctl answers for this thread's namespace, so no sysfs is needed.
+fn xdp_tx_drops(ifs: &mut [IfCounters]) {
+    for i in ifs.iter_mut().filter(|i| i.name != "lo") {
+        i.xdp_tx_drops = crate::sys::ethtool_stats(&i.name)
+            .map(|stats| sum_xdp_tx_drops(&stats))
+            .unwrap_or(0);
+    }
+}
+
+/// A virtio-net driver's XDP transmit drops: its total where it gives one
+/// (`tx_xdp_tx_drops`, 6.x kernels that also list `txN_xdp_tx_drops` per
+/// queue), else the sum of its queues' (`tx_queue_N_xdp_tx_drops`, 5.x
+/// and 6.1).
+pub fn sum_xdp_tx_drops(stats: &[(String, u64)]) -> u64 {
+    if let Some((_, total)) = stats.iter().find(|(n, _)| n == "tx_xdp_tx_drops") {
+        return *total;
+    }
+    let per_queue = |name: &str| {
+        name.strip_suffix("_xdp_tx_drops")
+            .and_then(|q| q.strip_prefix("tx_queue_").or_else(|| q.strip_prefix("tx")))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    stats
+        .iter()
+        .filter(|(name, _)| per_queue(name))
+        .map(|(_, v)| v)
+        .sum()
+}
+
 /// Whether `name` is a tun/tap device (only those have `tun_flags`).
 fn is_tun(name: &str) -> bool {
     std::path::Path::new("/sys/class/net")
@@ -337,6 +369,7 @@ pub fn parse_net_dev(text: &str) -> Vec<IfCounters> {
                 tx_dropped: v[11],
                 speed_mbps: None,
                 tun: false,
+                xdp_tx_drops: 0,
             })
         })
         .collect()

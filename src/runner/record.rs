@@ -19,6 +19,8 @@ pub(super) struct NsDelta {
     pub rx_bytes: u64,
     pub rx_dropped: u64,
     pub udp_in_errors: u64,
+    /// Frames the drivers' XDP transmit paths refused ([`crate::proto::IfCounters::xdp_tx_drops`]).
+    pub xdp_tx_drops: u64,
     /// A tun/tap is among the namespace's interfaces ([`crate::proto::IfCounters::tun`]).
     pub tun: bool,
 }
@@ -47,6 +49,7 @@ pub(super) fn delta_ns(
         d.rx_packets += ia.rx_packets.saturating_sub(ib.rx_packets);
         d.rx_bytes += ia.rx_bytes.saturating_sub(ib.rx_bytes);
         d.rx_dropped += ia.rx_dropped.saturating_sub(ib.rx_dropped);
+        d.xdp_tx_drops += ia.xdp_tx_drops.saturating_sub(ib.xdp_tx_drops);
         d.tun |= ia.tun;
     }
     d
@@ -221,6 +224,7 @@ pub(super) fn udp_cross_checks(
             checked.get(&ns).copied().unwrap_or(0),
             "frames of the live engine's egress check",
         );
+        add_driver_xdp_drops(&mut c, d.xdp_tx_drops);
         refused_frames_sent_again(&mut c, d.tx_packets);
         result.cross_checks.push(c);
     }
@@ -231,6 +235,60 @@ pub(super) fn udp_cross_checks(
             .cross_checks
             .push(received_check(ns, &roles, n, &d, xdp));
     }
+}
+
+/// The frames each leg's sending namespace's drivers refused on their XDP
+/// transmit path, by the leg's sender job: a namespace's count shared
+/// among the legs sent from it in proportion to what each sent. Those
+/// frames never left the tester, so a receiver's loss of them is the
+/// tester's, not the DUT's.
+pub(super) fn sender_driver_drops(
+    ends: &Ends,
+    legs: &[Leg],
+    col: &Collected,
+    before: &HashMap<usize, Snapshot>,
+    after: &HashMap<usize, Snapshot>,
+) -> HashMap<u32, u64> {
+    let key = |a: usize| ends.fleet.agent(a).netns_key.clone();
+    // Namespace -> (an agent there, frames its legs sent).
+    let mut sent = BTreeMap::<(String, u64), (usize, u64)>::new();
+    for l in legs {
+        let e = sent.entry(key(l.tx_agent)).or_insert((l.tx_agent, 0));
+        e.1 += col.summary(l.tx_id).tx_packets;
+    }
+    let mut out = HashMap::new();
+    for l in legs {
+        let Some(&(agent, total)) = sent.get(&key(l.tx_agent)) else {
+            continue;
+        };
+        let drops = delta_ns(before, after, agent).xdp_tx_drops;
+        if drops == 0 || total == 0 {
+            continue;
+        }
+        let mine = col.summary(l.tx_id).tx_packets;
+        let share = (u128::from(drops) * u128::from(mine) / u128::from(total)) as u64;
+        out.insert(l.tx_id, share);
+    }
+    out
+}
+
+/// Frames a driver's XDP transmit path refused (virtio-net with a full
+/// ring under the live engine) left linerate's count but neither of the
+/// kernel's: they count on the kernel's side, said in the check.
+fn add_driver_xdp_drops(c: &mut CrossCheck, drops: u64) {
+    if drops == 0 {
+        return;
+    }
+    let mut n = CrossCheck::new(
+        format!(
+            "{} (+ {drops} frames the driver's XDP transmit refused)",
+            c.what
+        ),
+        c.application,
+        c.kernel + drops,
+    );
+    n.scope = c.scope.take();
+    *c = n;
 }
 
 /// A device that refuses a frame counts it in tx_dropped; veth does so and

@@ -281,6 +281,7 @@ fn udp_inner(
     record::udp_cross_checks(ends, &legs, &col, &before, &after, result);
     record::stick_counts(ends, &legs, &col, &before, &after, result);
     let start_ns = start_at.unwrap_or(0);
+    let driver_drops = record::sender_driver_drops(ends, &legs, &col, &before, &after);
     for leg in &legs {
         let mut d = direction(
             ends,
@@ -288,8 +289,8 @@ fn udp_inner(
             &mut col,
             (&before, &after),
             frame,
-            start_ns,
-            t.omit.as_secs_f64(),
+            (start_ns, t.omit.as_secs_f64()),
+            driver_drops.get(&leg.tx_id).copied().unwrap_or(0),
         );
         d.port = port_of.get(&leg.rx_id).copied();
         result.directions.push(d);
@@ -370,12 +371,19 @@ fn after_omit(
     (t, r)
 }
 
-/// The frames of `lost` the tester itself dropped at the receiver: socket
+/// The frames of `lost` the tester itself dropped: at the receiver socket
 /// overruns, plus drops on its interfaces when linerate built them
-/// (elsewhere an unrelated NIC's drops would hide real loss). A veth
-/// backlog drop also shows as the peer's tx_dropped; counting the receiver
-/// side only avoids counting it twice.
-fn tester_drops(ends: &Ends, rx_ns: &NsDelta, rx_whole: &EndpointSummary, lost: u64) -> u64 {
+/// (elsewhere an unrelated NIC's drops would hide real loss); at the
+/// sender the frames its driver's XDP transmit path refused
+/// (`sender_dropped`, which never left it). A veth backlog drop also shows
+/// as the peer's tx_dropped; counting the receiver side only avoids
+/// counting it twice.
+fn tester_drops(
+    ends: &Ends,
+    (rx_ns, rx_whole): (&NsDelta, &EndpointSummary),
+    sender_dropped: u64,
+    lost: u64,
+) -> u64 {
     let iface_drops = if ends.lab.is_some() {
         rx_ns.rx_dropped
     } else {
@@ -388,20 +396,21 @@ fn tester_drops(ends: &Ends, rx_ns: &NsDelta, rx_whole: &EndpointSummary, lost: 
     } else {
         rx_ns.udp_in_errors
     };
-    (socket_drops + iface_drops).min(lost)
+    (socket_drops + iface_drops + sender_dropped).min(lost)
 }
 
 /// One leg's figures, with its cross-checks pushed onto `result`. With
 /// `omit_s`, the figures cover the samples after it; the summaries stay
-/// the jobs' own counts.
+/// the jobs' own counts. `sender_dropped`: this leg's share of the frames
+/// its sender's drivers refused ([`record::sender_driver_drops`]).
 fn direction(
     ends: &Ends,
     leg: &Leg,
     col: &mut Collected,
     (before, after): (&Snapshots, &Snapshots),
     frame: f64,
-    start_ns: u64,
-    omit_s: f64,
+    (start_ns, omit_s): (u64, f64),
+    sender_dropped: u64,
 ) -> DirectionResult {
     let tx_whole = col.summary(leg.tx_id);
     let rx_whole = col.summary(leg.rx_id);
@@ -413,7 +422,7 @@ fn direction(
         (tx_whole.clone(), rx_whole.clone())
     };
     let rx_ns = delta_ns(before, after, leg.rx_agent);
-    let tester_drops = tester_drops(ends, &rx_ns, &rx_whole, rx.lost);
+    let tester_drops = tester_drops(ends, (&rx_ns, &rx_whole), sender_dropped, rx.lost);
     let dur = tx.elapsed_s.max(1e-6);
     let rx_pps = rx.rx_packets as f64 / dur;
     let mut intervals = pair_intervals(tx_iv, rx_iv);

@@ -440,6 +440,14 @@ pub struct IfCounters {
     /// counters, unlike veth's and NIC drivers'.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tun: bool,
+    /// Frames the driver's XDP transmit path refused (virtio-net's
+    /// `tx_xdp_tx_drops` of `ethtool -S`, or its queues' summed on kernels
+    /// that list only `tx_queue_N_xdp_tx_drops`):
+    /// XDP frames from BPF_PROG_RUN or a redirect that never left, counted
+    /// in neither tx_packets nor tx_dropped. Zero where the driver keeps
+    /// no such count.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub xdp_tx_drops: u64,
 }
 
 /// The UDP lines of /proc/net/snmp: receive overruns show up here.

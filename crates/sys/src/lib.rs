@@ -11,6 +11,7 @@ use std::io;
 
 mod bpf;
 mod epoll;
+mod ethtool;
 pub mod icmp;
 mod mmsg;
 mod perf;
@@ -27,6 +28,7 @@ pub use bpf::{
 pub use epoll::{
     raise_nofile_limit, send_nonblocking, unacked_bytes, unread_bytes, Epoll, Interest, Ready,
 };
+pub use ethtool::ethtool_stats;
 pub use mmsg::{bind_packet, packet_socket, set_qdisc_bypass, Recvmmsg, Sendmmsg};
 pub use perf::{perf_cycles_on_cpu, perf_read};
 pub use process::{

@@ -153,3 +153,31 @@ fn finished_engine_threads_stay_in_snapshots() {
     let s = snapshot().unwrap();
     assert!(s.threads.iter().any(|t| t.name == "lr-test-done"));
 }
+
+#[test]
+fn virtio_xdp_transmit_drops_add_up_over_the_queues() {
+    let stats = |v: &[(&str, u64)]| -> Vec<(String, u64)> {
+        v.iter().map(|(n, c)| (n.to_string(), *c)).collect()
+    };
+    // 6.1: per queue only.
+    let old = stats(&[
+        ("rx_queue_0_packets", 10),
+        ("rx_queue_0_xdp_tx", 5),
+        ("tx_queue_0_xdp_tx", 900),
+        ("tx_queue_0_xdp_tx_drops", 12),
+        ("tx_queue_1_xdp_tx_drops", 30),
+        ("tx_queue_1_kicks", 7),
+    ]);
+    assert_eq!(sum_xdp_tx_drops(&old), 42);
+    // 6.18: a total and each queue; the total is not added twice.
+    let new = stats(&[
+        ("rx_xdp_drops", 3),
+        ("tx_xdp_tx", 900),
+        ("tx_xdp_tx_drops", 42),
+        ("rx0_xdp_drops", 3),
+        ("tx0_xdp_tx_drops", 12),
+        ("tx1_xdp_tx_drops", 30),
+    ]);
+    assert_eq!(sum_xdp_tx_drops(&new), 42);
+    assert_eq!(sum_xdp_tx_drops(&[]), 0);
+}
