@@ -142,15 +142,15 @@ fn issue38_omit_shows_the_first_second_and_leaves_it_out_of_the_totals() {
         "--target",
         "127.0.0.1",
         "-t",
-        "3",
+        "2",
         "--omit",
         "1",
         "--no-results",
         "--json",
     ]);
     let l = lines(&stderr);
-    // As iperf3 -O: the omitted second comes before the 3 counted ones.
-    assert_spans(&l, &[(0.0, 1.0), (1.0, 2.0), (2.0, 3.0), (3.0, 4.0)]);
+    // As iperf3 -O: the omitted second comes before the 2 counted ones.
+    assert_spans(&l, &[(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)]);
     assert!(l[0].contains("(omitted)"), "{}", l[0]);
     assert!(l[1..].iter().all(|x| !x.contains("omitted")), "{l:#?}");
     let doc: Value = serde_json::from_str(&stdout).unwrap();
@@ -158,35 +158,15 @@ fn issue38_omit_shows_the_first_second_and_leaves_it_out_of_the_totals() {
     assert_eq!(t["params"]["omit_s"], 1.0);
     let d = &t["directions"][0];
     let dur = d["duration_s"].as_f64().unwrap();
-    assert!((2.5..3.5).contains(&dur), "totals cover {dur} s");
+    assert!((1.5..2.5).contains(&dur), "totals cover {dur} s");
     assert_eq!(d["intervals"][0]["omitted"], true, "{}", d["intervals"][0]);
     // The goodput is of the counted seconds only: below what the whole
     // run received over those seconds.
     let kept = d["rx_l2_bps"].as_f64().unwrap() * dur / 8.0;
     let whole = d["receiver_summary"]["rx_bytes"].as_f64().unwrap();
     assert!(kept < whole, "kept {kept} B of {whole} B");
-    // UDP likewise.
-    let doc = crate::util::run_json(&[
-        "udp",
-        "--target",
-        "127.0.0.1",
-        "-t",
-        "2",
-        "-b",
-        "5kpps",
-        "--omit",
-        "1",
-        "--rx-engine",
-        "socket",
-        "--no-results",
-        "--json",
-    ]);
-    let d = &doc["tests"][0]["directions"][0];
-    let (kept, sent) = (
-        d["tx_packets"].as_u64().unwrap(),
-        d["sender_summary"]["tx_packets"].as_u64().unwrap(),
-    );
-    assert!(kept > 0 && kept < sent, "{kept} of {sent} counted");
+    // UDP's omitted lines and totals are tested in memory, on the scripted
+    // fleet (`src/runner/harness_tests.rs`).
 }
 
 #[test]

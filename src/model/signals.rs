@@ -19,17 +19,39 @@ pub fn interrupted() -> bool {
 /// Set by `--abort-on-fail` when a criterion has clearly failed: the run
 /// stops as on Ctrl-C, but is no signal (a later Ctrl-C is still the
 /// first, and the run's status says aborted, not interrupted).
+#[cfg(not(test))]
 static ABORTED: AtomicBool = AtomicBool::new(false);
+
+#[cfg(test)]
+thread_local! {
+    /// In unit tests the abort belongs to the thread that asked for it:
+    /// the tests run in threads of one process, and one test's abort
+    /// (`orchestrate/run/tests.rs`) must not stop the runs of the others.
+    static ABORTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 
 /// Asks every loop to stop cleanly, as the first Ctrl-C does
 /// (`--abort-on-fail`).
 pub fn abort() {
+    #[cfg(not(test))]
     ABORTED.store(true, Ordering::Relaxed);
+    #[cfg(test)]
+    ABORTED.with(|a| a.set(true));
 }
 
 /// Whether [`abort`] was called.
 pub fn aborted() -> bool {
-    ABORTED.load(Ordering::Relaxed)
+    #[cfg(not(test))]
+    return ABORTED.load(Ordering::Relaxed);
+    #[cfg(test)]
+    ABORTED.with(|a| a.get())
+}
+
+/// Takes back this thread's [`abort`], so a test leaves its thread as it
+/// found it.
+#[cfg(test)]
+pub fn clear_abort() {
+    ABORTED.with(|a| a.set(false));
 }
 
 /// Whether a loop should stop now: Ctrl-C, SIGTERM or an abort.

@@ -13,6 +13,7 @@ use crate::report::terminal::{self as report, ProgressLine};
 use crate::results::criteria::Marks;
 use crate::results::{self, RunDir, RunResults, RunStatus, TestResult, SCHEMA_VERSION};
 use crate::runner;
+use crate::topology::fleet::Agent;
 use crate::topology::Hosts;
 
 pub struct Run {
@@ -205,13 +206,21 @@ impl Run {
     /// Records every agent of `hosts`: where it runs, connect time, clock.
     pub fn record_agents(&mut self, hosts: &Hosts) {
         let ssh = hosts.ssh_connect_times();
-        for (idx, a) in hosts.fleet.agents().iter().enumerate() {
+        self.record_fleet(hosts.fleet.agents(), &ssh, &hosts.vms);
+    }
+
+    /// Records `agents` (with their ssh connect times and VMs, by agent
+    /// index), each replacing its earlier record: a lost agent's record
+    /// carries why it was lost.
+    fn record_fleet(
+        &mut self,
+        agents: &[Agent],
+        ssh: &[(String, f64)],
+        vms: &[(usize, crate::model::lab::LabVm)],
+    ) {
+        for (idx, a) in agents.iter().enumerate() {
             let rec = results::AgentRecord {
-                vm: hosts
-                    .vms
-                    .iter()
-                    .find(|(i, _)| *i == idx)
-                    .map(|(_, v)| v.clone()),
+                vm: vms.iter().find(|(i, _)| *i == idx).map(|(_, v)| v.clone()),
                 role: a.role.clone(),
                 endpoint: a.host.clone(),
                 hostname: a.hostname.clone(),
@@ -352,19 +361,7 @@ impl Run {
     /// Returns the process exit status.
     pub fn finish(mut self, error: Option<OrchestrateError>) -> i32 {
         self.progress.clear();
-        self.results.finished_at = Some(crate::model::clock::now_rfc3339());
-        self.results.status = if interrupted() {
-            RunStatus::Interrupted
-        } else if self.results.abort.is_some() {
-            RunStatus::Aborted
-        } else if error.is_some() {
-            RunStatus::Partial
-        } else {
-            RunStatus::Complete
-        };
-        self.results.error = error.as_ref().map(|e| chain(e));
-        let baseline_error = self.decide();
-        self.save();
+        let baseline_error = self.conclude(error.as_ref());
         let table = self.final_table();
         if self.json {
             errprint!("{table}");
@@ -395,18 +392,48 @@ impl Run {
         if let Some(e) = &error {
             errln!("error: {}", chain(e));
         }
-        let code = exit_code(
-            &self.results,
+        let code = self.exit_status(
             error.is_some() || unwritten.is_some(),
             baseline_error.is_some(),
         );
         if let Some(a) = &self.results.abort {
             errln!("{}", a.detail);
             errln!("{}", self.results.aborted_note(self.dir.is_some()));
-            // A failed criterion: at least 1 (3 if the run itself failed).
-            return code.max(1);
         }
         code
+    }
+
+    /// Marks the run done: its status (interrupted, aborted, partial when
+    /// `error` ended it, else complete), its error and the criteria's
+    /// verdicts, saved. Returns a message when the baseline could not be
+    /// read.
+    fn conclude(&mut self, error: Option<&OrchestrateError>) -> Option<String> {
+        self.results.finished_at = Some(crate::model::clock::now_rfc3339());
+        self.results.status = if interrupted() {
+            RunStatus::Interrupted
+        } else if self.results.abort.is_some() {
+            RunStatus::Aborted
+        } else if error.is_some() {
+            RunStatus::Partial
+        } else {
+            RunStatus::Complete
+        };
+        self.results.error = error.map(|e| chain(e));
+        let baseline_error = self.decide();
+        self.save();
+        baseline_error
+    }
+
+    /// The exit status of a concluded run that was not interrupted
+    /// ([`exit_code`]); an abort is a failed criterion: at least 1 (3 if
+    /// the run itself failed).
+    fn exit_status(&self, run_error: bool, baseline_error: bool) -> i32 {
+        let code = exit_code(&self.results, run_error, baseline_error);
+        if self.results.abort.is_some() {
+            code.max(1)
+        } else {
+            code
+        }
     }
 }
 
@@ -438,3 +465,6 @@ pub fn exit_code(r: &results::RunResults, run_error: bool, baseline_error: bool)
         0
     }
 }
+
+#[cfg(test)]
+mod tests;

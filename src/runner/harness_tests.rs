@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 const GEN: usize = 0;
 const SINK: usize = 1;
 
-pub(super) fn udp_test(secs: u64) -> UdpTest {
+pub(crate) fn udp_test(secs: u64) -> UdpTest {
     UdpTest {
         name: "udp".into(),
         ipv6: false,
@@ -39,7 +39,7 @@ pub(super) fn udp_test(secs: u64) -> UdpTest {
     }
 }
 
-pub(super) fn tcp_test(secs: u64) -> TcpTest {
+pub(crate) fn tcp_test(secs: u64) -> TcpTest {
     TcpTest {
         name: "tcp".into(),
         ipv6: false,
@@ -60,19 +60,24 @@ pub(super) fn tcp_test(secs: u64) -> TcpTest {
     }
 }
 
-/// Runs `body` on a gen → sink pair of the fake fleet; returns the result
-/// and how many progress updates it made.
-pub(super) fn run(
-    fleet: &mut FakeFleet,
-    body: impl FnOnce(&mut Ends, &mut dyn FnMut(&Progress)) -> TestResult,
-) -> (TestResult, usize) {
+/// The gen → sink pair of the fake fleet, as a command's ends.
+pub(crate) fn ends(fleet: &mut FakeFleet) -> Ends<'_> {
     let addr = |ip: &str| Addressing::single(Some(ip.parse().unwrap()));
-    let mut ends = Ends::new(
+    Ends::new(
         fleet,
         (GEN, SINK, None),
         (addr("198.18.0.1"), addr("198.18.0.2")),
         None,
-    );
+    )
+}
+
+/// Runs `body` on a gen → sink pair of the fake fleet; returns the result
+/// and how many progress updates it made.
+pub(crate) fn run(
+    fleet: &mut FakeFleet,
+    body: impl FnOnce(&mut Ends, &mut dyn FnMut(&Progress)) -> TestResult,
+) -> (TestResult, usize) {
+    let mut ends = ends(fleet);
     let mut updates = 0;
     let wall = Instant::now();
     let r = body(&mut ends, &mut |_| updates += 1);
@@ -287,4 +292,65 @@ fn tcp_server_error_fails_the_test() {
         Some("the sink agent: accept: too many open files")
     );
     assert!(r.directions.is_empty());
+}
+
+/// Runs `t` (with `omit`) and returns its result and the interval lines
+/// it made, as (from, to, omitted).
+fn with_omit(
+    fleet: &mut FakeFleet,
+    t: &dyn super::TestKind,
+) -> (TestResult, Vec<(f64, f64, bool)>) {
+    let mut lines = Vec::new();
+    let mut e = ends(fleet);
+    let r = super::run(&mut e, t, None, &mut |p: &Progress| {
+        lines.extend(p.slices.iter().map(|s| (s.from_s, s.to_s, s.omitted)));
+    });
+    (r, lines)
+}
+
+#[test]
+fn udp_omit_shows_the_first_second_and_leaves_it_out_of_the_totals() {
+    let mut f = FakeFleet::new(&["gen", "sink"]);
+    let t = UdpTest {
+        omit: Duration::from_secs(1),
+        ..udp_test(2)
+    };
+    let (r, lines) = with_omit(&mut f, &t);
+    assert_eq!(r.status, TestStatus::Ok, "{:?}", r.error);
+    // As iperf3 -O: the omitted second comes before the 2 counted ones.
+    let want = [(0.0, 1.0, true), (1.0, 2.0, false), (2.0, 3.0, false)];
+    assert_eq!(lines, want);
+    let d = &r.directions[0];
+    let omitted: Vec<bool> = d.intervals.iter().map(|i| i.omitted).collect();
+    assert_eq!(omitted, vec![true, false, false]);
+    // The totals count the 2 s after it; the agents' summaries all 3.
+    assert_eq!((d.tx_packets, d.rx_packets, d.lost), (2_000, 1_980, 20));
+    assert_eq!(d.duration_s, 2.0);
+    assert_eq!(d.sender_summary.tx_packets, 3_000);
+    assert_eq!(r.params.omit_s, 1.0);
+}
+
+#[test]
+fn tcp_omit_leaves_the_first_second_out_of_the_goodput() {
+    let mut f = FakeFleet::new(&["gen", "sink"]);
+    let t = TcpTest {
+        omit: Duration::from_secs(1),
+        ..tcp_test(3)
+    };
+    let (r, lines) = with_omit(&mut f, &t);
+    assert_eq!(r.status, TestStatus::Ok, "{:?}", r.error);
+    let want = [
+        (0.0, 1.0, true),
+        (1.0, 2.0, false),
+        (2.0, 3.0, false),
+        (3.0, 4.0, false),
+    ];
+    assert_eq!(lines, want);
+    let d = &r.directions[0];
+    assert!(d.intervals[0].omitted && !d.intervals[1].omitted);
+    assert_eq!(d.duration_s, 3.0);
+    // The goodput covers the 3 counted seconds; the summary all 4.
+    assert_eq!(d.rx_l2_bps, 1e9);
+    assert_eq!(d.receiver_summary.rx_bytes, 500_000_000);
+    assert_eq!(d.retransmits, Some(9));
 }

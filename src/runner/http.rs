@@ -346,7 +346,7 @@ fn download(
         &mut col,
         &[client_id],
         t0 + cap + Duration::from_secs(20),
-        |id, s| {
+        |id, s, now| {
             if let Some(d) = dir.as_deref_mut() {
                 d.log_interval(&t.name, if id == client_id { "gen" } else { "sink" }, s);
             }
@@ -355,7 +355,7 @@ fn download(
                 (_, last.rx_bps, _) = live.sum(&[client_id]);
                 last.connections = Some(s.connections);
                 last.requests_per_s = s.requests as f64 / (s.t_end - s.t_start).max(1e-3);
-                last.elapsed_s = t0.elapsed().as_secs_f64().min(dur);
+                last.elapsed_s = now.saturating_duration_since(t0).as_secs_f64().min(dur);
                 ended_s = ended_s.max(s.t_end);
                 last.slices = slicer.add(id, s.t_start, s.t_end, &[client_part(&label, s)]);
                 on_progress(&last);
@@ -372,7 +372,7 @@ fn download(
         vec![ids.client]
     };
     let by = jobs.fleet.now() + Duration::from_secs(5);
-    let _ = collect_stopped(jobs.fleet, &mut col, &wait, by, |_, _| {});
+    let _ = collect_stopped(jobs.fleet, &mut col, &wait, by, |_, _, _| {});
     if t.requests.is_some() || !done {
         slicer.end_at(ended_s);
     }

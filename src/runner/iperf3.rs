@@ -17,7 +17,7 @@ use crate::results::{
 };
 use crate::runner::error::{err, fail, Result};
 use crate::topology::Addressing;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The roles of a client test's two ends, as results name them.
 pub const CLIENT_ROLES: (&str, &str) = ("linerate", "iperf3 server (far end)");
@@ -142,7 +142,7 @@ fn run_client(
         sliced: true,
         ..Default::default()
     };
-    let mut progress = |_: u32, s: &IntervalSample| {
+    let mut progress = |_: u32, s: &IntervalSample, _: Instant| {
         if let Some(d) = dir.as_deref_mut() {
             d.log_interval(&t.name, "gen", s);
         }

@@ -18,7 +18,7 @@ use crate::runner::error::RunnerError;
 use crate::runner::error::{err, fail, Result};
 use crate::topology::Addressing;
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One client: its generator's agent, its name in results, its job id.
 struct Client {
@@ -115,7 +115,7 @@ fn served_inner(
     let mut col = Collected::new(dir.as_deref().map(|d| d.path.as_path()));
     let mut live: HashMap<u32, (f64, f64)> = HashMap::new();
     let label_of: HashMap<u32, String> = clients.iter().map(|c| (c.id, c.label.clone())).collect();
-    let mut progress = |id: u32, s: &IntervalSample| {
+    let mut progress = |id: u32, s: &IntervalSample, _: Instant| {
         if let (Some(d), Some(l)) = (dir.as_deref_mut(), label_of.get(&id)) {
             d.log_interval(&t.name, l, s);
         }
@@ -147,7 +147,7 @@ fn served_inner(
     // Every client has ended: the server's tests end with them.
     jobs.stop(sink, sid, vec![]);
     let by = jobs.fleet.now() + answer + Duration::from_secs(5);
-    collect_stopped(jobs.fleet, &mut col, &[sid], by, |_, _| {})?;
+    collect_stopped(jobs.fleet, &mut col, &[sid], by, |_, _, _| {})?;
     let after = jobs.snapshot(&agents)?;
     jobs.disarm();
     let report = match col.failed.get(&sid) {

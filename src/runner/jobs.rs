@@ -162,13 +162,14 @@ impl Collected {
 
 /// Gathers reports until every id in `wait_for` finished, the deadline
 /// passes, or the user interrupts; `Ok(false)` when it stopped early. A lost
-/// agent is an error.
+/// agent is an error. `on_sample` gets each interval sample with when it
+/// arrived, on the fleet's clock (virtual in the runner's tests).
 pub(super) fn collect(
     fleet: &mut dyn Agents,
     col: &mut Collected,
     wait_for: &[u32],
     deadline: Instant,
-    on_sample: impl FnMut(u32, &IntervalSample),
+    on_sample: impl FnMut(u32, &IntervalSample, Instant),
 ) -> Result<bool> {
     gather(fleet, col, wait_for, deadline, true, on_sample, |_| {})
 }
@@ -180,7 +181,7 @@ pub(super) fn collect_ticking(
     col: &mut Collected,
     wait_for: &[u32],
     deadline: Instant,
-    on_sample: impl FnMut(u32, &IntervalSample),
+    on_sample: impl FnMut(u32, &IntervalSample, Instant),
     tick: impl FnMut(&mut dyn Agents),
 ) -> Result<bool> {
     gather(fleet, col, wait_for, deadline, true, on_sample, tick)
@@ -195,7 +196,7 @@ pub(super) fn collect_stopped(
     col: &mut Collected,
     wait_for: &[u32],
     deadline: Instant,
-    on_sample: impl FnMut(u32, &IntervalSample),
+    on_sample: impl FnMut(u32, &IntervalSample, Instant),
 ) -> Result<bool> {
     gather(fleet, col, wait_for, deadline, false, on_sample, |_| {})
 }
@@ -206,7 +207,7 @@ fn gather(
     wait_for: &[u32],
     deadline: Instant,
     interruptible: bool,
-    mut on_sample: impl FnMut(u32, &IntervalSample),
+    mut on_sample: impl FnMut(u32, &IntervalSample, Instant),
     mut tick: impl FnMut(&mut dyn Agents),
 ) -> Result<bool> {
     loop {
@@ -222,7 +223,7 @@ fn gather(
         };
         match ev {
             Response::Interval { test, sample } => {
-                on_sample(test, &sample);
+                on_sample(test, &sample, fleet.now());
                 col.intervals.push(test, sample);
             }
             Response::Finished { test, summary } => {

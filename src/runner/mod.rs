@@ -18,9 +18,9 @@
 mod dut;
 pub mod error;
 #[cfg(test)]
-mod harness;
+pub(crate) mod harness;
 #[cfg(test)]
-mod harness_tests;
+pub(crate) mod harness_tests;
 mod http;
 mod intervals;
 pub mod iperf3;

@@ -13,7 +13,7 @@ use crate::results::{Protocol, RunDir, TestParams, TestResult};
 use crate::runner::error::{err, Result};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 mod direction;
 use direction::{checks, direction};
@@ -334,7 +334,7 @@ fn run_clients(
     let lead = start_at
         .map(|s| Duration::from_nanos(s.saturating_sub(jobs.fleet.unix_ns())))
         .unwrap_or_default();
-    let mut on_sample = |id: u32, s: &IntervalSample| {
+    let mut on_sample = |id: u32, s: &IntervalSample, now: Instant| {
         if let (Some(d), Some(role)) = (dir.as_deref_mut(), roles.get(&id)) {
             d.log_interval(&t.name, role, s);
         }
@@ -346,7 +346,11 @@ fn run_clients(
         (_, last.tx_bps, _) = live.sum(&tx_keys);
         (_, last.rx_bps, _) = live.sum(&rx_keys);
         last.slices = slicer.add(id, s.t_start, s.t_end, &parts);
-        last.elapsed_s = t0.elapsed().saturating_sub(lead).as_secs_f64().min(dur);
+        last.elapsed_s = now
+            .saturating_duration_since(t0)
+            .saturating_sub(lead)
+            .as_secs_f64()
+            .min(dur);
         on_progress(&last);
     };
     let done = collect(

@@ -16,7 +16,7 @@ use crate::results::{
 };
 use crate::runner::error::{err, fail, Result};
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 impl TestKind for UdpTest {
     fn name(&self) -> &str {
@@ -195,7 +195,7 @@ fn udp_inner(
     let lead = start_at
         .map(|s| Duration::from_nanos(s.saturating_sub(jobs.fleet.unix_ns())))
         .unwrap_or_default();
-    let mut on_sample = |id: u32, s: &crate::proto::IntervalSample| {
+    let mut on_sample = |id: u32, s: &crate::proto::IntervalSample, now: Instant| {
         if let (Some(d), Some(role)) = (dir.as_deref_mut(), roles.get(&id)) {
             d.log_interval(&t.name, role, s);
         }
@@ -220,7 +220,11 @@ fn udp_inner(
             (last.rx_pps, _, last.loss_ratio) = live.sum(&rx_ids);
             last.rx_bps = units::l1_bps(last.rx_pps, frame);
         }
-        last.elapsed_s = t0.elapsed().saturating_sub(lead).as_secs_f64().min(dur);
+        last.elapsed_s = now
+            .saturating_duration_since(t0)
+            .saturating_sub(lead)
+            .as_secs_f64()
+            .min(dur);
         on_progress(&last);
         last.slices.clear();
     };

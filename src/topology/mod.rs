@@ -277,17 +277,7 @@ impl Hosts {
 
     /// A host lost mid-run ends the run partial (its tests already say why).
     pub fn check_lost(&self) -> Result<()> {
-        let lost = self.fleet.lost();
-        let first = self.fleet.agents().iter().position(|a| a.lost.is_some());
-        match first {
-            // Typed, so the command can tell a lost agent (exit 3, the run
-            // failed) from a test that failed.
-            Some(agent) => Err(TopologyError::AgentLost(AgentLost {
-                agent,
-                message: lost.join("; "),
-            })),
-            None => Ok(()),
-        }
+        check_lost(self.fleet.agents())
     }
 
     /// Stops every agent, then closes the ssh connections.
@@ -303,6 +293,20 @@ impl Hosts {
 impl Drop for Hosts {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// Fails naming the first of `agents` that was lost, with why each lost
+/// one was; typed, so the command can tell a lost agent (exit 3, the run
+/// failed) from a test that failed.
+pub fn check_lost(agents: &[fleet::Agent]) -> Result<()> {
+    let lost: Vec<String> = agents.iter().filter_map(|a| a.lost.clone()).collect();
+    match agents.iter().position(|a| a.lost.is_some()) {
+        Some(agent) => Err(TopologyError::AgentLost(AgentLost {
+            agent,
+            message: lost.join("; "),
+        })),
+        None => Ok(()),
     }
 }
 
