@@ -103,10 +103,13 @@ fn issue37_a_lossy_dut_aborts_a_long_run_after_the_grace_period() {
     assert_eq!(t["status"], "aborted", "{}", t["error"]);
     // Stopped within the grace period plus one interval (the line that
     // covers the grace period is complete one interval later), plus the
-    // stop's own fraction of a second.
+    // stop's own time: a fraction of a second, which on a host with a
+    // load average of 6.6 came to 0.61 s (3.61 s). The exact moment is
+    // checked on a virtual clock
+    // (`orchestrate::run::tests::a_lossy_test_is_aborted_once_its_grace_period_is_covered`).
     let d = &t["directions"][0];
     let ran = f(&d["duration_s"]);
-    assert!((2.0..=3.6).contains(&ran), "the senders ran {ran} s");
+    assert!((2.0..=4.5).contains(&ran), "the senders ran {ran} s");
     // The partial intervals are there, with what the sides counted in them.
     let intervals = d["intervals"].as_array().unwrap();
     assert!(intervals.len() >= 2, "{} intervals", intervals.len());

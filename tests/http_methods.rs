@@ -199,6 +199,7 @@ fn head_and_post_over_http2() {
     let mut p = NsPair::new("lrhm", "h", "hm", "198.18.22");
     let server = p.server.clone();
     p.spawn(&server, &["nginx", "-c", conf.to_str().unwrap()]);
+    p.wait_listening(8095);
     let client = format!("ns:{}", p.client);
     let url = "http://198.18.22.2:8095/big.bin";
     let mut doc = Value::Null;

@@ -509,6 +509,31 @@ impl NsPair {
     }
 }
 
+impl NsPair {
+    /// Waits (10 s at most) until something listens on TCP `port` in the
+    /// server namespace: a run started before that is refused, and a
+    /// refused connection is an error of the run.
+    pub fn wait_listening(&self, port: u16) {
+        let t0 = std::time::Instant::now();
+        let filter = format!("sport = :{port}");
+        loop {
+            let out = Command::new("ip")
+                .args(["netns", "exec", &self.server, "ss", "-Htln", &filter])
+                .output()
+                .expect("ss");
+            if !out.stdout.is_empty() {
+                return;
+            }
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(10),
+                "nothing listens on port {port} in {} after 10 s",
+                self.server
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
 impl Drop for NsPair {
     fn drop(&mut self) {
         for c in &mut self.children {

@@ -795,13 +795,25 @@ mod tests {
     }
 
     fn paced_burst(pps: Option<f64>, secs: f64, frames: Option<u64>) -> (u64, Vec<usize>, f64) {
-        let spec = spec(pps, secs, frames);
-        let mut tx = Recorder { calls: Vec::new() };
-        let c = Counters::default();
-        let cpu0 = sys::thread_cpu_seconds();
-        let _ = sys::set_timer_slack_ns(SENDER_TIMER_SLACK_NS);
-        let seq = pace(&|| false, &spec, &[64], 32, &mut tx, &c, Instant::now()).unwrap();
-        (seq[0], tx.calls, sys::thread_cpu_seconds() - cpu0)
+        // On a thread of its own, as a sender runs: the priority below
+        // ends with it.
+        std::thread::spawn(move || {
+            let spec = spec(pps, secs, frames);
+            let mut tx = Recorder { calls: Vec::new() };
+            let c = Counters::default();
+            let _ = sys::set_timer_slack_ns(SENDER_TIMER_SLACK_NS);
+            // As a sender does (`sleeps_between_quanta`): a normal thread
+            // woke late beside other work and gave frames up, which failed
+            // this test beside a loaded suite.
+            if sleeps_between_quanta(&spec, &tx) {
+                let _ = sys::set_fifo_self(SLEEPING_SENDER_PRIORITY);
+            }
+            let cpu0 = sys::thread_cpu_seconds();
+            let seq = pace(&|| false, &spec, &[64], 32, &mut tx, &c, Instant::now()).unwrap();
+            (seq[0], tx.calls, sys::thread_cpu_seconds() - cpu0)
+        })
+        .join()
+        .unwrap()
     }
 
     /// An engine the kernel paces: it gets a horizon's frames with times.
