@@ -648,8 +648,11 @@ fn a_plan_s_vm_host_is_a_test_s_far_end() {
         d["tx_packets"].as_u64().unwrap(),
         d["rx_packets"].as_u64().unwrap(),
     );
-    // 2 kpps for 2 s: every frame reached the guest.
-    assert!(tx >= 3900, "{d}");
+    // 2 kpps for 2 s, every frame sent reached the guest. A sender that
+    // wakes late gives the frames due meanwhile up rather than burst
+    // them: beside `stress-ng --cpu 1` its first second sent 1,864 of
+    // 2,000 (3,863 in all), so the floor is 90 %.
+    assert!(tx >= 3600, "{d}");
     assert_eq!(rx, tx, "{d}");
     assert_eq!(d["lost"].as_u64().unwrap(), 0, "{d}");
     // The guest's vCPU, from its qemu thread on this host.
