@@ -20,7 +20,8 @@ if [ ${#filters[@]} = 0 ]; then
         stick::stick_forwards
         cli_habits::issue23_tcp_rate_paces_goodput
         first_hour::issue_23_a_met_low_rate
-        search_limits::policed_120kpps
+        search_limits::policed_
+        loadtest::mlrsearch_finds_the_policed_ndr_and_pdr
         loadtest::ramp_saturates_where_the_dut_is_policed
         sweep::
     )
