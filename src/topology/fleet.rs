@@ -148,11 +148,6 @@ impl Fleet {
         }
     }
 
-    /// Agents lost so far, with what happened to each.
-    pub fn lost(&self) -> Vec<String> {
-        self.agents.iter().filter_map(|a| a.lost.clone()).collect()
-    }
-
     /// Starts an agent with `cmd` (which must run `linerate agent --stdio`
     /// with its stdin/stdout as the control channel), completes the
     /// handshake and measures its clock. `host` names where it runs.
