@@ -537,13 +537,14 @@ fn pace(
             // `missed` counts packets the sender fell behind by and gave up
             // on: a tester that stalls must not catch up later with a burst
             // above the asked rate (it shows as offered < target instead).
-            let sent = sent_total + missed;
+            // What is still within the slack goes on in this same pass: a
+            // pass that only gave up would find more due by its next one
+            // whenever a pass takes longer than a frame's time (at line
+            // rate, 67 ns), and would give up every frame from then on.
             let rate = profile.rate_at(t);
             let slack = (batch as f64).max(rate * 0.002) as u64;
-            if due > sent + slack {
-                missed += due - sent - slack;
-                continue;
-            }
+            missed += due.saturating_sub(sent_total + missed + slack);
+            let sent = sent_total + missed;
             if kernel_paced {
                 // Hand the engine what falls due within the horizon, with
                 // the instant the first is due and the spacing; it sends
@@ -942,6 +943,75 @@ mod tests {
         // quantum alone would carry one in none.)
         let ones = calls.iter().filter(|&&n| n == 1).count();
         assert!(ones * 10 >= calls.len() * 6, "{calls:?}");
+    }
+
+    /// A kernel-paced engine whose first `stale` runs come too late and
+    /// give up every frame (as runs do whose preparation outlasted their
+    /// frames' span); later runs send every frame at its time.
+    struct Stalling {
+        stale: usize,
+        runs: Vec<usize>,
+    }
+
+    impl Transmit for Stalling {
+        fn groups(&self) -> Vec<Vec<usize>> {
+            vec![vec![0]]
+        }
+        fn send(&mut self, _group: usize, msgs: &[Msg]) -> std::io::Result<usize> {
+            Ok(msgs.len())
+        }
+        fn paces_itself(&self) -> bool {
+            true
+        }
+        fn send_paced(
+            &mut self,
+            _group: usize,
+            msgs: &[Msg],
+            p: Pacing,
+        ) -> std::io::Result<(usize, u64)> {
+            if self.stale > 0 {
+                // Its preparation took 5 ms, longer than the slack.
+                std::thread::sleep(Duration::from_millis(5));
+                self.stale -= 1;
+                self.runs.push(0);
+                return Ok((0, msgs.len() as u64));
+            }
+            let last = p.first_due_ns + (msgs.len().saturating_sub(1) as f64 * p.gap_ns) as u64;
+            let now = sys::monotonic_ns();
+            if last > now {
+                std::thread::sleep(Duration::from_nanos(last - now));
+            }
+            self.runs.push(msgs.len());
+            Ok((msgs.len(), 0))
+        }
+        fn name(&self) -> &'static str {
+            "stalling"
+        }
+    }
+
+    #[test]
+    fn a_sender_that_gave_a_run_up_sends_the_next_one() {
+        // 100 Mpps: a frame every 10 ns, less than one pass of the loop
+        // takes. A loop that only gave up what it missed on a pass found
+        // more due on its next one, gave that up too, and never sent
+        // again until the deadline (a debug build at line rate: offered 0).
+        let spec = spec(Some(1e8), 0.05, None);
+        let mut tx = Stalling {
+            stale: 1,
+            runs: Vec::new(),
+        };
+        let c = Counters::default();
+        let seq = pace(&|| false, &spec, &[64], 32, &mut tx, &c, Instant::now()).unwrap();
+        assert_eq!(tx.runs.first(), Some(&0), "{:?}", tx.runs);
+        assert!(
+            tx.runs.len() >= 3,
+            "runs after the stale one: {:?}",
+            tx.runs
+        );
+        let sent: usize = tx.runs.iter().sum();
+        assert_eq!(seq[0], sent as u64);
+        // Never more than the 5,000,000 due.
+        assert!(sent > 0 && sent <= 5_000_000, "{sent}");
     }
 
     #[test]

@@ -296,3 +296,31 @@ fn tagged_frames_must_hold_the_linerate_header() {
     assert_eq!(payload_for_frame(64, false, one), Some(14));
     assert_eq!(payload_for_frame(4, false, two), None);
 }
+
+#[test]
+fn a_run_that_would_give_up_every_frame_starts_now_at_its_spacing() {
+    let p = Pacing {
+        first_due_ns: 1_000_000,
+        gap_ns: 100.0,
+        late_ns: 50_000,
+        catch_gap_ns: 0,
+    };
+    // 1,000 frames: the last is due at 1,099,900 ns, given up after
+    // 1,149,900.
+    for now in [0, 1_000_000, 1_100_000, 1_149_900] {
+        assert_eq!(p.starting_at(1_000, now).first_due_ns, 1_000_000, "{now}");
+    }
+    // Later, every frame would be given up: they go from now instead,
+    // with the same spacing and bounds.
+    let q = p.starting_at(1_000, 1_149_901);
+    assert_eq!(q.first_due_ns, 1_149_901);
+    assert_eq!((q.gap_ns, q.late_ns, q.catch_gap_ns), (100.0, 50_000, 0));
+    assert_eq!(p.starting_at(1, 1_050_001).first_due_ns, 1_050_001);
+    assert_eq!(p.starting_at(0, 1_050_000).first_due_ns, 1_000_000);
+    // No overflow at the clock's end.
+    let far = Pacing {
+        first_due_ns: u64::MAX - 10,
+        ..p
+    };
+    assert_eq!(far.starting_at(1_000, u64::MAX).first_due_ns, u64::MAX - 10);
+}

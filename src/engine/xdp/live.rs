@@ -95,6 +95,7 @@ impl Group {
         let (flow, slot) = (u64::from(self.next_flow), u64::from(self.next_slot));
         Ok(match pacing {
             Some(p) => {
+                let p = p.starting_at(frames, sys::monotonic_ns());
                 let c = Cursor {
                     t0_ns: p.first_due_ns,
                     gap_fp: Cursor::gap_fp(p.gap_ns),
