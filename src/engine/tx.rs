@@ -817,24 +817,6 @@ mod tests {
         .unwrap()
     }
 
-    /// An engine the kernel paces: it gets a horizon's frames with times.
-    struct KernelPaced;
-
-    impl Transmit for KernelPaced {
-        fn groups(&self) -> Vec<Vec<usize>> {
-            vec![vec![0]]
-        }
-        fn send(&mut self, _group: usize, msgs: &[Msg]) -> std::io::Result<usize> {
-            Ok(msgs.len())
-        }
-        fn paces_itself(&self) -> bool {
-            true
-        }
-        fn name(&self) -> &'static str {
-            "kernel-paced"
-        }
-    }
-
     #[test]
     fn only_a_sender_that_sleeps_between_quanta_asks_for_real_time() {
         let rec = Recorder { calls: Vec::new() };
@@ -844,9 +826,13 @@ mod tests {
         // paces; unpaced it sends flat out: a normal thread.
         assert!(!sleeps_between_quanta(&spec(Some(50e3), 1.0, None), &rec));
         assert!(!sleeps_between_quanta(&spec(None, 1.0, None), &rec));
+        let kernel_paced = Stalling {
+            stale: 0,
+            runs: Vec::new(),
+        };
         assert!(!sleeps_between_quanta(
             &spec(Some(1e3), 1.0, None),
-            &KernelPaced
+            &kernel_paced
         ));
     }
 
@@ -945,9 +931,10 @@ mod tests {
         assert!(ones * 10 >= calls.len() * 6, "{calls:?}");
     }
 
-    /// A kernel-paced engine whose first `stale` runs come too late and
-    /// give up every frame (as runs do whose preparation outlasted their
-    /// frames' span); later runs send every frame at its time.
+    /// An engine the kernel paces (it gets a horizon's frames with times),
+    /// whose first `stale` runs come too late and give up every frame (as
+    /// runs do whose preparation outlasted their frames' span); later runs
+    /// send every frame at its time.
     struct Stalling {
         stale: usize,
         runs: Vec<usize>,
